@@ -1,0 +1,62 @@
+"""elmo_core: the ELMo biLM (Peters et al., NAACL 2018) in plain PyTorch.
+
+Shared by `spacy_elmo` and `hf_elmo`; imports neither spaCy nor transformers.
+
+    from elmo_core import BiLMOptions, Elmo, load_bilm_tf
+    elmo = Elmo(BiLMOptions.from_json("options.json"), dropout=0.0)
+    load_bilm_tf(elmo, "weights.hdf5")
+    vectors = elmo.embed([["Hello", "world", "."]], layers="all")  # [3, 3, 1024] per sentence
+"""
+
+from __future__ import annotations
+
+if __name__ != "elmo_core":  # pragma: no cover - packaging guard
+    raise ImportError(
+        f"this package must be imported as 'elmo_core', not {__name__!r}. Install the project "
+        "(pip install -e .), which maps the folder core/ to elmo_core, and import elmo_core."
+    )
+
+from .batching import batches_by_token_budget
+from .bilm import BiLM, BiLMOutput
+from .char_cnn import CharCNN
+from .characters import words_to_char_ids, word_to_char_ids
+from .elmo import Elmo, ElmoOutput
+from .embedding import embed_sentences, iter_embeddings
+from .errors import ElmoError, OptionsError, WeightFileError
+from .highway import Highway
+from .lstm import LSTMCellWithProjection, LSTMStack
+from .model_folder import load_model_folder, read_model_config, save_model_folder
+from .options import PUBLISHED_OPTIONS, BiLMOptions, CharCNNOptions, LSTMOptions
+from .scalar_mix import ScalarMix
+from .weights import load_bilm_tf, save_bilm_tf
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BiLM",
+    "BiLMOptions",
+    "BiLMOutput",
+    "CharCNN",
+    "CharCNNOptions",
+    "Elmo",
+    "ElmoError",
+    "ElmoOutput",
+    "Highway",
+    "LSTMCellWithProjection",
+    "LSTMOptions",
+    "LSTMStack",
+    "OptionsError",
+    "PUBLISHED_OPTIONS",
+    "ScalarMix",
+    "WeightFileError",
+    "batches_by_token_budget",
+    "embed_sentences",
+    "iter_embeddings",
+    "load_bilm_tf",
+    "load_model_folder",
+    "read_model_config",
+    "save_bilm_tf",
+    "save_model_folder",
+    "word_to_char_ids",
+    "words_to_char_ids",
+]

@@ -1,0 +1,5 @@
+"""`python -m elmo_core` = the `elmo` command."""
+
+from .cli import main
+
+main()

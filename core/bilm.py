@@ -1,0 +1,278 @@
+"""The bidirectional language model: char CNN + forward and backward LSTM stacks.
+
+    char_ids  [batch, tokens, chars]          (no <S>/</S>; the biLM adds them)
+      -> add <S> at 0 and </S> at len + 1     [batch, tokens + 2, chars]
+      -> char CNN on real positions only      [batch, tokens + 2, P]      layer 0
+      -> forward stack over <S> w1 .. wn </S>
+         backward stack over </S> wn .. w1 <S>   (each row reversed over its own length)
+      -> layers [layer0 ; layer0], [fwd_l ; bwd_l]   [L + 1, batch, tokens + 2, 2P]
+      -> drop <S>/</S> (unless keep_sentence_boundaries)   [L + 1, batch, tokens, 2P]
+
+Peters et al. 2018, section 3.1; ELMO_SPEC sections 2 and 5.
+
+Stateless by default: each sentence starts from zero LSTM states, so its vectors depend
+on nothing but its own tokens (not on batch size, batch mates, padding or earlier calls).
+`stateful=True` reproduces the original's carry-over of the final LSTM states of each
+batch row into the next batch (ELMO_SPEC section 6); it exists to match the original's
+outputs, e.g. AllenNLP's test fixture.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from .char_cnn import CharCNN
+from .characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
+from .lstm import LSTMStack, LSTMState
+from .options import BiLMOptions
+
+__all__ = ["BiLM", "BiLMOutput", "check_char_ids"]
+
+
+class BiLMOutput(NamedTuple):
+    """What `BiLM.forward` returns.
+
+    Attributes:
+        activations: Every biLM layer: index 0 is the char CNN's token vector repeated
+            twice (so that every layer is `2 * projection_dim` wide), index l >= 1 is
+            `[forward layer l ; backward layer l]`. Zero at padded positions.
+            Shape [n_layers + 1, batch, tokens, 2 * projection_dim].
+        mask: bool [batch, tokens], True = real position.
+    """
+
+    activations: torch.Tensor
+    mask: torch.Tensor
+
+
+def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters: int) -> None:
+    """Raise a clear error unless `char_ids` is a valid [batch, tokens, chars] id tensor."""
+    if not isinstance(char_ids, torch.Tensor):
+        raise TypeError(
+            f"char_ids must be a torch.Tensor; got {type(char_ids).__name__}. "
+            "Build it with elmo_core.words_to_char_ids(sentences)."
+        )
+    if char_ids.dim() != 3 or char_ids.shape[-1] != max_characters_per_token:
+        raise ValueError(
+            f"char_ids must be 3-D [batch, tokens, {max_characters_per_token}]; got shape "
+            f"{tuple(char_ids.shape)}. Did you pass word ids? Use words_to_char_ids()."
+        )
+    if char_ids.dtype.is_floating_point or char_ids.dtype.is_complex or char_ids.dtype == torch.bool:
+        raise TypeError(f"char_ids must be an integer tensor; got dtype {char_ids.dtype}.")
+    if char_ids.numel():
+        low, high = int(char_ids.min()), int(char_ids.max())
+        if low < 0 or high >= n_characters:
+            raise ValueError(
+                f"char_ids must lie in [0, {n_characters}); found values from {low} to {high}. "
+                "Ids are UTF-8 bytes + 1 and markers 257..261 (see elmo_core.characters); "
+                "0 marks a padded position."
+            )
+
+
+class BiLM(nn.Module):
+    """The ELMo biLM (frozen feature extractor or trainable language model).
+
+    Args:
+        options: The model's hyperparameters.
+        stateful: Carry each batch row's final LSTM states into the next batch, as the
+            original implementations did. Off by default; see `reset_states()`.
+        keep_sentence_boundaries: Return the `<S>`/`</S>` positions too (tokens + 2).
+        dropout: Dropout on every LSTM layer's input during training (bilm-tf: 0.1).
+    """
+
+    def __init__(
+        self,
+        options: BiLMOptions,
+        *,
+        stateful: bool = False,
+        keep_sentence_boundaries: bool = False,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.options = options
+        self.stateful = stateful
+        self.keep_sentence_boundaries = keep_sentence_boundaries
+        lstm = options.lstm
+        self.char_cnn = CharCNN(options)
+        stack_args = (
+            lstm.projection_dim, lstm.dim, lstm.projection_dim, lstm.n_layers,
+            lstm.cell_clip, lstm.proj_clip, lstm.use_skip_connections, dropout,
+        )
+        self.forward_layers = LSTMStack(*stack_args)
+        self.backward_layers = LSTMStack(*stack_args)
+        C = options.char_cnn.max_characters_per_token
+        self.register_buffer("bos_char_ids", torch.tensor(word_to_char_ids(BOS_TOKEN, C)), persistent=False)
+        self.register_buffer("eos_char_ids", torch.tensor(word_to_char_ids(EOS_TOKEN, C)), persistent=False)
+        # Stateful mode: per direction, per layer (h, c) with rows in batch-row order.
+        self._states: dict[str, list[LSTMState]] | None = None
+
+    @property
+    def output_dim(self) -> int:
+        """Width of every layer: `2 * projection_dim`."""
+        return self.options.output_dim
+
+    @property
+    def num_layers(self) -> int:
+        """Number of layers returned: `n_layers + 1`."""
+        return self.options.num_layers
+
+    def reset_states(self) -> None:
+        """Forget carried LSTM states (stateful mode); the next batch starts from zeros."""
+        self._states = None
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> BiLMOutput:
+        """Run the char CNN and both LSTM stacks.
+
+        Args:
+            char_ids: Character ids from `words_to_char_ids`, *without* `<S>`/`</S>`
+                (added here). Rows are right-padded with all-zero positions. Moved to
+                the module's device if needed.
+            mask: True for real tokens; derived from `char_ids` (any id non-zero) when
+                omitted. Must be True on a prefix of each row.
+
+        Returns:
+            `BiLMOutput(activations, mask)`; see its docstring.
+
+        Shape:
+            char_ids: [batch, tokens, chars] int64
+            mask: [batch, tokens] bool
+            activations: [n_layers + 1, batch, tokens, 2 * projection_dim] float
+            (tokens + 2 with `keep_sentence_boundaries`).
+
+        Raises:
+            ValueError / TypeError: for ids of the wrong shape, dtype or range, or a
+                mask that is not right-padded.
+        """
+        C = self.options.char_cnn.max_characters_per_token
+        check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
+        device = self.bos_char_ids.device
+        char_ids = char_ids.to(device)
+        real = (char_ids != 0).any(dim=-1) if mask is None else _check_mask(mask, char_ids).to(device)
+        batch_size, num_tokens, _ = char_ids.shape
+        lengths = real.sum(dim=1)  # [batch]
+        positions = torch.arange(num_tokens, device=device)
+        if not torch.equal(real, positions[None, :] < lengths[:, None]):
+            raise ValueError(
+                "padding must be on the right: every row of the mask (or of non-zero char_ids) "
+                "must be True for its first n positions and False after. Build inputs with "
+                "words_to_char_ids()."
+            )
+
+        # <S> w1 .. wn </S> per row, at positions 0 and len + 1.
+        ids = char_ids.new_zeros(batch_size, num_tokens + 2, C)
+        ids[:, 1 : num_tokens + 1] = char_ids * real[..., None]
+        ids[:, 0] = self.bos_char_ids
+        ids[torch.arange(batch_size, device=device), lengths + 1] = self.eos_char_ids
+        full_lengths = lengths + 2
+        full_mask = torch.arange(num_tokens + 2, device=device)[None, :] < full_lengths[:, None]
+
+        token_embedding = self._token_embedding(ids, full_mask)  # [batch, tokens + 2, P]
+        forward_out, backward_out = self._run_stacks(token_embedding, full_lengths)
+        layers = [torch.cat([token_embedding, token_embedding], dim=-1)]
+        layers += [torch.cat([f, b], dim=-1) for f, b in zip(forward_out, backward_out)]
+        dtype = layers[-1].dtype
+        activations = torch.stack([layer.to(dtype) for layer in layers])  # [L+1, B, T+2, 2P]
+
+        if self.keep_sentence_boundaries:
+            return BiLMOutput(activations, full_mask)
+        # Drop <S> (position 0) and </S> (position len + 1, which becomes len after the
+        # shift and is zeroed by the mask).
+        activations = activations[:, :, 1 : num_tokens + 1] * real[None, :, :, None].to(dtype)
+        return BiLMOutput(activations, real)
+
+    def _token_embedding(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Char CNN on the real positions only; zeros elsewhere. [batch, steps, P]."""
+        embedded = self.char_cnn(ids[mask])  # [num_real, P]
+        out = embedded.new_zeros(*mask.shape, embedded.shape[-1])
+        out[mask] = embedded
+        return out
+
+    def _run_stacks(
+        self, tokens: torch.Tensor, lengths: torch.Tensor
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Both LSTM stacks over [batch, steps, P] inputs; outputs batch-major, unsorted."""
+        batch_size, num_steps, _ = tokens.shape
+        sorted_lengths, order = lengths.sort(descending=True, stable=True)
+        lengths_list = sorted_lengths.tolist()
+        # Rows still running at step t (rows are sorted longest first).
+        batch_sizes = [sum(1 for n in lengths_list if n > t) for t in range(num_steps)]
+        x = tokens.index_select(0, order).transpose(0, 1)  # [steps, batch, P], sorted rows
+
+        # Backward direction: each row reversed over its own length, so it starts at its
+        # </S> and never reads padding. The same index undoes the reversal.
+        steps = torch.arange(num_steps, device=tokens.device)[:, None]  # [steps, 1]
+        row_len = sorted_lengths[None, :]  # [1, batch]
+        reverse = torch.where(steps < row_len, row_len - 1 - steps, steps)  # [steps, batch]
+        reverse = reverse[..., None]
+
+        def flip(t: torch.Tensor) -> torch.Tensor:
+            return t.gather(0, reverse.expand(-1, -1, t.shape[-1]))
+
+        forward_init, backward_init = self._initial_states(order, batch_size)
+        forward_out, forward_final = self.forward_layers(x, batch_sizes, forward_init)
+        backward_out, backward_final = self.backward_layers(flip(x), batch_sizes, backward_init)
+        backward_out = [flip(y) for y in backward_out]
+        if self.stateful:
+            self._store_states(order, forward_final, backward_final)
+
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(batch_size, device=order.device)
+
+        def unsort(t: torch.Tensor) -> torch.Tensor:
+            return t.transpose(0, 1).index_select(0, inverse)  # [batch, steps, P]
+
+        return [unsort(y) for y in forward_out], [unsort(y) for y in backward_out]
+
+    # ------------------------------------------------------------------ stateful mode
+    def _initial_states(
+        self, order: torch.Tensor, batch_size: int
+    ) -> tuple[list[LSTMState] | None, list[LSTMState] | None]:
+        if not self.stateful or self._states is None:
+            return None, None
+
+        def take(h: torch.Tensor) -> torch.Tensor:
+            # Rows beyond the stored ones start from zero (the batch grew).
+            if h.shape[0] < batch_size:
+                h = torch.cat([h, h.new_zeros(batch_size - h.shape[0], *h.shape[1:])])
+            return h[:batch_size].index_select(0, order)
+
+        return tuple(  # type: ignore[return-value]
+            [(take(h), take(c)) for h, c in self._states[direction]]
+            for direction in ("forward", "backward")
+        )
+
+    def _store_states(
+        self, order: torch.Tensor, forward_final: list[LSTMState], backward_final: list[LSTMState]
+    ) -> None:
+        """Keep each row's final states; rows beyond this batch keep their old states."""
+        batch_size = order.shape[0]
+        new: dict[str, list[LSTMState]] = {}
+        for direction, finals in (("forward", forward_final), ("backward", backward_final)):
+            layers = []
+            for k, (h, c) in enumerate(finals):
+                h = h.detach().float()
+                c = c.detach().float()
+                h_rows = torch.empty_like(h)
+                c_rows = torch.empty_like(c)
+                h_rows[order] = h  # back to batch-row order
+                c_rows[order] = c
+                if self._states is not None:
+                    old_h, old_c = self._states[direction][k]
+                    if old_h.shape[0] > batch_size:
+                        h_rows = torch.cat([h_rows, old_h[batch_size:]])
+                        c_rows = torch.cat([c_rows, old_c[batch_size:]])
+                layers.append((h_rows, c_rows))
+            new[direction] = layers
+        self._states = new
+
+
+def _check_mask(mask: object, char_ids: torch.Tensor) -> torch.Tensor:
+    if not isinstance(mask, torch.Tensor) or tuple(mask.shape) != tuple(char_ids.shape[:2]):
+        shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise ValueError(
+            f"mask must be a [batch, tokens] = {tuple(char_ids.shape[:2])} tensor; got {shape}."
+        )
+    return mask.bool()

@@ -1,0 +1,71 @@
+"""The char CNN: the context-independent token encoder whose output is biLM layer 0.
+
+Character embedding -> one convolution bank per filter width, max-pooled over the
+character axis -> activation -> highway layers -> linear projection to `projection_dim`
+(ELMO_SPEC section 3; Peters et al. 2018, section 3.1; Kim et al. 2016).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .highway import Highway
+from .options import BiLMOptions
+
+__all__ = ["CharCNN"]
+
+
+class CharCNN(nn.Module):
+    """Token vectors from character ids, one token at a time (no context).
+
+    Parameters, with their bilm-tf hdf5 names:
+
+    - `char_embedding` [n_characters - 1, embedding_dim] (`char_embed`): rows for ids
+      1..261. Id 0 marks a padded position and always embeds to zeros; it is a fixed
+      zero row, not a parameter, which is why the published parameter counts use 261
+      rows.
+    - `convolutions[i]` Conv1d(embedding_dim, count_i, width_i) (`CNN/W_cnn_i`, `b_cnn_i`).
+    - `highway` (`CNN_high_k`), see `Highway`.
+    - `projection` Linear(F, projection_dim) (`CNN_proj`). As in bilm-tf it exists only
+      when F != projection_dim (true for every published model); otherwise it is the
+      identity.
+
+    Shape:
+        char_ids: [num_tokens, max_characters_per_token] int64 -> [num_tokens, projection_dim]
+    """
+
+    def __init__(self, options: BiLMOptions) -> None:
+        super().__init__()
+        cc = options.char_cnn
+        self.max_characters_per_token = cc.max_characters_per_token
+        self.n_characters = cc.n_characters
+        self.char_embedding = nn.Parameter(torch.empty(cc.n_characters - 1, cc.embedding_dim))
+        nn.init.uniform_(self.char_embedding, -1.0, 1.0)  # bilm-tf's initialiser
+        self.convolutions = nn.ModuleList(
+            nn.Conv1d(cc.embedding_dim, count, width) for width, count in cc.filters
+        )
+        self.activation = cc.activation
+        self.highway = Highway(cc.n_filters, cc.n_highway)
+        projection_dim = options.lstm.projection_dim
+        self.projection: nn.Module = (
+            nn.Linear(cc.n_filters, projection_dim) if cc.n_filters != projection_dim else nn.Identity()
+        )
+
+    def embedding_table(self) -> torch.Tensor:
+        """The full [n_characters, embedding_dim] table, with the zero row for id 0."""
+        zero = self.char_embedding.new_zeros(1, self.char_embedding.shape[1])
+        return torch.cat([zero, self.char_embedding], dim=0)
+
+    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        x = F.embedding(char_ids, self.embedding_table())  # [tokens, chars, E]
+        x = x.transpose(1, 2)  # [tokens, E, chars]: Conv1d wants channels first
+        pooled = []
+        for conv in self.convolutions:
+            # Max over all `chars - width + 1` windows, padding-char slots included,
+            # then the activation (TF order; both are monotone, so order is immaterial).
+            y = conv(x).amax(dim=2)  # [tokens, count]
+            pooled.append(torch.relu(y) if self.activation == "relu" else torch.tanh(y))
+        features = torch.cat(pooled, dim=1)  # [tokens, F]
+        return self.projection(self.highway(features))  # [tokens, P]

@@ -1,0 +1,133 @@
+"""ELMo = a frozen biLM + one scalar mix per output representation + dropout."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .bilm import BiLM
+from .embedding import DEFAULT_BATCH_TOKENS, embed_sentences
+from .options import BiLMOptions
+from .scalar_mix import ScalarMix
+
+__all__ = ["Elmo", "ElmoOutput"]
+
+
+class ElmoOutput(NamedTuple):
+    """What `Elmo.forward` returns.
+
+    Attributes:
+        representations: One scalar-mixed tensor per output representation,
+            each [batch, tokens, 2 * projection_dim], zero at padded positions.
+        activations: Every biLM layer, [n_layers + 1, batch, tokens, 2 * projection_dim].
+        mask: bool [batch, tokens], True = real token.
+    """
+
+    representations: list[torch.Tensor]
+    activations: torch.Tensor
+    mask: torch.Tensor
+
+
+class Elmo(nn.Module):
+    """Contextual word vectors: a biLM whose layers are mixed per task (paper section 3.2).
+
+    Args:
+        options: biLM hyperparameters. The weights are loaded separately, e.g.
+            `elmo_core.load_bilm_tf(elmo, "weights.hdf5")` or `load_model_folder(dir)`.
+        num_output_representations: How many independent scalar mixes to compute over
+            one biLM run (1 for most tasks; the paper uses 2 for SQuAD/SNLI-style models
+            that add ELMo at both the input and the output of their encoder).
+        dropout: Dropout on each representation during training (AllenNLP's default
+            0.5; 0 disables it). Never applied in `eval()` mode.
+        do_layer_norm: See `ScalarMix`; off by default, as the authors recommend.
+        keep_sentence_boundaries: Also return the `<S>`/`</S>` positions.
+        requires_grad: Train the biLM weights too. Off by default: the biLM is frozen,
+            runs without building an autograd graph, and only the scalar mixes (w and
+            gamma per representation) are trainable.
+        stateful: Carry LSTM states across batches as the original did (see `BiLM`).
+        scalar_mix_parameters: Fixed mix weights w (one per layer). When given, the
+            mixes are not trainable.
+
+    Shape:
+        char_ids: [batch, tokens, chars] int64 (no <S>/</S>); mask: [batch, tokens] bool
+    """
+
+    def __init__(
+        self,
+        options: BiLMOptions,
+        num_output_representations: int = 1,
+        dropout: float = 0.5,
+        do_layer_norm: bool = False,
+        keep_sentence_boundaries: bool = False,
+        requires_grad: bool = False,
+        stateful: bool = False,
+        scalar_mix_parameters: Sequence[float] | None = None,
+    ) -> None:
+        super().__init__()
+        if num_output_representations < 0:
+            raise ValueError(
+                f"num_output_representations must be >= 0; got {num_output_representations}."
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1); got {dropout}.")
+        self.options = options
+        self.dropout = dropout
+        self.requires_grad = requires_grad
+        self.bilm = BiLM(options, stateful=stateful, keep_sentence_boundaries=keep_sentence_boundaries)
+        self.bilm.requires_grad_(requires_grad)
+        self.scalar_mixes = nn.ModuleList(
+            ScalarMix(
+                options.num_layers,
+                do_layer_norm=do_layer_norm,
+                initial_scalar_parameters=scalar_mix_parameters,
+                trainable=scalar_mix_parameters is None,
+            )
+            for _ in range(num_output_representations)
+        )
+
+    @property
+    def output_dim(self) -> int:
+        """Width of the vectors: `2 * projection_dim`."""
+        return self.options.output_dim
+
+    @property
+    def num_layers(self) -> int:
+        """Number of biLM layers: `n_layers + 1`."""
+        return self.options.num_layers
+
+    def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> ElmoOutput:
+        """Run the biLM once and every scalar mix over it.
+
+        Raises:
+            ValueError / TypeError: as `BiLM.forward`.
+        """
+        if self.requires_grad:
+            out = self.bilm(char_ids, mask)
+        else:
+            with torch.no_grad():  # frozen: no graph through the biLM
+                out = self.bilm(char_ids, mask)
+        representations = []
+        for mix in self.scalar_mixes:
+            mixed = mix(out.activations, out.mask)
+            mixed = mixed * out.mask[..., None].to(mixed.dtype)
+            representations.append(F.dropout(mixed, self.dropout, self.training))
+        return ElmoOutput(representations, out.activations, out.mask)
+
+    def embed(
+        self,
+        sentences: Sequence[Sequence[str]],
+        layers: str | int = "all",
+        *,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        batch_size: int | None = None,
+        device: str | torch.device | None = None,
+    ) -> list[np.ndarray]:
+        """Vectors for tokenised sentences as float32 numpy arrays; see `embed_sentences`."""
+        return embed_sentences(
+            self, sentences, layers=layers, batch_tokens=batch_tokens, batch_size=batch_size, device=device
+        )

@@ -1,0 +1,139 @@
+"""Tokenised sentences in, numpy vectors out: the convenience path for inference."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from .batching import batches_by_token_budget
+from .characters import check_sentences, words_to_char_ids
+
+if TYPE_CHECKING:
+    from .elmo import Elmo
+
+__all__ = ["embed_sentences", "iter_embeddings", "check_layers", "LAYER_CHOICES", "DEFAULT_BATCH_TOKENS"]
+
+DEFAULT_BATCH_TOKENS = 4096
+"""Default budget of padded positions per batch (about 0.3 GB of LSTM pre-activations
+for the original model's shape; lower it on small machines, raise it on a GPU)."""
+
+LAYER_CHOICES = ("all", "top", "average", "mix")
+
+
+def check_layers(layers: object, num_layers: int, num_mixes: int) -> None:
+    """Raise `ValueError` unless `layers` is one of LAYER_CHOICES or a layer index 0..L.
+
+    Negative indices are refused rather than read Python's way, so that no sentinel
+    can silently select a different layer (peer report R29).
+    """
+    valid = f"'all', 'top', 'average', 'mix' or a layer index 0..{num_layers - 1}"
+    if isinstance(layers, str):
+        if layers not in LAYER_CHOICES:
+            raise ValueError(f"layers must be {valid}; got {layers!r}.")
+        if layers == "mix" and num_mixes == 0:
+            raise ValueError(
+                "layers='mix' needs a model with at least one scalar mix "
+                "(num_output_representations >= 1); use 'all', 'top' or 'average'."
+            )
+        return
+    if isinstance(layers, bool) or not isinstance(layers, (int, np.integer)):
+        raise ValueError(f"layers must be {valid}; got {layers!r} ({type(layers).__name__}).")
+    if not 0 <= int(layers) < num_layers:
+        raise ValueError(f"layers must be {valid}; got {layers!r}. Negative indices are not accepted.")
+
+
+def iter_embeddings(
+    model: Elmo,
+    sentences: Sequence[Sequence[str]],
+    *,
+    layers: str | int = "all",
+    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    batch_size: int | None = None,
+    device: str | torch.device | None = None,
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Yield `(index, vectors)` for every sentence, batch by batch (not in input order).
+
+    Memory is bounded by one batch, whatever the number of sentences. See
+    `embed_sentences` for the arguments and shapes.
+    """
+    check_sentences(sentences)
+    check_layers(layers, model.num_layers, len(model.scalar_mixes))
+    if model.bilm.stateful:
+        raise ValueError(
+            "embed() sorts sentences by length, which would scramble the LSTM states a "
+            "stateful model carries between batch rows. Call the model on your own batches "
+            "in stateful mode, or build it with stateful=False (the default)."
+        )
+    if device is not None:
+        model.to(device)
+    C = model.options.char_cnn.max_characters_per_token
+    batches = batches_by_token_budget(
+        [len(s) for s in sentences], batch_tokens, max_batch_size=batch_size
+    )
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for batch in batches:
+                char_ids, mask = words_to_char_ids([sentences[i] for i in batch], C)
+                out = model(char_ids, mask)
+                if layers == "all":
+                    result = out.activations.transpose(0, 1)  # [batch, layers, tokens, dim]
+                elif layers == "top":
+                    result = out.activations[-1]
+                elif layers == "average":
+                    result = out.activations.mean(dim=0)
+                elif layers == "mix":
+                    result = out.representations[0]
+                else:
+                    result = out.activations[int(layers)]
+                result = result.float().cpu().numpy()
+                for row, i in enumerate(batch):
+                    n = len(sentences[i])
+                    vectors = result[row, :, :n] if layers == "all" else result[row, :n]
+                    yield i, np.ascontiguousarray(vectors)
+    finally:
+        model.train(was_training)
+
+
+def embed_sentences(
+    model: Elmo,
+    sentences: Sequence[Sequence[str]],
+    *,
+    layers: str | int = "all",
+    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    batch_size: int | None = None,
+    device: str | torch.device | None = None,
+) -> list[np.ndarray]:
+    """ELMo vectors for tokenised sentences, one float32 CPU array per sentence, in order.
+
+    Runs in eval mode under `torch.inference_mode`, batching by a token budget after
+    sorting by length. A sentence's vectors do not depend on the batching (the default
+    model is stateless).
+
+    Args:
+        model: An `Elmo` (stateless).
+        sentences: Lists of token strings; empty lists give empty arrays.
+        layers: `"all"` -> [n_layers + 1, tokens, dim]; `"top"` (last LSTM layer),
+            `"average"` (mean of all layers), `"mix"` (the first scalar mix) or a layer
+            index `k` in 0..n_layers -> [tokens, dim]. Layer 0 is the char CNN layer.
+        batch_tokens: Budget of padded positions per batch (see `batches_by_token_budget`).
+        batch_size: Optional cap on sentences per batch.
+        device: Move the model here first (inputs follow the model).
+
+    Returns:
+        One array per input sentence, float32, dim = 2 * projection_dim.
+
+    Raises:
+        TypeError: if `sentences` is not a list of lists of str.
+        ValueError: for an unknown `layers` value, a bad budget, or a stateful model.
+    """
+    out: list[np.ndarray | None] = [None] * len(sentences)
+    for i, vectors in iter_embeddings(
+        model, sentences, layers=layers, batch_tokens=batch_tokens, batch_size=batch_size, device=device
+    ):
+        out[i] = vectors
+    return out  # type: ignore[return-value]

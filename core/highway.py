@@ -1,0 +1,44 @@
+"""Highway layers (Srivastava et al., 2015) as bilm-tf applies them (ELMO_SPEC section 3.5)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+__all__ = ["Highway"]
+
+
+class Highway(nn.Module):
+    """A stack of highway layers with a ReLU candidate.
+
+    For each layer, with `x` of width F::
+
+        candidate = relu(x @ W_transform + b_transform)
+        gate      = sigmoid(x @ W_carry + b_carry)
+        y         = gate * candidate + (1 - gate) * x
+
+    Despite its name, bilm-tf's "carry" matrix produces the gate that admits the
+    *transformed* value. Both matrices are held in one `Linear(F, 2F)` per layer so that
+    a layer costs one matrix product: rows `[:F]` are the candidate (`W_transform`), rows
+    `[F:]` the gate (`W_carry`). The non-linearity is ReLU whatever the char CNN's
+    activation option says, as in bilm-tf.
+
+    Shape:
+        x: [..., F] -> [..., F]
+    """
+
+    def __init__(self, size: int, num_layers: int) -> None:
+        super().__init__()
+        self.size = size
+        self.layers = nn.ModuleList(nn.Linear(size, 2 * size) for _ in range(num_layers))
+        for layer in self.layers:
+            # bilm-tf initialised b_carry to -2 so that a new layer starts by mostly
+            # passing its input through; only matters when training from scratch.
+            nn.init.constant_(layer.bias[size:], -2.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            candidate, gate = layer(x).chunk(2, dim=-1)  # 2 x [..., F]
+            gate = torch.sigmoid(gate)
+            x = gate * torch.relu(candidate) + (1 - gate) * x
+        return x

@@ -1,0 +1,180 @@
+"""The LSTM cell with projection and clipping, and a one-direction stack of them.
+
+bilm-tf's cell (ELMO_SPEC section 4; TensorFlow `LSTMCell` with `num_proj`,
+`cell_clip`, `proj_clip`), for one step with input x and state (h, c):
+
+    z       = x @ W_x + h @ W_h + B            # 4D values, blocks i, j, f, o (TF order)
+    c'      = clip(sigmoid(z_f + 1) * c + sigmoid(z_i) * tanh(z_j), cell_clip)
+    h'      = clip((sigmoid(z_o) * tanh(c')) @ W_P, proj_clip)     # D -> P, no bias
+
+The +1 is TensorFlow's forget bias, added at run time and not stored in B; we keep it
+out of the parameters too, so that hdf5 -> safetensors -> hdf5 is exact.
+
+Speed: the input product `x @ W_x + B` is one matrix product for the whole sequence; only
+`h @ W_h` and the projection run per step. Rows must be sorted by length, longest first,
+so that step t runs on the first `batch_sizes[t]` rows only: padding is never computed
+and never read, and each row's final state is the state after its own last position.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["LSTMCellWithProjection", "LSTMStack", "LSTMState"]
+
+LSTMState = tuple[torch.Tensor, torch.Tensor]
+"""(h [batch, projection_dim], c [batch, dim]) of one layer."""
+
+FORGET_BIAS = 1.0  # TensorFlow LSTMCell's default, added at run time
+
+
+class LSTMCellWithProjection(nn.Module):
+    """One LSTM layer of one direction, run over a whole (sorted, time-major) batch.
+
+    Parameters (bilm-tf names in brackets; torch `Linear` weights are the transposes):
+        input_linear: Linear(input_size, 4 * dim) with bias (`W_0[:input_size]`, `B`).
+        state_linear: Linear(projection_dim, 4 * dim), no bias (`W_0[input_size:]`).
+        state_projection: Linear(dim, projection_dim), no bias (`W_P_0`).
+    The 4 * dim rows keep the file's gate order i, j, f, o.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        dim: int,
+        projection_dim: int,
+        cell_clip: float | None = None,
+        proj_clip: float | None = None,
+    ) -> None:
+        super().__init__()
+        self.input_size = input_size
+        self.dim = dim
+        self.projection_dim = projection_dim
+        self.cell_clip = cell_clip
+        self.proj_clip = proj_clip
+        self.input_linear = nn.Linear(input_size, 4 * dim)
+        self.state_linear = nn.Linear(projection_dim, 4 * dim, bias=False)
+        self.state_projection = nn.Linear(dim, projection_dim, bias=False)
+
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        batch_sizes: list[int],
+        initial_state: LSTMState | None = None,
+    ) -> tuple[torch.Tensor, LSTMState]:
+        """Run the cell over every time step.
+
+        Args:
+            inputs: Time-major inputs, rows sorted by length (longest first).
+            batch_sizes: Rows still running at each step (non-increasing, as in
+                `PackedSequence`); `batch_sizes[t] <= batch`.
+            initial_state: `(h, c)` to start from; zeros when omitted.
+
+        Returns:
+            `(outputs, (h, c))`: outputs are zero where a row has ended; `(h, c)` is each
+            row's state after its own last step.
+
+        Shape:
+            inputs: [steps, batch, input_size]
+            outputs: [steps, batch, projection_dim]
+            h: [batch, projection_dim]; c: [batch, dim]
+        """
+        num_steps, batch_size, _ = inputs.shape
+        D = self.dim
+        bias = self.input_linear.bias
+        forget = torch.zeros_like(bias)
+        forget[2 * D : 3 * D] = FORGET_BIAS  # block order i, j, f, o
+        # One product for the whole sequence: [steps, batch, 4D].
+        pre = F.linear(inputs, self.input_linear.weight, bias + forget)
+        if initial_state is None:
+            h = pre.new_zeros(batch_size, self.projection_dim)
+            c = pre.new_zeros(batch_size, D)
+        else:
+            h, c = initial_state
+        w_h = self.state_linear.weight
+        w_p = self.state_projection.weight
+        outputs = []
+        for t in range(num_steps):
+            n = batch_sizes[t]
+            z = pre[t, :n] + F.linear(h[:n], w_h)  # [n, 4D]
+            i, j, f, o = z.chunk(4, dim=1)
+            c_t = torch.sigmoid(f) * c[:n] + torch.sigmoid(i) * torch.tanh(j)  # [n, D]
+            if self.cell_clip:
+                c_t = c_t.clamp(-self.cell_clip, self.cell_clip)
+            h_t = F.linear(torch.sigmoid(o) * torch.tanh(c_t), w_p)  # [n, P]
+            if self.proj_clip:
+                h_t = h_t.clamp(-self.proj_clip, self.proj_clip)
+            if n == batch_size:
+                h, c = h_t, c_t
+            else:  # rows n.. have ended: keep their final state
+                h = torch.cat([h_t, h[n:].to(h_t.dtype)])
+                c = torch.cat([c_t, c[n:].to(c_t.dtype)])
+            outputs.append(F.pad(h_t, (0, 0, 0, batch_size - n)))
+        if not outputs:
+            return pre.new_zeros(0, batch_size, self.projection_dim), (h, c)
+        return torch.stack(outputs), (h, c)
+
+
+class LSTMStack(nn.Module):
+    """`n_layers` cells of one direction, with bilm-tf's residual connections.
+
+    Layer 0 reads the token vectors; layer l >= 1 reads layer l-1's output. With
+    `use_skip_connections`, every layer l >= 1 reports `cell output + layer input`, and
+    that sum is also the next layer's input; the recurrent h inside a layer is the cell
+    output *without* the residual (TensorFlow `ResidualWrapper`; ELMO_SPEC section 5).
+
+    Dropout (training only) is applied to every layer's input, as bilm-tf trained it
+    (0.1 for the published models; 0 at inference).
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        dim: int,
+        projection_dim: int,
+        n_layers: int,
+        cell_clip: float | None,
+        proj_clip: float | None,
+        use_skip_connections: bool,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.use_skip_connections = use_skip_connections
+        self.dropout = dropout
+        self.layers = nn.ModuleList(
+            LSTMCellWithProjection(
+                input_size if k == 0 else projection_dim, dim, projection_dim, cell_clip, proj_clip
+            )
+            for k in range(n_layers)
+        )
+
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        batch_sizes: list[int],
+        initial_states: list[LSTMState | None] | None = None,
+    ) -> tuple[list[torch.Tensor], list[LSTMState]]:
+        """Run every layer.
+
+        Shape:
+            inputs: [steps, batch, input_size], time-major, rows sorted longest first
+            returns: one [steps, batch, projection_dim] output per layer (residual
+            included), and each layer's final `(h, c)`.
+        """
+        outputs: list[torch.Tensor] = []
+        final_states: list[LSTMState] = []
+        x = inputs
+        for k, layer in enumerate(self.layers):
+            layer_input = F.dropout(x, self.dropout, self.training) if self.dropout else x
+            state = initial_states[k] if initial_states is not None else None
+            y, final = layer(layer_input, batch_sizes, state)
+            if k > 0 and self.use_skip_connections:
+                # bilm-tf wraps ResidualWrapper in DropoutWrapper: the residual adds the
+                # (dropped-out) input the cell saw.
+                y = y + layer_input
+            outputs.append(y)
+            final_states.append(final)
+            x = y
+        return outputs, final_states

@@ -1,0 +1,208 @@
+"""The one model folder format, shared by the core, the spaCy component and `AutoModel`.
+
+A model folder is a Hugging Face-style directory::
+
+    config.json             {"model_type": "elmo", "lstm": {...}, "char_cnn": {...},
+                             "num_output_representations": 1, "dropout": 0.5, ...}
+                            -- bilm-tf's options keys, verbatim, plus the Elmo settings
+    model.safetensors       the state dict of `Elmo` (keys `bilm.*`, `scalar_mixes.*`)
+    tokenizer_config.json   the character-id settings (tokenizer_class "ElmoTokenizer")
+
+`elmo_core` reads and writes it without importing transformers; the Hugging Face
+classes add their own keys (`architectures`, `auto_map`, `transformers_version`), which
+the core ignores. Weights are stored with safetensors (no pickle).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .elmo import Elmo
+from .errors import OptionsError, WeightFileError
+from .options import BiLMOptions
+
+__all__ = [
+    "CONFIG_NAME",
+    "WEIGHTS_NAME",
+    "TOKENIZER_CONFIG_NAME",
+    "ELMO_SETTINGS",
+    "save_model_folder",
+    "load_model_folder",
+    "read_model_config",
+    "tokenizer_settings",
+]
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
+MODEL_TYPE = "elmo"
+
+ELMO_SETTINGS: dict[str, Any] = {
+    "num_output_representations": 1,
+    "dropout": 0.5,
+    "do_layer_norm": False,
+    "keep_sentence_boundaries": False,
+    "stateful": False,
+    "scalar_mix_parameters": None,
+}
+"""The `Elmo` constructor settings stored in config.json, with their defaults."""
+
+
+def tokenizer_settings(options: BiLMOptions) -> dict[str, Any]:
+    """The character-id settings a tokenizer needs (written to tokenizer_config.json)."""
+    from . import characters as ch
+
+    return {
+        "tokenizer_class": "ElmoTokenizer",
+        "max_characters_per_token": options.char_cnn.max_characters_per_token,
+        "char_id_offset": ch.CHAR_ID_OFFSET,
+        "beginning_of_sentence_character": ch.BEGINNING_OF_SENTENCE_CHARACTER,
+        "end_of_sentence_character": ch.END_OF_SENTENCE_CHARACTER,
+        "beginning_of_word_character": ch.BEGINNING_OF_WORD_CHARACTER,
+        "end_of_word_character": ch.END_OF_WORD_CHARACTER,
+        "padding_character": ch.PADDING_CHARACTER,
+    }
+
+
+def _elmo_settings(model: Elmo) -> dict[str, Any]:
+    mixes = list(model.scalar_mixes)
+    fixed = bool(mixes) and not mixes[0].scalar_weights.requires_grad
+    return {
+        "num_output_representations": len(mixes),
+        "dropout": model.dropout,
+        "do_layer_norm": bool(mixes and mixes[0].do_layer_norm),
+        "keep_sentence_boundaries": model.bilm.keep_sentence_boundaries,
+        "stateful": model.bilm.stateful,
+        "scalar_mix_parameters": mixes[0].scalar_weights.detach().tolist() if fixed else None,
+    }
+
+
+def save_model_folder(model: Elmo, path: str | Path, *, extra_config: dict[str, Any] | None = None) -> None:
+    """Write `model` as a model folder (created if needed; existing files replaced).
+
+    Every file is written under a temporary name and renamed when complete, so an
+    interrupted save never leaves a half-written file under a real name.
+
+    Args:
+        model: The `Elmo` to save (weights are saved from the CPU; nothing refers to a
+            device).
+        path: The folder.
+        extra_config: More keys for config.json (the Hugging Face classes pass theirs).
+    """
+    from safetensors.torch import save_file
+
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {"model_type": MODEL_TYPE, **model.options.to_dict(), **_elmo_settings(model)}
+    if extra_config:
+        config.update(extra_config)
+    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    _atomic_write(folder / WEIGHTS_NAME, lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
+    _atomic_write(folder / CONFIG_NAME, lambda tmp: Path(tmp).write_text(
+        json.dumps(config, indent=2) + "\n", encoding="utf-8"))
+    tokenizer_path = folder / TOKENIZER_CONFIG_NAME
+    if not tokenizer_path.exists():
+        text = json.dumps(tokenizer_settings(model.options), indent=2) + "\n"
+        _atomic_write(tokenizer_path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def read_model_config(path: str | Path) -> tuple[BiLMOptions, dict[str, Any]]:
+    """The options and the `Elmo` settings stored in a model folder's config.json.
+
+    Raises:
+        WeightFileError: if the folder or its config.json is missing, not JSON, or has
+            a `model_type` other than "elmo".
+        OptionsError: if the options in it are invalid (names the file).
+    """
+    folder = Path(path)
+    config_path = folder / CONFIG_NAME
+    if not folder.is_dir():
+        raise WeightFileError(f"model folder {folder} does not exist or is not a folder.")
+    if not config_path.is_file():
+        raise WeightFileError(
+            f"{folder} is not an ELMo model folder: it has no {CONFIG_NAME}. A model folder holds "
+            f"{CONFIG_NAME}, {WEIGHTS_NAME} and {TOKENIZER_CONFIG_NAME}; for original bilm-tf files "
+            "pass options.json and the hdf5 weights instead."
+        )
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise WeightFileError(f"{config_path} is not valid JSON: {err}.") from None
+    if not isinstance(config, dict) or config.get("model_type") != MODEL_TYPE:
+        found = config.get("model_type") if isinstance(config, dict) else type(config).__name__
+        raise WeightFileError(
+            f"{config_path} has model_type {found!r}; an ELMo model folder has model_type 'elmo'."
+        )
+    try:
+        options = BiLMOptions.from_dict(config)
+    except OptionsError as err:
+        raise OptionsError(f"{config_path}: {err}") from None
+    settings = {key: config.get(key, default) for key, default in ELMO_SETTINGS.items()}
+    return options, settings
+
+
+def load_model_folder(path: str | Path, map_location: str | torch.device = "cpu", **overrides: Any) -> Elmo:
+    """Build an `Elmo` from a model folder and load its weights.
+
+    Args:
+        path: The folder (see module docstring).
+        map_location: Device for the loaded model (default CPU, whatever device the
+            model was saved from).
+        **overrides: `Elmo` settings that replace the stored ones (e.g. `dropout=0.0`,
+            `num_output_representations=2`). Scalar mixes missing from the file start
+            at w = 0, gamma = 1.
+
+    Raises:
+        WeightFileError: for a missing/corrupt file, a missing or mis-shaped tensor
+            (names the file, the tensor and both shapes).
+        OptionsError: for invalid options in config.json.
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    options, settings = read_model_config(path)
+    unknown = set(overrides) - set(ELMO_SETTINGS) - {"requires_grad"}
+    if unknown:
+        raise TypeError(f"unknown Elmo settings {sorted(unknown)}; valid: {sorted(ELMO_SETTINGS)} and requires_grad.")
+    settings.update(overrides)
+    model = Elmo(options, **settings)
+    weights_path = Path(path) / WEIGHTS_NAME
+    if not weights_path.is_file():
+        raise WeightFileError(f"model folder {path} has no {WEIGHTS_NAME}.")
+    try:
+        state = load_file(str(weights_path), device="cpu")
+    except (SafetensorError, OSError, ValueError) as err:
+        raise WeightFileError(f"{weights_path} is not a readable safetensors file ({err}).") from None
+    if state and all(k.startswith("elmo.") for k in state if not k.startswith(("classifier.", "dropout."))):
+        # Saved from a task model (e.g. ElmoForTokenClassification): keep the base model.
+        state = {k[len("elmo."):]: v for k, v in state.items() if k.startswith("elmo.")}
+    expected = model.state_dict()
+    for name, tensor in expected.items():
+        if name not in state:
+            if name.startswith("scalar_mixes."):
+                continue
+            raise WeightFileError(f"{weights_path} has no tensor '{name}' (expected shape {tuple(tensor.shape)}).")
+        if state[name].shape != tensor.shape:
+            raise WeightFileError(
+                f"{weights_path}: tensor '{name}' has shape {tuple(state[name].shape)}, but "
+                f"{CONFIG_NAME} implies {tuple(tensor.shape)}."
+            )
+    model.load_state_dict({k: v for k, v in state.items() if k in expected}, strict=False)
+    return model.to(map_location)
+
+
+def _atomic_write(path: Path, write) -> None:  # noqa: ANN001
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".partial")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

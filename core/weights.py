@@ -1,0 +1,210 @@
+"""Import and export of the original bilm-tf / AllenNLP hdf5 weight files.
+
+The file layout (ELMO_SPEC section 9) is driven by one explicit table, built by
+`_bilm_tf_table`: every dataset, its shape in the file, and the parameter slice(s) it
+fills, with how the TensorFlow convention is reconciled:
+
+- `copy`: as is.
+- `linear`: TF multiplies row vectors by `[in, out]` matrices; torch `Linear` stores
+  `[out, in]`, so the matrix is transposed.
+- `conv`: TF's conv2d kernel `[1, width, in, out]` -> drop the height axis and reverse
+  the others -> torch `Conv1d` `[out, in, width]` (both compute cross-correlations).
+
+Conventions that need no transform, and why:
+- `char_embed` has 261 rows for ids 1..261; id 0's zero row is fixed, not stored (see
+  `CharCNN`).
+- Highway: `W_transform` fills the candidate half and `W_carry` the gate half of each
+  layer's `Linear(F, 2F)`, unnegated (see `Highway`).
+- LSTM `W_0` is `[input; h]` rows by `i, j, f, o` columns; its first `input_size` rows
+  become `input_linear`, the rest `state_linear`, and the gate order is kept. TF's +1
+  forget bias is not in `B` and is added at run time (see `lstm.py`), so `B` is copied
+  unchanged and an export is bit-exact.
+
+h5py is imported only when one of these functions is called.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from .bilm import BiLM
+from .errors import WeightFileError
+
+if TYPE_CHECKING:
+    from .elmo import Elmo
+
+__all__ = ["load_bilm_tf", "save_bilm_tf", "bilm_tf_dataset_shapes"]
+
+
+class _Target(NamedTuple):
+    parameter: str  # name inside the BiLM module
+    kind: str  # "copy", "linear" or "conv"
+    file_rows: slice | None = None  # rows of the file array
+    param_rows: slice | None = None  # rows of the torch parameter
+
+
+class _Dataset(NamedTuple):
+    name: str
+    shape: tuple[int, ...]
+    targets: tuple[_Target, ...]
+
+
+def _bilm_tf_table(bilm: BiLM) -> list[_Dataset]:
+    options = bilm.options
+    cc, lstm = options.char_cnn, options.lstm
+    E, F, P, D = cc.embedding_dim, cc.n_filters, lstm.projection_dim, lstm.dim
+    table = [_Dataset("char_embed", (cc.n_characters - 1, E), (_Target("char_cnn.char_embedding", "copy"),))]
+    for i, (width, count) in enumerate(cc.filters):
+        conv = f"char_cnn.convolutions.{i}"
+        table.append(_Dataset(f"CNN/W_cnn_{i}", (1, width, E, count), (_Target(f"{conv}.weight", "conv"),)))
+        table.append(_Dataset(f"CNN/b_cnn_{i}", (count,), (_Target(f"{conv}.bias", "copy"),)))
+    candidate, gate = slice(0, F), slice(F, 2 * F)
+    for k in range(cc.n_highway):
+        layer = f"char_cnn.highway.layers.{k}"
+        table += [
+            _Dataset(f"CNN_high_{k}/W_transform", (F, F), (_Target(f"{layer}.weight", "linear", None, candidate),)),
+            _Dataset(f"CNN_high_{k}/b_transform", (F,), (_Target(f"{layer}.bias", "copy", None, candidate),)),
+            _Dataset(f"CNN_high_{k}/W_carry", (F, F), (_Target(f"{layer}.weight", "linear", None, gate),)),
+            _Dataset(f"CNN_high_{k}/b_carry", (F,), (_Target(f"{layer}.bias", "copy", None, gate),)),
+        ]
+    if isinstance(bilm.char_cnn.projection, nn.Linear):
+        table += [
+            _Dataset("CNN_proj/W_proj", (F, P), (_Target("char_cnn.projection.weight", "linear"),)),
+            _Dataset("CNN_proj/b_proj", (P,), (_Target("char_cnn.projection.bias", "copy"),)),
+        ]
+    for d, stack in enumerate(("forward_layers", "backward_layers")):
+        for l in range(lstm.n_layers):
+            prefix = f"RNN_{d}/RNN/MultiRNNCell/Cell{l}/LSTMCell"
+            cell = f"{stack}.layers.{l}"
+            input_size = P  # layer 0 reads the token vector, layer l > 0 the layer below
+            table += [
+                _Dataset(f"{prefix}/W_0", (input_size + P, 4 * D), (
+                    _Target(f"{cell}.input_linear.weight", "linear", slice(0, input_size)),
+                    _Target(f"{cell}.state_linear.weight", "linear", slice(input_size, None)),
+                )),
+                _Dataset(f"{prefix}/B", (4 * D,), (_Target(f"{cell}.input_linear.bias", "copy"),)),
+                _Dataset(f"{prefix}/W_P_0", (D, P), (_Target(f"{cell}.state_projection.weight", "linear"),)),
+            ]
+    return table
+
+
+def bilm_tf_dataset_shapes(bilm: BiLM | Elmo) -> dict[str, tuple[int, ...]]:
+    """Every dataset an hdf5 weight file for this model holds, with its shape."""
+    return {ds.name: ds.shape for ds in _bilm_tf_table(_as_bilm(bilm))}
+
+
+def _to_torch(array: torch.Tensor, kind: str) -> torch.Tensor:
+    if kind == "linear":
+        return array.t()  # TF [in, out] -> torch Linear [out, in]
+    if kind == "conv":
+        return array[0].permute(2, 1, 0)  # TF [1, width, in, out] -> torch Conv1d [out, in, width]
+    return array
+
+
+def _from_torch(tensor: torch.Tensor, kind: str) -> torch.Tensor:
+    if kind == "linear":
+        return tensor.t()  # torch [out, in] -> TF [in, out]
+    if kind == "conv":
+        return tensor.permute(2, 1, 0)[None]  # torch [out, in, width] -> TF [1, width, in, out]
+    return tensor
+
+
+def load_bilm_tf(model: BiLM | Elmo, weight_file: str | Path) -> None:
+    """Fill a model's biLM with the weights of a bilm-tf/AllenNLP hdf5 file, in place.
+
+    Args:
+        model: A `BiLM`, or an `Elmo` (its `bilm` is filled; the scalar mixes are not
+            in the file and keep their values). Built from the file's `options.json`.
+        weight_file: Path to the hdf5 file (e.g. `..._weights.hdf5`).
+
+    Raises:
+        WeightFileError: if the file is missing or not hdf5, or a dataset is missing or
+            has another shape than the options imply (names the dataset and both shapes).
+        ImportError: if h5py is not installed (`pip install 'elmo-bilm[hdf5]'`).
+    """
+    bilm = _as_bilm(model)
+    h5py = _import_h5py()
+    path = Path(weight_file)
+    params = dict(bilm.named_parameters())
+    try:
+        handle = h5py.File(path, "r")
+    except FileNotFoundError:
+        raise WeightFileError(f"weight file {path} does not exist.") from None
+    except OSError as err:
+        raise WeightFileError(f"{path} is not a readable hdf5 file ({err}).") from None
+    with handle, torch.no_grad():
+        for ds in _bilm_tf_table(bilm):
+            if ds.name not in handle:
+                raise WeightFileError(
+                    f"{path} has no dataset '{ds.name}' (expected shape {ds.shape}). Is this a "
+                    "bilm-tf/AllenNLP ELMo weight file, and do the options match it?"
+                )
+            try:
+                array = np.asarray(handle[ds.name][()], dtype=np.float32)
+            except (OSError, KeyError, ValueError, TypeError) as err:
+                raise WeightFileError(f"{path}: dataset '{ds.name}' cannot be read ({err}).") from None
+            if tuple(array.shape) != ds.shape:
+                raise WeightFileError(
+                    f"{path}: dataset '{ds.name}' has shape {tuple(array.shape)}, but the options "
+                    f"imply {ds.shape}. Check that options.json belongs to this weight file."
+                )
+            source = torch.from_numpy(array)
+            for target in ds.targets:
+                piece = source if target.file_rows is None else source[target.file_rows]
+                param = params[target.parameter]
+                dest = param if target.param_rows is None else param[target.param_rows]
+                dest.copy_(_to_torch(piece, target.kind))
+
+
+def save_bilm_tf(model: BiLM | Elmo, weight_file: str | Path) -> None:
+    """Write a model's biLM weights in the bilm-tf/AllenNLP hdf5 layout (float32).
+
+    The inverse of `load_bilm_tf`, bit for bit. The file is written to a temporary name
+    and renamed when complete, so a failure never leaves a partial file behind.
+
+    Raises:
+        ImportError: if h5py is not installed.
+    """
+    bilm = _as_bilm(model)
+    h5py = _import_h5py()
+    path = Path(weight_file)
+    tmp = path.with_name(path.name + ".partial")
+    params = dict(bilm.named_parameters())
+    try:
+        with h5py.File(tmp, "w") as handle, torch.no_grad():
+            for ds in _bilm_tf_table(bilm):
+                array = torch.zeros(ds.shape, dtype=torch.float32)
+                for target in ds.targets:
+                    param = params[target.parameter]
+                    piece = param if target.param_rows is None else param[target.param_rows]
+                    value = _from_torch(piece.detach().float().cpu(), target.kind)
+                    if target.file_rows is None:
+                        array.copy_(value)
+                    else:
+                        array[target.file_rows] = value
+                handle.create_dataset(ds.name, data=array.numpy())
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _as_bilm(model: BiLM | Elmo) -> BiLM:
+    bilm = getattr(model, "bilm", model)
+    if not isinstance(bilm, BiLM):
+        raise TypeError(f"expected a BiLM or an Elmo; got {type(model).__name__}.")
+    return bilm
+
+
+def _import_h5py():  # noqa: ANN202
+    try:
+        import h5py
+    except ImportError as err:
+        raise ImportError(
+            "reading or writing bilm-tf hdf5 weights needs h5py: pip install 'elmo-bilm[hdf5]'"
+        ) from err
+    return h5py
