@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-__all__ = ["english_tokenizer"]
+__all__ = ["english_sentences", "english_tokenizer"]
 
 
 def english_tokenizer() -> Callable[[str], list[str]]:
@@ -21,3 +21,24 @@ def english_tokenizer() -> Callable[[str], list[str]]:
         return [t.text for t in tokenizer(text) if not t.is_space]
 
     return tokenize
+
+
+def english_sentences() -> Callable[[str], list[list[str]]]:
+    """A function `paragraph -> sentences of token strings` for biLM pretraining data.
+
+    Tokens come from `spacy.blank("en")`'s tokenizer (the same rules as
+    `english_tokenizer`, so training text is tokenised the way users' text is), and
+    sentences from spaCy's rule-based `sentencizer` (splits after `.`, `!`, `?` and
+    similar punctuation). Whitespace tokens are dropped and empty sentences skipped.
+    Registered as the `spacy-en-sentences` entry point in `elmo_core.tokenizers`.
+    """
+    import spacy
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+
+    def split(text: str) -> list[list[str]]:
+        sentences = ([t.text for t in sent if not t.is_space] for sent in nlp(text).sents)
+        return [tokens for tokens in sentences if tokens]
+
+    return split

@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from elmo_core import BiLMOptions, Elmo, load_bilm_tf, save_model_folder
+from elmo_core.cli import app
+
+from ..conftest import make_tiny_elmo
+
+runner = CliRunner()
+
+
+def read_all(path) -> dict[str, np.ndarray]:
+    with h5py.File(path, "r") as f:
+        return {name: f[name][()] for name in f}
+
+
+def embed(*args: str) -> None:
+    result = runner.invoke(app, ["embed", *map(str, args), "--no-progress"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+
+
+def test_fixture_vectors_do_not_depend_on_batch_tokens(fixture_dir, tmp_path):
+    weights = ["--options", fixture_dir / "options.json", "--weights", fixture_dir / "lm_weights.hdf5"]
+    text = fixture_dir / "sentences.txt"
+    for budget in (1, 64, 100_000):
+        embed(text, tmp_path / f"{budget}.hdf5", *weights, "--batch-tokens", budget)
+    reference = read_all(tmp_path / "100000.hdf5")
+    lines = text.read_text(encoding="utf-8").splitlines()
+    assert sorted(reference, key=int) == [str(i) for i in range(len(lines))]
+    for budget in (1, 64):
+        for name, vectors in read_all(tmp_path / f"{budget}.hdf5").items():
+            np.testing.assert_allclose(vectors, reference[name], atol=1e-5, rtol=1e-4)
+    # And they are the core's vectors for that line.
+    elmo = Elmo(BiLMOptions.from_json(fixture_dir / "options.json"), dropout=0.0)
+    load_bilm_tf(elmo, fixture_dir / "lm_weights.hdf5")
+    np.testing.assert_allclose(reference["7"], elmo.embed([lines[7].split()])[0], atol=1e-6, rtol=0)
+    assert reference["7"].shape == (3, len(lines[7].split()), 32)
+
+
+def test_blank_lines_give_empty_datasets_and_nothing_shifts(tmp_path):
+    elmo = make_tiny_elmo()
+    save_model_folder(elmo, tmp_path / "model")
+    (tmp_path / "in.txt").write_text("a b c\n\nd e\n   \nf\n", encoding="utf-8")
+    embed(tmp_path / "in.txt", tmp_path / "out.hdf5", "--model", tmp_path / "model", "--layers", "top")
+    out = read_all(tmp_path / "out.hdf5")
+    assert {k: v.shape for k, v in out.items()} == {
+        "0": (3, 16), "1": (0, 16), "2": (2, 16), "3": (0, 16), "4": (1, 16)
+    }
+    expected = elmo.embed([["d", "e"]], layers="top")[0]
+    np.testing.assert_allclose(out["2"], expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("layers, shape", [("all", (3, 2, 16)), ("mix", (2, 16)), ("average", (2, 16)), ("1", (2, 16))])
+def test_layer_choices(tmp_path, layers, shape):
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    (tmp_path / "in.txt").write_text("x y\n", encoding="utf-8")
+    embed(tmp_path / "in.txt", tmp_path / "out.hdf5", "--model", tmp_path / "model", "--layers", layers)
+    assert read_all(tmp_path / "out.hdf5")["0"].shape == shape
+
+
+def test_tokenize_uses_spacy_english_rules(tmp_path):
+    pytest.importorskip("spacy")
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    (tmp_path / "in.txt").write_text("Don't stop-me now!!\n", encoding="utf-8")
+    embed(tmp_path / "in.txt", tmp_path / "out.hdf5", "--model", tmp_path / "model", "--tokenize", "--layers", "top")
+    import spacy
+
+    expected = [t.text for t in spacy.blank("en")("Don't stop-me now!!")]
+    assert read_all(tmp_path / "out.hdf5")["0"].shape == (len(expected), 16)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    exe = shutil.which("elmo") or str(__import__("pathlib").Path(sys.executable).parent / "elmo")
+    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def test_errors_are_one_clear_line_and_leave_no_output(tmp_path):
+    (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
+    out = tmp_path / "out.hdf5"
+    result = cli("embed", tmp_path / "in.txt", out)
+    assert result.returncode == 2
+    assert "no model given" in result.stderr and "Traceback" not in result.stderr
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    result = cli("embed", tmp_path / "in.txt", out, "--model", tmp_path / "model", "--layers", "-2")
+    assert result.returncode == 2 and "layer index 0..2" in result.stderr
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+    result = cli("embed", tmp_path / "latin1.txt", out, "--model", tmp_path / "model")
+    assert result.returncode == 2 and "not UTF-8" in result.stderr
+    assert not out.exists() and list(tmp_path.glob("*.partial")) == []

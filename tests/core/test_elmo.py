@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import copy
+import io
+import pickle
+
+import pytest
+import torch
+
+from elmo_core import Elmo, words_to_char_ids
+
+from ..conftest import make_tiny_elmo
+
+
+def test_output_shapes_and_boundaries(tiny_options):
+    elmo = Elmo(tiny_options, num_output_representations=2, dropout=0.0).eval()
+    sentences = [["The", "sentence", "."], ["ELMo", "helps", "disambiguate", "ELMo", "from", "Elmo", "."]]
+    out = elmo(*words_to_char_ids(sentences))
+    assert len(out.representations) == 2
+    assert out.representations[0].shape == (2, 7, 16) and out.mask.shape == (2, 7)
+    assert out.activations.shape == (3, 2, 7, 16)
+    kept = Elmo(tiny_options, keep_sentence_boundaries=True).eval()(*words_to_char_ids(sentences))
+    assert kept.representations[0].shape == (2, 9, 16) and kept.mask.shape == (2, 9)
+    assert kept.mask.sum(1).tolist() == [5, 9]
+
+
+def test_representation_is_zero_at_padding_and_the_mix_of_layers():
+    elmo = make_tiny_elmo(dropout=0.0)
+    out = elmo(*words_to_char_ids([["a", "b", "c"], ["d"]]))
+    assert out.representations[0][1, 1:].abs().max() == 0
+    torch.testing.assert_close(out.representations[0], out.activations.mean(0), atol=1e-6, rtol=1e-6)
+
+
+# Peer report R17: frozen means frozen, and the mix is what trains.
+def test_frozen_biLM_trains_only_the_scalar_mixes():
+    elmo = make_tiny_elmo(num_output_representations=2, dropout=0.0)
+    trainable = {n for n, p in elmo.named_parameters() if p.requires_grad}
+    assert trainable == {f"scalar_mixes.{k}.{p}" for k in (0, 1) for p in ("scalar_weights", "gamma")}
+    before = {n: p.detach().clone() for n, p in elmo.bilm.named_parameters()}
+    mix_before = elmo.scalar_mixes[0].scalar_weights.detach().clone()
+    optimizer = torch.optim.SGD([p for p in elmo.parameters() if p.requires_grad], lr=0.1)
+    out = elmo(*words_to_char_ids([["a", "b", "c"]]))
+    assert out.activations.grad_fn is None and not out.activations.requires_grad
+    (out.representations[0] * torch.arange(16.0)).sum().backward()
+    optimizer.step()
+    for name, p in elmo.bilm.named_parameters():
+        assert torch.equal(p, before[name]), name
+    assert not torch.equal(elmo.scalar_mixes[0].scalar_weights, mix_before)
+
+
+def test_fixed_scalar_mix_leaves_nothing_trainable():
+    elmo = make_tiny_elmo(scalar_mix_parameters=[0.0, 0.0, 1.0])
+    assert [n for n, p in elmo.named_parameters() if p.requires_grad] == []
+
+
+def test_requires_grad_trains_the_biLM_too():
+    elmo = make_tiny_elmo(requires_grad=True, dropout=0.0)
+    out = elmo(*words_to_char_ids([["a", "b"]]))
+    out.representations[0].sum().backward()
+    assert elmo.bilm.forward_layers.layers[0].input_linear.weight.grad is not None
+
+
+def test_dropout_only_in_training_mode():
+    elmo = make_tiny_elmo(dropout=0.5)
+    inputs = words_to_char_ids([["a", "b", "c"]])
+    a, b = elmo(*inputs).representations[0], elmo(*inputs).representations[0]
+    torch.testing.assert_close(a, b, atol=0, rtol=0)
+    elmo.train()
+    assert (elmo(*inputs).representations[0] == 0).sum() > (a == 0).sum()
+
+
+# Peer report R18: plain pickle, deepcopy and torch.save work.
+def test_pickle_deepcopy_and_torch_save_round_trip():
+    elmo = make_tiny_elmo()
+    inputs = words_to_char_ids([["a", "b", "c"]])
+    expected = elmo(*inputs).representations[0]
+    buffer = io.BytesIO()
+    torch.save(elmo, buffer)
+    buffer.seek(0)
+    for clone in (pickle.loads(pickle.dumps(elmo)), copy.deepcopy(elmo), torch.load(buffer, weights_only=False)):
+        torch.testing.assert_close(clone(*inputs).representations[0], expected, atol=1e-6, rtol=0)
+
+
+def test_bad_constructor_arguments(tiny_options):
+    with pytest.raises(ValueError, match="dropout must be in \\[0, 1\\); got 1.5"):
+        Elmo(tiny_options, dropout=1.5)

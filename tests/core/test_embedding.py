@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from elmo_core import embed_sentences, load_model_folder, save_model_folder
+
+from ..conftest import make_tiny_elmo
+
+S = ["hello", "my", "name", "is", "mud", "."]
+
+
+# Peer report R01: the same sentence always gives the same vectors.
+def test_same_sentence_same_vectors_across_calls_and_instances(tmp_path):
+    elmo = make_tiny_elmo(dropout=0.5)
+    elmo.train()  # embed() must not apply dropout even if the module is left in training mode
+    save_model_folder(elmo, tmp_path / "m")
+    for layers in ("all", "mix", 0, 1, 2):
+        a = elmo.embed([S], layers=layers)[0]
+        b = elmo.embed([S], layers=layers)[0]
+        elmo.embed([["unrelated", "filler", "words"]] * 8, layers=layers)
+        d = elmo.embed([S], layers=layers)[0]
+        g = load_model_folder(tmp_path / "m").embed([S], layers=layers)[0]
+        for other in (b, d, g):
+            np.testing.assert_allclose(other, a, atol=1e-6, rtol=0)
+    assert elmo.training  # the caller's mode is restored
+
+
+# Peer report R03: outputs do not depend on the batch size.
+def test_batch_size_does_not_change_vectors():
+    elmo = make_tiny_elmo()
+    sentences = [["w%d" % j for j in range(1 + k % 12)] for k in range(40)]
+    runs = {b: elmo.embed(sentences, layers="all", batch_size=b) for b in (1, 7, 32, 40)}
+    for k, sentence in enumerate(sentences):
+        assert runs[1][k].shape == (3, len(sentence), 16)
+        for b in (7, 32, 40):
+            np.testing.assert_allclose(runs[b][k], runs[1][k], atol=1e-5, rtol=1e-4)
+
+
+def test_token_budget_does_not_change_vectors():
+    elmo = make_tiny_elmo()
+    sentences = [["w%d" % j for j in range(1 + (7 * k) % 23)] for k in range(30)]
+    reference = elmo.embed(sentences, layers="mix", batch_tokens=100_000)
+    for budget in (1, 30, 257):
+        for got, want in zip(elmo.embed(sentences, layers="mix", batch_tokens=budget), reference):
+            np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-4)
+
+
+# Peer report R06: empty sentences stay aligned and never crash.
+def test_empty_sentences_keep_alignment():
+    elmo = make_tiny_elmo()
+    without = elmo.embed([["a", "b"], ["c"]], layers="all")
+    for batch_size in (1, 3):
+        out = elmo.embed([["a", "b"], [], ["c"]], layers="all", batch_size=batch_size)
+        assert len(out) == 3
+        assert out[1].shape == (3, 0, 16) and out[1].dtype == np.float32
+        np.testing.assert_allclose(out[0], without[0], atol=1e-5)
+        np.testing.assert_allclose(out[2], without[1], atol=1e-5)
+    only = elmo.embed([[]], layers="mix")
+    assert len(only) == 1 and only[0].shape == (0, 16) and only[0].dtype == np.float32
+    assert elmo.embed([]) == []
+
+
+# Peer report R29: every layer selector means one thing; sentinels never index from the end.
+def test_layer_selectors():
+    elmo = make_tiny_elmo()
+    sentence = [["a", "b", "c"]]
+    every = elmo.embed(sentence, layers="all")[0]
+    assert every.shape == (3, 3, 16)
+    assert elmo.embed(sentence, layers="mix")[0].shape == (3, 16)
+    np.testing.assert_array_equal(elmo.embed(sentence, layers="top")[0], every[2])
+    np.testing.assert_allclose(elmo.embed(sentence, layers="average")[0], every.mean(0), atol=1e-6)
+    for k in (0, 1, 2):
+        np.testing.assert_array_equal(elmo.embed(sentence, layers=k)[0], every[k])
+    for bad in (-1, -2, 3, "bogus", 1.0, True):
+        with pytest.raises(ValueError, match="'all', 'top', 'average', 'mix' or a layer index 0..2"):
+            elmo.embed(sentence, layers=bad)
+
+
+# Peer report R14 (memory side): one call of many sentences is cut into bounded batches.
+def test_large_calls_are_batched_by_the_token_budget():
+    elmo = make_tiny_elmo()
+    sizes = []
+    elmo.bilm.register_forward_hook(lambda module, args, out: sizes.append(out.activations.shape[1:3]))
+    sentences = [["w"] * 10] * 1200
+    out = elmo.embed(sentences, layers="top", batch_tokens=600)
+    assert len(out) == 1200
+    assert all(rows * (tokens + 2) <= 600 for rows, tokens in sizes)
+    assert len(sizes) == 1200 // (600 // 12)
+
+
+def test_outputs_are_cpu_float32_numpy_without_graph():
+    elmo = make_tiny_elmo()
+    out = embed_sentences(elmo, [["a"]], layers="mix")
+    assert isinstance(out[0], np.ndarray) and out[0].dtype == np.float32 and out[0].flags.c_contiguous
+
+
+def test_stateful_models_are_refused():
+    elmo = make_tiny_elmo(stateful=True)
+    with pytest.raises(ValueError, match="stateful"):
+        elmo.embed([["a"]])
+
+
+def test_string_instead_of_token_list_is_refused():
+    with pytest.raises(TypeError, match="Split raw text into tokens first"):
+        make_tiny_elmo().embed(["hello world"])
