@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 from enum import Enum
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated, Callable, Optional
 
@@ -18,6 +17,7 @@ import typer
 from .elmo import Elmo
 from .embedding import DEFAULT_BATCH_TOKENS, check_layers, iter_embeddings
 from .errors import ElmoError
+from .tokenizers import get_tokenizer
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -30,21 +30,18 @@ logger = logging.getLogger(__name__)
 def _commands() -> None:
     """ELMo contextual word vectors (elmo-bilm)."""
 
-TOKENIZER_ENTRY_POINTS = "elmo_core.tokenizers"
-DEFAULT_TOKENIZER = "spacy-en"
-
-
 def load_model(
     model: Path | None, options: Path | None, weights: Path | None, device: str = "cpu"
 ) -> Elmo:
-    """The model named on the command line: a model folder, or an options/hdf5 pair.
+    """The model named on the command line: a model folder, an options/hdf5 pair, or
+    else the default model that ships with the package.
 
     Dropout is 0: this is for inference.
 
     Raises:
         ElmoError: when the arguments do not name exactly one model.
     """
-    from .model_folder import load_model_folder
+    from .model_folder import default_model_dir, load_model_folder
 
     if model is not None and (options is not None or weights is not None):
         raise ElmoError("give either --model DIR or --options FILE --weights FILE, not both.")
@@ -59,28 +56,7 @@ def load_model(
         elmo = Elmo(BiLMOptions.from_json(options), dropout=0.0)
         load_bilm_tf(elmo, weights)
         return elmo.to(device)
-    raise ElmoError(
-        "no model given and no default model ships with this version yet: pass --model DIR "
-        "(a model folder) or --options options.json --weights weights.hdf5."
-    )
-
-
-def get_tokenizer(name: str = DEFAULT_TOKENIZER) -> Callable[[str], list[str]]:
-    """A raw-text tokenizer registered under the `elmo_core.tokenizers` entry points.
-
-    The core depends on no tokenizer; `spacy_elmo` registers `spacy-en` (spaCy's English
-    tokenizer rules, the same rules the pretraining data was tokenised with).
-
-    Raises:
-        ElmoError: if no tokenizer of that name is installed.
-    """
-    found = {ep.name: ep for ep in entry_points(group=TOKENIZER_ENTRY_POINTS)}
-    if name not in found:
-        raise ElmoError(
-            f"no tokenizer named {name!r} is installed (found: {sorted(found) or 'none'}). "
-            "--tokenize needs spaCy: pip install 'elmo-bilm[spacy]'."
-        )
-    return found[name].load()()
+    return load_model_folder(default_model_dir(), map_location=device, dropout=0.0)
 
 
 class Layers(str, Enum):

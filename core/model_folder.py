@@ -36,12 +36,17 @@ __all__ = [
     "load_model_folder",
     "read_model_config",
     "tokenizer_settings",
+    "default_model_dir",
+    "DEFAULT_MODEL_DIR",
 ]
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
 MODEL_TYPE = "elmo"
+
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "default_model"
+"""Where the package's own default model folder lives (inside the installed package)."""
 
 ELMO_SETTINGS: dict[str, Any] = {
     "num_output_representations": 1,
@@ -68,6 +73,21 @@ def tokenizer_settings(options: BiLMOptions) -> dict[str, Any]:
         "end_of_word_character": ch.END_OF_WORD_CHARACTER,
         "padding_character": ch.PADDING_CHARACTER,
     }
+
+
+def default_model_dir() -> Path:
+    """The default model folder that ships with the package.
+
+    Raises:
+        WeightFileError: if this installation has no default model.
+    """
+    if not (DEFAULT_MODEL_DIR / CONFIG_NAME).is_file():
+        raise WeightFileError(
+            f"no default model is installed (looked in {DEFAULT_MODEL_DIR}); this version does not "
+            "ship one yet. Name a model: a model folder, or options.json with the hdf5 weights "
+            "(elmo embed --model DIR, or --options FILE --weights FILE)."
+        )
+    return DEFAULT_MODEL_DIR
 
 
 def _elmo_settings(model: Elmo) -> dict[str, Any]:

@@ -87,7 +87,7 @@ def test_errors_are_one_clear_line_and_leave_no_output(tmp_path):
     out = tmp_path / "out.hdf5"
     result = cli("embed", tmp_path / "in.txt", out)
     assert result.returncode == 2
-    assert "no model given" in result.stderr and "Traceback" not in result.stderr
+    assert "no default model is installed" in result.stderr and "Traceback" not in result.stderr
     save_model_folder(make_tiny_elmo(), tmp_path / "model")
     result = cli("embed", tmp_path / "in.txt", out, "--model", tmp_path / "model", "--layers", "-2")
     assert result.returncode == 2 and "layer index 0..2" in result.stderr
