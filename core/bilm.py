@@ -184,8 +184,15 @@ class BiLM(nn.Module):
         return BiLMOutput(activations, real)
 
     def _token_embedding(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Char CNN on the real positions only; zeros elsewhere. [batch, steps, P]."""
-        embedded = self.char_cnn(ids[mask])  # [num_real, P]
+        """Char CNN once per distinct word among the real positions; zeros elsewhere.
+
+        The char CNN has no context, so a word's vector is the same wherever it occurs;
+        in a batch of real text fewer than half the positions hold distinct words.
+
+        Shape: ids [batch, steps, chars], mask [batch, steps] -> [batch, steps, P]
+        """
+        words, inverse = torch.unique(ids[mask], dim=0, return_inverse=True)  # [distinct, chars]
+        embedded = self.char_cnn(words)[inverse]  # [num_real, P]
         out = embedded.new_zeros(*mask.shape, embedded.shape[-1])
         out[mask] = embedded
         return out

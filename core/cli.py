@@ -127,6 +127,145 @@ def embed(
     typer.echo(f"wrote {len(sentences)} sentences to {output_file}", err=True)
 
 
+@app.command()
+def train(
+    out: Annotated[Path, typer.Option(help="Output folder: model folder, checkpoint.pt, train_log.jsonl.")],
+    train_files: Annotated[Optional[list[str]], typer.Option("--train", help="Training text: a file or a quoted glob ('train/*.txt.xz'); repeat for more. Optional with --resume.")] = None,
+    valid: Annotated[Optional[Path], typer.Option(help="Held-out text for validation perplexity.")] = None,
+    options: Annotated[Optional[Path], typer.Option(help="bilm-tf options.json of a new model.")] = None,
+    model: Annotated[Optional[Path], typer.Option(help="Continue from this model folder (weights; vocabulary and softmax if it has them).")] = None,
+    resume: Annotated[Optional[Path], typer.Option(help="Continue a run exactly from its checkpoint.pt.")] = None,
+    vocab: Annotated[Optional[Path], typer.Option(help="Vocabulary file (bilm-tf vocab.txt) instead of counting the training text.")] = None,
+    vocab_size: Annotated[Optional[int], typer.Option(help="Keep the N most frequent words (specials included). Default 100000.")] = None,
+    min_count: Annotated[Optional[int], typer.Option(help="Keep words seen at least N times (instead of --vocab-size).")] = None,
+    batch_tokens: Annotated[int, typer.Option(help="Padded positions per batch and process (<S>/</S> included).")] = 4096,
+    max_steps: Annotated[Optional[int], typer.Option(help="Stop at this total number of steps.")] = None,
+    max_hours: Annotated[Optional[float], typer.Option(help="Stop after this many hours of this run.")] = None,
+    lr: Annotated[Optional[float], typer.Option(help="Learning rate (default 1e-3 for adam, 0.2 for adagrad).")] = None,
+    optimizer: Annotated[str, typer.Option(help="adam or adagrad (bilm-tf's).")] = "adam",
+    dropout: Annotated[float, typer.Option(help="Dropout on LSTM inputs and the top output (bilm-tf: 0.1).")] = 0.1,
+    clip_norm: Annotated[float, typer.Option(help="Clip the gradient norm to this (0 = off).")] = 10.0,
+    checkpoint_every: Annotated[int, typer.Option(help="Save checkpoint and model folder every N steps.")] = 1000,
+    validate_every: Annotated[int, typer.Option(help="Validation perplexity every N steps.")] = 1000,
+    log_every: Annotated[int, typer.Option(help="A train_log.jsonl row every N steps.")] = 50,
+    device: Annotated[str, typer.Option(help="torch device (cpu, cuda); under torchrun each rank uses cuda:LOCAL_RANK.")] = "cpu",
+    precision: Annotated[str, typer.Option(help="auto (bf16 on CUDA, fp32 on CPU), fp32, bf16 or fp16.")] = "auto",
+    pretokenized: Annotated[bool, typer.Option(help="Input is one tokenised sentence per line (see python -m elmo_core.training pretokenize).")] = False,
+    seed: Annotated[int, typer.Option(help="Seed for weights, shuffling and dropout.")] = 0,
+    max_sentence_tokens: Annotated[int, typer.Option(help="Cut longer sentences into pieces of this many tokens.")] = 100,
+    buffer_sentences: Annotated[int, typer.Option(help="Sentences shuffled and length-sorted together.")] = 20_000,
+    cutoffs: Annotated[Optional[str], typer.Option(help="Adaptive-softmax cluster ends, e.g. '4000,20000' (default: from the vocabulary size).")] = None,
+    prefetch: Annotated[Optional[int], typer.Option(help="Batches built ahead in a worker process (default 8 on CUDA, 0 on CPU).")] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Pretrain a biLM language model (forward + backward LM, shared adaptive softmax).
+
+    Writes a model folder (loadable by every `elmo` command, plus vocab.txt and
+    lm_head.safetensors), checkpoint.pt and train_log.jsonl to --out, every
+    --checkpoint-every steps and at the end. For several processes, launch with
+    torchrun: `torchrun --nproc-per-node 2 -m elmo_core train ...`.
+    """
+    from .training.commands import run_training
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    summary = run_training(
+        train=train_files, valid=valid, out=out, options=options, model=model, vocab=vocab,
+        vocab_size=vocab_size, min_count=min_count, batch_tokens=batch_tokens, max_steps=max_steps,
+        max_hours=max_hours, lr=lr, optimizer=optimizer, dropout=dropout, clip_norm=clip_norm,
+        checkpoint_every=checkpoint_every, validate_every=validate_every, log_every=log_every,
+        resume=resume, device=device, pretokenized=pretokenized, seed=seed,
+        max_sentence_tokens=max_sentence_tokens, buffer_sentences=buffer_sentences,
+        precision=precision, progress=progress,
+        cutoffs=[int(c) for c in cutoffs.split(",")] if cutoffs else None, prefetch=prefetch,
+    )
+    if int(os.environ.get("RANK", "0")) == 0:
+        typer.echo(f"trained to step {summary['step']} ({summary['tokens']} tokens); model folder: {out}", err=True)
+
+
+@app.command()
+def perplexity(
+    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Text files (.txt or .txt.xz).")],
+    model: Annotated[Optional[Path], typer.Option(help="Model folder with a language-model head (default: the default model).")] = None,
+    pretokenized: Annotated[bool, typer.Option(help="One tokenised sentence per line instead of raw paragraphs.")] = False,
+    batch_tokens: Annotated[int, typer.Option(help="Padded positions per batch.")] = DEFAULT_BATCH_TOKENS,
+    device: Annotated[str, typer.Option(help="torch device, e.g. cpu or cuda.")] = "cpu",
+) -> None:
+    """Print forward, backward and average perplexity over each FILE's sentences.
+
+    average = exp((forward loss + backward loss) / 2), bilm-tf's "average perplexity"
+    (the geometric mean of the two). Raw text is split into sentences and tokenised
+    with spaCy's English rules, as for training. Output: one tab-separated row per file.
+    """
+    from .training.commands import run_perplexity
+
+    results = run_perplexity(files, model=model, pretokenized=pretokenized, batch_tokens=batch_tokens, device=device)
+    typer.echo("file\tforward_ppl\tbackward_ppl\taverage_ppl\tpredictions\tsentences\tunknown_words")
+    for path, p in results:
+        typer.echo(f"{path}\t{p.forward:.3f}\t{p.backward:.3f}\t{p.average:.3f}\t{p.tokens}\t{p.sentences}\t{p.unknown}")
+
+
+@app.command()
+def convert(
+    paths: Annotated[list[Path], typer.Argument(
+        metavar="OPTIONS WEIGHTS OUT_DIR | MODEL_DIR OUT_PREFIX | OUT_DIR",
+        help="bilm-tf options.json, hdf5 weights and the model folder to write (see below).",
+    )],
+    to_hdf5: Annotated[bool, typer.Option("--to-hdf5", help="Write MODEL_DIR back to bilm-tf's files: OUT_PREFIX_options.json and OUT_PREFIX_weights.hdf5.")] = False,
+    download: Annotated[Optional[str], typer.Option(help="Download a published model (small, medium, original, original_5.5B) and convert it into OUT_DIR.")] = None,
+) -> None:
+    """Convert between bilm-tf's files (options.json + weights.hdf5) and a model folder.
+
+    elmo convert OPTIONS WEIGHTS OUT_DIR writes a complete model folder: the files
+    transformers' save_pretrained writes, code included, so it loads with
+    AutoModel.from_pretrained(OUT_DIR, trust_remote_code=True) as well as with every
+    elmo command (--model OUT_DIR). Needs transformers (the package's hf extra).
+
+    elmo convert --to-hdf5 MODEL_DIR OUT_PREFIX writes OUT_PREFIX_options.json and
+    OUT_PREFIX_weights.hdf5 (the published files' naming); every dataset is exactly the
+    original's.
+
+    elmo convert --download NAME OUT_DIR fetches a published model from AllenNLP's
+    public storage and converts it on arrival.
+    """
+    if to_hdf5 and download:
+        raise ElmoError("--to-hdf5 and --download do not go together.")
+    expected = (1, "OUT_DIR") if download else (2, "MODEL_DIR OUT_PREFIX") if to_hdf5 else (3, "OPTIONS WEIGHTS OUT_DIR")
+    if len(paths) != expected[0]:
+        raise ElmoError(f"this form of elmo convert takes {expected[1]}; got {len(paths)} path(s): {[str(p) for p in paths]}.")
+    if to_hdf5:
+        import json
+
+        from .model_folder import load_model_folder
+        from .weights import save_bilm_tf
+
+        model_dir, prefix = paths
+        elmo = load_model_folder(model_dir)
+        options_path = prefix.with_name(prefix.name + "_options.json")
+        weights_path = prefix.with_name(prefix.name + "_weights.hdf5")
+        prefix.parent.mkdir(parents=True, exist_ok=True)
+        data = elmo.options.to_dict()  # bilm-tf's two sections only, as the published files
+        options_path.write_text(json.dumps({k: data[k] for k in ("lstm", "char_cnn")}, indent=2) + "\n", encoding="utf-8")
+        save_bilm_tf(elmo, weights_path)
+        typer.echo(f"wrote {options_path} and {weights_path}", err=True)
+        return
+    # The Hugging Face side lives in hf_elmo, which elmo_core does not depend on: it is
+    # looked up by name at run time, as tokenizers are (elmo_core.tokenizers).
+    import importlib
+
+    try:
+        converter = importlib.import_module("hf_elmo.convert_bilm_tf_to_hf")
+    except ImportError as err:
+        raise ElmoError(
+            f"elmo convert writes a transformers model folder and needs hf_elmo and transformers ({err}); "
+            "pip install 'elmo-bilm[hf]'."
+        ) from None
+    if download:
+        out = converter.download_published(download, paths[0])
+    else:
+        out = converter.convert_bilm_tf_to_hf(*paths)
+    typer.echo(f"wrote model folder {out}", err=True)
+
+
 def main() -> None:
     """Console-script entry point: clear one-line errors instead of tracebacks."""
     try:

@@ -96,9 +96,11 @@ class LSTMCellWithProjection(nn.Module):
         w_h = self.state_linear.weight
         w_p = self.state_projection.weight
         outputs = []
-        for t in range(num_steps):
+        # unbind: indexing `pre[t]` would make each step's backward zero-fill a gradient
+        # of the whole [steps, batch, 4D] tensor.
+        for t, pre_t in enumerate(pre.unbind(0)):
             n = batch_sizes[t]
-            z = pre[t, :n] + F.linear(h[:n], w_h)  # [n, 4D]
+            z = pre_t[:n] + F.linear(h[:n], w_h)  # [n, 4D]
             i, j, f, o = z.chunk(4, dim=1)
             c_t = torch.sigmoid(f) * c[:n] + torch.sigmoid(i) * torch.tanh(j)  # [n, D]
             if self.cell_clip:

@@ -8,18 +8,26 @@ adds `pretokenize` and `vocab`.
 
 from __future__ import annotations
 
-from .data import Batch, TrainingStream, eval_batches, get_sentence_splitter, iter_sentences, make_batch, pretokenize_files
+from .corpus import get_sentence_splitter, iter_sentences, pretokenize_files
+from .data import Batch, PrefetchingStream, TrainingStream, eval_batches, make_batch
 from .model import BiLMLanguageModel, LMOutput, default_cutoffs, load_language_model, save_language_model
+from .perplexity import Perplexity, evaluate
+from .trainer import TrainConfig, Trainer
 from .vocab import Vocabulary
 
 __all__ = [
     "Batch",
     "BiLMLanguageModel",
     "LMOutput",
+    "Perplexity",
+    "PrefetchingStream",
+    "TrainConfig",
+    "Trainer",
     "TrainingStream",
     "Vocabulary",
     "default_cutoffs",
     "eval_batches",
+    "evaluate",
     "get_sentence_splitter",
     "iter_sentences",
     "load_language_model",

@@ -1,0 +1,112 @@
+"""Checkpoint files of `Trainer`: what they hold, and the RNG and file helpers around them.
+
+A checkpoint is a `torch.save`d dict of tensors and plain Python values only, so that
+`torch.load(..., weights_only=True)` reads it (no pickled objects):
+
+    format, version, step, tokens_seen, elapsed_s, world_size
+    options, head_config, dropout, vocab, vocab_counts      -> lm_from_checkpoint()
+    config, elmo_settings, extra                            the run's settings
+    model, optimizer, scaler                                state dicts
+    ranks[r] = {"stream": data position, "rng": Python / NumPy / torch (/ CUDA) states}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..options import BiLMOptions
+from .model import BiLMLanguageModel
+from .vocab import Vocabulary
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "atomic_torch_save",
+    "get_rng_state",
+    "lm_from_checkpoint",
+    "load_checkpoint_file",
+    "set_rng_state",
+    "truncate_log",
+]
+
+CHECKPOINT_FORMAT = "elmo-bilm-training-checkpoint"
+
+
+def load_checkpoint_file(path: str | Path) -> dict[str, Any]:
+    """Read a checkpoint written by `Trainer.save` (tensors on the CPU).
+
+    Raises:
+        ValueError: if the file is not a training checkpoint of this package.
+    """
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path} is not an elmo-bilm training checkpoint (written by Trainer.save).")
+    return state
+
+
+def lm_from_checkpoint(state: dict[str, Any], *, dropout: float | None = None) -> tuple[BiLMLanguageModel, Vocabulary]:
+    """A model (random weights; `load_checkpoint` fills them) and vocabulary shaped as in `state`."""
+    head = state["head_config"]
+    lm = BiLMLanguageModel(
+        BiLMOptions.from_dict(state["options"]), head["n_classes"],
+        dropout=state["dropout"] if dropout is None else dropout,
+        cutoffs=head["cutoffs"], div_value=head["div_value"],
+    )
+    return lm, Vocabulary(state["vocab"], state["vocab_counts"])
+
+
+def get_rng_state(device: torch.device) -> dict[str, Any]:
+    np_state = np.random.get_state(legacy=False)
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        # Plain lists, so that torch.load(weights_only=True) can read them back.
+        "numpy": {"bit_generator": np_state["bit_generator"], "key": np_state["state"]["key"].tolist(),
+                  "pos": int(np_state["state"]["pos"]), "has_gauss": int(np_state["has_gauss"]),
+                  "gauss": float(np_state["gauss"])},
+        "torch": torch.get_rng_state(),
+    }
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    n = state["numpy"]
+    np.random.set_state({
+        "bit_generator": n["bit_generator"],
+        "state": {"key": np.array(n["key"], dtype=np.uint32), "pos": n["pos"]},
+        "has_gauss": n["has_gauss"], "gauss": n["gauss"],
+    })
+    torch.set_rng_state(state["torch"])
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".partial")
+    os.close(fd)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def truncate_log(path: Path, step: int) -> None:
+    """Drop log rows after `step` (written by the interrupted run after its checkpoint)."""
+    if not path.is_file():
+        return
+    rows = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    kept = [line for line in rows if json.loads(line)["step"] <= step]
+    if len(kept) != len(rows):
+        path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")

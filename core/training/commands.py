@@ -1,0 +1,253 @@
+"""What `elmo train`, `elmo perplexity` and `python -m elmo_core.training` do, as functions.
+
+The typer layer (core/cli.py, training/__main__.py) only parses arguments and prints;
+everything else is here, so that it can be called and tested without a shell.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from ..errors import ElmoError
+from ..model_folder import default_model_dir, load_model_folder, read_model_config
+from ..options import BiLMOptions
+from .corpus import DEFAULT_SPLITTER, Splitter, get_sentence_splitter, iter_sentences
+from .data import PrefetchingStream, TrainingStream
+from .model import BiLMLanguageModel, has_lm_head, load_language_model
+from .perplexity import Perplexity, evaluate
+from .trainer import (
+    TrainConfig,
+    Trainer,
+    config_from_checkpoint,
+    init_distributed,
+    lm_from_checkpoint,
+    load_checkpoint_file,
+    seed_everything,
+)
+from .vocab import Vocabulary
+
+__all__ = ["DEFAULT_VOCAB_SIZE", "expand_files", "run_training", "run_perplexity", "build_vocabulary"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_VOCAB_SIZE = 100_000
+
+
+def expand_files(patterns: Sequence[str | Path]) -> list[Path]:
+    """Paths, with glob patterns (`train/*.txt.xz`) expanded in sorted order.
+
+    Raises:
+        ElmoError: if a pattern matches nothing or a named file does not exist.
+    """
+    files: list[Path] = []
+    for pattern in patterns:
+        text = str(pattern)
+        if any(c in text for c in "*?["):
+            matches = sorted(glob.glob(text))
+            if not matches:
+                raise ElmoError(f"no file matches {text!r}.")
+            files.extend(Path(m) for m in matches)
+        elif not Path(text).is_file():
+            raise ElmoError(f"file {text} does not exist.")
+        else:
+            files.append(Path(text))
+    return files
+
+
+def build_vocabulary(
+    files: Sequence[Path], splitter: Splitter | None, *, vocab_size: int | None, min_count: int | None
+) -> Vocabulary:
+    """Count the words of `files` (one full pass) and keep the frequent ones."""
+    if vocab_size is None and min_count is None:
+        vocab_size = DEFAULT_VOCAB_SIZE
+    logger.info("building the vocabulary from %d files", len(files))
+    return Vocabulary.build(iter_sentences(files, splitter), min_count=min_count or 1, max_size=vocab_size)
+
+
+def _shared_vocabulary(make: Any, distributed: bool) -> Vocabulary:
+    """Rank 0 makes the vocabulary; the others receive it."""
+    if not distributed:
+        return make()
+    box: list[Any] = [None]
+    if dist.get_rank() == 0:
+        vocab = make()
+        box = [(vocab.tokens, vocab.counts)]
+    dist.broadcast_object_list(box, src=0)
+    return Vocabulary(*box[0])
+
+
+def run_training(
+    *,
+    train: Sequence[str | Path] | None,
+    valid: str | Path | None,
+    out: str | Path,
+    options: str | Path | None = None,
+    model: str | Path | None = None,
+    vocab: str | Path | None = None,
+    vocab_size: int | None = None,
+    min_count: int | None = None,
+    batch_tokens: int = 4096,
+    max_steps: int | None = None,
+    max_hours: float | None = None,
+    lr: float | None = None,
+    optimizer: str = "adam",
+    dropout: float = 0.1,
+    clip_norm: float = 10.0,
+    checkpoint_every: int = 1000,
+    validate_every: int = 1000,
+    log_every: int = 50,
+    resume: str | Path | None = None,
+    device: str = "cpu",
+    pretokenized: bool = False,
+    splitter: str = DEFAULT_SPLITTER,
+    seed: int = 0,
+    max_sentence_tokens: int | None = 100,
+    buffer_sentences: int = 20_000,
+    precision: str = "auto",
+    cutoffs: Sequence[int] | None = None,
+    prefetch: int | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Train (or continue training) a biLM language model; see `elmo train --help`.
+
+    Exactly one starting point: `options` (new model), `model` (continue from a model
+    folder: its weights, and its vocabulary and softmax when it has them) or `resume`
+    (a checkpoint: model, optimiser, data position and RNG exactly; the data settings
+    come from the checkpoint, the stopping and logging settings from the arguments).
+
+    `prefetch` batches are built ahead in a worker process (`PrefetchingStream`); None =
+    8 on CUDA, 0 (build in the training process) on the CPU, where the worker would only
+    take a core from training.
+
+    Returns:
+        The trainer's summary (`step`, `tokens`, `elapsed_s`, `valid_*ppl`).
+
+    Raises:
+        ElmoError: for missing or conflicting arguments.
+    """
+    if sum(x is not None for x in (options, model, resume)) != 1:
+        raise ElmoError(
+            "give exactly one of --options options.json (a new model), --model DIR (continue from a "
+            "model folder) or --resume CHECKPOINT (continue a run exactly)."
+        )
+    if vocab_size is not None and min_count is not None:
+        raise ElmoError("give --vocab-size or --min-count, not both.")
+    rank, world_size, device = init_distributed(device)
+    distributed = world_size > 1
+    try:
+        stop = {"max_steps": max_steps, "max_hours": max_hours, "checkpoint_every": checkpoint_every,
+                "validate_every": validate_every, "log_every": log_every, "progress": progress}
+        state = None
+        elmo_settings: dict[str, Any] | None = None
+        if resume is not None:
+            state = load_checkpoint_file(resume)
+            data = state["extra"]["data"]
+            files = [Path(p) for p in data["train"]]
+            if train:
+                given = [str(p) for p in expand_files(train)]
+                if given != data["train"]:
+                    raise ElmoError(
+                        f"--train names other files than the checkpoint was trained on ({data['train']}); "
+                        "resume with the same files, or leave --train out to use the checkpoint's."
+                    )
+            batch_tokens, max_sentence_tokens = data["batch_tokens"], data["max_sentence_tokens"]
+            buffer_sentences, seed = data["buffer_sentences"], data["seed"]
+            splitter_name = data["splitter"]
+            split = None if splitter_name is None else get_sentence_splitter(splitter_name)
+            lm, vocabulary = lm_from_checkpoint(state)
+            config = config_from_checkpoint(state, **stop)
+            elmo_settings = state["elmo_settings"]
+        else:
+            if not train:
+                raise ElmoError("give the training text with --train FILE (repeat it, or use a quoted glob).")
+            files = expand_files(train)
+            splitter_name = None if pretokenized else splitter
+            split = None if splitter_name is None else get_sentence_splitter(splitter_name)
+            seed_everything(seed)  # before building the model: the same weights on every rank
+
+            def make_vocab() -> Vocabulary:
+                if vocab is not None:
+                    return Vocabulary.load(vocab)
+                return build_vocabulary(files, split, vocab_size=vocab_size, min_count=min_count)
+
+            if model is not None and has_lm_head(model):
+                lm, vocabulary, elmo_settings = load_language_model(model, dropout=dropout)
+                if cutoffs is not None or vocab is not None:
+                    logger.warning("%s has its own vocabulary and softmax; --vocab and --cutoffs are ignored", model)
+            else:
+                if model is not None:
+                    elmo = load_model_folder(model, dropout=0.0)
+                    bilm_options, elmo_settings = elmo.options, read_model_config(model)[1]
+                    logger.info("%s has no softmax: starting a new one over a new vocabulary", model)
+                else:
+                    bilm_options = BiLMOptions.from_json(options)  # type: ignore[arg-type]
+                vocabulary = _shared_vocabulary(make_vocab, distributed)
+                lm = BiLMLanguageModel(bilm_options, len(vocabulary), dropout=dropout, cutoffs=cutoffs)
+                if model is not None:
+                    lm.bilm.load_state_dict(elmo.bilm.state_dict())
+            config = TrainConfig(optimizer=optimizer, lr=lr, clip_norm=clip_norm, precision=precision,
+                                 seed=seed, **stop)
+        stream = TrainingStream(
+            files, vocabulary, batch_tokens, splitter=split, max_sentence_tokens=max_sentence_tokens,
+            buffer_sentences=buffer_sentences, seed=seed, rank=rank, world_size=world_size,
+            max_characters_per_token=lm.options.char_cnn.max_characters_per_token,
+        )
+        if prefetch is None:
+            prefetch = 8 if device.startswith("cuda") else 0
+        batches = PrefetchingStream(stream, prefetch) if prefetch else stream
+        valid_sentences = list(iter_sentences([Path(valid)], split)) if valid is not None else None
+        data_settings = {
+            "train": [str(p) for p in files], "batch_tokens": batch_tokens, "max_sentence_tokens": max_sentence_tokens,
+            "buffer_sentences": buffer_sentences, "seed": seed, "splitter": splitter_name,
+        }
+        trainer = Trainer(
+            lm, vocabulary, batches, config, valid_sentences=valid_sentences, out_dir=out, device=device,
+            elmo_settings=elmo_settings, checkpoint_extra={"data": data_settings},
+        )
+        if state is not None:
+            trainer.load_checkpoint(state)
+        summary = trainer.fit()
+        if distributed:
+            dist.barrier()  # leave together: gloo can abort a process whose peer has gone
+        return summary
+    finally:
+        if distributed:
+            dist.destroy_process_group()
+
+
+def run_perplexity(
+    files: Sequence[str | Path],
+    *,
+    model: str | Path | None = None,
+    pretokenized: bool = False,
+    splitter: str = DEFAULT_SPLITTER,
+    batch_tokens: int = 4096,
+    device: str = "cpu",
+    precision: str = "fp32",
+) -> list[tuple[Path, Perplexity]]:
+    """Perplexity of a model folder's language model over each file's sentences.
+
+    Args:
+        files: Raw text (one paragraph per line; split by `splitter`) or, with
+            `pretokenized`, one tokenised sentence per line.
+        model: A model folder with a language-model head; the default model when None.
+
+    Raises:
+        WeightFileError: if there is no such model, or it has no language-model head.
+    """
+    folder = Path(model) if model is not None else default_model_dir()
+    lm, vocab, _ = load_language_model(folder, map_location=device)
+    split = None if pretokenized else get_sentence_splitter(splitter)
+    results = []
+    for path in expand_files(files):
+        sentences = list(iter_sentences([path], split))
+        results.append((path, evaluate(lm, sentences, vocab, batch_tokens=batch_tokens, device=torch.device(device),
+                                       precision=precision)))
+    return results

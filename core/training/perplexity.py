@@ -1,0 +1,128 @@
+"""Forward, backward and average perplexity of a `BiLMLanguageModel` over sentences.
+
+    forward  = exp(NLL_fwd / N)          NLL_* = sum over every prediction of -ln p(target)
+    backward = exp(NLL_bwd / N)          N     = predictions per direction
+    average  = exp((NLL_fwd + NLL_bwd) / (2N)) = sqrt(forward * backward)
+
+N counts the words plus one `</S>` (forward) or `<S>` (backward) per sentence, so both
+directions make the same number of predictions. "Average" follows bilm-tf's `test()`,
+which prints `exp(mean over batches of 0.5 * (forward loss + backward loss))`: the
+exponential of the mean of the two mean losses, i.e. the geometric mean of the two
+perplexities. The paper reports "the average of the forward and backward perplexities"
+(39.7 for the original model) without saying which mean; bilm-tf's is the likely one.
+The arithmetic mean `(forward + backward) / 2` is never smaller; we print all three
+numbers so that either can be compared. bilm-tf averaged per-batch losses over 20-token
+windows with carried state; here every prediction has equal weight and each sentence
+starts from the zero state. Words not in the vocabulary are predicted as `<UNK>`, as in
+bilm-tf; `unknown` counts them, since a smaller vocabulary lowers perplexity without a
+better model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+
+from .data import eval_batches
+from .model import BiLMLanguageModel
+from .vocab import Vocabulary
+
+__all__ = ["Perplexity", "evaluate", "autocast_context"]
+
+
+class Perplexity(NamedTuple):
+    """Summed losses over a text; the perplexities are properties.
+
+    Attributes:
+        forward_nll: Sum of -ln p over the forward predictions (float64 accumulation).
+        backward_nll: The same, backward.
+        tokens: Predictions per direction (words + one per sentence).
+        sentences: Sentences scored.
+        unknown: Words mapped to `<UNK>`.
+    """
+
+    forward_nll: float
+    backward_nll: float
+    tokens: int
+    sentences: int
+    unknown: int
+
+    @property
+    def forward(self) -> float:
+        return _exp(self.forward_nll / self.tokens) if self.tokens else math.nan
+
+    @property
+    def backward(self) -> float:
+        return _exp(self.backward_nll / self.tokens) if self.tokens else math.nan
+
+    @property
+    def average(self) -> float:
+        """exp((forward loss + backward loss) / 2), bilm-tf's "average perplexity"."""
+        return _exp((self.forward_nll + self.backward_nll) / (2 * self.tokens)) if self.tokens else math.nan
+
+    def __add__(self, other: object) -> Perplexity:  # type: ignore[override]
+        if not isinstance(other, Perplexity):
+            return NotImplemented
+        return Perplexity(*(a + b for a, b in zip(self, other)))
+
+
+def _exp(x: float) -> float:
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+def autocast_context(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """`torch.autocast` for "bf16"/"fp16", a no-op for "fp32"."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+@torch.no_grad()
+def evaluate(
+    lm: BiLMLanguageModel,
+    sentences: Sequence[Sequence[str]],
+    vocab: Vocabulary,
+    *,
+    batch_tokens: int = 4096,
+    device: str | torch.device | None = None,
+    precision: str = "fp32",
+) -> Perplexity:
+    """Score `sentences` (tokenised, without boundaries) with `lm` in eval mode.
+
+    Args:
+        lm: The language model; put in eval mode for the call and restored after.
+        sentences: Sentences to score; empty ones are skipped.
+        vocab: The softmax vocabulary of `lm`.
+        batch_tokens: Padded positions per batch (memory, not results).
+        device: Where to run; the model's device when None.
+        precision: "fp32", "bf16" or "fp16" (autocast).
+
+    Returns:
+        `Perplexity` sums; combine shards with `+`.
+    """
+    device = torch.device(device) if device is not None else next(lm.parameters()).device
+    sentences = [s for s in sentences if len(s)]
+    was_training = lm.training
+    lm.eval()
+    forward_nll = backward_nll = 0.0
+    tokens = 0
+    try:
+        for batch in eval_batches(sentences, vocab, batch_tokens, lm.options.char_cnn.max_characters_per_token):
+            batch = batch.to(device)
+            with autocast_context(device, precision):
+                out = lm(batch.char_ids, batch.mask, batch.targets)
+            forward_nll += float(out.forward_loss) * out.forward_tokens
+            backward_nll += float(out.backward_loss) * out.backward_tokens
+            tokens += out.forward_tokens
+    finally:
+        lm.train(was_training)
+    unknown = sum(1 for s in sentences for w in s if w not in vocab)
+    return Perplexity(forward_nll, backward_nll, tokens, len(sentences), unknown)

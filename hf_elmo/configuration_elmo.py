@@ -1,0 +1,114 @@
+"""ElmoConfig: bilm-tf's options plus the ELMo output settings, as a transformers config.
+
+`config.json` is the model folder format of `elmo_core.model_folder`: bilm-tf's
+`options.json` keys verbatim (`lstm`, `char_cnn`), `model_type: "elmo"`, the `Elmo`
+settings, and the keys transformers adds itself (`architectures`, `auto_map`,
+`transformers_version`, ...), which the core ignores.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+try:  # transformers 5 spelling
+    from transformers import PreTrainedConfig
+except ImportError:  # pragma: no cover - transformers 4 spelling
+    from transformers import PretrainedConfig as PreTrainedConfig
+
+from .elmo_core_bridge import ELMO_SETTINGS, BiLMOptions, save_elmo_core_copy
+
+__all__ = ["ElmoConfig"]
+
+
+class ElmoConfig(PreTrainedConfig):
+    """Configuration of `ElmoModel` and `ElmoForTokenClassification`.
+
+    Build it from bilm-tf options with `ElmoConfig.from_options(BiLMOptions.from_json(
+    "options.json"))`; `to_options()` gives them back. These two are the only bridge
+    between the config and `elmo_core.BiLMOptions`.
+
+    Args:
+        lstm: bilm-tf's `lstm` options (`dim`, `projection_dim`, `n_layers`,
+            `cell_clip`, `proj_clip`, `use_skip_connections`). Default: the original
+            model (4096 / 512 / 2 layers).
+        char_cnn: bilm-tf's `char_cnn` options (`embedding.dim`, `filters`,
+            `n_highway`, `n_characters`, `max_characters_per_token`, `activation`).
+            Default: the published models' char CNN.
+        num_output_representations: Number of independent scalar mixes over one biLM
+            run. `last_hidden_state` is the first; with more than one, the model also
+            returns all of them as `representations`. 1 for most tasks.
+        dropout: Dropout on each scalar mix while training (AllenNLP's 0.5; 0 disables
+            it). Never applied in `eval()` mode, which `from_pretrained` sets.
+        do_layer_norm: Normalise each layer before mixing (off, as the authors recommend).
+        keep_sentence_boundaries: Also return the `<S>`/`</S>` positions (tokens + 2).
+        stateful: Carry LSTM states from one call to the next, as the original did. Off
+            by default: a sentence's vectors then depend on nothing but the sentence.
+        scalar_mix_parameters: Fixed mix weights w, one per layer (`n_layers + 1`). When
+            given, the mixes are not trainable.
+        **kwargs: Any key transformers writes or accepts (`architectures`, `num_labels`,
+            `id2label`, ...) and any unknown key, kept as an attribute.
+
+    Raises:
+        OptionsError: if `lstm`/`char_cnn` are not valid bilm-tf options.
+    """
+
+    model_type = "elmo"
+
+    def __init__(
+        self,
+        lstm: dict[str, Any] | None = None,
+        char_cnn: dict[str, Any] | None = None,
+        num_output_representations: int = ELMO_SETTINGS["num_output_representations"],
+        dropout: float = ELMO_SETTINGS["dropout"],
+        do_layer_norm: bool = ELMO_SETTINGS["do_layer_norm"],
+        keep_sentence_boundaries: bool = ELMO_SETTINGS["keep_sentence_boundaries"],
+        stateful: bool = ELMO_SETTINGS["stateful"],
+        scalar_mix_parameters: list[float] | None = ELMO_SETTINGS["scalar_mix_parameters"],
+        **kwargs: Any,
+    ) -> None:
+        defaults = BiLMOptions().to_dict()
+        options = BiLMOptions.from_dict({
+            "lstm": defaults["lstm"] if lstm is None else lstm,
+            "char_cnn": defaults["char_cnn"] if char_cnn is None else char_cnn,
+        })
+        # Stored as plain dicts with bilm-tf's keys (validated, 261 read as 262).
+        self.lstm = options.to_dict()["lstm"]
+        self.char_cnn = options.to_dict()["char_cnn"]
+        self.num_output_representations = num_output_representations
+        self.dropout = dropout
+        self.do_layer_norm = do_layer_norm
+        self.keep_sentence_boundaries = keep_sentence_boundaries
+        self.stateful = stateful
+        self.scalar_mix_parameters = None if scalar_mix_parameters is None else list(scalar_mix_parameters)
+        super().__init__(**kwargs)
+
+    @classmethod
+    def from_options(cls, options: BiLMOptions, **kwargs: Any) -> ElmoConfig:
+        """A config for `options`; `kwargs` are the Elmo settings and transformers keys."""
+        data = options.to_dict()
+        return cls(lstm=data["lstm"], char_cnn=data["char_cnn"], **kwargs)
+
+    def to_options(self) -> BiLMOptions:
+        """The biLM options (`elmo_core.BiLMOptions`) this config describes."""
+        return BiLMOptions.from_dict({"lstm": self.lstm, "char_cnn": self.char_cnn})
+
+    def elmo_settings(self) -> dict[str, Any]:
+        """The `elmo_core.Elmo` constructor settings stored in this config."""
+        return {key: getattr(self, key) for key in ELMO_SETTINGS}
+
+    @property
+    def output_dim(self) -> int:
+        """Width of every layer and of the ELMo vectors: `2 * projection_dim`."""
+        return 2 * self.lstm["projection_dim"]
+
+    @property
+    def num_layers(self) -> int:
+        """Number of biLM layers: `n_layers + 1` (layer 0 is the char CNN)."""
+        return self.lstm["n_layers"] + 1
+
+    def save_pretrained(self, save_directory: str | os.PathLike, push_to_hub: bool = False, **kwargs: Any) -> None:
+        """As transformers', plus the copy of elmo_core's code (see `elmo_core_bridge`)."""
+        super().save_pretrained(save_directory, push_to_hub=push_to_hub, **kwargs)
+        if self._auto_class is not None:
+            save_elmo_core_copy(save_directory)

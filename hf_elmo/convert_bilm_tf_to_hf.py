@@ -1,0 +1,153 @@
+"""Convert original bilm-tf / AllenNLP ELMo files into a model folder; fetch the published ones.
+
+    options.json + weights.hdf5  ->  OUT_DIR/
+                                       config.json          bilm-tf options + Elmo settings + auto_map
+                                       model.safetensors    the Elmo state dict (bilm.*, scalar_mixes.*)
+                                       tokenizer_config.json
+                                       *.py                 the code (hf_elmo's files + elmo_core's)
+
+The folder is exactly what `ElmoModel.save_pretrained` + `ElmoTokenizer.save_pretrained`
+write, so it loads with `AutoModel.from_pretrained(OUT_DIR, trust_remote_code=True)`
+anywhere transformers is installed, and with `elmo_core.load_model_folder`. The weights
+are copied exactly (`elmo_core.weights`); `elmo convert --to-hdf5 MODEL_DIR OUT_PREFIX`
+writes them back to the original layout.
+
+Command line: `elmo convert OPTIONS WEIGHTS OUT_DIR`, `elmo convert --download small
+OUT_DIR`, or `python -m hf_elmo.convert_bilm_tf_to_hf --options ... --weights ... --out ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from elmo_core import BiLMOptions, load_bilm_tf
+
+from .configuration_elmo import ElmoConfig
+from .modeling_elmo import ElmoModel
+from .tokenization_elmo import ElmoTokenizer
+
+__all__ = ["PUBLISHED_MODELS", "convert_bilm_tf_to_hf", "download_published", "published_urls"]
+
+logger = logging.getLogger(__name__)
+
+BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
+PUBLISHED_MODELS = {
+    # short name (as elmo_core.PUBLISHED_OPTIONS) -> file stem tag (ELMO_SPEC section 10)
+    "small": "2x1024_128_2048cnn_1xhighway",
+    "medium": "2x2048_256_2048cnn_1xhighway",
+    "original": "2x4096_512_2048cnn_2xhighway",
+    "original_5.5B": "2x4096_512_2048cnn_2xhighway_5.5B",
+}
+"""The four models AllenNLP published, by short name."""
+
+
+def convert_bilm_tf_to_hf(
+    options_file: str | os.PathLike, weight_file: str | os.PathLike, out_dir: str | os.PathLike, **settings: Any
+) -> Path:
+    """Write a complete model folder for a bilm-tf options file and hdf5 weight file.
+
+    Args:
+        options_file: bilm-tf `options.json`.
+        weight_file: The hdf5 weights (e.g. `..._weights.hdf5`).
+        out_dir: The folder to write (created if needed; files replaced).
+        **settings: `ElmoConfig` settings, e.g. `num_output_representations=2`.
+
+    Returns:
+        `out_dir` as a Path.
+
+    Raises:
+        OptionsError: for an invalid options file.
+        WeightFileError: for a missing/unreadable weight file or a dataset whose shape
+            does not match the options (names the dataset and both shapes).
+    """
+    options = BiLMOptions.from_json(options_file)
+    model = ElmoModel(ElmoConfig.from_options(options, **settings))
+    load_bilm_tf(model, weight_file)  # fills model.bilm exactly; the mixes keep w = 0, gamma = 1
+    out = Path(out_dir)
+    model.save_pretrained(out)
+    ElmoTokenizer.from_options(options).save_pretrained(out)
+    logger.info("converted %s + %s to %s", options_file, weight_file, out)
+    return out
+
+
+def published_urls(name: str) -> tuple[str, str]:
+    """The (options.json, weights.hdf5) URLs of a published model.
+
+    Raises:
+        ValueError: for an unknown name (lists the four).
+    """
+    if name not in PUBLISHED_MODELS:
+        raise ValueError(f"unknown published ELMo model {name!r}; choose one of {sorted(PUBLISHED_MODELS)}.")
+    tag = PUBLISHED_MODELS[name]
+    stem = f"{BASE_URL}/{tag}/elmo_{tag}"
+    return f"{stem}_options.json", f"{stem}_weights.hdf5"
+
+
+def _fetch(url: str, dest: Path) -> None:
+    """Download `url` to `dest` (written under a temporary name, renamed when complete)."""
+    import urllib.request
+
+    tmp = dest.with_name(dest.name + ".partial")
+    try:
+        with urllib.request.urlopen(url) as response, open(tmp, "wb") as out:  # noqa: S310 - fixed https URLs
+            shutil.copyfileobj(response, out, length=1 << 20)
+        tmp.replace(dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def download_published(
+    name: str, out_dir: str | os.PathLike, *, keep_originals: str | os.PathLike | None = None, **settings: Any
+) -> Path:
+    """Download one of the four published models and convert it into a model folder.
+
+    Args:
+        name: "small", "medium", "original" or "original_5.5B".
+        out_dir: The model folder to write.
+        keep_originals: A folder to keep the downloaded options/hdf5 files in (reused
+            if already there). Default: a temporary folder, deleted afterwards.
+        **settings: `ElmoConfig` settings, as for `convert_bilm_tf_to_hf`.
+
+    Raises:
+        ValueError: for an unknown name.
+        OSError: if a download fails (nothing is written under the final names).
+    """
+    urls = published_urls(name)
+    with tempfile.TemporaryDirectory(prefix="elmo-download-") as tmp:
+        folder = Path(keep_originals) if keep_originals is not None else Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for url in urls:
+            path = folder / url.rsplit("/", 1)[1]
+            if not path.is_file():
+                logger.info("downloading %s", url)
+                _fetch(url, path)
+            paths.append(path)
+        return convert_bilm_tf_to_hf(paths[0], paths[1], out_dir, **settings)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m hf_elmo.convert_bilm_tf_to_hf --options FILE --weights FILE --out DIR`."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--options", type=Path, help="bilm-tf options.json")
+    parser.add_argument("--weights", type=Path, help="bilm-tf hdf5 weights")
+    parser.add_argument("--download", choices=sorted(PUBLISHED_MODELS), help="a published model to fetch instead")
+    parser.add_argument("--out", type=Path, required=True, help="model folder to write")
+    args = parser.parse_args(argv)
+    if args.download:
+        download_published(args.download, args.out)
+    elif args.options and args.weights:
+        convert_bilm_tf_to_hf(args.options, args.weights, args.out)
+    else:
+        parser.error("give --options and --weights, or --download NAME")
+
+
+if __name__ == "__main__":
+    main()

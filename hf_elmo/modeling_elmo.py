@@ -1,0 +1,298 @@
+"""ELMo as a transformers model: ElmoPreTrainedModel, ElmoModel, ElmoForTokenClassification.
+
+The modules are elmo_core's (`BiLM`, `ScalarMix`), held directly as `self.bilm` and
+`self.scalar_mixes`, so the state dict has the keys of `elmo_core.Elmo` (`bilm.*`,
+`scalar_mixes.*`; `elmo.` in front inside a task model): a folder written by
+`elmo_core.save_model_folder` loads with `ElmoModel.from_pretrained`, and one written by
+`save_pretrained` loads with `elmo_core.load_model_folder`.
+
+    input_ids       [batch, tokens, 50]  character ids (ElmoTokenizer; no <S>/</S>)
+      -> biLM                            n_layers + 1 layers [batch, tokens, 2P]  = hidden_states
+      -> scalar mix(es) + dropout        [batch, tokens, 2P]                      = last_hidden_state
+      -> (token classification) linear   [batch, tokens, num_labels]
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+from transformers.modeling_outputs import TokenClassifierOutput
+from transformers.utils import ModelOutput
+
+from .configuration_elmo import ElmoConfig
+from .elmo_core_bridge import (
+    BOS_TOKEN,
+    EOS_TOKEN,
+    BiLM,
+    CharCNN,
+    Elmo,
+    Highway,
+    ScalarMix,
+    save_elmo_core_copy,
+    word_to_char_ids,
+)
+
+__all__ = ["ElmoModelOutput", "ElmoPreTrainedModel", "ElmoModel", "ElmoForTokenClassification"]
+
+
+@dataclass
+class ElmoModelOutput(ModelOutput):
+    """What `ElmoModel` returns.
+
+    Attributes:
+        last_hidden_state: The ELMo vectors: the first scalar mix of the biLM layers
+            (`gamma * sum_k softmax(w)_k * h_k`), zero at padded positions.
+            [batch, tokens, 2 * projection_dim].
+        hidden_states: With `output_hidden_states`: every biLM layer, `n_layers + 1`
+            tensors [batch, tokens, 2 * projection_dim]; index 0 is the char CNN's token
+            vector (repeated twice to the full width), index l the l-th LSTM layer
+            `[forward ; backward]`.
+        representations: With `num_output_representations > 1`: every scalar mix,
+            `last_hidden_state` first.
+    """
+
+    last_hidden_state: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    representations: tuple[torch.Tensor, ...] | None = None
+
+
+def _loaded(tensor: torch.Tensor) -> bool:
+    """True for a tensor that `from_pretrained` filled from the checkpoint."""
+    return getattr(tensor, "_is_hf_initialized", False)
+
+
+class ElmoPreTrainedModel(PreTrainedModel):
+    """Weight initialisation, saving and loading shared by the ELMo models.
+
+    transformers 5 builds a model on the meta device, loads the checkpoint, then calls
+    `_init_weights` on every module: a tensor it loaded carries `_is_hf_initialized`,
+    and `_init_weights` never touches those, so imported weights stay exactly as saved.
+    What it does initialise (a missing tensor, or every tensor of a model built from a
+    config) gets the value elmo_core's constructors give it.
+    """
+
+    config_class = ElmoConfig
+    base_model_prefix = "elmo"
+    main_input_name = "input_ids"
+    _no_split_modules = ["BiLM"]
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, ScalarMix):
+            # w = 0 (equal weights) and gamma = 1, or the fixed w of the config.
+            fixed = self.config.scalar_mix_parameters
+            if not _loaded(module.scalar_weights):
+                module.scalar_weights.copy_(torch.tensor(fixed or [0.0] * module.num_layers))
+            if not _loaded(module.gamma):
+                module.gamma.fill_(1.0)
+        elif isinstance(module, BiLM):
+            # Non-persistent buffers: never in a checkpoint, so always rebuilt here.
+            C = module.options.char_cnn.max_characters_per_token
+            module.bos_char_ids.copy_(torch.tensor(word_to_char_ids(BOS_TOKEN, C)))
+            module.eos_char_ids.copy_(torch.tensor(word_to_char_ids(EOS_TOKEN, C)))
+        elif isinstance(module, CharCNN):
+            if not _loaded(module.char_embedding):
+                nn.init.uniform_(module.char_embedding, -1.0, 1.0)  # bilm-tf's initialiser
+        elif isinstance(module, (nn.Linear, nn.Conv1d)):
+            # torch's default (what the core's constructors use).
+            if not _loaded(module.weight):
+                nn.init.kaiming_uniform_(module.weight, a=math.sqrt(5))
+            if module.bias is not None and not _loaded(module.bias):
+                fan_in = module.weight[0].numel()
+                bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+                nn.init.uniform_(module.bias, -bound, bound)
+                highway = self._highway_holding(module)
+                if highway is not None:
+                    # The gate ("carry") half starts at -2, as in bilm-tf and Highway.
+                    module.bias[highway.size :].fill_(-2.0)
+
+    def _highway_holding(self, layer: nn.Module) -> Highway | None:
+        # transformers skips modules without parameters of their own (Highway), so its
+        # layers are recognised here.
+        for module in self.modules():
+            if isinstance(module, Highway) and any(candidate is layer for candidate in module.layers):
+                return module
+        return None
+
+    @classmethod
+    def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
+        """As transformers', and the biLM (and a fixed scalar mix) stay frozen.
+
+        transformers 5 wraps every loaded tensor in a new `nn.Parameter` with
+        `requires_grad=True`, which would silently make the frozen biLM trainable
+        (peer report R17); this puts the constructor's choice back.
+        """
+        loaded = super().from_pretrained(*args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True
+        model.freeze_bilm()
+        return loaded
+
+    def freeze_bilm(self) -> None:
+        """Make the biLM (and scalar mixes fixed by the config) untrainable, as built."""
+        for module in self.modules():
+            if isinstance(module, BiLM):
+                module.requires_grad_(False)
+            elif isinstance(module, ScalarMix) and self.config.scalar_mix_parameters is not None:
+                module.requires_grad_(False)
+
+    def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
+        """As transformers', plus the copy of elmo_core's code (see `elmo_core_bridge`).
+
+        `auto_map` names both models of `modeling_elmo.py`, so that a tagger's folder
+        also loads as a base `AutoModel`, and a base model's folder as the start of an
+        `AutoModelForTokenClassification`, wherever the folder's code runs.
+        """
+        if self._auto_class is not None:
+            module = type(self).__module__.rsplit(".", 1)[-1]
+            self.config.auto_map = {
+                **(getattr(self.config, "auto_map", None) or {}),
+                "AutoModel": f"{module}.ElmoModel",
+                "AutoModelForTokenClassification": f"{module}.ElmoForTokenClassification",
+            }
+        super().save_pretrained(save_directory, *args, **kwargs)
+        if self._auto_class is not None and kwargs.get("is_main_process", True):
+            save_elmo_core_copy(save_directory)
+
+
+class ElmoModel(ElmoPreTrainedModel):
+    """The biLM and its scalar mix(es): contextual word vectors (Peters et al. 2018).
+
+    Stateless by default: a sentence's vectors depend only on its own tokens, not on
+    batch mates, padding or earlier calls. The biLM is frozen (no gradient, no autograd
+    graph); the scalar mixes are trainable unless the config fixes them. To fine-tune
+    the biLM too, call `model.bilm.requires_grad_(True)`.
+
+    Raises:
+        ValueError: if `config.num_output_representations` < 1 (there would be no
+            `last_hidden_state`).
+    """
+
+    def __init__(self, config: ElmoConfig) -> None:
+        super().__init__(config)
+        if config.num_output_representations < 1:
+            raise ValueError(
+                "ElmoModel needs num_output_representations >= 1 (last_hidden_state is the first "
+                f"scalar mix); got {config.num_output_representations}. Use "
+                "output_hidden_states=True for the raw biLM layers."
+            )
+        core = Elmo(config.to_options(), **config.elmo_settings())  # the core's construction rules
+        self.bilm: BiLM = core.bilm
+        self.scalar_mixes: nn.ModuleList = core.scalar_mixes
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> ElmoModelOutput | tuple[torch.Tensor, ...]:
+        """Run the biLM once and every scalar mix over it.
+
+        Args:
+            input_ids: Character ids from `ElmoTokenizer` (or
+                `elmo_core.words_to_char_ids`), without `<S>`/`</S>` (the biLM adds
+                them). Padded positions are all zeros. Moved to the model's device.
+            attention_mask: 1 for real tokens, 0 for padding (on the right). Derived
+                from `input_ids` when omitted.
+            output_hidden_states: Also return every biLM layer (default:
+                `config.output_hidden_states`).
+            return_dict: Return an `ElmoModelOutput` rather than a tuple (default:
+                `config.return_dict`).
+
+        Returns:
+            `ElmoModelOutput`, or the tuple of its non-None fields.
+
+        Shape:
+            input_ids: [batch, tokens, 50] int64; attention_mask: [batch, tokens]
+            last_hidden_state: [batch, tokens, 2 * projection_dim] float
+            (tokens + 2 with `keep_sentence_boundaries`)
+
+        Raises:
+            ValueError: for missing input_ids, ids of the wrong shape or outside
+                [0, n_characters), or a mask that is not right-padded.
+            TypeError: for input_ids that are not an integer tensor.
+        """
+        if input_ids is None:
+            raise ValueError(
+                "ElmoModel needs input_ids: character ids [batch, tokens, 50] from ElmoTokenizer."
+            )
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        mask = attention_mask.bool() if isinstance(attention_mask, torch.Tensor) else attention_mask
+        frozen = not any(p.requires_grad for p in self.bilm.parameters())
+        with torch.no_grad() if frozen else nullcontext():  # frozen: no graph through the biLM
+            out = self.bilm(input_ids, mask)  # checks ids: shape, dtype, range
+        representations = []
+        for mix in self.scalar_mixes:
+            mixed = mix(out.activations, out.mask) * out.mask[..., None].to(out.activations.dtype)
+            representations.append(F.dropout(mixed, self.config.dropout, self.training))
+        output = ElmoModelOutput(
+            last_hidden_state=representations[0],
+            hidden_states=tuple(out.activations.unbind(0)) if output_hidden_states else None,
+            representations=tuple(representations) if len(representations) > 1 else None,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+class ElmoForTokenClassification(ElmoPreTrainedModel):
+    """ELMo vectors and a linear layer per token (e.g. NER), as in `BertForTokenClassification`.
+
+    The biLM is frozen; what trains is the scalar mix (w, gamma), whose output gets
+    `config.dropout` while training, and the linear head. `labels` of -100 are ignored
+    by the loss (cross-entropy over the real positions), so label only the positions
+    you score.
+    """
+
+    def __init__(self, config: ElmoConfig) -> None:
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.elmo = ElmoModel(config)
+        self.classifier = nn.Linear(config.output_dim, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> TokenClassifierOutput | tuple[torch.Tensor, ...]:
+        """Scores per token, and the loss when `labels` are given.
+
+        Shape:
+            input_ids: [batch, tokens, 50]; attention_mask, labels: [batch, tokens]
+            logits: [batch, tokens, num_labels]
+
+        Raises:
+            ValueError: as `ElmoModel.forward`, or if `labels` do not have the shape of
+                the scored positions.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        outputs = self.elmo(
+            input_ids, attention_mask=attention_mask, output_hidden_states=output_hidden_states, return_dict=True
+        )
+        logits = self.classifier(outputs.last_hidden_state)  # [batch, tokens, num_labels]
+        loss = None
+        if labels is not None:
+            if tuple(labels.shape) != tuple(logits.shape[:2]):
+                raise ValueError(
+                    f"labels must be [batch, tokens] = {tuple(logits.shape[:2])}; got {tuple(labels.shape)}. "
+                    "Pad labels with -100 (DataCollatorForTokenClassification does)."
+                )
+            loss = self.loss_function(logits, labels, self.config, **kwargs)
+        output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
+        return output if return_dict else output.to_tuple()

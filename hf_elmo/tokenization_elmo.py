@@ -1,0 +1,405 @@
+"""ElmoTokenizer: text or token lists to ELMo's character ids. No vocabulary file.
+
+ELMo reads characters, not a word vocabulary: each token becomes 50 ids (the UTF-8
+bytes + 1 between begin/end-of-word markers; see `elmo_core.characters`), so there is
+nothing to save but the character settings, which go into `tokenizer_config.json`.
+
+    "The river bank."  --spaCy English rules-->  ["The", "river", "bank", "."]
+                       --characters-->           input_ids [1, 4, 50], attention_mask [1, 4]
+
+Raw text is split with the rules the pretraining data was tokenised with
+(`elmo_core.tokenizers.get_tokenizer("spacy-en")`: spaCy's English tokenizer, loaded
+on first use); pass `is_split_into_words=True` to give token lists yourself. The biLM
+adds `<S>`/`</S>` itself, so no special tokens are added. Padding is always on the
+right, with all-zero rows (id 0 = no token).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from transformers import BatchEncoding, PreTrainedTokenizer
+from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
+from transformers.utils import to_py_obj
+
+from .elmo_core_bridge import (
+    BEGINNING_OF_SENTENCE_CHARACTER,
+    BEGINNING_OF_WORD_CHARACTER,
+    CHAR_ID_OFFSET,
+    DEFAULT_TOKENIZER,
+    END_OF_SENTENCE_CHARACTER,
+    END_OF_WORD_CHARACTER,
+    PADDING_CHARACTER,
+    BiLMOptions,
+    check_sentences,
+    get_tokenizer,
+    save_elmo_core_copy,
+    tokenizer_settings,
+    word_to_char_ids,
+)
+
+__all__ = ["ElmoBatchEncoding", "ElmoTokenizer"]
+
+# The character-id constants the core's `word_to_char_ids` uses; a saved tokenizer must agree.
+_CORE_CHARACTERS = {
+    "char_id_offset": CHAR_ID_OFFSET,
+    "beginning_of_sentence_character": BEGINNING_OF_SENTENCE_CHARACTER,
+    "end_of_sentence_character": END_OF_SENTENCE_CHARACTER,
+    "beginning_of_word_character": BEGINNING_OF_WORD_CHARACTER,
+    "end_of_word_character": END_OF_WORD_CHARACTER,
+    "padding_character": PADDING_CHARACTER,
+}
+
+
+class ElmoBatchEncoding(BatchEncoding):
+    """A `BatchEncoding` that knows which word each position holds.
+
+    transformers' own `word_ids()` needs the Rust encodings of a fast tokenizer. Here
+    every position is one word, so the alignment is kept as plain lists: `word_ids(i)`
+    gives `[0, 1, ..., n - 1, None, ...]` (None for padding) and `tokens(i)` the token
+    strings (the pad token for padding), as for a fast tokenizer. The other alignment
+    helpers (`token_to_chars`, ...) are not available.
+    """
+
+    def __init__(
+        self,
+        data: dict[str, Any] | None = None,
+        tensor_type: str | None = None,
+        prepend_batch_axis: bool = False,
+        *,
+        word_ids: list[list[int | None]] | None = None,
+        tokens: list[list[str]] | None = None,
+    ) -> None:
+        super().__init__(data, tensor_type=tensor_type, prepend_batch_axis=prepend_batch_axis)
+        self._word_ids = word_ids
+        self._tokens = tokens
+
+    def word_ids(self, batch_index: int = 0) -> list[int | None]:
+        """The word index of every position of sequence `batch_index`, None for padding."""
+        if self._word_ids is None:
+            return super().word_ids(batch_index)
+        return list(self._word_ids[batch_index])
+
+    def tokens(self, batch_index: int = 0) -> list[str]:
+        """The token string at every position of sequence `batch_index`."""
+        if self._tokens is None:
+            return super().tokens(batch_index)
+        return list(self._tokens[batch_index])
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**super().__getstate__(), "word_ids": self._word_ids, "tokens": self._tokens}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._word_ids = state.get("word_ids")
+        self._tokens = state.get("tokens")
+
+
+class ElmoTokenizer(PreTrainedTokenizer):
+    """Character ids for ELMo, from raw text or from token lists.
+
+    Args:
+        max_characters_per_token: Id slots per token (the model's
+            `char_cnn.max_characters_per_token`; 50 for every published model).
+        char_id_offset, beginning_of_sentence_character, end_of_sentence_character,
+        beginning_of_word_character, end_of_word_character, padding_character: The
+            character-id scheme, saved so that a folder documents itself. They must
+            equal elmo_core's (the only scheme the models were trained with).
+        text_tokenizer: Name of the raw-text tokenizer (an `elmo_core.tokenizers`
+            entry point); "spacy-en" = the pretraining data's rules.
+        pad_token: Name of the padding token; its id is 0 (an all-zero row).
+        **kwargs: transformers' tokenizer arguments (`model_max_length`, ...).
+
+    Raises:
+        ValueError: for a character scheme other than elmo_core's, or left padding.
+    """
+
+    vocab_files_names: dict[str, str] = {}
+    model_input_names = ["input_ids", "attention_mask"]
+    padding_side = "right"
+
+    def __init__(
+        self,
+        max_characters_per_token: int = 50,
+        char_id_offset: int = CHAR_ID_OFFSET,
+        beginning_of_sentence_character: int = BEGINNING_OF_SENTENCE_CHARACTER,
+        end_of_sentence_character: int = END_OF_SENTENCE_CHARACTER,
+        beginning_of_word_character: int = BEGINNING_OF_WORD_CHARACTER,
+        end_of_word_character: int = END_OF_WORD_CHARACTER,
+        padding_character: int = PADDING_CHARACTER,
+        text_tokenizer: str = DEFAULT_TOKENIZER,
+        pad_token: str = "<pad>",
+        **kwargs: Any,
+    ) -> None:
+        given = {
+            "char_id_offset": char_id_offset,
+            "beginning_of_sentence_character": beginning_of_sentence_character,
+            "end_of_sentence_character": end_of_sentence_character,
+            "beginning_of_word_character": beginning_of_word_character,
+            "end_of_word_character": end_of_word_character,
+            "padding_character": padding_character,
+        }
+        if given != _CORE_CHARACTERS:
+            differ = {k: v for k, v in given.items() if v != _CORE_CHARACTERS[k]}
+            raise ValueError(
+                f"ElmoTokenizer uses bilm-tf's character ids {_CORE_CHARACTERS}; got {differ}. "
+                "A tokenizer_config.json with other values was not written for an ELMo model."
+            )
+        if not isinstance(max_characters_per_token, int) or max_characters_per_token < 3:
+            raise ValueError(f"max_characters_per_token must be an integer >= 3; got {max_characters_per_token!r}.")
+        if kwargs.get("padding_side", "right") != "right":
+            raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each row from position 0.")
+        self.max_characters_per_token = max_characters_per_token
+        for key, value in given.items():
+            setattr(self, key, value)
+        self.text_tokenizer = text_tokenizer
+        self._pad_token_text = str(pad_token)
+        self._split_text: Callable[[str], list[str]] | None = None  # loaded on first raw-text call
+        super().__init__(
+            pad_token=pad_token,
+            max_characters_per_token=max_characters_per_token,
+            text_tokenizer=text_tokenizer,
+            **given,
+            **kwargs,
+        )
+
+    @classmethod
+    def from_options(cls, options: BiLMOptions, **kwargs: Any) -> ElmoTokenizer:
+        """The tokenizer for a model with these biLM options."""
+        settings = {k: v for k, v in tokenizer_settings(options).items() if k != "tokenizer_class"}
+        return cls(**settings, **kwargs)
+
+    # ------------------------------------------------------------------ vocabulary
+    @property
+    def vocab_size(self) -> int:
+        """1: there is no vocabulary, only the pad token (id 0)."""
+        return 1
+
+    def get_vocab(self) -> dict[str, int]:
+        return {self._pad_token_text: 0}
+
+    def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
+        return ()  # nothing to save: the settings are in tokenizer_config.json
+
+    # ------------------------------------------------------------------ text -> tokens -> ids
+    def tokenize(self, text: str, **kwargs: Any) -> list[str]:
+        """Split raw text into tokens with the pretraining data's rules (spaCy English).
+
+        Raises:
+            ElmoError: if the tokenizer (spaCy) is not installed; says how to install it.
+        """
+        if self._split_text is None:
+            self._split_text = get_tokenizer(self.text_tokenizer)
+        return list(self._split_text(text))
+
+    def _tokenize(self, text: str, **kwargs: Any) -> list[str]:
+        return self.tokenize(text)
+
+    def _convert_token_to_id(self, token: str) -> list[int]:  # type: ignore[override]
+        # A token's "id" is its row of character ids.
+        return list(word_to_char_ids(token, self.max_characters_per_token))
+
+    def _convert_id_to_token(self, index: int) -> str:
+        return self._pad_token_text if index == 0 else chr(index - CHAR_ID_OFFSET)
+
+    def _encode_plus(  # type: ignore[override]
+        self,
+        text: str | Sequence[str] | Sequence[Sequence[str]],
+        text_pair: Any = None,
+        add_special_tokens: bool = True,
+        padding_strategy: PaddingStrategy = PaddingStrategy.DO_NOT_PAD,
+        truncation_strategy: TruncationStrategy = TruncationStrategy.DO_NOT_TRUNCATE,
+        max_length: int | None = None,
+        stride: int = 0,
+        is_split_into_words: bool = False,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_tensors: str | None = None,
+        return_token_type_ids: bool | None = None,
+        return_attention_mask: bool | None = None,
+        return_overflowing_tokens: bool = False,
+        return_special_tokens_mask: bool = False,
+        return_offsets_mapping: bool = False,
+        return_length: bool = False,
+        verbose: bool = True,
+        **kwargs: Any,
+    ) -> ElmoBatchEncoding:
+        """Encode one text/token list or a batch of them (called by `__call__`).
+
+        `add_special_tokens` has no effect: the biLM adds `<S>`/`</S>` itself.
+
+        Returns:
+            `ElmoBatchEncoding` with `input_ids` ([batch, tokens, chars] as nested lists,
+            or a tensor with `return_tensors`) and `attention_mask` ([batch, tokens]);
+            without a batch axis for a single unbatched input and no `return_tensors`.
+
+        Raises:
+            ValueError: for sentence pairs, offsets, left padding, or sentences of
+                different lengths with `return_tensors` and no padding.
+            TypeError: for input that is neither text nor token lists.
+        """
+        if text_pair is not None:
+            raise ValueError("ElmoTokenizer encodes single sentences; sentence pairs are not supported.")
+        if return_offsets_mapping or return_overflowing_tokens:
+            raise ValueError("ElmoTokenizer cannot return offsets or overflowing tokens (one token = one position).")
+        if (padding_side or self.padding_side) != "right":
+            raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each row from position 0.")
+        batched, sentences = self._sentences(text, is_split_into_words)
+        if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None:
+            if self.truncation_side == "left":  # keep the last max_length tokens
+                sentences = [s[max(0, len(s) - max_length) :] for s in sentences]
+            else:
+                sentences = [s[:max_length] for s in sentences]
+
+        lengths = [len(s) for s in sentences]
+        if padding_strategy == PaddingStrategy.LONGEST:
+            target = max(lengths, default=0)
+        elif padding_strategy == PaddingStrategy.MAX_LENGTH:
+            target = max_length if max_length is not None else max(lengths, default=0)
+        else:
+            target = None
+        if target is not None and pad_to_multiple_of and target % pad_to_multiple_of:
+            target += pad_to_multiple_of - target % pad_to_multiple_of
+
+        C = self.max_characters_per_token
+        pad_row = [0] * C
+        input_ids, attention_mask, word_ids, tokens = [], [], [], []
+        for sentence in sentences:
+            n = len(sentence)
+            missing = max(0, (target or n) - n)
+            input_ids.append([list(word_to_char_ids(t, C)) for t in sentence] + [pad_row] * missing)
+            attention_mask.append([1] * n + [0] * missing)
+            word_ids.append(list(range(n)) + [None] * missing)
+            tokens.append(list(sentence) + [self._pad_token_text] * missing)
+        data: dict[str, Any] = {"input_ids": input_ids}
+        if return_attention_mask is not False:
+            data["attention_mask"] = attention_mask
+        if return_special_tokens_mask:
+            data["special_tokens_mask"] = [[0] * n + [1] * (len(m) - n) for n, m in zip(lengths, attention_mask)]
+        if return_length:
+            data["length"] = lengths
+        if return_tensors is not None:
+            data = self._as_tensors(data, return_tensors, C)
+        elif not batched:
+            data = {key: value[0] for key, value in data.items()}
+        return ElmoBatchEncoding(data, word_ids=word_ids, tokens=tokens)
+
+    def _sentences(self, text: Any, is_split_into_words: bool) -> tuple[bool, list[list[str]]]:
+        """(batched?, token lists) for any input `__call__` accepts."""
+        if isinstance(text, str):
+            if is_split_into_words:
+                raise TypeError("is_split_into_words=True needs a list of token strings, not one string.")
+            return False, [self.tokenize(text)]
+        if isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text) and text:
+            if is_split_into_words:
+                return False, [list(text)]
+            return True, [self.tokenize(t) for t in text]
+        if isinstance(text, (list, tuple)):
+            if not text:
+                return True, []
+            if not is_split_into_words:
+                raise TypeError(
+                    "got a list of token lists; pass is_split_into_words=True to encode pre-split tokens, "
+                    "or give raw strings."
+                )
+            check_sentences(text)
+            return True, [list(s) for s in text]
+        raise TypeError(
+            f"ElmoTokenizer takes a string, a list of strings, or token lists with is_split_into_words=True; "
+            f"got {type(text).__name__}."
+        )
+
+    @staticmethod
+    def _as_tensors(data: dict[str, Any], return_tensors: str, num_chars: int) -> dict[str, Any]:
+        if return_tensors not in ("pt", "np"):
+            raise ValueError(f"return_tensors must be 'pt' or 'np'; got {return_tensors!r}.")
+        widths = {len(row) for row in data["input_ids"]}
+        if len(widths) > 1:
+            raise ValueError(
+                f"the sentences have different lengths ({sorted(widths)} tokens), so they do not fit one "
+                "tensor; pass padding=True (pads to the longest) or padding='max_length'."
+            )
+        batch_size, num_tokens = len(data["input_ids"]), widths.pop() if widths else 0
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            tensor = torch.tensor(value, dtype=torch.long)
+            if key == "input_ids":
+                tensor = tensor.reshape(batch_size, num_tokens, num_chars)  # also right for 0 tokens
+            elif key != "length":
+                tensor = tensor.reshape(batch_size, num_tokens)
+            out[key] = tensor.numpy() if return_tensors == "np" else tensor
+        return out
+
+    # ------------------------------------------------------------------ padding (collators)
+    def _pad(  # type: ignore[override]
+        self,
+        encoded_inputs: dict[str, Any],
+        max_length: int | None = None,
+        padding_strategy: PaddingStrategy = PaddingStrategy.DO_NOT_PAD,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_attention_mask: bool | None = None,
+    ) -> dict[str, Any]:
+        """Pad one encoded sentence with all-zero rows (used by `pad` and the collators)."""
+        if (padding_side or self.padding_side) != "right":
+            raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each row from position 0.")
+        rows = encoded_inputs["input_ids"]
+        n = len(rows)
+        if padding_strategy == PaddingStrategy.LONGEST or max_length is None:
+            max_length = n
+        if pad_to_multiple_of and max_length % pad_to_multiple_of:
+            max_length += pad_to_multiple_of - max_length % pad_to_multiple_of
+        if return_attention_mask is not False and "attention_mask" not in encoded_inputs:
+            encoded_inputs["attention_mask"] = [1] * n
+        missing = max_length - n if padding_strategy != PaddingStrategy.DO_NOT_PAD else 0
+        if missing > 0:
+            encoded_inputs["input_ids"] = list(rows) + [[0] * self.max_characters_per_token] * missing
+            if "attention_mask" in encoded_inputs:
+                encoded_inputs["attention_mask"] = list(encoded_inputs["attention_mask"]) + [0] * missing
+            if "special_tokens_mask" in encoded_inputs:
+                encoded_inputs["special_tokens_mask"] = list(encoded_inputs["special_tokens_mask"]) + [1] * missing
+        return encoded_inputs
+
+    # ------------------------------------------------------------------ ids -> text
+    def decode(self, token_ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> str | list[str]:
+        """Text back from character ids: one row -> a word, [tokens, chars] -> the words
+        joined by spaces (padding rows skipped), [batch, tokens, chars] -> a list.
+
+        Bytes are decoded as UTF-8 with replacement characters, so a word cut at 48
+        bytes inside a character decodes without error.
+        """
+        ids = to_py_obj(token_ids)
+        depth, probe = 0, ids
+        while isinstance(probe, (list, tuple)):
+            depth += 1
+            probe = probe[0] if probe else None
+        if depth == 1:
+            return self._decode_word(ids)
+        if depth == 3:
+            return [self.decode(sentence) for sentence in ids]
+        return " ".join(self._decode_word(row) for row in ids if any(row))
+
+    def _decode_word(self, row: Sequence[int]) -> str:
+        raw = [i - CHAR_ID_OFFSET for i in row if i]
+        if raw[:1] == [BEGINNING_OF_WORD_CHARACTER] and raw[1:2] == [BEGINNING_OF_SENTENCE_CHARACTER]:
+            return "<S>"
+        if raw[:1] == [BEGINNING_OF_WORD_CHARACTER] and raw[1:2] == [END_OF_SENTENCE_CHARACTER]:
+            return "</S>"
+        data = bytes(i for i in raw if 0 <= i < 256)
+        return data.decode("utf-8", errors="replace")
+
+    # ------------------------------------------------------------------ saving, pickling
+    def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> tuple[str, ...]:
+        """As transformers', plus the copy of elmo_core's code (see `elmo_core_bridge`)."""
+        files = super().save_pretrained(save_directory, *args, **kwargs)
+        if self._auto_class is not None:
+            save_elmo_core_copy(save_directory)
+        return files
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_split_text"] = None  # a spaCy closure; rebuilt on first use
+        return state

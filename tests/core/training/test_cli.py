@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from elmo_core import load_model_folder
+from elmo_core.cli import app
+from elmo_core.errors import ElmoError, WeightFileError
+from elmo_core.training import load_language_model
+from elmo_core.training.__main__ import app as prepare_app
+from elmo_core.training.commands import run_perplexity
+
+from .conftest import make_lm_options
+
+runner = CliRunner()
+
+
+def elmo(*args) -> str:
+    result = runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+@pytest.fixture
+def options_file(tmp_path):
+    path = tmp_path / "options.json"
+    make_lm_options().to_json(path)
+    return path
+
+
+def train_args(out, train_file, valid_file, *more):
+    return ["train", "--out", out, "--train", train_file, "--valid", valid_file, "--pretokenized",
+            "--batch-tokens", 64, "--no-progress", "--checkpoint-every", 2, "--validate-every", 2, *more]
+
+
+def test_train_writes_a_model_folder_that_perplexity_scores(tmp_path, options_file, train_file, valid_file):
+    out = tmp_path / "model"
+    elmo(*train_args(out, train_file, valid_file, "--options", options_file, "--max-steps", 3, "--vocab-size", 12))
+    elmo_model = load_model_folder(out)  # the embedding side loads it as is
+    assert elmo_model.options == make_lm_options()
+    assert {"vocab.txt", "lm_head.safetensors", "checkpoint.pt", "train_log.jsonl"} <= {p.name for p in out.iterdir()}
+    rows = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if r["valid_ppl"] is not None] == [2, 3]
+
+    printed = elmo("perplexity", "--model", out, "--pretokenized", valid_file).splitlines()
+    assert printed[0].split("\t")[:4] == ["file", "forward_ppl", "backward_ppl", "average_ppl"]
+    forward, backward, average = map(float, printed[1].split("\t")[1:4])
+    [(_, expected)] = run_perplexity([valid_file], model=out, pretokenized=True)
+    assert (forward, backward, average) == (round(expected.forward, 3), round(expected.backward, 3),
+                                            round(expected.average, 3))
+    assert average == pytest.approx(rows[-1]["valid_ppl"], rel=1e-3)  # same text, same model
+    assert 1 < average < 12 * 3
+
+
+def test_train_resumes_and_continues_from_a_model_folder(tmp_path, options_file, train_file, valid_file):
+    out = tmp_path / "run"
+    elmo(*train_args(out, train_file, valid_file, "--options", options_file, "--max-steps", 2))
+    elmo("train", "--out", out, "--resume", out / "checkpoint.pt", "--valid", valid_file, "--max-steps", 4,
+         "--no-progress")
+    assert json.loads((out / "train_log.jsonl").read_text().splitlines()[-1])["step"] == 4
+    _, vocab, _ = load_language_model(out)
+    more = tmp_path / "more"
+    elmo(*train_args(more, train_file, valid_file, "--model", out, "--max-steps", 1))
+    lm, more_vocab, _ = load_language_model(more)
+    assert more_vocab == vocab
+
+
+def test_train_needs_exactly_one_starting_point(tmp_path, options_file, train_file, valid_file):
+    with pytest.raises(ElmoError, match="exactly one of --options"):
+        runner.invoke(app, [str(a) for a in train_args(tmp_path / "x", train_file, valid_file, "--max-steps", 1)],
+                      catch_exceptions=False)
+
+
+def test_perplexity_without_a_model_names_the_missing_default_model(tmp_path, valid_file, monkeypatch):
+    import elmo_core.model_folder
+
+    monkeypatch.setattr(elmo_core.model_folder, "DEFAULT_MODEL_DIR", tmp_path / "nowhere")
+    with pytest.raises(WeightFileError, match="no default model is installed"):
+        runner.invoke(app, ["perplexity", "--pretokenized", str(valid_file)], catch_exceptions=False)
+
+
+def test_prepare_commands_write_a_cache_and_a_vocabulary(tmp_path):
+    pytest.importorskip("spacy")
+    raw = tmp_path / "raw.txt"
+    raw.write_text("The cat sat. It was red!\n\nA dog ran.\n", encoding="utf-8")
+    cache = tmp_path / "cache.txt"
+    result = runner.invoke(prepare_app, ["pretokenize", str(raw), "--out", str(cache)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert cache.read_text(encoding="utf-8") == "The cat sat .\nIt was red !\nA dog ran .\n"
+    vocab = tmp_path / "vocab.txt"
+    result = runner.invoke(prepare_app, ["vocab", str(cache), "--out", str(vocab), "--pretokenized"],
+                           catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert vocab.read_text(encoding="utf-8").splitlines()[:4] == ["<S>\t3", "</S>\t3", "<UNK>\t0", ".\t2"]

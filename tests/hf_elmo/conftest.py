@@ -1,0 +1,81 @@
+"""Fixtures for the Hugging Face face: tiny saved models, an offline, private HF cache."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+
+# Before transformers is imported: never touch the network, and keep the modules that
+# trust_remote_code loads out of the user's cache (transformers reads these at import).
+os.environ["HF_HUB_OFFLINE"] = "1"
+_MODULES_CACHE = tempfile.mkdtemp(prefix="elmo-hf-modules-")
+atexit.register(shutil.rmtree, _MODULES_CACHE, ignore_errors=True)
+os.environ.setdefault("HF_MODULES_CACHE", _MODULES_CACHE)
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import hf_elmo  # noqa: E402,F401  (registers the Auto classes)
+from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer  # noqa: E402
+
+from ..conftest import make_tiny_elmo  # noqa: E402
+
+TOKENS = [["Hello", "world", "."], ["naïve", "😀"], ["a"]]
+
+
+def make_tiny_hf_model(seed: int = 0, **settings) -> ElmoModel:
+    """An `ElmoModel` holding exactly the weights of the core's TINY `make_tiny_elmo(seed)`."""
+    settings.setdefault("dropout", 0.0)
+    core = make_tiny_elmo(seed, **settings)
+    model = ElmoModel(ElmoConfig.from_options(core.options, **settings))
+    model.load_state_dict(core.state_dict())
+    return model.eval()
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models gain nothing from intra-op threads, and on a busy machine OpenMP's
+    waiting threads made these tests 10-30x slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def hf_env(tmp_path: Path) -> dict[str, str]:
+    """Environment for a subprocess: offline, its own HF cache, one thread."""
+    env = dict(os.environ)
+    env.update(
+        HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"), HF_MODULES_CACHE=str(tmp_path / "hf_modules"),
+        OMP_NUM_THREADS="1",
+    )
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+@pytest.fixture
+def tiny_hf_model() -> ElmoModel:
+    return make_tiny_hf_model()
+
+
+@pytest.fixture
+def tiny_tokenizer() -> ElmoTokenizer:
+    return ElmoTokenizer.from_options(make_tiny_elmo().options)
+
+
+@pytest.fixture
+def saved_model_dir(tmp_path: Path, tiny_hf_model: ElmoModel, tiny_tokenizer: ElmoTokenizer) -> Path:
+    """A folder written by save_pretrained (model + tokenizer)."""
+    folder = tmp_path / "saved"
+    tiny_hf_model.save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def batch(tokenizer: ElmoTokenizer, sentences=TOKENS) -> dict[str, torch.Tensor]:
+    return dict(tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt"))

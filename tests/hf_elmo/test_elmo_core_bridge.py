@@ -1,0 +1,207 @@
+"""Saved folders carry their code: peer report R25 and the fresh-process cases of issue 4."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import torch
+from typer.testing import CliRunner
+
+import elmo_core
+from elmo_core.cli import app
+from hf_elmo import elmo_core_bridge
+
+from .conftest import TOKENS, batch
+
+CORE_DIR = Path(elmo_core.__file__).resolve().parent
+
+# Runs with `python -I -S`: no site-packages processing (so no editable-install hook),
+# no PYTHONPATH, no current folder; only the site-packages folders named below. So
+# transformers and torch import, and elmo-bilm's packages do not. (A finder that
+# refuses them makes that hold for a non-editable install too.)
+ISOLATED = r'''
+import importlib.abc, json, sys
+
+class NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("elmo_core", "hf_elmo", "spacy_elmo"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NotInstalled())
+sys.path.extend(json.loads(sys.argv[1]))
+for name in ("elmo_core", "hf_elmo", "spacy_elmo"):
+    try:
+        __import__(name)
+    except ModuleNotFoundError:
+        continue
+    raise AssertionError(f"{name} must not be importable here")
+import torch
+from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer
+
+folder, tokenizer_folder, resaved, out = sys.argv[2:6]
+words = json.loads(sys.argv[6])
+config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
+model = AutoModel.from_pretrained(folder, trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+tokenizer_only = AutoTokenizer.from_pretrained(tokenizer_folder, trust_remote_code=True)
+inputs = tokenizer(words, is_split_into_words=True, padding=True, return_tensors="pt")
+with torch.no_grad():
+    first = model(**inputs, output_hidden_states=True)
+model.save_pretrained(resaved)  # save -> load -> save elsewhere -> load, all from the folder's code
+tokenizer.save_pretrained(resaved)
+again = AutoModel.from_pretrained(resaved, trust_remote_code=True)
+again_inputs = AutoTokenizer.from_pretrained(resaved, trust_remote_code=True)(
+    words, is_split_into_words=True, padding=True, return_tensors="pt")
+with torch.no_grad():
+    second = again(**again_inputs)
+    # A base model's folder also starts a tagger (new head, the biLM and mix as saved).
+    tagger = AutoModelForTokenClassification.from_pretrained(folder, trust_remote_code=True, num_labels=3)
+    logits = tagger(**inputs).logits
+torch.save({
+    "classes": [type(o).__name__ for o in (config, model, tokenizer, tokenizer_only, again)],
+    "modules": [type(o).__module__ for o in (config, model, tokenizer, tokenizer_only, again)],
+    "input_ids": inputs["input_ids"],
+    "tokenizer_only_ids": tokenizer_only(words, is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"],
+    "last_hidden_state": first.last_hidden_state,
+    "hidden_states": torch.stack(first.hidden_states),
+    "resaved_last_hidden_state": second.last_hidden_state,
+    "trainable": sorted(n for n, p in model.named_parameters() if p.requires_grad),
+    "imported": sorted(m for m in ("elmo_core", "hf_elmo") if m in sys.modules),
+    "tagger": [type(tagger).__name__, list(logits.shape), sorted(n for n, p in tagger.named_parameters() if p.requires_grad)],
+}, out)
+'''
+
+# A plain interpreter of this environment, which has elmo-bilm installed but never
+# imports hf_elmo.
+INSTALLED = r'''
+import json, sys
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+words = json.loads(sys.argv[1])
+results = {}
+for folder in sys.argv[3:]:
+    model = AutoModel.from_pretrained(folder, trust_remote_code=True)
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    with torch.no_grad():
+        results[folder] = model(**tokenizer(words, is_split_into_words=True, padding=True, return_tensors="pt")).last_hidden_state
+results["imported"] = sorted(m for m in ("elmo_core", "hf_elmo") if m in sys.modules)
+results["modules"] = type(model).__module__
+torch.save(results, sys.argv[2])
+'''
+
+
+def referenced_files(folder: Path) -> set[str]:
+    """Every .py file the folder's auto_map names, and all their relative imports."""
+    names = set()
+    for config in ("config.json", "tokenizer_config.json"):
+        if (folder / config).is_file():
+            for ref in json.loads((folder / config).read_text()).get("auto_map", {}).values():
+                for class_ref in ref if isinstance(ref, list) else [ref]:
+                    if class_ref:
+                        names.add(class_ref.split(".")[0] + ".py")
+    pending = list(names)
+    while pending:
+        tree = ast.parse((folder / pending.pop()).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                for module in [node.module] if node.module else [a.name for a in node.names]:
+                    if f"{module}.py" not in names:
+                        names.add(f"{module}.py")
+                        pending.append(f"{module}.py")
+    return names
+
+
+def test_saved_folder_names_its_classes_and_holds_every_file_it_references(saved_model_dir):
+    config = json.loads((saved_model_dir / "config.json").read_text())
+    assert config["auto_map"] == {
+        "AutoConfig": "configuration_elmo.ElmoConfig",
+        "AutoModel": "modeling_elmo.ElmoModel",
+        "AutoModelForTokenClassification": "modeling_elmo.ElmoForTokenClassification",
+    }
+    tokenizer_config = json.loads((saved_model_dir / "tokenizer_config.json").read_text())
+    assert tokenizer_config["auto_map"] == {"AutoTokenizer": ["tokenization_elmo.ElmoTokenizer", None]}
+    files = referenced_files(saved_model_dir)
+    assert {"modeling_elmo.py", "elmo_core_bridge.py", "elmo_core_copy.py", "bilm.py", "lstm.py"} <= files
+    missing = [name for name in files if not (saved_model_dir / name).is_file()]
+    assert missing == []
+
+
+def test_core_copy_is_elmo_cores_source_and_exports_what_the_bridge_needs(tmp_path):
+    written = {p.name for p in elmo_core_bridge.save_elmo_core_copy(tmp_path)}
+    for name in written - {"elmo_core_copy.py"}:
+        assert (tmp_path / name).read_bytes() == (CORE_DIR / name).read_bytes(), name
+    assert {f"{m}.py" for m in elmo_core_bridge.CORE_MODULES} <= written
+    exported = {
+        alias.name
+        for node in ast.walk(ast.parse((tmp_path / "elmo_core_copy.py").read_text()))
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    bridge = ast.parse(Path(elmo_core_bridge.__file__).read_text())
+    (fallback,) = [n for n in ast.walk(bridge) if isinstance(n, ast.ImportFrom) and n.module == "elmo_core_copy"]
+    assert {alias.name for alias in fallback.names} <= exported
+
+
+# Peer report R25, to the letter: the product package is not importable at all.
+def test_saved_folder_loads_where_elmo_bilm_is_not_installed(tmp_path, tiny_hf_model, tiny_tokenizer, hf_env):
+    folder, tokenizer_folder = tmp_path / "model", tmp_path / "tokenizer"
+    tiny_hf_model.save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(tokenizer_folder)
+    site = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    script = tmp_path / "isolated.py"
+    script.write_text(ISOLATED, encoding="utf-8")
+    out = tmp_path / "out.pt"
+    args = [json.dumps(site), folder, tokenizer_folder, tmp_path / "resaved", out, json.dumps(TOKENS)]
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", str(script), *map(str, args)],
+        cwd=tmp_path, env=hf_env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    got = torch.load(out)
+    assert got["classes"] == ["ElmoConfig", "ElmoModel", "ElmoTokenizer", "ElmoTokenizer", "ElmoModel"]
+    assert all(module.startswith("transformers_modules.") for module in got["modules"])
+    assert got["imported"] == []
+    inputs = batch(tiny_tokenizer)
+    assert torch.equal(got["input_ids"], inputs["input_ids"]) and torch.equal(got["tokenizer_only_ids"], inputs["input_ids"])
+    with torch.no_grad():
+        expected = tiny_hf_model(**inputs, output_hidden_states=True)
+    torch.testing.assert_close(got["last_hidden_state"], expected.last_hidden_state, atol=1e-6, rtol=0)
+    torch.testing.assert_close(got["hidden_states"], torch.stack(expected.hidden_states), atol=1e-6, rtol=0)
+    torch.testing.assert_close(got["resaved_last_hidden_state"], expected.last_hidden_state, atol=1e-6, rtol=0)
+    assert got["trainable"] == ["scalar_mixes.0.gamma", "scalar_mixes.0.scalar_weights"]
+    assert got["tagger"] == [
+        "ElmoForTokenClassification", [3, 3, 3],
+        ["classifier.bias", "classifier.weight", "elmo.scalar_mixes.0.gamma", "elmo.scalar_mixes.0.scalar_weights"],
+    ]
+
+
+def test_saved_and_converted_folders_load_in_a_process_that_never_imported_hf_elmo(
+    tmp_path, saved_model_dir, tiny_hf_model, tiny_tokenizer, tiny_bilm_hdf5, hf_env
+):
+    converted = tmp_path / "converted"
+    result = CliRunner().invoke(app, ["convert", *map(str, tiny_bilm_hdf5), str(converted)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    script = tmp_path / "installed.py"
+    script.write_text(INSTALLED, encoding="utf-8")
+    out = tmp_path / "out.pt"
+    result = subprocess.run(
+        [sys.executable, str(script), json.dumps(TOKENS), str(out), str(saved_model_dir), str(converted)],
+        cwd=tmp_path, env=hf_env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    got = torch.load(out)
+    assert got["imported"] == ["elmo_core"]  # the installed core, not the copy; hf_elmo never
+    assert got["modules"].startswith("transformers_modules.")
+    with torch.no_grad():
+        expected = tiny_hf_model(**batch(tiny_tokenizer)).last_hidden_state
+    torch.testing.assert_close(got[str(saved_model_dir)], expected, atol=1e-6, rtol=0)
+    # The converted folder holds make_tiny_elmo()'s biLM; its mix starts at w = 0, gamma = 1 too.
+    torch.testing.assert_close(got[str(converted)], expected, atol=1e-6, rtol=0)

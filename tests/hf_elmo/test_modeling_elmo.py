@@ -1,0 +1,338 @@
+from __future__ import annotations
+
+import copy
+import io
+import json
+import pickle
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModel, AutoModelForTokenClassification
+
+from elmo_core import load_model_folder, save_model_folder, words_to_char_ids
+from hf_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel, ElmoModelOutput
+
+from ..conftest import DEVICES, SHARED, make_tiny_elmo, make_tiny_options
+from .conftest import TOKENS, batch, make_tiny_hf_model
+
+
+def assert_same_state(a: torch.nn.Module, b: torch.nn.Module) -> None:
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys()
+    for name in sa:
+        assert torch.equal(sa[name], sb[name]), name
+
+
+def test_output_shapes_and_exactly_n_layers_plus_one_hidden_states(tiny_hf_model, tiny_tokenizer):
+    out = tiny_hf_model(**batch(tiny_tokenizer), output_hidden_states=True)
+    assert isinstance(out, ElmoModelOutput)
+    assert out.last_hidden_state.shape == (3, 3, 16)
+    # Peer report R29 (HF part): char CNN layer + 2 LSTM layers, never more or fewer.
+    assert len(out.hidden_states) == 3
+    assert all(h.shape == (3, 3, 16) for h in out.hidden_states)
+    assert out.representations is None
+    assert tiny_hf_model(**batch(tiny_tokenizer)).hidden_states is None
+
+
+def test_outputs_equal_the_core_elmo(tiny_tokenizer):
+    core = make_tiny_elmo(dropout=0.0, num_output_representations=2)
+    model = make_tiny_hf_model(num_output_representations=2)
+    char_ids, mask = words_to_char_ids(TOKENS)
+    expected = core(char_ids, mask)
+    out = model(**batch(tiny_tokenizer), output_hidden_states=True)
+    torch.testing.assert_close(out.last_hidden_state, expected.representations[0], atol=1e-6, rtol=0)
+    assert len(out.representations) == 2
+    torch.testing.assert_close(torch.stack(out.hidden_states), expected.activations, atol=1e-6, rtol=0)
+
+
+def test_return_dict_and_output_hidden_states_follow_transformers(tiny_hf_model, tiny_tokenizer):
+    inputs = batch(tiny_tokenizer)
+    as_tuple = tiny_hf_model(**inputs, return_dict=False)
+    assert isinstance(as_tuple, tuple) and len(as_tuple) == 1
+    with_layers = tiny_hf_model(**inputs, return_dict=False, output_hidden_states=True)
+    assert len(with_layers) == 2 and len(with_layers[1]) == 3
+    tiny_hf_model.config.output_hidden_states = True
+    assert len(tiny_hf_model(**inputs).hidden_states) == 3
+
+
+# Peer reports R03/R04: batch mates and padding never change a sentence's vectors.
+def test_vectors_do_not_depend_on_batch_mates_or_padding(tiny_hf_model, tiny_tokenizer):
+    together = tiny_hf_model(**batch(tiny_tokenizer), output_hidden_states=True)
+    padded = tiny_tokenizer(TOKENS, is_split_into_words=True, padding="max_length", max_length=9, return_tensors="pt")
+    extra = tiny_hf_model(**padded, output_hidden_states=True)
+    for k, sentence in enumerate(TOKENS):
+        n = len(sentence)
+        alone = tiny_hf_model(**batch(tiny_tokenizer, [sentence]), output_hidden_states=True)
+        for got in (together, extra):
+            torch.testing.assert_close(got.last_hidden_state[k, :n], alone.last_hidden_state[0], atol=1e-5, rtol=1e-4)
+            for layer, layer_alone in zip(got.hidden_states, alone.hidden_states):
+                torch.testing.assert_close(layer[k, :n], layer_alone[0], atol=1e-5, rtol=1e-4)
+        assert extra.last_hidden_state[k, n:].abs().max() == 0  # padding never gets a vector
+
+
+# Peer report R01: stateless by default, whatever ran before.
+def test_same_sentence_gives_the_same_vectors_on_every_call(saved_model_dir, tiny_tokenizer):
+    model = AutoModel.from_pretrained(saved_model_dir)
+    inputs = batch(tiny_tokenizer, [["hello", "my", "name", "is", "mud", "."]])
+    first = model(**inputs).last_hidden_state
+    second = model(**inputs).last_hidden_state
+    model(**batch(tiny_tokenizer, [["unrelated", "filler", "words"]] * 8))
+    later = model(**inputs).last_hidden_state
+    fresh = AutoModel.from_pretrained(saved_model_dir)(**inputs).last_hidden_state
+    for other in (second, later, fresh):
+        torch.testing.assert_close(other, first, atol=1e-6, rtol=0)
+
+
+def test_stateful_mode_is_opt_in(tiny_tokenizer):
+    model = make_tiny_hf_model(stateful=True)
+    inputs = batch(tiny_tokenizer, [["a", "b", "c"]])
+    first = model(**inputs).last_hidden_state
+    assert (model(**inputs).last_hidden_state - first).abs().max() > 0
+
+
+def test_bad_character_ids_raise_clear_errors(tiny_hf_model):
+    with pytest.raises(ValueError, match=r"char_ids must lie in \[0, 262\); found values from 300 to 300"):
+        tiny_hf_model(input_ids=torch.full((1, 2, 50), 300))
+    with pytest.raises(ValueError, match=r"char_ids must lie in \[0, 262\)"):
+        tiny_hf_model(input_ids=torch.full((1, 2, 50), -1))
+    with pytest.raises(ValueError, match="must be 3-D .* Did you pass word ids"):
+        tiny_hf_model(input_ids=torch.ones(2, 7, dtype=torch.long))
+    with pytest.raises(TypeError, match="integer tensor"):
+        tiny_hf_model(input_ids=torch.ones(1, 2, 50))
+    with pytest.raises(ValueError, match="needs input_ids"):
+        tiny_hf_model(attention_mask=torch.ones(1, 2))
+
+
+# Peer report R11: inputs made on the CPU work with the model on any device.
+@pytest.mark.parametrize("device", DEVICES)
+def test_cpu_inputs_work_with_the_model_on_any_device(device, tiny_hf_model, tiny_tokenizer):
+    inputs = batch(tiny_tokenizer)
+    expected = tiny_hf_model(**inputs).last_hidden_state
+    model = tiny_hf_model.to(device)
+    got = model(**inputs).last_hidden_state
+    assert got.device.type == device
+    torch.testing.assert_close(got.cpu(), expected, atol=1e-4, rtol=1e-3)
+
+
+LOAD_ON_CPU = r'''
+import json, sys
+import torch
+from transformers import AutoModel, AutoTokenizer
+assert not torch.cuda.is_available()
+model = AutoModel.from_pretrained(sys.argv[1], trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
+inputs = tokenizer(json.loads(sys.argv[2]), is_split_into_words=True, padding=True, return_tensors="pt")
+with torch.no_grad():
+    torch.save(model(**inputs).last_hidden_state, sys.argv[3])
+'''
+
+
+# Peer report R13: nothing in a saved folder ties it to the device it was saved from.
+@pytest.mark.gpu
+def test_model_saved_from_the_gpu_loads_and_runs_without_one(tmp_path, tiny_tokenizer, hf_env):
+    model = make_tiny_hf_model().to("cuda:0")
+    assert all(p.device == torch.device("cuda:0") for p in model.parameters())
+    inputs = batch(tiny_tokenizer)
+    with torch.no_grad():
+        on_gpu = model(**inputs).last_hidden_state
+    assert on_gpu.device == torch.device("cuda:0")
+    model.save_pretrained(tmp_path / "model")
+    tiny_tokenizer.save_pretrained(tmp_path / "model")
+    for name in ("config.json", "tokenizer_config.json"):
+        assert "cuda" not in (tmp_path / "model" / name).read_text()
+    script = tmp_path / "load_on_cpu.py"
+    script.write_text(LOAD_ON_CPU, encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "model"), json.dumps(TOKENS), str(tmp_path / "out.pt")],
+        cwd=tmp_path, env={**hf_env, "CUDA_VISIBLE_DEVICES": ""}, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    torch.testing.assert_close(torch.load(tmp_path / "out.pt"), on_gpu.cpu(), atol=1e-4, rtol=1e-3)
+
+
+def test_empty_sentences_give_empty_outputs(tiny_hf_model, tiny_tokenizer):
+    out = tiny_hf_model(**batch(tiny_tokenizer, [[], ["a"]]))
+    assert out.last_hidden_state.shape == (2, 1, 16) and out.last_hidden_state[0].abs().max() == 0
+    assert tiny_hf_model(**batch(tiny_tokenizer, [[], []])).last_hidden_state.shape == (2, 0, 16)
+
+
+def test_keep_sentence_boundaries_adds_two_positions(tiny_tokenizer):
+    model = make_tiny_hf_model(keep_sentence_boundaries=True)
+    assert model(**batch(tiny_tokenizer)).last_hidden_state.shape == (3, 5, 16)
+
+
+def test_new_model_initialises_like_the_core():
+    model = ElmoModel(ElmoConfig.from_options(make_tiny_options()))
+    mix = model.scalar_mixes[0]
+    assert torch.equal(mix.scalar_weights, torch.zeros(3)) and torch.equal(mix.gamma, torch.ones(1))
+    highway = model.bilm.char_cnn.highway.layers[0]
+    assert torch.equal(highway.bias[12:], torch.full((12,), -2.0))
+    assert model.bilm.char_cnn.char_embedding.abs().max() <= 1.0
+    fixed = ElmoModel(ElmoConfig.from_options(make_tiny_options(), scalar_mix_parameters=[0.0, 0.0, 1.0]))
+    assert torch.equal(fixed.scalar_mixes[0].scalar_weights, torch.tensor([0.0, 0.0, 1.0]))
+    assert not any(p.requires_grad for p in fixed.parameters())
+
+
+def test_loading_never_reinitialises_loaded_weights(tmp_path):
+    model = make_tiny_hf_model()
+    with torch.no_grad():  # a trained-looking mix, so that a re-initialisation would show
+        model.scalar_mixes[0].scalar_weights.copy_(torch.tensor([0.5, -1.0, 2.0]))
+        model.scalar_mixes[0].gamma.fill_(3.0)
+    model.save_pretrained(tmp_path)
+    loaded = ElmoModel.from_pretrained(tmp_path)
+    assert_same_state(loaded, model)
+    # The <S>/</S> ids are non-persistent buffers, rebuilt after loading.
+    assert torch.equal(loaded.bilm.bos_char_ids, model.bilm.bos_char_ids)
+    assert torch.equal(loaded.bilm.eos_char_ids, model.bilm.eos_char_ids)
+    # A second mix that the file lacks is initialised; the first one is not touched.
+    more = ElmoModel.from_pretrained(tmp_path, num_output_representations=2)
+    torch.testing.assert_close(more.scalar_mixes[0].scalar_weights, torch.tensor([0.5, -1.0, 2.0]), atol=0, rtol=0)
+    assert torch.equal(more.scalar_mixes[1].scalar_weights, torch.zeros(3))
+    assert torch.equal(more.scalar_mixes[1].gamma, torch.ones(1))
+    assert_same_state(more.bilm, model.bilm)
+
+
+# Peer report R17: frozen means frozen after loading too (transformers re-wraps parameters).
+def test_loaded_biLM_stays_frozen_and_only_the_mix_trains(saved_model_dir, tiny_tokenizer):
+    model = AutoModel.from_pretrained(saved_model_dir)
+    trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+    assert trainable == {"scalar_mixes.0.scalar_weights", "scalar_mixes.0.gamma"}
+    out = model(**batch(tiny_tokenizer), output_hidden_states=True)
+    assert not any(h.requires_grad for h in out.hidden_states)
+    with torch.no_grad():  # peer report R16: nothing keeps a graph under no_grad
+        assert not model(**batch(tiny_tokenizer)).last_hidden_state.requires_grad
+
+
+def test_core_folder_loads_with_auto_model_and_hf_folder_with_the_core(tmp_path, tiny_tokenizer):
+    core = make_tiny_elmo(dropout=0.0)
+    save_model_folder(core, tmp_path / "core")
+    from_core = AutoModel.from_pretrained(tmp_path / "core", trust_remote_code=True)
+    assert isinstance(from_core, ElmoModel)
+    assert_same_state(from_core, core)
+    char_ids, mask = words_to_char_ids(TOKENS)
+    torch.testing.assert_close(
+        from_core(**batch(tiny_tokenizer)).last_hidden_state, core(char_ids, mask).representations[0], atol=1e-6, rtol=0
+    )
+    from_core.save_pretrained(tmp_path / "hf")
+    assert_same_state(load_model_folder(tmp_path / "hf"), core)
+
+
+def test_task_model_folder_loads_with_the_core_and_as_a_base_model(tmp_path):
+    base = make_tiny_hf_model()
+    tagger = ElmoForTokenClassification(ElmoConfig.from_options(base.config.to_options(), num_labels=5))
+    tagger.elmo.load_state_dict(base.state_dict())
+    tagger.save_pretrained(tmp_path)
+    assert set(load_file(tmp_path / "model.safetensors")) >= {"classifier.weight", "elmo.scalar_mixes.0.gamma"}
+    assert_same_state(load_model_folder(tmp_path), base)
+    assert_same_state(AutoModel.from_pretrained(tmp_path), base)
+    reloaded = AutoModelForTokenClassification.from_pretrained(tmp_path)
+    assert isinstance(reloaded, ElmoForTokenClassification)
+    assert_same_state(reloaded, tagger)
+
+
+def test_save_load_save_elsewhere_load(tmp_path, tiny_hf_model, tiny_tokenizer):
+    tiny_hf_model.save_pretrained(tmp_path / "a")
+    first = AutoModel.from_pretrained(tmp_path / "a", trust_remote_code=True)
+    first.save_pretrained(tmp_path / "b")
+    second = AutoModel.from_pretrained(tmp_path / "b", trust_remote_code=True)
+    assert_same_state(second, tiny_hf_model)
+    names = lambda folder: sorted(p.name for p in folder.iterdir())  # noqa: E731
+    assert names(tmp_path / "a") == names(tmp_path / "b")
+    inputs = batch(tiny_tokenizer)
+    torch.testing.assert_close(second(**inputs).last_hidden_state, tiny_hf_model(**inputs).last_hidden_state, atol=1e-6, rtol=0)
+
+
+# Peer report R18: plain pickle, deepcopy and torch.save work.
+def test_pickle_deepcopy_and_torch_save_round_trip(tiny_hf_model, tiny_tokenizer):
+    inputs = batch(tiny_tokenizer, [["a", "b", "c"]])
+    expected = tiny_hf_model(**inputs).last_hidden_state
+    buffer = io.BytesIO()
+    torch.save(tiny_hf_model, buffer)
+    buffer.seek(0)
+    clones = (pickle.loads(pickle.dumps(tiny_hf_model)), copy.deepcopy(tiny_hf_model), torch.load(buffer, weights_only=False))
+    for clone in clones:
+        torch.testing.assert_close(clone(**inputs).last_hidden_state, expected, atol=1e-6, rtol=0)
+
+
+def test_token_classification_loss_ignores_minus_100_and_only_mix_and_head_train(tiny_tokenizer):
+    torch.manual_seed(0)
+    config = ElmoConfig.from_options(make_tiny_options(), num_labels=4, dropout=0.0)
+    model = ElmoForTokenClassification(config)
+    model.elmo.load_state_dict(make_tiny_hf_model().state_dict())
+    inputs = batch(tiny_tokenizer)
+    labels = torch.tensor([[1, 2, 3], [0, -100, -100], [2, -100, -100]])
+    out = model(**inputs, labels=labels)
+    assert out.logits.shape == (3, 3, 4)
+    expected = torch.nn.functional.cross_entropy(out.logits.reshape(-1, 4), labels.reshape(-1), ignore_index=-100)
+    torch.testing.assert_close(out.loss, expected, atol=1e-6, rtol=0)
+    trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+    assert trainable == {"elmo.scalar_mixes.0.scalar_weights", "elmo.scalar_mixes.0.gamma", "classifier.weight", "classifier.bias"}
+    bilm_before = {k: v.clone() for k, v in model.elmo.bilm.state_dict().items()}
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.05)
+    losses = []
+    for _ in range(5):
+        optimizer.zero_grad()
+        loss = model(**inputs, labels=labels).loss
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]
+    for name, value in model.elmo.bilm.state_dict().items():
+        assert torch.equal(value, bilm_before[name]), name
+    with pytest.raises(ValueError, match="labels must be"):
+        model(**inputs, labels=labels[:, :2])
+
+
+WIKIGOLD = SHARED / "data" / "ner" / "wikigold" / "wikigold.conll.txt"
+
+
+def read_conll(path, limit: int) -> list[list[tuple[str, str]]]:
+    sentences, current = [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line or line.startswith("-DOCSTART-"):
+                if current:
+                    sentences.append(current)
+                    current = []
+                if len(sentences) == limit:
+                    break
+                continue
+            word, tag = line.rsplit(" ", 1)
+            current.append((word, tag))
+    return sentences
+
+
+def test_trainer_run_on_wikigold_lowers_the_loss(tmp_path, tiny_tokenizer):
+    if not WIKIGOLD.is_file():
+        pytest.skip(f"WikiGold not found at {WIKIGOLD} (it lives in ../shared)")
+    from transformers import DataCollatorForTokenClassification, Trainer, TrainingArguments
+
+    sentences = read_conll(WIKIGOLD, limit=160)
+    labels = sorted({tag for sentence in sentences for _, tag in sentence})
+    label2id = {label: i for i, label in enumerate(labels)}
+    config = ElmoConfig.from_options(
+        make_tiny_options(), num_labels=len(labels), id2label=dict(enumerate(labels)), label2id=label2id
+    )
+    model = ElmoForTokenClassification(config)
+    model.elmo.load_state_dict(make_tiny_hf_model().state_dict())
+    features = []
+    for sentence in sentences:
+        enc = tiny_tokenizer([w for w, _ in sentence], is_split_into_words=True, truncation=True, max_length=24)
+        features.append({**enc, "labels": [label2id[t] for _, t in sentence][:24]})
+    args = TrainingArguments(
+        output_dir=str(tmp_path), max_steps=20, per_device_train_batch_size=8, per_device_eval_batch_size=32,
+        learning_rate=0.05, logging_steps=5, save_strategy="no", report_to="none", use_cpu=True,
+        disable_tqdm=True, seed=0,
+    )
+    trainer = Trainer(
+        model=model, args=args, train_dataset=features, eval_dataset=features,
+        data_collator=DataCollatorForTokenClassification(tiny_tokenizer),
+    )
+    before = trainer.evaluate()["eval_loss"]
+    trainer.train()
+    after = trainer.evaluate()["eval_loss"]
+    assert after < before - 0.1, (before, after)

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import pipeline
+
+from elmo_core import WeightFileError
+from elmo_core.model_folder import default_model_dir
+from hf_elmo import ElmoFeatureExtractionPipeline, feature_extraction_pipeline
+
+TEXTS = ["Hello world.", "Don't stop-me now, the river bank is near!", "A", "Two words"]
+
+
+@pytest.fixture(autouse=True)
+def _needs_spacy():
+    pytest.importorskip("spacy_elmo.tokenization")
+
+
+def alone(model, tokenizer, text: str) -> torch.Tensor:
+    with torch.no_grad():
+        return model(**tokenizer(text, return_tensors="pt")).last_hidden_state[0]
+
+
+def test_transformers_feature_extraction_pipeline_takes_raw_strings_in_batches(tiny_hf_model, tiny_tokenizer):
+    extractor = pipeline("feature-extraction", model=tiny_hf_model, tokenizer=tiny_tokenizer)
+    for batch_size in (1, 3):
+        results = extractor(TEXTS, batch_size=batch_size)
+        assert len(results) == len(TEXTS)
+        for text, result in zip(TEXTS, results):
+            expected = alone(tiny_hf_model, tiny_tokenizer, text)
+            got = torch.tensor(result[0])
+            n = expected.shape[0]
+            torch.testing.assert_close(got[:n], expected, atol=1e-5, rtol=1e-4)
+            if got.shape[0] > n:  # transformers' pipeline keeps the batch padding: zero vectors
+                assert got[n:].abs().max() == 0
+
+
+def test_elmo_pipeline_returns_each_texts_own_tokens_whatever_the_batch_size(saved_model_dir, tiny_hf_model, tiny_tokenizer):
+    extractor = feature_extraction_pipeline(model=saved_model_dir)
+    assert isinstance(extractor, ElmoFeatureExtractionPipeline)
+    by_size = {b: extractor(TEXTS, batch_size=b) for b in (1, 4)}
+    for k, text in enumerate(TEXTS):
+        expected = alone(tiny_hf_model, tiny_tokenizer, text)
+        for results in by_size.values():
+            got = torch.tensor(results[k])
+            assert got.shape == (1, *expected.shape)
+            torch.testing.assert_close(got[0], expected, atol=1e-5, rtol=1e-4)
+    as_tensors = extractor(TEXTS[:2], batch_size=2, return_tensors=True)
+    assert [t.shape[1] for t in as_tensors] == [3, len(tiny_tokenizer.tokenize(TEXTS[1]))]
+
+
+def test_elmo_pipeline_uses_the_default_model_when_none_is_named():
+    try:
+        default_model_dir()
+    except WeightFileError:
+        with pytest.raises(WeightFileError, match="no default model is installed"):
+            feature_extraction_pipeline()
+    else:  # pragma: no cover - once a default model ships
+        assert feature_extraction_pipeline()("Hello world .")[0]

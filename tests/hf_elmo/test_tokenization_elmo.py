@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoTokenizer, DataCollatorForTokenClassification
+
+from elmo_core import words_to_char_ids
+from elmo_core.model_folder import tokenizer_settings
+from hf_elmo import ElmoBatchEncoding, ElmoTokenizer
+
+from ..conftest import make_tiny_options
+from .conftest import TOKENS
+
+
+def test_token_lists_become_the_cores_character_ids(tiny_tokenizer):
+    enc = tiny_tokenizer(TOKENS, is_split_into_words=True, padding=True, return_tensors="pt")
+    char_ids, mask = words_to_char_ids(TOKENS)
+    assert isinstance(enc, ElmoBatchEncoding)
+    assert enc["input_ids"].dtype == torch.int64 and enc["input_ids"].shape == (3, 3, 50)
+    assert torch.equal(enc["input_ids"], char_ids)
+    assert torch.equal(enc["attention_mask"], mask.long())
+    assert set(enc) == {"input_ids", "attention_mask"}
+
+
+def test_word_ids_give_one_id_per_position_and_none_for_padding(tiny_tokenizer):
+    enc = tiny_tokenizer(TOKENS, is_split_into_words=True, padding="max_length", max_length=4)
+    assert enc.word_ids(0) == [0, 1, 2, None]
+    assert enc.word_ids(1) == [0, 1, None, None]
+    assert enc.word_ids(2) == [0, None, None, None]
+    assert enc.tokens(1) == ["naïve", "😀", "<pad>", "<pad>"]
+
+
+def test_raw_text_is_split_with_spacy_english_rules(tiny_tokenizer):
+    spacy_elmo = pytest.importorskip("spacy_elmo.tokenization")
+    split = spacy_elmo.english_tokenizer()
+    texts = ["Don't stop-me now!!", "The river bank."]
+    enc = tiny_tokenizer(texts, padding=True, return_tensors="pt")
+    expected = [split(t) for t in texts]
+    assert expected[0][:2] == ["Do", "n't"]
+    assert [enc.tokens(k)[: len(s)] for k, s in enumerate(expected)] == expected
+    assert torch.equal(enc["input_ids"], words_to_char_ids(expected)[0])
+    # Padding is to the longest sentence of the call, no more.
+    assert enc["input_ids"].shape[1] == max(len(s) for s in expected)
+    assert tiny_tokenizer.tokenize("Don't stop-me now!!") == expected[0]
+
+
+def test_single_inputs_have_no_batch_axis_unless_tensors_are_asked_for(tiny_tokenizer):
+    enc = tiny_tokenizer(["a", "bc"], is_split_into_words=True)
+    assert np.array(enc["input_ids"]).shape == (2, 50) and enc["attention_mask"] == [1, 1]
+    assert tiny_tokenizer(["a", "bc"], is_split_into_words=True, return_tensors="pt")["input_ids"].shape == (1, 2, 50)
+    assert tiny_tokenizer([["a"]], is_split_into_words=True, return_tensors="np")["input_ids"].shape == (1, 1, 50)
+
+
+def test_truncation_keeps_the_first_tokens(tiny_tokenizer):
+    enc = tiny_tokenizer(TOKENS, is_split_into_words=True, truncation=True, max_length=2, padding=True, return_tensors="pt")
+    assert enc["input_ids"].shape == (3, 2, 50)
+    assert torch.equal(enc["input_ids"], words_to_char_ids([s[:2] for s in TOKENS])[0])
+
+
+def test_empty_sentences_pad_to_zero_rows(tiny_tokenizer):
+    enc = tiny_tokenizer([[], ["a"]], is_split_into_words=True, padding=True, return_tensors="pt")
+    assert enc["input_ids"].shape == (2, 1, 50) and enc["attention_mask"].tolist() == [[0], [1]]
+    assert tiny_tokenizer([[], []], is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"].shape == (2, 0, 50)
+
+
+def test_unusable_inputs_raise_clear_errors(tiny_tokenizer):
+    with pytest.raises(ValueError, match="different lengths .* pass padding=True"):
+        tiny_tokenizer(TOKENS, is_split_into_words=True, return_tensors="pt")
+    with pytest.raises(TypeError, match="pass is_split_into_words=True"):
+        tiny_tokenizer(TOKENS)
+    with pytest.raises(ValueError, match="sentence pairs are not supported"):
+        tiny_tokenizer("a b", "c d")
+    with pytest.raises(ValueError, match="pads on the right only"):
+        tiny_tokenizer(TOKENS, is_split_into_words=True, padding=True, padding_side="left")
+    with pytest.raises(ValueError, match="bilm-tf's character ids"):
+        ElmoTokenizer(padding_character=0)
+
+
+def test_decode_gives_the_words_back(tiny_tokenizer):
+    enc = tiny_tokenizer(TOKENS, is_split_into_words=True, padding=True, return_tensors="pt")
+    assert tiny_tokenizer.decode(enc["input_ids"][1]) == "naïve 😀"
+    assert tiny_tokenizer.batch_decode(enc["input_ids"]) == [" ".join(s) for s in TOKENS]
+
+
+def test_collator_pads_char_ids_and_labels(tiny_tokenizer):
+    features = []
+    for sentence in TOKENS:
+        enc = tiny_tokenizer(sentence, is_split_into_words=True)
+        features.append({**enc, "labels": list(range(len(sentence)))})
+    padded = DataCollatorForTokenClassification(tiny_tokenizer)(features)
+    assert torch.equal(padded["input_ids"], words_to_char_ids(TOKENS)[0])
+    assert padded["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0], [1, 0, 0]]
+    assert padded["labels"].tolist() == [[0, 1, 2], [0, 1, -100], [0, -100, -100]]
+
+
+# Peer report R26: a folder holding only the tokenizer loads through AutoTokenizer.
+def test_tokenizer_only_folder_loads_through_auto_tokenizer(tmp_path, tiny_tokenizer):
+    tiny_tokenizer.save_pretrained(tmp_path)
+    assert not (tmp_path / "config.json").exists()
+    saved = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    assert saved["tokenizer_class"] == "ElmoTokenizer"
+    assert saved["auto_map"]["AutoTokenizer"][0] == "tokenization_elmo.ElmoTokenizer"
+    settings = tokenizer_settings(make_tiny_options())
+    assert {k: saved[k] for k in settings} == settings  # the core's settings, verbatim
+    loaded = AutoTokenizer.from_pretrained(tmp_path, trust_remote_code=True)
+    assert type(loaded).__name__ == "ElmoTokenizer"
+    words = [["Hello", "world"], ["naïve", "😀"]]
+    first = tiny_tokenizer(words, is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"]
+    assert torch.equal(loaded(words, is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"], first)
+    for key in settings:
+        if key != "tokenizer_class":
+            assert getattr(loaded, key) == settings[key], key
+    assert loaded.pad_token_id == 0
+
+
+def test_tokenizer_pickles_after_loading_spacy(tiny_tokenizer):
+    pytest.importorskip("spacy")
+    tiny_tokenizer("warm up the text tokenizer")
+    clone = pickle.loads(pickle.dumps(tiny_tokenizer))
+    assert clone("a b.")["input_ids"] == tiny_tokenizer("a b.")["input_ids"]
+    enc = tiny_tokenizer(["a b"], return_tensors="pt")
+    assert pickle.loads(pickle.dumps(enc)).word_ids(0) == [0, 1]
