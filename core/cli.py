@@ -249,16 +249,13 @@ def convert(
         typer.echo(f"wrote {options_path} and {weights_path}", err=True)
         return
     # The Hugging Face side lives in hf_elmo, which elmo_core does not depend on: it is
-    # looked up by name at run time, as tokenizers are (elmo_core.tokenizers).
-    import importlib
+    # found through an entry point, as tokenizers are (elmo_core.plugins).
+    from .plugins import load_plugin
 
-    try:
-        converter = importlib.import_module("hf_elmo.convert_bilm_tf_to_hf")
-    except ImportError as err:
-        raise ElmoError(
-            f"elmo convert writes a transformers model folder and needs hf_elmo and transformers ({err}); "
-            "pip install 'elmo-bilm[hf]'."
-        ) from None
+    converter = load_plugin(
+        "elmo_core.converters", "hf",
+        "elmo convert writes a transformers model folder: pip install 'elmo-bilm[hf]'.",
+    )
     if download:
         out = converter.download_published(download, paths[0])
     else:

@@ -160,7 +160,10 @@ def read_model_config(path: str | Path) -> tuple[BiLMOptions, dict[str, Any]]:
             f"{config_path} has model_type {found!r}; an ELMo model folder has model_type 'elmo'."
         )
     try:
-        options = BiLMOptions.from_dict(config)
+        # Only the two bilm-tf sections: config.json's other keys are the Elmo settings
+        # and the Hugging Face bookkeeping, not options (bilm-tf's training `dropout`
+        # would otherwise collide with the Elmo `dropout`).
+        options = BiLMOptions.from_dict({k: v for k, v in config.items() if k in ("lstm", "char_cnn")})
     except OptionsError as err:
         raise OptionsError(f"{config_path}: {err}") from None
     settings = {key: config.get(key, default) for key, default in ELMO_SETTINGS.items()}

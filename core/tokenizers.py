@@ -7,10 +7,9 @@ tokenised with, so that users' text is split the same way.
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
 from typing import Callable
 
-from .errors import ElmoError
+from .plugins import load_plugin, plugin_names
 
 __all__ = ["TOKENIZER_ENTRY_POINTS", "DEFAULT_TOKENIZER", "get_tokenizer", "available_tokenizers"]
 
@@ -20,7 +19,7 @@ DEFAULT_TOKENIZER = "spacy-en"
 
 def available_tokenizers() -> list[str]:
     """Names of the installed tokenizers."""
-    return sorted(ep.name for ep in entry_points(group=TOKENIZER_ENTRY_POINTS))
+    return plugin_names(TOKENIZER_ENTRY_POINTS)
 
 
 def get_tokenizer(name: str = DEFAULT_TOKENIZER) -> Callable[[str], list]:
@@ -32,16 +31,5 @@ def get_tokenizer(name: str = DEFAULT_TOKENIZER) -> Callable[[str], list]:
         ElmoError: if no tokenizer of that name is installed (says what is and how to
             install spaCy).
     """
-    found = {ep.name: ep for ep in entry_points(group=TOKENIZER_ENTRY_POINTS)}
-    if name not in found:
-        raise ElmoError(
-            f"no tokenizer named {name!r} is installed (found: {sorted(found) or 'none'}). "
-            "Raw-text tokenisation needs spaCy: pip install 'elmo-bilm[spacy]'."
-        )
-    try:
-        return found[name].load()()
-    except ImportError as err:
-        raise ElmoError(
-            f"tokenizer {name!r} needs a package that is not installed ({err}); "
-            "pip install 'elmo-bilm[spacy]'."
-        ) from None
+    factory = load_plugin(TOKENIZER_ENTRY_POINTS, name, "Raw-text tokenisation needs spaCy: pip install 'elmo-bilm[spacy]'.")
+    return factory()

@@ -102,3 +102,11 @@ def test_corrupt_and_mismatched_weights_are_named(tmp_path):
     save_file(state, weights)
     with pytest.raises(WeightFileError, match="has no tensor 'bilm.char_cnn.projection.weight'"):
         load_model_folder(tmp_path)
+
+
+def test_config_keys_outside_the_options_do_not_leak_into_them(tmp_path):
+    elmo = make_tiny_elmo(dropout=0.25)
+    elmo.options.extra["dropout"] = 0.1  # bilm-tf's training key of the same name
+    save_model_folder(elmo, tmp_path, extra_config={"architectures": ["ElmoModel"]})
+    options, settings = read_model_config(tmp_path)
+    assert options.extra == {} and settings["dropout"] == 0.25
