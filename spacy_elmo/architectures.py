@@ -1,0 +1,122 @@
+"""Registered, versioned model architectures. A published `.vN` never changes.
+
+    spacy-elmo.ElmoModel.v1     Docs -> every biLM layer      (the `elmo` component's model)
+    spacy-elmo.ElmoListener.v1  Docs -> token vectors, from the shared `elmo` component
+    spacy-elmo.Tok2VecElmo.v1   Docs -> token vectors, with a biLM of its own
+
+The two tok2vec architectures are the same composition with a different source of
+layers (ELMo as the paper adds it to an existing model, section 3.3):
+
+    layers (listener or own biLM) -> ScalarMix (trainable w, gamma) -> Dropout
+        [-> concatenate with a standard spaCy tok2vec, e.g. spacy.HashEmbedCNN.v2]
+        [-> Maxout to `width`]
+
+`nlp.replace_listeners("elmo", "ner", ["model.tok2vec"])` turns the first into the
+second: the listener is swapped for a copy of the `elmo` component's biLM, and the
+trained mix, tok2vec and projection stay as they are, so predictions do not change.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from spacy.tokens import Doc
+from spacy.util import registry
+from thinc.api import Dropout, Maxout, Model, chain, concatenate, with_array
+from thinc.types import Floats2d, Floats3d
+
+from .layers.elmo_model import build_elmo_model
+from .layers.listener import ElmoListener
+from .layers.scalar_mix import ScalarMix
+
+__all__ = ["ElmoModel_v1", "ElmoListener_v1", "Tok2VecElmo_v1"]
+
+
+@registry.architectures("spacy-elmo.ElmoModel.v1")
+def ElmoModel_v1(
+    path: str = "",
+    options: str = "",
+    weights: str = "",
+    max_batch_tokens: int = 4096,
+    per_sentence: bool = True,
+) -> Model[List[Doc], List[Floats3d]]:
+    """A frozen ELMo biLM: every layer of each Doc, [n_layers + 1, tokens, dim].
+
+    Nothing is read when the model is built; the biLM is loaded when the pipeline is
+    initialised (or first used), and a saved pipeline carries it in its own files.
+
+    path (str): A model folder (config.json + model.safetensors). Leave empty with
+        `options`/`weights` empty too for the default model that ships with the package.
+    options (str): bilm-tf's options.json, for the original files; goes with `weights`.
+    weights (str): bilm-tf's hdf5 weights; goes with `options`.
+    max_batch_tokens (int): Padded positions per biLM batch (sentences are sorted by
+        length first). 4096 is about 0.3 GB of LSTM activations for the original model.
+        Lower it on a small machine; raise it on a GPU. A sentence longer than the
+        budget gets a batch of its own.
+    per_sentence (bool): Run the biLM on each sentence when the Doc has sentence
+        boundaries (ELMo was trained on sentences). Leave on; without boundaries the
+        whole Doc is one sequence.
+    """
+    return build_elmo_model(path, options, weights, max_batch_tokens, per_sentence)
+
+
+@registry.architectures("spacy-elmo.ElmoListener.v1")
+def ElmoListener_v1(
+    upstream: str = "elmo",
+    tok2vec: Model[List[Doc], List[Floats2d]] | None = None,
+    width: int | None = None,
+) -> Model[List[Doc], List[Floats2d]]:
+    """ELMo token vectors from the shared `elmo` component, mixed for this component.
+
+    Use it as the `tok2vec` of a downstream component (NER, tagger, ...). It reads the
+    frozen biLM layers the `elmo` component computed, mixes them with a scalar mix of
+    its own (weights w and scale gamma, starting at the plain average; read them after
+    training with `spacy_elmo.util.get_scalar_mix_weights(nlp, "ner")`), and, as the
+    paper does, concatenates them with the component's usual token representation.
+    Dropout on the mixed vectors follows `[training] dropout`.
+
+    upstream (str): The name of the `elmo` component to listen to ("*" for any). Leave
+        at "elmo" unless you named it differently.
+    tok2vec (Model | None): A standard spaCy tok2vec to concatenate with, e.g.
+        `spacy.HashEmbedCNN.v2` (width 96, depth 4). None gives ELMo vectors alone.
+    width (int | None): Project the concatenation to this width with a Maxout layer.
+        Leave unset (null) for NER, parser and tagger, whose own input layer projects;
+        set it when the downstream model needs a fixed width. The output is otherwise
+        2 * projection_dim (+ the tok2vec's width).
+    """
+    return _mix_and_concatenate(ElmoListener(upstream), tok2vec, width)
+
+
+@registry.architectures("spacy-elmo.Tok2VecElmo.v1")
+def Tok2VecElmo_v1(
+    elmo: Model[List[Doc], List[Floats3d]],
+    tok2vec: Model[List[Doc], List[Floats2d]] | None = None,
+    width: int | None = None,
+) -> Model[List[Doc], List[Floats2d]]:
+    """ELMo token vectors with a frozen biLM of its own, for a single consumer.
+
+    The same as `spacy-elmo.ElmoListener.v1`, but the component owns its biLM (a
+    `spacy-elmo.ElmoModel.v1` block) instead of reading the shared `elmo` component.
+    `nlp.replace_listeners` produces this architecture. It costs a biLM per consumer;
+    with several consumers, share one `elmo` component through listeners instead.
+
+    elmo (Model): A `spacy-elmo.ElmoModel.v1` block (the biLM and where it comes from).
+    tok2vec (Model | None): As for `spacy-elmo.ElmoListener.v1`.
+    width (int | None): As for `spacy-elmo.ElmoListener.v1`.
+    """
+    return _mix_and_concatenate(elmo, tok2vec, width)
+
+
+def _mix_and_concatenate(
+    layers: Model[List[Doc], List[Floats3d]],
+    tok2vec: Model[List[Doc], List[Floats2d]] | None,
+    width: int | None,
+) -> Model[List[Doc], List[Floats2d]]:
+    if width is not None and (isinstance(width, bool) or not isinstance(width, int) or width <= 0):
+        raise ValueError(f"width must be a positive integer or null; got {width!r}.")
+    features: Model[List[Doc], List[Floats2d]] = chain(layers, ScalarMix(), Dropout(0.0))
+    if tok2vec is not None:
+        features = concatenate(features, tok2vec)
+    if width is not None:
+        features = chain(features, with_array(Maxout(nO=width, nP=3, normalize=True)))
+    return features

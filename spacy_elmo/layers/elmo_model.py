@@ -1,0 +1,308 @@
+"""The frozen biLM as a thinc layer: Docs in, every biLM layer out, one array per Doc.
+
+    docs
+      -> units: each sentence (when the Doc has sentence boundaries and per_sentence
+         is on) or the whole Doc; whitespace tokens are left out
+      -> batches of units by a token budget (elmo_core.batches_by_token_budget)
+      -> PyTorchWrapper_v3(Elmo): words -> char_ids, mask -> activations
+      -> per Doc: [n_layers + 1, len(doc), dim] float32 numpy on the CPU
+         (whitespace tokens get zero rows)
+
+The biLM is frozen: `forward` runs it under `torch.inference_mode` whatever `is_train`
+says, and its backprop returns nothing (Docs take no gradient). Mixing the layers is
+left to whoever reads them: the `elmo` component (for `doc.tensor`) and each listener
+(its own trainable `ScalarMix`).
+
+Construction never reads files. The torch module is loaded by `init` (at
+`nlp.initialize()`, or lazily on the first call) from the configured source, or by
+deserialization: `to_bytes` carries the model folder files (config.json,
+model.safetensors, tokenizer_config.json), so a saved pipeline never needs the source
+again. That is why the module is wrapped with `PyTorchWrapper_v3` (v2 plus
+serialisation hooks): its hooks write the model folder instead of a pickled state dict,
+and rebuild the `Elmo` from it, so the placeholder an unloaded layer holds becomes the
+real module when a saved pipeline is read.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, List
+
+import numpy as np
+import srsly
+import torch
+from spacy.attrs import IS_SPACE, ORTH, SENT_START
+from spacy.tokens import Doc
+from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v3, get_torch_default_device
+from thinc.types import Floats3d
+
+from elmo_core import (
+    BiLMOptions,
+    Elmo,
+    batches_by_token_budget,
+    load_bilm_tf,
+    load_model_folder,
+    save_model_folder,
+    words_to_char_ids,
+)
+from elmo_core.model_folder import default_model_dir
+
+__all__ = [
+    "build_elmo_model",
+    "elmo_module",
+    "ensure_loaded",
+    "is_loaded",
+    "load_elmo_source",
+    "set_elmo",
+]
+
+logger = logging.getLogger(__name__)
+
+LAYER_NAME = "elmo"
+
+
+def _single_threaded_torch_after_fork() -> None:
+    # GNU OpenMP, which torch's CPU builds use, is not fork-safe: a process forked after
+    # its parent ran a multithreaded op hangs at its first parallel region (spaCy #6662).
+    # nlp.pipe(n_process=N) forks N workers, which then run one thread each.
+    torch.set_num_threads(1)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_single_threaded_torch_after_fork)
+
+
+def build_elmo_model(
+    path: str = "",
+    options: str = "",
+    weights: str = "",
+    max_batch_tokens: int = 4096,
+    per_sentence: bool = True,
+) -> Model[List[Doc], List[Floats3d]]:
+    """The thinc layer; see `spacy_elmo.architectures.ElmoModel_v1` for the arguments."""
+    if isinstance(max_batch_tokens, bool) or not isinstance(max_batch_tokens, int) or max_batch_tokens <= 0:
+        raise ValueError(f"max_batch_tokens must be a positive integer; got {max_batch_tokens!r}.")
+    return Model(
+        LAYER_NAME,
+        forward,
+        init=init,
+        layers=[_wrap(None)],  # a placeholder until init or deserialization
+        dims={"nO": None, "nL": None},
+        attrs={
+            "source": {"path": path or "", "options": options or "", "weights": weights or ""},
+            "max_batch_tokens": max_batch_tokens,
+            "per_sentence": per_sentence,
+            # Used by nlp.replace_listeners (see architectures.py).
+            "replace_listener": _replace_listener,
+            "replace_listener_cfg": _replace_listener_cfg,
+        },
+    )
+
+
+def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: bool):
+    ensure_loaded(model)
+    _follow_thinc_device(model)
+    num_layers, dim = model.get_dim("nL"), model.get_dim("nO")
+    outputs = [np.zeros((num_layers, len(doc), dim), dtype="float32") for doc in docs]
+    units = list(_units(docs, model.attrs["per_sentence"]))
+    wrapper = model.layers[0]
+    batches = batches_by_token_budget([len(words) for _, _, words in units], model.attrs["max_batch_tokens"])
+    with torch.inference_mode():
+        for batch in batches:
+            activations = wrapper.predict([units[k][2] for k in batch])
+            for k, layers in zip(batch, activations):
+                doc_index, token_indices, _ = units[k]
+                outputs[doc_index][:, token_indices] = layers  # [layers, unit tokens, dim]
+
+    def backprop(d_outputs: List[Floats3d]) -> List[Doc]:
+        # The biLM is frozen and Docs take no gradient.
+        return []
+
+    return outputs, backprop
+
+
+def init(model: Model[List[Doc], List[Floats3d]], X: Any = None, Y: Any = None) -> None:
+    """Load the biLM from the configured source, unless a biLM is already loaded."""
+    if not is_loaded(model):
+        set_elmo(model, load_elmo_source(**model.attrs["source"]))
+
+
+# ------------------------------------------------------------------ the torch module
+def _wrap(elmo: Elmo | None) -> Model:
+    return PyTorchWrapper_v3(
+        elmo,
+        convert_inputs=_convert_inputs,
+        convert_outputs=_convert_outputs,
+        serialize_model=serialize_elmo,
+        deserialize_model=deserialize_elmo,
+    )
+
+
+def _convert_inputs(model: Model, sentences: List[List[str]], is_train: bool):
+    C = elmo_module_of_wrapper(model).options.char_cnn.max_characters_per_token
+    char_ids, mask = words_to_char_ids(sentences, C)  # CPU; BiLM.forward moves them to its device
+
+    def backprop(d_inputs: Any) -> list:
+        return []
+
+    return ArgsKwargs(args=(char_ids, mask), kwargs={}), backprop
+
+
+def _convert_outputs(model: Model, inputs_outputs: tuple, is_train: bool):
+    sentences, output = inputs_outputs
+    activations = output.activations.float().cpu().numpy()  # [layers, batch, tokens, dim]
+    per_sentence = [activations[:, row, : len(words)] for row, words in enumerate(sentences)]
+
+    def backprop(d_outputs: Any) -> ArgsKwargs:
+        return ArgsKwargs(args=(), kwargs={})
+
+    return per_sentence, backprop
+
+
+def elmo_module_of_wrapper(wrapper: Model) -> Elmo | None:
+    # thinc's PyTorchShim has no public accessor for the module it wraps.
+    return wrapper.shims[0]._model
+
+
+def elmo_module(model: Model) -> Elmo | None:
+    """The torch `Elmo` inside an ElmoModel layer, or None before it is loaded."""
+    return elmo_module_of_wrapper(model.layers[0])
+
+
+def is_loaded(model: Model) -> bool:
+    return elmo_module(model) is not None
+
+
+def ensure_loaded(model: Model) -> Elmo:
+    """The torch `Elmo`, loaded from the configured source first if needed."""
+    if not is_loaded(model):
+        logger.info("loading the ELMo biLM from %s", _describe_source(model.attrs["source"]))
+        model.initialize()
+    return elmo_module(model)  # type: ignore[return-value]
+
+
+def set_elmo(model: Model, elmo: Elmo) -> None:
+    """Put `elmo` into the layer (moved to thinc's current device) and set its dims.
+
+    Raises:
+        ValueError: if the layer's dims were already set for a differently shaped model.
+    """
+    for name, value in (("nO", elmo.output_dim), ("nL", elmo.num_layers)):
+        if model.has_dim(name) and model.get_dim(name) != value:
+            raise ValueError(
+                f"this ELMo layer was set up for {name}={model.get_dim(name)} but the biLM being "
+                f"loaded has {name}={value} ({'vector width' if name == 'nO' else 'layers'}). A "
+                "saved pipeline and the model it loads must have the same shape."
+            )
+    model.layers[0] = _wrap(elmo.eval())
+    model.set_dim("nO", elmo.output_dim)
+    model.set_dim("nL", elmo.num_layers)
+
+
+def _follow_thinc_device(model: Model) -> None:
+    """Move the module to thinc's current device (e.g. after `spacy.require_gpu()`)."""
+    elmo = elmo_module(model)
+    device = get_torch_default_device()
+    parameter = next(elmo.parameters(), None)
+    if parameter is not None and parameter.device != device:
+        elmo.to(device)
+
+
+# ------------------------------------------------------------------ sources and bytes
+def load_elmo_source(path: str = "", options: str = "", weights: str = "") -> Elmo:
+    """Load a biLM from a model folder, an original options/hdf5 pair, or the default model.
+
+    The biLM is always loaded stateless (each sentence starts from zero LSTM states) and
+    without the sentence-boundary positions, whatever the folder says.
+
+    Raises:
+        ValueError: if both a folder and a pair are given, or only half of a pair.
+        elmo_core.WeightFileError / OptionsError: for missing or broken files, or when no
+            source is given and no default model is installed.
+    """
+    if path and (options or weights):
+        raise ValueError(
+            f"give either a model folder (path = {path!r}) or an options/weights pair "
+            f"(options = {options!r}, weights = {weights!r}), not both."
+        )
+    if options or weights:
+        if not (options and weights):
+            raise ValueError(
+                "options and weights go together: give both bilm-tf's options.json and its hdf5 "
+                f"weights; got options = {options!r}, weights = {weights!r}."
+            )
+        elmo = Elmo(BiLMOptions.from_json(options))
+        load_bilm_tf(elmo, weights)
+        return elmo
+    folder = Path(path) if path else default_model_dir()
+    return load_model_folder(folder, map_location="cpu", stateful=False, keep_sentence_boundaries=False)
+
+
+def _describe_source(source: dict[str, str]) -> str:
+    if source.get("path"):
+        return f"the model folder {source['path']}"
+    if source.get("options") or source.get("weights"):
+        return f"{source.get('options')} + {source.get('weights')}"
+    return "the default model"
+
+
+def serialize_elmo(elmo: Elmo | None) -> bytes:
+    """The model folder files of `elmo` (safetensors weights, JSON config), as msgpack."""
+    if elmo is None:
+        return b""
+    with tempfile.TemporaryDirectory(prefix="spacy_elmo_") as tmp:
+        save_model_folder(elmo, tmp)
+        files = {p.name: p.read_bytes() for p in sorted(Path(tmp).iterdir())}
+    return srsly.msgpack_dumps({"model_folder": files})
+
+
+def deserialize_elmo(current: Elmo | None, data: bytes, device: torch.device) -> Elmo | None:
+    """Rebuild the `Elmo` that `serialize_elmo` wrote, on `device`."""
+    if not data:
+        return current
+    files = srsly.msgpack_loads(data)["model_folder"]
+    with tempfile.TemporaryDirectory(prefix="spacy_elmo_") as tmp:
+        for name, content in files.items():
+            (Path(tmp) / name).write_bytes(content)
+        return load_model_folder(tmp, map_location=device).eval()
+
+
+# ------------------------------------------------------------------ Docs to units
+def _units(docs: List[Doc], per_sentence: bool):
+    """(doc index, token indices, token texts) for each stretch the biLM reads as one sequence.
+
+    Reads token attributes with `Doc.to_array` rather than through `Token` objects:
+    a Doc caches the Tokens it hands out, and the cycle (Doc -> Token -> Doc) would keep
+    every Doc, with its ELMo arrays, alive until Python's cyclic garbage collector runs.
+    """
+    for d, doc in enumerate(docs):
+        if not len(doc):
+            continue
+        attrs = doc.to_array([ORTH, IS_SPACE, SENT_START])  # uint64 [tokens, 3]; -1 wraps around
+        starts = [0]
+        if per_sentence and doc.has_annotation("SENT_START"):
+            starts = [0] + [int(i) for i in np.flatnonzero(attrs[1:, 2] == 1) + 1]
+        strings = doc.vocab.strings
+        for start, end in zip(starts, starts[1:] + [len(doc)]):
+            indices = [i for i in range(start, end) if not attrs[i, 1]]
+            if indices:
+                yield d, indices, [strings[int(attrs[i, 0])] for i in indices]
+
+
+# ------------------------------------------------------------------ replace_listeners
+def _replace_listener(model: Model, listener: Model, upstream: Any) -> Model:
+    """`nlp.replace_listeners` hook: the listener becomes this (already copied) layer.
+
+    The listener node is swapped for the copy; the listener's own scalar mix, which
+    sits after it, keeps its trained weights.
+    """
+    return model
+
+
+def _replace_listener_cfg(elmo_model_cfg: dict[str, Any], listener_cfg: dict[str, Any]) -> dict[str, Any]:
+    """`nlp.replace_listeners` hook: an `ElmoListener.v1` block becomes a `Tok2VecElmo.v1` block."""
+    rest = {k: v for k, v in listener_cfg.items() if k not in ("@architectures", "upstream")}
+    return {"@architectures": "spacy-elmo.Tok2VecElmo.v1", "elmo": dict(elmo_model_cfg), **rest}

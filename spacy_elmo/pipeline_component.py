@@ -1,0 +1,400 @@
+"""The `elmo` pipeline component: contextual vectors on every Doc, shared with listeners."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, List
+
+import numpy as np
+import srsly
+from spacy import util
+from spacy.language import Language
+from spacy.pipeline import TrainablePipe
+from spacy.tokens import Doc
+from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.vocab import Vocab
+from thinc.api import Config, Model, Optimizer
+from thinc.types import Floats3d
+
+from elmo_core import Elmo, load_model_folder, save_model_folder
+
+from .layers.elmo_model import ensure_loaded, is_loaded, set_elmo
+from .layers.listener import ElmoListener
+from .util import ScalarMixWeights, install_extensions, mix_layers, set_similarity_hooks
+
+__all__ = ["DEFAULT_CONFIG_STR", "ElmoComponent", "make_elmo"]
+
+DEFAULT_CONFIG_STR = """
+[elmo]
+
+[elmo.model]
+@architectures = "spacy-elmo.ElmoModel.v1"
+path = ""
+options = ""
+weights = ""
+max_batch_tokens = 4096
+per_sentence = true
+"""
+
+DEFAULT_CONFIG = Config().from_str(DEFAULT_CONFIG_STR)
+
+install_extensions()
+
+
+@Language.factory(
+    "elmo",
+    assigns=["doc.tensor", "doc._.elmo_layers", "doc._.elmo_mix"],
+    default_config=DEFAULT_CONFIG["elmo"],
+)
+def make_elmo(nlp: Language, name: str, model: Model[List[Doc], List[Floats3d]]) -> ElmoComponent:
+    """Construct an ElmoComponent: a frozen ELMo biLM that annotates every Doc.
+
+    Every Doc gets all biLM layers in `doc._.elmo_layers` (float32 numpy on the CPU,
+    [n_layers + 1, tokens, dim]; layer 0 is the char CNN layer) and their scalar mix in
+    `doc.tensor` ([tokens, dim]), so that `token.vector`, `span.vector`, `doc.vector`
+    (the mean over the Doc's tokens) and `similarity` (the cosine, through Doc hooks)
+    give ELMo vectors, as long as the vocab has no static vectors, which spaCy would
+    prefer. Serialisation keeps the tensor and the layers but drops the hooks (spaCy
+    warns W109; `spacy_elmo.util.restore_docs` re-adds them, and rebuilds the tensor
+    after a DocBin, which never stores it). The mix is the
+    model folder's first scalar mix: w = 0 and gamma = 1, i.e. the average of the
+    layers, unless the folder was saved with trained or fixed mix weights (a folder with
+    no scalar mix gets the average too). Whitespace tokens are not shown to the biLM and
+    get zero vectors.
+
+    Downstream components read the layers through `spacy-elmo.ElmoListener.v1`, each
+    with its own trainable scalar mix. During training, list this component in
+    `[training] annotating_components` so that the layers are computed once per batch
+    and read by every listener.
+
+    The `model` block (`spacy-elmo.ElmoModel.v1`) says where the biLM comes from. Give
+    one of:
+
+        path = "/models/elmo-small"        # a model folder (config.json, model.safetensors)
+        options = "options.json"           # or the original bilm-tf pair ...
+        weights = "weights.hdf5"           # ... (options.json and the hdf5 weights)
+
+    Leave all three empty for the default model that ships with the package. From
+    Python: `nlp.add_pipe("elmo", config={"model": {"path": "/models/elmo-small"}})`.
+    The source is read when the pipeline is initialised (`nlp.initialize()`) or first
+    used; `nlp.to_disk` then stores the weights in the pipeline (a model folder, with
+    safetensors weights, under `elmo/model/`), so a saved pipeline never reads the
+    source again.
+
+    Args:
+        nlp: The pipeline.
+        name: The component name ("elmo"). Listeners name it in their `upstream`.
+        model: The biLM layer, `spacy-elmo.ElmoModel.v1`. Besides the source, it takes
+            `max_batch_tokens` (padded positions per biLM batch: 4096 is about 0.3 GB of
+            LSTM activations for the original model; lower it on a small machine, raise it
+            on a GPU) and `per_sentence` (run the biLM on each sentence when the Doc has
+            sentence boundaries, as ELMo was trained; leave on, and put a `sentencizer` or
+            parser before `elmo` for long texts).
+    """
+    return ElmoComponent(nlp.vocab, model, name=name)
+
+
+class ElmoComponent(TrainablePipe):
+    """spaCy pipeline component that runs a frozen ELMo biLM over every Doc.
+
+    Attributes:
+        model: The `spacy-elmo.ElmoModel.v1` layer (wraps the torch `Elmo`).
+        listener_map: The listeners of each downstream component, by component name.
+    """
+
+    def __init__(self, vocab: Vocab, model: Model[List[Doc], List[Floats3d]], name: str = "elmo") -> None:
+        self.vocab = vocab
+        self.model = model
+        self.name = name
+        self.cfg: dict[str, Any] = {}
+        self.listener_map: dict[str, list[Model]] = {}
+        install_extensions()
+
+    # ------------------------------------------------------------------ listeners
+    @property
+    def listeners(self) -> list[Model]:
+        """Every listener linked to this component (its listening components' layers)."""
+        return [m for c in self.listening_components for m in self.listener_map[c]]
+
+    @property
+    def listening_components(self) -> list[str]:
+        """Names of the components that listen to this one."""
+        return list(self.listener_map.keys())
+
+    def add_listener(self, listener: ElmoListener, component_name: str) -> None:
+        """Link a listener of `component_name` to this component (spaCy calls this)."""
+        self.listener_map.setdefault(component_name, [])
+        if listener not in self.listener_map[component_name]:
+            self.listener_map[component_name].append(listener)
+        listener.upstream = self
+        if is_loaded(self.model):
+            self._set_listener_dims(listener)
+
+    def remove_listener(self, listener: ElmoListener, component_name: str) -> bool:
+        """Unlink a listener (e.g. after `nlp.replace_listeners`). Returns whether it was linked."""
+        if listener in self.listener_map.get(component_name, []):
+            self.listener_map[component_name].remove(listener)
+            if not self.listener_map[component_name]:
+                del self.listener_map[component_name]
+            if getattr(listener, "upstream", None) is self:
+                listener.upstream = None
+            return True
+        return False
+
+    def find_listeners(self, component: Any) -> None:
+        """Link the ElmoListener layers of `component` that name this component.
+
+        Raises:
+            ValueError: if `component` has a plain spaCy tok2vec listener naming this
+                component, which would silently read `doc.tensor` (or zeros) instead of
+                ELMo's layers.
+        """
+        model = getattr(component, "model", None)
+        if not isinstance(model, Model):
+            return
+        for node in model.walk():
+            if isinstance(node, ElmoListener) and node.upstream_name in ("*", self.name):
+                self.add_listener(node, component.name)
+            elif getattr(node, "upstream_name", None) == self.name and not isinstance(node, ElmoListener):
+                raise ValueError(
+                    f"component {component.name!r} has a {type(node).__name__} (e.g. "
+                    f"spacy.Tok2VecListener.v1) with upstream = {self.name!r}, but {self.name!r} is an "
+                    "ELMo component. Use spacy-elmo.ElmoListener.v1 for its tok2vec."
+                )
+
+    @property
+    def elmo(self) -> Elmo:
+        """The torch `Elmo` (loaded from the configured source if it was not yet)."""
+        elmo = ensure_loaded(self.model)
+        self._on_load()
+        return elmo
+
+    @property
+    def mix_weights(self) -> ScalarMixWeights:
+        """The scalar mix behind `doc.tensor`: the model folder's first mix, else the average."""
+        mix = self._tensor_mix()
+        w = np.zeros(len(mix) - 1, dtype="float32")
+        if self.elmo.scalar_mixes:
+            w = self.elmo.scalar_mixes[0].scalar_weights.detach().float().cpu().numpy().copy()
+        return ScalarMixWeights(w, mix[:-1].copy(), float(mix[-1]))
+
+    # ------------------------------------------------------------------ inference
+    def __call__(self, doc: Doc) -> Doc:
+        """Annotate one Doc (see `make_elmo` for what is written)."""
+        error_handler = self.get_error_handler()
+        try:
+            self.set_annotations([doc], self.predict([doc]))
+            return doc
+        except Exception as e:
+            error_handler(self.name, self, [doc], e)
+
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
+        """Annotate a stream of Docs, `batch_size` Docs at a time.
+
+        Inside each group the biLM runs on batches of at most `max_batch_tokens` padded
+        positions (longest first), so memory is bounded whatever the Docs' lengths. After
+        each group, freed heap memory is handed back to the OS (see `release_free_memory`).
+        """
+        error_handler = self.get_error_handler()
+        for docs in util.minibatch(stream, size=batch_size):
+            try:
+                self.set_annotations(docs, self.predict(docs))
+                release_free_memory()
+                yield from docs
+            except Exception as e:
+                error_handler(self.name, self, docs, e)
+
+    def predict(self, docs: Iterable[Doc]) -> list[Floats3d]:
+        """Every biLM layer of each Doc, computed without gradients.
+
+        Returns:
+            One float32 numpy array per Doc, [n_layers + 1, len(doc), dim], on the CPU.
+        """
+        docs = list(docs)
+        layers = self.model.predict(docs)
+        self._on_load()
+        return layers
+
+    def set_annotations(self, docs: Iterable[Doc], layers: list[Floats3d]) -> None:
+        """Write `doc._.elmo_layers`, `doc._.elmo_mix`, `doc.tensor` (the mix) and the similarity hooks."""
+        mix = self._tensor_mix()
+        for doc, x in zip(docs, layers):
+            doc._.elmo_layers = x
+            doc._.elmo_mix = mix
+            doc.tensor = mix_layers(x, mix)
+            set_similarity_hooks(doc)
+
+    # ------------------------------------------------------------------ training
+    def update(
+        self,
+        examples: Iterable[Example],
+        *,
+        drop: float = 0.0,
+        sgd: Optimizer | None = None,
+        losses: dict[str, float] | None = None,
+    ) -> dict[str, float]:
+        """Nothing to learn here: the biLM is frozen.
+
+        In spacy-transformers, gradients arrive at the shared component through its
+        listeners. Here they stop at the listeners: each downstream component trains its
+        own scalar mix (and everything after it), and the biLM takes no gradient. The
+        layers the listeners read are written by this component as an annotating
+        component (`[training] annotating_components = ["elmo"]`, or
+        `nlp.update(examples, annotates=["elmo"])`), or computed on request by the
+        listeners when a Doc arrives without them. So this only records a zero loss.
+        """
+        validate_examples(examples, "ElmoComponent.update")
+        if losses is None:
+            losses = {}
+        losses.setdefault(self.name, 0.0)
+        return losses
+
+    def get_loss(self, examples: Iterable[Example], scores: Any) -> tuple[float, Any]:
+        """The component has no loss of its own (see `update`)."""
+        return 0.0, None
+
+    def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Language | None = None) -> None:
+        """Load the biLM from the configured source (unless it is already loaded).
+
+        The examples are not needed: nothing is fitted to data.
+        """
+        validate_get_examples(get_examples, "ElmoComponent.initialize")
+        self.model.initialize()
+        self._on_load()
+
+    def finish_update(self, sgd: Optimizer) -> None:
+        """No-op: the biLM is frozen (see `update`)."""
+
+    # ------------------------------------------------------------------ serialisation
+    def to_disk(self, path: str | Path, *, exclude: Iterable[str] = tuple()) -> None:
+        """Write `cfg`, the vocab and the biLM as a model folder under `path / "model"`.
+
+        The folder is the core's format (config.json, model.safetensors,
+        tokenizer_config.json), so `elmo embed --model PATH/model` reads it too.
+        """
+        serialize = {
+            "cfg": lambda p: srsly.write_json(p, self.cfg),
+            "vocab": lambda p: self.vocab.to_disk(p, exclude=exclude),
+            "model": lambda p: save_model_folder(self.elmo, p),
+        }
+        util.to_disk(path, serialize, exclude)
+
+    def from_disk(self, path: str | Path, *, exclude: Iterable[str] = tuple()) -> ElmoComponent:
+        """Load what `to_disk` wrote; the configured source is not read."""
+
+        def load_model(p: Path) -> None:
+            set_elmo(self.model, load_model_folder(p, map_location="cpu"))
+            self._on_load()
+
+        deserialize = {
+            "vocab": lambda p: self.vocab.from_disk(p, exclude=exclude),
+            "cfg": lambda p: self.cfg.update(srsly.read_json(p)),
+            "model": load_model,
+        }
+        util.from_disk(path, deserialize, exclude)
+        return self
+
+    def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
+        """The same content as `to_disk`; the weights travel as safetensors bytes."""
+        self.elmo  # load the biLM first if it was not yet
+        serialize = {
+            "cfg": lambda: srsly.json_dumps(self.cfg),
+            "vocab": lambda: self.vocab.to_bytes(exclude=exclude),
+            "model": self.model.to_bytes,
+        }
+        return util.to_bytes(serialize, exclude)
+
+    def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> ElmoComponent:
+        def load_model(b: bytes) -> None:
+            self.model.from_bytes(b)
+            self._on_load()
+
+        deserialize = {
+            "cfg": lambda b: self.cfg.update(srsly.json_loads(b)),
+            "vocab": lambda b: self.vocab.from_bytes(b, exclude=exclude),
+            "model": load_model,
+        }
+        util.from_bytes(bytes_data, deserialize, exclude)
+        return self
+
+    # ------------------------------------------------------------------ helpers
+    def _on_load(self) -> None:
+        """After the biLM is loaded: check its mix, size the listeners, warn once about vectors."""
+        elmo = ensure_loaded(self.model)
+        if getattr(self, "_checked_elmo", None) is elmo:
+            return
+        if elmo.scalar_mixes and elmo.scalar_mixes[0].do_layer_norm:
+            raise ValueError(
+                "the model folder's scalar mix uses do_layer_norm=True, which normalises over a "
+                "whole batch, so a Doc's doc.tensor would depend on its batch mates. Save the "
+                "model with do_layer_norm=False for use in spaCy."
+            )
+        for listener in self.listeners:
+            self._set_listener_dims(listener)
+        if self.vocab.vectors.size > 0:
+            warnings.warn(
+                f"the vocab of the pipeline with {self.name!r} has static word vectors, so spaCy's "
+                "token.vector, span.vector and doc.vector return those, not ELMo's. ELMo's vectors "
+                "are in doc.tensor (mixed) and doc._.elmo_layers (every layer).",
+                UserWarning,
+                stacklevel=3,
+            )
+        self._checked_elmo = elmo
+        self._mix_cache = None
+
+    def _tensor_mix(self) -> np.ndarray:
+        """float32 [n_layers + 2]: softmax(w) of the folder's first mix, then gamma."""
+        elmo = self.elmo
+        cache = getattr(self, "_mix_cache", None)
+        if cache is not None:
+            return cache
+        if elmo.scalar_mixes:
+            mix = elmo.scalar_mixes[0]
+            weights = mix.normalized_weights.float().cpu().numpy()
+            gamma = float(mix.gamma.detach().float().cpu()[0])
+        else:
+            weights = np.full(elmo.num_layers, 1.0 / elmo.num_layers, dtype="float32")
+            gamma = 1.0
+        cache = np.concatenate([weights, [gamma]]).astype("float32")
+        cache.setflags(write=False)
+        self._mix_cache = cache
+        return cache
+
+    def _set_listener_dims(self, listener: Model) -> None:
+        elmo = ensure_loaded(self.model)
+        for name, value in (("nO", elmo.output_dim), ("nL", elmo.num_layers)):
+            if listener.has_dim(name) and listener.get_dim(name) != value:
+                raise ValueError(
+                    f"a listener of {self.name!r} was built for {name}={listener.get_dim(name)}, but "
+                    f"the ELMo model of {self.name!r} has {name}={value}. Retrain the listening "
+                    "component with this ELMo model."
+                )
+            listener.set_dim(name, value)
+
+
+def _load_malloc_trim():  # noqa: ANN202
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+        return libc.malloc_trim
+    except (OSError, AttributeError, TypeError):  # not glibc (macOS, Windows, ...)
+        return None
+
+
+_MALLOC_TRIM = _load_malloc_trim()
+
+
+def release_free_memory() -> None:
+    """Hand the heap's free pages back to the OS (glibc's `malloc_trim(0)`; no-op elsewhere).
+
+    Every biLM batch allocates activations of a different size. After large blocks are
+    freed, glibc raises its mmap threshold and serves later blocks from the heap, whose
+    freed space it keeps: over a long `nlp.pipe` the resident size creeps up (by tens of
+    percent over a few thousand Docs) although nothing stays alive. Trimming once per
+    `pipe` batch costs a few milliseconds and keeps the resident size flat.
+    """
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)

@@ -1,0 +1,205 @@
+"""Helpers around the ELMo annotations: the Doc extensions, the mix, reading mix weights.
+
+What the `elmo` component puts on every Doc, and how each piece travels:
+
+| where | what | Doc.to_bytes, nlp.pipe(n_process>1) | DocBin(store_user_data=True) |
+| --- | --- | --- | --- |
+| `doc.tensor` | the mixed vectors, float32 [tokens, dim] | kept | dropped (spaCy's DocBin never stores it) |
+| `doc._.elmo_layers` | every biLM layer, float32 [n_layers + 1, tokens, dim] | kept | kept |
+| `doc._.elmo_mix` | the mix behind `doc.tensor`: float32 [n_layers + 2] = softmax(w), then gamma | kept | kept |
+| similarity hooks | `similarity` as the cosine of ELMo vectors | dropped, spaCy warns W109 | dropped |
+
+`token.vector`, `span.vector` and `doc.vector` read `doc.tensor` when the vocab has no
+static vectors (spaCy's rule), so they are right wherever the tensor is. The hooks are
+there because spaCy's own `Token.similarity` returns 1.0 for two tokens with the same
+text, which defeats contextual vectors ("bank" of a river against "bank" that lends
+money); they also spare spaCy's warning W007 about missing static vectors.
+
+After `DocBin.get_docs` (or any deserialisation), call `restore_docs(docs)`: it rebuilds
+`doc.tensor` bit for bit from the layers and the mix kept in user data, re-adds the
+hooks, and warns about Docs that carry no layers (for instance from a DocBin made
+without `store_user_data=True`), which it cannot restore. Nothing silently becomes zeros.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+from spacy.tokens import Doc, Span, Token
+
+from .layers.scalar_mix import SCALAR_MIX_NAME
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+
+__all__ = [
+    "ScalarMixWeights",
+    "get_scalar_mix_weights",
+    "install_extensions",
+    "mix_layers",
+    "restore_docs",
+    "set_similarity_hooks",
+    "similarity",
+]
+
+EXTENSIONS = ("elmo_layers", "elmo_mix")
+
+
+class ScalarMixWeights(NamedTuple):
+    """A scalar mix as numbers: `gamma * sum_k normalized_weights[k] * layer_k`.
+
+    Attributes:
+        scalar_weights: w, float32 [n_layers + 1] (before the softmax).
+        normalized_weights: softmax(w), float32 [n_layers + 1]; sums to 1. Index 0 is
+            the char CNN layer, index k >= 1 the k-th LSTM layer.
+        gamma: the scale.
+    """
+
+    scalar_weights: np.ndarray
+    normalized_weights: np.ndarray
+    gamma: float
+
+
+def install_extensions() -> None:
+    """Register `Doc._.elmo_layers` and `Doc._.elmo_mix` (default None); idempotent."""
+    for name in EXTENSIONS:
+        if not Doc.has_extension(name):
+            Doc.set_extension(name, default=None)
+
+
+def mix_layers(layers: np.ndarray, mix: np.ndarray) -> np.ndarray:
+    """`gamma * sum_k s_k * layers[k]`, the way the component computes `doc.tensor`.
+
+    Accumulated in a fixed order in float32, so that the same inputs give the same
+    bits wherever it runs (`restore_docs` relies on that).
+
+    Args:
+        layers: float32 [n_layers + 1, tokens, dim].
+        mix: float32 [n_layers + 2]: the normalised weights s, then gamma (the layout of
+            `doc._.elmo_mix`).
+
+    Returns:
+        float32 [tokens, dim].
+    """
+    if mix.shape != (layers.shape[0] + 1,):
+        raise ValueError(
+            f"mix must hold one weight per layer plus gamma ({layers.shape[0] + 1} values) for "
+            f"layers of shape {tuple(layers.shape)}; got shape {tuple(mix.shape)}."
+        )
+    weights, gamma = mix[:-1].astype("float32"), np.float32(mix[-1])
+    out = weights[0] * layers[0]
+    for k in range(1, layers.shape[0]):
+        out += weights[k] * layers[k]
+    out *= gamma
+    return out.astype("float32", copy=False)
+
+
+def set_similarity_hooks(doc: Doc) -> None:
+    """Make `doc`, its spans and tokens compare by the cosine of their ELMo vectors."""
+    doc.user_hooks["similarity"] = similarity
+    doc.user_span_hooks["similarity"] = similarity
+    doc.user_token_hooks["similarity"] = similarity
+
+
+def similarity(obj: Doc | Span | Token, other: Doc | Span | Token) -> float:
+    """Cosine similarity of `obj.vector` and `other.vector` (0.0 if either is all zeros).
+
+    spaCy's own methods return 1.0 for two tokens with the same text, whatever their
+    vectors; contextual vectors need the plain cosine.
+    """
+    a = np.asarray(obj.vector, dtype="float32")
+    b = np.asarray(other.vector, dtype="float32")
+    if a.shape != b.shape:
+        raise ValueError(
+            f"cannot compare vectors of different widths ({a.shape} and {b.shape}); compare "
+            "objects annotated by the same ELMo pipeline."
+        )
+    norm = float(np.linalg.norm(a)) * float(np.linalg.norm(b))
+    if norm == 0.0:
+        warnings.warn(
+            f"similarity of {obj!r} and {other!r}: one of them has an empty or all-zero vector "
+            "(an empty Doc, or whitespace only); returning 0.0.",
+            UserWarning,
+            stacklevel=2,
+        )
+        return 0.0
+    return float(np.dot(a, b) / norm)
+
+
+def restore_docs(docs: Iterable[Doc]) -> int:
+    """Give deserialised Docs back `doc.tensor` and the similarity hooks.
+
+    For Docs from `DocBin.get_docs` (which drops `doc.tensor`), `Doc.from_bytes` or
+    `nlp.pipe(n_process>1)` (which drop hooks). The tensor is rebuilt from
+    `doc._.elmo_layers` and `doc._.elmo_mix` with the component's own arithmetic, so it
+    is bit-for-bit the original.
+
+    Returns:
+        How many Docs were restored.
+
+    Warns:
+        UserWarning: once, naming how many Docs carry no ELMo layers (for instance from
+            a DocBin made without `store_user_data=True`); they are left unchanged.
+    """
+    install_extensions()
+    restored, missing = 0, 0
+    for doc in docs:
+        layers, mix = doc._.elmo_layers, doc._.elmo_mix
+        if layers is None or mix is None or layers.shape[1] != len(doc):
+            missing += 1
+            continue
+        doc.tensor = mix_layers(np.asarray(layers, dtype="float32"), np.asarray(mix, dtype="float32"))
+        set_similarity_hooks(doc)
+        restored += 1
+    if missing:
+        warnings.warn(
+            f"{missing} Doc(s) carry no ELMo layers (doc._.elmo_layers), so their doc.tensor could "
+            "not be restored and their vectors are not ELMo's. Store Docs with "
+            "DocBin(store_user_data=True), or run them through the pipeline again.",
+            UserWarning,
+            stacklevel=2,
+        )
+    return restored
+
+
+def get_scalar_mix_weights(nlp: Language, name: str, index: int = 0) -> ScalarMixWeights:
+    """The scalar mix a component learned (or, for the `elmo` component, uses for doc.tensor).
+
+    For a component whose model holds an ELMo listener or `Tok2VecElmo` (e.g. "ner"),
+    this is its own trained mix; the listener and `Tok2VecElmo` architectures hold one
+    mix each, so `index` is 0 unless you built a model with several.
+
+    Args:
+        nlp: The pipeline.
+        name: A component name, e.g. "ner" or "elmo".
+        index: Which mix, in `model.walk()` order.
+
+    Raises:
+        ValueError: if the component has no ELMo scalar mix, or it is not initialised.
+    """
+    component = nlp.get_pipe(name)
+    if hasattr(component, "mix_weights") and hasattr(component, "listener_map"):
+        return component.mix_weights
+    model = getattr(component, "model", None)
+    mixes = [node for node in model.walk() if node.name == SCALAR_MIX_NAME] if model is not None else []
+    if not mixes:
+        raise ValueError(
+            f"component {name!r} has no ELMo scalar mix: its model uses neither "
+            "spacy-elmo.ElmoListener.v1 nor spacy-elmo.Tok2VecElmo.v1."
+        )
+    if not 0 <= index < len(mixes):
+        raise ValueError(f"component {name!r} has {len(mixes)} ELMo scalar mix(es); got index {index}.")
+    mix = mixes[index]
+    if not (mix.has_param("W") and mix.has_param("gamma")):
+        raise ValueError(f"the ELMo scalar mix of {name!r} is not initialised yet; call nlp.initialize() first.")
+    w = np.asarray(mix.ops.to_numpy(mix.get_param("W")), dtype="float32")
+    gamma = float(mix.ops.to_numpy(mix.get_param("gamma"))[0])
+    return ScalarMixWeights(w.copy(), _softmax(w), gamma)
+
+
+def _softmax(w: np.ndarray) -> np.ndarray:
+    e = np.exp(w - w.max())
+    return (e / e.sum()).astype("float32")

@@ -1,0 +1,169 @@
+"""spacy-elmo.ElmoModel.v1: the frozen biLM as a thinc layer."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import spacy
+import srsly
+import torch
+from spacy.tokens import Doc
+
+from elmo_core import embed_sentences, save_model_folder
+from spacy_elmo.architectures import ElmoModel_v1
+from spacy_elmo.layers.elmo_model import (
+    _single_threaded_torch_after_fork,
+    deserialize_elmo,
+    elmo_module,
+    is_loaded,
+    load_elmo_source,
+    serialize_elmo,
+    set_elmo,
+)
+
+from ..conftest import make_tiny_elmo
+from .conftest import DIM, NUM_LAYERS
+
+WORDS = [["The", "river", "bank", "."], ["a"], [], ["Money", "from", "the", "bank", "was", "lent", "."]]
+
+
+def docs_for(words_list):
+    vocab = spacy.blank("en").vocab
+    return [Doc(vocab, words=words) for words in words_list]
+
+
+def test_building_reads_nothing_and_init_loads_the_source(tiny_model_dir):
+    model = ElmoModel_v1(path=str(tiny_model_dir / "does-not-exist-yet"))
+    assert not is_loaded(model)
+    model = ElmoModel_v1(path=str(tiny_model_dir))
+    model.initialize()
+    assert is_loaded(model) and model.get_dim("nO") == DIM and model.get_dim("nL") == NUM_LAYERS
+
+
+def test_output_shapes_and_values_equal_the_core(tiny_model_dir):
+    model = ElmoModel_v1(path=str(tiny_model_dir))
+    outputs = model.predict(docs_for(WORDS))  # loads on first use
+    assert [x.shape for x in outputs] == [(NUM_LAYERS, len(w), DIM) for w in WORDS]
+    assert all(x.dtype == np.float32 and isinstance(x, np.ndarray) for x in outputs)
+    expected = embed_sentences(elmo_module(model), WORDS, layers="all")
+    for x, e in zip(outputs, expected):
+        np.testing.assert_allclose(x, e, rtol=1e-4, atol=1e-5)
+
+
+def test_padding_and_batch_mates_do_not_change_a_docs_layers(tiny_model_dir):
+    model = ElmoModel_v1(path=str(tiny_model_dir), max_batch_tokens=10_000)
+    together = model.predict(docs_for(WORDS))
+    alone = [model.predict(docs_for([w]))[0] for w in WORDS]
+    tiny_budget = ElmoModel_v1(path=str(tiny_model_dir), max_batch_tokens=3).predict(docs_for(WORDS))
+    for a, b, c in zip(together, alone, tiny_budget):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-5)
+
+
+def test_backprop_is_a_no_op_and_no_tensor_keeps_a_graph(tiny_model_dir):
+    model = ElmoModel_v1(path=str(tiny_model_dir))
+    outputs, backprop = model.begin_update(docs_for(WORDS))
+    assert backprop([np.ones_like(x) for x in outputs]) == []
+    assert all(isinstance(x, np.ndarray) for x in outputs)
+    assert not any(p.requires_grad for p in elmo_module(model).bilm.parameters())
+
+
+def test_serialisation_carries_the_model_folder_not_a_pickle(tiny_model_dir):
+    model = ElmoModel_v1(path=str(tiny_model_dir))
+    expected = model.predict(docs_for(WORDS))
+    data = model.to_bytes()
+    other = ElmoModel_v1(path="/nowhere")
+    other.from_bytes(data)
+    for a, b in zip(other.predict(docs_for(WORDS)), expected):
+        np.testing.assert_array_equal(a, b)
+    files = srsly.msgpack_loads(serialize_elmo(elmo_module(model)))["model_folder"]
+    assert sorted(files) == ["config.json", "model.safetensors", "tokenizer_config.json"]
+    assert b"cuda" not in files["config.json"]
+    assert deserialize_elmo(None, b"", torch.device("cpu")) is None
+
+
+def test_copy_is_independent_and_equal(tiny_model_dir):
+    model = ElmoModel_v1(path=str(tiny_model_dir))
+    model.initialize()
+    copy = model.copy()
+    assert elmo_module(copy) is not elmo_module(model)
+    for a, b in zip(copy.predict(docs_for(WORDS)), model.predict(docs_for(WORDS))):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_set_elmo_refuses_a_differently_shaped_model(tiny_model_dir):
+    model = ElmoModel_v1(path=str(tiny_model_dir))
+    model.initialize()
+    from elmo_core import BiLMOptions, CharCNNOptions, Elmo, LSTMOptions
+
+    wider = Elmo(BiLMOptions(char_cnn=CharCNNOptions(embedding_dim=4, filters=((1, 4),), n_highway=0),
+                             lstm=LSTMOptions(dim=16, projection_dim=4, n_layers=1)))
+    with pytest.raises(ValueError, match="same shape"):
+        set_elmo(model, wider)
+
+
+@pytest.mark.parametrize(
+    "source, match",
+    [
+        ({"path": "p", "options": "o"}, "not both"),
+        ({"weights": "w.hdf5"}, "go together"),
+    ],
+)
+def test_load_elmo_source_errors(source, match):
+    with pytest.raises(ValueError, match=match):
+        load_elmo_source(**source)
+
+
+def test_follows_thinc_device_on_cpu(tiny_model_dir):
+    # R11/R13 on CPU: nothing is pinned to a device; outputs are CPU numpy.
+    model = ElmoModel_v1(path=str(tiny_model_dir))
+    outputs = model.predict(docs_for(WORDS[:1]))
+    assert next(elmo_module(model).parameters()).device.type == "cpu"
+    assert isinstance(outputs[0], np.ndarray)
+
+
+@pytest.mark.gpu
+def test_require_gpu_moves_the_module_and_outputs_stay_on_cpu(tiny_model_dir):
+    spacy.require_gpu()
+    try:
+        nlp = spacy.blank("en")
+        nlp.add_pipe("elmo", config={"model": {"path": str(tiny_model_dir)}})
+        doc = nlp("a b")
+        assert next(nlp.get_pipe("elmo").elmo.parameters()).device.type == "cuda"
+        assert isinstance(doc.tensor, np.ndarray) and doc.tensor.shape == (2, DIM)
+    finally:
+        spacy.require_cpu()
+
+
+def test_forked_children_run_torch_on_one_thread():
+    # GNU OpenMP hangs in a child forked after a multithreaded op (nlp.pipe(n_process>1)).
+    threads = torch.get_num_threads()
+    try:
+        _single_threaded_torch_after_fork()
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
+    if hasattr(os, "register_at_fork"):
+        torch.set_num_threads(2)
+        read, write = os.pipe()
+        try:
+            pid = os.fork()
+        finally:
+            torch.set_num_threads(threads)
+        if pid == 0:  # child: report its thread count and leave at once
+            os.write(write, str(torch.get_num_threads()).encode())
+            os._exit(0)
+        os.close(write)
+        os.waitpid(pid, 0)
+        assert os.read(read, 16) == b"1"
+        os.close(read)
+
+
+def test_saved_tiny_model_round_trip_through_load_elmo_source(tmp_path):
+    elmo = make_tiny_elmo()
+    save_model_folder(elmo, tmp_path)
+    loaded = load_elmo_source(path=str(tmp_path))
+    for name, tensor in elmo.state_dict().items():
+        assert torch.equal(tensor, loaded.state_dict()[name]), name
