@@ -225,6 +225,10 @@ def _atomic_write(path: Path, write) -> None:  # noqa: ANN001
     os.close(fd)
     try:
         write(tmp)
+        # mkstemp creates the file readable by its owner only; give it the usual mode.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -110,3 +110,15 @@ def test_config_keys_outside_the_options_do_not_leak_into_them(tmp_path):
     save_model_folder(elmo, tmp_path, extra_config={"architectures": ["ElmoModel"]})
     options, settings = read_model_config(tmp_path)
     assert options.extra == {} and settings["dropout"] == 0.25
+
+
+def test_saved_files_are_readable_by_everyone_under_the_usual_umask(tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        save_model_folder(make_tiny_elmo(), tmp_path)
+    finally:
+        os.umask(old)
+    for path in tmp_path.iterdir():
+        assert path.stat().st_mode & 0o777 == 0o644, path.name
