@@ -85,9 +85,9 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 def test_errors_are_one_clear_line_and_leave_no_output(tmp_path):
     (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
     out = tmp_path / "out.hdf5"
-    result = cli("embed", tmp_path / "in.txt", out)
+    result = cli("embed", tmp_path / "in.txt", out, "--options", tmp_path / "missing.json")
     assert result.returncode == 2
-    assert "no default model is installed" in result.stderr and "Traceback" not in result.stderr
+    assert "--options and --weights go together" in result.stderr and "Traceback" not in result.stderr
     save_model_folder(make_tiny_elmo(), tmp_path / "model")
     result = cli("embed", tmp_path / "in.txt", out, "--model", tmp_path / "model", "--layers", "-2")
     assert result.returncode == 2 and "layer index 0..2" in result.stderr
@@ -95,3 +95,15 @@ def test_errors_are_one_clear_line_and_leave_no_output(tmp_path):
     result = cli("embed", tmp_path / "latin1.txt", out, "--model", tmp_path / "model")
     assert result.returncode == 2 and "not UTF-8" in result.stderr
     assert not out.exists() and list(tmp_path.glob("*.partial")) == []
+
+
+def test_without_a_model_the_default_is_used_or_a_clear_error_given(tmp_path, monkeypatch):
+    import elmo_core.model_folder as model_folder
+    from elmo_core import WeightFileError
+    from elmo_core.cli import load_model
+
+    monkeypatch.setattr(model_folder, "DEFAULT_MODEL_DIR", tmp_path / "none")
+    with pytest.raises(WeightFileError, match="no default model is installed"):
+        load_model(None, None, None)
+    save_model_folder(make_tiny_elmo(), tmp_path / "none")
+    assert load_model(None, None, None).output_dim == 16
