@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Callable, Optional
 
@@ -23,7 +22,6 @@ app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
     help="ELMo contextual word vectors.",
 )
-logger = logging.getLogger(__name__)
 
 
 @app.callback()
@@ -57,13 +55,6 @@ def load_model(
         load_bilm_tf(elmo, weights)
         return elmo.to(device)
     return load_model_folder(default_model_dir(), map_location=device, dropout=0.0)
-
-
-class Layers(str, Enum):
-    all = "all"
-    top = "top"
-    average = "average"
-    mix = "mix"
 
 
 def _read_sentences(path: Path, tokenize: Callable[[str], list[str]] | None) -> list[list[str]]:
