@@ -9,7 +9,11 @@
          (whitespace tokens get zero rows)
 
 The biLM is frozen: `forward` runs it under `torch.inference_mode` whatever `is_train`
-says, and its backprop returns nothing (Docs take no gradient). Mixing the layers is
+says, and its backprop returns nothing (Docs take no gradient). For the same reason a
+unit's layers can be kept: with `cache_bytes > 0` (`spacy-elmo.ElmoModel.v2`) each
+unit's layers are stored in an `elmo_core.FeatureCache` keyed by its token texts, and
+the biLM only runs on units it has not seen (an NER trained for many epochs computes
+each training sentence once). The Docs always get fresh arrays, copied from the cache. Mixing the layers is
 left to whoever reads them: the `elmo` component (for `doc.tensor`) and each listener
 (its own trainable `ScalarMix`).
 
@@ -42,6 +46,7 @@ from thinc.types import Floats3d
 from elmo_core import (
     BiLMOptions,
     Elmo,
+    FeatureCache,
     batches_by_token_budget,
     load_bilm_tf,
     load_model_folder,
@@ -53,6 +58,7 @@ from elmo_core.model_folder import default_model_dir
 __all__ = [
     "build_elmo_model",
     "elmo_module",
+    "feature_cache",
     "ensure_loaded",
     "is_loaded",
     "load_elmo_source",
@@ -81,10 +87,13 @@ def build_elmo_model(
     weights: str = "",
     max_batch_tokens: int = 4096,
     per_sentence: bool = True,
+    cache_bytes: int = 0,
 ) -> Model[List[Doc], List[Floats3d]]:
-    """The thinc layer; see `spacy_elmo.architectures.ElmoModel_v1` for the arguments."""
+    """The thinc layer; see `spacy_elmo.architectures.ElmoModel_v2` for the arguments."""
     if isinstance(max_batch_tokens, bool) or not isinstance(max_batch_tokens, int) or max_batch_tokens <= 0:
         raise ValueError(f"max_batch_tokens must be a positive integer; got {max_batch_tokens!r}.")
+    if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
+        raise ValueError(f"cache_bytes must be a non-negative integer (0 = no cache); got {cache_bytes!r}.")
     return Model(
         LAYER_NAME,
         forward,
@@ -95,6 +104,8 @@ def build_elmo_model(
             "source": {"path": path or "", "options": options or "", "weights": weights or ""},
             "max_batch_tokens": max_batch_tokens,
             "per_sentence": per_sentence,
+            # Not serialised (thinc skips attrs msgpack cannot write); a copy starts empty.
+            "feature_cache": FeatureCache(cache_bytes) if cache_bytes else None,
             # Used by nlp.replace_listeners (see architectures.py).
             "replace_listener": _replace_listener,
             "replace_listener_cfg": _replace_listener_cfg,
@@ -108,14 +119,25 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
     num_layers, dim = model.get_dim("nL"), model.get_dim("nO")
     outputs = [np.zeros((num_layers, len(doc), dim), dtype="float32") for doc in docs]
     units = list(_units(docs, model.attrs["per_sentence"]))
+    cache: FeatureCache | None = model.attrs.get("feature_cache")
+    to_compute = []
+    for k, (doc_index, token_indices, words) in enumerate(units):
+        cached = cache.get(tuple(words)) if cache is not None else None
+        if cached is None:
+            to_compute.append(k)
+        else:
+            outputs[doc_index][:, token_indices] = cached  # a copy: the cache stays read-only
     wrapper = model.layers[0]
-    batches = batches_by_token_budget([len(words) for _, _, words in units], model.attrs["max_batch_tokens"])
+    batches = batches_by_token_budget([len(units[k][2]) for k in to_compute], model.attrs["max_batch_tokens"])
     with torch.inference_mode():
         for batch in batches:
+            batch = [to_compute[i] for i in batch]
             activations = wrapper.predict([units[k][2] for k in batch])
             for k, layers in zip(batch, activations):
-                doc_index, token_indices, _ = units[k]
+                doc_index, token_indices, words = units[k]
                 outputs[doc_index][:, token_indices] = layers  # [layers, unit tokens, dim]
+                if cache is not None:
+                    cache.put(tuple(words), layers)
 
     def backprop(d_outputs: List[Floats3d]) -> List[Doc]:
         # The biLM is frozen and Docs take no gradient.
@@ -172,6 +194,11 @@ def elmo_module(model: Model) -> Elmo | None:
     return elmo_module_of_wrapper(model.layers[0])
 
 
+def feature_cache(model: Model) -> FeatureCache | None:
+    """The layer's `FeatureCache` (None when built with cache_bytes = 0); read `.stats`."""
+    return model.attrs.get("feature_cache")
+
+
 def is_loaded(model: Model) -> bool:
     return elmo_module(model) is not None
 
@@ -198,6 +225,9 @@ def set_elmo(model: Model, elmo: Elmo) -> None:
                 "saved pipeline and the model it loads must have the same shape."
             )
     model.layers[0] = _wrap(elmo.eval())
+    cache = model.attrs.get("feature_cache")
+    if cache is not None:
+        cache.clear()  # the layers it holds came from another biLM
     model.set_dim("nO", elmo.output_dim)
     model.set_dim("nL", elmo.num_layers)
 
