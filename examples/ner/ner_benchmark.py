@@ -38,7 +38,8 @@ from pathlib import Path
 
 import spacy
 from spacy.cli.init_config import init_config
-from spacy.cli.train import train as spacy_train
+from spacy.training.initialize import init_nlp
+from spacy.training.loop import train as train_nlp
 from spacy.scorer import get_ner_prf
 from spacy.tokens import DocBin
 from spacy.training import Corpus, Example
@@ -207,16 +208,16 @@ def main(argv: list[str] | None = None) -> int:
             run_dir = args.out / variant / f"seed{seed}"
             print(f"\n=== training {run} ({args.max_steps} steps) ===", flush=True)
             t0 = time.perf_counter()
-            spacy_train(
-                args.out / f"{variant}.cfg",
-                run_dir,
-                overrides={
-                    "paths.train": str(spacy_files["train"]),
-                    "paths.dev": str(spacy_files["dev"]),
-                    "system.seed": seed,
-                },
-            )
+            # What `spacy train CONFIG --output RUN_DIR --paths.train ...` does, keeping
+            # the trained pipeline at hand to read its feature cache's counters.
+            overrides = {"paths.train": str(spacy_files["train"]), "paths.dev": str(spacy_files["dev"]), "system.seed": seed}
+            config = spacy.util.load_config(args.out / f"{variant}.cfg", overrides=overrides, interpolate=False)
+            trained = init_nlp(config)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            train_nlp(trained, run_dir, stdout=sys.stdout, stderr=sys.stderr)
             train_s = time.perf_counter() - t0
+            train_cache = feature_cache(trained.get_pipe("elmo").model) if "elmo" in trained.pipe_names else None
+            del trained
             t0 = time.perf_counter()
             nlp = spacy.load(run_dir / "model-last")
             scores = {name: evaluate(nlp, spacy_files[f"eval-{name}"]) for name in names}
@@ -224,10 +225,14 @@ def main(argv: list[str] | None = None) -> int:
             results["runs"][run] = {
                 "train_seconds": round(train_s, 1),
                 "eval_seconds": round(time.perf_counter() - t0, 1),
+                "train_cache": train_cache.stats._asdict() if train_cache else None,
+                "eval_cache": cache.stats._asdict() if cache else None,
                 "scores": scores,
             }
             line = "  ".join(f"{name} F1 {s['ALL']['f']:.2f}" for name, s in scores.items())
-            print(f"{run}: trained in {train_s:.0f} s; {line}" + (f"; eval cache {cache.stats}" if cache else ""), flush=True)
+            print(f"{run}: trained in {train_s:.0f} s; {line}", flush=True)
+            if train_cache:
+                print(f"  feature cache, training: {train_cache.stats}; evaluation: {cache.stats}", flush=True)
             (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
 
     results["total_seconds"] = round(time.perf_counter() - started, 1)

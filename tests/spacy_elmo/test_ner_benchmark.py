@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import runpy
 
 import pytest
@@ -60,6 +61,10 @@ def test_benchmark_runs_end_to_end_and_prints_prf_per_type(benchmark, tiny_model
     assert all(r[2] == {"PER": "6", "LOC": "6", "ORG": "6", "ALL": "18"}[r[1]] for r in rows if r in rows[:8])
     for name in ("baseline.cfg", "elmo.cfg", "results.json", "elmo/seed1/model-last/elmo/model/model.safetensors"):
         assert (out / name).exists(), name
+    runs = json.loads((out / "results.json").read_text(encoding="utf-8"))["runs"]
+    assert runs["baseline/seed0"]["train_cache"] is None
+    cache = runs["elmo/seed0"]["train_cache"]
+    assert cache["misses"] > 0 and 0 < cache["nbytes"] <= cache["max_bytes"] == 1 << 20
     nlp = spacy.load(out / "elmo" / "seed0" / "model-last")
     assert nlp.pipe_names == ["elmo", "tok2vec", "ner"]
 
