@@ -2,7 +2,7 @@
 
     elmo embed INPUT OUTPUT [--layers all|top|average|mix|K] [--model DIR |
                --options FILE --weights FILE] [--batch-tokens N] [--device cpu] [--tokenize]
-    elmo probe TRAIN EVAL [--column 1] [--plot probe.png] [--model DIR] [--epochs 5] [--seed 0]
+    elmo probe TRAIN EVAL [--column 1] [--plot probe.png] [--title T] [--model DIR] [--epochs 5] [--seed 0]
 """
 
 from __future__ import annotations
@@ -261,6 +261,7 @@ def probe(
     eval_file: Annotated[Path, typer.Argument(metavar="EVAL", help="CoNLL-format file to score them on.")],
     column: Annotated[int, typer.Option(help="Label column, Python style: 1 = second (CoNLL-2003 POS), -1 = last (NER).")] = 1,
     plot: Annotated[Optional[Path], typer.Option(help="Save a bar plot of the accuracies here (PNG; needs matplotlib).")] = None,
+    title: Annotated[str, typer.Option(help="Title of the plot (default: the column and file names).")] = "",
     model: Annotated[Optional[Path], typer.Option(help="Model folder.")] = None,
     options: Annotated[Optional[Path], typer.Option(help="bilm-tf options.json (with --weights).")] = None,
     weights: Annotated[Optional[Path], typer.Option(help="bilm-tf hdf5 weights (with --options).")] = None,
@@ -294,7 +295,7 @@ def probe(
         typer.echo(f"{name}\t{accuracy:.4f}\t{correct}\t{result.num_tokens}")
     typer.echo(f"majority label\t{result.majority_accuracy:.4f}\t\t{result.num_tokens}")
     if plot is not None:
-        plot_probe(result, plot, title=f"linear probe, column {column}: {train_file.name} -> {eval_file.name}")
+        plot_probe(result, plot, title=title or f"linear probe, column {column}: {train_file.name} -> {eval_file.name}")
         typer.echo(f"wrote {plot}", err=True)
 
 

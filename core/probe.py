@@ -232,12 +232,16 @@ def plot_probe(result: ProbeResult, path: str | Path, title: str = "") -> Path:
     bars = ax.bar(result.names, values, color=["#999999"] + ["#4c72b0"] * (len(values) - 2) + ["#dd8452"])
     for bar, value in zip(bars, values):
         ax.text(bar.get_x() + bar.get_width() / 2, value, f"{value:.1f}", ha="center", va="bottom", fontsize=8)
-    ax.axhline(100 * result.majority_accuracy, color="black", linestyle=":", linewidth=1, label="majority label")
-    low = min(values + [100 * result.majority_accuracy])
-    ax.set_ylim(max(0.0, low - 10), 100)
+    # Zoom on the bars: the differences between layers are a few points.
+    low = max(0.0, min(values) - 5)
+    majority = 100 * result.majority_accuracy
+    if majority >= low:
+        ax.axhline(majority, color="black", linestyle=":", linewidth=1, label="majority label")
+        ax.legend(fontsize=7, loc="lower right")
+    ax.set_ylim(low, 100)
     ax.set_ylabel("accuracy (%)")
     ax.set_title(title or f"linear probe, {result.num_tokens} tokens", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.text(0.01, 0.98, f"majority label: {majority:.1f}%", transform=ax.transAxes, fontsize=7, va="top")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
