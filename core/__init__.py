@@ -24,10 +24,12 @@ from .elmo import Elmo, ElmoOutput
 from .embedding import embed_sentences, iter_embeddings
 from .errors import ElmoError, OptionsError, WeightFileError
 from .highway import Highway
-from .lstm import LSTMCellWithProjection, LSTMStack
+from .lstm import LSTMCellWithProjection, LSTMStack, compile_recurrence
 from .model_folder import load_model_folder, read_model_config, save_model_folder
 from .options import PUBLISHED_OPTIONS, BiLMOptions, CharCNNOptions, LSTMOptions
+from .quantization import is_quantized, quantize_int8
 from .scalar_mix import ScalarMix
+from .token_cache import TokenCache
 from .weights import load_bilm_tf, save_bilm_tf
 
 __version__ = "0.1.0"
@@ -48,12 +50,16 @@ __all__ = [
     "OptionsError",
     "PUBLISHED_OPTIONS",
     "ScalarMix",
+    "TokenCache",
     "WeightFileError",
     "batches_by_token_budget",
+    "compile_recurrence",
     "embed_sentences",
+    "is_quantized",
     "iter_embeddings",
     "load_bilm_tf",
     "load_model_folder",
+    "quantize_int8",
     "read_model_config",
     "save_bilm_tf",
     "save_model_folder",

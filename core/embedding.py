@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,7 @@ def iter_embeddings(
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
     batch_size: int | None = None,
     device: str | torch.device | None = None,
+    autocast_dtype: torch.dtype | None = None,
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Yield `(index, vectors)` for every sentence, batch by batch (not in input order).
 
@@ -69,6 +71,8 @@ def iter_embeddings(
         )
     if device is not None:
         model.to(device)
+    model_device = next(model.parameters()).device
+    precision = _autocast(model_device, autocast_dtype)
     C = model.options.char_cnn.max_characters_per_token
     batches = batches_by_token_budget(
         [len(s) for s in sentences], batch_tokens, max_batch_size=batch_size
@@ -79,7 +83,8 @@ def iter_embeddings(
         with torch.inference_mode():
             for batch in batches:
                 char_ids, mask = words_to_char_ids([sentences[i] for i in batch], C)
-                out = model(char_ids, mask)
+                with precision:
+                    out = model(char_ids, mask)
                 if layers == "all":
                     result = out.activations.transpose(0, 1)  # [batch, layers, tokens, dim]
                 elif layers == "top":
@@ -99,6 +104,17 @@ def iter_embeddings(
         model.train(was_training)
 
 
+def _autocast(device: torch.device, dtype: torch.dtype | None):
+    """A `torch.autocast` context for `dtype`, or a no-op one for None."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    if dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(
+            f"autocast_dtype must be torch.bfloat16, torch.float16 or None; got {dtype!r}."
+        )
+    return torch.autocast(device.type, dtype=dtype)
+
+
 def embed_sentences(
     model: Elmo,
     sentences: Sequence[Sequence[str]],
@@ -107,6 +123,7 @@ def embed_sentences(
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
     batch_size: int | None = None,
     device: str | torch.device | None = None,
+    autocast_dtype: torch.dtype | None = None,
 ) -> list[np.ndarray]:
     """ELMo vectors for tokenised sentences, one float32 CPU array per sentence, in order.
 
@@ -123,17 +140,28 @@ def embed_sentences(
         batch_tokens: Budget of padded positions per batch (see `batches_by_token_budget`).
         batch_size: Optional cap on sentences per batch.
         device: Move the model here first (inputs follow the model).
+        autocast_dtype: Run under `torch.autocast` in this dtype (`torch.bfloat16` or
+            `torch.float16`), e.g. on a GPU: matrix products in half precision, about
+            3 significant digits; outputs are still float32 arrays. None (default):
+            the model's own dtype.
 
     Returns:
         One array per input sentence, float32, dim = 2 * projection_dim.
 
     Raises:
         TypeError: if `sentences` is not a list of lists of str.
-        ValueError: for an unknown `layers` value, a bad budget, or a stateful model.
+        ValueError: for an unknown `layers` value, a bad budget, a stateful model, or
+            an `autocast_dtype` other than bfloat16/float16.
     """
     out: list[np.ndarray | None] = [None] * len(sentences)
     for i, vectors in iter_embeddings(
-        model, sentences, layers=layers, batch_tokens=batch_tokens, batch_size=batch_size, device=device
+        model,
+        sentences,
+        layers=layers,
+        batch_tokens=batch_tokens,
+        batch_size=batch_size,
+        device=device,
+        autocast_dtype=autocast_dtype,
     ):
         out[i] = vectors
     return out  # type: ignore[return-value]

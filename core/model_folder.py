@@ -26,6 +26,7 @@ import torch
 from .elmo import Elmo
 from .errors import OptionsError, WeightFileError
 from .options import BiLMOptions
+from .quantization import is_quantized
 
 __all__ = [
     "CONFIG_NAME",
@@ -114,9 +115,18 @@ def save_model_folder(model: Elmo, path: str | Path, *, extra_config: dict[str, 
             device).
         path: The folder.
         extra_config: More keys for config.json (the Hugging Face classes pass theirs).
+
+    Raises:
+        ValueError: for an int8-quantised model (save the float32 model it came from).
     """
     from safetensors.torch import save_file
 
+    if is_quantized(model):
+        raise ValueError(
+            "cannot save an int8-quantised model: its packed int8 weights are not the "
+            "model's parameters. Save the float32 model and quantise after loading "
+            "(quantize_int8(load_model_folder(path)))."
+        )
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
     config = {"model_type": MODEL_TYPE, **model.options.to_dict(), **_elmo_settings(model)}
