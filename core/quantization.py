@@ -27,7 +27,7 @@ from torch import nn
 
 from .elmo import Elmo
 
-__all__ = ["quantize_int8", "is_quantized"]
+__all__ = ["is_quantized", "quantize_int8", "quantize_linear_layers"]
 
 
 def quantize_int8(elmo: Elmo) -> Elmo:
@@ -56,6 +56,25 @@ def quantize_int8(elmo: Elmo) -> Elmo:
             f"{parameter.device} in {parameter.dtype}. Call .to('cpu', torch.float32) first, "
             "or on a GPU use bf16 autocast (embed(..., autocast_dtype=torch.bfloat16)) instead."
         )
+    model = quantize_linear_layers(copy.deepcopy(elmo).eval())
+    if model.bilm.token_cache is not None:
+        model.bilm.token_cache.clear()
+    return model
+
+
+def quantize_linear_layers(module: nn.Module) -> nn.Module:
+    """Replace every `nn.Linear` in `module` (in place) by its int8 dynamic version.
+
+    Weights get one int8 scale per output row (per-channel); inputs are quantised per
+    call, with one scale per input tensor, which is why int8 vectors vary slightly with
+    a sentence's batch mates (float32 vectors do not).
+
+    Returns:
+        `module`.
+
+    Raises:
+        RuntimeError: if this torch build has no dynamic quantisation.
+    """
     try:
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
     except ImportError as err:  # pragma: no cover - depends on the torch build
@@ -63,16 +82,13 @@ def quantize_int8(elmo: Elmo) -> Elmo:
             f"torch {torch.__version__} has no torch.ao.quantization.quantize_dynamic; int8 "
             "inference needs a torch that still ships it (2.6 to 2.13 do)."
         ) from err
-    model = copy.deepcopy(elmo).eval()
     with warnings.catch_warnings():
         # "torch.ao.quantization is deprecated": known, see the module docstring.
         warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"torch\.ao")
         warnings.filterwarnings("ignore", message=r".*torch\.ao\.quantization is deprecated.*")
         warnings.filterwarnings("ignore", message=r".*quantized tensor creation functions.*")
-        quantize_dynamic(model, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8, inplace=True)
-    if model.bilm.token_cache is not None:
-        model.bilm.token_cache.clear()
-    return model
+        quantize_dynamic(module, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8, inplace=True)
+    return module
 
 
 def is_quantized(module: nn.Module) -> bool:
