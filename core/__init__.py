@@ -29,10 +29,12 @@ from .model_folder import load_model_folder, read_model_config, save_model_folde
 from .options import PUBLISHED_OPTIONS, BiLMOptions, CharCNNOptions, LSTMOptions
 from .scalar_mix import ScalarMix
 from .weights import load_bilm_tf, save_bilm_tf
+from .windows import DEFAULT_WINDOW_TOKENS, Window, plan_windows
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_WINDOW_TOKENS",
     "BiLM",
     "BiLMOptions",
     "BiLMOutput",
@@ -49,11 +51,13 @@ __all__ = [
     "PUBLISHED_OPTIONS",
     "ScalarMix",
     "WeightFileError",
+    "Window",
     "batches_by_token_budget",
     "embed_sentences",
     "iter_embeddings",
     "load_bilm_tf",
     "load_model_folder",
+    "plan_windows",
     "read_model_config",
     "save_bilm_tf",
     "save_model_folder",

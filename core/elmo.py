@@ -12,6 +12,7 @@ from torch import nn
 
 from .bilm import BiLM
 from .embedding import DEFAULT_BATCH_TOKENS, embed_sentences
+from .windows import DEFAULT_WINDOW_TOKENS
 from .options import BiLMOptions
 from .scalar_mix import ScalarMix
 
@@ -126,8 +127,11 @@ class Elmo(nn.Module):
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         batch_size: int | None = None,
         device: str | torch.device | None = None,
+        window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+        window_context: int | None = None,
     ) -> list[np.ndarray]:
         """Vectors for tokenised sentences as float32 numpy arrays; see `embed_sentences`."""
         return embed_sentences(
-            self, sentences, layers=layers, batch_tokens=batch_tokens, batch_size=batch_size, device=device
+            self, sentences, layers=layers, batch_tokens=batch_tokens, batch_size=batch_size, device=device,
+            window_tokens=window_tokens, window_context=window_context,
         )

@@ -38,6 +38,8 @@ options = ""
 weights = ""
 max_batch_tokens = 4096
 per_sentence = true
+window_tokens = 1024
+window_context = null
 """
 
 DEFAULT_CONFIG = Config().from_str(DEFAULT_CONFIG_STR)
@@ -93,7 +95,9 @@ def make_elmo(nlp: Language, name: str, model: Model[List[Doc], List[Floats3d]])
             LSTM activations for the original model; lower it on a small machine, raise it
             on a GPU) and `per_sentence` (run the biLM on each sentence when the Doc has
             sentence boundaries, as ELMo was trained; leave on, and put a `sentencizer` or
-            parser before `elmo` for long texts).
+            parser before `elmo` for long texts) and `window_tokens` (a unit longer than
+            this, 1024 by default, is read in overlapping windows, so memory stays bounded
+            for a Doc of any length; see `elmo_core.windows`).
     """
     return ElmoComponent(nlp.vocab, model, name=name)
 
