@@ -20,7 +20,7 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
-from elmo_core import Elmo, load_model_folder, save_model_folder
+from elmo_core import Elmo, ElmoError, load_model_folder, save_model_folder
 
 from .layers.elmo_model import ensure_loaded, is_loaded, set_elmo
 from .layers.listener import ElmoListener
@@ -291,7 +291,15 @@ class ElmoComponent(TrainablePipe):
         """Load what `to_disk` wrote; the configured source is not read."""
 
         def load_model(p: Path) -> None:
-            set_elmo(self.model, load_model_folder(p, map_location="cpu"))
+            try:
+                elmo = load_model_folder(p, map_location="cpu")
+            except ElmoError as err:  # a missing or damaged file: say which pipeline, and what to do
+                raise type(err)(
+                    f"the saved pipeline's '{self.name}' component cannot load its biLM from {p}: {err} "
+                    "The pipeline folder is incomplete or damaged; copy it again whole, or save it "
+                    "again with nlp.to_disk()."
+                ) from err
+            set_elmo(self.model, elmo)
             self._on_load()
 
         deserialize = {
