@@ -119,7 +119,9 @@ def iter_embeddings(
                     i, w = pieces[k]
                     kept = result[row][..., w.keep_start - w.start : w.keep_end - w.start, :]
                     if (w.start, w.end) == (0, len(sentences[i])):  # read whole
-                        yield i, np.ascontiguousarray(kept)
+                        # A copy, never a view: a view would keep the whole batch's array
+                        # alive for as long as the caller keeps this one sentence.
+                        yield i, np.array(kept, dtype=np.float32, order="C", copy=True)
                         continue
                     if i not in assembling:
                         shape = (*kept.shape[:-2], len(sentences[i]), kept.shape[-1])
