@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -97,8 +99,7 @@ def iter_embeddings(
     windows_left = Counter(i for i, _ in pieces)
     # Long sentences being assembled: index -> vectors so far.
     assembling: dict[int, np.ndarray] = {}
-    was_training = model.training
-    model.eval()
+    _enter_eval(model)
     try:
         with torch.inference_mode():
             for batch in batches:
@@ -131,7 +132,31 @@ def iter_embeddings(
                     if windows_left[i] == 0:
                         yield i, assembling.pop(i)
     finally:
-        model.train(was_training)
+        _leave_eval(model)
+
+
+# Calls to iter_embeddings running on each model (from any thread), and the mode to put
+# back when the last one ends. Switching a shared model to eval() and back per call
+# raced: a second thread could read the first one's eval() as the caller's mode, or
+# run in training mode (dropout on) after the first one restored it.
+_MODE_LOCK = threading.Lock()
+_RUNNING: weakref.WeakKeyDictionary[torch.nn.Module, list] = weakref.WeakKeyDictionary()
+
+
+def _enter_eval(model: torch.nn.Module) -> None:
+    with _MODE_LOCK:
+        entry = _RUNNING.setdefault(model, [0, model.training])
+        entry[0] += 1
+        model.eval()
+
+
+def _leave_eval(model: torch.nn.Module) -> None:
+    with _MODE_LOCK:
+        entry = _RUNNING[model]
+        entry[0] -= 1
+        if entry[0] == 0:
+            del _RUNNING[model]
+            model.train(entry[1])
 
 
 def embed_sentences(
