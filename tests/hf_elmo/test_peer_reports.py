@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import re
 import sys
 
 import numpy as np
@@ -60,3 +61,16 @@ def test_r16_model_under_no_grad_does_not_grow_and_returns_no_graphs(tiny_tokeni
     for out in outputs:
         tensors = [out.last_hidden_state, *out.hidden_states]
         assert not any(t.requires_grad or t.grad_fn is not None for t in tensors)
+
+
+def test_r13_nothing_in_a_saved_folder_refers_to_a_device(saved_model_dir):
+    # The .py files are code (they handle devices); the data files must not name one.
+    device_words = re.compile(rb"cuda|cpu|device", re.IGNORECASE)
+    device_mentions = [
+        (path.name, match.group(0))
+        for path in saved_model_dir.iterdir()
+        if path.is_file() and path.suffix != ".py"
+        for match in device_words.finditer(path.read_bytes())
+    ]
+    assert {p.name for p in saved_model_dir.iterdir()} >= {"config.json", "model.safetensors", "tokenizer_config.json"}
+    assert device_mentions == []
