@@ -31,10 +31,12 @@ from .quantization import is_quantized, quantize_int8
 from .scalar_mix import ScalarMix
 from .token_cache import TokenCache
 from .weights import load_bilm_tf, save_bilm_tf
+from .windows import DEFAULT_WINDOW_TOKENS, Window, plan_windows
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_WINDOW_TOKENS",
     "BiLM",
     "BiLMOptions",
     "BiLMOutput",
@@ -52,6 +54,7 @@ __all__ = [
     "ScalarMix",
     "TokenCache",
     "WeightFileError",
+    "Window",
     "batches_by_token_budget",
     "compile_recurrence",
     "embed_sentences",
@@ -59,6 +62,7 @@ __all__ = [
     "iter_embeddings",
     "load_bilm_tf",
     "load_model_folder",
+    "plan_windows",
     "quantize_int8",
     "read_model_config",
     "save_bilm_tf",

@@ -11,6 +11,10 @@ character can be cut in the middle; both originals do this). Every id is then sh
 After the +1 shift: bytes are 1..256, begin-of-sentence char 257, end-of-sentence char 258,
 begin-of-word 259, end-of-word 260, padding char 261.
 
+An empty string is a real token with no characters, `[259, 260, 261, ...]` after the shift:
+it takes one position and gets one output row like any other token, and is never confused
+with a padded position (all zeros), so outputs stay aligned with inputs.
+
 The sentence-boundary tokens are not built from their text: `<S>` is
 `[259, 257, 260, 261, ...]` and `</S>` is `[259, 258, 260, 261, ...]`. As in both
 originals, a user token spelled exactly `<S>` or `</S>` gets those ids too.

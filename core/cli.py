@@ -2,6 +2,7 @@
 
     elmo embed INPUT OUTPUT [--layers all|top|average|mix|K] [--model DIR |
                --options FILE --weights FILE] [--batch-tokens N] [--device cpu] [--tokenize]
+               [--window-tokens N] [--window-context N]
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .elmo import Elmo
 from .embedding import DEFAULT_BATCH_TOKENS, check_layers, iter_embeddings
 from .errors import ElmoError
 from .tokenizers import get_tokenizer
+from .windows import DEFAULT_WINDOW_TOKENS
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -86,12 +88,18 @@ def embed(
     device: Annotated[str, typer.Option(help="torch device, e.g. cpu or cuda.")] = "cpu",
     tokenize: Annotated[bool, typer.Option(help="Tokenise raw lines (spaCy English rules) instead of splitting on whitespace.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    window_tokens: Annotated[int, typer.Option(help="Read a line longer than this in overlapping windows of this many tokens (0 = read every line whole).")] = DEFAULT_WINDOW_TOKENS,
+    window_context: Annotated[Optional[int], typer.Option(help="Context tokens on each side of a window (default: window-tokens // 8).")] = None,
 ) -> None:
     """Write ELMo vectors for every line of INPUT to the hdf5 file OUTPUT.
 
     One dataset per input line, named by its 0-based line number: [layers, tokens, dim]
     for --layers all, [tokens, dim] otherwise. A blank line gives a dataset with 0
     tokens. OUTPUT is written under a temporary name and appears only when complete.
+
+    A line longer than --window-tokens (a whole document on one line, say) is read in
+    overlapping windows, so memory does not grow with its length; see the README's
+    "Long documents" section for what that does to vectors near the cuts.
     """
     import h5py
     from tqdm import tqdm
@@ -99,6 +107,9 @@ def embed(
     layer_choice: str | int = int(layers) if layers.lstrip("-").isdigit() else layers
     elmo = load_model(model, options, weights, device)
     check_layers(layer_choice, elmo.num_layers, len(elmo.scalar_mixes))
+    if window_tokens < 0:
+        raise ElmoError(f"--window-tokens must be 0 (no windows) or a positive number of tokens; got {window_tokens}.")
+    windows = {"window_tokens": window_tokens or None, "window_context": window_context if window_tokens else None}
     sentences = _read_sentences(input_file, get_tokenizer() if tokenize else None)
     tmp = output_file.with_name(output_file.name + ".partial")
     try:
@@ -108,7 +119,7 @@ def embed(
             out.attrs["layers"] = str(layer_choice)
             out.attrs["dim"] = elmo.output_dim
             for i, vectors in iter_embeddings(
-                elmo, sentences, layers=layer_choice, batch_tokens=batch_tokens, device=device
+                elmo, sentences, layers=layer_choice, batch_tokens=batch_tokens, device=device, **windows
             ):
                 out.create_dataset(str(i), data=vectors)
                 bar.update(len(sentences[i]))

@@ -15,6 +15,7 @@ from .embedding import DEFAULT_BATCH_TOKENS, embed_sentences
 from .options import BiLMOptions
 from .scalar_mix import ScalarMix
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS
+from .windows import DEFAULT_WINDOW_TOKENS
 
 __all__ = ["Elmo", "ElmoOutput"]
 
@@ -137,6 +138,8 @@ class Elmo(nn.Module):
         batch_size: int | None = None,
         device: str | torch.device | None = None,
         autocast_dtype: torch.dtype | None = None,
+        window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+        window_context: int | None = None,
     ) -> list[np.ndarray]:
         """Vectors for tokenised sentences as float32 numpy arrays; see `embed_sentences`."""
         return embed_sentences(
@@ -147,4 +150,6 @@ class Elmo(nn.Module):
             batch_size=batch_size,
             device=device,
             autocast_dtype=autocast_dtype,
+            window_tokens=window_tokens,
+            window_context=window_context,
         )

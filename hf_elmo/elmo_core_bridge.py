@@ -52,7 +52,7 @@ try:  # the installed package (always importable where hf_elmo itself is install
     from elmo_core.elmo import Elmo
     from elmo_core.errors import ElmoError, OptionsError
     from elmo_core.highway import Highway
-    from elmo_core.model_folder import ELMO_SETTINGS, default_model_dir, tokenizer_settings
+    from elmo_core.model_folder import ELMO_SETTINGS, check_model_folder, default_model_dir, tokenizer_settings
     from elmo_core.options import BiLMOptions
     from elmo_core.scalar_mix import ScalarMix
     from elmo_core.tokenizers import DEFAULT_TOKENIZER, get_tokenizer
@@ -77,6 +77,7 @@ except ImportError:  # a saved model folder, loaded where elmo-bilm is not insta
         OptionsError,
         ScalarMix,
         check_char_ids,
+        check_model_folder,
         check_sentences,
         default_model_dir,
         get_tokenizer,
@@ -106,6 +107,7 @@ __all__ = [
     "OptionsError",
     "ScalarMix",
     "check_char_ids",
+    "check_model_folder",
     "check_sentences",
     "default_model_dir",
     "get_tokenizer",

@@ -25,6 +25,8 @@ from spacy.util import registry
 from thinc.api import Dropout, Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Floats3d
 
+from elmo_core import DEFAULT_WINDOW_TOKENS
+
 from .layers.elmo_model import build_elmo_model
 from .layers.listener import ElmoListener
 from .layers.scalar_mix import ScalarMix
@@ -39,6 +41,8 @@ def ElmoModel_v1(
     weights: str = "",
     max_batch_tokens: int = 4096,
     per_sentence: bool = True,
+    window_tokens: int = DEFAULT_WINDOW_TOKENS,
+    window_context: int | None = None,
 ) -> Model[List[Doc], List[Floats3d]]:
     """A frozen ELMo biLM: every layer of each Doc, [n_layers + 1, tokens, dim].
 
@@ -56,8 +60,17 @@ def ElmoModel_v1(
     per_sentence (bool): Run the biLM on each sentence when the Doc has sentence
         boundaries (ELMo was trained on sentences). Leave on; without boundaries the
         whole Doc is one sequence.
+    window_tokens (int): A sentence (or boundary-less Doc) longer than this is read in
+        overlapping windows of this many tokens, so a 100,000-token Doc needs no more
+        memory than a few windows. 1024 (the default, also for configs written before
+        this key existed) reads any real sentence and a 600-token paragraph whole; units
+        no longer than the window are never affected. 0 reads every unit whole, however
+        long (memory then grows with the longest unit). Vectors near a cut differ a
+        little from a whole-Doc run; see `elmo_core.windows` and the README.
+    window_context (int | None): Tokens of context on each side of a window's kept
+        tokens. null (default) = window_tokens // 8. Leave unset.
     """
-    return build_elmo_model(path, options, weights, max_batch_tokens, per_sentence)
+    return build_elmo_model(path, options, weights, max_batch_tokens, per_sentence, window_tokens, window_context)
 
 
 @registry.architectures("spacy-elmo.ElmoListener.v1")
