@@ -34,6 +34,7 @@ import shutil
 from pathlib import Path
 
 try:  # the installed package (always importable where hf_elmo itself is installed)
+    from elmo_core.batching import batches_by_token_budget
     from elmo_core.bilm import BiLM, check_char_ids
     from elmo_core.char_cnn import CharCNN
     from elmo_core.characters import (
@@ -50,6 +51,7 @@ try:  # the installed package (always importable where hf_elmo itself is install
         words_to_char_ids,
     )
     from elmo_core.elmo import Elmo
+    from elmo_core.embedding import DEFAULT_BATCH_TOKENS
     from elmo_core.errors import ElmoError, OptionsError
     from elmo_core.highway import Highway
     from elmo_core.model_folder import ELMO_SETTINGS, check_model_folder, default_model_dir, tokenizer_settings
@@ -62,6 +64,7 @@ except ImportError:  # a saved model folder, loaded where elmo-bilm is not insta
         BEGINNING_OF_WORD_CHARACTER,
         BOS_TOKEN,
         CHAR_ID_OFFSET,
+        DEFAULT_BATCH_TOKENS,
         DEFAULT_TOKENIZER,
         ELMO_SETTINGS,
         END_OF_SENTENCE_CHARACTER,
@@ -92,6 +95,7 @@ __all__ = [
     "BOS_TOKEN",
     "CHAR_ID_OFFSET",
     "CORE_MODULES",
+    "DEFAULT_BATCH_TOKENS",
     "DEFAULT_TOKENIZER",
     "ELMO_SETTINGS",
     "END_OF_SENTENCE_CHARACTER",
@@ -106,6 +110,7 @@ __all__ = [
     "Highway",
     "OptionsError",
     "ScalarMix",
+    "batches_by_token_budget",
     "check_char_ids",
     "check_model_folder",
     "check_sentences",
@@ -118,8 +123,8 @@ __all__ = [
 ]
 
 CORE_MODULES = (
-    "bilm", "char_cnn", "characters", "elmo", "errors", "highway", "model_folder",
-    "options", "scalar_mix", "tokenizers",
+    "batching", "bilm", "char_cnn", "characters", "elmo", "embedding", "errors", "highway",
+    "model_folder", "options", "scalar_mix", "tokenizers",
 )
 """The elmo_core modules imported above. Their relative imports are copied too."""
 
