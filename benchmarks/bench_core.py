@@ -65,10 +65,14 @@ from elmo_core import (
     batches_by_token_budget,
     embed_sentences,
     load_bilm_tf,
+    quantize_int8,
+    read_model_config,
     save_bilm_tf,
     word_to_char_ids,
 )
 from elmo_core.characters import BOS_TOKEN, EOS_TOKEN
+from elmo_core.model_folder import default_model_dir
+from elmo_core.quantization import quantize_linear_layers
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = Path("../shared/data/lm/enwiki2015/valid.txt.xz")  # relative to REPO_ROOT
@@ -81,6 +85,20 @@ GEMM_SECONDS = 0.5
 SPEC_MFLOP_PER_POSITION = {"original": 204.3, "medium": 73.2, "small": 44.4}
 
 RESULT_PREFIX = "RESULT "
+
+MODES = {
+    "fp32": "float32, token cache off",
+    "fp32-cache": "float32, token cache on (the default; starts empty)",
+    "fp32-warm": "float32, token cache on and warm (every word seen before: a long run's steady state)",
+    "int8": "int8 dynamic quantisation (quantize_int8), token cache on",
+}
+
+
+def shape_options(shape: str) -> BiLMOptions:
+    """A `PUBLISHED_OPTIONS` shape, or "default": the shipped default model's shape."""
+    if shape == "default":
+        return read_model_config(default_model_dir())[0]
+    return PUBLISHED_OPTIONS[shape]
 
 
 # ---------------------------------------------------------------------------- FLOPs
@@ -199,6 +217,28 @@ def gemm_gflops(m: int, k: int, n: int, *, transpose_b: bool = False, seconds: f
         reps *= 2
 
 
+def int8_gemm_gflops(m: int, k: int, n: int, *, seconds: float = GEMM_SECONDS) -> float:
+    """Rate of an [m, k] x [k, n] product through an int8 dynamically quantised Linear.
+
+    Counted as 2 m k n operations per product, like the fp32 rate; includes quantising
+    the input on the fly, as the model does.
+    """
+    torch.manual_seed(SEED)
+    linear = quantize_linear_layers(torch.nn.Sequential(torch.nn.Linear(k, n, bias=False)))
+    x = torch.randn(m, k)
+    with torch.inference_mode():
+        linear(x)
+        reps = 1
+        while True:
+            start = time.perf_counter()
+            for _ in range(reps):
+                linear(x)
+            elapsed = time.perf_counter() - start
+            if elapsed >= seconds:
+                return 2 * m * k * n * reps / elapsed / 1e9
+            reps *= 2
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -300,11 +340,19 @@ def _machine_busy_seconds() -> float | None:
     return (sum(fields) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def run_one(shape: str, batch_size: int, sentences: list[list[str]], repeats: int = 1) -> dict[str, object]:
-    """Measure one (shape, batch size) in this process; meant for a fresh subprocess."""
-    options = PUBLISHED_OPTIONS[shape]
+def run_one(
+    shape: str, batch_size: int, mode: str, sentences: list[list[str]], repeats: int = 1
+) -> dict[str, object]:
+    """Measure one (shape, batch size, mode) in this process; meant for a fresh subprocess."""
+    options = shape_options(shape)
     with tempfile.TemporaryDirectory(prefix="bench_core_") as workdir:
         model, load_s = build_model(options, Path(workdir))
+    if mode == "fp32":
+        model.bilm.set_token_cache(0)
+    elif mode == "int8":
+        model = quantize_int8(model)
+    warm = mode == "fp32-warm"
+    cache = model.bilm.token_cache
     rss_loaded = current_rss_mb()
     # A budget that never binds: batch_size alone decides the batches.
     batch_tokens = batch_size * (max(len(s) for s in sentences) + 2)
@@ -317,10 +365,21 @@ def run_one(shape: str, batch_size: int, sentences: list[list[str]], repeats: in
             for char_ids in char_cnn_ids:
                 model.bilm.char_cnn(char_ids)
 
+    def embed_timed() -> None:  # every timed run starts with an empty (or a warm) token cache
+        if cache is not None and not warm:
+            cache.clear()
+        if cache is not None:
+            cache.reset_stats()
+        embed(sentences)
+
     embed(sentences[:WARMUP_SENTENCES])  # thread pool, oneDNN kernels, allocator; not timed
     gemm = gemm_gflops(2048, 2048, 2048)
     recurrent_gemm = gemm_gflops(32, 512, 16384, transpose_b=True)
-    seconds, others_load = best_of(repeats, lambda: embed(sentences))
+    int8_gemm = int8_gemm_gflops(2048, 2048, 2048) if mode == "int8" else None
+    if warm:
+        embed(sentences)  # untimed: every word of the timed run is then in the cache
+    seconds, others_load = best_of(repeats, embed_timed)
+    hit_rate = cache.hit_rate if cache is not None else None
     char_cnn_ids = char_cnn_inputs(model, sentences, batch_size, batch_tokens)
     char_cnn_seconds, _ = best_of(repeats, char_cnn_only)
 
@@ -329,6 +388,9 @@ def run_one(shape: str, batch_size: int, sentences: list[list[str]], repeats: in
     return {
         "shape": shape,
         "batch": batch_size,
+        "mode": mode,
+        "hit_rate": hit_rate,
+        "int8_gemm_gflops": int8_gemm,
         "sentences": len(sentences),
         "tokens": tokens,
         "positions": positions,
@@ -347,10 +409,10 @@ def run_one(shape: str, batch_size: int, sentences: list[list[str]], repeats: in
     }
 
 
-def run_in_subprocess(shape: str, batch_size: int, args: argparse.Namespace) -> dict[str, object] | None:
+def run_in_subprocess(shape: str, batch_size: int, mode: str, args: argparse.Namespace) -> dict[str, object] | None:
     command = [
         sys.executable, str(Path(__file__).resolve()),
-        "--one", f"{shape}:{batch_size}",
+        "--one", f"{shape}:{batch_size}:{mode}",
         "--sentences", str(args.sentences),
         "--data", str(args.data),
         "--threads", str(args.threads),
@@ -361,7 +423,7 @@ def run_in_subprocess(shape: str, batch_size: int, args: argparse.Namespace) -> 
     for line in done.stdout.splitlines():
         if line.startswith(RESULT_PREFIX):
             return json.loads(line[len(RESULT_PREFIX):])
-    print(f"  {shape} batch {batch_size}: the subprocess failed (exit status {done.returncode})")
+    print(f"  {shape} batch {batch_size} {mode}: the subprocess failed (exit status {done.returncode})")
     return None
 
 
@@ -380,16 +442,23 @@ def main_table(results: Sequence[dict]) -> str:
     rows = []
     for r in results:
         achieved = r["flops"] / r["seconds"] / 1e9
+        hit = r.get("hit_rate")
+        int8 = r.get("int8_gemm_gflops")
         rows.append([
-            r["shape"], str(r["batch"]),
+            r["shape"], str(r["batch"]), r.get("mode", "fp32-cache"),
             f"{r['tokens'] / r['seconds']:.0f}",
             f"{r['flops'] / r['tokens'] / 1e6:.1f}",
             f"{achieved:.1f}",
             f"{r['gemm_gflops']:.1f}",
             f"{achieved / r['gemm_gflops']:.3f}",
+            "-" if hit is None else f"{100 * hit:.0f}%",
+            "-" if int8 is None else f"{int8:.1f}",
             f"{r['peak_rss_mb']:.0f}",
         ])
-    header = ["shape", "batch", "tokens/s", "MFLOP/token", "GFLOP/s", "GEMM GFLOP/s", "ratio", "peak RSS MB"]
+    header = [
+        "shape", "batch", "mode", "tokens/s", "MFLOP/token", "GFLOP/s", "GEMM GFLOP/s", "ratio",
+        "cache hits", "int8 GEMM GFLOP/s", "peak RSS MB",
+    ]
     return format_table(header, rows)
 
 
@@ -401,7 +470,7 @@ def split_table(results: Sequence[dict]) -> str:
         rest_flops = r["flops"] - r["token_layer_flops"] * r["positions"]
         loaded, others = r["rss_loaded_mb"], r["others_load"]
         rows.append([
-            r["shape"], str(r["batch"]),
+            r["shape"], str(r["batch"]), r.get("mode", "fp32-cache"),
             f"{r['seconds']:.1f}",
             f"{cnn_s:.1f} ({100 * cnn_s / r['seconds']:.0f}%)",
             f"{100 * r['char_cnn_words'] / r['positions']:.0f}%",
@@ -413,7 +482,7 @@ def split_table(results: Sequence[dict]) -> str:
             "-" if others is None else f"{100 * others:.0f}%",
         ])
     header = [
-        "shape", "batch", "run s", "char CNN s", "distinct", "char CNN GFLOP/s", "LSTMs+rest GFLOP/s",
+        "shape", "batch", "mode", "run s", "char CNN s", "distinct", "char CNN GFLOP/s", "LSTMs+rest GFLOP/s",
         "rec GEMM GFLOP/s", "import s", "RSS loaded MB", "others' load",
     ]
     return format_table(header, rows)
@@ -424,7 +493,13 @@ Columns: tokens/s = real tokens (no <S>/</S>) per second of embed_sentences(laye
 MFLOP/token = flops_per_position x (tokens + 2 per sentence) / tokens; GFLOP/s = those
 FLOPs / run time (spec-counted: the char CNN really runs once per distinct word of a batch,
 so this can exceed the work done); GEMM GFLOP/s = fp32 torch.mm 2048^3 in the same process;
-ratio = GFLOP/s / GEMM GFLOP/s; peak RSS MB = ru_maxrss of the configuration's own subprocess.
+ratio = GFLOP/s / GEMM GFLOP/s (for int8 too: the fraction of the fp32 matmul rate);
+cache hits = distinct words per batch answered by the token cache (cold at the start of the run);
+int8 GEMM = the same 2048^3 product through an int8 dynamically quantised Linear;
+peak RSS MB = ru_maxrss of the configuration's own subprocess.
+Modes: fp32 = token cache off; fp32-cache = the default (cache on, starting empty);
+fp32-warm = cache on and already holding every word (a long run's steady state);
+int8 = quantize_int8(model), cache on, starting empty.
 Split: char CNN s = model.bilm.char_cnn alone (char CNN + highway + projection) on the
 distinct words of each batch, as the biLM runs it; distinct = those words / positions;
 char CNN GFLOP/s counts the work really done; LSTMs+rest = LSTM FLOPs / (run - char CNN s),
@@ -439,8 +514,12 @@ With --repeats R, run s and char CNN s are the fastest of R runs."""
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sentences", type=int, default=512, help="sentences per configuration (default 512)")
-    parser.add_argument("--shapes", default="original,small", help="comma-separated PUBLISHED_OPTIONS names")
+    parser.add_argument(
+        "--shapes", default="original,default",
+        help="comma-separated PUBLISHED_OPTIONS names, or 'default' (the shipped model's shape)",
+    )
     parser.add_argument("--batch-sizes", default="32,256", help="comma-separated sentences per batch")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, from {list(MODES)}")
     parser.add_argument(
         "--data", type=Path, default=DEFAULT_DATA,
         help="enwiki2015 valid.txt.xz; relative paths are from the repository root "
@@ -454,9 +533,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--one", metavar="SHAPE:BATCH", help=argparse.SUPPRESS)  # internal: one config
     args = parser.parse_args(argv)
     args.shapes = [s for s in args.shapes.split(",") if s]
-    unknown = [s for s in args.shapes if s not in PUBLISHED_OPTIONS]
+    unknown = [s for s in args.shapes if s not in PUBLISHED_OPTIONS and s != "default"]
     if unknown or not args.shapes:
-        parser.error(f"--shapes must name PUBLISHED_OPTIONS entries {sorted(PUBLISHED_OPTIONS)}; got {unknown}")
+        parser.error(
+            f"--shapes must name PUBLISHED_OPTIONS entries {sorted(PUBLISHED_OPTIONS)} or 'default'; got {unknown}"
+        )
+    args.modes = [m for m in args.modes.split(",") if m]
+    if not args.modes or any(m not in MODES for m in args.modes):
+        parser.error(f"--modes must be a comma-separated subset of {list(MODES)}; got {args.modes}")
     try:
         args.batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b]
     except ValueError:
@@ -474,8 +558,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sentences, source = load_sentences(args.data, args.sentences)
 
     if args.one:
-        shape, batch = args.one.split(":")
-        print(RESULT_PREFIX + json.dumps(run_one(shape, int(batch), sentences, args.repeats)), flush=True)
+        shape, batch, mode = args.one.split(":")
+        print(RESULT_PREFIX + json.dumps(run_one(shape, int(batch), mode, sentences, args.repeats)), flush=True)
         return 0
 
     started = time.perf_counter()
@@ -497,14 +581,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = []
     for shape in args.shapes:
         for batch_size in args.batch_sizes:
-            result = run_in_subprocess(shape, batch_size, args)
-            if result is not None:
-                results.append(result)
-                print(
-                    f"  {shape} batch {batch_size}: {result['tokens'] / result['seconds']:.0f} tokens/s "
-                    f"({result['seconds']:.1f} s)",
-                    flush=True,
-                )
+            for mode in args.modes:
+                result = run_in_subprocess(shape, batch_size, mode, args)
+                if result is not None:
+                    results.append(result)
+                    print(
+                        f"  {shape} batch {batch_size} {mode}: {result['tokens'] / result['seconds']:.0f} "
+                        f"tokens/s ({result['seconds']:.1f} s)",
+                        flush=True,
+                    )
     print()
     if results:
         print(main_table(results))
@@ -513,7 +598,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         print(LEGEND)
     print(f"\ntotal wall time {time.perf_counter() - started:.0f} s; load average at the end {load_average()}")
-    expected = len(args.shapes) * len(args.batch_sizes)
+    expected = len(args.shapes) * len(args.batch_sizes) * len(args.modes)
     return 0 if len(results) == expected else 1
 
 

@@ -25,15 +25,19 @@ from .embedding import embed_sentences, iter_embeddings
 from .errors import ElmoError, OptionsError, WeightFileError
 from .feature_cache import CacheStats, FeatureCache
 from .highway import Highway
-from .lstm import LSTMCellWithProjection, LSTMStack
+from .lstm import LSTMCellWithProjection, LSTMStack, compile_recurrence
 from .model_folder import load_model_folder, read_model_config, save_model_folder
 from .options import PUBLISHED_OPTIONS, BiLMOptions, CharCNNOptions, LSTMOptions
+from .quantization import is_quantized, quantize_int8
 from .scalar_mix import ScalarMix
+from .token_cache import TokenCache
 from .weights import load_bilm_tf, save_bilm_tf
+from .windows import DEFAULT_WINDOW_TOKENS, Window, plan_windows
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_WINDOW_TOKENS",
     "BiLM",
     "BiLMOptions",
     "BiLMOutput",
@@ -51,12 +55,18 @@ __all__ = [
     "OptionsError",
     "PUBLISHED_OPTIONS",
     "ScalarMix",
+    "TokenCache",
     "WeightFileError",
+    "Window",
     "batches_by_token_budget",
+    "compile_recurrence",
     "embed_sentences",
+    "is_quantized",
     "iter_embeddings",
     "load_bilm_tf",
     "load_model_folder",
+    "plan_windows",
+    "quantize_int8",
     "read_model_config",
     "save_bilm_tf",
     "save_model_folder",

@@ -28,6 +28,7 @@ from .char_cnn import CharCNN
 from .characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
 from .lstm import LSTMStack, LSTMState
 from .options import BiLMOptions
+from .token_cache import DEFAULT_TOKEN_CACHE_WORDS, TokenCache, parameter_fingerprint
 
 __all__ = ["BiLM", "BiLMOutput", "check_char_ids"]
 
@@ -80,6 +81,10 @@ class BiLM(nn.Module):
             original implementations did. Off by default; see `reset_states()`.
         keep_sentence_boundaries: Return the `<S>`/`</S>` positions too (tokens + 2).
         dropout: Dropout on every LSTM layer's input during training (bilm-tf: 0.1).
+        token_cache_words: Bound, in word types, of the LRU cache of layer 0 (see
+            `elmo_core.token_cache`); 0 switches it off. The cache is used only when no
+            gradient flows into the char CNN, so it never affects biLM training. It is
+            available as `self.token_cache` (None when off).
     """
 
     def __init__(
@@ -89,6 +94,7 @@ class BiLM(nn.Module):
         stateful: bool = False,
         keep_sentence_boundaries: bool = False,
         dropout: float = 0.0,
+        token_cache_words: int = DEFAULT_TOKEN_CACHE_WORDS,
     ) -> None:
         super().__init__()
         self.options = options
@@ -107,6 +113,8 @@ class BiLM(nn.Module):
         self.register_buffer("eos_char_ids", torch.tensor(word_to_char_ids(EOS_TOKEN, C)), persistent=False)
         # Stateful mode: per direction, per layer (h, c) with rows in batch-row order.
         self._states: dict[str, list[LSTMState]] | None = None
+        self.token_cache: TokenCache | None = None
+        self.set_token_cache(token_cache_words)
 
     @property
     def output_dim(self) -> int:
@@ -117,6 +125,18 @@ class BiLM(nn.Module):
     def num_layers(self) -> int:
         """Number of layers returned: `n_layers + 1`."""
         return self.options.num_layers
+
+    def set_token_cache(self, max_words: int) -> None:
+        """Replace the layer-0 cache by an empty one of `max_words` word types (0: none).
+
+        Raises:
+            ValueError: if `max_words` is not an integer >= 0.
+        """
+        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 0:
+            raise ValueError(
+                f"token_cache_words must be an integer >= 0 (0 switches the cache off); got {max_words!r}."
+            )
+        self.token_cache = TokenCache(max_words) if max_words else None
 
     def reset_states(self) -> None:
         """Forget carried LSTM states (stateful mode); the next batch starts from zeros."""
@@ -187,12 +207,21 @@ class BiLM(nn.Module):
         """Char CNN once per distinct word among the real positions; zeros elsewhere.
 
         The char CNN has no context, so a word's vector is the same wherever it occurs;
-        in a batch of real text fewer than half the positions hold distinct words.
+        in a batch of real text fewer than half the positions hold distinct words, and
+        across batches the token cache (when on) answers most of those.
 
         Shape: ids [batch, steps, chars], mask [batch, steps] -> [batch, steps, P]
         """
         words, inverse = torch.unique(ids[mask], dim=0, return_inverse=True)  # [distinct, chars]
-        embedded = self.char_cnn(words)[inverse]  # [num_real, P]
+        cache = self.token_cache
+        parameters = list(self.char_cnn.parameters())
+        if cache is None or (torch.is_grad_enabled() and any(p.requires_grad for p in parameters)):
+            vectors = self.char_cnn(words)
+        else:  # nothing to differentiate: reuse earlier vectors of the same words
+            device_type = words.device.type
+            dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
+            vectors = cache.lookup(words, self.char_cnn, parameter_fingerprint(parameters, dtype))
+        embedded = vectors[inverse]  # [num_real, P]
         out = embedded.new_zeros(*mask.shape, embedded.shape[-1])
         out[mask] = embedded
         return out

@@ -14,6 +14,8 @@ from .bilm import BiLM
 from .embedding import DEFAULT_BATCH_TOKENS, embed_sentences
 from .options import BiLMOptions
 from .scalar_mix import ScalarMix
+from .token_cache import DEFAULT_TOKEN_CACHE_WORDS
+from .windows import DEFAULT_WINDOW_TOKENS
 
 __all__ = ["Elmo", "ElmoOutput"]
 
@@ -52,6 +54,9 @@ class Elmo(nn.Module):
         stateful: Carry LSTM states across batches as the original did (see `BiLM`).
         scalar_mix_parameters: Fixed mix weights w (one per layer). When given, the
             mixes are not trainable.
+        token_cache_words: Bound of the biLM's layer-0 cache in word types (see
+            `elmo_core.token_cache`); 0 switches it off. On by default: it changes no
+            value (atol 1e-6) and is skipped whenever the char CNN needs gradients.
 
     Shape:
         char_ids: [batch, tokens, chars] int64 (no <S>/</S>); mask: [batch, tokens] bool
@@ -67,6 +72,7 @@ class Elmo(nn.Module):
         requires_grad: bool = False,
         stateful: bool = False,
         scalar_mix_parameters: Sequence[float] | None = None,
+        token_cache_words: int = DEFAULT_TOKEN_CACHE_WORDS,
     ) -> None:
         super().__init__()
         if num_output_representations < 0:
@@ -78,7 +84,12 @@ class Elmo(nn.Module):
         self.options = options
         self.dropout = dropout
         self.requires_grad = requires_grad
-        self.bilm = BiLM(options, stateful=stateful, keep_sentence_boundaries=keep_sentence_boundaries)
+        self.bilm = BiLM(
+            options,
+            stateful=stateful,
+            keep_sentence_boundaries=keep_sentence_boundaries,
+            token_cache_words=token_cache_words,
+        )
         self.bilm.requires_grad_(requires_grad)
         self.scalar_mixes = nn.ModuleList(
             ScalarMix(
@@ -126,8 +137,19 @@ class Elmo(nn.Module):
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         batch_size: int | None = None,
         device: str | torch.device | None = None,
+        autocast_dtype: torch.dtype | None = None,
+        window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+        window_context: int | None = None,
     ) -> list[np.ndarray]:
         """Vectors for tokenised sentences as float32 numpy arrays; see `embed_sentences`."""
         return embed_sentences(
-            self, sentences, layers=layers, batch_tokens=batch_tokens, batch_size=batch_size, device=device
+            self,
+            sentences,
+            layers=layers,
+            batch_tokens=batch_tokens,
+            batch_size=batch_size,
+            device=device,
+            autocast_dtype=autocast_dtype,
+            window_tokens=window_tokens,
+            window_context=window_context,
         )

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import weakref
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -10,11 +14,19 @@ import torch
 
 from .batching import batches_by_token_budget
 from .characters import check_sentences, words_to_char_ids
+from .windows import DEFAULT_WINDOW_TOKENS, Window, plan_windows
 
 if TYPE_CHECKING:
     from .elmo import Elmo
 
-__all__ = ["embed_sentences", "iter_embeddings", "check_layers", "LAYER_CHOICES", "DEFAULT_BATCH_TOKENS"]
+__all__ = [
+    "embed_sentences",
+    "iter_embeddings",
+    "check_layers",
+    "LAYER_CHOICES",
+    "DEFAULT_BATCH_TOKENS",
+    "DEFAULT_WINDOW_TOKENS",
+]
 
 DEFAULT_BATCH_TOKENS = 4096
 """Default budget of padded positions per batch (about 0.3 GB of LSTM pre-activations
@@ -53,11 +65,15 @@ def iter_embeddings(
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
     batch_size: int | None = None,
     device: str | torch.device | None = None,
+    autocast_dtype: torch.dtype | None = None,
+    window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+    window_context: int | None = None,
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Yield `(index, vectors)` for every sentence, batch by batch (not in input order).
 
-    Memory is bounded by one batch, whatever the number of sentences. See
-    `embed_sentences` for the arguments and shapes.
+    Memory is bounded by one batch, whatever the number of sentences, and by one
+    window, whatever their length (plus the vectors of a long sentence being
+    assembled). See `embed_sentences` for the arguments and shapes.
     """
     check_sentences(sentences)
     check_layers(layers, model.num_layers, len(model.scalar_mixes))
@@ -69,17 +85,32 @@ def iter_embeddings(
         )
     if device is not None:
         model.to(device)
+    model_device = next(model.parameters()).device
+    precision = _autocast(model_device, autocast_dtype)
     C = model.options.char_cnn.max_characters_per_token
+    # One piece per biLM pass: a whole sentence, or one window of a long one.
+    if window_tokens is not None:
+        plan_windows(0, window_tokens, window_context)  # check the arguments up front
+    pieces: list[tuple[int, Window]] = []
+    for i, sentence in enumerate(sentences):
+        if window_tokens is None:
+            pieces.append((i, Window(0, len(sentence), 0, len(sentence))))
+        else:
+            pieces.extend((i, w) for w in plan_windows(len(sentence), window_tokens, window_context))
     batches = batches_by_token_budget(
-        [len(s) for s in sentences], batch_tokens, max_batch_size=batch_size
+        [w.end - w.start for _, w in pieces], batch_tokens, max_batch_size=batch_size
     )
-    was_training = model.training
-    model.eval()
+    windows_left = Counter(i for i, _ in pieces)
+    # Long sentences being assembled: index -> vectors so far.
+    assembling: dict[int, np.ndarray] = {}
+    _enter_eval(model)
     try:
         with torch.inference_mode():
             for batch in batches:
-                char_ids, mask = words_to_char_ids([sentences[i] for i in batch], C)
-                out = model(char_ids, mask)
+                texts = [sentences[i][w.start : w.end] for i, w in (pieces[k] for k in batch)]
+                char_ids, mask = words_to_char_ids(texts, C)
+                with precision:
+                    out = model(char_ids, mask)
                 if layers == "all":
                     result = out.activations.transpose(0, 1)  # [batch, layers, tokens, dim]
                 elif layers == "top":
@@ -91,12 +122,58 @@ def iter_embeddings(
                 else:
                     result = out.activations[int(layers)]
                 result = result.float().cpu().numpy()
-                for row, i in enumerate(batch):
-                    n = len(sentences[i])
-                    vectors = result[row, :, :n] if layers == "all" else result[row, :n]
-                    yield i, np.ascontiguousarray(vectors)
+                for row, k in enumerate(batch):
+                    i, w = pieces[k]
+                    kept = result[row][..., w.keep_start - w.start : w.keep_end - w.start, :]
+                    if (w.start, w.end) == (0, len(sentences[i])):  # read whole
+                        # A copy, never a view: a view would keep the whole batch's array
+                        # alive for as long as the caller keeps this one sentence.
+                        yield i, np.array(kept, dtype=np.float32, order="C", copy=True)
+                        continue
+                    if i not in assembling:
+                        shape = (*kept.shape[:-2], len(sentences[i]), kept.shape[-1])
+                        assembling[i] = np.empty(shape, dtype=np.float32)
+                    assembling[i][..., w.keep_start : w.keep_end, :] = kept
+                    windows_left[i] -= 1
+                    if windows_left[i] == 0:
+                        yield i, assembling.pop(i)
     finally:
-        model.train(was_training)
+        _leave_eval(model)
+
+
+# Calls to iter_embeddings running on each model (from any thread), and the mode to put
+# back when the last one ends. Switching a shared model to eval() and back per call
+# raced: a second thread could read the first one's eval() as the caller's mode, or
+# run in training mode (dropout on) after the first one restored it.
+_MODE_LOCK = threading.Lock()
+_RUNNING: weakref.WeakKeyDictionary[torch.nn.Module, list] = weakref.WeakKeyDictionary()
+
+
+def _enter_eval(model: torch.nn.Module) -> None:
+    with _MODE_LOCK:
+        entry = _RUNNING.setdefault(model, [0, model.training])
+        entry[0] += 1
+        model.eval()
+
+
+def _leave_eval(model: torch.nn.Module) -> None:
+    with _MODE_LOCK:
+        entry = _RUNNING[model]
+        entry[0] -= 1
+        if entry[0] == 0:
+            del _RUNNING[model]
+            model.train(entry[1])
+
+
+def _autocast(device: torch.device, dtype: torch.dtype | None):
+    """A `torch.autocast` context for `dtype`, or a no-op one for None."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    if dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(
+            f"autocast_dtype must be torch.bfloat16, torch.float16 or None; got {dtype!r}."
+        )
+    return torch.autocast(device.type, dtype=dtype)
 
 
 def embed_sentences(
@@ -107,6 +184,9 @@ def embed_sentences(
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
     batch_size: int | None = None,
     device: str | torch.device | None = None,
+    autocast_dtype: torch.dtype | None = None,
+    window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+    window_context: int | None = None,
 ) -> list[np.ndarray]:
     """ELMo vectors for tokenised sentences, one float32 CPU array per sentence, in order.
 
@@ -123,17 +203,36 @@ def embed_sentences(
         batch_tokens: Budget of padded positions per batch (see `batches_by_token_budget`).
         batch_size: Optional cap on sentences per batch.
         device: Move the model here first (inputs follow the model).
+        autocast_dtype: Run under `torch.autocast` in this dtype (`torch.bfloat16` or
+            `torch.float16`), e.g. on a GPU: matrix products in half precision, about
+            3 significant digits; outputs are still float32 arrays. None (default):
+            the model's own dtype.
+        window_tokens: A sentence longer than this is read in overlapping windows of
+            this many tokens (see `elmo_core.windows`), so memory does not grow with
+            its length; shorter ones are read whole and are not affected. None reads
+            every sentence whole, however long.
+        window_context: Tokens of context on each side of a window's kept tokens
+            (default `window_tokens // 8`).
 
     Returns:
         One array per input sentence, float32, dim = 2 * projection_dim.
 
     Raises:
         TypeError: if `sentences` is not a list of lists of str.
-        ValueError: for an unknown `layers` value, a bad budget, or a stateful model.
+        ValueError: for an unknown `layers` value, a bad budget or window, a stateful
+            model, or an `autocast_dtype` other than bfloat16/float16.
     """
     out: list[np.ndarray | None] = [None] * len(sentences)
     for i, vectors in iter_embeddings(
-        model, sentences, layers=layers, batch_tokens=batch_tokens, batch_size=batch_size, device=device
+        model,
+        sentences,
+        layers=layers,
+        batch_tokens=batch_tokens,
+        batch_size=batch_size,
+        device=device,
+        autocast_dtype=autocast_dtype,
+        window_tokens=window_tokens,
+        window_context=window_context,
     ):
         out[i] = vectors
     return out  # type: ignore[return-value]

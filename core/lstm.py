@@ -22,12 +22,69 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["LSTMCellWithProjection", "LSTMStack", "LSTMState"]
+__all__ = ["LSTMCellWithProjection", "LSTMStack", "LSTMState", "compile_recurrence", "lstm_gates"]
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
 """(h [batch, projection_dim], c [batch, dim]) of one layer."""
 
 FORGET_BIAS = 1.0  # TensorFlow LSTMCell's default, added at run time
+
+
+def lstm_gates(z: torch.Tensor, c: torch.Tensor, cell_clip: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The element-wise part of one step: new cell state and the gated output.
+
+    Args:
+        z: Pre-activations with the forget bias already added, blocks i, j, f, o.
+        c: Previous cell state.
+        cell_clip: Clip the new cell state to [-cell_clip, cell_clip] (None/0: no clip).
+
+    Returns:
+        `(c', sigmoid(o) * tanh(c'))`, the second before the projection.
+
+    Shape:
+        z: [n, 4 * dim]; c: [n, dim] -> ([n, dim], [n, dim])
+    """
+    i, j, f, o = z.chunk(4, dim=1)
+    c_t = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
+    if cell_clip:
+        c_t = c_t.clamp(-cell_clip, cell_clip)
+    return c_t, torch.sigmoid(o) * torch.tanh(c_t)
+
+
+_COMPILED_GATES = None
+
+
+def _compiled_gates():
+    """`lstm_gates` fused into one kernel by torch.compile (compiled once, on first use)."""
+    global _COMPILED_GATES
+    if _COMPILED_GATES is None:
+        _COMPILED_GATES = torch.compile(lstm_gates, dynamic=True)
+    return _COMPILED_GATES
+
+
+def compile_recurrence(module: nn.Module, enabled: bool = True) -> nn.Module:
+    """Fuse each LSTM step's element-wise work with torch.compile, in every cell of `module`.
+
+    Each time step runs a recurrent product, about ten element-wise operations and a
+    projection; on a GPU each of those is a kernel launch, so small and medium batches
+    are bound by launch latency. Fusing the element-wise part (`lstm_gates`) into one
+    kernel removes most launches. The values are those of the eager code up to float
+    rounding (the fused kernel may evaluate sigmoid/tanh differently; tested at
+    atol 1e-5). The first call compiles (tens of seconds; shapes are dynamic, so it does
+    not recompile per batch). Needs a working torch.compile backend (Triton on CUDA, a
+    C++ compiler on the CPU).
+
+    Args:
+        module: An `Elmo`, `BiLM` or anything containing `LSTMCellWithProjection`s.
+        enabled: False restores the eager step.
+
+    Returns:
+        `module`, changed in place.
+    """
+    for cell in module.modules():
+        if isinstance(cell, LSTMCellWithProjection):
+            cell.compile_recurrence = enabled
+    return module
 
 
 class LSTMCellWithProjection(nn.Module):
@@ -54,6 +111,7 @@ class LSTMCellWithProjection(nn.Module):
         self.projection_dim = projection_dim
         self.cell_clip = cell_clip
         self.proj_clip = proj_clip
+        self.compile_recurrence = False  # see compile_recurrence()
         self.input_linear = nn.Linear(input_size, 4 * dim)
         self.state_linear = nn.Linear(projection_dim, 4 * dim, bias=False)
         self.state_projection = nn.Linear(dim, projection_dim, bias=False)
@@ -83,29 +141,27 @@ class LSTMCellWithProjection(nn.Module):
         """
         num_steps, batch_size, _ = inputs.shape
         D = self.dim
-        bias = self.input_linear.bias
-        forget = torch.zeros_like(bias)
+        # One product for the whole sequence: [steps, batch, 4D]. The three products go
+        # through the Linear modules (not their weights), so that int8 dynamic
+        # quantisation (`elmo_core.quantization`) replaces them all.
+        pre = self.input_linear(inputs)
+        forget = torch.zeros(4 * D, dtype=pre.dtype, device=pre.device)
         forget[2 * D : 3 * D] = FORGET_BIAS  # block order i, j, f, o
-        # One product for the whole sequence: [steps, batch, 4D].
-        pre = F.linear(inputs, self.input_linear.weight, bias + forget)
+        pre = pre + forget
         if initial_state is None:
             h = pre.new_zeros(batch_size, self.projection_dim)
             c = pre.new_zeros(batch_size, D)
         else:
             h, c = initial_state
-        w_h = self.state_linear.weight
-        w_p = self.state_projection.weight
         outputs = []
+        gates = _compiled_gates() if getattr(self, "compile_recurrence", False) else lstm_gates
         # unbind: indexing `pre[t]` would make each step's backward zero-fill a gradient
         # of the whole [steps, batch, 4D] tensor.
         for t, pre_t in enumerate(pre.unbind(0)):
             n = batch_sizes[t]
-            z = pre_t[:n] + F.linear(h[:n], w_h)  # [n, 4D]
-            i, j, f, o = z.chunk(4, dim=1)
-            c_t = torch.sigmoid(f) * c[:n] + torch.sigmoid(i) * torch.tanh(j)  # [n, D]
-            if self.cell_clip:
-                c_t = c_t.clamp(-self.cell_clip, self.cell_clip)
-            h_t = F.linear(torch.sigmoid(o) * torch.tanh(c_t), w_p)  # [n, P]
+            z = pre_t[:n] + self.state_linear(h[:n])  # [n, 4D]
+            c_t, gated = gates(z, c[:n], self.cell_clip)  # [n, D] each
+            h_t = self.state_projection(gated)  # [n, P]
             if self.proj_clip:
                 h_t = h_t.clamp(-self.proj_clip, self.proj_clip)
             if n == batch_size:

@@ -26,6 +26,7 @@ import torch
 from .elmo import Elmo
 from .errors import OptionsError, WeightFileError
 from .options import BiLMOptions
+from .quantization import is_quantized
 
 __all__ = [
     "CONFIG_NAME",
@@ -35,6 +36,7 @@ __all__ = [
     "save_model_folder",
     "load_model_folder",
     "read_model_config",
+    "check_model_folder",
     "tokenizer_settings",
     "default_model_dir",
     "DEFAULT_MODEL_DIR",
@@ -114,9 +116,18 @@ def save_model_folder(model: Elmo, path: str | Path, *, extra_config: dict[str, 
             device).
         path: The folder.
         extra_config: More keys for config.json (the Hugging Face classes pass theirs).
+
+    Raises:
+        ValueError: for an int8-quantised model (save the float32 model it came from).
     """
     from safetensors.torch import save_file
 
+    if is_quantized(model):
+        raise ValueError(
+            "cannot save an int8-quantised model: its packed int8 weights are not the "
+            "model's parameters. Save the float32 model and quantise after loading "
+            "(quantize_int8(load_model_folder(path)))."
+        )
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
     config = {"model_type": MODEL_TYPE, **model.options.to_dict(), **_elmo_settings(model)}
@@ -183,10 +194,9 @@ def load_model_folder(path: str | Path, map_location: str | torch.device = "cpu"
 
     Raises:
         WeightFileError: for a missing/corrupt file, a missing or mis-shaped tensor
-            (names the file, the tensor and both shapes).
-        OptionsError: for invalid options in config.json.
+            (names the file, the tensor and both shapes), or weights that are not finite.
+        OptionsError: for invalid options or Elmo settings in config.json.
     """
-    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     options, settings = read_model_config(path)
@@ -194,30 +204,102 @@ def load_model_folder(path: str | Path, map_location: str | torch.device = "cpu"
     if unknown:
         raise TypeError(f"unknown Elmo settings {sorted(unknown)}; valid: {sorted(ELMO_SETTINGS)} and requires_grad.")
     settings.update(overrides)
-    model = Elmo(options, **settings)
-    weights_path = Path(path) / WEIGHTS_NAME
-    if not weights_path.is_file():
-        raise WeightFileError(f"model folder {path} has no {WEIGHTS_NAME}.")
+    model = _build_elmo(options, settings, Path(path) / CONFIG_NAME)
+    weights_path = _weights_path(path)
     try:
         state = load_file(str(weights_path), device="cpu")
-    except (SafetensorError, OSError, ValueError) as err:
-        raise WeightFileError(f"{weights_path} is not a readable safetensors file ({err}).") from None
+    except Exception as err:  # SafetensorError, OSError, ValueError, ...: all mean "unreadable"
+        raise _unreadable(weights_path, err) from err
+    state = _base_model_state(state)
+    _check_state({k: tuple(v.shape) for k, v in state.items()}, model, weights_path)
+    for name, tensor in state.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            bad = int((~torch.isfinite(tensor)).sum())
+            raise WeightFileError(
+                f"{weights_path}: tensor '{name}' holds {bad} NaN or infinite values, so every vector "
+                "would be NaN. The file is damaged or came from a diverged training run; save or "
+                "download the model again."
+            )
+    model.load_state_dict({k: v for k, v in state.items() if k in model.state_dict()}, strict=False)
+    return model.to(map_location)
+
+
+def check_model_folder(path: str | Path) -> None:
+    """Raise the error `load_model_folder` would raise for this folder's files, cheaply.
+
+    Reads config.json and the safetensors header only (no weights are loaded; the
+    model is built on the meta device), so it costs nothing for a large model. Used
+    by hf_elmo to explain a failed `from_pretrained`.
+
+    Raises:
+        WeightFileError: for a missing or unreadable config.json or model.safetensors, a
+            `model_type` other than "elmo", or a missing or mis-shaped tensor.
+        OptionsError: for invalid options or Elmo settings in config.json.
+    """
+    from safetensors import safe_open
+
+    options, settings = read_model_config(path)
+    with torch.device("meta"):
+        model = _build_elmo(options, settings, Path(path) / CONFIG_NAME)
+    weights_path = _weights_path(path)
+    try:
+        with safe_open(str(weights_path), framework="pt") as f:
+            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    except Exception as err:
+        raise _unreadable(weights_path, err) from err
+    _check_state(_base_model_state(shapes), model, weights_path)
+
+
+def _build_elmo(options: BiLMOptions, settings: dict[str, Any], config_path: Path) -> Elmo:
+    try:
+        return Elmo(options, **settings)
+    except (TypeError, ValueError) as err:
+        raise OptionsError(
+            f"{config_path}: its Elmo settings cannot be used ({err}). Valid settings and defaults: "
+            f"{ELMO_SETTINGS}; fix the value in {CONFIG_NAME} or pass it to load_model_folder as an override."
+        ) from err
+
+
+def _weights_path(path: str | Path) -> Path:
+    weights_path = Path(path) / WEIGHTS_NAME
+    if not weights_path.is_file():
+        raise WeightFileError(
+            f"model folder {path} has no {WEIGHTS_NAME} (the weights), only "
+            f"{sorted(p.name for p in Path(path).iterdir())}. Copy the whole folder again, or "
+            "re-create it with save_model_folder / save_pretrained / elmo convert."
+        )
+    return weights_path
+
+
+def _unreadable(weights_path: Path, err: Exception) -> WeightFileError:
+    return WeightFileError(
+        f"{weights_path} is not a readable safetensors file ({type(err).__name__}: {err}). It is "
+        "probably truncated or corrupted (an interrupted copy or download); copy or save it again."
+    )
+
+
+def _base_model_state(state: dict[str, Any]) -> dict[str, Any]:
     if state and all(k.startswith("elmo.") for k in state if not k.startswith(("classifier.", "dropout."))):
         # Saved from a task model (e.g. ElmoForTokenClassification): keep the base model.
-        state = {k[len("elmo."):]: v for k, v in state.items() if k.startswith("elmo.")}
-    expected = model.state_dict()
-    for name, tensor in expected.items():
-        if name not in state:
+        return {k[len("elmo."):]: v for k, v in state.items() if k.startswith("elmo.")}
+    return state
+
+
+def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: Path) -> None:
+    for name, tensor in model.state_dict().items():
+        if name not in shapes:
             if name.startswith("scalar_mixes."):
                 continue
-            raise WeightFileError(f"{weights_path} has no tensor '{name}' (expected shape {tuple(tensor.shape)}).")
-        if state[name].shape != tensor.shape:
             raise WeightFileError(
-                f"{weights_path}: tensor '{name}' has shape {tuple(state[name].shape)}, but "
-                f"{CONFIG_NAME} implies {tuple(tensor.shape)}."
+                f"{weights_path} has no tensor '{name}' (expected shape {tuple(tensor.shape)}). The file "
+                f"does not belong to this {CONFIG_NAME}, or is not an ELMo model; save the folder again."
             )
-    model.load_state_dict({k: v for k, v in state.items() if k in expected}, strict=False)
-    return model.to(map_location)
+        if shapes[name] != tuple(tensor.shape):
+            raise WeightFileError(
+                f"{weights_path}: tensor '{name}' has shape {shapes[name]}, but {CONFIG_NAME} implies "
+                f"{tuple(tensor.shape)}. The options in {CONFIG_NAME} do not match these weights: use the "
+                f"{CONFIG_NAME} saved with them."
+            )
 
 
 def _atomic_write(path: Path, write) -> None:  # noqa: ANN001

@@ -131,23 +131,40 @@ def load_bilm_tf(model: BiLM | Elmo, weight_file: str | Path) -> None:
     h5py = _import_h5py()
     path = Path(weight_file)
     params = dict(bilm.named_parameters())
+    if not path.exists():
+        raise WeightFileError(f"weight file {path} does not exist. Check the path (and its working directory).")
+    if path.is_dir():
+        raise WeightFileError(
+            f"{path} is a folder, not an hdf5 weight file. For a model folder use load_model_folder "
+            "(or --model DIR); for bilm-tf files pass the ..._weights.hdf5 file itself."
+        )
     try:
         handle = h5py.File(path, "r")
-    except FileNotFoundError:
-        raise WeightFileError(f"weight file {path} does not exist.") from None
-    except OSError as err:
-        raise WeightFileError(f"{path} is not a readable hdf5 file ({err}).") from None
+    except Exception as err:  # OSError for a bad signature or a truncated file
+        raise WeightFileError(
+            f"{path} is not a readable hdf5 file ({err}). It may be truncated (an interrupted "
+            "download) or another format; download or convert it again."
+        ) from err
     with handle, torch.no_grad():
         for ds in _bilm_tf_table(bilm):
-            if ds.name not in handle:
+            try:
+                present = ds.name in handle
+                array = np.asarray(handle[ds.name][()], dtype=np.float32) if present else None
+            except Exception as err:  # h5py raises OSError, KeyError or RuntimeError on damaged files
+                raise WeightFileError(
+                    f"{path}: dataset '{ds.name}' cannot be read ({type(err).__name__}: {err}). The file "
+                    "is damaged (truncated or corrupted); download or convert it again."
+                ) from err
+            if array is None:
                 raise WeightFileError(
                     f"{path} has no dataset '{ds.name}' (expected shape {ds.shape}). Is this a "
                     "bilm-tf/AllenNLP ELMo weight file, and do the options match it?"
                 )
-            try:
-                array = np.asarray(handle[ds.name][()], dtype=np.float32)
-            except (OSError, KeyError, ValueError, TypeError) as err:
-                raise WeightFileError(f"{path}: dataset '{ds.name}' cannot be read ({err}).") from None
+            if not np.isfinite(array).all():
+                raise WeightFileError(
+                    f"{path}: dataset '{ds.name}' holds {int((~np.isfinite(array)).sum())} NaN or infinite "
+                    "values, so every vector would be NaN. The file is damaged; download or convert it again."
+                )
             if tuple(array.shape) != ds.shape:
                 raise WeightFileError(
                     f"{path}: dataset '{ds.name}' has shape {tuple(array.shape)}, but the options "

@@ -84,6 +84,23 @@ class ElmoConfig(PreTrainedConfig):
         super().__init__(**kwargs)
 
     @classmethod
+    def get_config_dict(cls, pretrained_model_name_or_path: Any, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """As transformers', but a config of another `model_type` is an error, not a warning.
+
+        Raises:
+            ValueError: if the config.json found has a `model_type` other than "elmo".
+        """
+        config_dict, kwargs = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
+        found = config_dict.get("model_type", cls.model_type)
+        if found != cls.model_type:
+            raise ValueError(
+                f"the config.json of {pretrained_model_name_or_path} has model_type {found!r}; ElmoConfig "
+                f"reads model_type {cls.model_type!r} only. This folder holds another kind of model: load it "
+                "with AutoModel, or point to an ELMo model folder."
+            )
+        return config_dict, kwargs
+
+    @classmethod
     def from_options(cls, options: BiLMOptions, **kwargs: Any) -> ElmoConfig:
         """A config for `options`; `kwargs` are the Elmo settings and transformers keys."""
         data = options.to_dict()

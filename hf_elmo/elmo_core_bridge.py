@@ -34,6 +34,7 @@ import shutil
 from pathlib import Path
 
 try:  # the installed package (always importable where hf_elmo itself is installed)
+    from elmo_core.batching import batches_by_token_budget
     from elmo_core.bilm import BiLM, check_char_ids
     from elmo_core.char_cnn import CharCNN
     from elmo_core.characters import (
@@ -50,9 +51,10 @@ try:  # the installed package (always importable where hf_elmo itself is install
         words_to_char_ids,
     )
     from elmo_core.elmo import Elmo
+    from elmo_core.embedding import DEFAULT_BATCH_TOKENS
     from elmo_core.errors import ElmoError, OptionsError
     from elmo_core.highway import Highway
-    from elmo_core.model_folder import ELMO_SETTINGS, default_model_dir, tokenizer_settings
+    from elmo_core.model_folder import ELMO_SETTINGS, check_model_folder, default_model_dir, tokenizer_settings
     from elmo_core.options import BiLMOptions
     from elmo_core.scalar_mix import ScalarMix
     from elmo_core.tokenizers import DEFAULT_TOKENIZER, get_tokenizer
@@ -62,6 +64,7 @@ except ImportError:  # a saved model folder, loaded where elmo-bilm is not insta
         BEGINNING_OF_WORD_CHARACTER,
         BOS_TOKEN,
         CHAR_ID_OFFSET,
+        DEFAULT_BATCH_TOKENS,
         DEFAULT_TOKENIZER,
         ELMO_SETTINGS,
         END_OF_SENTENCE_CHARACTER,
@@ -77,6 +80,7 @@ except ImportError:  # a saved model folder, loaded where elmo-bilm is not insta
         OptionsError,
         ScalarMix,
         check_char_ids,
+        check_model_folder,
         check_sentences,
         default_model_dir,
         get_tokenizer,
@@ -91,6 +95,7 @@ __all__ = [
     "BOS_TOKEN",
     "CHAR_ID_OFFSET",
     "CORE_MODULES",
+    "DEFAULT_BATCH_TOKENS",
     "DEFAULT_TOKENIZER",
     "ELMO_SETTINGS",
     "END_OF_SENTENCE_CHARACTER",
@@ -105,7 +110,9 @@ __all__ = [
     "Highway",
     "OptionsError",
     "ScalarMix",
+    "batches_by_token_budget",
     "check_char_ids",
+    "check_model_folder",
     "check_sentences",
     "default_model_dir",
     "get_tokenizer",
@@ -116,8 +123,8 @@ __all__ = [
 ]
 
 CORE_MODULES = (
-    "bilm", "char_cnn", "characters", "elmo", "errors", "highway", "model_folder",
-    "options", "scalar_mix", "tokenizers",
+    "batching", "bilm", "char_cnn", "characters", "elmo", "embedding", "errors", "highway",
+    "model_folder", "options", "scalar_mix", "tokenizers",
 )
 """The elmo_core modules imported above. Their relative imports are copied too."""
 

@@ -36,6 +36,7 @@ from .elmo_core_bridge import (
     Elmo,
     Highway,
     ScalarMix,
+    check_model_folder,
     save_elmo_core_copy,
     word_to_char_ids,
 )
@@ -130,8 +131,22 @@ class ElmoPreTrainedModel(PreTrainedModel):
         `requires_grad=True`, which would silently make the frozen biLM trainable
         (peer report R17); this puts the constructor's choice back.
         """
-        loaded = super().from_pretrained(*args, **kwargs)
+        try:
+            loaded = super().from_pretrained(*args, **kwargs)
+        except Exception as err:
+            # transformers' own errors for a broken folder come from deep inside it
+            # ("look at the above report", a raw SafetensorError); a local folder gets
+            # elmo_core's diagnosis instead, which names the file and the fix.
+            _explain_bad_folder(args[0] if args else kwargs.get("pretrained_model_name_or_path"), err)
+            raise
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True
+        for name, tensor in model.state_dict().items():
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                raise ValueError(
+                    f"the weights loaded from {args[0] if args else ''} hold NaN or infinite values "
+                    f"(tensor '{name}'), so every vector would be NaN. The file is damaged or came from a "
+                    "diverged training run; save or download the model again."
+                )
         model.freeze_bilm()
         return loaded
 
@@ -160,6 +175,16 @@ class ElmoPreTrainedModel(PreTrainedModel):
         super().save_pretrained(save_directory, *args, **kwargs)
         if self._auto_class is not None and kwargs.get("is_main_process", True):
             save_elmo_core_copy(save_directory)
+
+
+def _explain_bad_folder(path: Any, err: Exception) -> None:
+    """Raise elmo_core's clear error for a local model folder that failed to load, if it finds one."""
+    if path is None or not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path):
+        return
+    try:
+        check_model_folder(path)
+    except ValueError as problem:  # WeightFileError / OptionsError
+        raise problem from err
 
 
 class ElmoModel(ElmoPreTrainedModel):

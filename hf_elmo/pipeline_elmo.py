@@ -6,6 +6,12 @@ out. With `batch_size > 1` it pads every string of a batch to the batch's longes
 its results keep those padded positions (zero vectors for ELMo). The pipeline here
 returns each string's own tokens only, whatever the batch size, and
 `feature_extraction_pipeline()` picks the default model when none is named.
+
+It also batches as the core does: a list of strings is sorted by token count and cut
+into batches of at most `batch_tokens` padded positions (and at most `batch_size`
+strings, when given), so that short strings are not padded to long ones and no batch
+outgrows the budget, however many strings one call gets. Results come back in input
+order.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any
 
 from transformers import FeatureExtractionPipeline, pipeline
 
-from .elmo_core_bridge import default_model_dir
+from .elmo_core_bridge import DEFAULT_BATCH_TOKENS, batches_by_token_budget, default_model_dir
 
 __all__ = ["ElmoFeatureExtractionPipeline", "feature_extraction_pipeline"]
 
@@ -28,7 +34,37 @@ class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
     `return_tensors=True`), where `tokens` is that input's own token count: padding
     added to batch it with others is removed, so the result does not depend on
     `batch_size` (beyond float rounding).
+
+    Attributes:
+        batch_tokens: Budget of padded positions per batch for a list of strings
+            (default `elmo_core.embedding.DEFAULT_BATCH_TOKENS`, 4096). Lengths are
+            counted with the tokenizer before batching, so each string is tokenised
+            twice; the second time is what the model reads.
     """
+
+    batch_tokens: int = DEFAULT_BATCH_TOKENS
+
+    def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        """Feature extraction; a list of strings is batched by length and token budget.
+
+        Args:
+            inputs: A string or a list of strings (other inputs go to transformers as is).
+            **kwargs: As `FeatureExtractionPipeline`; `batch_size` caps the strings per
+                batch (default: no cap; the token budget decides).
+
+        Returns:
+            One result per input string, in input order (see the class docstring).
+        """
+        if not (isinstance(inputs, list) and len(inputs) > 1 and all(isinstance(t, str) for t in inputs)):
+            return super().__call__(inputs, *args, **kwargs)
+        lengths = [len(self.tokenizer.tokenize(text)) for text in inputs]
+        max_batch_size = kwargs.pop("batch_size", None)
+        results: list[Any] = [None] * len(inputs)
+        for batch in batches_by_token_budget(lengths, self.batch_tokens, max_batch_size=max_batch_size):
+            outputs = super().__call__([inputs[i] for i in batch], *args, batch_size=len(batch), **kwargs)
+            for i, output in zip(batch, outputs):
+                results[i] = output
+        return results
 
     def _forward(self, model_inputs: dict[str, Any]) -> dict[str, Any]:
         outputs = self.model(**model_inputs)
@@ -46,7 +82,7 @@ class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
 
 
 def feature_extraction_pipeline(
-    model: Any = None, tokenizer: Any = None, **kwargs: Any
+    model: Any = None, tokenizer: Any = None, *, batch_tokens: int = DEFAULT_BATCH_TOKENS, **kwargs: Any
 ) -> ElmoFeatureExtractionPipeline:
     """An `ElmoFeatureExtractionPipeline` for `model` (default: the package's default model).
 
@@ -54,17 +90,22 @@ def feature_extraction_pipeline(
         model: An `ElmoModel`, or a model folder (path) or Hub id. None = the default
             model folder that ships with elmo-bilm (`elmo_core.model_folder`).
         tokenizer: An `ElmoTokenizer` or a folder holding one. Default: the model's folder.
+        batch_tokens: Budget of padded positions per batch (see the class docstring).
         **kwargs: Passed to `transformers.pipeline` (`device`, `batch_size`, ...).
 
     Raises:
         WeightFileError: if no model is named and no default model is installed.
+        ValueError: if `batch_tokens` is not a positive integer.
     """
+    batches_by_token_budget([], batch_tokens)  # checks the budget before anything loads
     if model is None:
         model = str(default_model_dir())
     if isinstance(model, os.PathLike):
         model = os.fspath(model)
     if tokenizer is None and isinstance(model, str):
         tokenizer = model
-    return pipeline(
+    extractor = pipeline(
         "feature-extraction", model=model, tokenizer=tokenizer, pipeline_class=ElmoFeatureExtractionPipeline, **kwargs
     )
+    extractor.batch_tokens = batch_tokens
+    return extractor

@@ -26,6 +26,8 @@ from spacy.util import registry
 from thinc.api import Dropout, Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Floats3d
 
+from elmo_core import DEFAULT_WINDOW_TOKENS
+
 from .layers.elmo_model import build_elmo_model
 from .layers.listener import ElmoListener
 from .layers.scalar_mix import ScalarMix
@@ -40,6 +42,8 @@ def ElmoModel_v1(
     weights: str = "",
     max_batch_tokens: int = 4096,
     per_sentence: bool = True,
+    window_tokens: int = DEFAULT_WINDOW_TOKENS,
+    window_context: int | None = None,
 ) -> Model[List[Doc], List[Floats3d]]:
     """A frozen ELMo biLM: every layer of each Doc, [n_layers + 1, tokens, dim].
 
@@ -57,8 +61,17 @@ def ElmoModel_v1(
     per_sentence (bool): Run the biLM on each sentence when the Doc has sentence
         boundaries (ELMo was trained on sentences). Leave on; without boundaries the
         whole Doc is one sequence.
+    window_tokens (int): A sentence (or boundary-less Doc) longer than this is read in
+        overlapping windows of this many tokens, so a 100,000-token Doc needs no more
+        memory than a few windows. 1024 (the default, also for configs written before
+        this key existed) reads any real sentence and a 600-token paragraph whole; units
+        no longer than the window are never affected. 0 reads every unit whole, however
+        long (memory then grows with the longest unit). Vectors near a cut differ a
+        little from a whole-Doc run; see `elmo_core.windows` and the README.
+    window_context (int | None): Tokens of context on each side of a window's kept
+        tokens. null (default) = window_tokens // 8. Leave unset.
     """
-    return build_elmo_model(path, options, weights, max_batch_tokens, per_sentence)
+    return build_elmo_model(path, options, weights, max_batch_tokens, per_sentence, window_tokens, window_context)
 
 
 @registry.architectures("spacy-elmo.ElmoModel.v2")
@@ -68,6 +81,8 @@ def ElmoModel_v2(
     weights: str = "",
     max_batch_tokens: int = 4096,
     per_sentence: bool = True,
+    window_tokens: int = DEFAULT_WINDOW_TOKENS,
+    window_context: int | None = None,
     cache_bytes: int = 0,
 ) -> Model[List[Doc], List[Floats3d]]:
     """`spacy-elmo.ElmoModel.v1` plus a cache of each sentence's layers.
@@ -79,7 +94,8 @@ def ElmoModel_v2(
     without the cache (to float32 rounding of batching, which is below 1e-6) and
     their own copies, so nothing a Doc's owner does can change the cache.
 
-    path, options, weights, max_batch_tokens, per_sentence: As for `spacy-elmo.ElmoModel.v1`.
+    path, options, weights, max_batch_tokens, per_sentence, window_tokens, window_context:
+        As for `spacy-elmo.ElmoModel.v1`.
     cache_bytes (int): Memory for cached layers, in bytes; the least recently used
         sentence goes first when it is full. 0 (the default) caches nothing, which is
         exactly v1. A token costs (n_layers + 1) * dim * 4 bytes: 3 KB with the
@@ -87,9 +103,12 @@ def ElmoModel_v2(
         takes 0.8 GB with the default model. Size it to the training and dev data when
         they fit in memory; a smaller budget still helps, a larger one costs nothing
         until it is used. Only for training and repeated evaluation: a pipeline that
-        annotates new text once gains nothing from it.
+        annotates new text once gains nothing from it. A sentence read in windows is
+        cached whole, once all its windows are read.
     """
-    return build_elmo_model(path, options, weights, max_batch_tokens, per_sentence, cache_bytes)
+    return build_elmo_model(
+        path, options, weights, max_batch_tokens, per_sentence, window_tokens, window_context, cache_bytes=cache_bytes
+    )
 
 
 @registry.architectures("spacy-elmo.ElmoListener.v1")

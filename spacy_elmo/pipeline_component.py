@@ -20,7 +20,7 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
-from elmo_core import Elmo, load_model_folder, save_model_folder
+from elmo_core import Elmo, ElmoError, load_model_folder, save_model_folder
 
 from .layers.elmo_model import ensure_loaded, is_loaded, set_elmo
 from .layers.listener import ElmoListener
@@ -38,6 +38,8 @@ options = ""
 weights = ""
 max_batch_tokens = 4096
 per_sentence = true
+window_tokens = 1024
+window_context = null
 """
 
 DEFAULT_CONFIG = Config().from_str(DEFAULT_CONFIG_STR)
@@ -97,7 +99,9 @@ def make_elmo(nlp: Language, name: str, model: Model[List[Doc], List[Floats3d]])
             LSTM activations for the original model; lower it on a small machine, raise it
             on a GPU) and `per_sentence` (run the biLM on each sentence when the Doc has
             sentence boundaries, as ELMo was trained; leave on, and put a `sentencizer` or
-            parser before `elmo` for long texts).
+            parser before `elmo` for long texts) and `window_tokens` (a unit longer than
+            this, 1024 by default, is read in overlapping windows, so memory stays bounded
+            for a Doc of any length; see `elmo_core.windows`).
     """
     return ElmoComponent(nlp.vocab, model, name=name)
 
@@ -291,7 +295,15 @@ class ElmoComponent(TrainablePipe):
         """Load what `to_disk` wrote; the configured source is not read."""
 
         def load_model(p: Path) -> None:
-            set_elmo(self.model, load_model_folder(p, map_location="cpu"))
+            try:
+                elmo = load_model_folder(p, map_location="cpu")
+            except ElmoError as err:  # a missing or damaged file: say which pipeline, and what to do
+                raise type(err)(
+                    f"the saved pipeline's '{self.name}' component cannot load its biLM from {p}: {err} "
+                    "The pipeline folder is incomplete or damaged; copy it again whole, or save it "
+                    "again with nlp.to_disk()."
+                ) from err
+            set_elmo(self.model, elmo)
             self._on_load()
 
         deserialize = {

@@ -142,7 +142,7 @@ class BiLMLanguageModel(nn.Module):
                 )
         self.options = options
         self.dropout = dropout
-        self.bilm = BiLM(options, keep_sentence_boundaries=True, dropout=dropout)
+        self.bilm = BiLM(options, keep_sentence_boundaries=True, dropout=dropout, token_cache_words=0)
         self.softmax = nn.AdaptiveLogSoftmaxWithLoss(P, vocab_size, cutoffs, div_value=div_value, head_bias=True)
 
     @property

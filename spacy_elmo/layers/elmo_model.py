@@ -3,6 +3,8 @@
     docs
       -> units: each sentence (when the Doc has sentence boundaries and per_sentence
          is on) or the whole Doc; whitespace tokens are left out
+      -> a unit longer than window_tokens is cut into overlapping windows
+         (elmo_core.windows); each token keeps the vectors of the window that keeps it
       -> batches of units by a token budget (elmo_core.batches_by_token_budget)
       -> PyTorchWrapper_v3(Elmo): words -> char_ids, mask -> activations
       -> per Doc: [n_layers + 1, len(doc), dim] float32 numpy on the CPU
@@ -13,9 +15,9 @@ says, and its backprop returns nothing (Docs take no gradient). For the same rea
 unit's layers can be kept: with `cache_bytes > 0` (`spacy-elmo.ElmoModel.v2`) each
 unit's layers are stored in an `elmo_core.FeatureCache` keyed by its token texts, and
 the biLM only runs on units it has not seen (an NER trained for many epochs computes
-each training sentence once). The Docs always get fresh arrays, copied from the cache. Mixing the layers is
-left to whoever reads them: the `elmo` component (for `doc.tensor`) and each listener
-(its own trainable `ScalarMix`).
+each training sentence once). The Docs always get fresh arrays, copied from the cache.
+Mixing the layers is left to whoever reads them: the `elmo` component (for `doc.tensor`)
+and each listener (its own trainable `ScalarMix`).
 
 Construction never reads files. The torch module is loaded by `init` (at
 `nlp.initialize()`, or lazily on the first call) from the configured source, or by
@@ -44,12 +46,15 @@ from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v3, get_torch_default_de
 from thinc.types import Floats3d
 
 from elmo_core import (
+    DEFAULT_WINDOW_TOKENS,
     BiLMOptions,
     Elmo,
     FeatureCache,
+    Window,
     batches_by_token_budget,
     load_bilm_tf,
     load_model_folder,
+    plan_windows,
     save_model_folder,
     words_to_char_ids,
 )
@@ -87,11 +92,17 @@ def build_elmo_model(
     weights: str = "",
     max_batch_tokens: int = 4096,
     per_sentence: bool = True,
+    window_tokens: int = DEFAULT_WINDOW_TOKENS,
+    window_context: int | None = None,
     cache_bytes: int = 0,
 ) -> Model[List[Doc], List[Floats3d]]:
     """The thinc layer; see `spacy_elmo.architectures.ElmoModel_v2` for the arguments."""
     if isinstance(max_batch_tokens, bool) or not isinstance(max_batch_tokens, int) or max_batch_tokens <= 0:
         raise ValueError(f"max_batch_tokens must be a positive integer; got {max_batch_tokens!r}.")
+    if window_tokens == 0:
+        window_tokens = None  # read every unit whole
+    if window_tokens is not None:
+        plan_windows(0, window_tokens, window_context)  # raises ValueError for bad values
     if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
         raise ValueError(f"cache_bytes must be a non-negative integer (0 = no cache); got {cache_bytes!r}.")
     return Model(
@@ -104,6 +115,8 @@ def build_elmo_model(
             "source": {"path": path or "", "options": options or "", "weights": weights or ""},
             "max_batch_tokens": max_batch_tokens,
             "per_sentence": per_sentence,
+            "window_tokens": window_tokens,
+            "window_context": window_context,
             # Not serialised (thinc skips attrs msgpack cannot write); a copy starts empty.
             "feature_cache": FeatureCache(cache_bytes) if cache_bytes else None,
             # Used by nlp.replace_listeners (see architectures.py).
@@ -120,24 +133,27 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
     outputs = [np.zeros((num_layers, len(doc), dim), dtype="float32") for doc in docs]
     units = list(_units(docs, model.attrs["per_sentence"]))
     cache: FeatureCache | None = model.attrs.get("feature_cache")
-    to_compute = []
-    for k, (doc_index, token_indices, words) in enumerate(units):
+    missing = []  # units the biLM has to read
+    for doc_index, token_indices, words in units:
         cached = cache.get(tuple(words)) if cache is not None else None
         if cached is None:
-            to_compute.append(k)
+            missing.append((doc_index, token_indices, words))
         else:
             outputs[doc_index][:, token_indices] = cached  # a copy: the cache stays read-only
+    pieces = list(_windows(missing, model.attrs.get("window_tokens"), model.attrs.get("window_context")))
     wrapper = model.layers[0]
-    batches = batches_by_token_budget([len(units[k][2]) for k in to_compute], model.attrs["max_batch_tokens"])
+    batches = batches_by_token_budget([w.end - w.start for _, w in pieces], model.attrs["max_batch_tokens"])
     with torch.inference_mode():
         for batch in batches:
-            batch = [to_compute[i] for i in batch]
-            activations = wrapper.predict([units[k][2] for k in batch])
+            activations = wrapper.predict([missing[u][2][w.start : w.end] for u, w in (pieces[k] for k in batch)])
             for k, layers in zip(batch, activations):
-                doc_index, token_indices, words = units[k]
-                outputs[doc_index][:, token_indices] = layers  # [layers, unit tokens, dim]
-                if cache is not None:
-                    cache.put(tuple(words), layers)
+                u, w = pieces[k]
+                doc_index, token_indices, _ = missing[u]
+                kept = layers[:, w.keep_start - w.start : w.keep_end - w.start]  # [layers, kept tokens, dim]
+                outputs[doc_index][:, token_indices[w.keep_start : w.keep_end]] = kept
+    if cache is not None:
+        for doc_index, token_indices, words in missing:  # whole units, after all their windows
+            cache.put(tuple(words), outputs[doc_index][:, token_indices])
 
     def backprop(d_outputs: List[Floats3d]) -> List[Doc]:
         # The biLM is frozen and Docs take no gradient.
@@ -320,6 +336,16 @@ def _units(docs: List[Doc], per_sentence: bool):
             indices = [i for i in range(start, end) if not attrs[i, 1]]
             if indices:
                 yield d, indices, [strings[int(attrs[i, 0])] for i in indices]
+
+
+def _windows(units: list, window_tokens: int | None, window_context: int | None):
+    """(unit index, window) for each biLM pass: a whole unit, or one window of a long one."""
+    for u, (_, _, words) in enumerate(units):
+        if window_tokens is None:
+            yield u, Window(0, len(words), 0, len(words))
+        else:
+            for window in plan_windows(len(words), window_tokens, window_context):
+                yield u, window
 
 
 # ------------------------------------------------------------------ replace_listeners

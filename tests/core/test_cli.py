@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from elmo_core import BiLMOptions, Elmo, load_bilm_tf, save_model_folder
+from elmo_core import BiLMOptions, Elmo, load_bilm_tf, quantize_int8, save_model_folder
 from elmo_core.cli import app
 
 from ..conftest import make_tiny_elmo
@@ -107,3 +107,23 @@ def test_without_a_model_the_default_is_used_or_a_clear_error_given(tmp_path, mo
         load_model(None, None, None)
     save_model_folder(make_tiny_elmo(), tmp_path / "none")
     assert load_model(None, None, None).output_dim == 16
+
+
+def test_precision_and_token_cache_options(tmp_path):
+    elmo = make_tiny_elmo()
+    save_model_folder(elmo, tmp_path / "model")
+    lines = ["the cat sat on the mat .", "a b", "the mat"]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    model = ["--model", tmp_path / "model"]
+    embed(tmp_path / "in.txt", tmp_path / "fp32.hdf5", *model)
+    embed(tmp_path / "in.txt", tmp_path / "nocache.hdf5", *model, "--token-cache", 0)
+    embed(tmp_path / "in.txt", tmp_path / "int8.hdf5", *model, "--precision", "int8")
+    fp32, nocache, int8 = (read_all(tmp_path / f"{n}.hdf5") for n in ("fp32", "nocache", "int8"))
+    quantized = quantize_int8(elmo).embed([line.split() for line in lines])
+    for k in range(len(lines)):
+        np.testing.assert_allclose(nocache[str(k)], fp32[str(k)], atol=1e-6, rtol=0)
+        np.testing.assert_allclose(int8[str(k)], quantized[k], atol=1e-6, rtol=0)  # the int8 model's own vectors
+        assert not np.array_equal(int8[str(k)], fp32[str(k)])
+    result = cli("embed", tmp_path / "in.txt", tmp_path / "x.hdf5", *model, "--precision", "fp64")
+    assert result.returncode == 2 and "--precision must be one of fp32, int8, bf16, fp16" in result.stderr
+    assert not (tmp_path / "x.hdf5").exists()

@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import pipeline
 
-from elmo_core import WeightFileError
+from elmo_core import WeightFileError, batches_by_token_budget
 from elmo_core.model_folder import default_model_dir
 from hf_elmo import ElmoFeatureExtractionPipeline, feature_extraction_pipeline
 
@@ -57,3 +57,24 @@ def test_elmo_pipeline_uses_the_default_model_when_none_is_named():
             feature_extraction_pipeline()
     else:  # pragma: no cover - once a default model ships
         assert feature_extraction_pipeline()("Hello world .")[0]
+
+
+# Issue 8: a list of strings is batched by length and a token budget, in input order.
+def test_elmo_pipeline_batches_by_length_and_token_budget(saved_model_dir, tiny_hf_model, tiny_tokenizer):
+    texts = [" ".join(f"w{j}" for j in range(1 + (7 * k) % 13)) for k in range(20)]
+    lengths = [len(tiny_tokenizer.tokenize(t)) for t in texts]
+    calls: list[tuple[int, ...]] = []
+    for budget, cap in ((40, None), (4096, None), (4096, 3)):
+        extractor = feature_extraction_pipeline(model=saved_model_dir, batch_tokens=budget)
+        calls.clear()
+        hook = extractor.model.register_forward_hook(lambda m, args, kwargs_out: calls.append(0))
+        kwargs = {} if cap is None else {"batch_size": cap}
+        results = extractor(texts, **kwargs)
+        hook.remove()
+        assert len(calls) == len(batches_by_token_budget(lengths, budget, max_batch_size=cap))
+        for text, n, result in zip(texts, lengths, results):  # input order, own tokens only
+            got = torch.tensor(result[0])
+            assert got.shape[0] == n
+            torch.testing.assert_close(got, alone(tiny_hf_model, tiny_tokenizer, text), atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="max_tokens must be a positive integer"):
+        feature_extraction_pipeline(model=saved_model_dir, batch_tokens=0)

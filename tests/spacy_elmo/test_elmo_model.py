@@ -230,3 +230,17 @@ def test_v2_rejects_a_bad_cache_budget(tiny_model_dir, budget):
 
     with pytest.raises(ValueError, match="cache_bytes must be a non-negative integer"):
         ElmoModel_v2(path=str(tiny_model_dir), cache_bytes=budget)
+
+
+def test_v2_caches_a_sentence_read_in_windows_whole(tiny_model_dir):
+    from spacy_elmo.architectures import ElmoModel_v2
+    from spacy_elmo.layers.elmo_model import feature_cache
+
+    long_words = [[f"w{i % 7}" for i in range(40)]]
+    plain = ElmoModel_v2(path=str(tiny_model_dir), window_tokens=16).predict(docs_for(long_words))[0]
+    model = ElmoModel_v2(path=str(tiny_model_dir), window_tokens=16, cache_bytes=1 << 20)
+    first = model.predict(docs_for(long_words))[0]
+    second = model.predict(docs_for(long_words))[0]
+    assert feature_cache(model).stats[:3] == (1, 1, 1)  # one hit, one miss, one entry
+    np.testing.assert_allclose(first, plain, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(second, plain, rtol=0, atol=1e-6)

@@ -1,0 +1,162 @@
+"""Token-cache hit rates on real text, and int8 against float32 on the shipped model.
+
+Two measurements with the shipped default model (`elmo_core/default_model`), all in
+one process:
+
+1. Token cache: the share of distinct words per batch that the layer-0 cache answers,
+   streaming a corpus through `embed_sentences` at batch 32 from an empty cache with the
+   default bound (50,000 word types), on WikiGold (CoNLL format, one token per line) and
+   on the enwiki2015 validation text. The hit rate is per distinct word of a batch, which
+   is what the char CNN would otherwise compute.
+2. int8: `quantize_int8(model)` against the float32 model on N real sentences (default
+   2,000 enwiki2015 validation sentences): per layer (0 = char CNN, 1..L = LSTM layers)
+   and for the scalar mix, the mean and minimum cosine similarity per token and the
+   maximum absolute difference; and the speed of both, timed in this run (tokens/s, with
+   the token cache on for both, as users run them).
+
+Nothing is asserted; nothing is downloaded. Usage (from the repository root):
+
+    .venv/bin/python benchmarks/bench_cache_int8.py
+    .venv/bin/python benchmarks/bench_cache_int8.py --sentences 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import lzma
+import os
+import platform
+import random
+import re
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from elmo_core import embed_sentences, load_model_folder, quantize_int8
+from elmo_core.model_folder import default_model_dir
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ENWIKI_VALID = REPO_ROOT / "../shared/data/lm/enwiki2015/valid.txt.xz"
+WIKIGOLD = REPO_ROOT / "../shared/data/ner/wikigold/wikigold.conll.txt"
+SEED = 0
+BATCH = 32
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def enwiki_sentences(path: Path) -> Iterator[list[str]]:
+    """Sentences of 1..100 whitespace tokens, in file order (naive sentence split)."""
+    with lzma.open(path, "rt", encoding="utf-8") as lines:
+        for line in lines:
+            for piece in _SENTENCE_END.split(line.strip()):
+                tokens = piece.split()
+                if 1 <= len(tokens) <= 100:
+                    yield tokens
+
+
+def conll_sentences(path: Path) -> Iterator[list[str]]:
+    """Sentences of a CoNLL file: first column, blank lines between sentences."""
+    sentence: list[str] = []
+    with open(path, encoding="utf-8") as lines:
+        for line in lines:
+            fields = line.split()
+            if not fields or fields[0] == "-DOCSTART-":
+                if sentence:
+                    yield sentence
+                sentence = []
+            else:
+                sentence.append(fields[0])
+    if sentence:
+        yield sentence
+
+
+def hit_rate(model: torch.nn.Module, sentences: Sequence[Sequence[str]]) -> tuple[float, int]:
+    """Hit rate of a cold cache over `sentences` at batch 32, and the words it ends with."""
+    cache = model.bilm.token_cache
+    cache.clear()
+    embed_sentences(model, sentences, layers=0, batch_size=BATCH)
+    return cache.hit_rate, len(cache)
+
+
+def timed(model: torch.nn.Module, sentences: Sequence[Sequence[str]]) -> tuple[list[np.ndarray], float]:
+    if model.bilm.token_cache is not None:
+        model.bilm.token_cache.clear()
+    start = time.perf_counter()
+    vectors = embed_sentences(model, sentences, layers="all", batch_size=BATCH)
+    return vectors, time.perf_counter() - start
+
+
+def compare(reference: list[np.ndarray], other: list[np.ndarray], model: torch.nn.Module) -> list[list[str]]:
+    """Rows of (layer, mean cosine, min cosine, max |diff|, max |reference|)."""
+    ref = np.concatenate(reference, axis=1)  # [layers, tokens, dim]
+    got = np.concatenate(other, axis=1)
+    mix = model.scalar_mixes[0]  # the same (float32) mix for both: not quantised
+    weights = mix.normalized_weights.float().numpy()
+    gamma = float(mix.gamma)
+    named = [(f"layer {k}", ref[k], got[k]) for k in range(ref.shape[0])]
+    named.append(("mix", gamma * np.tensordot(weights, ref, 1), gamma * np.tensordot(weights, got, 1)))
+    rows = []
+    for name, a, b in named:
+        cos = (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
+        rows.append([
+            name, f"{cos.mean():.5f}", f"{cos.min():.5f}", f"{np.abs(a - b).max():.4f}", f"{np.abs(a).max():.2f}",
+        ])
+    return rows
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(r[k]) for r in (header, *rows)) for k in range(len(header))]
+    fmt = lambda r: "  ".join(c.ljust(w) if k == 0 else c.rjust(w) for k, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sentences", type=int, default=2000, help="sentences for the int8 comparison")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    print("Token cache and int8 (benchmarks/bench_cache_int8.py)")
+    print(f"date     {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
+    print(f"torch    {torch.__version__}, {args.threads} threads; Python {platform.python_version()}; "
+          f"{os.cpu_count()} logical CPUs; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    model = load_model_folder(default_model_dir())
+    print(f"model    {default_model_dir()} (shipped default)\n")
+
+    rows = []
+    for name, path, reader in (("WikiGold", WIKIGOLD, conll_sentences), ("enwiki2015 valid", ENWIKI_VALID, enwiki_sentences)):
+        if not path.is_file():
+            print(f"{name}: {path} not found, skipped")
+            continue
+        sentences = list(reader(path))
+        rate, words = hit_rate(model, sentences)
+        tokens = sum(map(len, sentences))
+        rows.append([name, f"{len(sentences):,}", f"{tokens:,}", f"{100 * rate:.1f}%", f"{words:,}"])
+    if rows:
+        print("Token cache hit rate (cold start, batch 32, default bound 50,000 word types):")
+        print(table(["corpus", "sentences", "tokens", "hit rate", "words cached"], rows))
+        print("hit rate = distinct words per batch answered by the cache / all distinct words per batch\n")
+
+    if not ENWIKI_VALID.is_file():
+        print(f"{ENWIKI_VALID} not found: no int8 comparison")
+        return 0
+    pool = list(enwiki_sentences(ENWIKI_VALID))
+    sentences = random.Random(SEED).sample(pool, min(args.sentences, len(pool)))
+    tokens = sum(map(len, sentences))
+    quantized = quantize_int8(model)
+    timed(model, sentences[:BATCH]), timed(quantized, sentences[:BATCH])  # warm-up
+    fp32, fp32_s = timed(model, sentences)
+    int8, int8_s = timed(quantized, sentences)
+    print(f"int8 against float32 on {len(sentences):,} enwiki2015 validation sentences ({tokens:,} tokens), batch {BATCH}:")
+    print(table(["layer", "mean cos", "min cos", "max |diff|", "max |fp32|"], compare(fp32, int8, model)))
+    print(f"\nspeed: float32 {tokens / fp32_s:,.0f} tokens/s, int8 {tokens / int8_s:,.0f} tokens/s, "
+          f"int8 / float32 = {fp32_s / int8_s:.2f}x (token cache on for both, cold at the start)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""GPU inference throughput of the ELMo biLM: float32, bf16 autocast, compiled LSTM step.
+
+For each (shape, batch size, mode) this times `embed_sentences(model, sentences,
+layers="all", batch_size=B)` on the GPU, with the numpy copies included (what a user
+gets), and prints tokens/s and the achieved spec GFLOP/s (ELMO_SPEC section 11, as in
+`bench_core.py`) over the GEMM rate of the same dtype measured in the same process
+(8192^3 `torch.mm`, fp32 without TF32, and bf16). Modes:
+
+- fp32: float32, eager LSTM step (the default path);
+- bf16: `autocast_dtype=torch.bfloat16`;
+- fp32-compiled / bf16-compiled: the same after `compile_recurrence(model)` (the element-wise
+  part of each LSTM step fused by torch.compile; compiled once, before timing).
+
+It also prints the agreement of bf16 with float32 (per layer cosine and max |diff|) on
+the shipped default model's trained weights. The token cache is on in every mode, cleared
+before each timed run. Random weights elsewhere (FLOPs do not depend on values).
+
+Usage (from the repository root, on a machine with CUDA):
+
+    python benchmarks/bench_gpu.py --data local/bench_data/valid.txt.xz
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_core import DEFAULT_DATA, REPO_ROOT, flops_per_position, format_table, load_sentences, shape_options  # noqa: E402
+
+from elmo_core import Elmo, compile_recurrence, embed_sentences, load_model_folder  # noqa: E402
+from elmo_core.model_folder import default_model_dir  # noqa: E402
+
+MODES = ("fp32", "bf16", "fp32-compiled", "bf16-compiled")
+
+
+def gemm_tflops(dtype: torch.dtype, n: int = 8192, reps: int = 10) -> float:
+    a = torch.randn(n, n, device="cuda", dtype=dtype)
+    b = torch.randn(n, n, device="cuda", dtype=dtype)
+    for _ in range(3):
+        torch.mm(a, b)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(reps):
+        torch.mm(a, b)
+    torch.cuda.synchronize()
+    return 2 * n**3 * reps / (time.perf_counter() - start) / 1e12
+
+
+def run(model: Elmo, sentences: list[list[str]], batch: int, mode: str) -> float:
+    """Seconds of one embed_sentences call (cache cleared first)."""
+    autocast = torch.bfloat16 if mode.startswith("bf16") else None
+    longest = max(len(s) for s in sentences) + 2
+    if model.bilm.token_cache is not None:
+        model.bilm.token_cache.clear()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    embed_sentences(
+        model, sentences, layers="all", batch_size=batch, batch_tokens=batch * longest, autocast_dtype=autocast
+    )
+    torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def agreement(sentences: list[list[str]]) -> list[list[str]]:
+    model = load_model_folder(default_model_dir()).to("cuda")
+    ref = np.concatenate(embed_sentences(model, sentences, layers="all", batch_size=256), axis=1)
+    got = np.concatenate(
+        embed_sentences(model, sentences, layers="all", batch_size=256, autocast_dtype=torch.bfloat16), axis=1
+    )
+    rows = []
+    for k in range(ref.shape[0]):
+        a, b = ref[k], got[k]
+        cos = (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
+        rows.append([f"layer {k}", f"{cos.mean():.5f}", f"{cos.min():.5f}", f"{np.abs(a - b).max():.4f}"])
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--sentences", type=int, default=4096)
+    parser.add_argument("--shapes", default="original,default")
+    parser.add_argument("--batch-sizes", default="32,256,1024")
+    parser.add_argument("--modes", default=",".join(MODES))
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("no CUDA device: nothing to measure")
+        return 1
+    data = args.data if args.data.is_absolute() else (REPO_ROOT / args.data).resolve()
+    sentences, source = load_sentences(data, args.sentences)
+    tokens = sum(map(len, sentences))
+    positions = tokens + 2 * len(sentences)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    fp32_rate, bf16_rate = gemm_tflops(torch.float32), gemm_tflops(torch.bfloat16)
+    print("ELMo biLM GPU benchmark (benchmarks/bench_gpu.py)")
+    print(f"date     {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
+    print(f"device   {torch.cuda.get_device_name()}; torch {torch.__version__}")
+    print(f"input    {source}; {len(sentences)} sentences, {tokens} tokens")
+    print(f"GEMM     fp32 {fp32_rate:.1f} TFLOP/s (no TF32), bf16 {bf16_rate:.1f} TFLOP/s (8192^3 torch.mm)\n", flush=True)
+
+    rows = []
+    for shape in args.shapes.split(","):
+        options = shape_options(shape)
+        torch.manual_seed(0)
+        model = Elmo(options, dropout=0.0).to("cuda").eval()
+        flops = flops_per_position(options) * positions
+        for mode in args.modes.split(","):
+            compile_recurrence(model, enabled=mode.endswith("compiled"))
+            for batch in (int(b) for b in args.batch_sizes.split(",")):
+                run(model, sentences[: 4 * batch], batch, mode)  # warm-up (and compilation)
+                seconds = min(run(model, sentences, batch, mode) for _ in range(2))
+                rate = flops / seconds / 1e12
+                peak = bf16_rate if mode.startswith("bf16") else fp32_rate
+                rows.append([
+                    shape, str(batch), mode, f"{tokens / seconds:,.0f}", f"{rate:.2f}", f"{rate / peak:.4f}",
+                ])
+                print("  " + " ".join(rows[-1]), flush=True)
+    print()
+    print(format_table(["shape", "batch", "mode", "tokens/s", "TFLOP/s", "ratio to GEMM of its dtype"], rows))
+    print("\nbf16 autocast against float32, shipped default model, first 1,024 sentences:")
+    print(format_table(["layer", "mean cos", "min cos", "max |diff|"], agreement(sentences[:1024])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

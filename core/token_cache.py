@@ -1,0 +1,179 @@
+"""A bounded LRU cache of biLM layer 0 (the char CNN's token vectors), per word type.
+
+Layer 0 has no context: a word's char CNN vector is the same in every sentence, so at
+inference it only needs computing once per distinct word. In running text a few thousand
+word types cover most positions (measured in `benchmarks/bench_core.py`), so after a
+warm-up most of the char CNN's work, the largest part of the cost for small models, is a
+table lookup.
+
+The cache is keyed by a word's character ids (so two strings with the same ids, e.g. two
+tokens cut to the same first 48 bytes, share an entry, exactly as they share a vector)
+and holds the vectors in one preallocated tensor that grows up to `max_words` rows; the
+least recently used words are evicted first.
+
+Correctness rules, enforced by `BiLM`:
+- The cache is only used when no gradient has to flow into the char CNN (inference, or a
+  downstream task training its scalar mix over the frozen biLM). While the biLM itself is
+  trained, every word is recomputed.
+- Entries are dropped whenever the char CNN's parameters change: the cache remembers a
+  fingerprint of them (each tensor's identity, storage and in-place version counter,
+  which every optimizer step, `load_state_dict`, `.to()` and weight import changes) and
+  the compute dtype (autocast), and starts afresh when it differs.
+- A hit returns the same value a miss computes, up to the rounding of a batched
+  convolution (tested at atol 1e-6 against the uncached model).
+
+Thread-safe (one lock per cache); pickling and `copy.deepcopy` keep the settings and
+drop the entries.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import torch
+
+__all__ = ["DEFAULT_TOKEN_CACHE_WORDS", "TokenCache", "parameter_fingerprint"]
+
+DEFAULT_TOKEN_CACHE_WORDS = 50_000
+"""Default bound, in word types: ~100 MB of float32 for the original model
+(`projection_dim` 512), ~25 MB for the shipped default model (128)."""
+
+_INITIAL_ROWS = 1024
+
+
+class TokenCache:
+    """LRU map from a word's char ids to its layer-0 vector.
+
+    Args:
+        max_words: Most word types kept (> 0). Memory is `max_words * projection_dim`
+            values of the compute dtype at most, allocated as the cache fills.
+
+    Attributes:
+        hits, misses: Word lookups answered from the cache / computed, since the last
+            `clear()` or `reset_stats()` (distinct words per batch, not positions).
+    """
+
+    def __init__(self, max_words: int = DEFAULT_TOKEN_CACHE_WORDS) -> None:
+        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words <= 0:
+            raise ValueError(
+                f"max_words must be a positive integer (word types to keep); got {max_words!r}. "
+                "To switch the cache off, pass token_cache_words=0 to the model instead."
+            )
+        self.max_words = max_words
+        self._lock = threading.Lock()
+        self.clear()
+
+    # ------------------------------------------------------------------ bookkeeping
+    def clear(self) -> None:
+        """Drop every entry and the statistics."""
+        self._slots: OrderedDict[bytes, int] = OrderedDict()  # key -> row of _table, LRU first
+        self._table: torch.Tensor | None = None  # [rows, P]
+        self._free: list[int] = []  # rows of _table not holding a word
+        self._fingerprint: tuple | None = None
+        self.hits = 0
+        self.misses = 0
+
+    def reset_stats(self) -> None:
+        """Zero `hits` and `misses`, keeping the entries."""
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def hit_rate(self) -> float:
+        """hits / (hits + misses); 0.0 before any lookup."""
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __repr__(self) -> str:
+        return f"TokenCache(max_words={self.max_words}, words={len(self)}, hit_rate={self.hit_rate:.3f})"
+
+    def __getstate__(self) -> dict:
+        return {"max_words": self.max_words}  # no lock (unpicklable), no entries
+
+    def __setstate__(self, state: dict) -> None:
+        self.max_words = state["max_words"]
+        self._lock = threading.Lock()
+        self.clear()
+
+    # ------------------------------------------------------------------ lookup
+    def lookup(
+        self,
+        words: torch.Tensor,
+        compute: Callable[[torch.Tensor], torch.Tensor],
+        fingerprint: tuple,
+    ) -> torch.Tensor:
+        """Vectors for distinct words: cached rows where present, `compute` for the rest.
+
+        Args:
+            words: Distinct char-id rows (e.g. from `torch.unique(..., dim=0)`).
+            compute: The char CNN: [n, chars] int64 -> [n, P].
+            fingerprint: Identifies the parameters and dtype `compute` uses; a new value
+                empties the cache first.
+
+        Returns:
+            [num_words, P] on the device and in the dtype that `compute` returns.
+
+        Shape:
+            words: [num_words, chars] int64 -> [num_words, P]
+        """
+        keys = _row_keys(words)
+        with self._lock:
+            if fingerprint != self._fingerprint:
+                self.clear()
+                self._fingerprint = fingerprint
+            if not keys or len(keys) > self.max_words:  # nothing to look up, or wider than the cache
+                self.misses += len(keys)
+                return compute(words)
+            missing = [i for i, key in enumerate(keys) if key not in self._slots]
+            for key in keys:  # hits become the most recently used
+                if key in self._slots:
+                    self._slots.move_to_end(key)
+            self.hits += len(keys) - len(missing)
+            self.misses += len(missing)
+            if missing:
+                index = torch.tensor(missing, dtype=torch.long, device=words.device)
+                self._store([keys[i] for i in missing], compute(words.index_select(0, index)))
+            table = self._table
+            assert table is not None  # internal invariant: filled by _store above
+            slots = torch.tensor([self._slots[key] for key in keys], dtype=torch.long, device=table.device)
+            return table.index_select(0, slots)
+
+    def _store(self, keys: list[bytes], vectors: torch.Tensor) -> None:
+        """Insert `len(keys) <= max_words` new rows, evicting least recently used words."""
+        vectors = vectors.detach()
+        table = self._table
+        if table is None or table.dtype != vectors.dtype or table.device != vectors.device:
+            rows = min(self.max_words, max(_INITIAL_ROWS, len(keys)))
+            table = vectors.new_empty(rows, vectors.shape[1])
+            self._slots.clear()
+            self._free = list(range(rows))
+        if len(self._free) < len(keys) and table.shape[0] < self.max_words:  # grow (doubling)
+            rows = min(self.max_words, max(2 * table.shape[0], len(self._slots) + len(keys)))
+            grown = table.new_empty(rows, table.shape[1])
+            grown[: table.shape[0]] = table
+            self._free.extend(range(table.shape[0], rows))
+            table = grown
+        while len(self._free) < len(keys):  # full: evict the least recently used
+            _, slot = self._slots.popitem(last=False)
+            self._free.append(slot)
+        slots = [self._free.pop() for _ in keys]
+        table.index_copy_(0, torch.tensor(slots, dtype=torch.long, device=table.device), vectors)
+        self._slots.update(zip(keys, slots))
+        self._table = table
+
+
+def _row_keys(words: torch.Tensor) -> list[bytes]:
+    """One hashable key per char-id row (int16 bytes: ids are < 262)."""
+    rows = words.detach().to("cpu", torch.int16).numpy()
+    return [row.tobytes() for row in np.ascontiguousarray(rows)]
+
+
+def parameter_fingerprint(parameters: Iterable[torch.Tensor], dtype: torch.dtype | None) -> tuple:
+    """What `TokenCache` compares to know that cached vectors are still valid."""
+    return (dtype,) + tuple((id(p), p.data_ptr(), p._version, p.device) for p in parameters)

@@ -1,0 +1,144 @@
+"""The layer-0 (char CNN) LRU cache: same values as no cache, bounded, never stale."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from elmo_core import BiLM, TokenCache, embed_sentences, words_to_char_ids
+
+from ..conftest import make_tiny_elmo, make_tiny_options
+
+TEXT = [
+    ["the", "cat", "sat", "on", "the", "mat", "."],
+    ["the", "dog", "sat", "on", "a", "log", "."],
+    ["a", "cat", "and", "a", "dog", "."],
+    ["naïve", "😀", "中华人民共和国", "x" * 80, "the"],
+    ["mat"],
+]
+
+
+def _distinct_words(sentences: list[list[str]]) -> int:
+    """Distinct char-id rows the biLM sees: the words plus <S> and </S>."""
+    return len({w for s in sentences for w in s}) + 2
+
+
+def test_cached_vectors_equal_uncached_vectors():
+    cached = make_tiny_elmo()
+    uncached = make_tiny_elmo(token_cache_words=0)
+    assert cached.bilm.token_cache is not None and uncached.bilm.token_cache is None
+    expected = embed_sentences(uncached, TEXT, layers="all")
+    # Cold, then warm (all hits), then a different batching that mixes hits and misses.
+    for batch_size in (None, None, 2, 1):
+        got = embed_sentences(cached, TEXT + [["unseen", "words", "cat"]], layers="all", batch_size=batch_size)
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(g, e, atol=1e-6, rtol=0)
+    assert cached.bilm.token_cache.hits > 0
+
+
+def test_hits_and_misses_count_distinct_words():
+    elmo = make_tiny_elmo()
+    cache = elmo.bilm.token_cache
+    embed_sentences(elmo, TEXT)  # one batch: every distinct word is a miss
+    assert (cache.hits, cache.misses) == (0, _distinct_words(TEXT))
+    assert len(cache) == _distinct_words(TEXT)
+    cache.reset_stats()
+    embed_sentences(elmo, TEXT)
+    assert (cache.hits, cache.misses) == (_distinct_words(TEXT), 0)
+    assert cache.hit_rate == 1.0
+
+
+def test_cache_is_bounded_and_evicts_least_recently_used():
+    elmo = make_tiny_elmo(token_cache_words=4)
+    reference = make_tiny_elmo(token_cache_words=0)
+    cache = elmo.bilm.token_cache
+    # Each sentence brings 2 words + <S> + </S> = 4 rows: exactly the bound.
+    for sentence in (["a", "b"], ["c", "d"], ["a", "b"]):
+        got = embed_sentences(elmo, [sentence], layers="all")[0]
+        np.testing.assert_allclose(got, embed_sentences(reference, [sentence], layers="all")[0], atol=1e-6, rtol=0)
+        assert len(cache) <= 4
+    # "a b" was evicted by "c d" (only <S>/</S> survived), so the third call missed twice.
+    assert (cache.hits, cache.misses) == (2 + 2, 4 + 2 + 2)
+    # A batch wider than the cache is computed without caching, and still right.
+    wide = [["e", "f", "g", "h", "i"]]
+    np.testing.assert_allclose(
+        embed_sentences(elmo, wide)[0], embed_sentences(reference, wide)[0], atol=1e-6, rtol=0
+    )
+
+
+def test_changed_weights_are_never_served_from_the_cache():
+    elmo = make_tiny_elmo()
+    other = make_tiny_elmo(seed=1, token_cache_words=0)
+    embed_sentences(elmo, TEXT)  # fill the cache with seed-0 vectors
+    elmo.bilm.load_state_dict(other.bilm.state_dict())  # in-place copy: versions change
+    expected = embed_sentences(other, TEXT, layers=0)
+    for g, e in zip(embed_sentences(elmo, TEXT, layers=0), expected):
+        np.testing.assert_allclose(g, e, atol=1e-6, rtol=0)
+    # An optimizer-style in-place update is noticed too.
+    with torch.no_grad():
+        elmo.bilm.char_cnn.char_embedding.add_(0.25)
+        other.bilm.char_cnn.char_embedding.add_(0.25)
+    for g, e in zip(embed_sentences(elmo, TEXT, layers=0), embed_sentences(other, TEXT, layers=0)):
+        np.testing.assert_allclose(g, e, atol=1e-6, rtol=0)
+
+
+def test_training_the_char_cnn_bypasses_the_cache():
+    bilm = BiLM(make_tiny_options())  # trainable, cache on
+    bilm.train()
+    char_ids, mask = words_to_char_ids(TEXT, 50)
+    for _ in range(2):
+        bilm(char_ids, mask).activations.sum().backward()
+    assert (bilm.token_cache.hits, bilm.token_cache.misses) == (0, 0)
+    assert bilm.char_cnn.char_embedding.grad is not None
+    assert bilm.char_cnn.char_embedding.grad.abs().sum() > 0
+    # Under no_grad (e.g. validation during training) the cache is used.
+    with torch.no_grad():
+        bilm(char_ids, mask)
+    assert bilm.token_cache.misses == _distinct_words(TEXT)
+
+
+def test_pickle_and_deepcopy_keep_the_bound_and_drop_the_entries():
+    elmo = make_tiny_elmo(token_cache_words=123)
+    expected = embed_sentences(elmo, TEXT)
+    for clone in (pickle.loads(pickle.dumps(elmo)), copy.deepcopy(elmo)):
+        cache = clone.bilm.token_cache
+        assert cache.max_words == 123 and len(cache) == 0 and cache.misses == 0
+        for g, e in zip(embed_sentences(clone, TEXT), expected):
+            np.testing.assert_allclose(g, e, atol=1e-6, rtol=0)
+
+
+def test_two_threads_share_one_cache_safely():
+    elmo = make_tiny_elmo(token_cache_words=16)  # small: threads evict each other's words
+    reference = make_tiny_elmo(token_cache_words=0)
+    work = [[[f"w{(k * 7 + j) % 40}" for j in range(1 + k % 9)] for k in range(60)] for _ in range(2)]
+    work[1] = work[1][::-1]
+    results: list[list[np.ndarray] | BaseException] = [[], []]
+
+    def run(k: int) -> None:
+        try:
+            results[k] = embed_sentences(elmo, work[k], batch_size=3)
+        except BaseException as err:  # pragma: no cover - reported below
+            results[k] = err
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    for k in range(2):
+        assert not isinstance(results[k], BaseException), results[k]
+        for g, e in zip(results[k], embed_sentences(reference, work[k])):
+            np.testing.assert_allclose(g, e, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "big"])
+def test_bad_cache_sizes_are_refused(bad):
+    with pytest.raises(ValueError, match="token_cache_words must be an integer >= 0"):
+        make_tiny_elmo(token_cache_words=bad)
+    with pytest.raises(ValueError, match="max_words must be a positive integer"):
+        TokenCache(bad if bad != -1 else 0)

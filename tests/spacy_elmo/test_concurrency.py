@@ -1,0 +1,84 @@
+"""Threads sharing one `nlp`, and nlp.pipe(n_process=2) under the fork and spawn start methods."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from ..core.test_concurrency import run_in_threads
+from .conftest import DIM
+
+TEXTS = ["Apple is a company .", "The river bank .", "Don't stop-me now!!", "", "a"] * 4
+
+
+def test_two_threads_sharing_one_nlp_match_one_thread(nlp):
+    expected = [doc.tensor.copy() for doc in nlp.pipe(TEXTS)]
+
+    def work(i: int) -> int:
+        torch.set_num_threads(1)
+        for round in range(6):
+            docs = list(nlp.pipe(TEXTS, batch_size=3 + i)) if round % 2 else [nlp(t) for t in TEXTS]
+            for doc, want in zip(docs, expected):
+                np.testing.assert_allclose(doc.tensor, want, atol=1e-6, rtol=0)
+        return round + 1
+
+    assert run_in_threads(work) == [6, 6]
+
+
+# The child sets the start method before anything else (spaCy's nlp.pipe uses the
+# default multiprocessing context), so the pytest process itself is unaffected.
+CHILD = textwrap.dedent(
+    """
+    import json, multiprocessing, sys
+
+    if __name__ == "__main__":
+        multiprocessing.set_start_method(sys.argv[1])
+        import numpy as np
+        import spacy
+
+        nlp = spacy.load(sys.argv[2])
+        texts = json.loads(sys.argv[4])
+        one = list(nlp.pipe(texts, n_process=1))  # torch runs in the parent first
+        two = list(nlp.pipe(texts, n_process=2, batch_size=4))
+        arrays = {}
+        for name, docs in (("one", one), ("two", two)):
+            for i, doc in enumerate(docs):
+                arrays[f"{name}{i}_tensor"] = doc.tensor
+                arrays[f"{name}{i}_vectors"] = np.stack([t.vector for t in doc]) if len(doc) else doc.tensor
+        np.savez(sys.argv[3], **arrays)
+        print(json.dumps({"method": multiprocessing.get_start_method(), "texts": [d.text for d in two]}))
+    """
+)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_pipe_with_two_processes_matches_one_process(nlp, tmp_path, method):
+    if method == "fork" and sys.platform != "linux":
+        pytest.skip("fork is only the default, and only safe, on Linux")
+    nlp.to_disk(tmp_path / "pipeline")
+    expected = list(nlp.pipe(TEXTS))
+    script = tmp_path / "child.py"  # spawn re-imports the main module: it must be a file
+    script.write_text(CHILD, encoding="utf-8")
+    out = tmp_path / "out.npz"
+    done = subprocess.run(
+        [sys.executable, str(script), method, str(tmp_path / "pipeline"), str(out), json.dumps(TEXTS)],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"method": method, "texts": TEXTS}
+    arrays = np.load(out)
+    for name in ("one", "two"):
+        for i, doc in enumerate(expected):
+            tensor = arrays[f"{name}{i}_tensor"]
+            assert tensor.shape == (len(doc), DIM)
+            np.testing.assert_allclose(tensor, doc.tensor, atol=1e-5, rtol=0)
+            np.testing.assert_allclose(arrays[f"{name}{i}_vectors"], doc.tensor, atol=1e-5, rtol=0)
+            if len(doc):
+                assert np.abs(tensor).sum(axis=1).all()  # no token silently became zeros
