@@ -37,14 +37,14 @@ def files(tmp_path):
 
 def test_read_conll_column_skips_docstart_and_reads_the_column(tmp_path):
     path = tmp_path / "x.txt"
-    path.write_text("-DOCSTART- -X- -X- O\n\nEU NNP B-ORG\nrises VBZ O\n\t\nOil NN O\n", encoding="utf-8")
-    assert read_conll_column(path, 1) == ([["EU", "rises"], ["Oil"]], [["NNP", "VBZ"], ["NN"]])
+    path.write_text("-DOCSTART- -X- -X- O\n\nZorbia NNP B-ORG\ngrows VBZ O\n\t\nTea NN O\n", encoding="utf-8")
+    assert read_conll_column(path, 1) == ([["Zorbia", "grows"], ["Tea"]], [["NNP", "VBZ"], ["NN"]])
     assert read_conll_column(path, -1)[1] == [["B-ORG", "O"], ["O"]]
 
 
 def test_read_conll_column_explains_a_missing_column_and_file(tmp_path):
     path = tmp_path / "x.txt"
-    path.write_text("EU B-ORG\n", encoding="utf-8")
+    path.write_text("Zorbia B-ORG\n", encoding="utf-8")
     with pytest.raises(ElmoError, match=r"line 1: --column 2 needs a label column .* has 2 column\(s\)"):
         read_conll_column(path, 2)
     with pytest.raises(ElmoError, match="does not exist"):
