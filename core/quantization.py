@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import copy
 import warnings
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from .elmo import Elmo
+if TYPE_CHECKING:
+    from .elmo import Elmo
 
 __all__ = ["is_quantized", "quantize_int8", "quantize_linear_layers"]
 

@@ -84,3 +84,10 @@ def test_quantised_models_refuse_to_be_saved_or_quantised_again(tmp_path):
 def test_only_float32_cpu_models_can_be_quantised():
     with pytest.raises(ValueError, match=r"on the CPU in float32; the model is on cpu in torch.bfloat16"):
         quantize_int8(make_tiny_elmo().to(torch.bfloat16))
+
+
+def test_int8_models_refuse_gpu_and_half_precision_with_a_clear_error():
+    q = quantize_int8(make_tiny_elmo())
+    for kwargs in ({"autocast_dtype": torch.bfloat16}, {"device": "meta"}):
+        with pytest.raises(ValueError, match="int8-quantised .* runs on the CPU in float32 only"):
+            embed_sentences(q, TEXT, **kwargs)
