@@ -96,7 +96,7 @@ def compare(reference: list[np.ndarray], other: list[np.ndarray], model: torch.n
     got = np.concatenate(other, axis=1)
     mix = model.scalar_mixes[0]  # the same (float32) mix for both: not quantised
     weights = mix.normalized_weights.float().numpy()
-    gamma = float(mix.gamma)
+    gamma = float(mix.gamma.detach())
     named = [(f"layer {k}", ref[k], got[k]) for k in range(ref.shape[0])]
     named.append(("mix", gamma * np.tensordot(weights, ref, 1), gamma * np.tensordot(weights, got, 1)))
     rows = []

@@ -65,6 +65,29 @@ def load_model(
     return load_model_folder(default_model_dir(), map_location=device, dropout=0.0)
 
 
+def _check_device(device: str) -> None:
+    """Raise a one-line ElmoError unless `device` names a torch device this machine has."""
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError) as err:
+        raise ElmoError(f"--device {device!r} is not a torch device ({err}); use cpu, cuda or cuda:N.") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise ElmoError(
+            f"--device {device}: this torch ({torch.__version__}) sees no CUDA device. Use --device cpu, "
+            "or install a CUDA build of torch on a machine with a GPU."
+        )
+    if parsed.type not in ("cpu", "cuda"):
+        raise ElmoError(f"--device {device}: only cpu and cuda devices are supported.")
+
+
+def _check_output(path: Path) -> None:
+    """Raise a one-line ElmoError if OUTPUT cannot be written, before any work is done."""
+    if path.is_dir():
+        raise ElmoError(f"OUTPUT {path} is a folder; give the path of the hdf5 file to write.")
+    if not path.parent.is_dir():
+        raise ElmoError(f"the folder of OUTPUT ({path.parent}) does not exist; create it first.")
+
+
 def _read_sentences(path: Path, tokenize: Callable[[str], list[str]] | None) -> list[list[str]]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -96,18 +119,14 @@ def embed(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     window_tokens: Annotated[int, typer.Option(help="Read a line longer than this in overlapping windows of this many tokens (0 = read every line whole).")] = DEFAULT_WINDOW_TOKENS,
     window_context: Annotated[Optional[int], typer.Option(help="Context tokens on each side of a window (default: window-tokens // 8).")] = None,
-    precision: Annotated[str, typer.Option(help="fp32 (exact), int8 (CPU: dynamic quantisation, ~2-3x faster, cosine ~0.999), bf16 or fp16 (autocast, for GPUs).")] = "fp32",
+    precision: Annotated[str, typer.Option(help="fp32 (exact), int8 (CPU: int8 LSTMs, 1.3-2.9x faster, cosine about 0.999), bf16 or fp16 (autocast, for GPUs).")] = "fp32",
     token_cache: Annotated[int, typer.Option(help="Word types kept in the layer-0 cache (0 = off); changes no value.")] = DEFAULT_TOKEN_CACHE_WORDS,
 ) -> None:
     """Write ELMo vectors for every line of INPUT to the hdf5 file OUTPUT.
 
-    One dataset per input line, named by its 0-based line number: [layers, tokens, dim]
-    for --layers all, [tokens, dim] otherwise. A blank line gives a dataset with 0
-    tokens. OUTPUT is written under a temporary name and appears only when complete.
+    One dataset per input line, named by its 0-based line number, of shape (layers, tokens, dim) for --layers all and (tokens, dim) otherwise. A blank line gives a dataset with 0 tokens. OUTPUT is written under a temporary name and appears only when complete.
 
-    A line longer than --window-tokens (a whole document on one line, say) is read in
-    overlapping windows, so memory does not grow with its length; see the README's
-    "Long documents" section for what that does to vectors near the cuts.
+    A line longer than --window-tokens (a whole document on one line, say) is read in overlapping windows, so memory does not grow with its length; see the README's "Long documents" section for what that does to vectors near the cuts.
     """
     import h5py
     from tqdm import tqdm
@@ -115,6 +134,8 @@ def embed(
     layer_choice: str | int = int(layers) if layers.lstrip("-").isdigit() else layers
     if precision not in PRECISIONS:
         raise ElmoError(f"--precision must be one of {', '.join(PRECISIONS)}; got {precision!r}.")
+    _check_device(device)
+    _check_output(output_file)
     elmo = load_model(model, options, weights, device)
     check_layers(layer_choice, elmo.num_layers, len(elmo.scalar_mixes))
     elmo.bilm.set_token_cache(token_cache)

@@ -14,6 +14,7 @@ import torch
 
 from .batching import batches_by_token_budget
 from .characters import check_sentences, words_to_char_ids
+from .quantization import is_quantized
 from .windows import DEFAULT_WINDOW_TOKENS, Window, plan_windows
 
 if TYPE_CHECKING:
@@ -83,12 +84,19 @@ def iter_embeddings(
             "stateful model carries between batch rows. Call the model on your own batches "
             "in stateful mode, or build it with stateful=False (the default)."
         )
+    _check_positive("batch_tokens", batch_tokens)
+    if batch_size is not None:
+        _check_positive("batch_size", batch_size)
+    if is_quantized(model):
+        _check_int8_use(model, device, autocast_dtype)
     if device is not None:
         model.to(device)
     model_device = next(model.parameters()).device
     precision = _autocast(model_device, autocast_dtype)
     C = model.options.char_cnn.max_characters_per_token
     # One piece per biLM pass: a whole sentence, or one window of a long one.
+    if window_tokens == 0 and not isinstance(window_tokens, bool):
+        window_tokens = None  # 0, as on the command line: read every sentence whole
     if window_tokens is not None:
         plan_windows(0, window_tokens, window_context)  # check the arguments up front
     pieces: list[tuple[int, Window]] = []
@@ -165,6 +173,23 @@ def _leave_eval(model: torch.nn.Module) -> None:
             model.train(entry[1])
 
 
+def _check_positive(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+
+
+def _check_int8_use(model: torch.nn.Module, device: object, autocast_dtype: object) -> None:
+    """int8 layers run on the CPU in float32 only: say so before torch fails deep inside."""
+    parameter = next(model.parameters())
+    target = torch.device(device) if device is not None else parameter.device
+    if target.type != "cpu" or parameter.dtype != torch.float32 or autocast_dtype is not None:
+        raise ValueError(
+            f"this model is int8-quantised (quantize_int8), which runs on the CPU in float32 only; "
+            f"asked for device {target}, dtype {parameter.dtype}, autocast {autocast_dtype}. On a GPU "
+            "use the float32 model with autocast_dtype=torch.bfloat16 instead."
+        )
+
+
 def _autocast(device: torch.device, dtype: torch.dtype | None):
     """A `torch.autocast` context for `dtype`, or a no-op one for None."""
     if dtype is None:
@@ -209,8 +234,8 @@ def embed_sentences(
             the model's own dtype.
         window_tokens: A sentence longer than this is read in overlapping windows of
             this many tokens (see `elmo_core.windows`), so memory does not grow with
-            its length; shorter ones are read whole and are not affected. None reads
-            every sentence whole, however long.
+            its length; shorter ones are read whole and are not affected. None (or 0)
+            reads every sentence whole, however long.
         window_context: Tokens of context on each side of a window's kept tokens
             (default `window_tokens // 8`).
 
@@ -222,6 +247,7 @@ def embed_sentences(
         ValueError: for an unknown `layers` value, a bad budget or window, a stateful
             model, or an `autocast_dtype` other than bfloat16/float16.
     """
+    check_sentences(sentences)
     out: list[np.ndarray | None] = [None] * len(sentences)
     for i, vectors in iter_embeddings(
         model,

@@ -129,6 +129,8 @@ def save_model_folder(model: Elmo, path: str | Path, *, extra_config: dict[str, 
             "(quantize_int8(load_model_folder(path)))."
         )
     folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{folder} is a file; a model folder is a directory. Give a new or existing folder path.")
     folder.mkdir(parents=True, exist_ok=True)
     config = {"model_type": MODEL_TYPE, **model.options.to_dict(), **_elmo_settings(model)}
     if extra_config:
@@ -189,8 +191,8 @@ def load_model_folder(path: str | Path, map_location: str | torch.device = "cpu"
         map_location: Device for the loaded model (default CPU, whatever device the
             model was saved from).
         **overrides: `Elmo` settings that replace the stored ones (e.g. `dropout=0.0`,
-            `num_output_representations=2`). Scalar mixes missing from the file start
-            at w = 0, gamma = 1.
+            `num_output_representations=2`, or `token_cache_words=0`). Scalar mixes
+            missing from the file start at w = 0, gamma = 1.
 
     Raises:
         WeightFileError: for a missing/corrupt file, a missing or mis-shaped tensor
@@ -200,9 +202,12 @@ def load_model_folder(path: str | Path, map_location: str | torch.device = "cpu"
     from safetensors.torch import load_file
 
     options, settings = read_model_config(path)
-    unknown = set(overrides) - set(ELMO_SETTINGS) - {"requires_grad"}
+    unknown = set(overrides) - set(ELMO_SETTINGS) - {"requires_grad", "token_cache_words"}
     if unknown:
-        raise TypeError(f"unknown Elmo settings {sorted(unknown)}; valid: {sorted(ELMO_SETTINGS)} and requires_grad.")
+        raise TypeError(
+            f"unknown Elmo settings {sorted(unknown)}; valid: {sorted(ELMO_SETTINGS)}, requires_grad "
+            "and token_cache_words."
+        )
     settings.update(overrides)
     model = _build_elmo(options, settings, Path(path) / CONFIG_NAME)
     weights_path = _weights_path(path)

@@ -1,11 +1,14 @@
-"""Opt-in int8 inference on the CPU: dynamic quantisation of every Linear layer.
+"""Opt-in int8 inference on the CPU: dynamic quantisation of the LSTMs' Linear layers.
 
 Dynamic quantisation stores each `nn.Linear` weight as int8 (one scale per output row)
 and quantises each input on the fly, so the matrix products run as int8 GEMMs (fbgemm /
 x86 kernels) with float32 in and out. In the ELMo biLM that covers the LSTM input,
-recurrent and projection products, the highway layers and the char CNN projection: all
-but the convolutions, which stay float32 (and whose output the token cache usually
-answers anyway). Cell state, clipping, gates and the scalar mix stay float32.
+recurrent and projection products of both stacks: about 90% of the FLOPs of the
+original model once the token cache answers most words. The token layer (char CNN,
+highway, projection) stays float32: it is layer 0, which is context-independent and
+cached per word, and an int8 version would make a cached vector depend on the batch
+that first computed it (its inputs are quantised with one scale per batch). Cell state,
+clipping, gates and the scalar mix stay float32 too.
 
 This is an approximation: `benchmarks/bench_core.py --int8` prints the speed-up and the
 cosine similarity and maximum difference of every layer and of the mix against float32
@@ -21,11 +24,13 @@ from __future__ import annotations
 
 import copy
 import warnings
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from .elmo import Elmo
+if TYPE_CHECKING:
+    from .elmo import Elmo
 
 __all__ = ["is_quantized", "quantize_int8", "quantize_linear_layers"]
 
@@ -33,9 +38,12 @@ __all__ = ["is_quantized", "quantize_int8", "quantize_linear_layers"]
 def quantize_int8(elmo: Elmo) -> Elmo:
     """A copy of `elmo` whose Linear layers run as int8 dynamic quantisation (CPU only).
 
-    The copy is for inference: it cannot be trained, saved with `save_model_folder` or
-    moved to a GPU. Quantise after loading instead: `quantize_int8(load_model_folder(p))`.
-    The original model is left unchanged.
+    The copy is for inference: its int8 layers have no gradients, and it cannot be
+    saved with `save_model_folder`, moved to a GPU or run in another dtype. Quantise
+    after loading instead: `quantize_int8(load_model_folder(p))`. The original model is
+    left unchanged. Layer 0 is exactly the float32 model's; the LSTM layers and the mix
+    are approximations (cosine about 0.999 per token), and vary slightly with a
+    sentence's batch mates.
 
     Args:
         elmo: A float32 `Elmo` on the CPU.
@@ -56,7 +64,9 @@ def quantize_int8(elmo: Elmo) -> Elmo:
             f"{parameter.device} in {parameter.dtype}. Call .to('cpu', torch.float32) first, "
             "or on a GPU use bf16 autocast (embed(..., autocast_dtype=torch.bfloat16)) instead."
         )
-    model = quantize_linear_layers(copy.deepcopy(elmo).eval())
+    model = copy.deepcopy(elmo).eval()
+    quantize_linear_layers(model.bilm.forward_layers)
+    quantize_linear_layers(model.bilm.backward_layers)
     if model.bilm.token_cache is not None:
         model.bilm.token_cache.clear()
     return model

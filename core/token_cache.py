@@ -17,8 +17,9 @@ Correctness rules, enforced by `BiLM`:
   trained, every word is recomputed.
 - Entries are dropped whenever the char CNN's parameters change: the cache remembers a
   fingerprint of them (each tensor's identity, storage and in-place version counter,
-  which every optimizer step, `load_state_dict`, `.to()` and weight import changes) and
-  the compute dtype (autocast), and starts afresh when it differs.
+  which every optimizer step, `load_state_dict`, `.to()` and weight import changes, and
+  a checksum of its values, which also catches edits through `.data`) and the compute
+  dtype (autocast), and starts afresh when it differs.
 - A hit returns the same value a miss computes, up to the rounding of a batched
   convolution (tested at atol 1e-6 against the uncached model).
 
@@ -145,8 +146,16 @@ class TokenCache:
             return table.index_select(0, slots)
 
     def _store(self, keys: list[bytes], vectors: torch.Tensor) -> None:
-        """Insert `len(keys) <= max_words` new rows, evicting least recently used words."""
-        vectors = vectors.detach()
+        """Insert `len(keys) <= max_words` new rows, evicting least recently used words.
+
+        The table is always an ordinary tensor, even when filled under
+        `torch.inference_mode` (an inference tensor could not be updated in place by a
+        later call outside it, e.g. a training step after `embed`).
+        """
+        with torch.inference_mode(False):
+            self._store_rows(keys, vectors.detach())
+
+    def _store_rows(self, keys: list[bytes], vectors: torch.Tensor) -> None:
         table = self._table
         if table is None or table.dtype != vectors.dtype or table.device != vectors.device:
             rows = min(self.max_words, max(_INITIAL_ROWS, len(keys)))
@@ -175,5 +184,20 @@ def _row_keys(words: torch.Tensor) -> list[bytes]:
 
 
 def parameter_fingerprint(parameters: Iterable[torch.Tensor], dtype: torch.dtype | None) -> tuple:
-    """What `TokenCache` compares to know that cached vectors are still valid."""
-    return (dtype,) + tuple((id(p), p.data_ptr(), p._version, p.device) for p in parameters)
+    """What `TokenCache` compares to know that cached vectors are still valid.
+
+    Per parameter: its identity, storage, device and in-place version counter (changed
+    by optimizer steps, `load_state_dict`, `.to()`, weight import and any in-place
+    operation on the parameter itself), and a float64 sum of its values plus of every
+    97th value, which also notices in-place edits through `.data`, which the version
+    counter does not see. The sums cost one pass over the char CNN's weights per batch
+    (a few ms for the original model, whose batches take seconds).
+    """
+    parameters = list(parameters)
+    with torch.no_grad():
+        sums = torch.stack(
+            [torch.stack([p.sum(dtype=torch.float64), p.reshape(-1)[::97].sum(dtype=torch.float64)]) for p in parameters]
+        ) if parameters else torch.zeros(0)
+    return (dtype, tuple(sums.flatten().tolist())) + tuple(
+        (id(p), p.data_ptr(), p._version, p.device) for p in parameters
+    )

@@ -48,17 +48,22 @@ class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
         """Feature extraction; a list of strings is batched by length and token budget.
 
         Args:
-            inputs: A string or a list of strings (other inputs go to transformers as is).
-            **kwargs: As `FeatureExtractionPipeline`; `batch_size` caps the strings per
-                batch (default: no cap; the token budget decides).
+            inputs: A string, or a list (or tuple) of strings; other inputs go to
+                transformers as they are.
+            **kwargs: As `FeatureExtractionPipeline`; `batch_size` (here, or when the
+                pipeline was made) caps the strings per batch (default: no cap; the
+                token budget decides).
 
         Returns:
             One result per input string, in input order (see the class docstring).
         """
+        if isinstance(inputs, tuple):
+            inputs = list(inputs)
         if not (isinstance(inputs, list) and len(inputs) > 1 and all(isinstance(t, str) for t in inputs)):
             return super().__call__(inputs, *args, **kwargs)
         lengths = [len(self.tokenizer.tokenize(text)) for text in inputs]
-        max_batch_size = kwargs.pop("batch_size", None)
+        # batch_size given to this call, else the one given when the pipeline was made.
+        max_batch_size = kwargs.pop("batch_size", None) or getattr(self, "_batch_size", None)
         results: list[Any] = [None] * len(inputs)
         for batch in batches_by_token_budget(lengths, self.batch_tokens, max_batch_size=max_batch_size):
             outputs = super().__call__([inputs[i] for i in batch], *args, batch_size=len(batch), **kwargs)
@@ -97,7 +102,8 @@ def feature_extraction_pipeline(
         WeightFileError: if no model is named and no default model is installed.
         ValueError: if `batch_tokens` is not a positive integer.
     """
-    batches_by_token_budget([], batch_tokens)  # checks the budget before anything loads
+    if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens <= 0:
+        raise ValueError(f"batch_tokens must be a positive integer (padded positions per batch); got {batch_tokens!r}.")
     if model is None:
         model = str(default_model_dir())
     if isinstance(model, os.PathLike):

@@ -127,3 +127,20 @@ def test_precision_and_token_cache_options(tmp_path):
     result = cli("embed", tmp_path / "in.txt", tmp_path / "x.hdf5", *model, "--precision", "fp64")
     assert result.returncode == 2 and "--precision must be one of fp32, int8, bf16, fp16" in result.stderr
     assert not (tmp_path / "x.hdf5").exists()
+
+
+def test_bad_device_or_output_fail_before_any_work(tmp_path):
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
+    model = ["--model", tmp_path / "model"]
+    cases = [
+        (["--device", "tpu"], "is not a torch device"),
+        ([tmp_path / "missing" / "o.hdf5"], "does not exist; create it first"),
+        ([tmp_path], "is a folder; give the path of the hdf5 file"),
+    ]
+    for extra, message in cases:
+        out = [tmp_path / "o.hdf5"] if extra and extra[0] == "--device" else []
+        result = cli("embed", tmp_path / "in.txt", *out, *extra, *model)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+    assert not (tmp_path / "o.hdf5").exists() and list(tmp_path.rglob("*.partial")) == []

@@ -104,3 +104,23 @@ def test_stateful_models_are_refused():
 def test_string_instead_of_token_list_is_refused():
     with pytest.raises(TypeError, match="Split raw text into tokens first"):
         make_tiny_elmo().embed(["hello world"])
+
+
+def test_argument_errors_name_the_argument_the_caller_gave(tmp_path):
+    elmo = make_tiny_elmo()
+    with pytest.raises(ValueError, match="batch_tokens must be a positive integer; got 0"):
+        embed_sentences(elmo, [S], batch_tokens=0)
+    with pytest.raises(ValueError, match="batch_size must be a positive integer; got 0"):
+        embed_sentences(elmo, [S], batch_size=0)
+    with pytest.raises(TypeError, match="sentences must be a list of sentences"):
+        embed_sentences(elmo, None)
+    # window_tokens=0 means "no windows", as on the command line.
+    long = ["w%d" % k for k in range(50)]
+    np.testing.assert_array_equal(
+        embed_sentences(elmo, [long], window_tokens=0)[0], embed_sentences(elmo, [long], window_tokens=None)[0]
+    )
+    save_model_folder(elmo, tmp_path / "m")
+    assert load_model_folder(tmp_path / "m", token_cache_words=0).bilm.token_cache is None
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is a file; a model folder is a directory"):
+        save_model_folder(elmo, tmp_path / "file")

@@ -142,3 +142,28 @@ def test_bad_cache_sizes_are_refused(bad):
         make_tiny_elmo(token_cache_words=bad)
     with pytest.raises(ValueError, match="max_words must be a positive integer"):
         TokenCache(bad if bad != -1 else 0)
+
+
+def test_calling_the_model_after_inference_mode_runs_still_works():
+    # The cache filled under torch.inference_mode (embed) must not break later calls
+    # outside it, with grad or under no_grad: nothing may write into an inference tensor.
+    elmo = make_tiny_elmo(num_output_representations=1)
+    embed_sentences(elmo, TEXT)
+    char_ids, mask = words_to_char_ids([["novel", "words", "cat"]], 50)
+    with torch.no_grad():
+        elmo(char_ids, mask)
+    out = elmo(char_ids, mask)  # a task model's training step: the mix gets gradients
+    out.representations[0].sum().backward()
+    assert elmo.scalar_mixes[0].scalar_weights.grad is not None
+
+
+def test_edits_through_data_are_noticed():
+    elmo = make_tiny_elmo()
+    embed_sentences(elmo, TEXT)
+    for p in elmo.bilm.char_cnn.parameters():
+        p.data.mul_(1.5)  # .data: no version-counter bump
+    reference = make_tiny_elmo(token_cache_words=0)
+    for p in reference.bilm.char_cnn.parameters():
+        p.data.mul_(1.5)
+    for g, e in zip(embed_sentences(elmo, TEXT, layers=0), embed_sentences(reference, TEXT, layers=0)):
+        np.testing.assert_allclose(g, e, atol=1e-6, rtol=0)

@@ -76,5 +76,12 @@ def test_elmo_pipeline_batches_by_length_and_token_budget(saved_model_dir, tiny_
             got = torch.tensor(result[0])
             assert got.shape[0] == n
             torch.testing.assert_close(got, alone(tiny_hf_model, tiny_tokenizer, text), atol=1e-5, rtol=1e-4)
-    with pytest.raises(ValueError, match="max_tokens must be a positive integer"):
+    # A cap given when the pipeline is made counts too, and tuples are lists.
+    extractor = feature_extraction_pipeline(model=saved_model_dir, batch_size=2)
+    calls.clear()
+    hook = extractor.model.register_forward_hook(lambda m, args, kwargs_out: calls.append(0))
+    assert len(extractor(tuple(texts[:6]))) == 6
+    hook.remove()
+    assert len(calls) == 3
+    with pytest.raises(ValueError, match="batch_tokens must be a positive integer"):
         feature_extraction_pipeline(model=saved_model_dir, batch_tokens=0)
