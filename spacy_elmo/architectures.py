@@ -91,7 +91,7 @@ def ElmoModel_v2(
     downstream component for several epochs shows it the same sentences again and
     again; with a cache, the biLM runs on each distinct sentence once and later epochs
     (and the dev evaluations) read the stored layers. The Docs get the same numbers as
-    without the cache (to float32 rounding of batching, which is below 1e-6) and
+    without the cache (up to the float32 rounding of batching, about 1e-6) and
     their own copies, so nothing a Doc's owner does can change the cache.
 
     path, options, weights, max_batch_tokens, per_sentence, window_tokens, window_context:
