@@ -23,6 +23,7 @@ from .characters import words_to_char_ids, word_to_char_ids
 from .elmo import Elmo, ElmoOutput
 from .embedding import embed_sentences, iter_embeddings
 from .errors import ElmoError, OptionsError, WeightFileError
+from .feature_cache import CacheStats, FeatureCache
 from .highway import Highway
 from .lstm import LSTMCellWithProjection, LSTMStack, compile_recurrence
 from .model_folder import load_model_folder, read_model_config, save_model_folder
@@ -40,11 +41,13 @@ __all__ = [
     "BiLM",
     "BiLMOptions",
     "BiLMOutput",
+    "CacheStats",
     "CharCNN",
     "CharCNNOptions",
     "Elmo",
     "ElmoError",
     "ElmoOutput",
+    "FeatureCache",
     "Highway",
     "LSTMCellWithProjection",
     "LSTMOptions",

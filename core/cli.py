@@ -3,6 +3,7 @@
     elmo embed INPUT OUTPUT [--layers all|top|average|mix|K] [--model DIR |
                --options FILE --weights FILE] [--batch-tokens N] [--device cpu] [--tokenize]
                [--window-tokens N] [--window-context N]
+    elmo probe TRAIN EVAL [--column 1] [--plot probe.png] [--title T] [--model DIR] [--epochs 5] [--seed 0]
 """
 
 from __future__ import annotations
@@ -300,6 +301,50 @@ def convert(
     else:
         out = converter.convert_bilm_tf_to_hf(*paths)
     typer.echo(f"wrote model folder {out}", err=True)
+
+
+@app.command()
+def probe(
+    train_file: Annotated[Path, typer.Argument(metavar="TRAIN", help="CoNLL-format file to fit the probes on.")],
+    eval_file: Annotated[Path, typer.Argument(metavar="EVAL", help="CoNLL-format file to score them on.")],
+    column: Annotated[int, typer.Option(help="Label column, Python style: 1 = second (CoNLL-2003 POS), -1 = last (NER).")] = 1,
+    plot: Annotated[Optional[Path], typer.Option(help="Save a bar plot of the accuracies here (PNG; needs matplotlib).")] = None,
+    title: Annotated[str, typer.Option(help="Title of the plot (default: the column and file names).")] = "",
+    model: Annotated[Optional[Path], typer.Option(help="Model folder.")] = None,
+    options: Annotated[Optional[Path], typer.Option(help="bilm-tf options.json (with --weights).")] = None,
+    weights: Annotated[Optional[Path], typer.Option(help="bilm-tf hdf5 weights (with --options).")] = None,
+    epochs: Annotated[int, typer.Option(help="Passes over the training tokens.")] = 5,
+    batch_size: Annotated[int, typer.Option(help="Tokens per Adam step.")] = 256,
+    lr: Annotated[float, typer.Option(help="Adam learning rate (features are standardised).")] = 1e-3,
+    seed: Annotated[int, typer.Option(help="Seed for the probes' init and token order.")] = 0,
+    batch_tokens: Annotated[int, typer.Option(help="Padded positions per biLM batch.")] = DEFAULT_BATCH_TOKENS,
+    device: Annotated[str, typer.Option(help="torch device for the biLM, e.g. cpu or cuda.")] = "cpu",
+) -> None:
+    """Linear probe of each biLM layer (0 = char CNN) and their average on token labels.
+
+    Fits a softmax regression on the frozen vectors of TRAIN's tokens, per layer, to
+    the labels in --column, and prints the accuracy on EVAL's tokens (labels never seen
+    in TRAIN count as wrong), with the majority-label baseline. Peters et al. (2018)
+    found the first LSTM layer best for POS tags.
+    """
+    from .probe import plot_probe, read_conll_column, run_probe
+
+    if column == 0:
+        raise ElmoError("--column 0 is the token itself; give the label column (1 = second, -1 = last).")
+    elmo = load_model(model, options, weights, device)
+    train_data = read_conll_column(train_file, column)
+    eval_data = read_conll_column(eval_file, column)
+    result = run_probe(
+        elmo, train_data, eval_data,
+        epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, batch_tokens=batch_tokens,
+    )
+    typer.echo("representation\taccuracy\tcorrect\ttokens")
+    for name, accuracy, correct in zip(result.names, result.accuracy, result.correct):
+        typer.echo(f"{name}\t{accuracy:.4f}\t{correct}\t{result.num_tokens}")
+    typer.echo(f"majority label\t{result.majority_accuracy:.4f}\t\t{result.num_tokens}")
+    if plot is not None:
+        plot_probe(result, plot, title=title or f"linear probe, column {column}: {train_file.name} -> {eval_file.name}")
+        typer.echo(f"wrote {plot}", err=True)
 
 
 def main() -> None:

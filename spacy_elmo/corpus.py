@@ -11,7 +11,8 @@ The file is converted with spaCy's own converter (`conll_ner_to_docs`, the one b
 `spacy convert --converter ner`). Its format: one token per line, the token in the first
 column and the IOB tag in the last (IOB1 or IOB2), a blank line between sentences, and
 `-DOCSTART-` lines between documents (as in CoNLL-2003 and WikiGold, whichever columns
-follow the `-DOCSTART-`).
+follow the `-DOCSTART-`). Lines of only whitespace count as blank (WNUT-17's train file
+has some).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ __all__ = ["ConllNerCorpus", "read_conll_ner"]
 # The document separator spaCy's converter looks for.
 _DOC_DELIMITER = "-DOCSTART- -X- O O"
 _DOCSTART_LINE = re.compile(r"^-DOCSTART-.*$", re.MULTILINE)
+_BLANK_LINE = re.compile(r"^[ \t\r]+$", re.MULTILINE)
 
 
 def read_conll_ner(path: str | Path, n_sents: int = 10) -> list[Doc]:
@@ -51,6 +53,9 @@ def read_conll_ner(path: str | Path, n_sents: int = 10) -> list[Doc]:
     # WikiGold writes "-DOCSTART- O", CoNLL-2003 "-DOCSTART- -X- -X- O": both become the
     # converter's delimiter, followed by a blank line so that it is never read as a token.
     text = _DOCSTART_LINE.sub(_DOC_DELIMITER + "\n", text)
+    # WNUT-17's train file ends some sentences with a line holding only a tab; the
+    # converter splits sentences on empty lines only, so make such lines empty.
+    text = _BLANK_LINE.sub("", text.replace("\r\n", "\n"))
     docs = list(conll_ner_to_docs(text, n_sents=n_sents, no_print=True))
     if not docs:
         raise ValueError(f"no sentences found in {path}; expected 'token ... TAG' lines.")

@@ -68,6 +68,10 @@ def make_elmo(nlp: Language, name: str, model: Model[List[Doc], List[Floats3d]])
     no scalar mix gets the average too). Whitespace tokens are not shown to the biLM and
     get zero vectors.
 
+    spaCy's own `tok2vec` component writes `doc.tensor` too, and its listeners read
+    `doc.tensor` at prediction time: in a pipeline with both, put `elmo` before
+    `tok2vec` so that `tok2vec` writes last (ELMo's layers stay in `doc._.elmo_layers`).
+
     Downstream components read the layers through `spacy-elmo.ElmoListener.v1`, each
     with its own trainable scalar mix. During training, list this component in
     `[training] annotating_components` so that the layers are computed once per batch

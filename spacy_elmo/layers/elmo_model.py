@@ -11,9 +11,13 @@
          (whitespace tokens get zero rows)
 
 The biLM is frozen: `forward` runs it under `torch.inference_mode` whatever `is_train`
-says, and its backprop returns nothing (Docs take no gradient). Mixing the layers is
-left to whoever reads them: the `elmo` component (for `doc.tensor`) and each listener
-(its own trainable `ScalarMix`).
+says, and its backprop returns nothing (Docs take no gradient). For the same reason a
+unit's layers can be kept: with `cache_bytes > 0` (`spacy-elmo.ElmoModel.v2`) each
+unit's layers are stored in an `elmo_core.FeatureCache` keyed by its token texts, and
+the biLM only runs on units it has not seen (an NER trained for many epochs computes
+each training sentence once). The Docs always get fresh arrays, copied from the cache.
+Mixing the layers is left to whoever reads them: the `elmo` component (for `doc.tensor`)
+and each listener (its own trainable `ScalarMix`).
 
 Construction never reads files. The torch module is loaded by `init` (at
 `nlp.initialize()`, or lazily on the first call) from the configured source, or by
@@ -45,6 +49,7 @@ from elmo_core import (
     DEFAULT_WINDOW_TOKENS,
     BiLMOptions,
     Elmo,
+    FeatureCache,
     Window,
     batches_by_token_budget,
     load_bilm_tf,
@@ -58,6 +63,7 @@ from elmo_core.model_folder import default_model_dir
 __all__ = [
     "build_elmo_model",
     "elmo_module",
+    "feature_cache",
     "ensure_loaded",
     "is_loaded",
     "load_elmo_source",
@@ -88,14 +94,17 @@ def build_elmo_model(
     per_sentence: bool = True,
     window_tokens: int = DEFAULT_WINDOW_TOKENS,
     window_context: int | None = None,
+    cache_bytes: int = 0,
 ) -> Model[List[Doc], List[Floats3d]]:
-    """The thinc layer; see `spacy_elmo.architectures.ElmoModel_v1` for the arguments."""
+    """The thinc layer; see `spacy_elmo.architectures.ElmoModel_v2` for the arguments."""
     if isinstance(max_batch_tokens, bool) or not isinstance(max_batch_tokens, int) or max_batch_tokens <= 0:
         raise ValueError(f"max_batch_tokens must be a positive integer; got {max_batch_tokens!r}.")
     if window_tokens == 0:
         window_tokens = None  # read every unit whole
     if window_tokens is not None:
         plan_windows(0, window_tokens, window_context)  # raises ValueError for bad values
+    if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
+        raise ValueError(f"cache_bytes must be a non-negative integer (0 = no cache); got {cache_bytes!r}.")
     return Model(
         LAYER_NAME,
         forward,
@@ -108,6 +117,8 @@ def build_elmo_model(
             "per_sentence": per_sentence,
             "window_tokens": window_tokens,
             "window_context": window_context,
+            # Not serialised (thinc skips attrs msgpack cannot write); a copy starts empty.
+            "feature_cache": FeatureCache(cache_bytes) if cache_bytes else None,
             # Used by nlp.replace_listeners (see architectures.py).
             "replace_listener": _replace_listener,
             "replace_listener_cfg": _replace_listener_cfg,
@@ -121,17 +132,28 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
     num_layers, dim = model.get_dim("nL"), model.get_dim("nO")
     outputs = [np.zeros((num_layers, len(doc), dim), dtype="float32") for doc in docs]
     units = list(_units(docs, model.attrs["per_sentence"]))
-    pieces = list(_windows(units, model.attrs.get("window_tokens"), model.attrs.get("window_context")))
+    cache: FeatureCache | None = model.attrs.get("feature_cache")
+    missing = []  # units the biLM has to read
+    for doc_index, token_indices, words in units:
+        cached = cache.get(tuple(words)) if cache is not None else None
+        if cached is None:
+            missing.append((doc_index, token_indices, words))
+        else:
+            outputs[doc_index][:, token_indices] = cached  # a copy: the cache stays read-only
+    pieces = list(_windows(missing, model.attrs.get("window_tokens"), model.attrs.get("window_context")))
     wrapper = model.layers[0]
     batches = batches_by_token_budget([w.end - w.start for _, w in pieces], model.attrs["max_batch_tokens"])
     with torch.inference_mode():
         for batch in batches:
-            activations = wrapper.predict([units[u][2][w.start : w.end] for u, w in (pieces[k] for k in batch)])
+            activations = wrapper.predict([missing[u][2][w.start : w.end] for u, w in (pieces[k] for k in batch)])
             for k, layers in zip(batch, activations):
                 u, w = pieces[k]
-                doc_index, token_indices, _ = units[u]
+                doc_index, token_indices, _ = missing[u]
                 kept = layers[:, w.keep_start - w.start : w.keep_end - w.start]  # [layers, kept tokens, dim]
                 outputs[doc_index][:, token_indices[w.keep_start : w.keep_end]] = kept
+    if cache is not None:
+        for doc_index, token_indices, words in missing:  # whole units, after all their windows
+            cache.put(tuple(words), outputs[doc_index][:, token_indices])
 
     def backprop(d_outputs: List[Floats3d]) -> List[Doc]:
         # The biLM is frozen and Docs take no gradient.
@@ -188,6 +210,11 @@ def elmo_module(model: Model) -> Elmo | None:
     return elmo_module_of_wrapper(model.layers[0])
 
 
+def feature_cache(model: Model) -> FeatureCache | None:
+    """The layer's `FeatureCache` (None when built with cache_bytes = 0); read `.stats`."""
+    return model.attrs.get("feature_cache")
+
+
 def is_loaded(model: Model) -> bool:
     return elmo_module(model) is not None
 
@@ -214,6 +241,9 @@ def set_elmo(model: Model, elmo: Elmo) -> None:
                 "saved pipeline and the model it loads must have the same shape."
             )
     model.layers[0] = _wrap(elmo.eval())
+    cache = model.attrs.get("feature_cache")
+    if cache is not None:
+        cache.clear()  # the layers it holds came from another biLM
     model.set_dim("nO", elmo.output_dim)
     model.set_dim("nL", elmo.num_layers)
 

@@ -125,3 +125,12 @@ def test_spacy_train_of_the_example_config_on_wikigold(wikigold, tiny_model_dir,
     doc = nlp("The band played in London .")
     assert doc.tensor.shape == (len(doc), 16)
     assert set(nlp.get_pipe("ner").labels) == {"LOC", "MISC", "ORG", "PER"}
+
+
+def test_read_conll_ner_treats_whitespace_only_lines_as_sentence_breaks(tmp_path):
+    # WNUT-17's train file separates some sentences with a line holding only a tab.
+    path = tmp_path / "wnut_like.txt"
+    path.write_text("Kim\tB-person\nsings\tO\n\t\nOslo\tB-location\nrocks\tO\n \r\n", encoding="utf-8")
+    (doc,) = read_conll_ner(path)
+    assert [[t.text for t in s] for s in doc.sents] == [["Kim", "sings"], ["Oslo", "rocks"]]
+    assert [(e.text, e.label_) for e in doc.ents] == [("Kim", "person"), ("Oslo", "location")]

@@ -167,3 +167,80 @@ def test_saved_tiny_model_round_trip_through_load_elmo_source(tmp_path):
     loaded = load_elmo_source(path=str(tmp_path))
     for name, tensor in elmo.state_dict().items():
         assert torch.equal(tensor, loaded.state_dict()[name]), name
+
+
+# ------------------------------------------------------------------ v2: the feature cache
+def test_v2_cached_layers_equal_uncached_and_hits_skip_the_bilm(tiny_model_dir):
+    from spacy_elmo.architectures import ElmoModel_v2
+    from spacy_elmo.layers.elmo_model import feature_cache
+
+    plain = ElmoModel_v1(path=str(tiny_model_dir)).predict(docs_for(WORDS))
+    model = ElmoModel_v2(path=str(tiny_model_dir), cache_bytes=1 << 20)
+    first = model.predict(docs_for(WORDS))
+    hits_before = feature_cache(model).stats.hits
+    second = model.predict(docs_for(WORDS[::-1]))[::-1]  # other batch order, all hits
+    stats = feature_cache(model).stats
+    assert stats.entries == 3 and stats.hits - hits_before == 3  # the empty Doc is no unit
+    for a, b, c in zip(plain, first, second):
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(c, a, rtol=0, atol=1e-6)
+
+
+def test_v2_docs_get_their_own_writable_copies_of_cached_layers(tiny_model_dir):
+    from spacy_elmo.architectures import ElmoModel_v2
+
+    model = ElmoModel_v2(path=str(tiny_model_dir), cache_bytes=1 << 20)
+    expected = model.predict(docs_for(WORDS[:1]))[0].copy()
+    for _ in range(2):  # the miss, then the hit
+        out = model.predict(docs_for(WORDS[:1]))[0]
+        assert out.flags.writeable
+        out[:] = 123.0  # a caller corrupting its output does not reach the cache
+    np.testing.assert_array_equal(model.predict(docs_for(WORDS[:1]))[0], expected)
+
+
+def test_v2_cache_respects_its_byte_budget(tiny_model_dir):
+    from spacy_elmo.architectures import ElmoModel_v2
+    from spacy_elmo.layers.elmo_model import feature_cache
+
+    per_token = NUM_LAYERS * DIM * 4
+    model = ElmoModel_v2(path=str(tiny_model_dir), cache_bytes=8 * per_token)
+    model.predict(docs_for(WORDS))  # 4 + 1 + 7 tokens
+    cache = feature_cache(model)
+    assert 0 < cache.nbytes <= 8 * per_token and cache.stats.entries < 3  # never all 12 tokens
+    assert ElmoModel_v2(path=str(tiny_model_dir)).attrs["feature_cache"] is None  # 0 = v1
+
+
+def test_v2_cache_is_emptied_when_another_bilm_is_set(tiny_model_dir):
+    from spacy_elmo.architectures import ElmoModel_v2
+    from spacy_elmo.layers.elmo_model import feature_cache
+
+    model = ElmoModel_v2(path=str(tiny_model_dir), cache_bytes=1 << 20)
+    model.predict(docs_for(WORDS))
+    other = make_tiny_elmo(seed=1)
+    set_elmo(model, other)
+    np.testing.assert_allclose(
+        model.predict(docs_for(WORDS[:1]))[0], embed_sentences(other, WORDS[:1], layers="all")[0], atol=1e-6, rtol=0
+    )
+    assert feature_cache(model).stats.entries == 1
+
+
+@pytest.mark.parametrize("budget", [-1, "1GB"])
+def test_v2_rejects_a_bad_cache_budget(tiny_model_dir, budget):
+    from spacy_elmo.architectures import ElmoModel_v2
+
+    with pytest.raises(ValueError, match="cache_bytes must be a non-negative integer"):
+        ElmoModel_v2(path=str(tiny_model_dir), cache_bytes=budget)
+
+
+def test_v2_caches_a_sentence_read_in_windows_whole(tiny_model_dir):
+    from spacy_elmo.architectures import ElmoModel_v2
+    from spacy_elmo.layers.elmo_model import feature_cache
+
+    long_words = [[f"w{i % 7}" for i in range(40)]]
+    plain = ElmoModel_v2(path=str(tiny_model_dir), window_tokens=16).predict(docs_for(long_words))[0]
+    model = ElmoModel_v2(path=str(tiny_model_dir), window_tokens=16, cache_bytes=1 << 20)
+    first = model.predict(docs_for(long_words))[0]
+    second = model.predict(docs_for(long_words))[0]
+    assert feature_cache(model).stats[:3] == (1, 1, 1)  # one hit, one miss, one entry
+    np.testing.assert_allclose(first, plain, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(second, plain, rtol=0, atol=1e-6)

@@ -1,0 +1,246 @@
+"""spaCy's standard NER with and without ELMo, on CoNLL-format files given by path.
+
+    python examples/ner/ner_benchmark.py --train train.txt --dev dev.txt \\
+        --eval dev=dev.txt --eval wikigold=wikigold.conll.txt --seeds 0 1 2 --max-steps 2000 \\
+        --out local/ner_conll
+
+One command, four stages:
+
+1. convert: every file to a `.spacy` DocBin with spaCy's own CoNLL converter
+   (`conll_ner_to_docs`, the one behind `spacy convert --converter ner`, through
+   `spacy_elmo.corpus.read_conll_ner`, which also reads WikiGold's and WNUT-17's
+   separator lines);
+2. configs: spaCy's standard NER config (`spacy init config --pipeline ner`, CPU,
+   efficiency), and the same config with ELMo added to the NER's input as the paper
+   does (section 3.3): an `elmo` component (frozen biLM, `spacy-elmo.ElmoModel.v2`
+   with a feature cache) and `spacy-elmo.ElmoListener.v1`, a trainable scalar mix of
+   the biLM's layers concatenated with the standard tok2vec's features. Both read the
+   files' own tokens and sentences (`gold_preproc = true`), as CoNLL is scored;
+3. train: both configs for each seed, the same number of steps;
+4. evaluate: the last model of each run (no selection on dev) on each `--eval` file:
+   entity precision, recall and F1 (exact span and type, spaCy's NER scorer), per type
+   and overall; mean +- standard deviation over the seeds.
+
+Everything is written under `--out`: data/, baseline.cfg, elmo.cfg, one folder per run,
+and results.json. Converted data stays there (CoNLL-2003's licence forbids sharing it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import spacy
+from spacy.cli.init_config import init_config
+from spacy.training.initialize import init_nlp
+from spacy.training.loop import train as train_nlp
+from spacy.scorer import get_ner_prf
+from spacy.tokens import DocBin
+from spacy.training import Corpus, Example
+
+from spacy_elmo.corpus import read_conll_ner
+from spacy_elmo.layers.elmo_model import feature_cache
+
+VARIANTS = ("baseline", "elmo")
+DEFAULT_CACHE_MB = 2048
+
+
+# ------------------------------------------------------------------ 1. convert
+def convert(conll_path: Path, spacy_path: Path, n_sents: int = 10) -> int:
+    """Write `conll_path` as a DocBin of one Doc per sentence; returns the number of sentences.
+
+    One Doc per sentence because the models read sentences anyway (`gold_preproc`),
+    and spaCy's corpus reader splits a long Doc into sentences in quadratic time on
+    every epoch (a CoNLL-2003 article has ~15 sentences).
+    """
+    sentences = [sent.as_doc() for doc in read_conll_ner(conll_path, n_sents) for sent in doc.sents]
+    spacy_path.parent.mkdir(parents=True, exist_ok=True)
+    DocBin(docs=sentences).to_disk(spacy_path)
+    return len(sentences)
+
+
+# ------------------------------------------------------------------ 2. configs
+def make_configs(
+    *, max_steps: int, eval_frequency: int, elmo_path: str = "", cache_bytes: int = DEFAULT_CACHE_MB << 20
+) -> dict[str, spacy.util.Config]:
+    """{"baseline": spaCy's NER config, "elmo": the same plus ELMo features}."""
+    base = init_config(lang="en", pipeline=["ner"], optimize="efficiency", gpu=False)
+    for corpus in ("train", "dev"):
+        # The files' tokens and sentences, as CoNLL is scored (and ELMo reads sentences).
+        base["corpora"][corpus]["gold_preproc"] = True
+    base["training"]["max_steps"] = max_steps
+    base["training"]["eval_frequency"] = eval_frequency
+    base["training"]["patience"] = 0  # always train max_steps; the last model is scored
+
+    elmo = spacy.util.Config().from_str(base.to_str(), interpolate=False)
+    # "elmo" before "tok2vec": both write doc.tensor, and the NER's Tok2VecListener reads
+    # doc.tensor at prediction time, so the standard tok2vec must write it last.
+    elmo["nlp"]["pipeline"] = ["elmo", "tok2vec", "ner"]
+    elmo["components"]["elmo"] = {
+        "factory": "elmo",
+        "model": {
+            "@architectures": "spacy-elmo.ElmoModel.v2",
+            "path": elmo_path,
+            "options": "",
+            "weights": "",
+            "max_batch_tokens": 4096,
+            "per_sentence": True,
+            "cache_bytes": cache_bytes,
+        },
+    }
+    ner_model = elmo["components"]["ner"]["model"]
+    ner_model["tok2vec"] = {
+        "@architectures": "spacy-elmo.ElmoListener.v1",
+        "upstream": "elmo",
+        "width": None,  # the NER's own input layer projects the concatenation
+        "tok2vec": ner_model["tok2vec"],  # the standard features, unchanged
+    }
+    # The biLM is frozen: "elmo" annotates each batch once, the listener reads it.
+    elmo["training"]["annotating_components"] = ["elmo"]
+    return {"baseline": base, "elmo": elmo}
+
+
+# ------------------------------------------------------------------ 4. evaluate
+def entity_scores(examples: list[Example]) -> dict[str, dict[str, float]]:
+    """Entity P, R, F (0..100) and the number of gold entities, per type and "ALL".
+
+    P, R and F are spaCy's NER scores (`spacy.scorer.get_ner_prf`, what `spacy
+    evaluate` prints): a predicted entity is right when its span and type equal a gold
+    entity's. A type never predicted nor annotated does not appear.
+    """
+    prf = get_ner_prf(examples)
+    support = Counter(ent.label_ for eg in examples for ent in eg.y.ents)
+    per_type = prf["ents_per_type"] or {}
+    scores = {
+        label: {"p": 100 * s["p"], "r": 100 * s["r"], "f": 100 * s["f"], "n": support[label]}
+        for label, s in sorted(per_type.items())
+    }
+    for label in sorted(set(support) - set(scores)):
+        scores[label] = {"p": 0.0, "r": 0.0, "f": 0.0, "n": support[label]}
+    overall = [prf[k] or 0.0 for k in ("ents_p", "ents_r", "ents_f")]
+    scores["ALL"] = {"p": 100 * overall[0], "r": 100 * overall[1], "f": 100 * overall[2], "n": sum(support.values())}
+    return scores
+
+
+def evaluate(nlp: spacy.Language, spacy_path: Path) -> dict[str, dict[str, float]]:
+    examples = list(Corpus(spacy_path, gold_preproc=True)(nlp))
+    predicted = nlp.pipe([eg.predicted for eg in examples], batch_size=256)
+    return entity_scores([Example(doc, eg.reference) for doc, eg in zip(predicted, examples)])
+
+
+def summarize(values: list[float]) -> str:
+    mean = statistics.fmean(values)
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{mean:6.2f} ± {std:4.2f}"
+
+
+def format_results(results: dict, eval_names: list[str], seeds: list[int], variants: list[str]) -> str:
+    lines = []
+    for name in eval_names:
+        lines.append(f"\n{name} ({results['eval_files'][name]}); seeds {' '.join(map(str, seeds))}; mean ± std")
+        lines.append(f"{'variant':9} {'type':16} {'gold':>6}  {'P':>13}  {'R':>13}  {'F1':>13}")
+        for variant in variants:
+            runs = [results["runs"][f"{variant}/seed{seed}"]["scores"][name] for seed in seeds]
+            labels = [label for label in runs[0] if label != "ALL"] + ["ALL"]
+            for label in labels:
+                cells = [summarize([run.get(label, {}).get(k, 0.0) for run in runs]) for k in "prf"]
+                lines.append(f"{variant:9} {label:16} {runs[0][label]['n']:6d}  " + "  ".join(cells))
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ the command
+def parse_eval(value: str) -> tuple[str, Path]:
+    name, sep, path = value.partition("=")
+    return (name, Path(path)) if sep else (Path(value).stem, Path(value))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--train", type=Path, required=True, help="CoNLL-format training file.")
+    parser.add_argument("--dev", type=Path, required=True, help="CoNLL-format file spaCy scores during training (logged only).")
+    parser.add_argument("--eval", action="append", type=parse_eval, required=True, metavar="[NAME=]PATH",
+                        help="CoNLL-format file to score the final models on; repeat for more.")
+    parser.add_argument("--out", type=Path, required=True, help="Folder for data, configs, models and results.json.")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="spaCy seeds (default: 0).")
+    parser.add_argument("--max-steps", type=int, default=2000, help="Training steps of every run (default 2000).")
+    parser.add_argument("--eval-frequency", type=int, default=None, help="Steps between dev scores in the log (default: max-steps).")
+    parser.add_argument("--elmo-model", default="", help="ELMo model folder (default: the default model).")
+    parser.add_argument("--cache-mb", type=int, default=DEFAULT_CACHE_MB, help="ELMo feature cache budget in MiB (0 = off).")
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument("--n-sents", type=int, default=10, help="Sentences per Doc for files without -DOCSTART- lines.")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    for path in [args.train, args.dev] + [p for _, p in args.eval]:
+        if not path.is_file():
+            parser.error(f"no such file: {path}")
+    names = [name for name, _ in args.eval]
+    if len(set(names)) != len(names):
+        parser.error(f"--eval names must differ; got {names}. Name them: --eval NAME=PATH.")
+
+    data = args.out / "data"
+    started = time.perf_counter()
+    spacy_files = {"train": data / "train.spacy", "dev": data / "dev.spacy"}
+    spacy_files.update({f"eval-{name}": data / f"eval-{name}.spacy" for name in names})
+    for key, path in [("train", args.train), ("dev", args.dev)] + [(f"eval-{n}", p) for n, p in args.eval]:
+        n = convert(path, spacy_files[key], args.n_sents)
+        print(f"converted {path} -> {spacy_files[key]} ({n} sentences)", flush=True)
+
+    configs = make_configs(
+        max_steps=args.max_steps,
+        eval_frequency=args.eval_frequency or args.max_steps,
+        elmo_path=args.elmo_model,
+        cache_bytes=args.cache_mb << 20,
+    )
+    for variant, config in configs.items():
+        config.to_disk(args.out / f"{variant}.cfg")
+
+    results: dict = {"eval_files": {name: str(path) for name, path in args.eval}, "runs": {}}
+    results["args"] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "eval"}
+    for seed in args.seeds:
+        for variant in args.variants:
+            run = f"{variant}/seed{seed}"
+            run_dir = args.out / variant / f"seed{seed}"
+            print(f"\n=== training {run} ({args.max_steps} steps) ===", flush=True)
+            t0 = time.perf_counter()
+            # What `spacy train CONFIG --output RUN_DIR --paths.train ...` does, keeping
+            # the trained pipeline at hand to read its feature cache's counters.
+            overrides = {"paths.train": str(spacy_files["train"]), "paths.dev": str(spacy_files["dev"]), "system.seed": seed}
+            config = spacy.util.load_config(args.out / f"{variant}.cfg", overrides=overrides, interpolate=False)
+            trained = init_nlp(config)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            train_nlp(trained, run_dir, stdout=sys.stdout, stderr=sys.stderr)
+            train_s = time.perf_counter() - t0
+            train_cache = feature_cache(trained.get_pipe("elmo").model) if "elmo" in trained.pipe_names else None
+            del trained
+            t0 = time.perf_counter()
+            nlp = spacy.load(run_dir / "model-last")
+            scores = {name: evaluate(nlp, spacy_files[f"eval-{name}"]) for name in names}
+            cache = feature_cache(nlp.get_pipe("elmo").model) if "elmo" in nlp.pipe_names else None
+            results["runs"][run] = {
+                "train_seconds": round(train_s, 1),
+                "eval_seconds": round(time.perf_counter() - t0, 1),
+                "train_cache": train_cache.stats._asdict() if train_cache else None,
+                "eval_cache": cache.stats._asdict() if cache else None,
+                "scores": scores,
+            }
+            line = "  ".join(f"{name} F1 {s['ALL']['f']:.2f}" for name, s in scores.items())
+            print(f"{run}: trained in {train_s:.0f} s; {line}", flush=True)
+            if train_cache:
+                print(f"  feature cache, training: {train_cache.stats}; evaluation: {cache.stats}", flush=True)
+            (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+
+    results["total_seconds"] = round(time.perf_counter() - started, 1)
+    (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    print(format_results(results, names, args.seeds, args.variants))
+    print(f"\nwall time {results['total_seconds']:.0f} s; results in {args.out / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""examples/ner/ner_benchmark.py: spaCy's NER with and without ELMo, end to end on invented data."""
+
+from __future__ import annotations
+
+import json
+import runpy
+
+import pytest
+import spacy
+from spacy.tokens import Doc, Span
+from spacy.training import Example
+
+from ..conftest import REPO
+
+SCRIPT = REPO / "examples" / "ner" / "ner_benchmark.py"
+
+# Invented sentences (no corpus text): (words, tags), tags IOB2.
+PEOPLE = ["Anna Berg", "Tom Kale", "Rosa Lind", "Ivo Marsh", "Lena Holt"]
+PLACES = ["Oslo", "Lima", "Turin", "Quito", "Perth"]
+COMPANIES = ["Zeno Corp", "Arcwell", "Bluefin Labs", "Nordic Air", "Tessera"]
+
+
+def invented_sentences(n: int) -> list[list[tuple[str, str]]]:
+    sentences = []
+    for i in range(n):
+        person, place, company = PEOPLE[i % 5], PLACES[(i * 2) % 5], COMPANIES[(i * 3) % 5]
+        parts = [(person, "PER"), ("moved to", None), (place, "LOC"), ("to join", None), (company, "ORG"), (".", None)]
+        sentence = []
+        for text, label in parts:
+            for j, word in enumerate(text.split()):
+                sentence.append((word, "O" if label is None else ("B-" if j == 0 else "I-") + label))
+        sentences.append(sentence)
+    return sentences
+
+
+def write_conll(path, sentences) -> None:
+    blocks = ["-DOCSTART- -X- -X- O\n"] + ["".join(f"{w} X X {t}\n" for w, t in s) for s in sentences]
+    path.write_text("\n".join(blocks), encoding="utf-8")
+
+
+@pytest.fixture
+def benchmark():
+    return runpy.run_path(str(SCRIPT))
+
+
+def test_benchmark_runs_end_to_end_and_prints_prf_per_type(benchmark, tiny_model_dir, tmp_path, capsys):
+    train, dev = tmp_path / "train.txt", tmp_path / "dev.txt"
+    write_conll(train, invented_sentences(20))
+    write_conll(dev, invented_sentences(6))
+    out = tmp_path / "out"
+    argv = ["--train", str(train), "--dev", str(dev), "--eval", f"held={dev}", "--eval", str(train),
+            "--out", str(out), "--max-steps", "2", "--seeds", "0", "1", "--elmo-model", str(tiny_model_dir),
+            "--cache-mb", "1"]
+    assert benchmark["main"](argv) == 0
+    printed = capsys.readouterr().out
+    assert f"held ({dev}); seeds 0 1; mean ± std" in printed and f"train ({train})" in printed
+    rows = [line.split() for line in printed.splitlines() if line.startswith(("baseline ", "elmo "))]
+    # 2 eval files x 2 variants x (PER, LOC, ORG, ALL)
+    assert len(rows) == 16
+    assert {(r[0], r[1]) for r in rows} == {(v, t) for v in ("baseline", "elmo") for t in ("LOC", "ORG", "PER", "ALL")}
+    assert all(r[2] == {"PER": "6", "LOC": "6", "ORG": "6", "ALL": "18"}[r[1]] for r in rows if r in rows[:8])
+    for name in ("baseline.cfg", "elmo.cfg", "results.json", "elmo/seed1/model-last/elmo/model/model.safetensors"):
+        assert (out / name).exists(), name
+    runs = json.loads((out / "results.json").read_text(encoding="utf-8"))["runs"]
+    assert runs["baseline/seed0"]["train_cache"] is None
+    cache = runs["elmo/seed0"]["train_cache"]
+    assert cache["misses"] > 0 and 0 < cache["nbytes"] <= cache["max_bytes"] == 1 << 20
+    nlp = spacy.load(out / "elmo" / "seed0" / "model-last")
+    assert nlp.pipe_names == ["elmo", "tok2vec", "ner"]
+
+
+def test_configs_differ_only_by_the_elmo_features(benchmark):
+    configs = benchmark["make_configs"](max_steps=10, eval_frequency=5, cache_bytes=123)
+    base, elmo = configs["baseline"], configs["elmo"]
+    assert base["nlp"]["pipeline"] == ["tok2vec", "ner"] and elmo["nlp"]["pipeline"] == ["elmo", "tok2vec", "ner"]
+    listener = elmo["components"]["ner"]["model"]["tok2vec"]
+    assert listener["@architectures"] == "spacy-elmo.ElmoListener.v1"
+    assert listener["tok2vec"] == base["components"]["ner"]["model"]["tok2vec"]  # the standard features, kept
+    assert elmo["components"]["elmo"]["model"]["cache_bytes"] == 123
+    for section in ("training", "components"):
+        for key in base[section]:
+            if (section, key) not in {("training", "annotating_components"), ("components", "ner")}:
+                assert elmo[section][key] == base[section][key], (section, key)
+    assert base["corpora"]["train"]["gold_preproc"] is True and base["training"]["max_steps"] == 10
+
+
+def test_entity_scores_equal_a_hand_count(benchmark):
+    vocab = spacy.blank("en").vocab
+
+    def doc(words, ents):
+        d = Doc(vocab, words=words)
+        d.ents = [Span(d, s, e, label) for s, e, label in ents]
+        return d
+
+    s1, s2 = "John lives in Paris".split(), "Acme Corp hired Mary".split()
+    examples = [
+        # PER right; Paris predicted ORG instead of LOC: an ORG false positive and a LOC miss.
+        Example(doc(s1, [(0, 1, "PER"), (3, 4, "ORG")]), doc(s1, [(0, 1, "PER"), (3, 4, "LOC")])),
+        # ORG right; Mary (PER) missed.
+        Example(doc(s2, [(0, 2, "ORG")]), doc(s2, [(0, 2, "ORG"), (3, 4, "PER")])),
+    ]
+    scores = benchmark["entity_scores"](examples)
+    # PER: tp 1, fn 1. LOC: fn 1. ORG: tp 1, fp 1. All: tp 2, fp 1, fn 2.
+    expected = {
+        "PER": (100.0, 50.0, 100 * 2 / 3, 2),
+        "LOC": (0.0, 0.0, 0.0, 1),
+        "ORG": (50.0, 100.0, 100 * 2 / 3, 1),
+        "ALL": (100 * 2 / 3, 50.0, 100 * 4 / 7, 4),
+    }
+    assert set(scores) == set(expected)
+    for label, (p, r, f, n) in expected.items():
+        assert scores[label]["p"] == pytest.approx(p) and scores[label]["r"] == pytest.approx(r)
+        assert scores[label]["f"] == pytest.approx(f) and scores[label]["n"] == n
+
+
+def test_benchmark_refuses_a_missing_file(benchmark, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        benchmark["main"](["--train", str(tmp_path / "nope.txt"), "--dev", "x", "--eval", "x", "--out", str(tmp_path)])
+    assert "no such file" in capsys.readouterr().err
