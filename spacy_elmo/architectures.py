@@ -1,7 +1,7 @@
 """Registered, versioned model architectures. A published `.vN` never changes.
 
     spacy-elmo.ElmoModel.v1     Docs -> every biLM layer      (the `elmo` component's model)
-    spacy-elmo.ElmoModel.v2     the same, with a cache of each sentence's layers
+    spacy-elmo.ElmoModel.v2     the same, with windows for long units and a sentence cache (default)
     spacy-elmo.ElmoListener.v1  Docs -> token vectors, from the shared `elmo` component
     spacy-elmo.Tok2VecElmo.v1   Docs -> token vectors, with a biLM of its own
 
@@ -42,8 +42,6 @@ def ElmoModel_v1(
     weights: str = "",
     max_batch_tokens: int = 4096,
     per_sentence: bool = True,
-    window_tokens: int = DEFAULT_WINDOW_TOKENS,
-    window_context: int | None = None,
 ) -> Model[List[Doc], List[Floats3d]]:
     """A frozen ELMo biLM: every layer of each Doc, [n_layers + 1, tokens, dim].
 
@@ -61,17 +59,12 @@ def ElmoModel_v1(
     per_sentence (bool): Run the biLM on each sentence when the Doc has sentence
         boundaries (ELMo was trained on sentences). Leave on; without boundaries the
         whole Doc is one sequence.
-    window_tokens (int): A sentence (or boundary-less Doc) longer than this is read in
-        overlapping windows of this many tokens, so a 100,000-token Doc needs no more
-        memory than a few windows. 1024 (the default, also for configs written before
-        this key existed) reads any real sentence and a 600-token paragraph whole; units
-        no longer than the window are never affected. 0 reads every unit whole, however
-        long (memory then grows with the longest unit). Vectors near a cut differ a
-        little from a whole-Doc run; see `elmo_core.windows` and the README.
-    window_context (int | None): Tokens of context on each side of a window's kept
-        tokens. null (default) = window_tokens // 8. Leave unset.
+
+    Every unit (sentence, or boundary-less Doc) is read whole, however long, as when
+    v1 was published; `spacy-elmo.ElmoModel.v2` (the default) reads units longer than
+    `window_tokens` in windows, so that memory stays bounded.
     """
-    return build_elmo_model(path, options, weights, max_batch_tokens, per_sentence, window_tokens, window_context)
+    return build_elmo_model(path, options, weights, max_batch_tokens, per_sentence, window_tokens=0)
 
 
 @registry.architectures("spacy-elmo.ElmoModel.v2")
@@ -85,20 +78,29 @@ def ElmoModel_v2(
     window_context: int | None = None,
     cache_bytes: int = 0,
 ) -> Model[List[Doc], List[Floats3d]]:
-    """`spacy-elmo.ElmoModel.v1` plus a cache of each sentence's layers.
+    """`spacy-elmo.ElmoModel.v1` plus windows for long units and a cache of each sentence's layers.
 
-    The biLM is frozen, so the layers of a sentence never change. Training a
+    The default model of the `elmo` component. Windows: v1 reads every unit whole, so
+    one 100,000-token Doc without sentence boundaries becomes one 100,000-step biLM pass;
+    v2 reads a unit longer than `window_tokens` in overlapping windows. Cache: the biLM is frozen, so the layers of a sentence never change. Training a
     downstream component for several epochs shows it the same sentences again and
     again; with a cache, the biLM runs on each distinct sentence once and later epochs
     (and the dev evaluations) read the stored layers. The Docs get the same numbers as
     without the cache (up to the float32 rounding of batching, about 1e-6) and
     their own copies, so nothing a Doc's owner does can change the cache.
 
-    path, options, weights, max_batch_tokens, per_sentence, window_tokens, window_context:
-        As for `spacy-elmo.ElmoModel.v1`.
+    path, options, weights, max_batch_tokens, per_sentence: As for `spacy-elmo.ElmoModel.v1`.
+    window_tokens (int): A sentence (or boundary-less Doc) longer than this is read in
+        overlapping windows of this many tokens, so a 100,000-token Doc needs no more
+        memory than a few windows. 1024 (the default) reads any real sentence and a
+        600-token paragraph whole; units no longer than the window are never affected.
+        0 reads every unit whole, however long, as v1 does (memory then grows with the
+        longest unit). Vectors near a cut differ a little from a whole-Doc run; see
+        `elmo_core.windows` and the README.
+    window_context (int | None): Tokens of context on each side of a window's kept
+        tokens. null (default) = window_tokens // 8. Leave unset.
     cache_bytes (int): Memory for cached layers, in bytes; the least recently used
-        sentence goes first when it is full. 0 (the default) caches nothing, which is
-        exactly v1. A token costs (n_layers + 1) * dim * 4 bytes: 3 KB with the
+        sentence goes first when it is full. 0 (the default) caches nothing. A token costs (n_layers + 1) * dim * 4 bytes: 3 KB with the
         default model, 12 KB with the original, so CoNLL-2003 train + dev (255k tokens)
         takes 0.8 GB with the default model. Size it to the training and dev data when
         they fit in memory; a smaller budget still helps, a larger one costs nothing

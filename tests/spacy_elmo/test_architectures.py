@@ -7,7 +7,7 @@ import spacy
 from spacy.util import fix_random_seed, registry
 from thinc.api import Config
 
-from spacy_elmo.architectures import ElmoListener_v1, ElmoModel_v1, Tok2VecElmo_v1
+from spacy_elmo.architectures import ElmoListener_v1, ElmoModel_v1, ElmoModel_v2, Tok2VecElmo_v1
 from spacy_elmo.pipeline_component import DEFAULT_CONFIG_STR
 
 from .conftest import examples, make_nlp, ner_config
@@ -17,6 +17,7 @@ from .conftest import examples, make_nlp, ner_config
     "name, function",
     [
         ("spacy-elmo.ElmoModel.v1", ElmoModel_v1),
+        ("spacy-elmo.ElmoModel.v2", ElmoModel_v2),
         ("spacy-elmo.ElmoListener.v1", ElmoListener_v1),
         ("spacy-elmo.Tok2VecElmo.v1", Tok2VecElmo_v1),
     ],
@@ -27,7 +28,7 @@ def test_architectures_are_registered_under_versioned_names(name, function):
 
 def test_default_config_builds_an_elmo_component_without_reading_anything():
     config = Config().from_str(DEFAULT_CONFIG_STR)
-    assert config["elmo"]["model"]["@architectures"] == "spacy-elmo.ElmoModel.v1"
+    assert config["elmo"]["model"]["@architectures"] == "spacy-elmo.ElmoModel.v2"
     assert config["elmo"]["model"]["path"] == ""
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")

@@ -1,4 +1,4 @@
-"""Long Docs through `nlp`: windows of `window_tokens` (spacy-elmo.ElmoModel.v1), bounded passes."""
+"""Long Docs through `nlp`: windows of `window_tokens` (spacy-elmo.ElmoModel.v2), bounded passes."""
 
 from __future__ import annotations
 
@@ -72,15 +72,21 @@ def test_sentences_stay_the_unit_and_only_long_ones_are_cut(tiny_model_dir):
     np.testing.assert_allclose(doc.tensor[len(first) :], expected, atol=1e-5, rtol=1e-4)
 
 
-def test_configs_without_the_window_keys_load_with_the_default(tiny_model_dir, tmp_path):
-    # A config written before window_tokens existed still loads, and means window 1024.
+def test_v1_configs_keep_reading_whole_units_and_v2_windows_by_default(tiny_model_dir, tmp_path):
+    # A published .vN never changes: a config written for ElmoModel.v1 (no window keys)
+    # still reads every unit whole; the default config (v2) windows at 1024 tokens.
     nlp = make_nlp(tiny_model_dir)
+    assert nlp.config["components"]["elmo"]["model"]["@architectures"] == "spacy-elmo.ElmoModel.v2"
+    assert nlp.get_pipe("elmo").model.attrs["window_tokens"] == DEFAULT_WINDOW_TOKENS
     config = nlp.config.copy()
-    del config["components"]["elmo"]["model"]["window_tokens"]
-    del config["components"]["elmo"]["model"]["window_context"]
-    old = spacy.util.load_model_from_config(Config(config), auto_fill=True)
-    assert old.get_pipe("elmo").model.attrs["window_tokens"] == DEFAULT_WINDOW_TOKENS
-    assert nlp.config["components"]["elmo"]["model"]["window_tokens"] == DEFAULT_WINDOW_TOKENS
+    model_cfg = config["components"]["elmo"]["model"]
+    for key in ("window_tokens", "window_context", "cache_bytes"):
+        del model_cfg[key]
+    v2 = spacy.util.load_model_from_config(Config(config), auto_fill=True)
+    assert v2.get_pipe("elmo").model.attrs["window_tokens"] == DEFAULT_WINDOW_TOKENS
+    model_cfg["@architectures"] = "spacy-elmo.ElmoModel.v1"
+    v1 = spacy.util.load_model_from_config(Config(config), auto_fill=True)
+    assert v1.get_pipe("elmo").model.attrs["window_tokens"] is None
 
 
 def test_bad_window_in_the_config_is_refused(tiny_model_dir):
