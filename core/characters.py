@@ -117,9 +117,19 @@ def check_sentences(sentences: object) -> None:
                 )
 
 
-@lru_cache(maxsize=2**16)
 def _word_id_bytes(word: str, max_characters_per_token: int) -> bytes:
-    """`word_to_char_ids` as int16 bytes, cached per word (ids are < 262)."""
+    """`word_to_char_ids` as int16 bytes (ids are < 262), cached for ordinary words.
+
+    Words longer than the slots are not cached, so the cache never keeps a huge token
+    string alive (and they are rare).
+    """
+    if len(word) <= max_characters_per_token:
+        return _cached_word_id_bytes(word, max_characters_per_token)
+    return np.asarray(word_to_char_ids(word, max_characters_per_token), dtype=np.int16).tobytes()
+
+
+@lru_cache(maxsize=2**16)
+def _cached_word_id_bytes(word: str, max_characters_per_token: int) -> bytes:
     return np.asarray(word_to_char_ids(word, max_characters_per_token), dtype=np.int16).tobytes()
 
 

@@ -119,7 +119,7 @@ def embed(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     window_tokens: Annotated[int, typer.Option(help="Read a line longer than this in overlapping windows of this many tokens (0 = read every line whole).")] = DEFAULT_WINDOW_TOKENS,
     window_context: Annotated[Optional[int], typer.Option(help="Context tokens on each side of a window (default: window-tokens // 8).")] = None,
-    precision: Annotated[str, typer.Option(help="fp32 (exact), int8 (CPU: int8 LSTMs, 1.4-2.4x faster, cosine about 0.9998), bf16 or fp16 (autocast, for GPUs).")] = "fp32",
+    precision: Annotated[str, typer.Option(help="fp32 (exact), int8 (CPU: int8 LSTMs, 1.2-2.8x faster, cosine about 0.9998), bf16 or fp16 (autocast, for GPUs).")] = "fp32",
     token_cache: Annotated[int, typer.Option(help="Word types kept in the layer-0 cache (0 = off); changes no value.")] = DEFAULT_TOKEN_CACHE_WORDS,
 ) -> None:
     """Write ELMo vectors for every line of INPUT to the hdf5 file OUTPUT.
