@@ -40,6 +40,9 @@ import torch
 from elmo_core import embed_sentences, load_model_folder, quantize_int8
 from elmo_core.model_folder import default_model_dir
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_core import format_table  # noqa: E402
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ENWIKI_VALID = REPO_ROOT / "../shared/data/lm/enwiki2015/valid.txt.xz"
 WIKIGOLD = REPO_ROOT / "../shared/data/ner/wikigold/wikigold.conll.txt"
@@ -108,12 +111,6 @@ def compare(reference: list[np.ndarray], other: list[np.ndarray], model: torch.n
     return rows
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(r[k]) for r in (header, *rows)) for k in range(len(header))]
-    fmt = lambda r: "  ".join(c.ljust(w) if k == 0 else c.rjust(w) for k, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
-    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sentences", type=int, default=2000, help="sentences for the int8 comparison")
@@ -138,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append([name, f"{len(sentences):,}", f"{tokens:,}", f"{100 * rate:.1f}%", f"{words:,}"])
     if rows:
         print("Token cache hit rate (cold start, batch 32, default bound 50,000 word types):")
-        print(table(["corpus", "sentences", "tokens", "hit rate", "words cached"], rows))
+        print(format_table(["corpus", "sentences", "tokens", "hit rate", "words cached"], rows))
         print("hit rate = distinct words per batch answered by the cache / all distinct words per batch\n")
 
     if not ENWIKI_VALID.is_file():
@@ -152,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     fp32, fp32_s = timed(model, sentences)
     int8, int8_s = timed(quantized, sentences)
     print(f"int8 against float32 on {len(sentences):,} enwiki2015 validation sentences ({tokens:,} tokens), batch {BATCH}:")
-    print(table(["layer", "mean cos", "min cos", "max |diff|", "max |fp32|"], compare(fp32, int8, model)))
+    print(format_table(["layer", "mean cos", "min cos", "max |diff|", "max |fp32|"], compare(fp32, int8, model)))
     print(f"\nspeed: float32 {tokens / fp32_s:,.0f} tokens/s, int8 {tokens / int8_s:,.0f} tokens/s, "
           f"int8 / float32 = {fp32_s / int8_s:.2f}x (token cache on for both, cold at the start)")
     return 0

@@ -145,9 +145,7 @@ class LSTMCellWithProjection(nn.Module):
         # through the Linear modules (not their weights), so that int8 dynamic
         # quantisation (`elmo_core.quantization`) replaces them all.
         pre = self.input_linear(inputs)
-        forget = torch.zeros(4 * D, dtype=pre.dtype, device=pre.device)
-        forget[2 * D : 3 * D] = FORGET_BIAS  # block order i, j, f, o
-        pre = pre + forget
+        pre[..., 2 * D : 3 * D] += FORGET_BIAS  # block order i, j, f, o; in place: no copy
         if initial_state is None:
             h = pre.new_zeros(batch_size, self.projection_dim)
             c = pre.new_zeros(batch_size, D)
