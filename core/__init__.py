@@ -25,7 +25,7 @@ from .embedding import embed_sentences, iter_embeddings
 from .errors import ElmoError, OptionsError, WeightFileError
 from .feature_cache import CacheStats, FeatureCache
 from .highway import Highway
-from .lstm import LSTMCellWithProjection, LSTMStack, compile_recurrence
+from .lstm import LSTMCellWithProjection, LSTMStack, compile_recurrence, use_fused_recurrence
 from .model_folder import load_model_folder, read_model_config, save_model_folder
 from .options import PUBLISHED_OPTIONS, BiLMOptions, CharCNNOptions, LSTMOptions
 from .quantization import is_quantized, quantize_int8
@@ -60,6 +60,7 @@ __all__ = [
     "Window",
     "batches_by_token_budget",
     "compile_recurrence",
+    "use_fused_recurrence",
     "embed_sentences",
     "is_quantized",
     "iter_embeddings",

@@ -14,6 +14,14 @@ Speed: the input product `x @ W_x + B` is one matrix product for the whole seque
 `h @ W_h` and the projection run per step. Rows must be sorted by length, longest first,
 so that step t runs on the first `batch_sizes[t]` rows only: padding is never computed
 and never read, and each row's final state is the state after its own last position.
+
+Fused recurrence: without clips (`cell_clip` and `proj_clip` off) this cell is exactly
+torch's `nn.LSTM(proj_size=P)` cell once the gate blocks are reordered (torch: i, f, g, o;
+bilm-tf: i, j, f, o with j = g) and the +1 forget bias is folded into the bias. Such
+cells then run as one `torch.lstm` call over a packed batch: cuDNN's fused kernels on a
+GPU, the native loop on the CPU (no Python per step). Same values up to float rounding
+(max 3e-7 measured against the step loop), gradients included. The published models
+clip, so they keep the step loop; `use_fused_recurrence(module, False)` forces it.
 """
 
 from __future__ import annotations
@@ -21,8 +29,16 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-__all__ = ["LSTMCellWithProjection", "LSTMStack", "LSTMState", "compile_recurrence", "lstm_gates"]
+__all__ = [
+    "LSTMCellWithProjection",
+    "LSTMStack",
+    "LSTMState",
+    "compile_recurrence",
+    "lstm_gates",
+    "use_fused_recurrence",
+]
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
 """(h [batch, projection_dim], c [batch, dim]) of one layer."""
@@ -87,6 +103,26 @@ def compile_recurrence(module: nn.Module, enabled: bool = True) -> nn.Module:
     return module
 
 
+def use_fused_recurrence(module: nn.Module, enabled: bool = True) -> nn.Module:
+    """Choose, for every cell of `module`, whether clip-free cells run as one `torch.lstm` call.
+
+    On by default. Cells with `cell_clip` or `proj_clip` (the published models) always run
+    the step loop, since torch's fused kernels cannot clip. Switch it off to reproduce
+    the step loop's exact rounding, or to use `compile_recurrence`.
+
+    Args:
+        module: An `Elmo`, `BiLM` or anything containing `LSTMCellWithProjection`s.
+        enabled: False forces the step loop everywhere.
+
+    Returns:
+        `module`, changed in place.
+    """
+    for cell in module.modules():
+        if isinstance(cell, LSTMCellWithProjection):
+            cell.fused_recurrence = enabled
+    return module
+
+
 class LSTMCellWithProjection(nn.Module):
     """One LSTM layer of one direction, run over a whole (sorted, time-major) batch.
 
@@ -112,6 +148,7 @@ class LSTMCellWithProjection(nn.Module):
         self.cell_clip = cell_clip
         self.proj_clip = proj_clip
         self.compile_recurrence = False  # see compile_recurrence()
+        self.fused_recurrence = True  # see use_fused_recurrence(); used only when exact
         self.input_linear = nn.Linear(input_size, 4 * dim)
         self.state_linear = nn.Linear(projection_dim, 4 * dim, bias=False)
         self.state_projection = nn.Linear(dim, projection_dim, bias=False)
@@ -139,6 +176,8 @@ class LSTMCellWithProjection(nn.Module):
             outputs: [steps, batch, projection_dim]
             h: [batch, projection_dim]; c: [batch, dim]
         """
+        if self.runs_fused and batch_sizes and batch_sizes[0] == inputs.shape[1]:
+            return self._forward_fused(inputs, batch_sizes, initial_state)
         num_steps, batch_size, _ = inputs.shape
         D = self.dim
         # One product for the whole sequence: [steps, batch, 4D]. The three products go
@@ -171,6 +210,67 @@ class LSTMCellWithProjection(nn.Module):
         if not outputs:
             return pre.new_zeros(0, batch_size, self.projection_dim), (h, c)
         return torch.stack(outputs), (h, c)
+
+    @property
+    def runs_fused(self) -> bool:
+        """True when `forward` runs as one `torch.lstm` call: no clips, plain float
+        Linear layers (not int8), and `fused_recurrence` on."""
+        return (
+            getattr(self, "fused_recurrence", True)
+            and not self.cell_clip
+            and not self.proj_clip
+            and all(type(m) is nn.Linear for m in (self.input_linear, self.state_linear, self.state_projection))
+        )
+
+    def torch_lstm_weights(self) -> list[torch.Tensor]:
+        """This cell's parameters in `torch.lstm`'s layout (differentiable functions of them).
+
+        `[w_ih, w_hh, b_ih, b_hh, w_hr]`, gate blocks reordered from bilm-tf's i, j, f, o
+        to torch's i, f, g, o (j is torch's g), the +1 forget bias folded into `b_ih`
+        and `b_hh` zero.
+
+        Shape: [4D, input_size], [4D, P], [4D], [4D], [P, D]
+        """
+
+        def reorder(w: torch.Tensor) -> torch.Tensor:
+            i, j, f, o = w.chunk(4, dim=0)
+            return torch.cat([i, f, j, o])
+
+        i, j, f, o = self.input_linear.bias.chunk(4)
+        b_ih = torch.cat([i, f + FORGET_BIAS, j, o])
+        return [
+            reorder(self.input_linear.weight),
+            reorder(self.state_linear.weight),
+            b_ih,
+            torch.zeros_like(b_ih),
+            self.state_projection.weight,
+        ]
+
+    def _forward_fused(
+        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LSTMState | None
+    ) -> tuple[torch.Tensor, LSTMState]:
+        """`forward` as one `torch.lstm` call over the packed batch (see the module docstring).
+
+        Every row must run at least one step (`batch_sizes[0] == batch`).
+        """
+        num_steps, batch_size, _ = inputs.shape
+        # Row b runs for as many steps as have batch_sizes[t] > b.
+        sizes = torch.tensor(batch_sizes)
+        lengths = (sizes[:, None] > torch.arange(batch_size)[None, :]).sum(dim=0)  # [batch]
+        packed = pack_padded_sequence(inputs, lengths, enforce_sorted=True)
+        if initial_state is None:
+            h0 = inputs.new_zeros(1, batch_size, self.projection_dim)
+            c0 = inputs.new_zeros(1, batch_size, self.dim)
+        else:
+            h0, c0 = (s.unsqueeze(0).to(inputs.dtype) for s in initial_state)
+        data, h, c = torch.lstm(
+            packed.data, packed.batch_sizes, (h0, c0), self.torch_lstm_weights(),
+            True, 1, 0.0, self.training, False,  # has_biases, num_layers, dropout, train, bidirectional
+        )
+        outputs, _ = pad_packed_sequence(
+            PackedSequence(data, packed.batch_sizes), total_length=num_steps
+        )  # [steps, batch, P], zeros where a row has ended
+        return outputs, (h[0], c[0])
 
 
 class LSTMStack(nn.Module):
