@@ -25,10 +25,11 @@ from .embedding import embed_sentences, iter_embeddings
 from .errors import ElmoError, OptionsError, WeightFileError
 from .feature_cache import CacheStats, FeatureCache
 from .highway import Highway
-from .lstm import LSTMCellWithProjection, LSTMStack, compile_recurrence, use_fused_recurrence
+from .lstm import LSTMCellWithProjection, LSTMStack, compile_recurrence
 from .model_folder import load_model_folder, read_model_config, save_model_folder
 from .options import PUBLISHED_OPTIONS, BiLMOptions, CharCNNOptions, LSTMOptions
 from .quantization import is_quantized, quantize_int8
+from .recurrence import RECURRENCES, set_recurrence
 from .scalar_mix import ScalarMix
 from .token_cache import TokenCache
 from .weights import load_bilm_tf, save_bilm_tf
@@ -60,7 +61,8 @@ __all__ = [
     "Window",
     "batches_by_token_budget",
     "compile_recurrence",
-    "use_fused_recurrence",
+    "set_recurrence",
+    "RECURRENCES",
     "embed_sentences",
     "is_quantized",
     "iter_embeddings",

@@ -21,7 +21,7 @@ bilm-tf: i, j, f, o with j = g) and the +1 forget bias is folded into the bias. 
 cells then run as one `torch.lstm` call over a packed batch: cuDNN's fused kernels on a
 GPU, the native loop on the CPU (no Python per step). Same values up to float rounding
 (max 3e-7 measured against the step loop), gradients included. The published models
-clip, so they keep the step loop; `use_fused_recurrence(module, False)` forces it.
+clip, so they keep the step loop. Which path a `BiLM` takes is chosen in `recurrence.py`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ __all__ = [
     "LSTMState",
     "compile_recurrence",
     "lstm_gates",
-    "use_fused_recurrence",
 ]
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
@@ -103,26 +102,6 @@ def compile_recurrence(module: nn.Module, enabled: bool = True) -> nn.Module:
     return module
 
 
-def use_fused_recurrence(module: nn.Module, enabled: bool = True) -> nn.Module:
-    """Choose, for every cell of `module`, whether clip-free cells run as one `torch.lstm` call.
-
-    On by default. Cells with `cell_clip` or `proj_clip` (the published models) always run
-    the step loop, since torch's fused kernels cannot clip. Switch it off to reproduce
-    the step loop's exact rounding, or to use `compile_recurrence`.
-
-    Args:
-        module: An `Elmo`, `BiLM` or anything containing `LSTMCellWithProjection`s.
-        enabled: False forces the step loop everywhere.
-
-    Returns:
-        `module`, changed in place.
-    """
-    for cell in module.modules():
-        if isinstance(cell, LSTMCellWithProjection):
-            cell.fused_recurrence = enabled
-    return module
-
-
 class LSTMCellWithProjection(nn.Module):
     """One LSTM layer of one direction, run over a whole (sorted, time-major) batch.
 
@@ -148,7 +127,6 @@ class LSTMCellWithProjection(nn.Module):
         self.cell_clip = cell_clip
         self.proj_clip = proj_clip
         self.compile_recurrence = False  # see compile_recurrence()
-        self.fused_recurrence = True  # see use_fused_recurrence(); used only when exact
         self.input_linear = nn.Linear(input_size, 4 * dim)
         self.state_linear = nn.Linear(projection_dim, 4 * dim, bias=False)
         self.state_projection = nn.Linear(dim, projection_dim, bias=False)
@@ -158,6 +136,7 @@ class LSTMCellWithProjection(nn.Module):
         inputs: torch.Tensor,
         batch_sizes: list[int],
         initial_state: LSTMState | None = None,
+        fused: bool | None = None,
     ) -> tuple[torch.Tensor, LSTMState]:
         """Run the cell over every time step.
 
@@ -166,6 +145,12 @@ class LSTMCellWithProjection(nn.Module):
             batch_sizes: Rows still running at each step (non-increasing, as in
                 `PackedSequence`); `batch_sizes[t] <= batch`.
             initial_state: `(h, c)` to start from; zeros when omitted.
+            fused: Run as one `torch.lstm` call (see the module docstring). None: when
+                it is exact (`can_fuse`). Rows that run no step at all always take the
+                step loop.
+
+        Raises:
+            ValueError: for `fused=True` on a cell that clips or is int8.
 
         Returns:
             `(outputs, (h, c))`: outputs are zero where a row has ended; `(h, c)` is each
@@ -176,7 +161,12 @@ class LSTMCellWithProjection(nn.Module):
             outputs: [steps, batch, projection_dim]
             h: [batch, projection_dim]; c: [batch, dim]
         """
-        if self.runs_fused and batch_sizes and batch_sizes[0] == inputs.shape[1]:
+        if fused and not self.can_fuse:
+            raise ValueError(
+                "fused=True needs a cell without cell_clip/proj_clip and with float (not int8) weights: "
+                "torch's fused LSTM kernels cannot clip. Leave fused=None to choose automatically."
+            )
+        if (self.can_fuse if fused is None else fused) and batch_sizes and batch_sizes[0] == inputs.shape[1]:
             return self._forward_fused(inputs, batch_sizes, initial_state)
         num_steps, batch_size, _ = inputs.shape
         D = self.dim
@@ -212,15 +202,14 @@ class LSTMCellWithProjection(nn.Module):
         return torch.stack(outputs), (h, c)
 
     @property
-    def runs_fused(self) -> bool:
-        """True when `forward` runs as one `torch.lstm` call: no clips, plain float
-        Linear layers (not int8), and `fused_recurrence` on."""
-        return (
-            getattr(self, "fused_recurrence", True)
-            and not self.cell_clip
-            and not self.proj_clip
-            and all(type(m) is nn.Linear for m in (self.input_linear, self.state_linear, self.state_projection))
-        )
+    def has_float_linears(self) -> bool:
+        """False once int8 quantisation has replaced the Linear layers."""
+        return all(type(m) is nn.Linear for m in (self.input_linear, self.state_linear, self.state_projection))
+
+    @property
+    def can_fuse(self) -> bool:
+        """True when one `torch.lstm` call computes this cell exactly: no clips, float weights."""
+        return not self.cell_clip and not self.proj_clip and self.has_float_linears
 
     def torch_lstm_weights(self) -> list[torch.Tensor]:
         """This cell's parameters in `torch.lstm`'s layout (differentiable functions of them).
@@ -311,8 +300,9 @@ class LSTMStack(nn.Module):
         inputs: torch.Tensor,
         batch_sizes: list[int],
         initial_states: list[LSTMState | None] | None = None,
+        fused: bool | None = None,
     ) -> tuple[list[torch.Tensor], list[LSTMState]]:
-        """Run every layer.
+        """Run every layer (`fused` as in `LSTMCellWithProjection.forward`).
 
         Shape:
             inputs: [steps, batch, input_size], time-major, rows sorted longest first
@@ -325,7 +315,7 @@ class LSTMStack(nn.Module):
         for k, layer in enumerate(self.layers):
             layer_input = F.dropout(x, self.dropout, self.training) if self.dropout else x
             state = initial_states[k] if initial_states is not None else None
-            y, final = layer(layer_input, batch_sizes, state)
+            y, final = layer(layer_input, batch_sizes, state, fused=fused)
             if k > 0 and self.use_skip_connections:
                 # bilm-tf wraps ResidualWrapper in DropoutWrapper: the residual adds the
                 # (dropped-out) input the cell saw.
