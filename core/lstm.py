@@ -26,6 +26,8 @@ clip, so they keep the step loop. Which path a `BiLM` takes is chosen in `recurr
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -247,15 +249,23 @@ class LSTMCellWithProjection(nn.Module):
         sizes = torch.tensor(batch_sizes)
         lengths = (sizes[:, None] > torch.arange(batch_size)[None, :]).sum(dim=0)  # [batch]
         packed = pack_padded_sequence(inputs, lengths, enforce_sorted=True)
+        weights = self.torch_lstm_weights()
+        dtype = weights[0].dtype  # float32 state and products, also under autocast (see below)
         if initial_state is None:
-            h0 = inputs.new_zeros(1, batch_size, self.projection_dim)
-            c0 = inputs.new_zeros(1, batch_size, self.dim)
+            h0 = inputs.new_zeros(1, batch_size, self.projection_dim, dtype=dtype)
+            c0 = inputs.new_zeros(1, batch_size, self.dim, dtype=dtype)
         else:
-            h0, c0 = (s.unsqueeze(0).to(inputs.dtype) for s in initial_state)
-        data, h, c = torch.lstm(
-            packed.data, packed.batch_sizes, (h0, c0), self.torch_lstm_weights(),
-            True, 1, 0.0, self.training, False,  # has_biases, num_layers, dropout, train, bidirectional
-        )
+            h0, c0 = (s.unsqueeze(0).to(dtype) for s in initial_state)
+        # The fused kernels take one dtype for inputs, weights and state; autocast does not
+        # cover them, so under autocast the recurrence runs in the weights' dtype. cuDNN
+        # warns that the reordered weights are not one flat buffer: they are copied into
+        # one per call, a cost that is small next to the recurrence.
+        with torch.autocast(inputs.device.type, enabled=False), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous chunk")
+            data, h, c = torch.lstm(
+                packed.data.to(dtype), packed.batch_sizes, (h0, c0), weights,
+                True, 1, 0.0, self.training, False,  # has_biases, num_layers, dropout, train, bidirectional
+            )
         outputs, _ = pad_packed_sequence(
             PackedSequence(data, packed.batch_sizes), total_length=num_steps
         )  # [steps, batch, P], zeros where a row has ended

@@ -38,6 +38,7 @@ of 2; the backward direction reads each row reversed over its own length):
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
 
@@ -298,15 +299,19 @@ class CapturedRecurrence:
         static_tokens = tokens.new_zeros(rows, steps, width)
         static_lengths = torch.zeros(rows, dtype=torch.long, device=tokens.device)
         static_lengths[:1] = 1  # warm-up on a non-empty batch
+        # Autocast's cache of cast weights must stay off: a graph that read a cached cast
+        # would read freed memory once the caller's autocast region ends.
+        dtype = key[4]
+        no_cache = torch.autocast("cuda", dtype=dtype, cache_enabled=False) if dtype else contextlib.nullcontext()
         side = torch.cuda.Stream(device=tokens.device)
         side.wait_stream(torch.cuda.current_stream(tokens.device))
-        with torch.cuda.stream(side):  # warm-up outside the graph, as torch.cuda.graphs asks
+        with torch.cuda.stream(side), no_cache:  # warm-up outside the graph, as torch.cuda.graphs asks
             paired_stacks(stacks, static_tokens, static_lengths)
         torch.cuda.current_stream(tokens.device).wait_stream(side)
         if self._pool is None:
             self._pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool):
+        with torch.cuda.graph(graph, pool=self._pool), no_cache:
             static_out = paired_stacks(stacks, static_tokens, static_lengths)
         entry = (graph, static_tokens, static_lengths, static_out)
         self._graphs[key] = entry
