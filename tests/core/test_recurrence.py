@@ -173,3 +173,57 @@ def test_captured_recurrence_on_gpu_equals_the_cpu_step_loop(clips):
             np.testing.assert_allclose(g, e, atol=1e-4, rtol=0)
     if clips:
         assert 0 < len(elmo.bilm._captured) <= 3
+
+
+def _gpu_against_cpu(model: Elmo, sentences: list[list[str]], atol: float) -> None:
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    set_recurrence(model, "step")
+    expected = embed_sentences(model, sentences, layers="all")
+    set_recurrence(model.to("cuda"), "auto")
+    for g, e in zip(embed_sentences(model, sentences, layers="all"), expected):
+        np.testing.assert_allclose(g, e, atol=atol, rtol=0)
+
+
+@pytest.mark.gpu
+def test_gpu_default_path_equals_the_cpu_on_the_fixture_model(fixture_dir):
+    import json
+
+    from elmo_core import BiLMOptions, load_bilm_tf
+
+    model = Elmo(BiLMOptions.from_json(fixture_dir / "options.json"), dropout=0.0).eval()
+    load_bilm_tf(model, fixture_dir / "lm_weights.hdf5")
+    grid = json.loads((fixture_dir / "sentences.json").read_text())
+    sentences = [s.split() for batch in grid for s in batch]
+    _gpu_against_cpu(model, sentences, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_gpu_default_path_equals_the_cpu_on_the_shipped_model():
+    from elmo_core import load_model_folder
+    from elmo_core.model_folder import default_model_dir
+
+    _gpu_against_cpu(load_model_folder(default_model_dir()), TEXT * 3, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_bf16_on_the_gpu_keeps_cosine_0999_per_layer_on_2000_real_sentences():
+    import lzma
+
+    from elmo_core import load_model_folder
+    from elmo_core.model_folder import default_model_dir
+
+    from ..conftest import SHARED
+
+    valid = SHARED / "data" / "lm" / "enwiki2015" / "valid.txt.xz"
+    if not valid.is_file():
+        pytest.skip(f"enwiki2015 validation text not found at {valid} (it lives in ../shared)")
+    with lzma.open(valid, "rt", encoding="utf-8") as f:
+        sentences = [line.split()[:60] for line, _ in zip(f, range(2000)) if line.strip()]
+    model = load_model_folder(default_model_dir()).to("cuda")
+    fp32 = np.concatenate(embed_sentences(model, sentences, layers="all"), axis=1)
+    bf16 = np.concatenate(embed_sentences(model, sentences, layers="all", autocast_dtype=torch.bfloat16), axis=1)
+    for k in range(fp32.shape[0]):
+        a, b = fp32[k], bf16[k]
+        cos = (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
+        assert cos.mean() >= 0.999, (k, cos.mean())
