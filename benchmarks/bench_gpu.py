@@ -37,9 +37,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import DEFAULT_DATA, REPO_ROOT, flops_per_position, format_table, load_sentences  # noqa: E402
+from bench_core import DEFAULT_DATA, REPO_ROOT, flops_per_position, format_table, load_sentences, shape_options  # noqa: E402
 
-from bench_train import bench_options  # noqa: E402
 
 from elmo_core import Elmo, compile_recurrence, embed_sentences, load_model_folder, set_recurrence  # noqa: E402
 from elmo_core.model_folder import default_model_dir  # noqa: E402
@@ -121,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     rows = []
     for shape in args.shapes.split(","):
-        options = bench_options(shape)
+        options = shape_options(shape)
         torch.manual_seed(0)
         model = Elmo(options, dropout=0.0).to("cuda").eval()
         flops = flops_per_position(options) * positions

@@ -23,7 +23,6 @@ Usage (from the repository root):
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import platform
 import sys
@@ -41,13 +40,6 @@ from elmo_core import BiLMOptions, set_recurrence  # noqa: E402
 from elmo_core.training.data import make_batch  # noqa: E402
 from elmo_core.training.model import BiLMLanguageModel  # noqa: E402
 from elmo_core.training.vocab import Vocabulary  # noqa: E402
-
-
-def bench_options(shape: str) -> BiLMOptions:
-    if shape.endswith("-noclip"):
-        options = shape_options(shape.removesuffix("-noclip"))
-        return dataclasses.replace(options, lstm=dataclasses.replace(options.lstm, cell_clip=None, proj_clip=None))
-    return shape_options(shape)
 
 
 def gemm_tflops(device: torch.device, dtype: torch.dtype, seconds: float = 1.0) -> float:
@@ -149,13 +141,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     best: dict[tuple[str, str, str], float] = {}
     for repeat in range(args.repeats):  # interleaved, so that load from elsewhere hits every row alike
         for shape, precision, recurrence in configs:
-            words_per_s = run(bench_options(shape), len(vocab), recurrence, precision, data, device, args.steps)
+            words_per_s = run(shape_options(shape), len(vocab), recurrence, precision, data, device, args.steps)
             best[shape, precision, recurrence] = max(best.get((shape, precision, recurrence), 0.0), words_per_s)
             print(f"  repeat {repeat}: {shape} {recurrence} {precision} {words_per_s:,.0f} words/s", flush=True)
     words = sum(map(len, sentences))
     rows = []
     for (shape, precision, recurrence), words_per_s in best.items():
-        flops_per_word = 3 * flops_per_position(bench_options(shape)) * (words + 2 * len(sentences)) / words
+        flops_per_word = 3 * flops_per_position(shape_options(shape)) * (words + 2 * len(sentences)) / words
         rate = words_per_s * flops_per_word / 1e12
         rows.append([shape, recurrence, precision, f"{words_per_s:,.0f}", f"{rate / rates[precision]:.4f}"])
     print()
