@@ -170,6 +170,12 @@ class LSTMCellWithProjection(nn.Module):
             )
         if (self.can_fuse if fused is None else fused) and batch_sizes and batch_sizes[0] == inputs.shape[1]:
             return self._forward_fused(inputs, batch_sizes, initial_state)
+        return self._forward_steps(inputs, batch_sizes, initial_state)
+
+    def _forward_steps(
+        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LSTMState | None
+    ) -> tuple[torch.Tensor, LSTMState]:
+        """`forward` as a Python loop over the steps (the reference; clips applied)."""
         num_steps, batch_size, _ = inputs.shape
         D = self.dim
         # One product for the whole sequence: [steps, batch, 4D]. The three products go
