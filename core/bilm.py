@@ -261,8 +261,9 @@ class BiLM(nn.Module):
             return t.gather(0, reverse.expand(-1, -1, t.shape[-1]))
 
         forward_init, backward_init = self._initial_states(order, batch_size)
-        forward_out, forward_final = self.forward_layers(x, batch_sizes, forward_init, fused=fused)
-        backward_out, backward_final = self.backward_layers(flip(x), batch_sizes, backward_init, fused=fused)
+        run = {"fused": fused, "final_state": self.stateful}  # final states feed only the carry-over
+        forward_out, forward_final = self.forward_layers(x, batch_sizes, forward_init, **run)
+        backward_out, backward_final = self.backward_layers(flip(x), batch_sizes, backward_init, **run)
         backward_out = [flip(y) for y in backward_out]
         if self.stateful:
             self._store_states(order, forward_final, backward_final)

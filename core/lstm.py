@@ -139,7 +139,8 @@ class LSTMCellWithProjection(nn.Module):
         batch_sizes: list[int],
         initial_state: LSTMState | None = None,
         fused: bool | None = None,
-    ) -> tuple[torch.Tensor, LSTMState]:
+        final_state: bool = True,
+    ) -> tuple[torch.Tensor, LSTMState | None]:
         """Run the cell over every time step.
 
         Args:
@@ -150,13 +151,17 @@ class LSTMCellWithProjection(nn.Module):
             fused: Run as one `torch.lstm` call (see the module docstring). None: when
                 it is exact (`can_fuse`). Rows that run no step at all always take the
                 step loop.
+            final_state: False when the caller does not read the final `(h, c)` (a
+                stateless biLM); the fused path on the CPU then runs the padded batch,
+                whose backward avoids the packed one's zero-fill of the whole input
+                gradient at every step.
 
         Raises:
             ValueError: for `fused=True` on a cell that clips or is int8.
 
         Returns:
             `(outputs, (h, c))`: outputs are zero where a row has ended; `(h, c)` is each
-            row's state after its own last step.
+            row's state after its own last step (None with `final_state=False`).
 
         Shape:
             inputs: [steps, batch, input_size]
@@ -169,8 +174,9 @@ class LSTMCellWithProjection(nn.Module):
                 "torch's fused LSTM kernels cannot clip. Leave fused=None to choose automatically."
             )
         if (self.can_fuse if fused is None else fused) and batch_sizes and batch_sizes[0] == inputs.shape[1]:
-            return self._forward_fused(inputs, batch_sizes, initial_state)
-        return self._forward_steps(inputs, batch_sizes, initial_state)
+            return self._forward_fused(inputs, batch_sizes, initial_state, final_state)
+        outputs, state = self._forward_steps(inputs, batch_sizes, initial_state)
+        return outputs, state if final_state else None
 
     def _forward_steps(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LSTMState | None
@@ -244,17 +250,20 @@ class LSTMCellWithProjection(nn.Module):
         ]
 
     def _forward_fused(
-        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LSTMState | None
-    ) -> tuple[torch.Tensor, LSTMState]:
-        """`forward` as one `torch.lstm` call over the packed batch (see the module docstring).
+        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LSTMState | None, final_state: bool
+    ) -> tuple[torch.Tensor, LSTMState | None]:
+        """`forward` as one `torch.lstm` call (see the module docstring).
 
+        The batch goes in packed, so each row stops at its own length, or, on the CPU
+        when nobody reads the final state, padded: every row then runs every step, but
+        the rows are sorted and right-padded, so a row's real steps come before its
+        padding and are unchanged; its outputs past its length are zeroed.
         Every row must run at least one step (`batch_sizes[0] == batch`).
         """
         num_steps, batch_size, _ = inputs.shape
         # Row b runs for as many steps as have batch_sizes[t] > b.
         sizes = torch.tensor(batch_sizes)
         lengths = (sizes[:, None] > torch.arange(batch_size)[None, :]).sum(dim=0)  # [batch]
-        packed = pack_padded_sequence(inputs, lengths, enforce_sorted=True)
         weights = self.torch_lstm_weights()
         dtype = weights[0].dtype  # float32 state and products, also under autocast (see below)
         if initial_state is None:
@@ -262,12 +271,23 @@ class LSTMCellWithProjection(nn.Module):
             c0 = inputs.new_zeros(1, batch_size, self.dim, dtype=dtype)
         else:
             h0, c0 = (s.unsqueeze(0).to(dtype) for s in initial_state)
+        padded = not final_state and inputs.device.type == "cpu"
         # The fused kernels take one dtype for inputs, weights and state; autocast does not
         # cover them, so under autocast the recurrence runs in the weights' dtype. cuDNN
-        # warns that the reordered weights are not one flat buffer: they are copied into
-        # one per call, a cost that is small next to the recurrence.
+        # warns that the reordered weights are not one flat buffer (they are copied into
+        # one per call, small next to the recurrence); oneDNN that it leaves projections to
+        # torch's own loop, which is the loop we want.
         with torch.autocast(inputs.device.type, enabled=False), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous chunk")
+            warnings.filterwarnings("ignore", message="LSTM with projections is not supported with oneDNN")
+            if padded:
+                outputs, _, _ = torch.lstm(
+                    inputs.to(dtype), (h0, c0), weights,
+                    True, 1, 0.0, self.training, False, False,  # biases, layers, dropout, train, bidir., batch_first
+                )
+                active = torch.arange(num_steps)[:, None] < lengths[None, :]  # [steps, batch]
+                return outputs * active[..., None].to(outputs.device), None
+            packed = pack_padded_sequence(inputs, lengths, enforce_sorted=True)
             data, h, c = torch.lstm(
                 packed.data.to(dtype), packed.batch_sizes, (h0, c0), weights,
                 True, 1, 0.0, self.training, False,  # has_biases, num_layers, dropout, train, bidirectional
@@ -275,7 +295,7 @@ class LSTMCellWithProjection(nn.Module):
         outputs, _ = pad_packed_sequence(
             PackedSequence(data, packed.batch_sizes), total_length=num_steps
         )  # [steps, batch, P], zeros where a row has ended
-        return outputs, (h[0], c[0])
+        return outputs, ((h[0], c[0]) if final_state else None)
 
 
 class LSTMStack(nn.Module):
@@ -317,8 +337,9 @@ class LSTMStack(nn.Module):
         batch_sizes: list[int],
         initial_states: list[LSTMState | None] | None = None,
         fused: bool | None = None,
-    ) -> tuple[list[torch.Tensor], list[LSTMState]]:
-        """Run every layer (`fused` as in `LSTMCellWithProjection.forward`).
+        final_state: bool = True,
+    ) -> tuple[list[torch.Tensor], list[LSTMState | None]]:
+        """Run every layer (`fused` and `final_state` as in `LSTMCellWithProjection.forward`).
 
         Shape:
             inputs: [steps, batch, input_size], time-major, rows sorted longest first
@@ -331,7 +352,7 @@ class LSTMStack(nn.Module):
         for k, layer in enumerate(self.layers):
             layer_input = F.dropout(x, self.dropout, self.training) if self.dropout else x
             state = initial_states[k] if initial_states is not None else None
-            y, final = layer(layer_input, batch_sizes, state, fused=fused)
+            y, final = layer(layer_input, batch_sizes, state, fused=fused, final_state=final_state)
             if k > 0 and self.use_skip_connections:
                 # bilm-tf wraps ResidualWrapper in DropoutWrapper: the residual adds the
                 # (dropped-out) input the cell saw.

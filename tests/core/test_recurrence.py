@@ -37,16 +37,18 @@ def _cell(cell_clip=None, proj_clip=None) -> LSTMCellWithProjection:
     return cell
 
 
-def _run_cell(cell, fused, x, batch_sizes, state):
+def _run_cell(cell, fused, x, batch_sizes, state, final_state=True):
     cell.zero_grad()
-    out, (h, c) = cell(x, batch_sizes, state, fused=fused)
+    out, final = cell(x, batch_sizes, state, fused=fused, final_state=final_state)
+    assert (final is None) == (not final_state)
     # A loss that reads outputs and both final states, so every gradient path counts.
-    (out.square().sum() + h.sum() + 0.5 * c.sum()).backward()
-    return [t.detach().clone() for t in (out, h, c)] + [p.grad.clone() for p in cell.parameters()]
+    loss = out.square().sum() + (final[0].sum() + 0.5 * final[1].sum() if final_state else 0.0)
+    loss.backward()
+    return [out.detach().clone()] + [t.detach().clone() for t in final or ()] + [p.grad.clone() for p in cell.parameters()]
 
 
-@pytest.mark.parametrize("with_state", [False, True])
-def test_fused_cell_equals_the_step_loop_with_gradients(with_state):
+@pytest.mark.parametrize(("with_state", "final_state"), [(False, True), (True, True), (False, False), (True, False)])
+def test_fused_cell_equals_the_step_loop_with_gradients(with_state, final_state):
     cell = _cell()
     assert cell.can_fuse
     torch.manual_seed(1)
@@ -54,8 +56,8 @@ def test_fused_cell_equals_the_step_loop_with_gradients(with_state):
     batch_sizes = [sum(n > t for n in lengths) for t in range(9)]
     x = torch.randn(9, 5, 6)
     state = (torch.randn(5, 8), torch.randn(5, 16)) if with_state else None
-    step = _run_cell(cell, False, x, batch_sizes, state)
-    fused = _run_cell(cell, True, x, batch_sizes, state)
+    step = _run_cell(cell, False, x, batch_sizes, state, final_state)
+    fused = _run_cell(cell, True, x, batch_sizes, state, final_state)
     for a, b in zip(fused, step):
         torch.testing.assert_close(a, b, atol=2e-6, rtol=1e-5)
     assert step[0][3:, 3].abs().max() == 0 and fused[0][3:, 3].abs().max() == 0  # ended rows hold zeros
