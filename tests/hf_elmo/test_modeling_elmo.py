@@ -98,11 +98,11 @@ def test_bad_character_ids_raise_clear_errors(tiny_hf_model):
         tiny_hf_model(input_ids=torch.full((1, 2, 50), 300))
     with pytest.raises(ValueError, match=r"char_ids must lie in \[0, 262\)"):
         tiny_hf_model(input_ids=torch.full((1, 2, 50), -1))
-    with pytest.raises(ValueError, match="must be 3-D .* Did you pass word ids"):
+    with pytest.raises(ValueError, match="one id per token, but ELMo reads characters: pass the char_ids"):
         tiny_hf_model(input_ids=torch.ones(2, 7, dtype=torch.long))
     with pytest.raises(TypeError, match="integer tensor"):
         tiny_hf_model(input_ids=torch.ones(1, 2, 50))
-    with pytest.raises(ValueError, match="needs input_ids"):
+    with pytest.raises(ValueError, match="needs input_ids or char_ids"):
         tiny_hf_model(attention_mask=torch.ones(1, 2))
 
 
