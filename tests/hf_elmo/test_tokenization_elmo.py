@@ -127,3 +127,53 @@ def test_tokenizer_pickles_after_loading_spacy(tiny_tokenizer):
     assert clone("a b.")["input_ids"] == tiny_tokenizer("a b.")["input_ids"]
     enc = tiny_tokenizer(["a b"], return_tensors="pt")
     assert pickle.loads(pickle.dumps(enc)).word_ids(0) == [0, 1]
+
+
+def test_added_tokens_stay_whole_and_every_count_agrees(tiny_tokenizer):
+    pytest.importorskip("spacy")
+    assert len(tiny_tokenizer) == 2 and tiny_tokenizer.convert_ids_to_tokens([0, 1]) == ["<pad>", "<unk>"]
+    assert tiny_tokenizer.add_tokens(["<ent>"]) == 1
+    assert tiny_tokenizer.add_tokens(["<ent>"]) == 0  # already there
+    assert len(tiny_tokenizer) == 3
+    assert tiny_tokenizer.get_added_vocab()["<ent>"] == 2 == tiny_tokenizer.convert_tokens_to_ids("<ent>")
+    assert tiny_tokenizer.convert_ids_to_tokens(2) == "<ent>"
+    text = "see <ent> here, and<ent>there"
+    assert tiny_tokenizer.tokenize(text) == ["see", "<ent>", "here", ",", "and", "<ent>", "there"]
+    enc = tiny_tokenizer(text, return_offsets_mapping=True, return_special_tokens_mask=True)
+    assert enc["input_ids"] == [1, 2, 1, 1, 1, 2, 1]
+    assert tiny_tokenizer.convert_ids_to_tokens(enc["input_ids"])[1] == "<ent>"
+    assert [text[a:b] for a, b in enc["offset_mapping"]] == enc.tokens()
+    assert enc["char_ids"][1] == list(words_to_char_ids([["<ent>"]])[0][0, 0].tolist())
+    assert enc["special_tokens_mask"] == [0] * 7
+    assert tiny_tokenizer.add_special_tokens({"additional_special_tokens": ["[SEP]"]}) == 1
+    assert len(tiny_tokenizer) == 4 and tiny_tokenizer.get_added_vocab()["[SEP]"] == 3
+    enc = tiny_tokenizer("a [SEP] b", return_special_tokens_mask=True)
+    assert enc.tokens() == ["a", "[SEP]", "b"] and enc["input_ids"] == [1, 3, 1] and enc["special_tokens_mask"] == [0, 1, 0]
+
+
+def test_added_tokens_survive_save_and_load(tmp_path, tiny_tokenizer):
+    pytest.importorskip("spacy")
+    tiny_tokenizer.add_tokens(["<ent>"])
+    tiny_tokenizer.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path, trust_remote_code=True)
+    assert len(loaded) == 3 and loaded.get_added_vocab()["<ent>"] == 2
+    assert loaded.tokenize("see <ent> here") == ["see", "<ent>", "here"]
+
+
+def test_offsets_point_at_each_tokens_characters(tiny_tokenizer):
+    pytest.importorskip("spacy")
+    texts = ["  Don't   stop-me\tnow!! ", "naïve café 😀", ""]
+    enc = tiny_tokenizer(texts, padding=True, return_offsets_mapping=True, return_tensors="pt")
+    assert enc["offset_mapping"].shape == (3, enc["input_ids"].shape[1], 2)
+    for k, text in enumerate(texts):
+        n = int(enc["attention_mask"][k].sum())
+        spans = [text[a:b] for a, b in enc["offset_mapping"][k, :n].tolist()]
+        assert spans == enc.tokens(k)[:n] == tiny_tokenizer.tokenize(text)
+        assert enc["offset_mapping"][k, n:].eq(0).all()
+    words = tiny_tokenizer(["ab", "c"], is_split_into_words=True, return_offsets_mapping=True)
+    assert words["offset_mapping"] == [(0, 2), (0, 1)]  # within each word, as fast tokenizers give
+
+
+def test_overflowing_tokens_are_refused_with_the_reason(tiny_tokenizer):
+    with pytest.raises(ValueError, match="reads a sentence of any length whole"):
+        tiny_tokenizer(["a", "b"], is_split_into_words=True, return_overflowing_tokens=True)
