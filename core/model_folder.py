@@ -27,6 +27,7 @@ from .elmo import Elmo
 from .errors import OptionsError, WeightFileError
 from .options import BiLMOptions
 from .quantization import is_quantized
+from .text_files import ENCODING
 
 __all__ = [
     "CONFIG_NAME",
@@ -166,7 +167,7 @@ def read_model_config(path: str | Path) -> tuple[BiLMOptions, dict[str, Any]]:
             "pass options.json and the hdf5 weights instead."
         )
     try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
+        config = json.loads(config_path.read_text(encoding=ENCODING))  # a BOM is dropped
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise WeightFileError(f"{config_path} is not valid JSON: {err}.") from None
     if not isinstance(config, dict) or config.get("model_type") != MODEL_TYPE:
