@@ -19,8 +19,8 @@ import typer
 from .elmo import Elmo
 from .embedding import DEFAULT_BATCH_TOKENS, check_layers, iter_embeddings
 from .errors import ElmoError
-from .text_files import check_input_file, read_text
 from .quantization import quantize_int8
+from .text_files import check_input_file, read_text
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS
 from .tokenizers import get_tokenizer
 from .windows import DEFAULT_WINDOW_TOKENS
