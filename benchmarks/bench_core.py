@@ -39,6 +39,7 @@ Usage (from the repository root):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import gc
 import json
@@ -68,6 +69,7 @@ from elmo_core import (
     quantize_int8,
     read_model_config,
     save_bilm_tf,
+    set_recurrence,
     word_to_char_ids,
 )
 from elmo_core.characters import BOS_TOKEN, EOS_TOKEN
@@ -91,11 +93,20 @@ MODES = {
     "fp32-cache": "float32, token cache on (the default; starts empty)",
     "fp32-warm": "float32, token cache on and warm (every word seen before: a long run's steady state)",
     "int8": "int8 dynamic quantisation (quantize_int8), token cache on",
+    "fp32-step": "as fp32-cache, with recurrence 'step' (the per-step loop; the default 'auto' runs "
+    "clip-free shapes as fused torch.lstm calls)",
 }
 
 
 def shape_options(shape: str) -> BiLMOptions:
-    """A `PUBLISHED_OPTIONS` shape, or "default": the shipped default model's shape."""
+    """A `PUBLISHED_OPTIONS` shape, or "default": the shipped default model's shape.
+
+    A "-noclip" suffix switches `cell_clip` and `proj_clip` off (such cells run as fused
+    `torch.lstm` calls; see `elmo_core.recurrence`).
+    """
+    if shape.endswith("-noclip"):
+        options = shape_options(shape.removesuffix("-noclip"))
+        return dataclasses.replace(options, lstm=dataclasses.replace(options.lstm, cell_clip=None, proj_clip=None))
     if shape == "default":
         return read_model_config(default_model_dir())[0]
     return PUBLISHED_OPTIONS[shape]
@@ -351,6 +362,8 @@ def run_one(
         model.bilm.set_token_cache(0)
     elif mode == "int8":
         model = quantize_int8(model)
+    elif mode == "fp32-step":
+        set_recurrence(model, "step")
     warm = mode == "fp32-warm"
     cache = model.bilm.token_cache
     rss_loaded = current_rss_mb()
@@ -533,10 +546,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--one", metavar="SHAPE:BATCH", help=argparse.SUPPRESS)  # internal: one config
     args = parser.parse_args(argv)
     args.shapes = [s for s in args.shapes.split(",") if s]
-    unknown = [s for s in args.shapes if s not in PUBLISHED_OPTIONS and s != "default"]
+    unknown = [s for s in args.shapes if s.removesuffix("-noclip") not in PUBLISHED_OPTIONS and s.removesuffix("-noclip") != "default"]
     if unknown or not args.shapes:
         parser.error(
-            f"--shapes must name PUBLISHED_OPTIONS entries {sorted(PUBLISHED_OPTIONS)} or 'default'; got {unknown}"
+            f"--shapes must name PUBLISHED_OPTIONS entries {sorted(PUBLISHED_OPTIONS)} or 'default', each "
+            f"optionally with '-noclip'; got {unknown}"
         )
     args.modes = [m for m in args.modes.split(",") if m]
     if not args.modes or any(m not in MODES for m in args.modes):

@@ -29,6 +29,7 @@ from .lstm import LSTMCellWithProjection, LSTMStack, compile_recurrence
 from .model_folder import load_model_folder, read_model_config, save_model_folder
 from .options import PUBLISHED_OPTIONS, BiLMOptions, CharCNNOptions, LSTMOptions
 from .quantization import is_quantized, quantize_int8
+from .recurrence import RECURRENCES, set_recurrence
 from .scalar_mix import ScalarMix
 from .token_cache import TokenCache
 from .weights import load_bilm_tf, save_bilm_tf
@@ -60,6 +61,8 @@ __all__ = [
     "Window",
     "batches_by_token_budget",
     "compile_recurrence",
+    "set_recurrence",
+    "RECURRENCES",
     "embed_sentences",
     "is_quantized",
     "iter_embeddings",

@@ -28,6 +28,7 @@ from .char_cnn import CharCNN
 from .characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
 from .lstm import LSTMStack, LSTMState
 from .options import BiLMOptions
+from .recurrence import CapturedRecurrence, paired_stacks, resolve_recurrence, reverse_index
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS, TokenCache, parameter_fingerprint
 
 __all__ = ["BiLM", "BiLMOutput", "check_char_ids"]
@@ -85,6 +86,10 @@ class BiLM(nn.Module):
             `elmo_core.token_cache`); 0 switches it off. The cache is used only when no
             gradient flows into the char CNN, so it never affects biLM training. It is
             available as `self.token_cache` (None when off).
+
+    Attributes:
+        recurrence: How the LSTMs run: "auto" (default), "step", "fused", "paired" or
+            "captured"; see `elmo_core.recurrence` and `set_recurrence`.
     """
 
     def __init__(
@@ -115,6 +120,8 @@ class BiLM(nn.Module):
         self._states: dict[str, list[LSTMState]] | None = None
         self.token_cache: TokenCache | None = None
         self.set_token_cache(token_cache_words)
+        self.recurrence = "auto"
+        self._captured = CapturedRecurrence()
 
     @property
     def output_dim(self) -> int:
@@ -230,6 +237,15 @@ class BiLM(nn.Module):
         self, tokens: torch.Tensor, lengths: torch.Tensor
     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Both LSTM stacks over [batch, steps, P] inputs; outputs batch-major, unsorted."""
+        stacks = (self.forward_layers, self.backward_layers)
+        needs_grad = torch.is_grad_enabled() and any(p.requires_grad for s in stacks for p in s.parameters())
+        mode = getattr(self, "recurrence", "auto")  # biLMs pickled before the option existed
+        path = resolve_recurrence(mode, stacks, tokens.device, needs_grad, self.stateful)
+        if path == "paired":
+            return paired_stacks(stacks, tokens, lengths)
+        if path == "captured":
+            return self._captured(stacks, tokens, lengths)
+        fused = path == "fused"
         batch_size, num_steps, _ = tokens.shape
         sorted_lengths, order = lengths.sort(descending=True, stable=True)
         lengths_list = sorted_lengths.tolist()
@@ -239,17 +255,14 @@ class BiLM(nn.Module):
 
         # Backward direction: each row reversed over its own length, so it starts at its
         # </S> and never reads padding. The same index undoes the reversal.
-        steps = torch.arange(num_steps, device=tokens.device)[:, None]  # [steps, 1]
-        row_len = sorted_lengths[None, :]  # [1, batch]
-        reverse = torch.where(steps < row_len, row_len - 1 - steps, steps)  # [steps, batch]
-        reverse = reverse[..., None]
+        reverse = reverse_index(sorted_lengths, num_steps)[..., None]  # [steps, batch, 1]
 
         def flip(t: torch.Tensor) -> torch.Tensor:
             return t.gather(0, reverse.expand(-1, -1, t.shape[-1]))
 
         forward_init, backward_init = self._initial_states(order, batch_size)
-        forward_out, forward_final = self.forward_layers(x, batch_sizes, forward_init)
-        backward_out, backward_final = self.backward_layers(flip(x), batch_sizes, backward_init)
+        forward_out, forward_final = self.forward_layers(x, batch_sizes, forward_init, fused=fused)
+        backward_out, backward_final = self.backward_layers(flip(x), batch_sizes, backward_init, fused=fused)
         backward_out = [flip(y) for y in backward_out]
         if self.stateful:
             self._store_states(order, forward_final, backward_final)

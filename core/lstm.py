@@ -14,15 +14,32 @@ Speed: the input product `x @ W_x + B` is one matrix product for the whole seque
 `h @ W_h` and the projection run per step. Rows must be sorted by length, longest first,
 so that step t runs on the first `batch_sizes[t]` rows only: padding is never computed
 and never read, and each row's final state is the state after its own last position.
+
+Fused recurrence: without clips (`cell_clip` and `proj_clip` off) this cell is exactly
+torch's `nn.LSTM(proj_size=P)` cell once the gate blocks are reordered (torch: i, f, g, o;
+bilm-tf: i, j, f, o with j = g) and the +1 forget bias is folded into the bias. Such
+cells then run as one `torch.lstm` call over a packed batch: cuDNN's fused kernels on a
+GPU, the native loop on the CPU (no Python per step). Same values up to float rounding
+(max 3e-7 measured against the step loop), gradients included. The published models
+clip, so they keep the step loop. Which path a `BiLM` takes is chosen in `recurrence.py`.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-__all__ = ["LSTMCellWithProjection", "LSTMStack", "LSTMState", "compile_recurrence", "lstm_gates"]
+__all__ = [
+    "LSTMCellWithProjection",
+    "LSTMStack",
+    "LSTMState",
+    "compile_recurrence",
+    "lstm_gates",
+]
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
 """(h [batch, projection_dim], c [batch, dim]) of one layer."""
@@ -121,6 +138,7 @@ class LSTMCellWithProjection(nn.Module):
         inputs: torch.Tensor,
         batch_sizes: list[int],
         initial_state: LSTMState | None = None,
+        fused: bool | None = None,
     ) -> tuple[torch.Tensor, LSTMState]:
         """Run the cell over every time step.
 
@@ -129,6 +147,12 @@ class LSTMCellWithProjection(nn.Module):
             batch_sizes: Rows still running at each step (non-increasing, as in
                 `PackedSequence`); `batch_sizes[t] <= batch`.
             initial_state: `(h, c)` to start from; zeros when omitted.
+            fused: Run as one `torch.lstm` call (see the module docstring). None: when
+                it is exact (`can_fuse`). Rows that run no step at all always take the
+                step loop.
+
+        Raises:
+            ValueError: for `fused=True` on a cell that clips or is int8.
 
         Returns:
             `(outputs, (h, c))`: outputs are zero where a row has ended; `(h, c)` is each
@@ -139,6 +163,19 @@ class LSTMCellWithProjection(nn.Module):
             outputs: [steps, batch, projection_dim]
             h: [batch, projection_dim]; c: [batch, dim]
         """
+        if fused and not self.can_fuse:
+            raise ValueError(
+                "fused=True needs a cell without cell_clip/proj_clip and with float (not int8) weights: "
+                "torch's fused LSTM kernels cannot clip. Leave fused=None to choose automatically."
+            )
+        if (self.can_fuse if fused is None else fused) and batch_sizes and batch_sizes[0] == inputs.shape[1]:
+            return self._forward_fused(inputs, batch_sizes, initial_state)
+        return self._forward_steps(inputs, batch_sizes, initial_state)
+
+    def _forward_steps(
+        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LSTMState | None
+    ) -> tuple[torch.Tensor, LSTMState]:
+        """`forward` as a Python loop over the steps (the reference; clips applied)."""
         num_steps, batch_size, _ = inputs.shape
         D = self.dim
         # One product for the whole sequence: [steps, batch, 4D]. The three products go
@@ -171,6 +208,74 @@ class LSTMCellWithProjection(nn.Module):
         if not outputs:
             return pre.new_zeros(0, batch_size, self.projection_dim), (h, c)
         return torch.stack(outputs), (h, c)
+
+    @property
+    def has_float_linears(self) -> bool:
+        """False once int8 quantisation has replaced the Linear layers."""
+        return all(type(m) is nn.Linear for m in (self.input_linear, self.state_linear, self.state_projection))
+
+    @property
+    def can_fuse(self) -> bool:
+        """True when one `torch.lstm` call computes this cell exactly: no clips, float weights."""
+        return not self.cell_clip and not self.proj_clip and self.has_float_linears
+
+    def torch_lstm_weights(self) -> list[torch.Tensor]:
+        """This cell's parameters in `torch.lstm`'s layout (differentiable functions of them).
+
+        `[w_ih, w_hh, b_ih, b_hh, w_hr]`, gate blocks reordered from bilm-tf's i, j, f, o
+        to torch's i, f, g, o (j is torch's g), the +1 forget bias folded into `b_ih`
+        and `b_hh` zero.
+
+        Shape: [4D, input_size], [4D, P], [4D], [4D], [P, D]
+        """
+
+        def reorder(w: torch.Tensor) -> torch.Tensor:
+            i, j, f, o = w.chunk(4, dim=0)
+            return torch.cat([i, f, j, o])
+
+        i, j, f, o = self.input_linear.bias.chunk(4)
+        b_ih = torch.cat([i, f + FORGET_BIAS, j, o])
+        return [
+            reorder(self.input_linear.weight),
+            reorder(self.state_linear.weight),
+            b_ih,
+            torch.zeros_like(b_ih),
+            self.state_projection.weight,
+        ]
+
+    def _forward_fused(
+        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LSTMState | None
+    ) -> tuple[torch.Tensor, LSTMState]:
+        """`forward` as one `torch.lstm` call over the packed batch (see the module docstring).
+
+        Every row must run at least one step (`batch_sizes[0] == batch`).
+        """
+        num_steps, batch_size, _ = inputs.shape
+        # Row b runs for as many steps as have batch_sizes[t] > b.
+        sizes = torch.tensor(batch_sizes)
+        lengths = (sizes[:, None] > torch.arange(batch_size)[None, :]).sum(dim=0)  # [batch]
+        packed = pack_padded_sequence(inputs, lengths, enforce_sorted=True)
+        weights = self.torch_lstm_weights()
+        dtype = weights[0].dtype  # float32 state and products, also under autocast (see below)
+        if initial_state is None:
+            h0 = inputs.new_zeros(1, batch_size, self.projection_dim, dtype=dtype)
+            c0 = inputs.new_zeros(1, batch_size, self.dim, dtype=dtype)
+        else:
+            h0, c0 = (s.unsqueeze(0).to(dtype) for s in initial_state)
+        # The fused kernels take one dtype for inputs, weights and state; autocast does not
+        # cover them, so under autocast the recurrence runs in the weights' dtype. cuDNN
+        # warns that the reordered weights are not one flat buffer: they are copied into
+        # one per call, a cost that is small next to the recurrence.
+        with torch.autocast(inputs.device.type, enabled=False), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous chunk")
+            data, h, c = torch.lstm(
+                packed.data.to(dtype), packed.batch_sizes, (h0, c0), weights,
+                True, 1, 0.0, self.training, False,  # has_biases, num_layers, dropout, train, bidirectional
+            )
+        outputs, _ = pad_packed_sequence(
+            PackedSequence(data, packed.batch_sizes), total_length=num_steps
+        )  # [steps, batch, P], zeros where a row has ended
+        return outputs, (h[0], c[0])
 
 
 class LSTMStack(nn.Module):
@@ -211,8 +316,9 @@ class LSTMStack(nn.Module):
         inputs: torch.Tensor,
         batch_sizes: list[int],
         initial_states: list[LSTMState | None] | None = None,
+        fused: bool | None = None,
     ) -> tuple[list[torch.Tensor], list[LSTMState]]:
-        """Run every layer.
+        """Run every layer (`fused` as in `LSTMCellWithProjection.forward`).
 
         Shape:
             inputs: [steps, batch, input_size], time-major, rows sorted longest first
@@ -225,7 +331,7 @@ class LSTMStack(nn.Module):
         for k, layer in enumerate(self.layers):
             layer_input = F.dropout(x, self.dropout, self.training) if self.dropout else x
             state = initial_states[k] if initial_states is not None else None
-            y, final = layer(layer_input, batch_sizes, state)
+            y, final = layer(layer_input, batch_sizes, state, fused=fused)
             if k > 0 and self.use_skip_connections:
                 # bilm-tf wraps ResidualWrapper in DropoutWrapper: the residual adds the
                 # (dropped-out) input the cell saw.

@@ -16,8 +16,11 @@ One command, four stages:
    with a feature cache) and `spacy-elmo.ElmoListener.v1`, a trainable scalar mix of
    the biLM's layers concatenated with the standard tok2vec's features. Both read the
    files' own tokens and sentences (`gold_preproc = true`), as CoNLL is scored;
-3. train: both configs for each seed, the same number of steps;
-4. evaluate: the last model of each run (no selection on dev) on each `--eval` file:
+3. train: both configs for each seed, the same number of steps; or, with `--patience N`,
+   each to convergence with spaCy's own early stopping (stop after N steps without a
+   better dev score, `--max-steps` as the cap, 0 = none; the best model on dev is kept);
+4. evaluate: the last model of each run (no selection on dev), or with `--patience` the
+   best one on dev (`model-best`, as `spacy train` users ship it), on each `--eval` file:
    entity precision, recall and F1 (exact span and type, spaCy's NER scorer), per type
    and overall; mean +- standard deviation over the seeds.
 
@@ -67,16 +70,25 @@ def convert(conll_path: Path, spacy_path: Path, n_sents: int = 10) -> int:
 
 # ------------------------------------------------------------------ 2. configs
 def make_configs(
-    *, max_steps: int, eval_frequency: int, elmo_path: str = "", cache_bytes: int = DEFAULT_CACHE_MB << 20
+    *,
+    max_steps: int,
+    eval_frequency: int,
+    elmo_path: str = "",
+    cache_bytes: int = DEFAULT_CACHE_MB << 20,
+    patience: int = 0,
 ) -> dict[str, spacy.util.Config]:
-    """{"baseline": spaCy's NER config, "elmo": the same plus ELMo features}."""
+    """{"baseline": spaCy's NER config, "elmo": the same plus ELMo features}.
+
+    `patience` 0 trains exactly `max_steps`; N > 0 stops after N steps without a better
+    dev score (spaCy's `[training] patience`), with `max_steps` as a cap (0: none).
+    """
     base = init_config(lang="en", pipeline=["ner"], optimize="efficiency", gpu=False)
     for corpus in ("train", "dev"):
         # The files' tokens and sentences, as CoNLL is scored (and ELMo reads sentences).
         base["corpora"][corpus]["gold_preproc"] = True
     base["training"]["max_steps"] = max_steps
     base["training"]["eval_frequency"] = eval_frequency
-    base["training"]["patience"] = 0  # always train max_steps; the last model is scored
+    base["training"]["patience"] = patience  # 0: always train max_steps; the last model is scored
 
     elmo = spacy.util.Config().from_str(base.to_str(), interpolate=False)
     # "elmo" before "tok2vec": both write doc.tensor, and the NER's Tok2VecListener reads
@@ -169,7 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="Folder for data, configs, models and results.json.")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="spaCy seeds (default: 0).")
     parser.add_argument("--max-steps", type=int, default=2000, help="Training steps of every run (default 2000).")
-    parser.add_argument("--eval-frequency", type=int, default=None, help="Steps between dev scores in the log (default: max-steps).")
+    parser.add_argument("--eval-frequency", type=int, default=None,
+                        help="Steps between dev scores (default: max-steps; 200 with --patience).")
+    parser.add_argument("--patience", type=int, default=0,
+                        help="Train to convergence: stop after N steps without a better dev score and score model-best "
+                             "(default 0: train --max-steps and score model-last).")
     parser.add_argument("--elmo-model", default="", help="ELMo model folder (default: the default model).")
     parser.add_argument("--cache-mb", type=int, default=DEFAULT_CACHE_MB, help="ELMo feature cache budget in MiB (0 = off).")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
@@ -191,12 +207,16 @@ def main(argv: list[str] | None = None) -> int:
         n = convert(path, spacy_files[key], args.n_sents)
         print(f"converted {path} -> {spacy_files[key]} ({n} sentences)", flush=True)
 
+    if args.patience < 0 or args.max_steps < 0 or (args.max_steps == 0 and not args.patience):
+        parser.error("--max-steps must be > 0 (or 0 with --patience, for no cap) and --patience >= 0.")
     configs = make_configs(
         max_steps=args.max_steps,
-        eval_frequency=args.eval_frequency or args.max_steps,
+        eval_frequency=args.eval_frequency or (200 if args.patience else args.max_steps),
         elmo_path=args.elmo_model,
         cache_bytes=args.cache_mb << 20,
+        patience=args.patience,
     )
+    scored = "model-best" if args.patience else "model-last"
     for variant, config in configs.items():
         config.to_disk(args.out / f"{variant}.cfg")
 
@@ -206,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         for variant in args.variants:
             run = f"{variant}/seed{seed}"
             run_dir = args.out / variant / f"seed{seed}"
-            print(f"\n=== training {run} ({args.max_steps} steps) ===", flush=True)
+            budget = f"patience {args.patience}, cap {args.max_steps or 'none'}" if args.patience else f"{args.max_steps} steps"
+            print(f"\n=== training {run} ({budget}) ===", flush=True)
             t0 = time.perf_counter()
             # What `spacy train CONFIG --output RUN_DIR --paths.train ...` does, keeping
             # the trained pipeline at hand to read its feature cache's counters.
@@ -219,10 +240,11 @@ def main(argv: list[str] | None = None) -> int:
             train_cache = feature_cache(trained.get_pipe("elmo").model) if "elmo" in trained.pipe_names else None
             del trained
             t0 = time.perf_counter()
-            nlp = spacy.load(run_dir / "model-last")
+            nlp = spacy.load(run_dir / scored)
             scores = {name: evaluate(nlp, spacy_files[f"eval-{name}"]) for name in names}
             cache = feature_cache(nlp.get_pipe("elmo").model) if "elmo" in nlp.pipe_names else None
             results["runs"][run] = {
+                "scored": scored,
                 "train_seconds": round(train_s, 1),
                 "eval_seconds": round(time.perf_counter() - t0, 1),
                 "train_cache": train_cache.stats._asdict() if train_cache else None,

@@ -117,3 +117,30 @@ def test_benchmark_refuses_a_missing_file(benchmark, tmp_path, capsys):
     with pytest.raises(SystemExit):
         benchmark["main"](["--train", str(tmp_path / "nope.txt"), "--dev", "x", "--eval", "x", "--out", str(tmp_path)])
     assert "no such file" in capsys.readouterr().err
+
+
+def test_patience_trains_to_convergence_and_scores_the_best_model_on_dev(benchmark, tiny_model_dir, tmp_path):
+    configs = benchmark["make_configs"](max_steps=0, eval_frequency=200, patience=1600)
+    for config in configs.values():
+        assert config["training"]["patience"] == 1600 and config["training"]["max_steps"] == 0
+    train, dev = tmp_path / "train.txt", tmp_path / "dev.txt"
+    write_conll(train, invented_sentences(12))
+    write_conll(dev, invented_sentences(4))
+    out = tmp_path / "out"
+    argv = ["--train", str(train), "--dev", str(dev), "--eval", f"held={dev}", "--out", str(out),
+            "--max-steps", "4", "--patience", "2", "--eval-frequency", "1", "--variants", "baseline"]
+    assert benchmark["main"](argv) == 0
+    run = json.loads((out / "results.json").read_text(encoding="utf-8"))["runs"]["baseline/seed0"]
+    assert run["scored"] == "model-best" and (out / "baseline" / "seed0" / "model-best").is_dir()
+    # spaCy's own early stopping: the scored model is the one with the best dev score.
+    best = spacy.load(out / "baseline" / "seed0" / "model-best")
+    assert best.meta["performance"]["ents_f"] * 100 == pytest.approx(run["scores"]["held"]["ALL"]["f"], abs=1e-6)
+
+
+def test_benchmark_refuses_no_step_cap_without_patience(benchmark, tmp_path, capsys):
+    train = tmp_path / "train.txt"
+    write_conll(train, invented_sentences(2))
+    with pytest.raises(SystemExit):
+        benchmark["main"](["--train", str(train), "--dev", str(train), "--eval", str(train), "--out", str(tmp_path),
+                           "--max-steps", "0"])
+    assert "--max-steps must be > 0" in capsys.readouterr().err
