@@ -189,7 +189,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
         ELMo reads characters, so a token added to the tokenizer (`tokenizer.add_tokens`)
         already has an input representation; recipes that call
         `model.resize_token_embeddings(len(tokenizer))` after adding tokens work as they
-        are. The config's `vocab_size` is left as it is.
+        are. (The config has no `vocab_size`: ELMo has no word vocabulary.)
         """
         return self.get_input_embeddings()
 
