@@ -15,8 +15,8 @@ from transformers import AutoModel, AutoModelForTokenClassification
 from elmo_core import load_model_folder, save_model_folder, words_to_char_ids
 from hf_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel, ElmoModelOutput, ElmoTokenizer
 
-from ..conftest import DEVICES, SHARED, make_tiny_elmo, make_tiny_options
-from .conftest import TOKENS, batch, make_tiny_hf_model
+from ..conftest import DEVICES, make_tiny_elmo, make_tiny_options
+from .conftest import TOKENS, WIKIGOLD, batch, make_tiny_hf_model, read_conll
 
 
 def assert_same_state(a: torch.nn.Module, b: torch.nn.Module) -> None:
@@ -284,26 +284,6 @@ def test_token_classification_loss_ignores_minus_100_and_only_mix_and_head_train
         assert torch.equal(value, bilm_before[name]), name
     with pytest.raises(ValueError, match="labels must be"):
         model(**inputs, labels=labels[:, :2])
-
-
-WIKIGOLD = SHARED / "data" / "ner" / "wikigold" / "wikigold.conll.txt"
-
-
-def read_conll(path, limit: int) -> list[list[tuple[str, str]]]:
-    sentences, current = [], []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if not line or line.startswith("-DOCSTART-"):
-                if current:
-                    sentences.append(current)
-                    current = []
-                if len(sentences) == limit:
-                    break
-                continue
-            word, tag = line.rsplit(" ", 1)
-            current.append((word, tag))
-    return sentences
 
 
 def test_trainer_run_on_wikigold_lowers_the_loss(tmp_path, tiny_tokenizer):

@@ -14,7 +14,8 @@ from transformers import pipeline
 
 from hf_elmo import ElmoConfig, ElmoForTokenClassification, ElmoTokenizer
 
-from ..conftest import SHARED, make_tiny_elmo
+from ..conftest import make_tiny_elmo
+from .conftest import WIKIGOLD, read_conll
 
 LABELS = {0: "O", 1: "B-PER", 2: "I-PER"}
 TEXTS = [
@@ -156,26 +157,6 @@ def test_saved_tagger_folder_runs_the_pipeline_in_a_process_that_never_imported_
         assert got[strategy + "-batched"] == expected, strategy
 
 
-WIKIGOLD = SHARED / "data" / "ner" / "wikigold" / "wikigold.conll.txt"
-
-
-def read_wikigold(limit: int) -> list[list[tuple[str, str]]]:
-    sentences, current = [], []
-    with open(WIKIGOLD, encoding="utf-8") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if not line or line.startswith("-DOCSTART-"):
-                if current:
-                    sentences.append(current)
-                    current = []
-                if len(sentences) == limit:
-                    break
-                continue
-            word, tag = line.rsplit(" ", 1)
-            current.append((word, tag))
-    return sentences
-
-
 def gold_spans(sentence: list[tuple[str, str]]) -> set[tuple[int, int, str]]:
     """(start, end, type) of each gold entity in `" ".join(words)` (IO or BIO tags)."""
     spans, position, open_span = set(), 0, None
@@ -203,7 +184,7 @@ def test_tagger_fine_tuned_on_wikigold_finds_entities_at_their_characters():
 
     from elmo_core.model_folder import default_model_dir
 
-    sentences = read_wikigold(limit=600)
+    sentences = read_conll(WIKIGOLD, limit=600)
     train, held_out = sentences[:500], sentences[500:]
     labels = sorted({tag for sentence in sentences for _, tag in sentence})
     label2id = {label: i for i, label in enumerate(labels)}

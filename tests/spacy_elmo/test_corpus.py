@@ -180,18 +180,23 @@ def test_byte_order_mark_and_windows_line_endings_change_nothing_in_conll_files(
     assert [[(e.text, e.label_) for e in d.ents] for d in a] == [[(e.text, e.label_) for e in d.ents] for d in b]
 
 
-def test_spacy_train_of_the_example_config_on_spacy_docbin_files(tiny_model_dir, tmp_path):
-    train = _docbin(tmp_path, "train.spacy")
-    output = tmp_path / "trained"
+def spacy_train(config: Path, output: Path, model_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    """`python -m spacy train` of `config` for 2 steps, with a small NER tok2vec and one torch thread."""
     command = [
-        sys.executable, "-m", "spacy", "train", str(EXAMPLE_CONFIG), "--output", str(output),
-        "--paths.train", str(train), "--paths.dev", str(train), "--paths.elmo", str(tiny_model_dir),
+        sys.executable, "-m", "spacy", "train", str(config), "--output", str(output), "--paths.elmo", str(model_dir),
         "--training.max_steps", "2", "--training.eval_frequency", "1",
-        "--components.ner.model.tok2vec.tok2vec.width", "32",
-        "--components.ner.model.tok2vec.tok2vec.depth", "1",
+        "--components.ner.model.tok2vec.tok2vec.width", "32", "--components.ner.model.tok2vec.tok2vec.depth", "1",
+        *args,
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return done
+
+
+def test_spacy_train_of_the_example_config_on_spacy_docbin_files(tiny_model_dir, tmp_path):
+    train = _docbin(tmp_path, "train.spacy")
+    output = tmp_path / "trained"
+    spacy_train(EXAMPLE_CONFIG, output, tiny_model_dir, "--paths.train", str(train), "--paths.dev", str(train))
     assert set(spacy.load(output / "model-last").get_pipe("ner").labels) == {"LOC", "ORG", "PER"}
 
 
@@ -226,14 +231,10 @@ def _base_pipeline(tmp_path: Path) -> tuple[Path, Path]:
 def test_adding_elmo_to_an_existing_pipeline_keeps_the_sourced_components(tiny_model_dir, tmp_path):
     base, data = _base_pipeline(tmp_path)
     output = tmp_path / "with_elmo"
-    command = [
-        sys.executable, "-m", "spacy", "train", str(ADD_ELMO_CONFIG), "--output", str(output),
+    spacy_train(
+        ADD_ELMO_CONFIG, output, tiny_model_dir,
         "--paths.base", str(base), "--paths.train", str(data), "--paths.dev", str(data),
-        "--paths.elmo", str(tiny_model_dir), "--training.max_steps", "2", "--training.eval_frequency", "1",
-        "--components.ner.model.tok2vec.tok2vec.width", "32", "--components.ner.model.tok2vec.tok2vec.depth", "1",
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    )
     before, after = spacy.load(base), spacy.load(output / "model-last")
     assert after.pipe_names == ["tok2vec", "tagger", "elmo", "ner"]
     for name in ("tok2vec", "tagger"):  # sourced and frozen: the very same weights
