@@ -20,6 +20,7 @@ from .elmo import Elmo
 from .embedding import DEFAULT_BATCH_TOKENS, check_layers, iter_embeddings
 from .errors import ElmoError
 from .quantization import quantize_int8
+from .text_files import check_input_file, read_text
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS
 from .tokenizers import get_tokenizer
 from .windows import DEFAULT_WINDOW_TOKENS
@@ -89,17 +90,12 @@ def _check_output(path: Path) -> None:
 
 
 def _read_sentences(path: Path, tokenize: Callable[[str], list[str]] | None) -> list[list[str]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ElmoError(f"input file {path} does not exist.") from None
-    except UnicodeDecodeError as err:
-        line = path.read_bytes()[: err.start].count(b"\n") + 1
-        raise ElmoError(f"{path} is not UTF-8 text (line {line}: {err.reason}).") from None
+    text = read_text(path, "INPUT")  # BOM dropped, CRLF read as LF
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # a final newline ends the last line; it is not a blank sentence
-    lines = [line.rstrip("\r") for line in lines]
+    if not lines:
+        typer.echo(f"warning: INPUT {path} is empty; OUTPUT will hold no sentences.", err=True)
     if tokenize is not None:
         return [tokenize(line) if line.strip() else [] for line in lines]
     return [line.split() for line in lines]
@@ -135,6 +131,7 @@ def embed(
     if precision not in PRECISIONS:
         raise ElmoError(f"--precision must be one of {', '.join(PRECISIONS)}; got {precision!r}.")
     _check_device(device)
+    check_input_file(input_file, "INPUT")
     _check_output(output_file)
     elmo = load_model(model, options, weights, device)
     check_layers(layer_choice, elmo.num_layers, len(elmo.scalar_mixes))
@@ -205,6 +202,9 @@ def train(
     """
     from .training.commands import run_training
 
+    for path, what in ((valid, "--valid"), (options, "--options"), (vocab, "--vocab"), (resume, "--resume")):
+        if path is not None:
+            check_input_file(path, what)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     summary = run_training(
         train=train_files, valid=valid, out=out, options=options, model=model, vocab=vocab,
@@ -236,6 +236,8 @@ def perplexity(
     """
     from .training.commands import run_perplexity
 
+    for path in files:
+        check_input_file(path, "FILE")
     results = run_perplexity(files, model=model, pretokenized=pretokenized, batch_tokens=batch_tokens, device=device)
     typer.echo("file\tforward_ppl\tbackward_ppl\taverage_ppl\tpredictions\tsentences\tunknown_words")
     for path, p in results:
@@ -270,6 +272,9 @@ def convert(
     expected = (1, "OUT_DIR") if download else (2, "MODEL_DIR OUT_PREFIX") if to_hdf5 else (3, "OPTIONS WEIGHTS OUT_DIR")
     if len(paths) != expected[0]:
         raise ElmoError(f"this form of elmo convert takes {expected[1]}; got {len(paths)} path(s): {[str(p) for p in paths]}.")
+    if not to_hdf5 and not download:
+        check_input_file(paths[0], "OPTIONS")
+        check_input_file(paths[1], "WEIGHTS")
     if to_hdf5:
         import json
 
@@ -349,7 +354,7 @@ def main() -> None:
     """Console-script entry point: clear one-line errors instead of tracebacks."""
     try:
         app()
-    except (ElmoError, TypeError, ValueError) as err:
+    except (ElmoError, TypeError, ValueError, OSError) as err:  # OSError: files, the network
         typer.echo(f"error: {err}", err=True)
         raise SystemExit(2) from None
 

@@ -47,6 +47,8 @@ class Elmo(nn.Module):
         dropout: Dropout on each representation during training (AllenNLP's default
             0.5; 0 disables it). Never applied in `eval()` mode.
         do_layer_norm: See `ScalarMix`; off by default, as the authors recommend.
+        layer_norm_scope: See `ScalarMix`: "sentence" (default, batch-invariant) or
+            "batch" (bilm-tf's whole-batch statistics).
         keep_sentence_boundaries: Also return the `<S>`/`</S>` positions.
         requires_grad: Train the biLM weights too. Off by default: the biLM is frozen,
             runs without building an autograd graph, and only the scalar mixes (w and
@@ -73,6 +75,7 @@ class Elmo(nn.Module):
         stateful: bool = False,
         scalar_mix_parameters: Sequence[float] | None = None,
         token_cache_words: int = DEFAULT_TOKEN_CACHE_WORDS,
+        layer_norm_scope: str = "sentence",
     ) -> None:
         super().__init__()
         if num_output_representations < 0:
@@ -95,6 +98,7 @@ class Elmo(nn.Module):
             ScalarMix(
                 options.num_layers,
                 do_layer_norm=do_layer_norm,
+                layer_norm_scope=layer_norm_scope,
                 initial_scalar_parameters=scalar_mix_parameters,
                 trainable=scalar_mix_parameters is None,
             )

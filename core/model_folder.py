@@ -27,6 +27,7 @@ from .elmo import Elmo
 from .errors import OptionsError, WeightFileError
 from .options import BiLMOptions
 from .quantization import is_quantized
+from .text_files import ENCODING
 
 __all__ = [
     "CONFIG_NAME",
@@ -54,6 +55,7 @@ ELMO_SETTINGS: dict[str, Any] = {
     "num_output_representations": 1,
     "dropout": 0.5,
     "do_layer_norm": False,
+    "layer_norm_scope": "sentence",
     "keep_sentence_boundaries": False,
     "stateful": False,
     "scalar_mix_parameters": None,
@@ -99,6 +101,7 @@ def _elmo_settings(model: Elmo) -> dict[str, Any]:
         "num_output_representations": len(mixes),
         "dropout": model.dropout,
         "do_layer_norm": bool(mixes and mixes[0].do_layer_norm),
+        "layer_norm_scope": mixes[0].layer_norm_scope if mixes else ELMO_SETTINGS["layer_norm_scope"],
         "keep_sentence_boundaries": model.bilm.keep_sentence_boundaries,
         "stateful": model.bilm.stateful,
         "scalar_mix_parameters": mixes[0].scalar_weights.detach().tolist() if fixed else None,
@@ -164,7 +167,7 @@ def read_model_config(path: str | Path) -> tuple[BiLMOptions, dict[str, Any]]:
             "pass options.json and the hdf5 weights instead."
         )
     try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
+        config = json.loads(config_path.read_text(encoding=ENCODING))  # a BOM is dropped
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise WeightFileError(f"{config_path} is not valid JSON: {err}.") from None
     if not isinstance(config, dict) or config.get("model_type") != MODEL_TYPE:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import OptionsError
+from .text_files import ENCODING
 
 __all__ = ["BiLMOptions", "CharCNNOptions", "LSTMOptions", "PUBLISHED_OPTIONS"]
 
@@ -226,9 +227,9 @@ class BiLMOptions:
         """
         path = Path(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise OptionsError(f"options file {path} does not exist.") from None
+            data = json.loads(path.read_text(encoding=ENCODING))  # a BOM is dropped
+        except (FileNotFoundError, IsADirectoryError):
+            raise OptionsError(f"options file {path} does not exist or is a folder; give the options.json file.") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise OptionsError(f"options file {path} is not valid JSON: {err}.") from None
         try:

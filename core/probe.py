@@ -28,6 +28,7 @@ import torch
 
 from .embedding import DEFAULT_BATCH_TOKENS, iter_embeddings
 from .errors import ElmoError
+from .text_files import check_input_file, iter_lines
 
 if TYPE_CHECKING:
     from .elmo import Elmo
@@ -73,32 +74,29 @@ def read_conll_column(path: str | Path, column: int) -> tuple[list[list[str]], l
     Raises:
         ElmoError: if the file is missing or empty, or a line lacks the column.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise ElmoError(f"CoNLL file {path} does not exist.")
+    path = check_input_file(path, "CoNLL file")
     sentences: list[list[str]] = []
     labels: list[list[str]] = []
     words: list[str] = []
     tags: list[str] = []
-    with path.open(encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            fields = line.split()
-            if fields and fields[0] == "-DOCSTART-":
-                fields = []
-            if not fields:
-                if words:
-                    sentences.append(words)
-                    labels.append(tags)
-                    words, tags = [], []
-                continue
-            if not -len(fields) <= column < len(fields) or column == 0 or column == -len(fields):
-                raise ElmoError(
-                    f"{path}, line {number}: --column {column} needs a label column after the token, "
-                    f"but the line has {len(fields)} column(s): {line.strip()!r}. Use 1 for the second "
-                    "column, -1 for the last."
-                )
-            words.append(fields[0])
-            tags.append(fields[column])
+    for number, line in enumerate(iter_lines(path), start=1):  # BOM and CRLF as LF
+        fields = line.split()
+        if fields and fields[0] == "-DOCSTART-":
+            fields = []
+        if not fields:
+            if words:
+                sentences.append(words)
+                labels.append(tags)
+                words, tags = [], []
+            continue
+        if not -len(fields) <= column < len(fields) or column == 0 or column == -len(fields):
+            raise ElmoError(
+                f"{path}, line {number}: --column {column} needs a label column after the token, "
+                f"but the line has {len(fields)} column(s): {line.strip()!r}. Use 1 for the second "
+                "column, -1 for the last."
+            )
+        words.append(fields[0])
+        tags.append(fields[column])
     if words:
         sentences.append(words)
         labels.append(tags)

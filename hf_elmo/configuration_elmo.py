@@ -41,6 +41,9 @@ class ElmoConfig(PreTrainedConfig):
         dropout: Dropout on each scalar mix while training (AllenNLP's 0.5; 0 disables
             it). Never applied in `eval()` mode, which `from_pretrained` sets.
         do_layer_norm: Normalise each layer before mixing (off, as the authors recommend).
+        layer_norm_scope: Whose tokens share the layer-norm statistics: "sentence"
+            (default; a sentence's vectors do not depend on its batch mates) or "batch"
+            (bilm-tf's whole-batch statistics, only to reproduce the original).
         keep_sentence_boundaries: Also return the `<S>`/`</S>` positions (tokens + 2).
         stateful: Carry LSTM states from one call to the next, as the original did. Off
             by default: a sentence's vectors then depend on nothing but the sentence.
@@ -62,6 +65,7 @@ class ElmoConfig(PreTrainedConfig):
         num_output_representations: int = ELMO_SETTINGS["num_output_representations"],
         dropout: float = ELMO_SETTINGS["dropout"],
         do_layer_norm: bool = ELMO_SETTINGS["do_layer_norm"],
+        layer_norm_scope: str = ELMO_SETTINGS["layer_norm_scope"],
         keep_sentence_boundaries: bool = ELMO_SETTINGS["keep_sentence_boundaries"],
         stateful: bool = ELMO_SETTINGS["stateful"],
         scalar_mix_parameters: list[float] | None = ELMO_SETTINGS["scalar_mix_parameters"],
@@ -78,6 +82,7 @@ class ElmoConfig(PreTrainedConfig):
         self.num_output_representations = num_output_representations
         self.dropout = dropout
         self.do_layer_norm = do_layer_norm
+        self.layer_norm_scope = layer_norm_scope
         self.keep_sentence_boundaries = keep_sentence_boundaries
         self.stateful = stateful
         self.scalar_mix_parameters = None if scalar_mix_parameters is None else list(scalar_mix_parameters)
@@ -118,6 +123,16 @@ class ElmoConfig(PreTrainedConfig):
     def output_dim(self) -> int:
         """Width of every layer and of the ELMo vectors: `2 * projection_dim`."""
         return 2 * self.lstm["projection_dim"]
+
+    @property
+    def hidden_size(self) -> int:
+        """The width generic transformers code reads: `output_dim` (`2 * projection_dim`)."""
+        return self.output_dim
+
+    @property
+    def num_hidden_layers(self) -> int:
+        """The biLM's LSTM layers (`lstm.n_layers`); `hidden_states` has one more (layer 0)."""
+        return self.lstm["n_layers"]
 
     @property
     def num_layers(self) -> int:

@@ -96,8 +96,15 @@ def _fetch(url: str, dest: Path) -> None:
 
     tmp = dest.with_name(dest.name + ".partial")
     try:
-        with urllib.request.urlopen(url) as response, open(tmp, "wb") as out:  # noqa: S310 - fixed https URLs
-            shutil.copyfileobj(response, out, length=1 << 20)
+        try:
+            with urllib.request.urlopen(url) as response, open(tmp, "wb") as out:  # noqa: S310 - fixed https URLs
+                shutil.copyfileobj(response, out, length=1 << 20)
+        except OSError as err:  # URLError, timeouts, refused connections: one line, and what to do
+            reason = getattr(err, "reason", None) or err
+            raise ConnectionError(
+                f"could not download {url} ({reason}). Check the network connection, or download the "
+                "options and weights files yourself and run: elmo convert OPTIONS WEIGHTS OUT_DIR."
+            ) from None
         tmp.replace(dest)
     finally:
         tmp.unlink(missing_ok=True)
@@ -117,7 +124,8 @@ def download_published(
 
     Raises:
         ValueError: for an unknown name.
-        OSError: if a download fails (nothing is written under the final names).
+        ConnectionError: if a download fails (one line naming the URL and the way out;
+            nothing is written under the final names).
     """
     urls = published_urls(name)
     with tempfile.TemporaryDirectory(prefix="elmo-download-") as tmp:

@@ -57,7 +57,7 @@ try:  # the installed package (always importable where hf_elmo itself is install
     from elmo_core.model_folder import ELMO_SETTINGS, check_model_folder, default_model_dir, tokenizer_settings
     from elmo_core.options import BiLMOptions
     from elmo_core.scalar_mix import ScalarMix
-    from elmo_core.tokenizers import DEFAULT_TOKENIZER, get_tokenizer
+    from elmo_core.tokenizers import DEFAULT_TOKENIZER, get_tokenizer, spacy_token_texts, token_offsets
 except ImportError:  # a saved model folder, loaded where elmo-bilm is not installed
     from .elmo_core_copy import (  # type: ignore[no-redef]
         BEGINNING_OF_SENTENCE_CHARACTER,
@@ -84,6 +84,8 @@ except ImportError:  # a saved model folder, loaded where elmo-bilm is not insta
         check_sentences,
         default_model_dir,
         get_tokenizer,
+        spacy_token_texts,
+        token_offsets,
         tokenizer_settings,
         word_to_char_ids,
         words_to_char_ids,
@@ -117,6 +119,8 @@ __all__ = [
     "default_model_dir",
     "get_tokenizer",
     "save_elmo_core_copy",
+    "spacy_token_texts",
+    "token_offsets",
     "tokenizer_settings",
     "word_to_char_ids",
     "words_to_char_ids",

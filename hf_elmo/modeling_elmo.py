@@ -6,7 +6,9 @@ The modules are elmo_core's (`BiLM`, `ScalarMix`), held directly as `self.bilm` 
 `elmo_core.save_model_folder` loads with `ElmoModel.from_pretrained`, and one written by
 `save_pretrained` loads with `elmo_core.load_model_folder`.
 
-    input_ids       [batch, tokens, 50]  character ids (ElmoTokenizer; no <S>/</S>)
+    char_ids        [batch, tokens, 50]  character ids (ElmoTokenizer; no <S>/</S>); also
+                                         accepted as input_ids (ElmoTokenizer's input_ids
+                                         are one id per token, [batch, tokens])
       -> biLM                            n_layers + 1 layers [batch, tokens, 2P]  = hidden_states
       -> scalar mix(es) + dropout        [batch, tokens, 2P]                      = last_hidden_state
       -> (token classification) linear   [batch, tokens, num_labels]
@@ -158,6 +160,39 @@ class ElmoPreTrainedModel(PreTrainedModel):
             elif isinstance(module, ScalarMix) and self.config.scalar_mix_parameters is not None:
                 module.requires_grad_(False)
 
+    # ------------------------------------------------------------------ input embeddings
+    def get_input_embeddings(self) -> nn.Module:
+        """The char CNN: ELMo's input layer, from characters to token vectors (layer 0).
+
+        There is no word-embedding matrix: every token, whatever its string, is embedded
+        from its characters (`char_cnn.char_embedding` holds the character vectors).
+        """
+        return self.base_model.bilm.char_cnn
+
+    def set_input_embeddings(self, value: nn.Module) -> None:
+        """Refused: the char CNN is part of the biLM's pretrained weights.
+
+        Raises:
+            ValueError: always; explains why and what to do instead.
+        """
+        raise ValueError(
+            "ElmoModel's input layer is the pretrained char CNN (characters -> token vectors), not a word "
+            f"embedding, so it cannot be replaced by a {type(value).__name__}. Load other ELMo weights instead "
+            "(from_pretrained, or elmo convert for bilm-tf files)."
+        )
+
+    def resize_token_embeddings(
+        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, *args: Any, **kwargs: Any
+    ) -> nn.Module:
+        """Nothing to resize: returns `get_input_embeddings()` (the char CNN), unchanged.
+
+        ELMo reads characters, so a token added to the tokenizer (`tokenizer.add_tokens`)
+        already has an input representation; recipes that call
+        `model.resize_token_embeddings(len(tokenizer))` after adding tokens work as they
+        are. (The config has no `vocab_size`: ELMo has no word vocabulary.)
+        """
+        return self.get_input_embeddings()
+
     def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
         """As transformers', plus the copy of elmo_core's code (see `elmo_core_bridge`).
 
@@ -185,6 +220,38 @@ def _explain_bad_folder(path: Any, err: Exception) -> None:
         check_model_folder(path)
     except ValueError as problem:  # WeightFileError / OptionsError
         raise problem from err
+
+
+def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None) -> torch.Tensor:
+    """The char ids to read: `char_ids`, or `input_ids` when they are char ids (3-D)."""
+    if char_ids is not None:
+        if isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and isinstance(char_ids, torch.Tensor):
+            if tuple(input_ids.shape) != tuple(char_ids.shape[:2]):
+                raise ValueError(
+                    f"input_ids {tuple(input_ids.shape)} and char_ids {tuple(char_ids.shape)} disagree on "
+                    "[batch, tokens]; pass both from the same ElmoTokenizer call (or char_ids alone)."
+                )
+        return char_ids
+    if input_ids is None:
+        raise ValueError(
+            "ElmoModel needs input_ids or char_ids: the character ids [batch, tokens, 50] that ElmoTokenizer "
+            "returns as char_ids."
+        )
+    if isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2:
+        raise ValueError(
+            f"input_ids of shape {tuple(input_ids.shape)} are one id per token, but ELMo reads characters: "
+            "pass the char_ids [batch, tokens, 50] that ElmoTokenizer returns with them "
+            "(model(**tokenizer(texts, return_tensors='pt')) does)."
+        )
+    return input_ids
+
+
+def _refuse_attentions(output_attentions: bool | None, config: ElmoConfig) -> None:
+    if output_attentions or (output_attentions is None and getattr(config, "output_attentions", False)):
+        raise ValueError(
+            "output_attentions=True cannot be honoured: ELMo is a biLSTM and has no attention weights. "
+            "Leave it unset; output_hidden_states=True gives every biLM layer."
+        )
 
 
 class ElmoModel(ElmoPreTrainedModel):
@@ -217,20 +284,27 @@ class ElmoModel(ElmoPreTrainedModel):
         self,
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        char_ids: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
         return_dict: bool | None = None,
         **kwargs: Any,
     ) -> ElmoModelOutput | tuple[torch.Tensor, ...]:
         """Run the biLM once and every scalar mix over it.
 
         Args:
-            input_ids: Character ids from `ElmoTokenizer` (or
+            input_ids: `ElmoTokenizer`'s one id per token [batch, tokens] (read only
+                for its shape: the biLM reads `char_ids`), or the character ids
+                themselves [batch, tokens, 50] when `char_ids` is not given.
+            attention_mask: 1 for real tokens, 0 for padding (on the right). Derived
+                from the char ids when omitted.
+            char_ids: Character ids from `ElmoTokenizer` (or
                 `elmo_core.words_to_char_ids`), without `<S>`/`</S>` (the biLM adds
                 them). Padded positions are all zeros. Moved to the model's device.
-            attention_mask: 1 for real tokens, 0 for padding (on the right). Derived
-                from `input_ids` when omitted.
             output_hidden_states: Also return every biLM layer (default:
-                `config.output_hidden_states`).
+                `config.output_hidden_states`). They are the tensors the scalar mix
+                reads, so with a trainable biLM their gradients exist.
+            output_attentions: Must be False or None: ELMo has no attention.
             return_dict: Return an `ElmoModelOutput` rather than a tuple (default:
                 `config.return_dict`).
 
@@ -238,19 +312,18 @@ class ElmoModel(ElmoPreTrainedModel):
             `ElmoModelOutput`, or the tuple of its non-None fields.
 
         Shape:
-            input_ids: [batch, tokens, 50] int64; attention_mask: [batch, tokens]
+            char_ids: [batch, tokens, 50] int64; input_ids, attention_mask: [batch, tokens]
             last_hidden_state: [batch, tokens, 2 * projection_dim] float
             (tokens + 2 with `keep_sentence_boundaries`)
 
         Raises:
-            ValueError: for missing input_ids, ids of the wrong shape or outside
-                [0, n_characters), or a mask that is not right-padded.
-            TypeError: for input_ids that are not an integer tensor.
+            ValueError: for missing char ids, ids of the wrong shape or outside
+                [0, n_characters), a mask that is not right-padded, or
+                `output_attentions=True`.
+            TypeError: for char ids that are not an integer tensor.
         """
-        if input_ids is None:
-            raise ValueError(
-                "ElmoModel needs input_ids: character ids [batch, tokens, 50] from ElmoTokenizer."
-            )
+        input_ids = _char_ids(input_ids, char_ids)
+        _refuse_attentions(output_attentions, self.config)
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
@@ -259,13 +332,16 @@ class ElmoModel(ElmoPreTrainedModel):
         frozen = not any(p.requires_grad for p in self.bilm.parameters())
         with torch.no_grad() if frozen else nullcontext():  # frozen: no graph through the biLM
             out = self.bilm(input_ids, mask)  # checks ids: shape, dtype, range
+        # The mixes read these very tensors, so that with a trainable biLM the returned
+        # hidden_states are on the autograd path (their .grad exists), as for BERT.
+        hidden_states = out.activations.unbind(0)  # n_layers + 1 x [batch, tokens, 2P]
         representations = []
         for mix in self.scalar_mixes:
-            mixed = mix(out.activations, out.mask) * out.mask[..., None].to(out.activations.dtype)
+            mixed = mix(hidden_states, out.mask) * out.mask[..., None].to(out.activations.dtype)
             representations.append(F.dropout(mixed, self.config.dropout, self.training))
         output = ElmoModelOutput(
             last_hidden_state=representations[0],
-            hidden_states=tuple(out.activations.unbind(0)) if output_hidden_states else None,
+            hidden_states=hidden_states if output_hidden_states else None,
             representations=tuple(representations) if len(representations) > 1 else None,
         )
         return output if return_dict else output.to_tuple()
@@ -292,14 +368,18 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
+        char_ids: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
         return_dict: bool | None = None,
         **kwargs: Any,
     ) -> TokenClassifierOutput | tuple[torch.Tensor, ...]:
         """Scores per token, and the loss when `labels` are given.
 
+        Args: as `ElmoModel.forward`, plus `labels` (-100 = not scored).
+
         Shape:
-            input_ids: [batch, tokens, 50]; attention_mask, labels: [batch, tokens]
+            char_ids: [batch, tokens, 50]; input_ids, attention_mask, labels: [batch, tokens]
             logits: [batch, tokens, num_labels]
 
         Raises:
@@ -308,7 +388,12 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         outputs = self.elmo(
-            input_ids, attention_mask=attention_mask, output_hidden_states=output_hidden_states, return_dict=True
+            input_ids,
+            attention_mask=attention_mask,
+            char_ids=char_ids,
+            output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+            return_dict=True,
         )
         logits = self.classifier(outputs.last_hidden_state)  # [batch, tokens, num_labels]
         loss = None

@@ -5,13 +5,22 @@ bytes + 1 between begin/end-of-word markers; see `elmo_core.characters`), so the
 nothing to save but the character settings, which go into `tokenizer_config.json`.
 
     "The river bank."  --spaCy English rules-->  ["The", "river", "bank", "."]
-                       --characters-->           input_ids [1, 4, 50], attention_mask [1, 4]
+                       --characters-->           char_ids  [1, 4, 50]   (what the biLM reads)
+                       --one id per token-->     input_ids [1, 4]       (pad 0, word 1, added 2..)
+                                                 attention_mask [1, 4], offset_mapping [1, 4, 2]
+
+`input_ids` hold one id per token, as transformers' generic code (pipelines, collators,
+Trainer) expects: the pad token (0) for padding, the unknown token (1) for every word,
+because ELMo has no word vocabulary and builds every word from its characters, and their
+own ids (2, 3, ...) for tokens added with `add_tokens`, which are never split. The model
+reads `char_ids`; `ElmoModel` also accepts the char ids themselves as `input_ids`.
 
 Raw text is split with the rules the pretraining data was tokenised with
 (`elmo_core.tokenizers.get_tokenizer("spacy-en")`: spaCy's English tokenizer, loaded
-on first use); pass `is_split_into_words=True` to give token lists yourself. The biLM
-adds `<S>`/`</S>` itself, so no special tokens are added. Padding is always on the
-right, with all-zero rows (id 0 = no token).
+on first use; a saved folder uses spaCy directly where elmo-bilm is not installed);
+pass `is_split_into_words=True` to give token lists yourself. The biLM adds
+`<S>`/`</S>` itself, so no special tokens are added. Padding is always on the right,
+with all-zero rows.
 """
 
 from __future__ import annotations
@@ -31,12 +40,15 @@ from .elmo_core_bridge import (
     CHAR_ID_OFFSET,
     DEFAULT_TOKENIZER,
     END_OF_SENTENCE_CHARACTER,
+    ElmoError,
     END_OF_WORD_CHARACTER,
     PADDING_CHARACTER,
     BiLMOptions,
     check_sentences,
     get_tokenizer,
     save_elmo_core_copy,
+    spacy_token_texts,
+    token_offsets,
     tokenizer_settings,
     word_to_char_ids,
 )
@@ -98,8 +110,60 @@ class ElmoBatchEncoding(BatchEncoding):
         self._tokens = state.get("tokens")
 
 
+PAD_ID = 0
+UNK_ID = 1
+
+
+class _WholeWords:
+    """Stands where a fast tokenizer keeps its Rust backend (`tokenizer._tokenizer`), for
+    the one thing transformers' token-classification pipeline reads there: whether the
+    tokenizer knows word boundaries (`model.continuing_subword_prefix`). Without it the
+    pipeline guesses subwords from spaces and warns that it does; ELMo's tokens are whole
+    words, so there is nothing to guess (the pipeline then finds no subwords)."""
+
+    class model:  # noqa: N801  (the attribute name the pipeline reads)
+        continuing_subword_prefix = "##"
+
+
+def _load_text_tokenizer(name: str) -> Callable[[str], list[str]]:
+    """The raw-text tokenizer `name` (an `elmo_core.tokenizers` plug-in).
+
+    In a saved folder loaded where elmo-bilm is not installed, no plug-in exists; the
+    default rules ("spacy-en": spaCy's English tokenizer, whitespace tokens dropped by
+    the core's `spacy_token_texts`) are then built from spaCy directly, when spaCy is
+    importable, so raw text gives the same tokens as in a full install.
+    """
+    try:
+        return get_tokenizer(name)
+    except ElmoError:
+        if name != DEFAULT_TOKENIZER:
+            raise
+    try:
+        import spacy
+    except ImportError:
+        raise ElmoError(
+            "raw-text tokenisation needs spaCy (the pretraining data's English rules): pip install spacy, "
+            "or pass token lists with is_split_into_words=True."
+        ) from None
+    tokenizer = spacy.blank("en").tokenizer
+    return lambda text: spacy_token_texts(tokenizer(text))
+
+
 class ElmoTokenizer(PreTrainedTokenizer):
     """Character ids for ELMo, from raw text or from token lists.
+
+    Outputs (see the module docstring): `input_ids` (one id per token), `char_ids`
+    (what the biLM reads), `attention_mask`, and on request `offset_mapping` (each
+    token's `(start, end)` in the text; for `is_split_into_words`, within its word, as
+    transformers' fast tokenizers give), `special_tokens_mask` and `length`. The
+    encoding's `word_ids()` and `tokens()` work as a fast tokenizer's: every token is a
+    word. `is_fast` is True for that reason: transformers' token-classification pipeline
+    asks a "fast" tokenizer for offsets and word alignment, which this one gives exactly.
+
+    Added tokens (`add_tokens`, `add_special_tokens`) are kept whole in raw text and get
+    their own ids (`len(tokenizer)`, `get_added_vocab()` and `convert_ids_to_tokens`
+    agree); the model reads them by their characters like any word, so nothing in the
+    model needs resizing.
 
     Args:
         max_characters_per_token: Id slots per token (the model's
@@ -111,6 +175,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         text_tokenizer: Name of the raw-text tokenizer (an `elmo_core.tokenizers`
             entry point); "spacy-en" = the pretraining data's rules.
         pad_token: Name of the padding token; its id is 0 (an all-zero row).
+        unk_token: Name of the id every word gets (1): ELMo has no word vocabulary.
         **kwargs: transformers' tokenizer arguments (`model_max_length`, ...).
 
     Raises:
@@ -118,8 +183,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
     """
 
     vocab_files_names: dict[str, str] = {}
-    model_input_names = ["input_ids", "attention_mask"]
+    model_input_names = ["input_ids", "char_ids", "attention_mask"]
     padding_side = "right"
+    _tokenizer = _WholeWords()
 
     def __init__(
         self,
@@ -132,6 +198,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         padding_character: int = PADDING_CHARACTER,
         text_tokenizer: str = DEFAULT_TOKENIZER,
         pad_token: str = "<pad>",
+        unk_token: str = "<unk>",
         **kwargs: Any,
     ) -> None:
         given = {
@@ -156,10 +223,11 @@ class ElmoTokenizer(PreTrainedTokenizer):
         for key, value in given.items():
             setattr(self, key, value)
         self.text_tokenizer = text_tokenizer
-        self._pad_token_text = str(pad_token)
+        self._base_vocab = {str(pad_token): PAD_ID, str(unk_token): UNK_ID}
         self._split_text: Callable[[str], list[str]] | None = None  # loaded on first raw-text call
         super().__init__(
             pad_token=pad_token,
+            unk_token=unk_token,
             max_characters_per_token=max_characters_per_token,
             text_tokenizer=text_tokenizer,
             **given,
@@ -172,14 +240,20 @@ class ElmoTokenizer(PreTrainedTokenizer):
         settings = {k: v for k, v in tokenizer_settings(options).items() if k != "tokenizer_class"}
         return cls(**settings, **kwargs)
 
+    @property
+    def is_fast(self) -> bool:
+        """True: offsets and word ids are available, as from transformers' fast tokenizers."""
+        return True
+
     # ------------------------------------------------------------------ vocabulary
     @property
     def vocab_size(self) -> int:
-        """1: there is no vocabulary, only the pad token (id 0)."""
-        return 1
+        """2: there is no word vocabulary, only the pad (0) and unknown (1) tokens."""
+        return len(self._base_vocab)
 
     def get_vocab(self) -> dict[str, int]:
-        return {self._pad_token_text: 0}
+        """The pad and unknown tokens, and the added tokens."""
+        return {**self._base_vocab, **self._added_tokens_encoder}
 
     def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
         return ()  # nothing to save: the settings are in tokenizer_config.json
@@ -188,22 +262,44 @@ class ElmoTokenizer(PreTrainedTokenizer):
     def tokenize(self, text: str, **kwargs: Any) -> list[str]:
         """Split raw text into tokens with the pretraining data's rules (spaCy English).
 
+        Added tokens are never split.
+
         Raises:
             ElmoError: if the tokenizer (spaCy) is not installed; says how to install it.
         """
+        return self._split_with_offsets(text)[0]
+
+    def _split_with_offsets(self, text: str) -> tuple[list[str], list[tuple[int, int]]]:
+        """Tokens of raw text and their `(start, end)` character spans in it."""
         if self._split_text is None:
-            self._split_text = get_tokenizer(self.text_tokenizer)
-        return list(self._split_text(text))
+            self._split_text = _load_text_tokenizer(self.text_tokenizer)
+        tokens: list[str] = []
+        offsets: list[tuple[int, int]] = []
+        position = 0
+        pieces = self.tokens_trie.split(text) if self._added_tokens_encoder else [text]
+        for piece in pieces:  # the pieces are the text, cut around added tokens
+            if piece in self._added_tokens_encoder:
+                tokens.append(piece)
+                offsets.append((position, position + len(piece)))
+            else:
+                words = list(self._split_text(piece))
+                tokens.extend(words)
+                offsets.extend((position + a, position + b) for a, b in token_offsets(piece, words))
+            position += len(piece)
+        return tokens, offsets
 
     def _tokenize(self, text: str, **kwargs: Any) -> list[str]:
         return self.tokenize(text)
 
-    def _convert_token_to_id(self, token: str) -> list[int]:  # type: ignore[override]
-        # A token's "id" is its row of character ids.
-        return list(word_to_char_ids(token, self.max_characters_per_token))
+    def _convert_token_to_id(self, token: str) -> int:
+        # Added tokens are looked up before this is called; every other word is "unknown".
+        return self._base_vocab.get(token, UNK_ID)
 
     def _convert_id_to_token(self, index: int) -> str:
-        return self._pad_token_text if index == 0 else chr(index - CHAR_ID_OFFSET)
+        for token, token_id in self._base_vocab.items():
+            if token_id == index:
+                return token
+        return str(self.unk_token)
 
     def _encode_plus(  # type: ignore[override]
         self,
@@ -232,27 +328,34 @@ class ElmoTokenizer(PreTrainedTokenizer):
         `add_special_tokens` has no effect: the biLM adds `<S>`/`</S>` itself.
 
         Returns:
-            `ElmoBatchEncoding` with `input_ids` ([batch, tokens, chars] as nested lists,
-            or a tensor with `return_tensors`) and `attention_mask` ([batch, tokens]);
-            without a batch axis for a single unbatched input and no `return_tensors`.
+            `ElmoBatchEncoding` with `input_ids` ([batch, tokens]), `char_ids`
+            ([batch, tokens, chars]) and `attention_mask` ([batch, tokens]), plus
+            `offset_mapping` ([batch, tokens, 2]), `special_tokens_mask` and `length`
+            when asked; nested lists, or tensors with `return_tensors`; without a batch
+            axis for a single unbatched input and no `return_tensors`.
 
         Raises:
-            ValueError: for sentence pairs, offsets, left padding, or sentences of
-                different lengths with `return_tensors` and no padding.
+            ValueError: for sentence pairs, overflowing tokens, left padding, or
+                sentences of different lengths with `return_tensors` and no padding.
             TypeError: for input that is neither text nor token lists.
         """
         if text_pair is not None:
             raise ValueError("ElmoTokenizer encodes single sentences; sentence pairs are not supported.")
-        if return_offsets_mapping or return_overflowing_tokens:
-            raise ValueError("ElmoTokenizer cannot return offsets or overflowing tokens (one token = one position).")
+        if return_overflowing_tokens:
+            raise ValueError(
+                "ElmoTokenizer cannot return overflowing tokens: the biLM reads a sentence of any length "
+                "whole, so there is no need to cut it into windows."
+            )
         if (padding_side or self.padding_side) != "right":
             raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each row from position 0.")
-        batched, sentences = self._sentences(text, is_split_into_words)
+        batched, sentences, spans = self._sentences(text, is_split_into_words)
         if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None:
-            if self.truncation_side == "left":  # keep the last max_length tokens
-                sentences = [s[max(0, len(s) - max_length) :] for s in sentences]
-            else:
-                sentences = [s[:max_length] for s in sentences]
+            keep = [
+                slice(max(0, len(s) - max_length), None) if self.truncation_side == "left" else slice(0, max_length)
+                for s in sentences
+            ]
+            sentences = [s[k] for s, k in zip(sentences, keep)]
+            spans = [o[k] for o, k in zip(spans, keep)]
 
         lengths = [len(s) for s in sentences]
         if padding_strategy == PaddingStrategy.LONGEST:
@@ -265,20 +368,29 @@ class ElmoTokenizer(PreTrainedTokenizer):
             target += pad_to_multiple_of - target % pad_to_multiple_of
 
         C = self.max_characters_per_token
-        pad_row = [0] * C
-        input_ids, attention_mask, word_ids, tokens = [], [], [], []
-        for sentence in sentences:
+        special_ids = set(self.all_special_ids) - {UNK_ID}  # every word is "unknown", none is special
+        columns: dict[str, list[Any]] = {
+            "input_ids": [], "char_ids": [], "attention_mask": [], "special_tokens_mask": [], "offset_mapping": []
+        }
+        word_ids, tokens = [], []
+        for sentence, offsets in zip(sentences, spans):
             n = len(sentence)
             missing = max(0, (target or n) - n)
-            input_ids.append([list(word_to_char_ids(t, C)) for t in sentence] + [pad_row] * missing)
-            attention_mask.append([1] * n + [0] * missing)
+            ids = self.convert_tokens_to_ids(sentence) if sentence else []
+            columns["input_ids"].append(ids + [PAD_ID] * missing)
+            columns["char_ids"].append([list(word_to_char_ids(t, C)) for t in sentence] + [[0] * C] * missing)
+            columns["attention_mask"].append([1] * n + [0] * missing)
+            columns["special_tokens_mask"].append([int(i in special_ids) for i in ids] + [1] * missing)
+            columns["offset_mapping"].append([tuple(o) for o in offsets] + [(0, 0)] * missing)
             word_ids.append(list(range(n)) + [None] * missing)
-            tokens.append(list(sentence) + [self._pad_token_text] * missing)
-        data: dict[str, Any] = {"input_ids": input_ids}
+            tokens.append(list(sentence) + [str(self.pad_token)] * missing)
+        data: dict[str, Any] = {"input_ids": columns["input_ids"], "char_ids": columns["char_ids"]}
         if return_attention_mask is not False:
-            data["attention_mask"] = attention_mask
+            data["attention_mask"] = columns["attention_mask"]
         if return_special_tokens_mask:
-            data["special_tokens_mask"] = [[0] * n + [1] * (len(m) - n) for n, m in zip(lengths, attention_mask)]
+            data["special_tokens_mask"] = columns["special_tokens_mask"]
+        if return_offsets_mapping:
+            data["offset_mapping"] = columns["offset_mapping"]
         if return_length:
             data["length"] = lengths
         if return_tensors is not None:
@@ -287,26 +399,30 @@ class ElmoTokenizer(PreTrainedTokenizer):
             data = {key: value[0] for key, value in data.items()}
         return ElmoBatchEncoding(data, word_ids=word_ids, tokens=tokens)
 
-    def _sentences(self, text: Any, is_split_into_words: bool) -> tuple[bool, list[list[str]]]:
-        """(batched?, token lists) for any input `__call__` accepts."""
+    def _sentences(
+        self, text: Any, is_split_into_words: bool
+    ) -> tuple[bool, list[list[str]], list[list[tuple[int, int]]]]:
+        """(batched?, token lists, their character spans) for any input `__call__` accepts."""
         if isinstance(text, str):
             if is_split_into_words:
                 raise TypeError("is_split_into_words=True needs a list of token strings, not one string.")
-            return False, [self.tokenize(text)]
+            tokens, offsets = self._split_with_offsets(text)
+            return False, [tokens], [offsets]
         if isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text) and text:
             if is_split_into_words:
-                return False, [list(text)]
-            return True, [self.tokenize(t) for t in text]
+                return False, [list(text)], [_word_spans(text)]
+            split = [self._split_with_offsets(t) for t in text]
+            return True, [tokens for tokens, _ in split], [offsets for _, offsets in split]
         if isinstance(text, (list, tuple)):
             if not text:
-                return True, []
+                return True, [], []
             if not is_split_into_words:
                 raise TypeError(
                     "got a list of token lists; pass is_split_into_words=True to encode pre-split tokens, "
                     "or give raw strings."
                 )
             check_sentences(text)
-            return True, [list(s) for s in text]
+            return True, [list(s) for s in text], [_word_spans(s) for s in text]
         raise TypeError(
             f"ElmoTokenizer takes a string, a list of strings, or token lists with is_split_into_words=True; "
             f"got {type(text).__name__}."
@@ -323,13 +439,12 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 "tensor; pass padding=True (pads to the longest) or padding='max_length'."
             )
         batch_size, num_tokens = len(data["input_ids"]), widths.pop() if widths else 0
+        trailing = {"char_ids": (num_chars,), "offset_mapping": (2,), "length": None}
         out: dict[str, Any] = {}
         for key, value in data.items():
             tensor = torch.tensor(value, dtype=torch.long)
-            if key == "input_ids":
-                tensor = tensor.reshape(batch_size, num_tokens, num_chars)  # also right for 0 tokens
-            elif key != "length":
-                tensor = tensor.reshape(batch_size, num_tokens)
+            if trailing.get(key, ()) is not None:  # also right for 0 tokens
+                tensor = tensor.reshape(batch_size, num_tokens, *trailing.get(key, ()))
             out[key] = tensor.numpy() if return_tensors == "np" else tensor
         return out
 
@@ -343,11 +458,14 @@ class ElmoTokenizer(PreTrainedTokenizer):
         padding_side: str | None = None,
         return_attention_mask: bool | None = None,
     ) -> dict[str, Any]:
-        """Pad one encoded sentence with all-zero rows (used by `pad` and the collators)."""
+        """Pad one encoded sentence on the right (used by `pad` and the collators).
+
+        Char ids get all-zero rows, `input_ids` the pad id (0), offsets `(0, 0)`. An
+        `input_ids` that holds char ids (rows of ids) is padded with all-zero rows.
+        """
         if (padding_side or self.padding_side) != "right":
             raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each row from position 0.")
-        rows = encoded_inputs["input_ids"]
-        n = len(rows)
+        n = len(encoded_inputs["input_ids"])
         if padding_strategy == PaddingStrategy.LONGEST or max_length is None:
             max_length = n
         if pad_to_multiple_of and max_length % pad_to_multiple_of:
@@ -355,18 +473,28 @@ class ElmoTokenizer(PreTrainedTokenizer):
         if return_attention_mask is not False and "attention_mask" not in encoded_inputs:
             encoded_inputs["attention_mask"] = [1] * n
         missing = max_length - n if padding_strategy != PaddingStrategy.DO_NOT_PAD else 0
-        if missing > 0:
-            encoded_inputs["input_ids"] = list(rows) + [[0] * self.max_characters_per_token] * missing
-            if "attention_mask" in encoded_inputs:
-                encoded_inputs["attention_mask"] = list(encoded_inputs["attention_mask"]) + [0] * missing
-            if "special_tokens_mask" in encoded_inputs:
-                encoded_inputs["special_tokens_mask"] = list(encoded_inputs["special_tokens_mask"]) + [1] * missing
+        if missing <= 0:
+            return encoded_inputs
+        pad_row = [0] * self.max_characters_per_token
+        rows = encoded_inputs["input_ids"]
+        char_rows = len(rows) > 0 and isinstance(to_py_obj(rows[0]), list)
+        fills = {
+            "input_ids": pad_row if char_rows else PAD_ID,
+            "char_ids": pad_row,
+            "attention_mask": 0,
+            "special_tokens_mask": 1,
+            "offset_mapping": (0, 0),
+        }
+        for key, fill in fills.items():
+            if key in encoded_inputs:
+                encoded_inputs[key] = list(encoded_inputs[key]) + [fill] * missing
         return encoded_inputs
 
     # ------------------------------------------------------------------ ids -> text
     def decode(self, token_ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> str | list[str]:
-        """Text back from character ids: one row -> a word, [tokens, chars] -> the words
-        joined by spaces (padding rows skipped), [batch, tokens, chars] -> a list.
+        """Text back from character ids (`char_ids`; `input_ids` hold no text): one row ->
+        a word, [tokens, chars] -> the words joined by spaces (padding rows skipped),
+        [batch, tokens, chars] -> a list.
 
         Bytes are decoded as UTF-8 with replacement characters, so a word cut at 48
         bytes inside a character decodes without error.
@@ -403,3 +531,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
         state = self.__dict__.copy()
         state["_split_text"] = None  # a spaCy closure; rebuilt on first use
         return state
+
+
+def _word_spans(words: Sequence[str]) -> list[tuple[int, int]]:
+    """Offsets of pre-split words: each within itself, as transformers' fast tokenizers give."""
+    return [(0, len(word)) for word in words]

@@ -1,7 +1,8 @@
-"""A training corpus read straight from a CoNLL-format NER file.
+"""A training corpus read straight from a CoNLL-format NER file or a `.spacy` DocBin.
 
 So that `python -m spacy train` runs on CoNLL files given by path, without a separate
-`spacy convert` step:
+`spacy convert` step, and on spaCy's own corpus files (`.spacy`, as `spacy convert`
+writes them) with the same config:
 
     [corpora.train]
     @readers = "spacy-elmo.ConllNerCorpus.v1"
@@ -12,7 +13,10 @@ The file is converted with spaCy's own converter (`conll_ner_to_docs`, the one b
 column and the IOB tag in the last (IOB1 or IOB2), a blank line between sentences, and
 `-DOCSTART-` lines between documents (as in CoNLL-2003 and WikiGold, whichever columns
 follow the `-DOCSTART-`). Lines of only whitespace count as blank (WNUT-17's train file
-has some).
+has some). A leading byte-order mark and Windows line endings change nothing
+(`elmo_core.text_files`). A file whose name ends in `.spacy` is read as a `DocBin`
+(entities, sentence starts and tokens as stored); anything else as CoNLL text. A file
+that is neither gives one `ValueError` naming it.
 """
 
 from __future__ import annotations
@@ -22,12 +26,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from spacy.language import Language
-from spacy.tokens import Doc
+from spacy.tokens import Doc, DocBin
 from spacy.training import Example
 from spacy.training.converters import conll_ner_to_docs
 from spacy.util import registry
 
-__all__ = ["ConllNerCorpus", "read_conll_ner"]
+from elmo_core.errors import ElmoError
+from elmo_core.text_files import check_input_file, read_text
+
+__all__ = ["ConllNerCorpus", "read_conll_ner", "read_docbin"]
 
 # The document separator spaCy's converter looks for.
 _DOC_DELIMITER = "-DOCSTART- -X- O O"
@@ -46,10 +53,12 @@ def read_conll_ner(path: str | Path, n_sents: int = 10) -> list[Doc]:
     Raises:
         ValueError: if the file does not exist or has no tokens.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"CoNLL file {path} does not exist. Give it with --paths.train / --paths.dev.")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = read_text(path, "CoNLL file")  # BOM dropped, CRLF read as LF
+    except ElmoError as err:
+        raise ValueError(
+            f"{err} Give a CoNLL text file or a .spacy DocBin with --paths.train / --paths.dev."
+        ) from None
     # WikiGold writes "-DOCSTART- O", CoNLL-2003 "-DOCSTART- -X- -X- O": both become the
     # converter's delimiter, followed by a blank line so that it is never read as a token.
     text = _DOCSTART_LINE.sub(_DOC_DELIMITER + "\n", text)
@@ -62,12 +71,34 @@ def read_conll_ner(path: str | Path, n_sents: int = 10) -> list[Doc]:
     return docs
 
 
+def read_docbin(path: str | Path, nlp: Language) -> list[Doc]:
+    """The documents of a `.spacy` file (spaCy's `DocBin`).
+
+    Raises:
+        ValueError: if the file does not exist, is not a DocBin, or holds no tokens.
+    """
+    try:
+        path = check_input_file(path, ".spacy file")
+        docs = list(DocBin().from_disk(path).get_docs(nlp.vocab))
+    except ElmoError as err:
+        raise ValueError(f"{err} Give it with --paths.train / --paths.dev.") from None
+    except Exception as err:  # msgpack/zlib errors: not a DocBin
+        raise ValueError(
+            f"{path} is not a spaCy DocBin ({type(err).__name__}: {err}); a .spacy file is written by "
+            "`python -m spacy convert` or DocBin.to_disk. For a CoNLL text file, give it a name that "
+            "does not end in .spacy."
+        ) from None
+    if not any(len(doc) for doc in docs):
+        raise ValueError(f"no tokens found in {path}; the DocBin holds no documents with tokens.")
+    return docs
+
+
 @registry.readers("spacy-elmo.ConllNerCorpus.v1")
 def ConllNerCorpus(path: Path | None, n_sents: int = 10, limit: int = 0) -> Callable[[Language], Iterator[Example]]:
-    """Examples from a CoNLL NER file; the Docs to predict keep the file's tokens.
+    """Examples from a CoNLL NER file or a `.spacy` DocBin; the Docs to predict keep the file's tokens.
 
-    path (Path): The CoNLL file.
-    n_sents (int): Sentences per Doc when the file has no -DOCSTART- lines.
+    path (Path): The CoNLL file, or a `.spacy` file written by `spacy convert` / `DocBin.to_disk`.
+    n_sents (int): Sentences per Doc when a CoNLL file has no -DOCSTART- lines (unused for `.spacy`).
     limit (int): Use only the first `limit` documents (0 = all).
     """
 
@@ -77,7 +108,8 @@ def ConllNerCorpus(path: Path | None, n_sents: int = 10, limit: int = 0) -> Call
         if path is None:
             raise ValueError("no CoNLL file given: set --paths.train and --paths.dev.")
         if not parsed:
-            parsed.extend(read_conll_ner(path, n_sents)[: limit or None])
+            docs = read_docbin(path, nlp) if Path(path).suffix == ".spacy" else read_conll_ner(path, n_sents)
+            parsed.extend(docs[: limit or None])
         for doc in parsed:
             reference = Doc(nlp.vocab).from_bytes(doc.to_bytes())
             words = [t.text for t in reference]

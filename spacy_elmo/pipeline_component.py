@@ -344,11 +344,12 @@ class ElmoComponent(TrainablePipe):
         elmo = ensure_loaded(self.model)
         if getattr(self, "_checked_elmo", None) is elmo:
             return
-        if elmo.scalar_mixes and elmo.scalar_mixes[0].do_layer_norm:
+        mix = elmo.scalar_mixes[0] if elmo.scalar_mixes else None
+        if mix is not None and mix.do_layer_norm and mix.layer_norm_scope == "batch":
             raise ValueError(
-                "the model folder's scalar mix uses do_layer_norm=True, which normalises over a "
-                "whole batch, so a Doc's doc.tensor would depend on its batch mates. Save the "
-                "model with do_layer_norm=False for use in spaCy."
+                "the model folder's scalar mix uses do_layer_norm=True with layer_norm_scope='batch', "
+                "which normalises over a whole batch, so a Doc's doc.tensor would depend on its batch "
+                "mates. Save the model with layer_norm_scope='sentence' (the default) for use in spaCy."
             )
         for listener in self.listeners:
             self._set_listener_dims(listener)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from elmo_core.tokenizers import spacy_token_texts
+
 __all__ = ["english_sentences", "english_tokenizer"]
 
 
@@ -18,7 +20,7 @@ def english_tokenizer() -> Callable[[str], list[str]]:
     tokenizer = spacy.blank("en").tokenizer
 
     def tokenize(text: str) -> list[str]:
-        return [t.text for t in tokenizer(text) if not t.is_space]
+        return spacy_token_texts(tokenizer(text))
 
     return tokenize
 
@@ -38,7 +40,7 @@ def english_sentences() -> Callable[[str], list[list[str]]]:
     nlp.add_pipe("sentencizer")
 
     def split(text: str) -> list[list[str]]:
-        sentences = ([t.text for t in sent if not t.is_space] for sent in nlp(text).sents)
+        sentences = (spacy_token_texts(sent) for sent in nlp(text).sents)
         return [tokens for tokens in sentences if tokens]
 
     return split

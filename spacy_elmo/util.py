@@ -15,6 +15,13 @@ there because spaCy's own `Token.similarity` returns 1.0 for two tokens with the
 text, which defeats contextual vectors ("bank" of a river against "bank" that lends
 money); they also spare spaCy's warning W007 about missing static vectors.
 
+`doc._.elmo_layers` has one row per token of the Doc as the component saw it. Its tokens
+are recorded with the layers, so when the Doc's tokens change afterwards
+(`doc.retokenize()` merges and splits, `Doc.from_docs`), reading `doc._.elmo_layers`
+gives None and a warning that says how to recompute them, never rows of other tokens.
+`doc.copy()` keeps the layers; `Span.as_doc` gets none (spaCy copies no Doc-level
+extension values), so run the elmo component on it for its own.
+
 After `DocBin.get_docs` (or any deserialisation), call `restore_docs(docs)`: it rebuilds
 `doc.tensor` bit for bit from the layers and the mix kept in user data, re-adds the
 hooks, and warns about Docs that carry no layers (for instance from a DocBin made
@@ -46,6 +53,8 @@ __all__ = [
 ]
 
 EXTENSIONS = ("elmo_layers", "elmo_mix")
+_LAYERS_KEY = ("._.", "elmo_layers", None, None)  # where spaCy keeps a plain extension's value
+_TOKENS_KEY = ("._.", "elmo_layers_tokens", None, None)  # (start char, length) of each token then
 
 
 class ScalarMixWeights(NamedTuple):
@@ -64,10 +73,49 @@ class ScalarMixWeights(NamedTuple):
 
 
 def install_extensions() -> None:
-    """Register `Doc._.elmo_layers` and `Doc._.elmo_mix` (default None); idempotent."""
-    for name in EXTENSIONS:
-        if not Doc.has_extension(name):
-            Doc.set_extension(name, default=None)
+    """Register `Doc._.elmo_layers` (checked against the Doc's tokens) and `Doc._.elmo_mix`; idempotent."""
+    if not Doc.has_extension("elmo_mix"):
+        Doc.set_extension("elmo_mix", default=None)
+    if Doc.get_extension("elmo_layers") != (None, None, _get_layers, _set_layers):
+        Doc.set_extension("elmo_layers", getter=_get_layers, setter=_set_layers, force=True)
+
+
+def _token_spans(doc: Doc) -> np.ndarray:
+    return np.array([(t.idx, len(t.text)) for t in doc], dtype="int64").reshape(len(doc), 2)
+
+
+def _set_layers(doc: Doc, layers: np.ndarray | None) -> None:
+    doc.user_data[_LAYERS_KEY] = layers
+    doc.user_data[_TOKENS_KEY] = None if layers is None else _token_spans(doc)
+
+
+def _aligned_rows(doc: Doc, layers: np.ndarray) -> np.ndarray | None:
+    """`layers` for the Doc's current tokens, or None if they are not the tokens it was made for."""
+    recorded = doc.user_data.get(_TOKENS_KEY)
+    current = _token_spans(doc)
+    if recorded is None:  # a Doc stored before tokens were recorded
+        return layers if layers.shape[1] == len(doc) else None
+    recorded = np.asarray(recorded, dtype="int64").reshape(-1, 2)
+    if recorded.shape == current.shape and (recorded == current).all():
+        return layers
+    return None
+
+
+def _get_layers(doc: Doc) -> np.ndarray | None:
+    layers = doc.user_data.get(_LAYERS_KEY)
+    if layers is None:
+        return None
+    rows = _aligned_rows(doc, layers)
+    if rows is None:
+        warnings.warn(
+            f"doc._.elmo_layers were computed for other tokens than this Doc's {len(doc)} (its tokens "
+            "changed after the elmo component ran: doc.retokenize(), Doc.from_docs, ...), so they are "
+            "dropped (None) rather than misaligned. Recompute them by running the Doc through the "
+            "pipeline's elmo component again: nlp.get_pipe('elmo')(doc).",
+            UserWarning,
+            stacklevel=3,
+        )
+    return rows
 
 
 def mix_layers(layers: np.ndarray, mix: np.ndarray) -> np.ndarray:
@@ -145,10 +193,14 @@ def restore_docs(docs: Iterable[Doc]) -> int:
             a DocBin made without `store_user_data=True`); they are left unchanged.
     """
     install_extensions()
-    restored, missing = 0, 0
+    restored, missing, changed = 0, 0, 0
     for doc in docs:
-        layers, mix = doc._.elmo_layers, doc._.elmo_mix
-        if layers is None or mix is None or layers.shape[1] != len(doc):
+        stored, mix = doc.user_data.get(_LAYERS_KEY), doc._.elmo_mix
+        layers = None if stored is None else _aligned_rows(doc, stored)
+        if stored is not None and layers is None:
+            changed += 1
+            continue
+        if layers is None or mix is None:
             missing += 1
             continue
         doc.tensor = mix_layers(np.asarray(layers, dtype="float32"), np.asarray(mix, dtype="float32"))
@@ -159,6 +211,14 @@ def restore_docs(docs: Iterable[Doc]) -> int:
             f"{missing} Doc(s) carry no ELMo layers (doc._.elmo_layers), so their doc.tensor could "
             "not be restored and their vectors are not ELMo's. Store Docs with "
             "DocBin(store_user_data=True), or run them through the pipeline again.",
+            UserWarning,
+            stacklevel=2,
+        )
+    if changed:
+        warnings.warn(
+            f"{changed} Doc(s) had their tokens changed after the elmo component ran (doc.retokenize(), "
+            "Doc.from_docs, ...), so their ELMo layers no longer fit their tokens and doc.tensor was not "
+            "restored. Run them through the pipeline's elmo component again: nlp.get_pipe('elmo')(doc).",
             UserWarning,
             stacklevel=2,
         )

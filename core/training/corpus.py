@@ -1,6 +1,7 @@
 """Text files in, tokenised sentences out.
 
-Input files are plain `.txt` or xz-compressed `.txt.xz`, read as UTF-8:
+Input files are plain `.txt` or xz-compressed `.txt.xz`, read as UTF-8 by
+`elmo_core.text_files.open_text` (a leading BOM dropped):
 
 - raw text, one paragraph per line (as in `enwiki2015/`); a `Splitter`
   (`paragraph -> sentences of tokens`) cuts each line. The core imports no tokenizer:
@@ -18,13 +19,12 @@ W-th line (`rank::world_size`), so their shares are disjoint.
 from __future__ import annotations
 
 import io
-import lzma
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
 
+from ..text_files import open_text
 from ..tokenizers import get_tokenizer
 
 __all__ = [
@@ -42,18 +42,6 @@ Splitter = Callable[[str], list[list[str]]]
 """A paragraph of raw text -> its sentences, each a list of token strings."""
 
 DEFAULT_SPLITTER = "spacy-en-sentences"
-
-
-def open_text(path: str | Path, mode: str = "rt") -> TextIO:
-    """Open a UTF-8 text file, xz-compressed when the name ends in `.xz`.
-
-    Lines end only at `\\n` (a stray `\\r` stays inside its line), so line numbers are
-    the same on every platform.
-    """
-    path = Path(path)
-    if path.suffix == ".xz":
-        return lzma.open(path, mode, encoding="utf-8", newline="\n")  # type: ignore[return-value]
-    return open(path, mode, encoding="utf-8", newline="\n")
 
 
 def get_sentence_splitter(name: str = DEFAULT_SPLITTER) -> Splitter:

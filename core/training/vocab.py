@@ -23,6 +23,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ..text_files import iter_lines
+
 __all__ = ["Vocabulary", "BOS", "EOS", "UNK", "SPECIAL_TOKENS"]
 
 BOS = "<S>"
@@ -182,19 +184,17 @@ class Vocabulary:
         path = Path(path)
         tokens: list[str] = []
         counts: list[int] | None = []
-        with path.open(encoding="utf-8", newline="\n") as f:
-            for number, line in enumerate(f, start=1):
-                line = line.rstrip("\n").rstrip("\r")
-                token, tab, count = line.partition("\t")
-                if not token:
-                    raise ValueError(f"{path}, line {number}: empty token. A vocabulary file has one token per line.")
-                tokens.append(token)
-                if counts is not None and tab and count.isdigit():
-                    counts.append(int(count))
-                elif counts is not None:
-                    if tab:
-                        raise ValueError(f"{path}, line {number}: the count {count!r} is not a whole number.")
-                    counts = None
+        for number, line in enumerate(iter_lines(path), start=1):  # BOM and CRLF as LF
+            token, tab, count = line.partition("\t")
+            if not token:
+                raise ValueError(f"{path}, line {number}: empty token. A vocabulary file has one token per line.")
+            tokens.append(token)
+            if counts is not None and tab and count.isdigit():
+                counts.append(int(count))
+            elif counts is not None:
+                if tab:
+                    raise ValueError(f"{path}, line {number}: the count {count!r} is not a whole number.")
+                counts = None
         try:
             return cls(tokens, counts)
         except ValueError as err:

@@ -144,3 +144,55 @@ def test_bad_device_or_output_fail_before_any_work(tmp_path):
         assert result.returncode == 2 and message in result.stderr, result.stderr
         assert "Traceback" not in result.stderr
     assert not (tmp_path / "o.hdf5").exists() and list(tmp_path.rglob("*.partial")) == []
+
+
+@pytest.mark.parametrize("tokenize", [False, True])
+def test_byte_order_mark_and_windows_line_endings_change_nothing(tmp_path, tokenize):
+    if tokenize:
+        pytest.importorskip("spacy")
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    text = "The cat sat .\n\nA dog ran away .\n"
+    (tmp_path / "unix.txt").write_bytes(text.encode("utf-8"))
+    (tmp_path / "bom.txt").write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    (tmp_path / "crlf.txt").write_bytes(b"\xef\xbb\xbf" + text.replace("\n", "\r\n").encode("utf-8"))
+    extra = ["--tokenize"] if tokenize else []
+    for name in ("unix", "bom", "crlf"):
+        embed(tmp_path / f"{name}.txt", tmp_path / f"{name}.hdf5", "--model", tmp_path / "model", *extra)
+    reference = read_all(tmp_path / "unix.hdf5")
+    assert sorted(reference) == ["0", "1", "2"] and reference["0"].shape[1] == 4
+    for name in ("bom", "crlf"):
+        got = read_all(tmp_path / f"{name}.hdf5")
+        assert sorted(got) == sorted(reference)
+        for key in reference:
+            np.testing.assert_array_equal(got[key], reference[key])
+
+
+def test_empty_input_warns_and_a_folder_as_input_is_one_clear_line(tmp_path):
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    (tmp_path / "empty.txt").write_bytes(b"")
+    result = cli("embed", tmp_path / "empty.txt", tmp_path / "out.hdf5", "--model", tmp_path / "model")
+    assert result.returncode == 0 and "warning: INPUT" in result.stderr and "is empty" in result.stderr
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        assert len(f) == 0
+    result = cli("embed", tmp_path, tmp_path / "out2.hdf5", "--model", tmp_path / "model")
+    assert result.returncode == 2 and "is a folder; give the path of a file" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out2.hdf5").exists()
+    for args in (["probe", tmp_path, tmp_path], ["perplexity", tmp_path], ["convert", tmp_path, tmp_path, tmp_path / "x"]):
+        result = cli(*args)
+        assert result.returncode == 2 and "is a folder" in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_download_without_a_network_is_one_clear_line(tmp_path):
+    pytest.importorskip("transformers")
+    # A proxy that refuses every connection stands for a machine without a network.
+    env = {**__import__("os").environ, "https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"}
+    exe = shutil.which("elmo") or str(__import__("pathlib").Path(sys.executable).parent / "elmo")
+    result = subprocess.run(
+        [exe, "convert", "--download", "small", str(tmp_path / "model")], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert result.returncode == 2, result.stderr
+    assert "could not download" in result.stderr and "elmo convert OPTIONS WEIGHTS OUT_DIR" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "model").exists()

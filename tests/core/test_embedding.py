@@ -124,3 +124,14 @@ def test_argument_errors_name_the_argument_the_caller_gave(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="is a file; a model folder is a directory"):
         save_model_folder(elmo, tmp_path / "file")
+
+
+def test_layer_norm_mix_does_not_depend_on_batch_mates_or_batch_size():
+    elmo = make_tiny_elmo(do_layer_norm=True, dropout=0.0)
+    short = ["the", "bank", "of", "the", "river"]
+    mate = ["a", "much", "longer", "sentence", "about", "money", "and", "banks", "with", "many", "words", "."]
+    alone = elmo.embed([short], layers="mix")[0]
+    together = elmo.embed([short, mate], layers="mix")[0]
+    one_by_one = elmo.embed([short, mate], layers="mix", batch_tokens=1)[0]
+    np.testing.assert_allclose(together, alone, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(one_by_one, alone, atol=1e-5, rtol=1e-5)

@@ -23,13 +23,13 @@ def test_default_is_equal_weights_and_unit_gamma():
     assert mix.scalar_weights.requires_grad and mix.gamma.requires_grad
 
 
-def test_layer_norm_uses_one_mean_and_variance_over_real_positions_only():
+def test_batch_scope_layer_norm_uses_one_mean_and_variance_over_real_positions_only():
     torch.manual_seed(0)
     layers = torch.randn(2, 2, 3, 4)
     mask = torch.tensor([[True, True, False], [True, False, False]])
     layers_junk = layers.clone()
     layers_junk[:, ~mask] = 1000.0  # padded positions must not move the statistics
-    mix = ScalarMix(2, do_layer_norm=True)
+    mix = ScalarMix(2, do_layer_norm=True, layer_norm_scope="batch")
     out, out_junk = mix(layers, mask), mix(layers_junk, mask)
     torch.testing.assert_close(out[mask], out_junk[mask], atol=1e-5, rtol=1e-5)
     real = layers[0][mask]  # [3 positions, 4]
@@ -49,3 +49,40 @@ def test_wrong_number_of_layers_is_refused():
         ScalarMix(3)(torch.zeros(2, 1, 1, 4))
     with pytest.raises(ValueError, match="one value per layer \\(3\\); got 2"):
         ScalarMix(3, initial_scalar_parameters=[0, 1])
+
+
+def test_layer_norm_by_default_uses_each_sentences_own_statistics():
+    torch.manual_seed(0)
+    layers = torch.randn(2, 2, 3, 4)
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    out = ScalarMix(2, do_layer_norm=True)(layers, mask)
+    for row in range(2):
+        expected = 0
+        for k in range(2):
+            real = layers[k, row][mask[row]]  # [tokens of this sentence, 4]
+            expected = expected + 0.5 * (real - real.mean()) / torch.sqrt(real.var(unbiased=False) + 1e-12)
+        torch.testing.assert_close(out[row][mask[row]], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_layer_norm_mix_of_a_sentence_does_not_depend_on_its_batch_mate():
+    torch.manual_seed(0)
+    alone = torch.randn(3, 1, 4, 8)
+    mate = 5.0 * torch.randn(3, 1, 4, 8) + 3.0
+    together = torch.cat([alone, mate], dim=1)  # [3, 2, 4, 8]
+    mask_alone, mask_together = torch.ones(1, 4, dtype=torch.bool), torch.ones(2, 4, dtype=torch.bool)
+    mix = ScalarMix(3, do_layer_norm=True)
+    torch.testing.assert_close(mix(together, mask_together)[0], mix(alone, mask_alone)[0], atol=1e-6, rtol=1e-6)
+    batch_mix = ScalarMix(3, do_layer_norm=True, layer_norm_scope="batch")  # the original's statistics
+    assert (batch_mix(together, mask_together)[0] - batch_mix(alone, mask_alone)[0]).abs().max() > 0.1
+
+
+def test_unknown_layer_norm_scope_is_refused():
+    with pytest.raises(ValueError, match="layer_norm_scope must be one of"):
+        ScalarMix(3, do_layer_norm=True, layer_norm_scope="corpus")
+
+
+def test_mix_of_a_sequence_of_layers_passes_gradients_to_each_layer():
+    layers = [torch.randn(2, 3, 4, requires_grad=True) for _ in range(3)]
+    ScalarMix(3)(layers).sum().backward()
+    for layer in layers:
+        torch.testing.assert_close(layer.grad, torch.full_like(layer, 1 / 3))

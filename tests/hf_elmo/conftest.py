@@ -22,9 +22,28 @@ import torch  # noqa: E402
 import hf_elmo  # noqa: E402,F401  (registers the Auto classes)
 from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer  # noqa: E402
 
-from ..conftest import make_tiny_elmo  # noqa: E402
+from ..conftest import SHARED, make_tiny_elmo  # noqa: E402
 
 TOKENS = [["Hello", "world", "."], ["naïve", "😀"], ["a"]]
+WIKIGOLD = SHARED / "data" / "ner" / "wikigold" / "wikigold.conll.txt"
+
+
+def read_conll(path: Path, limit: int) -> list[list[tuple[str, str]]]:
+    """The first `limit` sentences of a two-column CoNLL file, as (word, tag) pairs."""
+    sentences, current = [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line or line.startswith("-DOCSTART-"):
+                if current:
+                    sentences.append(current)
+                    current = []
+                if len(sentences) == limit:
+                    break
+                continue
+            word, tag = line.rsplit(" ", 1)
+            current.append((word, tag))
+    return sentences
 
 
 def make_tiny_hf_model(seed: int = 0, **settings) -> ElmoModel:

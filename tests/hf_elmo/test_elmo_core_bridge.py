@@ -205,3 +205,45 @@ def test_saved_and_converted_folders_load_in_a_process_that_never_imported_hf_el
     torch.testing.assert_close(got[str(saved_model_dir)], expected, atol=1e-6, rtol=0)
     # The converted folder holds make_tiny_elmo()'s biLM; its mix starts at w = 0, gamma = 1 too.
     torch.testing.assert_close(got[str(converted)], expected, atol=1e-6, rtol=0)
+
+
+RAW_TEXT = ISOLATED[: ISOLATED.index("import torch\n")] + r'''
+# Nor is elmo-bilm's distribution metadata visible (its entry points would make spaCy
+# import spacy_elmo), as where the package was never installed.
+import importlib.metadata as metadata
+_discover = metadata.Distribution.discover.__func__
+metadata.Distribution.discover = classmethod(
+    lambda cls, **kw: (d for d in _discover(cls, **kw) if d.metadata["Name"] != "elmo-bilm"))
+import spacy  # importable here, as in a user's environment with spaCy but without elmo-bilm
+from transformers import AutoTokenizer
+
+folder, out, texts = sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+enc = tokenizer(texts, padding=True, return_offsets_mapping=True)
+json.dump({
+    "tokens": [enc.tokens(k) for k in range(len(texts))],
+    "char_ids": enc["char_ids"], "offset_mapping": [[list(o) for o in row] for row in enc["offset_mapping"]],
+    "imported": sorted(m for m in ("elmo_core", "hf_elmo", "spacy_elmo") if m in sys.modules),
+}, open(out, "w"))
+'''
+
+
+def test_saved_folder_tokenises_raw_text_where_only_spacy_is_installed(tmp_path, saved_model_dir, tiny_tokenizer, hf_env):
+    import pytest
+
+    pytest.importorskip("spacy")
+    texts = ["The river bank.", "Don't stop-me  now!!", "naïve 😀"]
+    site = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    script, out = tmp_path / "raw_text.py", tmp_path / "out.json"
+    script.write_text(RAW_TEXT, encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", str(script), json.dumps(site), str(saved_model_dir), str(out), json.dumps(texts)],
+        cwd=tmp_path, env=hf_env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    got = json.loads(out.read_text())
+    assert got["imported"] == []
+    expected = tiny_tokenizer(texts, padding=True, return_offsets_mapping=True)
+    assert got["tokens"] == [expected.tokens(k) for k in range(len(texts))]  # the same tokens as a full install
+    assert got["char_ids"] == expected["char_ids"]
+    assert got["offset_mapping"] == [[list(o) for o in row] for row in expected["offset_mapping"]]

@@ -13,10 +13,10 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoModelForTokenClassification
 
 from elmo_core import load_model_folder, save_model_folder, words_to_char_ids
-from hf_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel, ElmoModelOutput
+from hf_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel, ElmoModelOutput, ElmoTokenizer
 
-from ..conftest import DEVICES, SHARED, make_tiny_elmo, make_tiny_options
-from .conftest import TOKENS, batch, make_tiny_hf_model
+from ..conftest import DEVICES, make_tiny_elmo, make_tiny_options
+from .conftest import TOKENS, WIKIGOLD, batch, make_tiny_hf_model, read_conll
 
 
 def assert_same_state(a: torch.nn.Module, b: torch.nn.Module) -> None:
@@ -98,11 +98,11 @@ def test_bad_character_ids_raise_clear_errors(tiny_hf_model):
         tiny_hf_model(input_ids=torch.full((1, 2, 50), 300))
     with pytest.raises(ValueError, match=r"char_ids must lie in \[0, 262\)"):
         tiny_hf_model(input_ids=torch.full((1, 2, 50), -1))
-    with pytest.raises(ValueError, match="must be 3-D .* Did you pass word ids"):
+    with pytest.raises(ValueError, match="one id per token, but ELMo reads characters: pass the char_ids"):
         tiny_hf_model(input_ids=torch.ones(2, 7, dtype=torch.long))
     with pytest.raises(TypeError, match="integer tensor"):
         tiny_hf_model(input_ids=torch.ones(1, 2, 50))
-    with pytest.raises(ValueError, match="needs input_ids"):
+    with pytest.raises(ValueError, match="needs input_ids or char_ids"):
         tiny_hf_model(attention_mask=torch.ones(1, 2))
 
 
@@ -286,26 +286,6 @@ def test_token_classification_loss_ignores_minus_100_and_only_mix_and_head_train
         model(**inputs, labels=labels[:, :2])
 
 
-WIKIGOLD = SHARED / "data" / "ner" / "wikigold" / "wikigold.conll.txt"
-
-
-def read_conll(path, limit: int) -> list[list[tuple[str, str]]]:
-    sentences, current = [], []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if not line or line.startswith("-DOCSTART-"):
-                if current:
-                    sentences.append(current)
-                    current = []
-                if len(sentences) == limit:
-                    break
-                continue
-            word, tag = line.rsplit(" ", 1)
-            current.append((word, tag))
-    return sentences
-
-
 def test_trainer_run_on_wikigold_lowers_the_loss(tmp_path, tiny_tokenizer):
     if not WIKIGOLD.is_file():
         pytest.skip(f"WikiGold not found at {WIKIGOLD} (it lives in ../shared)")
@@ -336,3 +316,73 @@ def test_trainer_run_on_wikigold_lowers_the_loss(tmp_path, tiny_tokenizer):
     trainer.train()
     after = trainer.evaluate()["eval_loss"]
     assert after < before - 0.1, (before, after)
+
+
+def test_hidden_states_are_the_tensors_the_mix_reads_so_their_gradients_exist(tiny_hf_model, tiny_tokenizer):
+    tiny_hf_model.bilm.requires_grad_(True)
+    out = tiny_hf_model(**batch(tiny_tokenizer), output_hidden_states=True)
+    for h in out.hidden_states:
+        h.retain_grad()
+    out.last_hidden_state.sum().backward()
+    weights = torch.softmax(tiny_hf_model.scalar_mixes[0].scalar_weights.detach(), 0)
+    mask = batch(tiny_tokenizer)["attention_mask"].bool()
+    for k, h in enumerate(out.hidden_states):
+        assert h.grad is not None, k
+        # d(sum of gamma * sum_k w_k h_k)/d h_k = gamma * w_k at real positions, 0 at padding.
+        torch.testing.assert_close(h.grad[mask], torch.full_like(h.grad[mask], float(weights[k])))
+        assert not h.grad[~mask].any()
+
+
+def test_frozen_biLM_hidden_states_carry_no_graph(tiny_hf_model, tiny_tokenizer):
+    out = tiny_hf_model(**batch(tiny_tokenizer), output_hidden_states=True)
+    assert all(not h.requires_grad and h.grad_fn is None for h in out.hidden_states)
+    assert out.last_hidden_state.requires_grad  # the mix trains
+
+
+def test_config_has_hidden_size_and_num_hidden_layers(tiny_hf_model):
+    config = tiny_hf_model.config
+    assert config.hidden_size == 2 * config.lstm["projection_dim"] == config.output_dim
+    assert config.num_hidden_layers == config.lstm["n_layers"]
+    out = tiny_hf_model(**batch(ElmoTokenizer.from_options(config.to_options())), output_hidden_states=True)
+    assert out.last_hidden_state.shape[-1] == config.hidden_size
+    assert len(out.hidden_states) == config.num_hidden_layers + 1
+
+
+def test_output_attentions_is_refused_clearly(tiny_hf_model, tiny_tokenizer):
+    with pytest.raises(ValueError, match="output_attentions=True cannot be honoured: ELMo is a biLSTM"):
+        tiny_hf_model(**batch(tiny_tokenizer), output_attentions=True)
+    tiny_hf_model.config.output_attentions = True
+    with pytest.raises(ValueError, match="has no attention weights"):
+        tiny_hf_model(**batch(tiny_tokenizer))
+
+
+def test_input_embeddings_are_the_char_cnn_and_resizing_changes_nothing(tiny_hf_model, tiny_tokenizer):
+    before = {k: v.clone() for k, v in tiny_hf_model.state_dict().items()}
+    assert tiny_hf_model.get_input_embeddings() is tiny_hf_model.bilm.char_cnn
+    assert tiny_tokenizer.add_tokens(["<ent>"]) == 1
+    assert tiny_hf_model.resize_token_embeddings(len(tiny_tokenizer)) is tiny_hf_model.bilm.char_cnn
+    for key, value in tiny_hf_model.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    enc = tiny_tokenizer(["see <ent> here"], return_tensors="pt")
+    assert tiny_hf_model(**enc).last_hidden_state.shape[1] == 3  # the added token reads as one word
+    with pytest.raises(ValueError, match="pretrained char CNN"):
+        tiny_hf_model.set_input_embeddings(torch.nn.Embedding(4, 8))
+
+
+def test_task_model_input_embeddings_are_the_char_cnn_too():
+    config = ElmoConfig.from_options(make_tiny_options(), num_labels=3)
+    tagger = ElmoForTokenClassification(config)
+    assert tagger.get_input_embeddings() is tagger.elmo.bilm.char_cnn
+    assert tagger.resize_token_embeddings(10) is tagger.elmo.bilm.char_cnn
+
+
+def test_layer_norm_mix_of_a_sentence_does_not_depend_on_its_batch_mates(tiny_tokenizer):
+    model = make_tiny_hf_model(do_layer_norm=True)
+    short, long = ["the", "bank"], ["a", "much", "longer", "batch", "mate", "with", "more", "words", "."]
+    alone = model(**batch(tiny_tokenizer, [short])).last_hidden_state[0]
+    together = model(**batch(tiny_tokenizer, [short, long])).last_hidden_state[0, :2]
+    torch.testing.assert_close(together, alone, atol=1e-5, rtol=1e-5)
+    original = make_tiny_hf_model(do_layer_norm=True, layer_norm_scope="batch")  # bilm-tf's statistics, opt-in
+    alone = original(**batch(tiny_tokenizer, [short])).last_hidden_state[0]
+    together = original(**batch(tiny_tokenizer, [short, long])).last_hidden_state[0, :2]
+    assert (together - alone).abs().max() > 1e-2

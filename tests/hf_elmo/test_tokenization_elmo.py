@@ -20,10 +20,12 @@ def test_token_lists_become_the_cores_character_ids(tiny_tokenizer):
     enc = tiny_tokenizer(TOKENS, is_split_into_words=True, padding=True, return_tensors="pt")
     char_ids, mask = words_to_char_ids(TOKENS)
     assert isinstance(enc, ElmoBatchEncoding)
-    assert enc["input_ids"].dtype == torch.int64 and enc["input_ids"].shape == (3, 3, 50)
-    assert torch.equal(enc["input_ids"], char_ids)
+    assert enc["char_ids"].dtype == torch.int64 and enc["char_ids"].shape == (3, 3, 50)
+    assert torch.equal(enc["char_ids"], char_ids)
     assert torch.equal(enc["attention_mask"], mask.long())
-    assert set(enc) == {"input_ids", "attention_mask"}
+    # One id per token: 1 for every word (no word vocabulary), 0 for padding.
+    assert torch.equal(enc["input_ids"], mask.long())
+    assert set(enc) == {"input_ids", "char_ids", "attention_mask"}
 
 
 def test_word_ids_give_one_id_per_position_and_none_for_padding(tiny_tokenizer):
@@ -42,7 +44,7 @@ def test_raw_text_is_split_with_spacy_english_rules(tiny_tokenizer):
     expected = [split(t) for t in texts]
     assert expected[0][:2] == ["Do", "n't"]
     assert [enc.tokens(k)[: len(s)] for k, s in enumerate(expected)] == expected
-    assert torch.equal(enc["input_ids"], words_to_char_ids(expected)[0])
+    assert torch.equal(enc["char_ids"], words_to_char_ids(expected)[0])
     # Padding is to the longest sentence of the call, no more.
     assert enc["input_ids"].shape[1] == max(len(s) for s in expected)
     assert tiny_tokenizer.tokenize("Don't stop-me now!!") == expected[0]
@@ -50,21 +52,21 @@ def test_raw_text_is_split_with_spacy_english_rules(tiny_tokenizer):
 
 def test_single_inputs_have_no_batch_axis_unless_tensors_are_asked_for(tiny_tokenizer):
     enc = tiny_tokenizer(["a", "bc"], is_split_into_words=True)
-    assert np.array(enc["input_ids"]).shape == (2, 50) and enc["attention_mask"] == [1, 1]
-    assert tiny_tokenizer(["a", "bc"], is_split_into_words=True, return_tensors="pt")["input_ids"].shape == (1, 2, 50)
-    assert tiny_tokenizer([["a"]], is_split_into_words=True, return_tensors="np")["input_ids"].shape == (1, 1, 50)
+    assert np.array(enc["char_ids"]).shape == (2, 50) and enc["attention_mask"] == [1, 1] and enc["input_ids"] == [1, 1]
+    assert tiny_tokenizer(["a", "bc"], is_split_into_words=True, return_tensors="pt")["char_ids"].shape == (1, 2, 50)
+    assert tiny_tokenizer([["a"]], is_split_into_words=True, return_tensors="np")["char_ids"].shape == (1, 1, 50)
 
 
 def test_truncation_keeps_the_first_tokens(tiny_tokenizer):
     enc = tiny_tokenizer(TOKENS, is_split_into_words=True, truncation=True, max_length=2, padding=True, return_tensors="pt")
-    assert enc["input_ids"].shape == (3, 2, 50)
-    assert torch.equal(enc["input_ids"], words_to_char_ids([s[:2] for s in TOKENS])[0])
+    assert enc["char_ids"].shape == (3, 2, 50) and enc["input_ids"].shape == (3, 2)
+    assert torch.equal(enc["char_ids"], words_to_char_ids([s[:2] for s in TOKENS])[0])
 
 
 def test_empty_sentences_pad_to_zero_rows(tiny_tokenizer):
     enc = tiny_tokenizer([[], ["a"]], is_split_into_words=True, padding=True, return_tensors="pt")
-    assert enc["input_ids"].shape == (2, 1, 50) and enc["attention_mask"].tolist() == [[0], [1]]
-    assert tiny_tokenizer([[], []], is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"].shape == (2, 0, 50)
+    assert enc["char_ids"].shape == (2, 1, 50) and enc["attention_mask"].tolist() == [[0], [1]]
+    assert tiny_tokenizer([[], []], is_split_into_words=True, padding=True, return_tensors="pt")["char_ids"].shape == (2, 0, 50)
 
 
 def test_unusable_inputs_raise_clear_errors(tiny_tokenizer):
@@ -82,8 +84,8 @@ def test_unusable_inputs_raise_clear_errors(tiny_tokenizer):
 
 def test_decode_gives_the_words_back(tiny_tokenizer):
     enc = tiny_tokenizer(TOKENS, is_split_into_words=True, padding=True, return_tensors="pt")
-    assert tiny_tokenizer.decode(enc["input_ids"][1]) == "naïve 😀"
-    assert tiny_tokenizer.batch_decode(enc["input_ids"]) == [" ".join(s) for s in TOKENS]
+    assert tiny_tokenizer.decode(enc["char_ids"][1]) == "naïve 😀"
+    assert tiny_tokenizer.batch_decode(enc["char_ids"]) == [" ".join(s) for s in TOKENS]
 
 
 def test_collator_pads_char_ids_and_labels(tiny_tokenizer):
@@ -92,7 +94,8 @@ def test_collator_pads_char_ids_and_labels(tiny_tokenizer):
         enc = tiny_tokenizer(sentence, is_split_into_words=True)
         features.append({**enc, "labels": list(range(len(sentence)))})
     padded = DataCollatorForTokenClassification(tiny_tokenizer)(features)
-    assert torch.equal(padded["input_ids"], words_to_char_ids(TOKENS)[0])
+    assert torch.equal(padded["char_ids"], words_to_char_ids(TOKENS)[0])
+    assert torch.equal(padded["input_ids"], padded["attention_mask"])
     assert padded["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0], [1, 0, 0]]
     assert padded["labels"].tolist() == [[0, 1, 2], [0, 1, -100], [0, -100, -100]]
 
@@ -124,3 +127,53 @@ def test_tokenizer_pickles_after_loading_spacy(tiny_tokenizer):
     assert clone("a b.")["input_ids"] == tiny_tokenizer("a b.")["input_ids"]
     enc = tiny_tokenizer(["a b"], return_tensors="pt")
     assert pickle.loads(pickle.dumps(enc)).word_ids(0) == [0, 1]
+
+
+def test_added_tokens_stay_whole_and_every_count_agrees(tiny_tokenizer):
+    pytest.importorskip("spacy")
+    assert len(tiny_tokenizer) == 2 and tiny_tokenizer.convert_ids_to_tokens([0, 1]) == ["<pad>", "<unk>"]
+    assert tiny_tokenizer.add_tokens(["<ent>"]) == 1
+    assert tiny_tokenizer.add_tokens(["<ent>"]) == 0  # already there
+    assert len(tiny_tokenizer) == 3
+    assert tiny_tokenizer.get_added_vocab()["<ent>"] == 2 == tiny_tokenizer.convert_tokens_to_ids("<ent>")
+    assert tiny_tokenizer.convert_ids_to_tokens(2) == "<ent>"
+    text = "see <ent> here, and<ent>there"
+    assert tiny_tokenizer.tokenize(text) == ["see", "<ent>", "here", ",", "and", "<ent>", "there"]
+    enc = tiny_tokenizer(text, return_offsets_mapping=True, return_special_tokens_mask=True)
+    assert enc["input_ids"] == [1, 2, 1, 1, 1, 2, 1]
+    assert tiny_tokenizer.convert_ids_to_tokens(enc["input_ids"])[1] == "<ent>"
+    assert [text[a:b] for a, b in enc["offset_mapping"]] == enc.tokens()
+    assert enc["char_ids"][1] == list(words_to_char_ids([["<ent>"]])[0][0, 0].tolist())
+    assert enc["special_tokens_mask"] == [0] * 7
+    assert tiny_tokenizer.add_special_tokens({"additional_special_tokens": ["[SEP]"]}) == 1
+    assert len(tiny_tokenizer) == 4 and tiny_tokenizer.get_added_vocab()["[SEP]"] == 3
+    enc = tiny_tokenizer("a [SEP] b", return_special_tokens_mask=True)
+    assert enc.tokens() == ["a", "[SEP]", "b"] and enc["input_ids"] == [1, 3, 1] and enc["special_tokens_mask"] == [0, 1, 0]
+
+
+def test_added_tokens_survive_save_and_load(tmp_path, tiny_tokenizer):
+    pytest.importorskip("spacy")
+    tiny_tokenizer.add_tokens(["<ent>"])
+    tiny_tokenizer.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path, trust_remote_code=True)
+    assert len(loaded) == 3 and loaded.get_added_vocab()["<ent>"] == 2
+    assert loaded.tokenize("see <ent> here") == ["see", "<ent>", "here"]
+
+
+def test_offsets_point_at_each_tokens_characters(tiny_tokenizer):
+    pytest.importorskip("spacy")
+    texts = ["  Don't   stop-me\tnow!! ", "naïve café 😀", ""]
+    enc = tiny_tokenizer(texts, padding=True, return_offsets_mapping=True, return_tensors="pt")
+    assert enc["offset_mapping"].shape == (3, enc["input_ids"].shape[1], 2)
+    for k, text in enumerate(texts):
+        n = int(enc["attention_mask"][k].sum())
+        spans = [text[a:b] for a, b in enc["offset_mapping"][k, :n].tolist()]
+        assert spans == enc.tokens(k)[:n] == tiny_tokenizer.tokenize(text)
+        assert enc["offset_mapping"][k, n:].eq(0).all()
+    words = tiny_tokenizer(["ab", "c"], is_split_into_words=True, return_offsets_mapping=True)
+    assert words["offset_mapping"] == [(0, 2), (0, 1)]  # within each word, as fast tokenizers give
+
+
+def test_overflowing_tokens_are_refused_with_the_reason(tiny_tokenizer):
+    with pytest.raises(ValueError, match="reads a sentence of any length whole"):
+        tiny_tokenizer(["a", "b"], is_split_into_words=True, return_overflowing_tokens=True)

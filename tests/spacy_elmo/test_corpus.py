@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import spacy
+from spacy.tokens import DocBin
 
 from spacy_elmo import get_scalar_mix_weights
 from spacy_elmo.corpus import ConllNerCorpus, read_conll_ner
@@ -134,3 +135,110 @@ def test_read_conll_ner_treats_whitespace_only_lines_as_sentence_breaks(tmp_path
     (doc,) = read_conll_ner(path)
     assert [[t.text for t in s] for s in doc.sents] == [["Kim", "sings"], ["Oslo", "rocks"]]
     assert [(e.text, e.label_) for e in doc.ents] == [("Kim", "person"), ("Oslo", "location")]
+
+
+def _docbin(tmp_path: Path, name: str = "train.spacy") -> Path:
+    conll = tmp_path / "source.conll"
+    conll.write_text(IOB1, encoding="utf-8")
+    path = tmp_path / name
+    DocBin(docs=read_conll_ner(conll)).to_disk(path)
+    return path
+
+
+def test_reader_takes_spacy_docbin_files_like_conll_files(tmp_path):
+    conll = tmp_path / "a.conll"
+    conll.write_text(IOB1, encoding="utf-8")
+    nlp = spacy.blank("en")
+    from_conll = list(ConllNerCorpus(conll)(nlp))
+    from_docbin = list(ConllNerCorpus(_docbin(tmp_path))(nlp))
+    assert len(from_docbin) == len(from_conll) == 2
+    for a, b in zip(from_docbin, from_conll):
+        assert [t.text for t in a.predicted] == [t.text for t in b.predicted]
+        assert [(e.text, e.label_) for e in a.reference.ents] == [(e.text, e.label_) for e in b.reference.ents]
+        assert not a.predicted.ents
+    assert len(list(ConllNerCorpus(_docbin(tmp_path), limit=1)(nlp))) == 1
+
+
+def test_a_wrong_corpus_file_is_one_clear_message(tmp_path):
+    nlp = spacy.blank("en")
+    docbin = _docbin(tmp_path, "looks_like.conll")  # a DocBin under a CoNLL name
+    with pytest.raises(ValueError, match=r"looks_like.conll is not UTF-8 text .* \.spacy DocBin"):
+        list(ConllNerCorpus(docbin)(nlp))
+    (tmp_path / "text.spacy").write_text(IOB1, encoding="utf-8")  # CoNLL text under a DocBin name
+    with pytest.raises(ValueError, match=r"text.spacy is not a spaCy DocBin .* spacy convert"):
+        list(ConllNerCorpus(tmp_path / "text.spacy")(nlp))
+    with pytest.raises(ValueError, match="is a folder; give the path of a file"):
+        list(ConllNerCorpus(tmp_path)(nlp))
+
+
+def test_byte_order_mark_and_windows_line_endings_change_nothing_in_conll_files(tmp_path):
+    plain, marked = tmp_path / "plain.conll", tmp_path / "marked.conll"
+    plain.write_text(IOB1, encoding="utf-8")
+    marked.write_bytes(b"\xef\xbb\xbf" + IOB1.replace("\n", "\r\n").encode("utf-8"))
+    a, b = read_conll_ner(plain), read_conll_ner(marked)
+    assert [[t.text for t in d] for d in a] == [[t.text for t in d] for d in b]
+    assert [[(e.text, e.label_) for e in d.ents] for d in a] == [[(e.text, e.label_) for e in d.ents] for d in b]
+
+
+def spacy_train(config: Path, output: Path, model_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    """`python -m spacy train` of `config` for 2 steps, with a small NER tok2vec and one torch thread."""
+    command = [
+        sys.executable, "-m", "spacy", "train", str(config), "--output", str(output), "--paths.elmo", str(model_dir),
+        "--training.max_steps", "2", "--training.eval_frequency", "1",
+        "--components.ner.model.tok2vec.tok2vec.width", "32", "--components.ner.model.tok2vec.tok2vec.depth", "1",
+        *args,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return done
+
+
+def test_spacy_train_of_the_example_config_on_spacy_docbin_files(tiny_model_dir, tmp_path):
+    train = _docbin(tmp_path, "train.spacy")
+    output = tmp_path / "trained"
+    spacy_train(EXAMPLE_CONFIG, output, tiny_model_dir, "--paths.train", str(train), "--paths.dev", str(train))
+    assert set(spacy.load(output / "model-last").get_pipe("ner").labels) == {"LOC", "ORG", "PER"}
+
+
+ADD_ELMO_CONFIG = REPO / "examples" / "spacy_elmo" / "add_elmo_to_pipeline.cfg"
+
+
+def _base_pipeline(tmp_path: Path) -> tuple[Path, Path]:
+    """A small trained pipeline of a user's own (tok2vec, tagger, ner) and its training data."""
+    from spacy.training import Example
+
+    conll = tmp_path / "source.conll"
+    conll.write_text(IOB1, encoding="utf-8")
+    docs = read_conll_ner(conll)
+    for doc in docs:
+        for token in doc:
+            token.tag_ = "NNP" if token.text[0].isupper() else "X"
+    data = tmp_path / "data.spacy"
+    DocBin(docs=docs).to_disk(data)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("tok2vec")
+    nlp.add_pipe("tagger")
+    nlp.add_pipe("ner")
+    examples = [Example(nlp.make_doc(doc.text), doc) for doc in docs]
+    optimizer = nlp.initialize(lambda: examples)
+    for _ in range(3):
+        nlp.update(examples, sgd=optimizer)
+    base = tmp_path / "base"
+    nlp.to_disk(base)
+    return base, data
+
+
+def test_adding_elmo_to_an_existing_pipeline_keeps_the_sourced_components(tiny_model_dir, tmp_path):
+    base, data = _base_pipeline(tmp_path)
+    output = tmp_path / "with_elmo"
+    spacy_train(
+        ADD_ELMO_CONFIG, output, tiny_model_dir,
+        "--paths.base", str(base), "--paths.train", str(data), "--paths.dev", str(data),
+    )
+    before, after = spacy.load(base), spacy.load(output / "model-last")
+    assert after.pipe_names == ["tok2vec", "tagger", "elmo", "ner"]
+    for name in ("tok2vec", "tagger"):  # sourced and frozen: the very same weights
+        assert after.get_pipe(name).model.to_bytes() == before.get_pipe(name).model.to_bytes(), name
+    text = "John Smith visited Paris ."
+    assert [t.tag_ for t in after(text)] == [t.tag_ for t in before(text)]
+    assert get_scalar_mix_weights(after, "ner").normalized_weights.shape == (NUM_LAYERS,)  # the new NER reads ELMo

@@ -285,10 +285,19 @@ def test_missing_model_folder_names_the_folder(tmp_path):
         nlp("a b")
 
 
-def test_layer_norm_mix_is_refused(tmp_path):
-    save_model_folder(make_tiny_elmo(do_layer_norm=True), tmp_path)
-    with pytest.raises(ValueError, match="do_layer_norm"):
+def test_whole_batch_layer_norm_mix_is_refused(tmp_path):
+    save_model_folder(make_tiny_elmo(do_layer_norm=True, layer_norm_scope="batch"), tmp_path)
+    with pytest.raises(ValueError, match="layer_norm_scope='batch'"):
         make_nlp(tmp_path)("a b")
+
+
+def test_per_sentence_layer_norm_mix_is_batch_invariant_in_spacy(tmp_path):
+    save_model_folder(make_tiny_elmo(do_layer_norm=True), tmp_path)
+    nlp = make_nlp(tmp_path)
+    short = "the bank of the river"
+    alone = nlp(short).tensor
+    docs = list(nlp.pipe([short, "a much longer sentence with many more words about money and banks ."], batch_size=2))
+    np.testing.assert_allclose(docs[0].tensor, alone, atol=1e-5, rtol=1e-5)
 
 
 def test_static_vectors_in_the_vocab_are_warned_about(nlp):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from spacy.tokens import Doc, DocBin
@@ -60,3 +62,52 @@ def test_mix_layers_is_the_formula_and_checks_its_input():
     assert mix_layers(layers, mix).dtype == np.float32
     with pytest.raises(ValueError, match="one weight per layer plus gamma"):
         mix_layers(layers, mix[:3])
+
+
+def test_retokenize_merge_drops_stale_layers_with_a_warning_never_misaligned(nlp):
+    doc = nlp("New York is a big city .")
+    with doc.retokenize() as retokenizer:
+        retokenizer.merge(doc[0:2])
+    assert doc.tensor.shape[0] == len(doc) == 6
+    with pytest.warns(UserWarning, match=r"computed for other tokens .* nlp.get_pipe\('elmo'\)\(doc\)"):
+        assert doc._.elmo_layers is None
+    with pytest.warns(UserWarning, match="tokens changed after the elmo component ran"):
+        assert restore_docs([doc]) == 0
+    nlp.get_pipe("elmo")(doc)  # the recomputation the warning names
+    fresh = nlp.get_pipe("elmo")(Doc(nlp.vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc]))
+    assert doc._.elmo_layers.shape[1] == len(doc) and doc[0].text == "New York"
+    np.testing.assert_allclose(doc._.elmo_layers, fresh._.elmo_layers, atol=1e-6, rtol=1e-6)
+
+
+def test_retokenize_split_drops_stale_layers_with_a_warning(nlp):
+    doc = nlp("I live in NewYork .")
+    with doc.retokenize() as retokenizer:
+        retokenizer.split(doc[3], ["New", "York"], heads=[(doc[3], 1), doc[2]])
+    with pytest.warns(UserWarning, match="computed for other tokens"):
+        assert doc._.elmo_layers is None
+
+
+def test_copy_keeps_the_layers_and_span_as_doc_never_gets_other_tokens_rows(nlp):
+    doc = nlp("The bank of the river is steep .")
+    copy = doc.copy()
+    np.testing.assert_array_equal(copy._.elmo_layers, doc._.elmo_layers)
+    assert restore_docs([copy]) == 1
+    np.testing.assert_array_equal(copy.tensor, doc.tensor)
+    for span_doc in (doc[2:5].as_doc(), doc[2:5].as_doc(copy_user_data=True)):
+        layers = span_doc._.elmo_layers
+        assert layers is None or layers.shape[1] == len(span_doc) == 3
+    # A Doc that carries the whole Doc's layers but only some of its tokens gets None and a warning.
+    span_doc = doc[2:5].as_doc()
+    span_doc.user_data.update(doc.user_data)
+    with pytest.warns(UserWarning, match="computed for other tokens"):
+        assert span_doc._.elmo_layers is None
+
+
+def test_doc_from_docs_never_reads_the_first_docs_layers_as_its_own(nlp):
+    docs = [nlp("The bank ."), nlp("A river bank is steep .")]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        joined = Doc.from_docs(docs)  # spaCy skips Doc-level extensions (its warning W101)
+        layers = joined._.elmo_layers
+    assert layers is None or layers.shape[1] == len(joined)
+    assert any("elmo_layers" in str(w.message) for w in caught)

@@ -1,0 +1,66 @@
+"""Users' files read the same with a byte-order mark and Windows line endings, everywhere."""
+
+from __future__ import annotations
+
+import lzma
+
+import pytest
+
+from elmo_core import BiLMOptions, ElmoError
+from elmo_core.probe import read_conll_column
+from elmo_core.text_files import check_input_file, iter_lines, read_text
+from elmo_core.training.corpus import iter_sentences
+from elmo_core.training.vocab import Vocabulary
+
+from ..conftest import make_tiny_options
+
+BOM = b"\xef\xbb\xbf"
+
+
+def variants(tmp_path, name: str, text: str):
+    """The same text as plain UTF-8, with a BOM, and with a BOM and CRLF line endings."""
+    paths = []
+    for kind, data in (
+        ("plain", text.encode("utf-8")),
+        ("bom", BOM + text.encode("utf-8")),
+        ("crlf", BOM + text.replace("\n", "\r\n").encode("utf-8")),
+    ):
+        path = tmp_path / f"{kind}_{name}"
+        path.write_bytes(data)
+        paths.append(path)
+    return paths
+
+
+def test_read_text_and_iter_lines_drop_the_bom_and_read_crlf_as_lf(tmp_path):
+    text = "The cat sat .\n\nA \r stray carriage return stays .\n"
+    for path in variants(tmp_path, "a.txt", text):
+        assert read_text(path) == text  # the lone \r inside a line is kept
+        assert list(iter_lines(path)) == ["The cat sat .", "", "A \r stray carriage return stays ."]
+    xz = tmp_path / "a.txt.xz"
+    with lzma.open(xz, "wb") as f:
+        f.write(BOM + text.replace("\n", "\r\n").encode("utf-8"))
+    assert list(iter_lines(xz)) == ["The cat sat .", "", "A \r stray carriage return stays ."]
+
+
+def test_training_text_conll_vocabulary_and_options_files_ignore_bom_and_crlf(tmp_path):
+    sentences = [list(iter_sentences([p])) for p in variants(tmp_path, "train.txt", "The cat sat .\nA dog .\n")]
+    assert sentences[0] == sentences[1] == sentences[2] == [["The", "cat", "sat", "."], ["A", "dog", "."]]
+    conll = [read_conll_column(p, -1) for p in variants(tmp_path, "a.conll", "-DOCSTART- O\n\nJohn B-PER\nran O\n")]
+    assert conll[0] == conll[1] == conll[2] == ([["John", "ran"]], [["B-PER", "O"]])
+    vocabs = [Vocabulary.load(p).tokens for p in variants(tmp_path, "vocab.txt", "<S>\n</S>\n<UNK>\nthe\n")]
+    assert vocabs[0] == vocabs[1] == vocabs[2] and vocabs[0][0] == "<S>"
+    import json
+
+    options = json.dumps(make_tiny_options().to_dict(), indent=1)
+    loaded = [BiLMOptions.from_json(p) for p in variants(tmp_path, "options.json", options)]
+    assert loaded[0] == loaded[1] == loaded[2] == make_tiny_options()
+
+
+def test_input_file_checks_are_one_clear_line(tmp_path):
+    with pytest.raises(ElmoError, match=r"^INPUT .* is a folder; give the path of a file\.$"):
+        check_input_file(tmp_path, "INPUT")
+    with pytest.raises(ElmoError, match=r"^INPUT .*missing.txt does not exist\.$"):
+        check_input_file(tmp_path / "missing.txt", "INPUT")
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ElmoError, match=r"is not UTF-8 text \(line 1"):
+        read_text(tmp_path / "latin1.txt")
