@@ -229,3 +229,16 @@ def test_bf16_on_the_gpu_keeps_cosine_0999_per_layer_on_2000_real_sentences():
         a, b = fp32[k], bf16[k]
         cos = (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
         assert cos.mean() >= 0.999, (k, cos.mean())
+
+
+def test_paired_path_under_bf16_autocast_keeps_float32_state_and_stays_close():
+    elmo = make_tiny_elmo(token_cache_words=0)
+    set_recurrence(elmo, "step")
+    expected = np.concatenate(embed_sentences(elmo, TEXT, layers="all"), axis=1)
+    set_recurrence(elmo, "paired")
+    got = np.concatenate(embed_sentences(elmo, TEXT, layers="all", autocast_dtype=torch.bfloat16), axis=1)
+    assert got.dtype == np.float32 and got.shape == expected.shape
+    for k in range(1, expected.shape[0]):  # the LSTM layers (layer 0 is the char CNN)
+        a, b = expected[k], got[k]
+        cos = (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
+        assert cos.mean() > 0.99, (k, cos.mean())
