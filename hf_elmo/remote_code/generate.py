@@ -200,7 +200,8 @@ def _collect_uses(node: ast.stmt, statement: _Statement, in_core: bool, where: s
 
 def _drop_lazy_core_imports(text: str, in_core: bool) -> str:
     """Remove `from .x import y` (core) or `from elmo_core... import y` lines inside a definition."""
-    pattern = r"^[ \t]+from (\.|elmo_core)[\w.]* import [^\n]*\n" if in_core else r"^[ \t]+from elmo_core[\w.]* import [^\n]*\n"
+    source = r"(\.|elmo_core)" if in_core else "elmo_core"
+    pattern = rf"^[ \t]+from {source}[\w.]* import [^\n]*\n"
     cleaned = re.sub(pattern, "", text, flags=re.M)
     if "import (" in cleaned and re.search(r"^[ \t]+from (\.|elmo_core)", cleaned, re.M):
         raise GenerationError(f"a multi-line lazy import of the core cannot be flattened:\n{text[:200]}")
@@ -268,7 +269,8 @@ class _Flattener:
             if name in order:
                 return
             if name in path:
-                raise GenerationError(f"elmo_core modules import each other at top level: {' -> '.join(path + (name,))}.")
+                cycle = " -> ".join(path + (name,))
+                raise GenerationError(f"elmo_core modules import each other at top level: {cycle}.")
             for dependency in self.module(name).depends_on:
                 visit(dependency, path + (name,))
             order.append(name)

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import ast
 import json
-import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -17,36 +14,18 @@ from elmo_core.cli import app
 from hf_elmo import remote_code
 from hf_elmo.remote_code import generate
 
-from .conftest import TOKENS, batch
+from .conftest import TOKENS, batch, run_script
 
 SAVED_FILES = {"config.json", "model.safetensors", "tokenizer_config.json", *remote_code.GENERATED_FILES}
 
-# Runs with `python -I -S`: no site-packages processing (so no editable-install hook),
-# no PYTHONPATH, no current folder; only the site-packages folders named below. So
-# transformers and torch import, and elmo-bilm's packages do not. (A finder that
-# refuses them makes that hold for a non-editable install too.)
+# Run where elmo-bilm is not installed (conftest.WITHOUT_ELMO_BILM).
 ISOLATED = r'''
-import importlib.abc, json, sys
-
-class NotInstalled(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("elmo_core", "hf_elmo", "spacy_elmo"):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-sys.meta_path.insert(0, NotInstalled())
-sys.path.extend(json.loads(sys.argv[1]))
-for name in ("elmo_core", "hf_elmo", "spacy_elmo"):
-    try:
-        __import__(name)
-    except ModuleNotFoundError:
-        continue
-    raise AssertionError(f"{name} must not be importable here")
+import json, sys
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer
 
-folder, tokenizer_folder, resaved, out = sys.argv[2:6]
-words = json.loads(sys.argv[6])
+folder, tokenizer_folder, resaved, out = sys.argv[1:5]
+words = json.loads(sys.argv[5])
 config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
 model = AutoModel.from_pretrained(folder, trust_remote_code=True)
 tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
@@ -153,10 +132,12 @@ def test_generated_code_files_are_up_to_date():
 def test_generated_code_files_import_nothing_from_elmo_bilm_and_only_the_configuration_relatively():
     for name in remote_code.GENERATED_FILES:
         tree = ast.parse((remote_code.GENERATED_DIR / name).read_text(encoding="utf-8"))
-        absolute = {
-            alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
-        } | {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0}
-        relative = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level > 0}
+        absolute, relative = set(), set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                absolute |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                (relative if node.level else absolute).add((node.module or "").split(".")[0])
         assert absolute & {"elmo_core", "hf_elmo", "spacy_elmo", "core"} == set(), name
         assert relative == ({"configuration_elmo"} if name == "modeling_elmo.py" else set()), name
 
@@ -180,15 +161,9 @@ def test_saved_folder_loads_where_elmo_bilm_is_not_installed(tmp_path, tiny_hf_m
     tiny_hf_model.save_pretrained(folder)
     tiny_tokenizer.save_pretrained(folder)
     tiny_tokenizer.save_pretrained(tokenizer_folder)
-    site = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
-    script = tmp_path / "isolated.py"
-    script.write_text(ISOLATED, encoding="utf-8")
     out = tmp_path / "out.pt"
-    args = [json.dumps(site), folder, tokenizer_folder, tmp_path / "resaved", out, json.dumps(TOKENS)]
-    result = subprocess.run(
-        [sys.executable, "-I", "-S", str(script), *map(str, args)],
-        cwd=tmp_path, env=hf_env, capture_output=True, text=True, timeout=300,
-    )
+    args = [folder, tokenizer_folder, tmp_path / "resaved", out, json.dumps(TOKENS)]
+    result = run_script(ISOLATED, args, hf_env, tmp_path, without_elmo_bilm=True)
     assert result.returncode == 0, result.stderr[-3000:]
     got = torch.load(out)
     assert got["classes"] == ["ElmoConfig", "ElmoModel", "ElmoTokenizer", "ElmoTokenizer", "ElmoModel"]
@@ -214,13 +189,9 @@ def test_saved_and_converted_folders_load_in_a_process_that_never_imported_hf_el
     converted = tmp_path / "converted"
     result = CliRunner().invoke(app, ["convert", *map(str, tiny_bilm_hdf5), str(converted)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    script = tmp_path / "installed.py"
-    script.write_text(INSTALLED, encoding="utf-8")
     out = tmp_path / "out.pt"
-    result = subprocess.run(
-        [sys.executable, str(script), json.dumps(TOKENS), str(out), str(saved_model_dir), str(converted)],
-        cwd=tmp_path, env=hf_env, capture_output=True, text=True, timeout=300,
-    )
+    args = [json.dumps(TOKENS), out, saved_model_dir, converted]
+    result = run_script(INSTALLED, args, hf_env, tmp_path, without_elmo_bilm=False)
     assert result.returncode == 0, result.stderr[-3000:]
     got = torch.load(out)
     assert got["imported"] == []  # the folder's own code: neither the installed core nor hf_elmo
@@ -232,17 +203,13 @@ def test_saved_and_converted_folders_load_in_a_process_that_never_imported_hf_el
     torch.testing.assert_close(got[str(converted)], expected, atol=1e-6, rtol=0)
 
 
-RAW_TEXT = ISOLATED[: ISOLATED.index("import torch\n")] + r'''
-# Nor is elmo-bilm's distribution metadata visible (its entry points would make spaCy
-# import spacy_elmo), as where the package was never installed.
-import importlib.metadata as metadata
-_discover = metadata.Distribution.discover.__func__
-metadata.Distribution.discover = classmethod(
-    lambda cls, **kw: (d for d in _discover(cls, **kw) if d.metadata["Name"] != "elmo-bilm"))
+RAW_TEXT = r'''
+import json, sys
+
 import spacy  # importable here, as in a user's environment with spaCy but without elmo-bilm
 from transformers import AutoTokenizer
 
-folder, out, texts = sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+folder, out, texts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
 enc = tokenizer(texts, padding=True, return_offsets_mapping=True)
 json.dump({
@@ -256,13 +223,8 @@ json.dump({
 def test_saved_folder_tokenises_raw_text_where_only_spacy_is_installed(tmp_path, saved_model_dir, tiny_tokenizer, hf_env):
     pytest.importorskip("spacy")
     texts = ["The river bank.", "Don't stop-me  now!!", "naïve 😀"]
-    site = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
-    script, out = tmp_path / "raw_text.py", tmp_path / "out.json"
-    script.write_text(RAW_TEXT, encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, "-I", "-S", str(script), json.dumps(site), str(saved_model_dir), str(out), json.dumps(texts)],
-        cwd=tmp_path, env=hf_env, capture_output=True, text=True, timeout=300,
-    )
+    out = tmp_path / "out.json"
+    result = run_script(RAW_TEXT, [saved_model_dir, out, json.dumps(texts)], hf_env, tmp_path, without_elmo_bilm=True)
     assert result.returncode == 0, result.stderr[-3000:]
     got = json.loads(out.read_text())
     assert got["imported"] == []
