@@ -212,7 +212,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 "AutoModelForTokenClassification": f"{module}.ElmoForTokenClassification",
             }
         super().save_pretrained(save_directory, *args, **kwargs)
-        # >>> hf_elmo only: the generated file is already what transformers copied
+        # >>> hf_elmo only: a generated modeling_elmo.py is itself the file transformers copies
         if self._auto_class is not None and kwargs.get("is_main_process", True):
             save_generated_code(save_directory, "modeling_elmo.py", "configuration_elmo.py")
         # <<< hf_elmo only

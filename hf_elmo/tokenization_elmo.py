@@ -533,6 +533,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return files
 
     # <<< hf_elmo only
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_split_text"] = None  # a spaCy closure; rebuilt on first use

@@ -960,6 +960,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return data.decode("utf-8", errors="replace")
 
     # ------------------------------------------------------------------ saving, pickling
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_split_text"] = None  # a spaCy closure; rebuilt on first use
