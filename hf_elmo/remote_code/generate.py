@@ -321,16 +321,15 @@ def _body(source: str, module: _Module) -> str:
     return re.sub(r"\n{3,}", "\n\n\n", kept).strip("\n") + "\n"
 
 
-def _check_names(parts: dict[str, list[str]]) -> None:
+def _check_names(definitions: list[tuple[str, str]]) -> None:
+    """Refuse two definitions of one name, from two files, that would share one generated file."""
     owners: dict[str, str] = {}
-    for owner, names in parts.items():
-        for name in names:
-            if name in owners and owners[name] != owner:
-                raise GenerationError(
-                    f"the name {name!r} is defined by both {owners[name]} and {owner}, which would share one "
-                    "generated file; rename one of them."
-                )
-            owners[name] = owner
+    for owner, name in definitions:
+        if owners.setdefault(name, owner) != owner:
+            raise GenerationError(
+                f"the name {name!r} is defined by both {owners[name]} and {owner}, which would share one "
+                "generated file; rename one of them."
+            )
 
 
 def generated_sources(hf_dir: Path = HF_DIR, core_dir: Path = CORE_DIR) -> dict[str, str]:
@@ -362,10 +361,8 @@ def generated_sources(hf_dir: Path = HF_DIR, core_dir: Path = CORE_DIR) -> dict[
             if statement.text not in texts:
                 texts.add(statement.text)
                 unique.append(statement)
-        _check_names({
-            **{f"elmo_core/{s.module}.py ({n})": [n] for s in unique for n in s.binds},
-            f"hf_elmo/{name}.py": sorted(module.defined),
-        })
+        _check_names([(f"elmo_core/{s.module}.py", n) for s in unique for n in s.binds]
+                     + [(f"hf_elmo/{name}.py", n) for n in module.defined])
         shared[name] = {id(s) for s in statements}
         core_modules = list(dict.fromkeys(s.module for s in unique))
         parts = [_banner(name, core_modules) + module.docstring.rstrip("\n"), "from __future__ import annotations"]
