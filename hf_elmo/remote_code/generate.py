@@ -76,12 +76,12 @@ class _Module:
     name: str
     statements: list[_Statement] = field(default_factory=list)
     defined: dict[str, _Statement] = field(default_factory=dict)
-    imports: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)  # local -> spec
+    imports: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)  # local -> (kind, module, name)
     core_imports: dict[str, tuple[str, str]] = field(default_factory=dict)  # local -> (core module, name)
     guarded: dict[str, _Statement] = field(default_factory=dict)  # names bound in try: import blocks
     depends_on: list[str] = field(default_factory=list)  # core modules imported at top level
     docstring: str = ""
-    import_lines: set[int] = field(default_factory=set)
+    header_lines: set[int] = field(default_factory=set)  # docstring and imports: not part of the body
 
 
 def _core_module(import_from: ast.ImportFrom, in_core: bool, where: str) -> str | None:
@@ -112,18 +112,18 @@ def _parse(name: str, source: str, in_core: bool) -> _Module:
     body = list(tree.body)
     if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
         module.docstring = "".join(lines[body[0].lineno - 1 : body[0].end_lineno])
-        module.import_lines.update(range(body[0].lineno - 1, body[0].end_lineno or 0))
+        module.header_lines.update(range(body[0].lineno - 1, body[0].end_lineno or 0))
         body = body[1:]
     previous: _Statement | None = None
     for node in body:
         start, end = _segment(lines, node)
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            module.import_lines.update(range(start, end))
+            module.header_lines.update(range(start, end))
             _record_import(module, node, in_core, where)
             previous = None
             continue
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            module.import_lines.update(range(start, end))  # names for annotations only
+            module.header_lines.update(range(start, end))  # names for annotations only
             continue
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and previous is not None:
             previous.text += "".join(lines[previous.lines[1] : end])  # an attribute docstring: its constant's
@@ -132,7 +132,7 @@ def _parse(name: str, source: str, in_core: bool) -> _Module:
         statement = _Statement(name, "".join(lines[start:end]), _binds(node), set(), lines=(start, end))
         _collect_uses(node, statement, in_core, where)
         if isinstance(node, ast.Try):
-            module.import_lines.update(range(start, end))
+            module.header_lines.update(range(start, end))
             module.guarded.update(dict.fromkeys(statement.binds, statement))
             continue
         if statement.binds == {"__all__"} and in_core:
@@ -317,7 +317,7 @@ def _banner(name: str, core_modules: list[str]) -> str:
 def _body(source: str, module: _Module) -> str:
     """The hf_elmo module's source without its docstring and top-level imports."""
     lines = source.splitlines(keepends=True)
-    kept = "".join(line for i, line in enumerate(lines) if i not in module.import_lines)
+    kept = "".join(line for i, line in enumerate(lines) if i not in module.header_lines)
     return re.sub(r"\n{3,}", "\n\n\n", kept).strip("\n") + "\n"
 
 
