@@ -155,7 +155,6 @@ def test_save_generated_code_rejects_unknown_file_names(tmp_path):
         remote_code.save_generated_code(tmp_path, "errors.py")
 
 
-# The product package is not importable at all.
 def test_saved_folder_loads_where_elmo_bilm_is_not_installed(tmp_path, tiny_hf_model, tiny_tokenizer, hf_env):
     folder, tokenizer_folder = tmp_path / "model", tmp_path / "tokenizer"
     tiny_hf_model.save_pretrained(folder)
@@ -167,6 +166,10 @@ def test_saved_folder_loads_where_elmo_bilm_is_not_installed(tmp_path, tiny_hf_m
     assert result.returncode == 0, result.stderr[-3000:]
     got = torch.load(out)
     assert got["classes"] == ["ElmoConfig", "ElmoModel", "ElmoTokenizer", "ElmoTokenizer", "ElmoModel"]
+    # Saved again by the folder's own classes: the same files, the same code.
+    assert {p.name for p in (tmp_path / "resaved").iterdir()} == SAVED_FILES
+    for name in remote_code.GENERATED_FILES:
+        assert (tmp_path / "resaved" / name).read_bytes() == (remote_code.GENERATED_DIR / name).read_bytes(), name
     assert all(module.startswith("transformers_modules.") for module in got["modules"])
     assert got["imported"] == []
     inputs = batch(tiny_tokenizer)
