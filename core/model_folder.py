@@ -6,7 +6,7 @@ A model folder is a Hugging Face-style directory::
                              "num_output_representations": 1, "dropout": 0.5, ...}
                             -- bilm-tf's options keys, verbatim, plus the Elmo settings
     model.safetensors       the state dict of `Elmo` (keys `bilm.*`, `scalar_mixes.*`)
-    tokenizer_config.json   the character-id settings (tokenizer_class "ElmoTokenizer")
+    tokenizer_config.json   the character-id settings
 
 `elmo_core` reads and writes it without importing transformers; the Hugging Face
 classes add their own keys (`architectures`, `auto_map`, `transformers_version`), which
@@ -23,6 +23,14 @@ from typing import Any
 
 import torch
 
+from .characters import (
+    BEGINNING_OF_SENTENCE_CHARACTER,
+    BEGINNING_OF_WORD_CHARACTER,
+    CHAR_ID_OFFSET,
+    END_OF_SENTENCE_CHARACTER,
+    END_OF_WORD_CHARACTER,
+    PADDING_CHARACTER,
+)
 from .elmo import Elmo
 from .errors import OptionsError, WeightFileError
 from .options import BiLMOptions
@@ -65,17 +73,14 @@ ELMO_SETTINGS: dict[str, Any] = {
 
 def tokenizer_settings(options: BiLMOptions) -> dict[str, Any]:
     """The character-id settings a tokenizer needs (written to tokenizer_config.json)."""
-    from . import characters as ch
-
     return {
-        "tokenizer_class": "ElmoTokenizer",
         "max_characters_per_token": options.char_cnn.max_characters_per_token,
-        "char_id_offset": ch.CHAR_ID_OFFSET,
-        "beginning_of_sentence_character": ch.BEGINNING_OF_SENTENCE_CHARACTER,
-        "end_of_sentence_character": ch.END_OF_SENTENCE_CHARACTER,
-        "beginning_of_word_character": ch.BEGINNING_OF_WORD_CHARACTER,
-        "end_of_word_character": ch.END_OF_WORD_CHARACTER,
-        "padding_character": ch.PADDING_CHARACTER,
+        "char_id_offset": CHAR_ID_OFFSET,
+        "beginning_of_sentence_character": BEGINNING_OF_SENTENCE_CHARACTER,
+        "end_of_sentence_character": END_OF_SENTENCE_CHARACTER,
+        "beginning_of_word_character": BEGINNING_OF_WORD_CHARACTER,
+        "end_of_word_character": END_OF_WORD_CHARACTER,
+        "padding_character": PADDING_CHARACTER,
     }
 
 
@@ -287,10 +292,22 @@ def _unreadable(weights_path: Path, err: Exception) -> WeightFileError:
 
 
 def _base_model_state(state: dict[str, Any]) -> dict[str, Any]:
-    if state and all(k.startswith("elmo.") for k in state if not k.startswith(("classifier.", "dropout."))):
-        # Saved from a task model (e.g. ElmoForTokenClassification): keep the base model.
-        return {k[len("elmo."):]: v for k, v in state.items() if k.startswith("elmo.")}
-    return state
+    """The `Elmo`'s own tensors, also when the file holds a larger model around it.
+
+    A task model that holds an `Elmo` as a submodule saves its tensors under that
+    submodule's name (`<prefix>.bilm.*`, `<prefix>.scalar_mixes.*`), beside its own (a
+    task head). The prefix is read off the `bilm` keys, so the core needs no framework's
+    naming; the task model's other tensors are left out.
+    """
+    prefixes = set()
+    for key in state:
+        parts = key.split(".")
+        if "bilm" in parts:
+            prefixes.add("".join(f"{part}." for part in parts[: parts.index("bilm")]))
+    if len(prefixes) != 1 or prefixes == {""}:
+        return state  # an Elmo's own state dict (or not one: _check_state names what is missing)
+    (prefix,) = prefixes
+    return {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
 
 
 def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: Path) -> None:

@@ -2,9 +2,15 @@
 
 Importing this package registers the classes with the Auto classes (`AutoConfig` for
 `model_type: "elmo"`, `AutoModel`, `AutoModelForTokenClassification`, `AutoTokenizer`)
-and for `save_pretrained`'s code copying, so a saved folder also loads with
-`trust_remote_code=True` where hf_elmo was never imported, or is not installed at all
-(see `elmo_core_bridge`).
+and for `save_pretrained`'s code saving, so a saved folder also loads with
+`trust_remote_code=True` where hf_elmo was never imported, or is not installed at all.
+
+The classes here are built from `elmo_core` (an `ElmoModel` holds a real
+`elmo_core.BiLM`), and these modules are the one source of the HF face. A saved folder
+does not hold them, though: it holds `configuration_elmo.py`, `modeling_elmo.py` and
+`tokenization_elmo.py` generated from them, each with the core definitions it uses
+inlined, so that the folder needs no elmo-bilm and always runs its own code (see
+`hf_elmo.remote_code`, which also says how to regenerate them).
 
     import hf_elmo
     from transformers import AutoModel, AutoTokenizer
@@ -44,7 +50,7 @@ AutoModel.register(ElmoConfig, ElmoModel, exist_ok=True)
 AutoModelForTokenClassification.register(ElmoConfig, ElmoForTokenClassification, exist_ok=True)
 AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
 
-# save_pretrained then writes `auto_map` and copies the code files (peer report R25).
+# save_pretrained then writes `auto_map` and the generated code files (hf_elmo.remote_code).
 ElmoConfig.register_for_auto_class()
 ElmoModel.register_for_auto_class("AutoModel")
 ElmoForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")

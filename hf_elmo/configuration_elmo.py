@@ -16,7 +16,13 @@ try:  # transformers 5 spelling
 except ImportError:  # pragma: no cover - transformers 4 spelling
     from transformers import PretrainedConfig as PreTrainedConfig
 
-from .elmo_core_bridge import ELMO_SETTINGS, BiLMOptions, save_elmo_core_copy
+from elmo_core.model_folder import ELMO_SETTINGS
+from elmo_core.options import BiLMOptions
+
+# >>> hf_elmo only
+from hf_elmo.remote_code import save_generated_code  # absolute: transformers would copy a relative import
+
+# <<< hf_elmo only
 
 __all__ = ["ElmoConfig"]
 
@@ -139,8 +145,15 @@ class ElmoConfig(PreTrainedConfig):
         """Number of biLM layers: `n_layers + 1` (layer 0 is the char CNN)."""
         return self.lstm["n_layers"] + 1
 
+    # >>> hf_elmo only: not in the generated configuration_elmo.py (see hf_elmo.remote_code)
     def save_pretrained(self, save_directory: str | os.PathLike, push_to_hub: bool = False, **kwargs: Any) -> None:
-        """As transformers', plus the copy of elmo_core's code (see `elmo_core_bridge`)."""
+        """As transformers', with the generated, self-contained `configuration_elmo.py`.
+
+        transformers copies this module's file into the folder; it is replaced by its
+        generated copy, which needs no elmo-bilm (see `hf_elmo.remote_code`).
+        """
         super().save_pretrained(save_directory, push_to_hub=push_to_hub, **kwargs)
         if self._auto_class is not None:
-            save_elmo_core_copy(save_directory)
+            save_generated_code(save_directory, "configuration_elmo.py")
+
+    # <<< hf_elmo only

@@ -4,7 +4,8 @@
                                        config.json          bilm-tf options + Elmo settings + auto_map
                                        model.safetensors    the Elmo state dict (bilm.*, scalar_mixes.*)
                                        tokenizer_config.json
-                                       *.py                 the code (hf_elmo's files + elmo_core's)
+                                       configuration_elmo.py, modeling_elmo.py, tokenization_elmo.py
+                                                            the code, self-contained (hf_elmo.remote_code)
 
 The folder is exactly what `ElmoModel.save_pretrained` + `ElmoTokenizer.save_pretrained`
 write, so it loads with `AutoModel.from_pretrained(OUT_DIR, trust_remote_code=True)`

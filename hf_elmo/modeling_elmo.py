@@ -29,19 +29,20 @@ from transformers import PreTrainedModel
 from transformers.modeling_outputs import TokenClassifierOutput
 from transformers.utils import ModelOutput
 
+from elmo_core.bilm import BiLM
+from elmo_core.char_cnn import CharCNN
+from elmo_core.characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
+from elmo_core.elmo import Elmo
+from elmo_core.highway import Highway
+from elmo_core.model_folder import check_model_folder
+from elmo_core.scalar_mix import ScalarMix
+
 from .configuration_elmo import ElmoConfig
-from .elmo_core_bridge import (
-    BOS_TOKEN,
-    EOS_TOKEN,
-    BiLM,
-    CharCNN,
-    Elmo,
-    Highway,
-    ScalarMix,
-    check_model_folder,
-    save_elmo_core_copy,
-    word_to_char_ids,
-)
+
+# >>> hf_elmo only
+from hf_elmo.remote_code import save_generated_code  # absolute: transformers would copy a relative import
+
+# <<< hf_elmo only
 
 __all__ = ["ElmoModelOutput", "ElmoPreTrainedModel", "ElmoModel", "ElmoForTokenClassification"]
 
@@ -194,11 +195,14 @@ class ElmoPreTrainedModel(PreTrainedModel):
         return self.get_input_embeddings()
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
-        """As transformers', plus the copy of elmo_core's code (see `elmo_core_bridge`).
+        """As transformers', with the generated, self-contained code files.
 
         `auto_map` names both models of `modeling_elmo.py`, so that a tagger's folder
         also loads as a base `AutoModel`, and a base model's folder as the start of an
-        `AutoModelForTokenClassification`, wherever the folder's code runs.
+        `AutoModelForTokenClassification`, wherever the folder's code runs. transformers
+        copies this module's file (and `configuration_elmo.py`) into the folder; they are
+        replaced by their generated copies, which need no elmo-bilm (see
+        `hf_elmo.remote_code`).
         """
         if self._auto_class is not None:
             module = type(self).__module__.rsplit(".", 1)[-1]
@@ -208,8 +212,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 "AutoModelForTokenClassification": f"{module}.ElmoForTokenClassification",
             }
         super().save_pretrained(save_directory, *args, **kwargs)
+        # >>> hf_elmo only: a generated modeling_elmo.py is itself the file transformers copies
         if self._auto_class is not None and kwargs.get("is_main_process", True):
-            save_elmo_core_copy(save_directory)
+            save_generated_code(save_directory, "modeling_elmo.py", "configuration_elmo.py")
+        # <<< hf_elmo only
 
 
 def _explain_bad_folder(path: Any, err: Exception) -> None:

@@ -21,7 +21,9 @@ from typing import Any
 
 from transformers import FeatureExtractionPipeline, pipeline
 
-from .elmo_core_bridge import DEFAULT_BATCH_TOKENS, batches_by_token_budget, default_model_dir
+from elmo_core.batching import batches_by_token_budget
+from elmo_core.embedding import DEFAULT_BATCH_TOKENS
+from elmo_core.model_folder import default_model_dir
 
 __all__ = ["ElmoFeatureExtractionPipeline", "feature_extraction_pipeline"]
 

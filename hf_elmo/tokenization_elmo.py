@@ -34,24 +34,25 @@ from transformers import BatchEncoding, PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 from transformers.utils import to_py_obj
 
-from .elmo_core_bridge import (
+from elmo_core.characters import (
     BEGINNING_OF_SENTENCE_CHARACTER,
     BEGINNING_OF_WORD_CHARACTER,
     CHAR_ID_OFFSET,
-    DEFAULT_TOKENIZER,
     END_OF_SENTENCE_CHARACTER,
-    ElmoError,
     END_OF_WORD_CHARACTER,
     PADDING_CHARACTER,
-    BiLMOptions,
     check_sentences,
-    get_tokenizer,
-    save_elmo_core_copy,
-    spacy_token_texts,
-    token_offsets,
-    tokenizer_settings,
     word_to_char_ids,
 )
+from elmo_core.errors import ElmoError
+from elmo_core.model_folder import tokenizer_settings
+from elmo_core.options import BiLMOptions
+from elmo_core.tokenizers import DEFAULT_TOKENIZER, get_tokenizer, spacy_token_texts, token_offsets
+
+# >>> hf_elmo only
+from hf_elmo.remote_code import save_generated_code  # absolute: transformers would copy a relative import
+
+# <<< hf_elmo only
 
 __all__ = ["ElmoBatchEncoding", "ElmoTokenizer"]
 
@@ -237,8 +238,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
     @classmethod
     def from_options(cls, options: BiLMOptions, **kwargs: Any) -> ElmoTokenizer:
         """The tokenizer for a model with these biLM options."""
-        settings = {k: v for k, v in tokenizer_settings(options).items() if k != "tokenizer_class"}
-        return cls(**settings, **kwargs)
+        return cls(**tokenizer_settings(options), **kwargs)
 
     @property
     def is_fast(self) -> bool:
@@ -520,12 +520,19 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return data.decode("utf-8", errors="replace")
 
     # ------------------------------------------------------------------ saving, pickling
+    # >>> hf_elmo only: not in the generated tokenization_elmo.py (see hf_elmo.remote_code)
     def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> tuple[str, ...]:
-        """As transformers', plus the copy of elmo_core's code (see `elmo_core_bridge`)."""
+        """As transformers', with the generated, self-contained `tokenization_elmo.py`.
+
+        transformers copies this module's file into the folder; it is replaced by its
+        generated copy, which needs no elmo-bilm (see `hf_elmo.remote_code`).
+        """
         files = super().save_pretrained(save_directory, *args, **kwargs)
         if self._auto_class is not None:
-            save_elmo_core_copy(save_directory)
+            save_generated_code(save_directory, "tokenization_elmo.py")
         return files
+
+    # <<< hf_elmo only
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

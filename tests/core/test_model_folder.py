@@ -50,10 +50,11 @@ def test_fixed_mix_survives_save_and_load(tmp_path):
     torch.testing.assert_close(loaded.scalar_mixes[0].normalized_weights, elmo.scalar_mixes[0].normalized_weights)
 
 
-def test_overrides_and_task_model_prefix(tmp_path):
+def test_overrides_and_an_elmo_nested_in_a_task_model(tmp_path):
+    """Any submodule name works (the HF tagger's is `elmo.`); the task head's tensors are left out."""
     elmo = make_tiny_elmo()
-    state = {f"elmo.{k}": v for k, v in elmo.state_dict().items()}
-    state["classifier.weight"] = torch.zeros(5, 16)
+    state = {f"encoder.contextual.{k}": v for k, v in elmo.state_dict().items()}
+    state["head.weight"] = torch.zeros(5, 16)
     save_model_folder(elmo, tmp_path)
     save_file(state, tmp_path / "model.safetensors", metadata={"format": "pt"})
     loaded = load_model_folder(tmp_path, dropout=0.0, num_output_representations=2)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
+import subprocess
+import sys
+import sysconfig
 import tempfile
 
 # Before transformers is imported: never touch the network, and keep the modules that
@@ -98,3 +102,55 @@ def saved_model_dir(tmp_path: Path, tiny_hf_model: ElmoModel, tiny_tokenizer: El
 
 def batch(tokenizer: ElmoTokenizer, sentences=TOKENS) -> dict[str, torch.Tensor]:
     return dict(tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt"))
+
+
+# Put before a script run with `python -I -S`: no site-packages processing (so no
+# editable-install hook), no PYTHONPATH, no current folder; only the site-packages
+# folders passed as the first argument. So transformers, torch and spaCy import, and
+# elmo-bilm's packages do not (a finder refuses them, which also holds for a
+# non-editable install), nor is its distribution metadata visible (its entry points
+# would make spaCy or the tokenizer import spacy_elmo), as where the package was never
+# installed. The script then sees its own arguments from sys.argv[1] on.
+WITHOUT_ELMO_BILM = r'''
+import importlib.abc, importlib.metadata, json, sys
+
+class NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("elmo_core", "hf_elmo", "spacy_elmo"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NotInstalled())
+sys.path.extend(json.loads(sys.argv.pop(1)))
+_discover = importlib.metadata.Distribution.discover.__func__
+importlib.metadata.Distribution.discover = classmethod(
+    lambda cls, **kw: (d for d in _discover(cls, **kw) if d.metadata["Name"] != "elmo-bilm"))
+for name in ("elmo_core", "hf_elmo", "spacy_elmo"):
+    try:
+        __import__(name)
+    except ModuleNotFoundError:
+        continue
+    raise AssertionError(f"{name} must not be importable here")
+assert not importlib.metadata.entry_points(group="elmo_core.tokenizers")
+'''
+
+
+def run_script(
+    script: str, args: list, env: dict[str, str], cwd: Path, *, without_elmo_bilm: bool
+) -> subprocess.CompletedProcess:
+    """Run `script` in a fresh interpreter, optionally one where elmo-bilm is not installed.
+
+    Without `without_elmo_bilm`, the interpreter is this environment's, which has
+    elmo-bilm installed (the script decides whether it imports hf_elmo).
+    """
+    path = cwd / "script.py"
+    if without_elmo_bilm:
+        site = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+        path.write_text(WITHOUT_ELMO_BILM + script, encoding="utf-8")
+        command = [sys.executable, "-I", "-S", str(path), json.dumps(site)]
+    else:
+        path.write_text(script, encoding="utf-8")
+        command = [sys.executable, str(path)]
+    return subprocess.run(
+        [*command, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +13,7 @@ from transformers import pipeline
 from hf_elmo import ElmoConfig, ElmoForTokenClassification, ElmoTokenizer
 
 from ..conftest import make_tiny_elmo
-from .conftest import WIKIGOLD, read_conll
+from .conftest import WIKIGOLD, read_conll, run_script
 
 LABELS = {0: "O", 1: "B-PER", 2: "I-PER"}
 TEXTS = [
@@ -131,26 +129,26 @@ for strategy in ("none", "simple", "first", "average", "max"):
                            for k, v in r.items()} for r in pipe(t)] for t in texts]
     results[strategy + "-batched"] = [[{k: (round(float(v), 5) if k == "score" else (int(v) if k in ("start", "end", "index") else v))
                                        for k, v in r.items()} for r in rs] for rs in pipe(texts, batch_size=3)]
-results["imported"] = sorted(m for m in ("hf_elmo",) if m in sys.modules)
+results["imported"] = sorted(m for m in ("elmo_core", "hf_elmo", "spacy_elmo") if m in sys.modules)
 json.dump(results, open(out, "w"))
 '''
 
 
-def test_saved_tagger_folder_runs_the_pipeline_in_a_process_that_never_imported_hf_elmo(
-    tmp_path: Path, tagger, tokenizer, hf_env
-):
+@pytest.mark.parametrize("without_elmo_bilm", [False, True], ids=["hf_elmo-never-imported", "elmo-bilm-not-installed"])
+def test_saved_tagger_folder_runs_the_pipeline_in_a_fresh_process(tmp_path: Path, tagger, tokenizer, hf_env, without_elmo_bilm):
+    pytest.importorskip("spacy")  # raw text
     folder = tmp_path / "tagger"
     tagger.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    script, out = tmp_path / "fresh.py", tmp_path / "out.json"
-    script.write_text(FRESH, encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, str(script), str(folder), json.dumps(TEXTS), str(out)],
-        cwd=tmp_path, env=hf_env, capture_output=True, text=True, timeout=300,
-    )
+    out = tmp_path / "out.json"
+    result = run_script(FRESH, [folder, json.dumps(TEXTS), out], hf_env, tmp_path, without_elmo_bilm=without_elmo_bilm)
     assert result.returncode == 0, result.stderr[-3000:]
     got = json.loads(out.read_text())
-    assert got.pop("imported") == []
+    imported = got.pop("imported")
+    if without_elmo_bilm:
+        assert imported == []
+    else:  # the raw-text rules come from spacy_elmo's `spacy-en` plug-in, which imports the core
+        assert imported == ["elmo_core", "spacy_elmo"]
     for strategy in STRATEGIES:
         expected = [plain(tagger_pipeline(tagger, tokenizer, strategy)(t)) for t in TEXTS]
         assert got[strategy] == expected, strategy

@@ -1,51 +1,31 @@
-"""Saved folders carry their code: peer report R25 and the fresh-process cases of issue 4."""
+"""Saved folders carry their own, generated code (hf_elmo.remote_code) and load without elmo-bilm."""
 
 from __future__ import annotations
 
 import ast
 import json
-import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
+import pytest
 import torch
 from typer.testing import CliRunner
 
-import elmo_core
 from elmo_core.cli import app
-from hf_elmo import elmo_core_bridge
+from hf_elmo import remote_code
+from hf_elmo.remote_code import generate
 
-from .conftest import TOKENS, batch
+from .conftest import TOKENS, batch, run_script
 
-CORE_DIR = Path(elmo_core.__file__).resolve().parent
+SAVED_FILES = {"config.json", "model.safetensors", "tokenizer_config.json", *remote_code.GENERATED_FILES}
 
-# Runs with `python -I -S`: no site-packages processing (so no editable-install hook),
-# no PYTHONPATH, no current folder; only the site-packages folders named below. So
-# transformers and torch import, and elmo-bilm's packages do not. (A finder that
-# refuses them makes that hold for a non-editable install too.)
+# Run where elmo-bilm is not installed (conftest.WITHOUT_ELMO_BILM).
 ISOLATED = r'''
-import importlib.abc, json, sys
-
-class NotInstalled(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("elmo_core", "hf_elmo", "spacy_elmo"):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-sys.meta_path.insert(0, NotInstalled())
-sys.path.extend(json.loads(sys.argv[1]))
-for name in ("elmo_core", "hf_elmo", "spacy_elmo"):
-    try:
-        __import__(name)
-    except ModuleNotFoundError:
-        continue
-    raise AssertionError(f"{name} must not be importable here")
+import json, sys
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer
 
-folder, tokenizer_folder, resaved, out = sys.argv[2:6]
-words = json.loads(sys.argv[6])
+folder, tokenizer_folder, resaved, out = sys.argv[1:5]
+words = json.loads(sys.argv[5])
 config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
 model = AutoModel.from_pretrained(folder, trust_remote_code=True)
 tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
@@ -78,7 +58,7 @@ torch.save({
 '''
 
 # A plain interpreter of this environment, which has elmo-bilm installed but never
-# imports hf_elmo.
+# imports hf_elmo: the folder's own code runs all the same, not the installed package.
 INSTALLED = r'''
 import json, sys
 import torch
@@ -118,7 +98,8 @@ def referenced_files(folder: Path) -> set[str]:
     return names
 
 
-def test_saved_folder_names_its_classes_and_holds_every_file_it_references(saved_model_dir):
+def test_saved_folder_holds_config_weights_tokenizer_and_the_three_code_files(saved_model_dir):
+    assert {p.name for p in saved_model_dir.iterdir()} == SAVED_FILES
     config = json.loads((saved_model_dir / "config.json").read_text())
     assert config["auto_map"] == {
         "AutoConfig": "configuration_elmo.ElmoConfig",
@@ -127,46 +108,68 @@ def test_saved_folder_names_its_classes_and_holds_every_file_it_references(saved
     }
     tokenizer_config = json.loads((saved_model_dir / "tokenizer_config.json").read_text())
     assert tokenizer_config["auto_map"] == {"AutoTokenizer": ["tokenization_elmo.ElmoTokenizer", None]}
-    files = referenced_files(saved_model_dir)
-    assert {"modeling_elmo.py", "elmo_core_bridge.py", "elmo_core_copy.py", "bilm.py", "lstm.py"} <= files
-    missing = [name for name in files if not (saved_model_dir / name).is_file()]
-    assert missing == []
+    assert referenced_files(saved_model_dir) == set(remote_code.GENERATED_FILES)
 
 
-def test_core_copy_is_elmo_cores_source_and_exports_what_the_bridge_needs(tmp_path):
-    written = {p.name for p in elmo_core_bridge.save_elmo_core_copy(tmp_path)}
-    for name in written - {"elmo_core_copy.py"}:
-        assert (tmp_path / name).read_bytes() == (CORE_DIR / name).read_bytes(), name
-    assert {f"{m}.py" for m in elmo_core_bridge.CORE_MODULES} <= written
-    exported = {
-        alias.name
-        for node in ast.walk(ast.parse((tmp_path / "elmo_core_copy.py").read_text()))
-        if isinstance(node, ast.ImportFrom)
-        for alias in node.names
-    }
-    bridge = ast.parse(Path(elmo_core_bridge.__file__).read_text())
-    (fallback,) = [n for n in ast.walk(bridge) if isinstance(n, ast.ImportFrom) and n.module == "elmo_core_copy"]
-    assert {alias.name for alias in fallback.names} <= exported
+def test_saved_code_files_are_the_generated_ones(saved_model_dir, tmp_path, tiny_tokenizer):
+    for name in remote_code.GENERATED_FILES:
+        assert (saved_model_dir / name).read_bytes() == (remote_code.GENERATED_DIR / name).read_bytes(), name
+    tiny_tokenizer.save_pretrained(tmp_path / "tokenizer")  # a tokenizer alone: its own file only
+    assert {p.name for p in (tmp_path / "tokenizer").iterdir()} == {"tokenizer_config.json", "tokenization_elmo.py"}
 
 
-# Peer report R25, to the letter: the product package is not importable at all.
+def test_generated_code_files_are_up_to_date():
+    stale = [
+        name for name, text in generate.generated_sources().items()
+        if (remote_code.GENERATED_DIR / name).read_text(encoding="utf-8") != text
+    ]
+    assert stale == [], (
+        f"hf_elmo/remote_code/{', '.join(stale)} no longer match(es) hf_elmo and the elmo_core code they "
+        f"inline. Regenerate them with: {generate.COMMAND}"
+    )
+
+
+def test_generated_code_files_import_nothing_from_elmo_bilm_and_only_the_configuration_relatively():
+    for name in remote_code.GENERATED_FILES:
+        tree = ast.parse((remote_code.GENERATED_DIR / name).read_text(encoding="utf-8"))
+        absolute, relative = set(), set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                absolute |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                (relative if node.level else absolute).add((node.module or "").split(".")[0])
+        assert absolute & {"elmo_core", "hf_elmo", "spacy_elmo", "core"} == set(), name
+        assert relative == ({"configuration_elmo"} if name == "modeling_elmo.py" else set()), name
+
+
+def test_generated_modeling_file_shares_the_configurations_definitions():
+    """One BiLMOptions per folder: the model file imports it from the configuration file, never redefines it."""
+    modeling = ast.parse((remote_code.GENERATED_DIR / "modeling_elmo.py").read_text(encoding="utf-8"))
+    defined = {node.name for node in modeling.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+    assert {"BiLM", "Elmo", "ScalarMix", "ElmoModel"} <= defined
+    assert not defined & {"BiLMOptions", "ElmoConfig", "OptionsError"}
+
+
+def test_save_generated_code_rejects_unknown_file_names(tmp_path):
+    with pytest.raises(ValueError, match="not a generated code file"):
+        remote_code.save_generated_code(tmp_path, "errors.py")
+
+
 def test_saved_folder_loads_where_elmo_bilm_is_not_installed(tmp_path, tiny_hf_model, tiny_tokenizer, hf_env):
     folder, tokenizer_folder = tmp_path / "model", tmp_path / "tokenizer"
     tiny_hf_model.save_pretrained(folder)
     tiny_tokenizer.save_pretrained(folder)
     tiny_tokenizer.save_pretrained(tokenizer_folder)
-    site = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
-    script = tmp_path / "isolated.py"
-    script.write_text(ISOLATED, encoding="utf-8")
     out = tmp_path / "out.pt"
-    args = [json.dumps(site), folder, tokenizer_folder, tmp_path / "resaved", out, json.dumps(TOKENS)]
-    result = subprocess.run(
-        [sys.executable, "-I", "-S", str(script), *map(str, args)],
-        cwd=tmp_path, env=hf_env, capture_output=True, text=True, timeout=300,
-    )
+    args = [folder, tokenizer_folder, tmp_path / "resaved", out, json.dumps(TOKENS)]
+    result = run_script(ISOLATED, args, hf_env, tmp_path, without_elmo_bilm=True)
     assert result.returncode == 0, result.stderr[-3000:]
     got = torch.load(out)
     assert got["classes"] == ["ElmoConfig", "ElmoModel", "ElmoTokenizer", "ElmoTokenizer", "ElmoModel"]
+    # Saved again by the folder's own classes: the same files, the same code.
+    assert {p.name for p in (tmp_path / "resaved").iterdir()} == SAVED_FILES
+    for name in remote_code.GENERATED_FILES:
+        assert (tmp_path / "resaved" / name).read_bytes() == (remote_code.GENERATED_DIR / name).read_bytes(), name
     assert all(module.startswith("transformers_modules.") for module in got["modules"])
     assert got["imported"] == []
     inputs = batch(tiny_tokenizer)
@@ -189,16 +192,12 @@ def test_saved_and_converted_folders_load_in_a_process_that_never_imported_hf_el
     converted = tmp_path / "converted"
     result = CliRunner().invoke(app, ["convert", *map(str, tiny_bilm_hdf5), str(converted)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    script = tmp_path / "installed.py"
-    script.write_text(INSTALLED, encoding="utf-8")
     out = tmp_path / "out.pt"
-    result = subprocess.run(
-        [sys.executable, str(script), json.dumps(TOKENS), str(out), str(saved_model_dir), str(converted)],
-        cwd=tmp_path, env=hf_env, capture_output=True, text=True, timeout=300,
-    )
+    args = [json.dumps(TOKENS), out, saved_model_dir, converted]
+    result = run_script(INSTALLED, args, hf_env, tmp_path, without_elmo_bilm=False)
     assert result.returncode == 0, result.stderr[-3000:]
     got = torch.load(out)
-    assert got["imported"] == ["elmo_core"]  # the installed core, not the copy; hf_elmo never
+    assert got["imported"] == []  # the folder's own code: neither the installed core nor hf_elmo
     assert got["modules"].startswith("transformers_modules.")
     with torch.no_grad():
         expected = tiny_hf_model(**batch(tiny_tokenizer)).last_hidden_state
@@ -207,17 +206,13 @@ def test_saved_and_converted_folders_load_in_a_process_that_never_imported_hf_el
     torch.testing.assert_close(got[str(converted)], expected, atol=1e-6, rtol=0)
 
 
-RAW_TEXT = ISOLATED[: ISOLATED.index("import torch\n")] + r'''
-# Nor is elmo-bilm's distribution metadata visible (its entry points would make spaCy
-# import spacy_elmo), as where the package was never installed.
-import importlib.metadata as metadata
-_discover = metadata.Distribution.discover.__func__
-metadata.Distribution.discover = classmethod(
-    lambda cls, **kw: (d for d in _discover(cls, **kw) if d.metadata["Name"] != "elmo-bilm"))
+RAW_TEXT = r'''
+import json, sys
+
 import spacy  # importable here, as in a user's environment with spaCy but without elmo-bilm
 from transformers import AutoTokenizer
 
-folder, out, texts = sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+folder, out, texts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
 enc = tokenizer(texts, padding=True, return_offsets_mapping=True)
 json.dump({
@@ -229,17 +224,10 @@ json.dump({
 
 
 def test_saved_folder_tokenises_raw_text_where_only_spacy_is_installed(tmp_path, saved_model_dir, tiny_tokenizer, hf_env):
-    import pytest
-
     pytest.importorskip("spacy")
     texts = ["The river bank.", "Don't stop-me  now!!", "naïve 😀"]
-    site = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
-    script, out = tmp_path / "raw_text.py", tmp_path / "out.json"
-    script.write_text(RAW_TEXT, encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, "-I", "-S", str(script), json.dumps(site), str(saved_model_dir), str(out), json.dumps(texts)],
-        cwd=tmp_path, env=hf_env, capture_output=True, text=True, timeout=300,
-    )
+    out = tmp_path / "out.json"
+    result = run_script(RAW_TEXT, [saved_model_dir, out, json.dumps(texts)], hf_env, tmp_path, without_elmo_bilm=True)
     assert result.returncode == 0, result.stderr[-3000:]
     got = json.loads(out.read_text())
     assert got["imported"] == []

@@ -1,0 +1,444 @@
+# This file was generated from hf_elmo/configuration_elmo.py and the elmo_core
+# definitions it uses (elmo_core/errors.py, elmo_core/text_files.py,
+# elmo_core/options.py, elmo_core/model_folder.py), so that a saved model folder needs
+# no elmo-bilm. Do not edit it: edit those files and run
+#     python -m hf_elmo.remote_code.generate
+"""ElmoConfig: bilm-tf's options plus the ELMo output settings, as a transformers config.
+
+`config.json` is the model folder format of `elmo_core.model_folder`: bilm-tf's
+`options.json` keys verbatim (`lstm`, `char_cnn`), `model_type: "elmo"`, the `Elmo`
+settings, and the keys transformers adds itself (`architectures`, `auto_map`,
+`transformers_version`, ...), which the core ignores.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+try:  # transformers 5 spelling
+    from transformers import PreTrainedConfig
+except ImportError:  # pragma: no cover - transformers 4 spelling
+    from transformers import PretrainedConfig as PreTrainedConfig
+
+
+# ---- elmo_core/errors.py ------------------------------------------------------
+
+class ElmoError(ValueError):
+    """Base class of the errors raised by `elmo_core`."""
+
+
+class OptionsError(ElmoError):
+    """The biLM options are inconsistent, incomplete or of the wrong type."""
+
+
+# ---- elmo_core/text_files.py --------------------------------------------------
+
+ENCODING = "utf-8-sig"
+"""UTF-8 that drops a leading byte-order mark (and reads a file without one as UTF-8)."""
+
+
+# ---- elmo_core/options.py -----------------------------------------------------
+
+_ACTIVATIONS = ("relu", "tanh")
+
+
+@dataclass(frozen=True)
+class CharCNNOptions:
+    """The context-independent token encoder (ELMO_SPEC section 3).
+
+    Attributes:
+        embedding_dim: Size of each character embedding (`embedding.dim`; 16 in every
+            published model, 4 in the AllenNLP fixture).
+        filters: `(width, count)` per convolution bank, in file order. The published
+            models use widths 1..7 with 2048 filters in total.
+        n_highway: Number of highway layers (2 for the original model, 1 for small
+            and medium). 0 is allowed and means none.
+        n_characters: Size of the character vocabulary including the padding id 0:
+            262 at inference. bilm-tf's training files say 261 (it had no padding id);
+            that value is accepted and read as 262.
+        max_characters_per_token: Character slots per token, including the
+            begin/end-of-word markers (50; so at most 48 UTF-8 bytes of a word are seen).
+        activation: `"relu"` (all published models) or `"tanh"`, applied after
+            max-pooling each bank.
+    """
+
+    embedding_dim: int = 16
+    filters: tuple[tuple[int, int], ...] = (
+        (1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024),
+    )
+    n_highway: int = 2
+    n_characters: int = 262
+    max_characters_per_token: int = 50
+    activation: str = "relu"
+
+    @property
+    def n_filters(self) -> int:
+        """Total number of convolution filters F (the char CNN's output width)."""
+        return sum(count for _, count in self.filters)
+
+
+@dataclass(frozen=True)
+class LSTMOptions:
+    """The two LSTM stacks (ELMO_SPEC sections 4 and 5).
+
+    Attributes:
+        dim: Memory cell size D (4096 original, 2048 medium, 1024 small).
+        projection_dim: Size P of each direction's projected output; ELMo vectors have
+            `2 * projection_dim` values.
+        n_layers: LSTM layers per direction (2 in every published model).
+        cell_clip: The memory cell is clipped to [-cell_clip, cell_clip] at every step
+            (3). 0 or None disables the clip.
+        proj_clip: The projected output is clipped likewise (3). 0 or None disables it.
+        use_skip_connections: Residual connection around every layer but the first.
+            Required by AllenNLP; bilm-tf also supports models without it.
+    """
+
+    dim: int = 4096
+    projection_dim: int = 512
+    n_layers: int = 2
+    cell_clip: float | None = 3.0
+    proj_clip: float | None = 3.0
+    use_skip_connections: bool = True
+
+
+@dataclass(frozen=True)
+class BiLMOptions:
+    """All hyperparameters of a biLM, as in bilm-tf's `options.json`.
+
+    The defaults are the original model (`elmo_2x4096_512_2048cnn_2xhighway`).
+    Construct from a file with `BiLMOptions.from_json(path)`; a constructor never reads
+    files. Instances are frozen; use `dataclasses.replace` to derive a variant.
+    """
+
+    char_cnn: CharCNNOptions = field(default_factory=CharCNNOptions)
+    lstm: LSTMOptions = field(default_factory=LSTMOptions)
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        """Check every option; raise `OptionsError` naming the key, the value and a fix."""
+        cc, lstm = self.char_cnn, self.lstm
+        _positive_int("char_cnn.embedding.dim", cc.embedding_dim)
+        _positive_int("char_cnn.max_characters_per_token", cc.max_characters_per_token)
+        if cc.max_characters_per_token < 3:
+            raise OptionsError(
+                "char_cnn.max_characters_per_token must be at least 3 (begin-of-word, one "
+                f"byte, end-of-word); got {cc.max_characters_per_token}. The published models use 50."
+            )
+        if cc.n_characters != 262:
+            raise OptionsError(
+                f"char_cnn.n_characters must be 262 (256 bytes, 5 markers, padding id 0); got "
+                f"{cc.n_characters!r}. bilm-tf training files say 261; from_dict() reads that as 262."
+            )
+        if not isinstance(cc.n_highway, int) or isinstance(cc.n_highway, bool) or cc.n_highway < 0:
+            raise OptionsError(f"char_cnn.n_highway must be an integer >= 0; got {cc.n_highway!r}.")
+        if cc.activation not in _ACTIVATIONS:
+            raise OptionsError(
+                f"char_cnn.activation must be one of {_ACTIVATIONS}; got {cc.activation!r}."
+            )
+        if not cc.filters:
+            raise OptionsError("char_cnn.filters must list at least one [width, count] bank; got [].")
+        for k, bank in enumerate(cc.filters):
+            if len(bank) != 2:
+                raise OptionsError(
+                    f"char_cnn.filters[{k}] must be [width, count]; got {list(bank)!r}."
+                )
+            width, count = bank
+            _positive_int(f"char_cnn.filters[{k}] width", width)
+            _positive_int(f"char_cnn.filters[{k}] count", count)
+            if width > cc.max_characters_per_token:
+                raise OptionsError(
+                    f"char_cnn.filters[{k}] is {width} characters wide, wider than "
+                    f"max_characters_per_token={cc.max_characters_per_token}."
+                )
+        _positive_int("lstm.dim", lstm.dim)
+        _positive_int("lstm.projection_dim", lstm.projection_dim)
+        _positive_int("lstm.n_layers", lstm.n_layers)
+        for name, value in (("lstm.cell_clip", lstm.cell_clip), ("lstm.proj_clip", lstm.proj_clip)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float))
+                or value < 0 or not math.isfinite(value)
+            ):
+                raise OptionsError(f"{name} must be a finite number >= 0 or null; got {value!r}.")
+        if not isinstance(lstm.use_skip_connections, bool):
+            raise OptionsError(
+                f"lstm.use_skip_connections must be true or false; got {lstm.use_skip_connections!r}."
+            )
+
+    # ------------------------------------------------------------------ derived sizes
+    @property
+    def output_dim(self) -> int:
+        """Width of every biLM layer and of the ELMo vectors: `2 * projection_dim`."""
+        return 2 * self.lstm.projection_dim
+
+    @property
+    def num_layers(self) -> int:
+        """Number of biLM layers a model returns: `n_layers + 1` (layer 0 = token layer)."""
+        return self.lstm.n_layers + 1
+
+    # ------------------------------------------------------------------ (de)serialisation
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BiLMOptions:
+        """Read a parsed bilm-tf `options.json` (or a model folder's `config.json`).
+
+        Raises:
+            OptionsError: if a required key is missing or has the wrong type.
+        """
+        if not isinstance(data, dict):
+            raise OptionsError(f"options must be a JSON object; got {type(data).__name__}.")
+        for section in ("lstm", "char_cnn"):
+            if not isinstance(data.get(section), dict):
+                raise OptionsError(
+                    f"options must have a '{section}' object, as bilm-tf's options.json does; "
+                    f"found keys {sorted(data)}."
+                )
+        cc, lstm = dict(data["char_cnn"]), dict(data["lstm"])
+        try:
+            embedding = cc.pop("embedding")
+            n_characters = cc.pop("n_characters")
+            char_cnn = CharCNNOptions(
+                embedding_dim=embedding["dim"],
+                filters=tuple(tuple(bank) for bank in cc.pop("filters")),
+                n_highway=cc.pop("n_highway"),
+                n_characters=262 if n_characters == 261 else n_characters,
+                max_characters_per_token=cc.pop("max_characters_per_token"),
+                activation=cc.pop("activation"),
+            )
+            lstm_options = LSTMOptions(
+                dim=lstm.pop("dim"),
+                projection_dim=lstm.pop("projection_dim"),
+                n_layers=lstm.pop("n_layers"),
+                cell_clip=_clip(lstm.pop("cell_clip", None)),
+                proj_clip=_clip(lstm.pop("proj_clip", None)),
+                use_skip_connections=lstm.pop("use_skip_connections", False),
+            )
+        except KeyError as err:
+            raise OptionsError(
+                f"options are missing the key {err.args[0]!r}; bilm-tf's options.json has "
+                "lstm.{dim, projection_dim, n_layers, cell_clip, proj_clip, use_skip_connections} and "
+                "char_cnn.{embedding.dim, filters, n_highway, n_characters, max_characters_per_token, activation}."
+            ) from None
+        except TypeError as err:
+            raise OptionsError(f"options have a value of the wrong type: {err}") from None
+        extra = {k: v for k, v in data.items() if k not in ("lstm", "char_cnn")}
+        if cc:
+            extra["char_cnn"] = cc
+        if lstm:
+            extra["lstm"] = lstm
+        return cls(char_cnn=char_cnn, lstm=lstm_options, extra=extra)
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> BiLMOptions:
+        """Read a bilm-tf `options.json` file.
+
+        Raises:
+            OptionsError: if the file is not JSON or lacks a required key (names the file).
+        """
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding=ENCODING))  # a BOM is dropped
+        except (FileNotFoundError, IsADirectoryError):
+            raise OptionsError(f"options file {path} does not exist or is a folder; give the options.json file.") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise OptionsError(f"options file {path} is not valid JSON: {err}.") from None
+        try:
+            return cls.from_dict(data)
+        except OptionsError as err:
+            raise OptionsError(f"{path}: {err}") from None
+
+    def to_dict(self, *, include_extra: bool = True) -> dict[str, Any]:
+        """The bilm-tf `options.json` object (plus preserved extra keys)."""
+        cc, lstm = self.char_cnn, self.lstm
+        out: dict[str, Any] = {
+            "lstm": {
+                "use_skip_connections": lstm.use_skip_connections,
+                "projection_dim": lstm.projection_dim,
+                "cell_clip": lstm.cell_clip,
+                "proj_clip": lstm.proj_clip,
+                "dim": lstm.dim,
+                "n_layers": lstm.n_layers,
+            },
+            "char_cnn": {
+                "activation": cc.activation,
+                "filters": [list(bank) for bank in cc.filters],
+                "n_highway": cc.n_highway,
+                "embedding": {"dim": cc.embedding_dim},
+                "n_characters": cc.n_characters,
+                "max_characters_per_token": cc.max_characters_per_token,
+            },
+        }
+        if include_extra:
+            for key, value in self.extra.items():
+                if key in out:
+                    out[key] = {**value, **out[key]}
+                else:
+                    out[key] = value
+        return out
+
+    def to_json(self, path: str | Path | None = None, *, include_extra: bool = True) -> str:
+        """Serialise as bilm-tf `options.json`; also write it to `path` when given."""
+        text = json.dumps(self.to_dict(include_extra=include_extra), indent=2) + "\n"
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    def replace(self, **changes: Any) -> BiLMOptions:
+        """A copy with `char_cnn`/`lstm`/`extra` replaced (see `dataclasses.replace`)."""
+        return replace(self, **changes)
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise OptionsError(f"{name} must be a positive integer; got {value!r}.")
+
+
+def _clip(value: Any) -> float | None:
+    # bilm-tf and AllenNLP both treat a clip of 0/None as "no clip".
+    if value is None or value == 0:
+        return None
+    return value
+
+
+# ---- elmo_core/model_folder.py ------------------------------------------------
+
+ELMO_SETTINGS: dict[str, Any] = {
+    "num_output_representations": 1,
+    "dropout": 0.5,
+    "do_layer_norm": False,
+    "layer_norm_scope": "sentence",
+    "keep_sentence_boundaries": False,
+    "stateful": False,
+    "scalar_mix_parameters": None,
+}
+"""The `Elmo` constructor settings stored in config.json, with their defaults."""
+
+
+# ---- hf_elmo/configuration_elmo.py --------------------------------------------
+
+__all__ = ["ElmoConfig"]
+
+
+class ElmoConfig(PreTrainedConfig):
+    """Configuration of `ElmoModel` and `ElmoForTokenClassification`.
+
+    Build it from bilm-tf options with `ElmoConfig.from_options(BiLMOptions.from_json(
+    "options.json"))`; `to_options()` gives them back. These two are the only bridge
+    between the config and `elmo_core.BiLMOptions`.
+
+    Args:
+        lstm: bilm-tf's `lstm` options (`dim`, `projection_dim`, `n_layers`,
+            `cell_clip`, `proj_clip`, `use_skip_connections`). Default: the original
+            model (4096 / 512 / 2 layers).
+        char_cnn: bilm-tf's `char_cnn` options (`embedding.dim`, `filters`,
+            `n_highway`, `n_characters`, `max_characters_per_token`, `activation`).
+            Default: the published models' char CNN.
+        num_output_representations: Number of independent scalar mixes over one biLM
+            run. `last_hidden_state` is the first; with more than one, the model also
+            returns all of them as `representations`. 1 for most tasks.
+        dropout: Dropout on each scalar mix while training (AllenNLP's 0.5; 0 disables
+            it). Never applied in `eval()` mode, which `from_pretrained` sets.
+        do_layer_norm: Normalise each layer before mixing (off, as the authors recommend).
+        layer_norm_scope: Whose tokens share the layer-norm statistics: "sentence"
+            (default; a sentence's vectors do not depend on its batch mates) or "batch"
+            (bilm-tf's whole-batch statistics, only to reproduce the original).
+        keep_sentence_boundaries: Also return the `<S>`/`</S>` positions (tokens + 2).
+        stateful: Carry LSTM states from one call to the next, as the original did. Off
+            by default: a sentence's vectors then depend on nothing but the sentence.
+        scalar_mix_parameters: Fixed mix weights w, one per layer (`n_layers + 1`). When
+            given, the mixes are not trainable.
+        **kwargs: Any key transformers writes or accepts (`architectures`, `num_labels`,
+            `id2label`, ...) and any unknown key, kept as an attribute.
+
+    Raises:
+        OptionsError: if `lstm`/`char_cnn` are not valid bilm-tf options.
+    """
+
+    model_type = "elmo"
+
+    def __init__(
+        self,
+        lstm: dict[str, Any] | None = None,
+        char_cnn: dict[str, Any] | None = None,
+        num_output_representations: int = ELMO_SETTINGS["num_output_representations"],
+        dropout: float = ELMO_SETTINGS["dropout"],
+        do_layer_norm: bool = ELMO_SETTINGS["do_layer_norm"],
+        layer_norm_scope: str = ELMO_SETTINGS["layer_norm_scope"],
+        keep_sentence_boundaries: bool = ELMO_SETTINGS["keep_sentence_boundaries"],
+        stateful: bool = ELMO_SETTINGS["stateful"],
+        scalar_mix_parameters: list[float] | None = ELMO_SETTINGS["scalar_mix_parameters"],
+        **kwargs: Any,
+    ) -> None:
+        defaults = BiLMOptions().to_dict()
+        options = BiLMOptions.from_dict({
+            "lstm": defaults["lstm"] if lstm is None else lstm,
+            "char_cnn": defaults["char_cnn"] if char_cnn is None else char_cnn,
+        })
+        # Stored as plain dicts with bilm-tf's keys (validated, 261 read as 262).
+        self.lstm = options.to_dict()["lstm"]
+        self.char_cnn = options.to_dict()["char_cnn"]
+        self.num_output_representations = num_output_representations
+        self.dropout = dropout
+        self.do_layer_norm = do_layer_norm
+        self.layer_norm_scope = layer_norm_scope
+        self.keep_sentence_boundaries = keep_sentence_boundaries
+        self.stateful = stateful
+        self.scalar_mix_parameters = None if scalar_mix_parameters is None else list(scalar_mix_parameters)
+        super().__init__(**kwargs)
+
+    @classmethod
+    def get_config_dict(cls, pretrained_model_name_or_path: Any, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """As transformers', but a config of another `model_type` is an error, not a warning.
+
+        Raises:
+            ValueError: if the config.json found has a `model_type` other than "elmo".
+        """
+        config_dict, kwargs = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
+        found = config_dict.get("model_type", cls.model_type)
+        if found != cls.model_type:
+            raise ValueError(
+                f"the config.json of {pretrained_model_name_or_path} has model_type {found!r}; ElmoConfig "
+                f"reads model_type {cls.model_type!r} only. This folder holds another kind of model: load it "
+                "with AutoModel, or point to an ELMo model folder."
+            )
+        return config_dict, kwargs
+
+    @classmethod
+    def from_options(cls, options: BiLMOptions, **kwargs: Any) -> ElmoConfig:
+        """A config for `options`; `kwargs` are the Elmo settings and transformers keys."""
+        data = options.to_dict()
+        return cls(lstm=data["lstm"], char_cnn=data["char_cnn"], **kwargs)
+
+    def to_options(self) -> BiLMOptions:
+        """The biLM options (`elmo_core.BiLMOptions`) this config describes."""
+        return BiLMOptions.from_dict({"lstm": self.lstm, "char_cnn": self.char_cnn})
+
+    def elmo_settings(self) -> dict[str, Any]:
+        """The `elmo_core.Elmo` constructor settings stored in this config."""
+        return {key: getattr(self, key) for key in ELMO_SETTINGS}
+
+    @property
+    def output_dim(self) -> int:
+        """Width of every layer and of the ELMo vectors: `2 * projection_dim`."""
+        return 2 * self.lstm["projection_dim"]
+
+    @property
+    def hidden_size(self) -> int:
+        """The width generic transformers code reads: `output_dim` (`2 * projection_dim`)."""
+        return self.output_dim
+
+    @property
+    def num_hidden_layers(self) -> int:
+        """The biLM's LSTM layers (`lstm.n_layers`); `hidden_states` has one more (layer 0)."""
+        return self.lstm["n_layers"]
+
+    @property
+    def num_layers(self) -> int:
+        """Number of biLM layers: `n_layers + 1` (layer 0 is the char CNN)."""
+        return self.lstm["n_layers"] + 1

@@ -1,0 +1,2428 @@
+# This file was generated from hf_elmo/modeling_elmo.py and the elmo_core definitions it
+# uses (elmo_core/batching.py, elmo_core/highway.py, elmo_core/errors.py,
+# elmo_core/char_cnn.py, elmo_core/characters.py, elmo_core/lstm.py,
+# elmo_core/recurrence.py, elmo_core/token_cache.py, elmo_core/bilm.py,
+# elmo_core/quantization.py, elmo_core/windows.py, elmo_core/embedding.py,
+# elmo_core/scalar_mix.py, elmo_core/elmo.py, elmo_core/model_folder.py), so that a
+# saved model folder needs no elmo-bilm. Do not edit it: edit those files and run
+#     python -m hf_elmo.remote_code.generate
+"""ELMo as a transformers model: ElmoPreTrainedModel, ElmoModel, ElmoForTokenClassification.
+
+The modules are elmo_core's (`BiLM`, `ScalarMix`), held directly as `self.bilm` and
+`self.scalar_mixes`, so the state dict has the keys of `elmo_core.Elmo` (`bilm.*`,
+`scalar_mixes.*`; `elmo.` in front inside a task model): a folder written by
+`elmo_core.save_model_folder` loads with `ElmoModel.from_pretrained`, and one written by
+`save_pretrained` loads with `elmo_core.load_model_folder`.
+
+    char_ids        [batch, tokens, 50]  character ids (ElmoTokenizer; no <S>/</S>); also
+                                         accepted as input_ids (ElmoTokenizer's input_ids
+                                         are one id per token, [batch, tokens])
+      -> biLM                            n_layers + 1 layers [batch, tokens, 2P]  = hidden_states
+      -> scalar mix(es) + dropout        [batch, tokens, 2P]                      = last_hidden_state
+      -> (token classification) linear   [batch, tokens, num_labels]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import threading
+import warnings
+import weakref
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+from transformers import PreTrainedModel
+from transformers.modeling_outputs import TokenClassifierOutput
+from transformers.utils import ModelOutput
+
+from .configuration_elmo import (
+    BiLMOptions,
+    CharCNNOptions,
+    ELMO_SETTINGS,
+    ENCODING,
+    ElmoConfig,
+    ElmoError,
+    LSTMOptions,
+    OptionsError,
+    _ACTIVATIONS,
+    _clip,
+    _positive_int,
+)
+
+
+# ---- elmo_core/batching.py ----------------------------------------------------
+
+def batches_by_token_budget(
+    lengths: Sequence[int],
+    max_tokens: int,
+    *,
+    max_batch_size: int | None = None,
+    tokens_per_sentence_extra: int = 2,
+) -> list[list[int]]:
+    """Group sentence indices into batches of at most `max_tokens` padded positions.
+
+    Sentences are sorted longest first (stable, so equal lengths keep their input
+    order) and cut greedily. A batch's cost is `rows * (longest + extra)`, where
+    `extra` = 2 counts the `<S>`/`</S>` positions the biLM adds. A sentence longer than
+    the budget gets a batch of its own.
+
+    Args:
+        lengths: Token count of each sentence.
+        max_tokens: Budget of padded positions per batch (> 0).
+        max_batch_size: Optional cap on sentences per batch.
+
+    Returns:
+        Lists of indices into `lengths`; every index appears exactly once.
+
+    Raises:
+        ValueError: if `max_tokens` or `max_batch_size` is not a positive integer.
+    """
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
+        raise ValueError(f"max_tokens must be a positive integer; got {max_tokens!r}.")
+    if max_batch_size is not None and (
+        isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or max_batch_size <= 0
+    ):
+        raise ValueError(f"max_batch_size must be a positive integer or None; got {max_batch_size!r}.")
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in order:
+        cost = lengths[i] + tokens_per_sentence_extra
+        full = max_batch_size is not None and len(current) >= max_batch_size
+        if current and (full or max(longest, cost) * (len(current) + 1) > max_tokens):
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, cost)
+    if current:
+        batches.append(current)
+    return batches
+
+
+# ---- elmo_core/highway.py -----------------------------------------------------
+
+class Highway(nn.Module):
+    """A stack of highway layers with a ReLU candidate.
+
+    For each layer, with `x` of width F::
+
+        candidate = relu(x @ W_transform + b_transform)
+        gate      = sigmoid(x @ W_carry + b_carry)
+        y         = gate * candidate + (1 - gate) * x
+
+    Despite its name, bilm-tf's "carry" matrix produces the gate that admits the
+    *transformed* value. Both matrices are held in one `Linear(F, 2F)` per layer so that
+    a layer costs one matrix product: rows `[:F]` are the candidate (`W_transform`), rows
+    `[F:]` the gate (`W_carry`). The non-linearity is ReLU whatever the char CNN's
+    activation option says, as in bilm-tf.
+
+    Shape:
+        x: [..., F] -> [..., F]
+    """
+
+    def __init__(self, size: int, num_layers: int) -> None:
+        super().__init__()
+        self.size = size
+        self.layers = nn.ModuleList(nn.Linear(size, 2 * size) for _ in range(num_layers))
+        for layer in self.layers:
+            # bilm-tf initialised b_carry to -2 so that a new layer starts by mostly
+            # passing its input through; only matters when training from scratch.
+            nn.init.constant_(layer.bias[size:], -2.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            candidate, gate = layer(x).chunk(2, dim=-1)  # 2 x [..., F]
+            gate = torch.sigmoid(gate)
+            x = gate * torch.relu(candidate) + (1 - gate) * x
+        return x
+
+
+# ---- elmo_core/errors.py ------------------------------------------------------
+
+class WeightFileError(ElmoError):
+    """A weight file (bilm-tf hdf5, safetensors) or model folder cannot be used.
+
+    The message names the file and, for a dataset or tensor, its name and both shapes.
+    """
+
+
+# ---- elmo_core/char_cnn.py ----------------------------------------------------
+
+class CharCNN(nn.Module):
+    """Token vectors from character ids, one token at a time (no context).
+
+    Parameters, with their bilm-tf hdf5 names:
+
+    - `char_embedding` [n_characters - 1, embedding_dim] (`char_embed`): rows for ids
+      1..261. Id 0 marks a padded position and always embeds to zeros; it is a fixed
+      zero row, not a parameter, which is why the published parameter counts use 261
+      rows.
+    - `convolutions[i]` Conv1d(embedding_dim, count_i, width_i) (`CNN/W_cnn_i`, `b_cnn_i`).
+    - `highway` (`CNN_high_k`), see `Highway`.
+    - `projection` Linear(F, projection_dim) (`CNN_proj`). As in bilm-tf it exists only
+      when F != projection_dim (true for every published model); otherwise it is the
+      identity.
+
+    Shape:
+        char_ids: [num_tokens, max_characters_per_token] int64 -> [num_tokens, projection_dim]
+    """
+
+    def __init__(self, options: BiLMOptions) -> None:
+        super().__init__()
+        cc = options.char_cnn
+        self.max_characters_per_token = cc.max_characters_per_token
+        self.n_characters = cc.n_characters
+        self.char_embedding = nn.Parameter(torch.empty(cc.n_characters - 1, cc.embedding_dim))
+        nn.init.uniform_(self.char_embedding, -1.0, 1.0)  # bilm-tf's initialiser
+        self.convolutions = nn.ModuleList(
+            nn.Conv1d(cc.embedding_dim, count, width) for width, count in cc.filters
+        )
+        self.activation = cc.activation
+        self.highway = Highway(cc.n_filters, cc.n_highway)
+        projection_dim = options.lstm.projection_dim
+        self.projection: nn.Module = (
+            nn.Linear(cc.n_filters, projection_dim) if cc.n_filters != projection_dim else nn.Identity()
+        )
+
+    def embedding_table(self) -> torch.Tensor:
+        """The full [n_characters, embedding_dim] table, with the zero row for id 0."""
+        zero = self.char_embedding.new_zeros(1, self.char_embedding.shape[1])
+        return torch.cat([zero, self.char_embedding], dim=0)
+
+    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        x = F.embedding(char_ids, self.embedding_table())  # [tokens, chars, E]
+        x = x.transpose(1, 2)  # [tokens, E, chars]: Conv1d wants channels first
+        pooled = []
+        for conv in self.convolutions:
+            # Max over all `chars - width + 1` windows, padding-char slots included,
+            # then the activation (TF order; both are monotone, so order is immaterial).
+            y = conv(x).amax(dim=2)  # [tokens, count]
+            pooled.append(torch.relu(y) if self.activation == "relu" else torch.tanh(y))
+        features = torch.cat(pooled, dim=1)  # [tokens, F]
+        return self.projection(self.highway(features))  # [tokens, P]
+
+
+# ---- elmo_core/characters.py --------------------------------------------------
+
+# Raw ids, before the +1 offset (bilm-tf's UnicodeCharsVocabulary numbering).
+BEGINNING_OF_SENTENCE_CHARACTER = 256
+END_OF_SENTENCE_CHARACTER = 257
+BEGINNING_OF_WORD_CHARACTER = 258
+END_OF_WORD_CHARACTER = 259
+PADDING_CHARACTER = 260
+CHAR_ID_OFFSET = 1  # every id is shifted by one so that 0 = padded position
+
+BOS_TOKEN = "<S>"
+EOS_TOKEN = "</S>"
+
+
+def _marker_word(character: int, max_characters_per_token: int) -> tuple[int, ...]:
+    ids = [PADDING_CHARACTER] * max_characters_per_token
+    ids[0] = BEGINNING_OF_WORD_CHARACTER
+    ids[1] = character
+    ids[2] = END_OF_WORD_CHARACTER
+    return tuple(i + CHAR_ID_OFFSET for i in ids)
+
+
+@lru_cache(maxsize=65536)
+def word_to_char_ids(word: str, max_characters_per_token: int = 50) -> tuple[int, ...]:
+    """Character ids of one token, offset included.
+
+    Args:
+        word: Any string, including the empty string (-> begin/end-of-word only).
+        max_characters_per_token: Slots per token; at most `max - 2` UTF-8 bytes are kept.
+
+    Returns:
+        A tuple of `max_characters_per_token` ints in `[1, 261]`.
+
+    Raises:
+        TypeError: if `word` is not a `str`.
+    """
+    if not isinstance(word, str):
+        raise TypeError(
+            f"tokens must be str; got {type(word).__name__} {word!r}. Pass each sentence as a "
+            "list of token strings."
+        )
+    if word == BOS_TOKEN:
+        return _marker_word(BEGINNING_OF_SENTENCE_CHARACTER, max_characters_per_token)
+    if word == EOS_TOKEN:
+        return _marker_word(END_OF_SENTENCE_CHARACTER, max_characters_per_token)
+    max_bytes = max_characters_per_token - 2
+    # A character is at most 4 UTF-8 bytes, so cutting the string first bounds the work
+    # for very long tokens without changing which bytes are kept. Lone surrogates cannot
+    # be encoded and are dropped, as in the originals.
+    data = word[:max_bytes].encode("utf-8", "ignore")[:max_bytes]
+    ids = [PADDING_CHARACTER] * max_characters_per_token
+    ids[0] = BEGINNING_OF_WORD_CHARACTER
+    ids[1 : len(data) + 1] = data
+    ids[len(data) + 1] = END_OF_WORD_CHARACTER
+    return tuple(i + CHAR_ID_OFFSET for i in ids)
+
+
+def check_sentences(sentences: object) -> None:
+    """Raise a clear `TypeError` unless `sentences` is a sequence of token-string sequences."""
+    if isinstance(sentences, (str, bytes)) or not isinstance(sentences, Sequence):
+        raise TypeError(
+            "sentences must be a list of sentences, each a list of token strings, e.g. "
+            f"[['Hello', 'world', '.']]; got {type(sentences).__name__}."
+        )
+    for k, sentence in enumerate(sentences):
+        if isinstance(sentence, (str, bytes)) or not isinstance(sentence, Sequence):
+            raise TypeError(
+                f"sentence {k} must be a list of token strings; got {type(sentence).__name__} "
+                f"{str(sentence)[:60]!r}. Split raw text into tokens first (e.g. text.split())."
+            )
+        for token in sentence:
+            if not isinstance(token, str):
+                raise TypeError(
+                    f"sentence {k} holds a {type(token).__name__} ({token!r}); every token must be a str."
+                )
+
+
+def _word_id_bytes(word: str, max_characters_per_token: int) -> bytes:
+    """`word_to_char_ids` as int16 bytes (ids are < 262), cached for ordinary words.
+
+    Words longer than the slots are not cached, so the cache never keeps a huge token
+    string alive (and they are rare).
+    """
+    if len(word) <= max_characters_per_token:
+        return _cached_word_id_bytes(word, max_characters_per_token)
+    return np.asarray(word_to_char_ids(word, max_characters_per_token), dtype=np.int16).tobytes()
+
+
+@lru_cache(maxsize=2**16)
+def _cached_word_id_bytes(word: str, max_characters_per_token: int) -> bytes:
+    return np.asarray(word_to_char_ids(word, max_characters_per_token), dtype=np.int16).tobytes()
+
+
+def words_to_char_ids(
+    sentences: Sequence[Sequence[str]], max_characters_per_token: int = 50
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batch of sentences to right-padded character ids and a mask.
+
+    Sentence-boundary tokens are *not* added here: the biLM adds `<S>`/`</S>` itself.
+
+    Args:
+        sentences: One list of token strings per sentence; empty sentences are allowed.
+
+    Returns:
+        `(char_ids, mask)`: char_ids int64 `[batch, tokens, chars]` on the CPU, padded
+        positions all zeros; mask bool `[batch, tokens]`, True = real token.
+        `tokens` is the longest sentence's length (0 if all are empty).
+
+    Raises:
+        TypeError: if `sentences` is not a list of lists of str.
+    """
+    check_sentences(sentences)
+    C = max_characters_per_token
+    lengths = torch.tensor([len(s) for s in sentences], dtype=torch.long)
+    num_tokens = int(lengths.max()) if len(sentences) else 0
+    mask = torch.arange(num_tokens)[None, :] < lengths[:, None]  # [batch, tokens]
+    char_ids = torch.zeros(len(sentences), num_tokens, C, dtype=torch.long)
+    if num_tokens:
+        # One bytes object per word (cached), joined and viewed as a [real tokens, C]
+        # array: the Python work per token is a dict lookup, not 50 int conversions.
+        flat = b"".join(_word_id_bytes(word, C) for sentence in sentences for word in sentence)
+        ids = np.frombuffer(flat, dtype=np.int16).reshape(-1, C)
+        char_ids[mask] = torch.from_numpy(ids.astype(np.int64))  # row-major: sentence by sentence
+    return char_ids, mask
+
+
+# ---- elmo_core/lstm.py --------------------------------------------------------
+
+LSTMState = tuple[torch.Tensor, torch.Tensor]
+"""(h [batch, projection_dim], c [batch, dim]) of one layer."""
+
+FORGET_BIAS = 1.0  # TensorFlow LSTMCell's default, added at run time
+
+
+def lstm_gates(z: torch.Tensor, c: torch.Tensor, cell_clip: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The element-wise part of one step: new cell state and the gated output.
+
+    Args:
+        z: Pre-activations with the forget bias already added, blocks i, j, f, o.
+        c: Previous cell state.
+        cell_clip: Clip the new cell state to [-cell_clip, cell_clip] (None/0: no clip).
+
+    Returns:
+        `(c', sigmoid(o) * tanh(c'))`, the second before the projection.
+
+    Shape:
+        z: [n, 4 * dim]; c: [n, dim] -> ([n, dim], [n, dim])
+    """
+    i, j, f, o = z.chunk(4, dim=1)
+    c_t = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
+    if cell_clip:
+        c_t = c_t.clamp(-cell_clip, cell_clip)
+    return c_t, torch.sigmoid(o) * torch.tanh(c_t)
+
+
+_COMPILED_GATES = None
+
+
+def _compiled_gates():
+    """`lstm_gates` fused into one kernel by torch.compile (compiled once, on first use)."""
+    global _COMPILED_GATES
+    if _COMPILED_GATES is None:
+        _COMPILED_GATES = torch.compile(lstm_gates, dynamic=True)
+    return _COMPILED_GATES
+
+
+class LSTMCellWithProjection(nn.Module):
+    """One LSTM layer of one direction, run over a whole (sorted, time-major) batch.
+
+    Parameters (bilm-tf names in brackets; torch `Linear` weights are the transposes):
+        input_linear: Linear(input_size, 4 * dim) with bias (`W_0[:input_size]`, `B`).
+        state_linear: Linear(projection_dim, 4 * dim), no bias (`W_0[input_size:]`).
+        state_projection: Linear(dim, projection_dim), no bias (`W_P_0`).
+    The 4 * dim rows keep the file's gate order i, j, f, o.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        dim: int,
+        projection_dim: int,
+        cell_clip: float | None = None,
+        proj_clip: float | None = None,
+    ) -> None:
+        super().__init__()
+        self.input_size = input_size
+        self.dim = dim
+        self.projection_dim = projection_dim
+        self.cell_clip = cell_clip
+        self.proj_clip = proj_clip
+        self.compile_recurrence = False  # see compile_recurrence()
+        self.input_linear = nn.Linear(input_size, 4 * dim)
+        self.state_linear = nn.Linear(projection_dim, 4 * dim, bias=False)
+        self.state_projection = nn.Linear(dim, projection_dim, bias=False)
+
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        batch_sizes: list[int],
+        initial_state: LSTMState | None = None,
+        fused: bool | None = None,
+        final_state: bool = True,
+    ) -> tuple[torch.Tensor, LSTMState | None]:
+        """Run the cell over every time step.
+
+        Args:
+            inputs: Time-major inputs, rows sorted by length (longest first).
+            batch_sizes: Rows still running at each step (non-increasing, as in
+                `PackedSequence`); `batch_sizes[t] <= batch`.
+            initial_state: `(h, c)` to start from; zeros when omitted.
+            fused: Run as one `torch.lstm` call (see the module docstring). None: when
+                it is exact (`can_fuse`). Rows that run no step at all always take the
+                step loop.
+            final_state: False when the caller does not read the final `(h, c)` (a
+                stateless biLM); the fused path on the CPU then runs the padded batch,
+                whose backward avoids the packed one's zero-fill of the whole input
+                gradient at every step.
+
+        Raises:
+            ValueError: for `fused=True` on a cell that clips or is int8.
+
+        Returns:
+            `(outputs, (h, c))`: outputs are zero where a row has ended; `(h, c)` is each
+            row's state after its own last step (None with `final_state=False`).
+
+        Shape:
+            inputs: [steps, batch, input_size]
+            outputs: [steps, batch, projection_dim]
+            h: [batch, projection_dim]; c: [batch, dim]
+        """
+        if fused and not self.can_fuse:
+            raise ValueError(
+                "fused=True needs a cell without cell_clip/proj_clip and with float (not int8) weights: "
+                "torch's fused LSTM kernels cannot clip. Leave fused=None to choose automatically."
+            )
+        if (self.can_fuse if fused is None else fused) and batch_sizes and batch_sizes[0] == inputs.shape[1]:
+            return self._forward_fused(inputs, batch_sizes, initial_state, final_state)
+        outputs, state = self._forward_steps(inputs, batch_sizes, initial_state)
+        return outputs, state if final_state else None
+
+    def _forward_steps(
+        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LSTMState | None
+    ) -> tuple[torch.Tensor, LSTMState]:
+        """`forward` as a Python loop over the steps (the reference; clips applied)."""
+        num_steps, batch_size, _ = inputs.shape
+        D = self.dim
+        # One product for the whole sequence: [steps, batch, 4D]. The three products go
+        # through the Linear modules (not their weights), so that int8 dynamic
+        # quantisation (`elmo_core.quantization`) replaces them all.
+        pre = self.input_linear(inputs)
+        pre[..., 2 * D : 3 * D] += FORGET_BIAS  # block order i, j, f, o; in place: no copy
+        if initial_state is None:
+            h = pre.new_zeros(batch_size, self.projection_dim)
+            c = pre.new_zeros(batch_size, D)
+        else:
+            h, c = initial_state
+        outputs = []
+        gates = _compiled_gates() if getattr(self, "compile_recurrence", False) else lstm_gates
+        # unbind: indexing `pre[t]` would make each step's backward zero-fill a gradient
+        # of the whole [steps, batch, 4D] tensor.
+        for t, pre_t in enumerate(pre.unbind(0)):
+            n = batch_sizes[t]
+            z = pre_t[:n] + self.state_linear(h[:n])  # [n, 4D]
+            c_t, gated = gates(z, c[:n], self.cell_clip)  # [n, D] each
+            h_t = self.state_projection(gated)  # [n, P]
+            if self.proj_clip:
+                h_t = h_t.clamp(-self.proj_clip, self.proj_clip)
+            if n == batch_size:
+                h, c = h_t, c_t
+            else:  # rows n.. have ended: keep their final state
+                h = torch.cat([h_t, h[n:].to(h_t.dtype)])
+                c = torch.cat([c_t, c[n:].to(c_t.dtype)])
+            outputs.append(F.pad(h_t, (0, 0, 0, batch_size - n)))
+        if not outputs:
+            return pre.new_zeros(0, batch_size, self.projection_dim), (h, c)
+        return torch.stack(outputs), (h, c)
+
+    @property
+    def has_float_linears(self) -> bool:
+        """False once int8 quantisation has replaced the Linear layers."""
+        return all(type(m) is nn.Linear for m in (self.input_linear, self.state_linear, self.state_projection))
+
+    @property
+    def can_fuse(self) -> bool:
+        """True when one `torch.lstm` call computes this cell exactly: no clips, float weights."""
+        return not self.cell_clip and not self.proj_clip and self.has_float_linears
+
+    def torch_lstm_weights(self) -> list[torch.Tensor]:
+        """This cell's parameters in `torch.lstm`'s layout (differentiable functions of them).
+
+        `[w_ih, w_hh, b_ih, b_hh, w_hr]`, gate blocks reordered from bilm-tf's i, j, f, o
+        to torch's i, f, g, o (j is torch's g), the +1 forget bias folded into `b_ih`
+        and `b_hh` zero.
+
+        Shape: [4D, input_size], [4D, P], [4D], [4D], [P, D]
+        """
+
+        def reorder(w: torch.Tensor) -> torch.Tensor:
+            i, j, f, o = w.chunk(4, dim=0)
+            return torch.cat([i, f, j, o])
+
+        i, j, f, o = self.input_linear.bias.chunk(4)
+        b_ih = torch.cat([i, f + FORGET_BIAS, j, o])
+        return [
+            reorder(self.input_linear.weight),
+            reorder(self.state_linear.weight),
+            b_ih,
+            torch.zeros_like(b_ih),
+            self.state_projection.weight,
+        ]
+
+    def _forward_fused(
+        self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LSTMState | None, final_state: bool
+    ) -> tuple[torch.Tensor, LSTMState | None]:
+        """`forward` as one `torch.lstm` call (see the module docstring).
+
+        The batch goes in packed, so each row stops at its own length, or, on the CPU
+        when nobody reads the final state, padded: every row then runs every step, but
+        the rows are sorted and right-padded, so a row's real steps come before its
+        padding and are unchanged; its outputs past its length are zeroed.
+        Every row must run at least one step (`batch_sizes[0] == batch`).
+        """
+        num_steps, batch_size, _ = inputs.shape
+        # Row b runs for as many steps as have batch_sizes[t] > b.
+        sizes = torch.tensor(batch_sizes)
+        lengths = (sizes[:, None] > torch.arange(batch_size)[None, :]).sum(dim=0)  # [batch]
+        weights = self.torch_lstm_weights()
+        dtype = weights[0].dtype  # float32 state and products, also under autocast (see below)
+        if initial_state is None:
+            h0 = inputs.new_zeros(1, batch_size, self.projection_dim, dtype=dtype)
+            c0 = inputs.new_zeros(1, batch_size, self.dim, dtype=dtype)
+        else:
+            h0, c0 = (s.unsqueeze(0).to(dtype) for s in initial_state)
+        padded = not final_state and inputs.device.type == "cpu"
+        # The fused kernels take one dtype for inputs, weights and state; autocast does not
+        # cover them, so under autocast the recurrence runs in the weights' dtype. cuDNN
+        # warns that the reordered weights are not one flat buffer (they are copied into
+        # one per call, small next to the recurrence); oneDNN that it leaves projections to
+        # torch's own loop, which is the loop we want.
+        with torch.autocast(inputs.device.type, enabled=False), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous chunk")
+            warnings.filterwarnings("ignore", message="LSTM with projections is not supported with oneDNN")
+            if padded:
+                outputs, _, _ = torch.lstm(
+                    inputs.to(dtype), (h0, c0), weights,
+                    True, 1, 0.0, self.training, False, False,  # biases, layers, dropout, train, bidir., batch_first
+                )
+                active = torch.arange(num_steps)[:, None] < lengths[None, :]  # [steps, batch]
+                return outputs * active[..., None].to(outputs.device), None
+            packed = pack_padded_sequence(inputs, lengths, enforce_sorted=True)
+            data, h, c = torch.lstm(
+                packed.data.to(dtype), packed.batch_sizes, (h0, c0), weights,
+                True, 1, 0.0, self.training, False,  # has_biases, num_layers, dropout, train, bidirectional
+            )
+        outputs, _ = pad_packed_sequence(
+            PackedSequence(data, packed.batch_sizes), total_length=num_steps
+        )  # [steps, batch, P], zeros where a row has ended
+        return outputs, ((h[0], c[0]) if final_state else None)
+
+
+class LSTMStack(nn.Module):
+    """`n_layers` cells of one direction, with bilm-tf's residual connections.
+
+    Layer 0 reads the token vectors; layer l >= 1 reads layer l-1's output. With
+    `use_skip_connections`, every layer l >= 1 reports `cell output + layer input`, and
+    that sum is also the next layer's input; the recurrent h inside a layer is the cell
+    output *without* the residual (TensorFlow `ResidualWrapper`; ELMO_SPEC section 5).
+
+    Dropout (training only) is applied to every layer's input, as bilm-tf trained it
+    (0.1 for the published models; 0 at inference).
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        dim: int,
+        projection_dim: int,
+        n_layers: int,
+        cell_clip: float | None,
+        proj_clip: float | None,
+        use_skip_connections: bool,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.use_skip_connections = use_skip_connections
+        self.dropout = dropout
+        self.layers = nn.ModuleList(
+            LSTMCellWithProjection(
+                input_size if k == 0 else projection_dim, dim, projection_dim, cell_clip, proj_clip
+            )
+            for k in range(n_layers)
+        )
+
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        batch_sizes: list[int],
+        initial_states: list[LSTMState | None] | None = None,
+        fused: bool | None = None,
+        final_state: bool = True,
+    ) -> tuple[list[torch.Tensor], list[LSTMState | None]]:
+        """Run every layer (`fused` and `final_state` as in `LSTMCellWithProjection.forward`).
+
+        Shape:
+            inputs: [steps, batch, input_size], time-major, rows sorted longest first
+            returns: one [steps, batch, projection_dim] output per layer (residual
+            included), and each layer's final `(h, c)`.
+        """
+        outputs: list[torch.Tensor] = []
+        final_states: list[LSTMState] = []
+        x = inputs
+        for k, layer in enumerate(self.layers):
+            layer_input = F.dropout(x, self.dropout, self.training) if self.dropout else x
+            state = initial_states[k] if initial_states is not None else None
+            y, final = layer(layer_input, batch_sizes, state, fused=fused, final_state=final_state)
+            if k > 0 and self.use_skip_connections:
+                # bilm-tf wraps ResidualWrapper in DropoutWrapper: the residual adds the
+                # (dropped-out) input the cell saw.
+                y = y + layer_input
+            outputs.append(y)
+            final_states.append(final)
+            x = y
+        return outputs, final_states
+
+
+# ---- elmo_core/recurrence.py --------------------------------------------------
+
+def resolve_recurrence(
+    mode: str, stacks: tuple[LSTMStack, LSTMStack], device: torch.device, needs_grad: bool, stateful: bool
+) -> str:
+    """The concrete path ("step", "fused", "paired" or "captured") that `mode` means here.
+
+    Raises:
+        ValueError: when the asked path cannot compute this model exactly: "fused" with
+            clips or int8 cells; "paired" int8 or stateful; "captured" off CUDA, with
+            gradients, int8 or stateful.
+    """
+    cells = [cell for stack in stacks for cell in stack.layers]
+    can_fuse = all(cell.can_fuse for cell in cells)
+    can_capture = device.type == "cuda" and not needs_grad and not stateful and not _quantized(cells)
+    if mode == "auto":
+        if can_fuse:
+            return "fused"
+        return "captured" if can_capture else "step"
+    if mode == "fused" and not can_fuse:
+        raise ValueError(
+            "recurrence='fused' needs cells without cell_clip/proj_clip and with float (not int8) "
+            "weights: torch's fused LSTM kernels cannot clip. Use 'auto', which falls back to the step loop."
+        )
+    if mode == "captured" and not can_capture:
+        raise ValueError(
+            "recurrence='captured' replays CUDA graphs: it needs the model on a CUDA device, no "
+            f"gradient, stateful=False and float weights; here device={device}, needs_grad={needs_grad}, "
+            f"stateful={stateful}. Use 'auto' (or 'paired', the same computation without the graph)."
+        )
+    if mode == "paired" and (_quantized(cells) or stateful):
+        raise ValueError(
+            "recurrence='paired' needs float weights and starts every row from zero: an int8 or "
+            "stateful biLM runs the step loop ('auto' or 'step')."
+        )
+    return mode
+
+
+def _quantized(cells) -> bool:  # noqa: ANN001
+    return not all(cell.has_float_linears for cell in cells)
+
+
+def reverse_index(lengths: torch.Tensor, num_steps: int) -> torch.Tensor:
+    """Index that reverses each row over its own length and leaves its padding in place.
+
+    Used with `gather` on a time-major tensor; it is its own inverse.
+
+    Shape: lengths [batch] int64 -> [num_steps, batch] int64
+    """
+    steps = torch.arange(num_steps, device=lengths.device)[:, None]  # [steps, 1]
+    row_len = lengths[None, :]  # [1, batch]
+    return torch.where(steps < row_len, row_len - 1 - steps, steps)
+
+
+def bucket_shape(batch_size: int, num_steps: int) -> tuple[int, int]:
+    """The (batch, steps) a captured graph is recorded for, >= the given shape.
+
+    Steps round up to a multiple of 8 (16 above 64, 64 above 256) and rows to a power of
+    two (a multiple of 256 above 1024), so a corpus needs a few dozen graphs at most and
+    a batch computes at most about 2x its rows and 1.25x its steps (the extra rows and
+    steps are masked and never read).
+
+    Raises:
+        ValueError: for sizes < 1.
+    """
+    if batch_size < 1 or num_steps < 1:
+        raise ValueError(f"batch_size and num_steps must be >= 1; got {batch_size} and {num_steps}.")
+    step_unit = 8 if num_steps <= 64 else 16 if num_steps <= 256 else 64
+    steps = -(-num_steps // step_unit) * step_unit
+    rows = 1 << (batch_size - 1).bit_length() if batch_size <= 1024 else -(-batch_size // 256) * 256
+    return rows, steps
+
+
+def _paired_weights(forward_cell, backward_cell):  # noqa: ANN001, ANN202
+    """Both directions' weights stacked on a leading axis of 2, as right-hand operands.
+
+    Shape: W_x [2, in, 4D], B [2, 1, 4D] (forget bias added), W_h [2, P, 4D], W_P [2, D, P]
+    """
+    cells = (forward_cell, backward_cell)
+    D = forward_cell.dim
+    w_x = torch.stack([c.input_linear.weight.t() for c in cells])
+    bias = torch.stack([c.input_linear.bias for c in cells])[:, None, :].clone()
+    bias[..., 2 * D : 3 * D] += FORGET_BIAS  # block order i, j, f, o
+    w_h = torch.stack([c.state_linear.weight.t() for c in cells])
+    w_p = torch.stack([c.state_projection.weight.t() for c in cells])
+    return w_x, bias, w_h, w_p
+
+
+def _paired_layer(forward_cell, backward_cell, x: torch.Tensor, active: torch.Tensor):  # noqa: ANN001
+    """One layer of both directions over a fixed shape (see the module docstring).
+
+    Shape: x [2, steps, batch, in]; active [steps, batch] bool -> [2, steps, batch, P]
+    """
+    w_x, bias, w_h, w_p = _paired_weights(forward_cell, backward_cell)
+    _, num_steps, batch_size, _ = x.shape
+    D, P = forward_cell.dim, forward_cell.projection_dim
+    cell_clip, proj_clip = forward_cell.cell_clip, forward_cell.proj_clip
+    pre = torch.baddbmm(bias, x.reshape(2, num_steps * batch_size, -1), w_x)  # [2, steps * batch, 4D]
+    pre = pre.view(2, num_steps, batch_size, 4 * D)
+    h = pre.new_zeros(2, batch_size, P)
+    c = pre.new_zeros(2, batch_size, D)
+    outputs = []
+    for t, pre_t in enumerate(pre.unbind(1)):
+        z = torch.baddbmm(pre_t, h.to(w_h.dtype), w_h)  # [2, batch, 4D]
+        c_t, gated = lstm_gates(z.view(2 * batch_size, 4 * D), c.view(2 * batch_size, D).to(z.dtype), cell_clip)
+        h_t = torch.bmm(gated.view(2, batch_size, D), w_p)  # [2, batch, P]
+        if proj_clip:
+            h_t = h_t.clamp(-proj_clip, proj_clip)
+        keep = active[t][None, :, None]  # [1, batch, 1]
+        h = torch.where(keep, h_t, h.to(h_t.dtype))
+        c = torch.where(keep, c_t.view(2, batch_size, D), c.to(c_t.dtype))
+        outputs.append(h_t * keep)
+    return torch.stack(outputs, dim=1)  # [2, steps, batch, P]
+
+
+def paired_stacks(
+    stacks: tuple[LSTMStack, LSTMStack], tokens: torch.Tensor, lengths: torch.Tensor
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Both LSTM stacks over a batch, one batched product per step for both directions.
+
+    Args:
+        stacks: `(forward_layers, backward_layers)` of a `BiLM`.
+        tokens: Token vectors (layer 0), batch-major, right-padded.
+        lengths: Real positions per row (0 allowed: such a row stays zero).
+
+    Returns:
+        `(forward outputs, backward outputs)`, one tensor per layer, each
+        [batch, steps, P] in the input's row order and time direction, zero past a row's
+        length; residual connections and dropout as in `LSTMStack.forward`.
+    """
+    forward_stack, backward_stack = stacks
+    num_steps = tokens.shape[1]
+    x = tokens.transpose(0, 1)  # [steps, batch, P]
+    reverse = reverse_index(lengths, num_steps)[..., None]  # [steps, batch, 1]
+
+    def flip(t: torch.Tensor) -> torch.Tensor:
+        return t.gather(0, reverse.expand(-1, -1, t.shape[-1]))
+
+    active = torch.arange(num_steps, device=tokens.device)[:, None] < lengths[None, :]  # [steps, batch]
+    layer_input = torch.stack([x, flip(x)])  # [2, steps, batch, P]
+    outputs = []
+    for k, (fc, bc) in enumerate(zip(forward_stack.layers, backward_stack.layers)):
+        if forward_stack.dropout:
+            layer_input = F.dropout(layer_input, forward_stack.dropout, forward_stack.training)
+        y = _paired_layer(fc, bc, layer_input, active)
+        if k > 0 and forward_stack.use_skip_connections:
+            y = y + layer_input  # the residual adds the (dropped-out) input, as LSTMStack does
+        outputs.append(y)
+        layer_input = y
+    forward_out = [y[0].transpose(0, 1) for y in outputs]  # [batch, steps, P]
+    backward_out = [flip(y[1]).transpose(0, 1) for y in outputs]
+    return forward_out, backward_out
+
+
+class CapturedRecurrence:
+    """`paired_stacks` recorded as CUDA graphs, one per bucketed (batch, steps) shape.
+
+    A batch is copied into the static input buffers of its bucket's graph (rows and steps
+    beyond the batch get length 0 and are never read), the graph is replayed, and the
+    outputs are copied out of the graph's memory before the next replay. Graphs are
+    recorded on first use of a shape (one warm-up run on a side stream, then capture)
+    and kept in an LRU of `max_graphs`; all graphs share one memory pool, which is safe
+    because each replay recomputes everything it reads from its own static inputs and
+    the weights. A change of the weights' storage (`.to()`, a new state dict assigned
+    by reference) or of the autocast dtype records new graphs; in-place changes of the
+    weights are read by the next replay.
+
+    Args:
+        max_graphs: Graphs kept (each holds its static inputs; the intermediates live
+            in the shared pool).
+    """
+
+    def __init__(self, max_graphs: int = 32) -> None:
+        self.max_graphs = max_graphs
+        self._graphs: OrderedDict[tuple, tuple] = OrderedDict()
+        self._pool = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:  # graphs are not picklable; rebuild on first use
+        return {"max_graphs": self.max_graphs}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["max_graphs"])
+
+    def __len__(self) -> int:
+        return len(self._graphs)
+
+    def __call__(
+        self, stacks: tuple[LSTMStack, LSTMStack], tokens: torch.Tensor, lengths: torch.Tensor
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Same contract as `paired_stacks`; outputs are fresh tensors (not graph memory)."""
+        batch_size, num_steps, width = tokens.shape
+        rows, steps = bucket_shape(batch_size, num_steps)
+        dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else None
+        weights = tuple(p.data_ptr() for stack in stacks for p in stack.parameters())
+        key = (rows, steps, width, tokens.dtype, dtype, tokens.device, weights)
+        with self._lock:
+            graph, static_tokens, static_lengths, static_out = self._graph(key, stacks, tokens)
+            static_tokens.zero_()
+            static_tokens[:batch_size, :num_steps].copy_(tokens)
+            static_lengths.zero_()
+            static_lengths[:batch_size].copy_(lengths)
+            graph.replay()
+            forward_out, backward_out = static_out
+            return (
+                [y[:batch_size, :num_steps].clone() for y in forward_out],
+                [y[:batch_size, :num_steps].clone() for y in backward_out],
+            )
+
+    def _graph(self, key: tuple, stacks, tokens: torch.Tensor) -> tuple:  # noqa: ANN001
+        if key in self._graphs:
+            self._graphs.move_to_end(key)
+            return self._graphs[key]
+        rows, steps, width = key[:3]
+        static_tokens = tokens.new_zeros(rows, steps, width)
+        static_lengths = torch.zeros(rows, dtype=torch.long, device=tokens.device)
+        static_lengths[:1] = 1  # warm-up on a non-empty batch
+        # Autocast's cache of cast weights must stay off: a graph that read a cached cast
+        # would read freed memory once the caller's autocast region ends.
+        dtype = key[4]
+        no_cache = torch.autocast("cuda", dtype=dtype, cache_enabled=False) if dtype else contextlib.nullcontext()
+        side = torch.cuda.Stream(device=tokens.device)
+        side.wait_stream(torch.cuda.current_stream(tokens.device))
+        with torch.cuda.stream(side), no_cache:  # warm-up outside the graph, as torch.cuda.graphs asks
+            paired_stacks(stacks, static_tokens, static_lengths)
+        torch.cuda.current_stream(tokens.device).wait_stream(side)
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool), no_cache:
+            static_out = paired_stacks(stacks, static_tokens, static_lengths)
+        entry = (graph, static_tokens, static_lengths, static_out)
+        self._graphs[key] = entry
+        while len(self._graphs) > self.max_graphs:
+            self._graphs.popitem(last=False)
+        return entry
+
+
+# ---- elmo_core/token_cache.py -------------------------------------------------
+
+DEFAULT_TOKEN_CACHE_WORDS = 50_000
+"""Default bound, in word types: ~100 MB of float32 for the original model
+(`projection_dim` 512), ~25 MB for the shipped default model (128)."""
+
+_INITIAL_ROWS = 1024
+
+
+class TokenCache:
+    """LRU map from a word's char ids to its layer-0 vector.
+
+    Args:
+        max_words: Most word types kept (> 0). Memory is `max_words * projection_dim`
+            values of the compute dtype at most, allocated as the cache fills.
+
+    Attributes:
+        hits, misses: Word lookups answered from the cache / computed, since the last
+            `clear()` or `reset_stats()` (distinct words per batch, not positions).
+    """
+
+    def __init__(self, max_words: int = DEFAULT_TOKEN_CACHE_WORDS) -> None:
+        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words <= 0:
+            raise ValueError(
+                f"max_words must be a positive integer (word types to keep); got {max_words!r}. "
+                "To switch the cache off, pass token_cache_words=0 to the model instead."
+            )
+        self.max_words = max_words
+        self._lock = threading.Lock()
+        self.clear()
+
+    # ------------------------------------------------------------------ bookkeeping
+    def clear(self) -> None:
+        """Drop every entry and the statistics."""
+        self._slots: OrderedDict[bytes, int] = OrderedDict()  # key -> row of _table, LRU first
+        self._table: torch.Tensor | None = None  # [rows, P]
+        self._free: list[int] = []  # rows of _table not holding a word
+        self._fingerprint: tuple | None = None
+        self.hits = 0
+        self.misses = 0
+
+    def reset_stats(self) -> None:
+        """Zero `hits` and `misses`, keeping the entries."""
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def hit_rate(self) -> float:
+        """hits / (hits + misses); 0.0 before any lookup."""
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __repr__(self) -> str:
+        return f"TokenCache(max_words={self.max_words}, words={len(self)}, hit_rate={self.hit_rate:.3f})"
+
+    def __getstate__(self) -> dict:
+        return {"max_words": self.max_words}  # no lock (unpicklable), no entries
+
+    def __setstate__(self, state: dict) -> None:
+        self.max_words = state["max_words"]
+        self._lock = threading.Lock()
+        self.clear()
+
+    # ------------------------------------------------------------------ lookup
+    def lookup(
+        self,
+        words: torch.Tensor,
+        compute: Callable[[torch.Tensor], torch.Tensor],
+        fingerprint: tuple,
+    ) -> torch.Tensor:
+        """Vectors for distinct words: cached rows where present, `compute` for the rest.
+
+        Args:
+            words: Distinct char-id rows (e.g. from `torch.unique(..., dim=0)`).
+            compute: The char CNN: [n, chars] int64 -> [n, P].
+            fingerprint: Identifies the parameters and dtype `compute` uses; a new value
+                empties the cache first.
+
+        Returns:
+            [num_words, P] on the device and in the dtype that `compute` returns.
+
+        Shape:
+            words: [num_words, chars] int64 -> [num_words, P]
+        """
+        keys = _row_keys(words)
+        with self._lock:
+            if fingerprint != self._fingerprint:
+                self.clear()
+                self._fingerprint = fingerprint
+            if not keys or len(keys) > self.max_words:  # nothing to look up, or wider than the cache
+                self.misses += len(keys)
+                return compute(words)
+            missing = [i for i, key in enumerate(keys) if key not in self._slots]
+            for key in keys:  # hits become the most recently used
+                if key in self._slots:
+                    self._slots.move_to_end(key)
+            self.hits += len(keys) - len(missing)
+            self.misses += len(missing)
+            if missing:
+                index = torch.tensor(missing, dtype=torch.long, device=words.device)
+                self._store([keys[i] for i in missing], compute(words.index_select(0, index)))
+            table = self._table
+            assert table is not None  # internal invariant: filled by _store above
+            slots = torch.tensor([self._slots[key] for key in keys], dtype=torch.long, device=table.device)
+            return table.index_select(0, slots)
+
+    def _store(self, keys: list[bytes], vectors: torch.Tensor) -> None:
+        """Insert `len(keys) <= max_words` new rows, evicting least recently used words.
+
+        The table is always an ordinary tensor, even when filled under
+        `torch.inference_mode` (an inference tensor could not be updated in place by a
+        later call outside it, e.g. a training step after `embed`).
+        """
+        with torch.inference_mode(False):
+            self._store_rows(keys, vectors.detach())
+
+    def _store_rows(self, keys: list[bytes], vectors: torch.Tensor) -> None:
+        table = self._table
+        if table is None or table.dtype != vectors.dtype or table.device != vectors.device:
+            rows = min(self.max_words, max(_INITIAL_ROWS, len(keys)))
+            table = vectors.new_empty(rows, vectors.shape[1])
+            self._slots.clear()
+            self._free = list(range(rows))
+        if len(self._free) < len(keys) and table.shape[0] < self.max_words:  # grow (doubling)
+            rows = min(self.max_words, max(2 * table.shape[0], len(self._slots) + len(keys)))
+            grown = table.new_empty(rows, table.shape[1])
+            grown[: table.shape[0]] = table
+            self._free.extend(range(table.shape[0], rows))
+            table = grown
+        while len(self._free) < len(keys):  # full: evict the least recently used
+            _, slot = self._slots.popitem(last=False)
+            self._free.append(slot)
+        slots = [self._free.pop() for _ in keys]
+        table.index_copy_(0, torch.tensor(slots, dtype=torch.long, device=table.device), vectors)
+        self._slots.update(zip(keys, slots))
+        self._table = table
+
+
+def _row_keys(words: torch.Tensor) -> list[bytes]:
+    """One hashable key per char-id row (int16 bytes: ids are < 262)."""
+    rows = words.detach().to("cpu", torch.int16).numpy()
+    return [row.tobytes() for row in np.ascontiguousarray(rows)]
+
+
+def parameter_fingerprint(parameters: Iterable[torch.Tensor], dtype: torch.dtype | None) -> tuple:
+    """What `TokenCache` compares to know that cached vectors are still valid.
+
+    Per parameter: its identity, storage, device and in-place version counter (changed
+    by optimizer steps, `load_state_dict`, `.to()`, weight import and any in-place
+    operation on the parameter itself), and a float64 sum of its values plus of every
+    97th value, which also notices in-place edits through `.data`, which the version
+    counter does not see. The sums cost one pass over the char CNN's weights per batch
+    (a few ms for the original model, whose batches take seconds).
+    """
+    parameters = list(parameters)
+    with torch.no_grad():
+        sums = torch.stack(
+            [torch.stack([p.sum(dtype=torch.float64), p.reshape(-1)[::97].sum(dtype=torch.float64)]) for p in parameters]
+        ) if parameters else torch.zeros(0)
+    return (dtype, tuple(sums.flatten().tolist())) + tuple(
+        (id(p), p.data_ptr(), p._version, p.device) for p in parameters
+    )
+
+
+# ---- elmo_core/bilm.py --------------------------------------------------------
+
+class BiLMOutput(NamedTuple):
+    """What `BiLM.forward` returns.
+
+    Attributes:
+        activations: Every biLM layer: index 0 is the char CNN's token vector repeated
+            twice (so that every layer is `2 * projection_dim` wide), index l >= 1 is
+            `[forward layer l ; backward layer l]`. Zero at padded positions.
+            Shape [n_layers + 1, batch, tokens, 2 * projection_dim].
+        mask: bool [batch, tokens], True = real position.
+    """
+
+    activations: torch.Tensor
+    mask: torch.Tensor
+
+
+def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters: int) -> None:
+    """Raise a clear error unless `char_ids` is a valid [batch, tokens, chars] id tensor."""
+    if not isinstance(char_ids, torch.Tensor):
+        raise TypeError(
+            f"char_ids must be a torch.Tensor; got {type(char_ids).__name__}. "
+            "Build it with elmo_core.words_to_char_ids(sentences)."
+        )
+    if char_ids.dim() != 3 or char_ids.shape[-1] != max_characters_per_token:
+        raise ValueError(
+            f"char_ids must be 3-D [batch, tokens, {max_characters_per_token}]; got shape "
+            f"{tuple(char_ids.shape)}. Did you pass word ids? Use words_to_char_ids()."
+        )
+    if char_ids.dtype.is_floating_point or char_ids.dtype.is_complex or char_ids.dtype == torch.bool:
+        raise TypeError(f"char_ids must be an integer tensor; got dtype {char_ids.dtype}.")
+    if char_ids.numel():
+        low, high = int(char_ids.min()), int(char_ids.max())
+        if low < 0 or high >= n_characters:
+            raise ValueError(
+                f"char_ids must lie in [0, {n_characters}); found values from {low} to {high}. "
+                "Ids are UTF-8 bytes + 1 and markers 257..261 (see elmo_core.characters); "
+                "0 marks a padded position."
+            )
+
+
+class BiLM(nn.Module):
+    """The ELMo biLM (frozen feature extractor or trainable language model).
+
+    Args:
+        options: The model's hyperparameters.
+        stateful: Carry each batch row's final LSTM states into the next batch, as the
+            original implementations did. Off by default; see `reset_states()`.
+        keep_sentence_boundaries: Return the `<S>`/`</S>` positions too (tokens + 2).
+        dropout: Dropout on every LSTM layer's input during training (bilm-tf: 0.1).
+        token_cache_words: Bound, in word types, of the LRU cache of layer 0 (see
+            `elmo_core.token_cache`); 0 switches it off. The cache is used only when no
+            gradient flows into the char CNN, so it never affects biLM training. It is
+            available as `self.token_cache` (None when off).
+
+    Attributes:
+        recurrence: How the LSTMs run: "auto" (default), "step", "fused", "paired" or
+            "captured"; see `elmo_core.recurrence` and `set_recurrence`.
+    """
+
+    def __init__(
+        self,
+        options: BiLMOptions,
+        *,
+        stateful: bool = False,
+        keep_sentence_boundaries: bool = False,
+        dropout: float = 0.0,
+        token_cache_words: int = DEFAULT_TOKEN_CACHE_WORDS,
+    ) -> None:
+        super().__init__()
+        self.options = options
+        self.stateful = stateful
+        self.keep_sentence_boundaries = keep_sentence_boundaries
+        lstm = options.lstm
+        self.char_cnn = CharCNN(options)
+        stack_args = (
+            lstm.projection_dim, lstm.dim, lstm.projection_dim, lstm.n_layers,
+            lstm.cell_clip, lstm.proj_clip, lstm.use_skip_connections, dropout,
+        )
+        self.forward_layers = LSTMStack(*stack_args)
+        self.backward_layers = LSTMStack(*stack_args)
+        C = options.char_cnn.max_characters_per_token
+        self.register_buffer("bos_char_ids", torch.tensor(word_to_char_ids(BOS_TOKEN, C)), persistent=False)
+        self.register_buffer("eos_char_ids", torch.tensor(word_to_char_ids(EOS_TOKEN, C)), persistent=False)
+        # Stateful mode: per direction, per layer (h, c) with rows in batch-row order.
+        self._states: dict[str, list[LSTMState]] | None = None
+        self.token_cache: TokenCache | None = None
+        self.set_token_cache(token_cache_words)
+        self.recurrence = "auto"
+        self._captured = CapturedRecurrence()
+
+    @property
+    def output_dim(self) -> int:
+        """Width of every layer: `2 * projection_dim`."""
+        return self.options.output_dim
+
+    @property
+    def num_layers(self) -> int:
+        """Number of layers returned: `n_layers + 1`."""
+        return self.options.num_layers
+
+    def set_token_cache(self, max_words: int) -> None:
+        """Replace the layer-0 cache by an empty one of `max_words` word types (0: none).
+
+        Raises:
+            ValueError: if `max_words` is not an integer >= 0.
+        """
+        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 0:
+            raise ValueError(
+                f"token_cache_words must be an integer >= 0 (0 switches the cache off); got {max_words!r}."
+            )
+        self.token_cache = TokenCache(max_words) if max_words else None
+
+    def reset_states(self) -> None:
+        """Forget carried LSTM states (stateful mode); the next batch starts from zeros."""
+        self._states = None
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> BiLMOutput:
+        """Run the char CNN and both LSTM stacks.
+
+        Args:
+            char_ids: Character ids from `words_to_char_ids`, *without* `<S>`/`</S>`
+                (added here). Rows are right-padded with all-zero positions. Moved to
+                the module's device if needed.
+            mask: True for real tokens; derived from `char_ids` (any id non-zero) when
+                omitted. Must be True on a prefix of each row.
+
+        Returns:
+            `BiLMOutput(activations, mask)`; see its docstring.
+
+        Shape:
+            char_ids: [batch, tokens, chars] int64
+            mask: [batch, tokens] bool
+            activations: [n_layers + 1, batch, tokens, 2 * projection_dim] float
+            (tokens + 2 with `keep_sentence_boundaries`).
+
+        Raises:
+            ValueError / TypeError: for ids of the wrong shape, dtype or range, or a
+                mask that is not right-padded.
+        """
+        C = self.options.char_cnn.max_characters_per_token
+        check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
+        device = self.bos_char_ids.device
+        char_ids = char_ids.to(device)
+        real = (char_ids != 0).any(dim=-1) if mask is None else _check_mask(mask, char_ids).to(device)
+        batch_size, num_tokens, _ = char_ids.shape
+        lengths = real.sum(dim=1)  # [batch]
+        positions = torch.arange(num_tokens, device=device)
+        if not torch.equal(real, positions[None, :] < lengths[:, None]):
+            raise ValueError(
+                "padding must be on the right: every row of the mask (or of non-zero char_ids) "
+                "must be True for its first n positions and False after. Build inputs with "
+                "words_to_char_ids()."
+            )
+
+        # <S> w1 .. wn </S> per row, at positions 0 and len + 1.
+        ids = char_ids.new_zeros(batch_size, num_tokens + 2, C)
+        ids[:, 1 : num_tokens + 1] = char_ids * real[..., None]
+        ids[:, 0] = self.bos_char_ids
+        ids[torch.arange(batch_size, device=device), lengths + 1] = self.eos_char_ids
+        full_lengths = lengths + 2
+        full_mask = torch.arange(num_tokens + 2, device=device)[None, :] < full_lengths[:, None]
+
+        token_embedding = self._token_embedding(ids, full_mask)  # [batch, tokens + 2, P]
+        forward_out, backward_out = self._run_stacks(token_embedding, full_lengths)
+        layers = [torch.cat([token_embedding, token_embedding], dim=-1)]
+        layers += [torch.cat([f, b], dim=-1) for f, b in zip(forward_out, backward_out)]
+        dtype = layers[-1].dtype
+        activations = torch.stack([layer.to(dtype) for layer in layers])  # [L+1, B, T+2, 2P]
+
+        if self.keep_sentence_boundaries:
+            return BiLMOutput(activations, full_mask)
+        # Drop <S> (position 0) and </S> (position len + 1, which becomes len after the
+        # shift and is zeroed by the mask).
+        activations = activations[:, :, 1 : num_tokens + 1] * real[None, :, :, None].to(dtype)
+        return BiLMOutput(activations, real)
+
+    def _token_embedding(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Char CNN once per distinct word among the real positions; zeros elsewhere.
+
+        The char CNN has no context, so a word's vector is the same wherever it occurs;
+        in a batch of real text fewer than half the positions hold distinct words, and
+        across batches the token cache (when on) answers most of those.
+
+        Shape: ids [batch, steps, chars], mask [batch, steps] -> [batch, steps, P]
+        """
+        words, inverse = torch.unique(ids[mask], dim=0, return_inverse=True)  # [distinct, chars]
+        cache = self.token_cache
+        parameters = list(self.char_cnn.parameters())
+        if cache is None or (torch.is_grad_enabled() and any(p.requires_grad for p in parameters)):
+            vectors = self.char_cnn(words)
+        else:  # nothing to differentiate: reuse earlier vectors of the same words
+            device_type = words.device.type
+            dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
+            vectors = cache.lookup(words, self.char_cnn, parameter_fingerprint(parameters, dtype))
+        embedded = vectors[inverse]  # [num_real, P]
+        out = embedded.new_zeros(*mask.shape, embedded.shape[-1])
+        out[mask] = embedded
+        return out
+
+    def _run_stacks(
+        self, tokens: torch.Tensor, lengths: torch.Tensor
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Both LSTM stacks over [batch, steps, P] inputs; outputs batch-major, unsorted."""
+        stacks = (self.forward_layers, self.backward_layers)
+        needs_grad = torch.is_grad_enabled() and any(p.requires_grad for s in stacks for p in s.parameters())
+        mode = getattr(self, "recurrence", "auto")  # biLMs pickled before the option existed
+        path = resolve_recurrence(mode, stacks, tokens.device, needs_grad, self.stateful)
+        if path == "paired":
+            return paired_stacks(stacks, tokens, lengths)
+        if path == "captured":
+            return self._captured(stacks, tokens, lengths)
+        fused = path == "fused"
+        batch_size, num_steps, _ = tokens.shape
+        sorted_lengths, order = lengths.sort(descending=True, stable=True)
+        lengths_list = sorted_lengths.tolist()
+        # Rows still running at step t (rows are sorted longest first).
+        batch_sizes = [sum(1 for n in lengths_list if n > t) for t in range(num_steps)]
+        x = tokens.index_select(0, order).transpose(0, 1)  # [steps, batch, P], sorted rows
+
+        # Backward direction: each row reversed over its own length, so it starts at its
+        # </S> and never reads padding. The same index undoes the reversal.
+        reverse = reverse_index(sorted_lengths, num_steps)[..., None]  # [steps, batch, 1]
+
+        def flip(t: torch.Tensor) -> torch.Tensor:
+            return t.gather(0, reverse.expand(-1, -1, t.shape[-1]))
+
+        forward_init, backward_init = self._initial_states(order, batch_size)
+        run = {"fused": fused, "final_state": self.stateful}  # final states feed only the carry-over
+        forward_out, forward_final = self.forward_layers(x, batch_sizes, forward_init, **run)
+        backward_out, backward_final = self.backward_layers(flip(x), batch_sizes, backward_init, **run)
+        backward_out = [flip(y) for y in backward_out]
+        if self.stateful:
+            self._store_states(order, forward_final, backward_final)
+
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(batch_size, device=order.device)
+
+        def unsort(t: torch.Tensor) -> torch.Tensor:
+            return t.transpose(0, 1).index_select(0, inverse)  # [batch, steps, P]
+
+        return [unsort(y) for y in forward_out], [unsort(y) for y in backward_out]
+
+    # ------------------------------------------------------------------ stateful mode
+    def _initial_states(
+        self, order: torch.Tensor, batch_size: int
+    ) -> tuple[list[LSTMState] | None, list[LSTMState] | None]:
+        if not self.stateful or self._states is None:
+            return None, None
+
+        def take(h: torch.Tensor) -> torch.Tensor:
+            # Rows beyond the stored ones start from zero (the batch grew).
+            if h.shape[0] < batch_size:
+                h = torch.cat([h, h.new_zeros(batch_size - h.shape[0], *h.shape[1:])])
+            return h[:batch_size].index_select(0, order)
+
+        return tuple(  # type: ignore[return-value]
+            [(take(h), take(c)) for h, c in self._states[direction]]
+            for direction in ("forward", "backward")
+        )
+
+    def _store_states(
+        self, order: torch.Tensor, forward_final: list[LSTMState], backward_final: list[LSTMState]
+    ) -> None:
+        """Keep each row's final states; rows beyond this batch keep their old states."""
+        batch_size = order.shape[0]
+        new: dict[str, list[LSTMState]] = {}
+        for direction, finals in (("forward", forward_final), ("backward", backward_final)):
+            layers = []
+            for k, (h, c) in enumerate(finals):
+                h = h.detach().float()
+                c = c.detach().float()
+                h_rows = torch.empty_like(h)
+                c_rows = torch.empty_like(c)
+                h_rows[order] = h  # back to batch-row order
+                c_rows[order] = c
+                if self._states is not None:
+                    old_h, old_c = self._states[direction][k]
+                    if old_h.shape[0] > batch_size:
+                        h_rows = torch.cat([h_rows, old_h[batch_size:]])
+                        c_rows = torch.cat([c_rows, old_c[batch_size:]])
+                layers.append((h_rows, c_rows))
+            new[direction] = layers
+        self._states = new
+
+
+def _check_mask(mask: object, char_ids: torch.Tensor) -> torch.Tensor:
+    if not isinstance(mask, torch.Tensor) or tuple(mask.shape) != tuple(char_ids.shape[:2]):
+        shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise ValueError(
+            f"mask must be a [batch, tokens] = {tuple(char_ids.shape[:2])} tensor; got {shape}."
+        )
+    return mask.bool()
+
+
+# ---- elmo_core/quantization.py ------------------------------------------------
+
+def is_quantized(module: nn.Module) -> bool:
+    """True if any submodule is a dynamically quantised (int8) layer."""
+    return any(type(m).__module__.startswith("torch.ao.nn.quantized") for m in module.modules())
+
+
+# ---- elmo_core/windows.py -----------------------------------------------------
+
+DEFAULT_WINDOW_TOKENS = 1024
+"""Longest sequence read in one pass. Long enough for any real sentence and for a
+600-token paragraph; a 100,000-token document becomes about 130 windows."""
+
+
+class Window(NamedTuple):
+    """One biLM pass over `tokens[start:end]`, keeping the vectors of `tokens[keep_start:keep_end]`."""
+
+    start: int
+    end: int
+    keep_start: int
+    keep_end: int
+
+
+def default_context(window_tokens: int) -> int:
+    """Context tokens on each side of a window when none is given: `window_tokens // 8`."""
+    return window_tokens // 8
+
+
+def _check_window(window_tokens: object, context: object) -> int:
+    if isinstance(window_tokens, bool) or not isinstance(window_tokens, int) or window_tokens <= 0:
+        raise ValueError(
+            f"window_tokens must be a positive integer (or None to read every sequence whole); "
+            f"got {window_tokens!r}. {DEFAULT_WINDOW_TOKENS} is a good value."
+        )
+    if context is None:
+        return default_context(window_tokens)
+    if isinstance(context, bool) or not isinstance(context, int) or context < 0:
+        raise ValueError(f"window_context must be a non-negative integer or None; got {context!r}.")
+    if 2 * context >= window_tokens:
+        raise ValueError(
+            f"window_context ({context}) must be less than half of window_tokens ({window_tokens}): "
+            "each window keeps window_tokens - 2 * window_context tokens. Lower the context or "
+            "raise window_tokens."
+        )
+    return context
+
+
+def plan_windows(num_tokens: int, window_tokens: int = DEFAULT_WINDOW_TOKENS, context: int | None = None) -> list[Window]:
+    """The windows that cover a sequence of `num_tokens` tokens (see the module docstring).
+
+    Args:
+        num_tokens: Length of the sequence (>= 0).
+        window_tokens: Most tokens one pass reads. A sequence of at most this many
+            tokens is one window, read whole.
+        context: Tokens of context on each side of a window's kept stretch
+            (default `window_tokens // 8`). 0 cuts the sequence into disjoint pieces.
+
+    Returns:
+        Windows in order; their kept stretches tile `[0, num_tokens)` exactly, and
+        every window reads at most `window_tokens` tokens.
+
+    Raises:
+        ValueError: if `window_tokens` is not positive, or `2 * context >= window_tokens`.
+    """
+    context = _check_window(window_tokens, context)
+    if num_tokens <= window_tokens:
+        return [Window(0, num_tokens, 0, num_tokens)]
+    windows = []
+    keep_start = 0
+    while True:
+        start = max(0, keep_start - context)
+        end = start + window_tokens
+        if end >= num_tokens:  # the last window: read the final window_tokens tokens
+            windows.append(Window(max(0, num_tokens - window_tokens), num_tokens, keep_start, num_tokens))
+            return windows
+        windows.append(Window(start, end, keep_start, end - context))
+        keep_start = end - context
+
+
+# ---- elmo_core/embedding.py ---------------------------------------------------
+
+DEFAULT_BATCH_TOKENS = 4096
+"""Default budget of padded positions per batch (about 0.3 GB of LSTM pre-activations
+for the original model's shape; lower it on small machines, raise it on a GPU)."""
+
+LAYER_CHOICES = ("all", "top", "average", "mix")
+
+
+def check_layers(layers: object, num_layers: int, num_mixes: int) -> None:
+    """Raise `ValueError` unless `layers` is one of LAYER_CHOICES or a layer index 0..L.
+
+    Negative indices are refused rather than read Python's way, so that no sentinel
+    can silently select a different layer (peer report R29).
+    """
+    valid = f"'all', 'top', 'average', 'mix' or a layer index 0..{num_layers - 1}"
+    if isinstance(layers, str):
+        if layers not in LAYER_CHOICES:
+            raise ValueError(f"layers must be {valid}; got {layers!r}.")
+        if layers == "mix" and num_mixes == 0:
+            raise ValueError(
+                "layers='mix' needs a model with at least one scalar mix "
+                "(num_output_representations >= 1); use 'all', 'top' or 'average'."
+            )
+        return
+    if isinstance(layers, bool) or not isinstance(layers, (int, np.integer)):
+        raise ValueError(f"layers must be {valid}; got {layers!r} ({type(layers).__name__}).")
+    if not 0 <= int(layers) < num_layers:
+        raise ValueError(f"layers must be {valid}; got {layers!r}. Negative indices are not accepted.")
+
+
+def iter_embeddings(
+    model: Elmo,
+    sentences: Sequence[Sequence[str]],
+    *,
+    layers: str | int = "all",
+    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    batch_size: int | None = None,
+    device: str | torch.device | None = None,
+    autocast_dtype: torch.dtype | None = None,
+    window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+    window_context: int | None = None,
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Yield `(index, vectors)` for every sentence, batch by batch (not in input order).
+
+    Memory is bounded by one batch, whatever the number of sentences, and by one
+    window, whatever their length (plus the vectors of a long sentence being
+    assembled). See `embed_sentences` for the arguments and shapes.
+    """
+    check_sentences(sentences)
+    check_layers(layers, model.num_layers, len(model.scalar_mixes))
+    if model.bilm.stateful:
+        raise ValueError(
+            "embed() sorts sentences by length, which would scramble the LSTM states a "
+            "stateful model carries between batch rows. Call the model on your own batches "
+            "in stateful mode, or build it with stateful=False (the default)."
+        )
+    _check_positive("batch_tokens", batch_tokens)
+    if batch_size is not None:
+        _check_positive("batch_size", batch_size)
+    if is_quantized(model):
+        _check_int8_use(model, device, autocast_dtype)
+    if device is not None:
+        model.to(device)
+    model_device = next(model.parameters()).device
+    precision = _autocast(model_device, autocast_dtype)
+    C = model.options.char_cnn.max_characters_per_token
+    # One piece per biLM pass: a whole sentence, or one window of a long one.
+    if window_tokens == 0 and not isinstance(window_tokens, bool):
+        window_tokens = None  # 0, as on the command line: read every sentence whole
+    if window_tokens is not None:
+        plan_windows(0, window_tokens, window_context)  # check the arguments up front
+    pieces: list[tuple[int, Window]] = []
+    for i, sentence in enumerate(sentences):
+        if window_tokens is None:
+            pieces.append((i, Window(0, len(sentence), 0, len(sentence))))
+        else:
+            pieces.extend((i, w) for w in plan_windows(len(sentence), window_tokens, window_context))
+    batches = batches_by_token_budget(
+        [w.end - w.start for _, w in pieces], batch_tokens, max_batch_size=batch_size
+    )
+    windows_left = Counter(i for i, _ in pieces)
+    # Long sentences being assembled: index -> vectors so far.
+    assembling: dict[int, np.ndarray] = {}
+    _enter_eval(model)
+    try:
+        with torch.inference_mode():
+            for batch in batches:
+                texts = [sentences[i][w.start : w.end] for i, w in (pieces[k] for k in batch)]
+                char_ids, mask = words_to_char_ids(texts, C)
+                with precision:
+                    out = model(char_ids, mask)
+                if layers == "all":
+                    result = out.activations.transpose(0, 1)  # [batch, layers, tokens, dim]
+                elif layers == "top":
+                    result = out.activations[-1]
+                elif layers == "average":
+                    result = out.activations.mean(dim=0)
+                elif layers == "mix":
+                    result = out.representations[0]
+                else:
+                    result = out.activations[int(layers)]
+                result = result.float().cpu().numpy()
+                for row, k in enumerate(batch):
+                    i, w = pieces[k]
+                    kept = result[row][..., w.keep_start - w.start : w.keep_end - w.start, :]
+                    if (w.start, w.end) == (0, len(sentences[i])):  # read whole
+                        # A copy, never a view: a view would keep the whole batch's array
+                        # alive for as long as the caller keeps this one sentence.
+                        yield i, np.array(kept, dtype=np.float32, order="C", copy=True)
+                        continue
+                    if i not in assembling:
+                        shape = (*kept.shape[:-2], len(sentences[i]), kept.shape[-1])
+                        assembling[i] = np.empty(shape, dtype=np.float32)
+                    assembling[i][..., w.keep_start : w.keep_end, :] = kept
+                    windows_left[i] -= 1
+                    if windows_left[i] == 0:
+                        yield i, assembling.pop(i)
+    finally:
+        _leave_eval(model)
+
+
+# Calls to iter_embeddings running on each model (from any thread), and the mode to put
+# back when the last one ends. Switching a shared model to eval() and back per call
+# raced: a second thread could read the first one's eval() as the caller's mode, or
+# run in training mode (dropout on) after the first one restored it.
+_MODE_LOCK = threading.Lock()
+_RUNNING: weakref.WeakKeyDictionary[torch.nn.Module, list] = weakref.WeakKeyDictionary()
+
+
+def _enter_eval(model: torch.nn.Module) -> None:
+    with _MODE_LOCK:
+        entry = _RUNNING.setdefault(model, [0, model.training])
+        entry[0] += 1
+        model.eval()
+
+
+def _leave_eval(model: torch.nn.Module) -> None:
+    with _MODE_LOCK:
+        entry = _RUNNING[model]
+        entry[0] -= 1
+        if entry[0] == 0:
+            del _RUNNING[model]
+            model.train(entry[1])
+
+
+def _check_positive(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+
+
+def _check_int8_use(model: torch.nn.Module, device: object, autocast_dtype: object) -> None:
+    """int8 layers run on the CPU in float32 only: say so before torch fails deep inside."""
+    parameter = next(model.parameters())
+    target = torch.device(device) if device is not None else parameter.device
+    if target.type != "cpu" or parameter.dtype != torch.float32 or autocast_dtype is not None:
+        raise ValueError(
+            f"this model is int8-quantised (quantize_int8), which runs on the CPU in float32 only; "
+            f"asked for device {target}, dtype {parameter.dtype}, autocast {autocast_dtype}. On a GPU "
+            "use the float32 model with autocast_dtype=torch.bfloat16 instead."
+        )
+
+
+def _autocast(device: torch.device, dtype: torch.dtype | None):
+    """A `torch.autocast` context for `dtype`, or a no-op one for None."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    if dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(
+            f"autocast_dtype must be torch.bfloat16, torch.float16 or None; got {dtype!r}."
+        )
+    return torch.autocast(device.type, dtype=dtype)
+
+
+def embed_sentences(
+    model: Elmo,
+    sentences: Sequence[Sequence[str]],
+    *,
+    layers: str | int = "all",
+    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    batch_size: int | None = None,
+    device: str | torch.device | None = None,
+    autocast_dtype: torch.dtype | None = None,
+    window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+    window_context: int | None = None,
+) -> list[np.ndarray]:
+    """ELMo vectors for tokenised sentences, one float32 CPU array per sentence, in order.
+
+    Runs in eval mode under `torch.inference_mode`, batching by a token budget after
+    sorting by length. A sentence's vectors do not depend on the batching (the default
+    model is stateless).
+
+    Args:
+        model: An `Elmo` (stateless).
+        sentences: Lists of token strings; empty lists give empty arrays.
+        layers: `"all"` -> [n_layers + 1, tokens, dim]; `"top"` (last LSTM layer),
+            `"average"` (mean of all layers), `"mix"` (the first scalar mix) or a layer
+            index `k` in 0..n_layers -> [tokens, dim]. Layer 0 is the char CNN layer.
+        batch_tokens: Budget of padded positions per batch (see `batches_by_token_budget`).
+        batch_size: Optional cap on sentences per batch.
+        device: Move the model here first (inputs follow the model).
+        autocast_dtype: Run under `torch.autocast` in this dtype (`torch.bfloat16` or
+            `torch.float16`), e.g. on a GPU: matrix products in half precision, about
+            3 significant digits; outputs are still float32 arrays. None (default):
+            the model's own dtype.
+        window_tokens: A sentence longer than this is read in overlapping windows of
+            this many tokens (see `elmo_core.windows`), so memory does not grow with
+            its length; shorter ones are read whole and are not affected. None (or 0)
+            reads every sentence whole, however long.
+        window_context: Tokens of context on each side of a window's kept tokens
+            (default `window_tokens // 8`).
+
+    Returns:
+        One array per input sentence, float32, dim = 2 * projection_dim.
+
+    Raises:
+        TypeError: if `sentences` is not a list of lists of str.
+        ValueError: for an unknown `layers` value, a bad budget or window, a stateful
+            model, or an `autocast_dtype` other than bfloat16/float16.
+    """
+    check_sentences(sentences)
+    out: list[np.ndarray | None] = [None] * len(sentences)
+    for i, vectors in iter_embeddings(
+        model,
+        sentences,
+        layers=layers,
+        batch_tokens=batch_tokens,
+        batch_size=batch_size,
+        device=device,
+        autocast_dtype=autocast_dtype,
+        window_tokens=window_tokens,
+        window_context=window_context,
+    ):
+        out[i] = vectors
+    return out  # type: ignore[return-value]
+
+
+# ---- elmo_core/scalar_mix.py --------------------------------------------------
+
+LAYER_NORM_SCOPES = ("sentence", "batch")
+"""Values of `ScalarMix(layer_norm_scope=...)`: whose tokens share the layer-norm statistics."""
+
+
+class ScalarMix(nn.Module):
+    """ELMo_task = gamma * sum_k softmax(w)_k * h_k  (paper equation 1).
+
+    Args:
+        num_layers: Number of layers mixed (`n_layers + 1`: the token layer and every
+            LSTM layer).
+        do_layer_norm: Normalise each layer before mixing (bilm-tf's `use_layer_norm`:
+            one mean and variance over real positions and features, eps 1e-12, computed
+            after the sentence boundaries are removed). Off by default, as the authors
+            recommend.
+        layer_norm_scope: Which positions share those statistics. "sentence" (the
+            default): each sentence's own tokens, so a sentence's vectors do not depend
+            on what it is batched with. "batch": every real token of the batch, as
+            bilm-tf did; a sentence's vectors then change with its batch mates (use it
+            only to reproduce the original's numbers on the original's batches).
+        initial_scalar_parameters: Starting values of w (default zeros: equal weights).
+        trainable: Whether w and gamma are learned. With `False` the mix is fixed at
+            its initial values (for instance `[0, 0, 1]` with a large scale to take the
+            top layer only, or the weights learned by an earlier run).
+        gamma: Starting value of the scale gamma (default 1).
+
+    Attributes:
+        scalar_weights: w, shape [num_layers].
+        gamma: shape [1].
+
+    Shape:
+        activations: [num_layers, batch, tokens, dim], or a sequence of num_layers
+            tensors [batch, tokens, dim]; mask: [batch, tokens] bool
+        output: [batch, tokens, dim]
+
+    Raises:
+        ValueError: if the number of layers given to `forward` differs from `num_layers`,
+            or `layer_norm_scope` is not "sentence" or "batch".
+    """
+
+    def __init__(
+        self,
+        num_layers: int,
+        do_layer_norm: bool = False,
+        initial_scalar_parameters: Sequence[float] | None = None,
+        trainable: bool = True,
+        gamma: float = 1.0,
+        layer_norm_scope: Literal["sentence", "batch"] = "sentence",
+    ) -> None:
+        super().__init__()
+        if layer_norm_scope not in LAYER_NORM_SCOPES:
+            raise ValueError(
+                f"layer_norm_scope must be one of {LAYER_NORM_SCOPES}; got {layer_norm_scope!r}. "
+                "'sentence' (the default) keeps each sentence independent of its batch mates."
+            )
+        if initial_scalar_parameters is None:
+            initial_scalar_parameters = [0.0] * num_layers
+        if len(initial_scalar_parameters) != num_layers:
+            raise ValueError(
+                f"initial_scalar_parameters must have one value per layer ({num_layers}); got "
+                f"{len(initial_scalar_parameters)}: {list(initial_scalar_parameters)}."
+            )
+        self.num_layers = num_layers
+        self.do_layer_norm = do_layer_norm
+        self.layer_norm_scope = layer_norm_scope
+        self.scalar_weights = nn.Parameter(
+            torch.tensor([float(v) for v in initial_scalar_parameters]), requires_grad=trainable
+        )
+        self.gamma = nn.Parameter(torch.tensor([float(gamma)]), requires_grad=trainable)
+
+    @property
+    def normalized_weights(self) -> torch.Tensor:
+        """softmax(w): the weight given to each layer, [num_layers], detached."""
+        return torch.softmax(self.scalar_weights.detach(), dim=0)
+
+    def forward(
+        self, activations: torch.Tensor | Sequence[torch.Tensor], mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The mix of the layers; see the class docstring.
+
+        Given a sequence of layer tensors, the mix reads those very tensors, so gradients
+        reach each of them (what `ElmoModel` returns as `hidden_states`).
+        """
+        layers = activations.unbind(0) if isinstance(activations, torch.Tensor) else tuple(activations)
+        if len(layers) != self.num_layers:
+            raise ValueError(
+                f"ScalarMix was built for {self.num_layers} layers but got {len(layers)} "
+                f"(activations of shape {_shape(activations)}); build it with num_layers = n_layers + 1."
+            )
+        if self.do_layer_norm:
+            if mask is None:
+                raise ValueError("ScalarMix with do_layer_norm=True needs the mask of real positions.")
+            per_sentence = self.layer_norm_scope == "sentence"
+            layers = tuple(_masked_layer_norm(layer, mask, per_sentence) for layer in layers)
+        weights = torch.softmax(self.scalar_weights, dim=0).to(layers[0].dtype)
+        mixed = weights[0] * layers[0]
+        for weight, layer in zip(weights[1:], layers[1:]):
+            mixed = mixed + weight * layer  # [batch, tokens, dim]
+        return self.gamma.to(mixed.dtype) * mixed
+
+
+def _shape(activations: torch.Tensor | Sequence[torch.Tensor]) -> object:
+    if isinstance(activations, torch.Tensor):
+        return tuple(activations.shape)
+    return [tuple(layer.shape) for layer in activations]
+
+
+def _masked_layer_norm(
+    layer: torch.Tensor, mask: torch.Tensor, per_sentence: bool, eps: float = 1e-12
+) -> torch.Tensor:
+    """One layer normalised by the mean/variance over real positions and features.
+
+    per_sentence: statistics over each sentence's own tokens (one mean per batch row);
+    otherwise one mean/variance over every real token of the batch (bilm-tf).
+    """
+    m = mask[:, :, None].to(layer.dtype)  # [batch, tokens, 1]
+    dims = (1, 2) if per_sentence else (0, 1, 2)
+    count = m.sum(dim=dims, keepdim=True) * layer.shape[-1]  # [batch or 1, 1, 1]
+    safe = count.clamp(min=1)  # an empty sentence: nothing to normalise, no division by 0
+    mean = (layer * m).sum(dim=dims, keepdim=True) / safe
+    var = (((layer - mean) * m) ** 2).sum(dim=dims, keepdim=True) / safe
+    return (layer - mean) / torch.sqrt(var + eps)
+
+
+# ---- elmo_core/elmo.py --------------------------------------------------------
+
+class ElmoOutput(NamedTuple):
+    """What `Elmo.forward` returns.
+
+    Attributes:
+        representations: One scalar-mixed tensor per output representation,
+            each [batch, tokens, 2 * projection_dim], zero at padded positions.
+        activations: Every biLM layer, [n_layers + 1, batch, tokens, 2 * projection_dim].
+        mask: bool [batch, tokens], True = real token.
+    """
+
+    representations: list[torch.Tensor]
+    activations: torch.Tensor
+    mask: torch.Tensor
+
+
+class Elmo(nn.Module):
+    """Contextual word vectors: a biLM whose layers are mixed per task (paper section 3.2).
+
+    Args:
+        options: biLM hyperparameters. The weights are loaded separately, e.g.
+            `elmo_core.load_bilm_tf(elmo, "weights.hdf5")` or `load_model_folder(dir)`.
+        num_output_representations: How many independent scalar mixes to compute over
+            one biLM run (1 for most tasks; the paper uses 2 for SQuAD/SNLI-style models
+            that add ELMo at both the input and the output of their encoder).
+        dropout: Dropout on each representation during training (AllenNLP's default
+            0.5; 0 disables it). Never applied in `eval()` mode.
+        do_layer_norm: See `ScalarMix`; off by default, as the authors recommend.
+        layer_norm_scope: See `ScalarMix`: "sentence" (default, batch-invariant) or
+            "batch" (bilm-tf's whole-batch statistics).
+        keep_sentence_boundaries: Also return the `<S>`/`</S>` positions.
+        requires_grad: Train the biLM weights too. Off by default: the biLM is frozen,
+            runs without building an autograd graph, and only the scalar mixes (w and
+            gamma per representation) are trainable.
+        stateful: Carry LSTM states across batches as the original did (see `BiLM`).
+        scalar_mix_parameters: Fixed mix weights w (one per layer). When given, the
+            mixes are not trainable.
+        token_cache_words: Bound of the biLM's layer-0 cache in word types (see
+            `elmo_core.token_cache`); 0 switches it off. On by default: it changes no
+            value (atol 1e-6) and is skipped whenever the char CNN needs gradients.
+
+    Shape:
+        char_ids: [batch, tokens, chars] int64 (no <S>/</S>); mask: [batch, tokens] bool
+    """
+
+    def __init__(
+        self,
+        options: BiLMOptions,
+        num_output_representations: int = 1,
+        dropout: float = 0.5,
+        do_layer_norm: bool = False,
+        keep_sentence_boundaries: bool = False,
+        requires_grad: bool = False,
+        stateful: bool = False,
+        scalar_mix_parameters: Sequence[float] | None = None,
+        token_cache_words: int = DEFAULT_TOKEN_CACHE_WORDS,
+        layer_norm_scope: str = "sentence",
+    ) -> None:
+        super().__init__()
+        if num_output_representations < 0:
+            raise ValueError(
+                f"num_output_representations must be >= 0; got {num_output_representations}."
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1); got {dropout}.")
+        self.options = options
+        self.dropout = dropout
+        self.requires_grad = requires_grad
+        self.bilm = BiLM(
+            options,
+            stateful=stateful,
+            keep_sentence_boundaries=keep_sentence_boundaries,
+            token_cache_words=token_cache_words,
+        )
+        self.bilm.requires_grad_(requires_grad)
+        self.scalar_mixes = nn.ModuleList(
+            ScalarMix(
+                options.num_layers,
+                do_layer_norm=do_layer_norm,
+                layer_norm_scope=layer_norm_scope,
+                initial_scalar_parameters=scalar_mix_parameters,
+                trainable=scalar_mix_parameters is None,
+            )
+            for _ in range(num_output_representations)
+        )
+
+    @property
+    def output_dim(self) -> int:
+        """Width of the vectors: `2 * projection_dim`."""
+        return self.options.output_dim
+
+    @property
+    def num_layers(self) -> int:
+        """Number of biLM layers: `n_layers + 1`."""
+        return self.options.num_layers
+
+    def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> ElmoOutput:
+        """Run the biLM once and every scalar mix over it.
+
+        Raises:
+            ValueError / TypeError: as `BiLM.forward`.
+        """
+        if self.requires_grad:
+            out = self.bilm(char_ids, mask)
+        else:
+            with torch.no_grad():  # frozen: no graph through the biLM
+                out = self.bilm(char_ids, mask)
+        representations = []
+        for mix in self.scalar_mixes:
+            mixed = mix(out.activations, out.mask)
+            mixed = mixed * out.mask[..., None].to(mixed.dtype)
+            representations.append(F.dropout(mixed, self.dropout, self.training))
+        return ElmoOutput(representations, out.activations, out.mask)
+
+    def embed(
+        self,
+        sentences: Sequence[Sequence[str]],
+        layers: str | int = "all",
+        *,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        batch_size: int | None = None,
+        device: str | torch.device | None = None,
+        autocast_dtype: torch.dtype | None = None,
+        window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+        window_context: int | None = None,
+    ) -> list[np.ndarray]:
+        """Vectors for tokenised sentences as float32 numpy arrays; see `embed_sentences`."""
+        return embed_sentences(
+            self,
+            sentences,
+            layers=layers,
+            batch_tokens=batch_tokens,
+            batch_size=batch_size,
+            device=device,
+            autocast_dtype=autocast_dtype,
+            window_tokens=window_tokens,
+            window_context=window_context,
+        )
+
+
+# ---- elmo_core/model_folder.py ------------------------------------------------
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
+MODEL_TYPE = "elmo"
+
+
+def read_model_config(path: str | Path) -> tuple[BiLMOptions, dict[str, Any]]:
+    """The options and the `Elmo` settings stored in a model folder's config.json.
+
+    Raises:
+        WeightFileError: if the folder or its config.json is missing, not JSON, or has
+            a `model_type` other than "elmo".
+        OptionsError: if the options in it are invalid (names the file).
+    """
+    folder = Path(path)
+    config_path = folder / CONFIG_NAME
+    if not folder.is_dir():
+        raise WeightFileError(f"model folder {folder} does not exist or is not a folder.")
+    if not config_path.is_file():
+        raise WeightFileError(
+            f"{folder} is not an ELMo model folder: it has no {CONFIG_NAME}. A model folder holds "
+            f"{CONFIG_NAME}, {WEIGHTS_NAME} and {TOKENIZER_CONFIG_NAME}; for original bilm-tf files "
+            "pass options.json and the hdf5 weights instead."
+        )
+    try:
+        config = json.loads(config_path.read_text(encoding=ENCODING))  # a BOM is dropped
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise WeightFileError(f"{config_path} is not valid JSON: {err}.") from None
+    if not isinstance(config, dict) or config.get("model_type") != MODEL_TYPE:
+        found = config.get("model_type") if isinstance(config, dict) else type(config).__name__
+        raise WeightFileError(
+            f"{config_path} has model_type {found!r}; an ELMo model folder has model_type 'elmo'."
+        )
+    try:
+        # Only the two bilm-tf sections: config.json's other keys are the Elmo settings
+        # and the Hugging Face bookkeeping, not options (bilm-tf's training `dropout`
+        # would otherwise collide with the Elmo `dropout`).
+        options = BiLMOptions.from_dict({k: v for k, v in config.items() if k in ("lstm", "char_cnn")})
+    except OptionsError as err:
+        raise OptionsError(f"{config_path}: {err}") from None
+    settings = {key: config.get(key, default) for key, default in ELMO_SETTINGS.items()}
+    return options, settings
+
+
+def check_model_folder(path: str | Path) -> None:
+    """Raise the error `load_model_folder` would raise for this folder's files, cheaply.
+
+    Reads config.json and the safetensors header only (no weights are loaded; the
+    model is built on the meta device), so it costs nothing for a large model. Used
+    by hf_elmo to explain a failed `from_pretrained`.
+
+    Raises:
+        WeightFileError: for a missing or unreadable config.json or model.safetensors, a
+            `model_type` other than "elmo", or a missing or mis-shaped tensor.
+        OptionsError: for invalid options or Elmo settings in config.json.
+    """
+    from safetensors import safe_open
+
+    options, settings = read_model_config(path)
+    with torch.device("meta"):
+        model = _build_elmo(options, settings, Path(path) / CONFIG_NAME)
+    weights_path = _weights_path(path)
+    try:
+        with safe_open(str(weights_path), framework="pt") as f:
+            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    except Exception as err:
+        raise _unreadable(weights_path, err) from err
+    _check_state(_base_model_state(shapes), model, weights_path)
+
+
+def _build_elmo(options: BiLMOptions, settings: dict[str, Any], config_path: Path) -> Elmo:
+    try:
+        return Elmo(options, **settings)
+    except (TypeError, ValueError) as err:
+        raise OptionsError(
+            f"{config_path}: its Elmo settings cannot be used ({err}). Valid settings and defaults: "
+            f"{ELMO_SETTINGS}; fix the value in {CONFIG_NAME} or pass it to load_model_folder as an override."
+        ) from err
+
+
+def _weights_path(path: str | Path) -> Path:
+    weights_path = Path(path) / WEIGHTS_NAME
+    if not weights_path.is_file():
+        raise WeightFileError(
+            f"model folder {path} has no {WEIGHTS_NAME} (the weights), only "
+            f"{sorted(p.name for p in Path(path).iterdir())}. Copy the whole folder again, or "
+            "re-create it with save_model_folder / save_pretrained / elmo convert."
+        )
+    return weights_path
+
+
+def _unreadable(weights_path: Path, err: Exception) -> WeightFileError:
+    return WeightFileError(
+        f"{weights_path} is not a readable safetensors file ({type(err).__name__}: {err}). It is "
+        "probably truncated or corrupted (an interrupted copy or download); copy or save it again."
+    )
+
+
+def _base_model_state(state: dict[str, Any]) -> dict[str, Any]:
+    """The `Elmo`'s own tensors, also when the file holds a larger model around it.
+
+    A task model that holds an `Elmo` as a submodule saves its tensors under that
+    submodule's name (`<prefix>.bilm.*`, `<prefix>.scalar_mixes.*`), beside its own (a
+    task head). The prefix is read off the `bilm` keys, so the core needs no framework's
+    naming; the task model's other tensors are left out.
+    """
+    prefixes = set()
+    for key in state:
+        parts = key.split(".")
+        if "bilm" in parts:
+            prefixes.add("".join(f"{part}." for part in parts[: parts.index("bilm")]))
+    if len(prefixes) != 1 or prefixes == {""}:
+        return state  # an Elmo's own state dict (or not one: _check_state names what is missing)
+    (prefix,) = prefixes
+    return {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
+
+
+def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: Path) -> None:
+    for name, tensor in model.state_dict().items():
+        if name not in shapes:
+            if name.startswith("scalar_mixes."):
+                continue
+            raise WeightFileError(
+                f"{weights_path} has no tensor '{name}' (expected shape {tuple(tensor.shape)}). The file "
+                f"does not belong to this {CONFIG_NAME}, or is not an ELMo model; save the folder again."
+            )
+        if shapes[name] != tuple(tensor.shape):
+            raise WeightFileError(
+                f"{weights_path}: tensor '{name}' has shape {shapes[name]}, but {CONFIG_NAME} implies "
+                f"{tuple(tensor.shape)}. The options in {CONFIG_NAME} do not match these weights: use the "
+                f"{CONFIG_NAME} saved with them."
+            )
+
+
+# ---- hf_elmo/modeling_elmo.py -------------------------------------------------
+
+__all__ = ["ElmoModelOutput", "ElmoPreTrainedModel", "ElmoModel", "ElmoForTokenClassification"]
+
+
+@dataclass
+class ElmoModelOutput(ModelOutput):
+    """What `ElmoModel` returns.
+
+    Attributes:
+        last_hidden_state: The ELMo vectors: the first scalar mix of the biLM layers
+            (`gamma * sum_k softmax(w)_k * h_k`), zero at padded positions.
+            [batch, tokens, 2 * projection_dim].
+        hidden_states: With `output_hidden_states`: every biLM layer, `n_layers + 1`
+            tensors [batch, tokens, 2 * projection_dim]; index 0 is the char CNN's token
+            vector (repeated twice to the full width), index l the l-th LSTM layer
+            `[forward ; backward]`.
+        representations: With `num_output_representations > 1`: every scalar mix,
+            `last_hidden_state` first.
+    """
+
+    last_hidden_state: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    representations: tuple[torch.Tensor, ...] | None = None
+
+
+def _loaded(tensor: torch.Tensor) -> bool:
+    """True for a tensor that `from_pretrained` filled from the checkpoint."""
+    return getattr(tensor, "_is_hf_initialized", False)
+
+
+class ElmoPreTrainedModel(PreTrainedModel):
+    """Weight initialisation, saving and loading shared by the ELMo models.
+
+    transformers 5 builds a model on the meta device, loads the checkpoint, then calls
+    `_init_weights` on every module: a tensor it loaded carries `_is_hf_initialized`,
+    and `_init_weights` never touches those, so imported weights stay exactly as saved.
+    What it does initialise (a missing tensor, or every tensor of a model built from a
+    config) gets the value elmo_core's constructors give it.
+    """
+
+    config_class = ElmoConfig
+    base_model_prefix = "elmo"
+    main_input_name = "input_ids"
+    _no_split_modules = ["BiLM"]
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, ScalarMix):
+            # w = 0 (equal weights) and gamma = 1, or the fixed w of the config.
+            fixed = self.config.scalar_mix_parameters
+            if not _loaded(module.scalar_weights):
+                module.scalar_weights.copy_(torch.tensor(fixed or [0.0] * module.num_layers))
+            if not _loaded(module.gamma):
+                module.gamma.fill_(1.0)
+        elif isinstance(module, BiLM):
+            # Non-persistent buffers: never in a checkpoint, so always rebuilt here.
+            C = module.options.char_cnn.max_characters_per_token
+            module.bos_char_ids.copy_(torch.tensor(word_to_char_ids(BOS_TOKEN, C)))
+            module.eos_char_ids.copy_(torch.tensor(word_to_char_ids(EOS_TOKEN, C)))
+        elif isinstance(module, CharCNN):
+            if not _loaded(module.char_embedding):
+                nn.init.uniform_(module.char_embedding, -1.0, 1.0)  # bilm-tf's initialiser
+        elif isinstance(module, (nn.Linear, nn.Conv1d)):
+            # torch's default (what the core's constructors use).
+            if not _loaded(module.weight):
+                nn.init.kaiming_uniform_(module.weight, a=math.sqrt(5))
+            if module.bias is not None and not _loaded(module.bias):
+                fan_in = module.weight[0].numel()
+                bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+                nn.init.uniform_(module.bias, -bound, bound)
+                highway = self._highway_holding(module)
+                if highway is not None:
+                    # The gate ("carry") half starts at -2, as in bilm-tf and Highway.
+                    module.bias[highway.size :].fill_(-2.0)
+
+    def _highway_holding(self, layer: nn.Module) -> Highway | None:
+        # transformers skips modules without parameters of their own (Highway), so its
+        # layers are recognised here.
+        for module in self.modules():
+            if isinstance(module, Highway) and any(candidate is layer for candidate in module.layers):
+                return module
+        return None
+
+    @classmethod
+    def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
+        """As transformers', and the biLM (and a fixed scalar mix) stay frozen.
+
+        transformers 5 wraps every loaded tensor in a new `nn.Parameter` with
+        `requires_grad=True`, which would silently make the frozen biLM trainable
+        (peer report R17); this puts the constructor's choice back.
+        """
+        try:
+            loaded = super().from_pretrained(*args, **kwargs)
+        except Exception as err:
+            # transformers' own errors for a broken folder come from deep inside it
+            # ("look at the above report", a raw SafetensorError); a local folder gets
+            # elmo_core's diagnosis instead, which names the file and the fix.
+            _explain_bad_folder(args[0] if args else kwargs.get("pretrained_model_name_or_path"), err)
+            raise
+        model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True
+        for name, tensor in model.state_dict().items():
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                raise ValueError(
+                    f"the weights loaded from {args[0] if args else ''} hold NaN or infinite values "
+                    f"(tensor '{name}'), so every vector would be NaN. The file is damaged or came from a "
+                    "diverged training run; save or download the model again."
+                )
+        model.freeze_bilm()
+        return loaded
+
+    def freeze_bilm(self) -> None:
+        """Make the biLM (and scalar mixes fixed by the config) untrainable, as built."""
+        for module in self.modules():
+            if isinstance(module, BiLM):
+                module.requires_grad_(False)
+            elif isinstance(module, ScalarMix) and self.config.scalar_mix_parameters is not None:
+                module.requires_grad_(False)
+
+    # ------------------------------------------------------------------ input embeddings
+    def get_input_embeddings(self) -> nn.Module:
+        """The char CNN: ELMo's input layer, from characters to token vectors (layer 0).
+
+        There is no word-embedding matrix: every token, whatever its string, is embedded
+        from its characters (`char_cnn.char_embedding` holds the character vectors).
+        """
+        return self.base_model.bilm.char_cnn
+
+    def set_input_embeddings(self, value: nn.Module) -> None:
+        """Refused: the char CNN is part of the biLM's pretrained weights.
+
+        Raises:
+            ValueError: always; explains why and what to do instead.
+        """
+        raise ValueError(
+            "ElmoModel's input layer is the pretrained char CNN (characters -> token vectors), not a word "
+            f"embedding, so it cannot be replaced by a {type(value).__name__}. Load other ELMo weights instead "
+            "(from_pretrained, or elmo convert for bilm-tf files)."
+        )
+
+    def resize_token_embeddings(
+        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, *args: Any, **kwargs: Any
+    ) -> nn.Module:
+        """Nothing to resize: returns `get_input_embeddings()` (the char CNN), unchanged.
+
+        ELMo reads characters, so a token added to the tokenizer (`tokenizer.add_tokens`)
+        already has an input representation; recipes that call
+        `model.resize_token_embeddings(len(tokenizer))` after adding tokens work as they
+        are. (The config has no `vocab_size`: ELMo has no word vocabulary.)
+        """
+        return self.get_input_embeddings()
+
+    def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
+        """As transformers', with the generated, self-contained code files.
+
+        `auto_map` names both models of `modeling_elmo.py`, so that a tagger's folder
+        also loads as a base `AutoModel`, and a base model's folder as the start of an
+        `AutoModelForTokenClassification`, wherever the folder's code runs. transformers
+        copies this module's file (and `configuration_elmo.py`) into the folder; they are
+        replaced by their generated copies, which need no elmo-bilm (see
+        `hf_elmo.remote_code`).
+        """
+        if self._auto_class is not None:
+            module = type(self).__module__.rsplit(".", 1)[-1]
+            self.config.auto_map = {
+                **(getattr(self.config, "auto_map", None) or {}),
+                "AutoModel": f"{module}.ElmoModel",
+                "AutoModelForTokenClassification": f"{module}.ElmoForTokenClassification",
+            }
+        super().save_pretrained(save_directory, *args, **kwargs)
+
+
+def _explain_bad_folder(path: Any, err: Exception) -> None:
+    """Raise elmo_core's clear error for a local model folder that failed to load, if it finds one."""
+    if path is None or not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path):
+        return
+    try:
+        check_model_folder(path)
+    except ValueError as problem:  # WeightFileError / OptionsError
+        raise problem from err
+
+
+def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None) -> torch.Tensor:
+    """The char ids to read: `char_ids`, or `input_ids` when they are char ids (3-D)."""
+    if char_ids is not None:
+        if isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and isinstance(char_ids, torch.Tensor):
+            if tuple(input_ids.shape) != tuple(char_ids.shape[:2]):
+                raise ValueError(
+                    f"input_ids {tuple(input_ids.shape)} and char_ids {tuple(char_ids.shape)} disagree on "
+                    "[batch, tokens]; pass both from the same ElmoTokenizer call (or char_ids alone)."
+                )
+        return char_ids
+    if input_ids is None:
+        raise ValueError(
+            "ElmoModel needs input_ids or char_ids: the character ids [batch, tokens, 50] that ElmoTokenizer "
+            "returns as char_ids."
+        )
+    if isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2:
+        raise ValueError(
+            f"input_ids of shape {tuple(input_ids.shape)} are one id per token, but ELMo reads characters: "
+            "pass the char_ids [batch, tokens, 50] that ElmoTokenizer returns with them "
+            "(model(**tokenizer(texts, return_tensors='pt')) does)."
+        )
+    return input_ids
+
+
+def _refuse_attentions(output_attentions: bool | None, config: ElmoConfig) -> None:
+    if output_attentions or (output_attentions is None and getattr(config, "output_attentions", False)):
+        raise ValueError(
+            "output_attentions=True cannot be honoured: ELMo is a biLSTM and has no attention weights. "
+            "Leave it unset; output_hidden_states=True gives every biLM layer."
+        )
+
+
+class ElmoModel(ElmoPreTrainedModel):
+    """The biLM and its scalar mix(es): contextual word vectors (Peters et al. 2018).
+
+    Stateless by default: a sentence's vectors depend only on its own tokens, not on
+    batch mates, padding or earlier calls. The biLM is frozen (no gradient, no autograd
+    graph); the scalar mixes are trainable unless the config fixes them. To fine-tune
+    the biLM too, call `model.bilm.requires_grad_(True)`.
+
+    Raises:
+        ValueError: if `config.num_output_representations` < 1 (there would be no
+            `last_hidden_state`).
+    """
+
+    def __init__(self, config: ElmoConfig) -> None:
+        super().__init__(config)
+        if config.num_output_representations < 1:
+            raise ValueError(
+                "ElmoModel needs num_output_representations >= 1 (last_hidden_state is the first "
+                f"scalar mix); got {config.num_output_representations}. Use "
+                "output_hidden_states=True for the raw biLM layers."
+            )
+        core = Elmo(config.to_options(), **config.elmo_settings())  # the core's construction rules
+        self.bilm: BiLM = core.bilm
+        self.scalar_mixes: nn.ModuleList = core.scalar_mixes
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        char_ids: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> ElmoModelOutput | tuple[torch.Tensor, ...]:
+        """Run the biLM once and every scalar mix over it.
+
+        Args:
+            input_ids: `ElmoTokenizer`'s one id per token [batch, tokens] (read only
+                for its shape: the biLM reads `char_ids`), or the character ids
+                themselves [batch, tokens, 50] when `char_ids` is not given.
+            attention_mask: 1 for real tokens, 0 for padding (on the right). Derived
+                from the char ids when omitted.
+            char_ids: Character ids from `ElmoTokenizer` (or
+                `elmo_core.words_to_char_ids`), without `<S>`/`</S>` (the biLM adds
+                them). Padded positions are all zeros. Moved to the model's device.
+            output_hidden_states: Also return every biLM layer (default:
+                `config.output_hidden_states`). They are the tensors the scalar mix
+                reads, so with a trainable biLM their gradients exist.
+            output_attentions: Must be False or None: ELMo has no attention.
+            return_dict: Return an `ElmoModelOutput` rather than a tuple (default:
+                `config.return_dict`).
+
+        Returns:
+            `ElmoModelOutput`, or the tuple of its non-None fields.
+
+        Shape:
+            char_ids: [batch, tokens, 50] int64; input_ids, attention_mask: [batch, tokens]
+            last_hidden_state: [batch, tokens, 2 * projection_dim] float
+            (tokens + 2 with `keep_sentence_boundaries`)
+
+        Raises:
+            ValueError: for missing char ids, ids of the wrong shape or outside
+                [0, n_characters), a mask that is not right-padded, or
+                `output_attentions=True`.
+            TypeError: for char ids that are not an integer tensor.
+        """
+        input_ids = _char_ids(input_ids, char_ids)
+        _refuse_attentions(output_attentions, self.config)
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        mask = attention_mask.bool() if isinstance(attention_mask, torch.Tensor) else attention_mask
+        frozen = not any(p.requires_grad for p in self.bilm.parameters())
+        with torch.no_grad() if frozen else nullcontext():  # frozen: no graph through the biLM
+            out = self.bilm(input_ids, mask)  # checks ids: shape, dtype, range
+        # The mixes read these very tensors, so that with a trainable biLM the returned
+        # hidden_states are on the autograd path (their .grad exists), as for BERT.
+        hidden_states = out.activations.unbind(0)  # n_layers + 1 x [batch, tokens, 2P]
+        representations = []
+        for mix in self.scalar_mixes:
+            mixed = mix(hidden_states, out.mask) * out.mask[..., None].to(out.activations.dtype)
+            representations.append(F.dropout(mixed, self.config.dropout, self.training))
+        output = ElmoModelOutput(
+            last_hidden_state=representations[0],
+            hidden_states=hidden_states if output_hidden_states else None,
+            representations=tuple(representations) if len(representations) > 1 else None,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+class ElmoForTokenClassification(ElmoPreTrainedModel):
+    """ELMo vectors and a linear layer per token (e.g. NER), as in `BertForTokenClassification`.
+
+    The biLM is frozen; what trains is the scalar mix (w, gamma), whose output gets
+    `config.dropout` while training, and the linear head. `labels` of -100 are ignored
+    by the loss (cross-entropy over the real positions), so label only the positions
+    you score.
+    """
+
+    def __init__(self, config: ElmoConfig) -> None:
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.elmo = ElmoModel(config)
+        self.classifier = nn.Linear(config.output_dim, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        char_ids: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> TokenClassifierOutput | tuple[torch.Tensor, ...]:
+        """Scores per token, and the loss when `labels` are given.
+
+        Args: as `ElmoModel.forward`, plus `labels` (-100 = not scored).
+
+        Shape:
+            char_ids: [batch, tokens, 50]; input_ids, attention_mask, labels: [batch, tokens]
+            logits: [batch, tokens, num_labels]
+
+        Raises:
+            ValueError: as `ElmoModel.forward`, or if `labels` do not have the shape of
+                the scored positions.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        outputs = self.elmo(
+            input_ids,
+            attention_mask=attention_mask,
+            char_ids=char_ids,
+            output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+            return_dict=True,
+        )
+        logits = self.classifier(outputs.last_hidden_state)  # [batch, tokens, num_labels]
+        loss = None
+        if labels is not None:
+            if tuple(labels.shape) != tuple(logits.shape[:2]):
+                raise ValueError(
+                    f"labels must be [batch, tokens] = {tuple(logits.shape[:2])}; got {tuple(labels.shape)}. "
+                    "Pad labels with -100 (DataCollatorForTokenClassification does)."
+                )
+            loss = self.loss_function(logits, labels, self.config, **kwargs)
+        output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
+        return output if return_dict else output.to_tuple()
