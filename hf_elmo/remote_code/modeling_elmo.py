@@ -740,18 +740,19 @@ def _paired_layer(forward_cell, backward_cell, x: torch.Tensor, active: torch.Te
     cell_clip, proj_clip = forward_cell.cell_clip, forward_cell.proj_clip
     pre = torch.baddbmm(bias, x.reshape(2, num_steps * batch_size, -1), w_x)  # [2, steps * batch, 4D]
     pre = pre.view(2, num_steps, batch_size, 4 * D)
-    h = pre.new_zeros(2, batch_size, P)
-    c = pre.new_zeros(2, batch_size, D)
+    # The state stays float32 under autocast; only the products run in its dtype.
+    h = pre.new_zeros(2, batch_size, P, dtype=torch.float32)
+    c = pre.new_zeros(2, batch_size, D, dtype=torch.float32)
     outputs = []
     for t, pre_t in enumerate(pre.unbind(1)):
-        z = torch.baddbmm(pre_t, h.to(w_h.dtype), w_h)  # [2, batch, 4D]
-        c_t, gated = lstm_gates(z.view(2 * batch_size, 4 * D), c.view(2 * batch_size, D).to(z.dtype), cell_clip)
-        h_t = torch.bmm(gated.view(2, batch_size, D), w_p)  # [2, batch, P]
+        z = torch.baddbmm(pre_t, h, w_h)  # [2, batch, 4D]
+        c_t, gated = lstm_gates(z.view(2 * batch_size, 4 * D).float(), c.view(2 * batch_size, D), cell_clip)
+        h_t = torch.bmm(gated.view(2, batch_size, D), w_p).float()  # [2, batch, P]
         if proj_clip:
             h_t = h_t.clamp(-proj_clip, proj_clip)
         keep = active[t][None, :, None]  # [1, batch, 1]
-        h = torch.where(keep, h_t, h.to(h_t.dtype))
-        c = torch.where(keep, c_t.view(2, batch_size, D), c.to(c_t.dtype))
+        h = torch.where(keep, h_t, h)
+        c = torch.where(keep, c_t.view(2, batch_size, D), c)
         outputs.append(h_t * keep)
     return torch.stack(outputs, dim=1)  # [2, steps, batch, P]
 
