@@ -6,7 +6,7 @@ What is measured, per (published shape, batch size):
   layers="all", batch_size=B, batch_tokens=<large>)`, so the number is what a user gets:
   char ids, sorting, both LSTM stacks, the numpy copies. Only real tokens count; the
   `<S>`/`</S>` positions the biLM adds are work, not output.
-- achieved GFLOP/s, from the forward FLOPs of ELMO_SPEC section 11 (`flops_per_position`),
+- achieved GFLOP/s, from the forward FLOPs of docs/bilm_tf.md §11 (`flops_per_position`),
   counted per position *including* the two boundary positions of each sentence. Our char
   CNN runs on real positions only, so padding costs nothing in this count. It runs once
   per distinct word of a batch, so the model does less char CNN work than this count,
@@ -83,7 +83,7 @@ MIN_TOKENS, MAX_TOKENS = 5, 60  # sentence lengths kept from the data
 WARMUP_SENTENCES = 32
 GEMM_SECONDS = 0.5
 
-# ELMO_SPEC section 11: MFLOP per position of the published shapes.
+# docs/bilm_tf.md §11: MFLOP per position of the published shapes.
 SPEC_MFLOP_PER_POSITION = {"original": 204.3, "medium": 73.2, "small": 44.4}
 
 RESULT_PREFIX = "RESULT "
@@ -114,7 +114,7 @@ def shape_options(shape: str) -> BiLMOptions:
 
 # ---------------------------------------------------------------------------- FLOPs
 def flops_breakdown(options: BiLMOptions) -> dict[str, int]:
-    """Forward FLOPs per position (word or boundary token), by part; ELMO_SPEC section 11.
+    """Forward FLOPs per position (word or boundary token), by part; docs/bilm_tf.md §11.
 
     Multiply-accumulates of the matrix and convolution work only, times 2. Element-wise
     gates, clips and the max-pool are O(width) and ignored. With C characters per token,
@@ -159,7 +159,7 @@ def check_flops_formula() -> dict[str, float]:
         got = flops_per_position(PUBLISHED_OPTIONS[shape]) / 1e6
         if abs(got - expected) > 0.1:
             raise AssertionError(
-                f"flops_per_position({shape}) = {got:.2f} MFLOP, but ELMO_SPEC section 11 says {expected}."
+                f"flops_per_position({shape}) = {got:.2f} MFLOP, but docs/bilm_tf.md §11 says {expected}."
             )
         mflops[shape] = got
     return mflops
@@ -588,7 +588,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"mean {sum(lengths) / len(lengths):.1f}, min {min(lengths)}, max {max(lengths)} tokens"
     )
     mflops = check_flops_formula()
-    print("MFLOP per position (ELMO_SPEC section 11, checked): "
+    print("MFLOP per position (docs/bilm_tf.md §11, checked): "
           + ", ".join(f"{shape} {value:.1f}" for shape, value in mflops.items()))
     print(flush=True)
 

@@ -1,4 +1,4 @@
-"""Words to character ids, exactly as bilm-tf and AllenNLP compute them (ELMO_SPEC section 1).
+"""Words to character ids, exactly as bilm-tf and AllenNLP compute them (docs/bilm_tf.md §1).
 
 Each token becomes `max_characters_per_token` (50) ids:
 

@@ -32,7 +32,7 @@ _ACTIVATIONS = ("relu", "tanh")
 
 @dataclass(frozen=True)
 class CharCNNOptions:
-    """The context-independent token encoder (ELMO_SPEC section 3).
+    """The context-independent token encoder (docs/bilm_tf.md §3).
 
     Attributes:
         embedding_dim: Size of each character embedding (`embedding.dim`; 16 in every
@@ -67,7 +67,7 @@ class CharCNNOptions:
 
 @dataclass(frozen=True)
 class LSTMOptions:
-    """The two LSTM stacks (ELMO_SPEC sections 4 and 5).
+    """The two LSTM stacks (docs/bilm_tf.md §4 and §5).
 
     Attributes:
         dim: Memory cell size D (4096 original, 2048 medium, 1024 small).
@@ -298,7 +298,7 @@ def _published(dim: int, projection_dim: int, n_highway: int) -> BiLMOptions:
 
 
 PUBLISHED_OPTIONS: dict[str, BiLMOptions] = {
-    # ELMO_SPEC section 10; parameter counts 93,600,848 / 93,600,848 / 28,027,728 / 13,593,296.
+    # docs/bilm_tf.md §10; parameter counts 93,600,848 / 93,600,848 / 28,027,728 / 13,593,296.
     "original": _published(4096, 512, 2),
     "original_5.5B": _published(4096, 512, 2),
     "medium": _published(2048, 256, 1),

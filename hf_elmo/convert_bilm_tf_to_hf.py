@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
 PUBLISHED_MODELS = {
-    # short name (as elmo_core.PUBLISHED_OPTIONS) -> file stem tag (ELMO_SPEC section 10)
+    # short name (as elmo_core.PUBLISHED_OPTIONS) -> file stem tag (docs/bilm_tf.md §10)
     "small": "2x1024_128_2048cnn_1xhighway",
     "medium": "2x2048_256_2048cnn_1xhighway",
     "original": "2x4096_512_2048cnn_2xhighway",

@@ -52,7 +52,7 @@ def test_stateless_default_differs_after_the_first_batch_and_equals_stateful_on_
         second = words_to_char_ids(batches[1])
         carried = stateful(*second).activations
         fresh = stateless(*second).activations
-    # The carry-over is real: the original's numbers need it (ELMO_SPEC section 6).
+    # The carry-over is real: the original's numbers need it (docs/bilm_tf.md §6).
     assert (carried - fresh).abs().max() > 0.1
     stateful.reset_states()
     with torch.no_grad():

@@ -10,7 +10,7 @@ BOW, EOW, PAD = 259, 260, 261  # after the +1 offset
 
 
 def reference(word: str) -> list[int]:
-    """ELMO_SPEC section 1, written out: BOW, first min(48, nbytes) UTF-8 bytes + 1, EOW, PAD."""
+    """docs/bilm_tf.md §1, written out: BOW, first min(48, nbytes) UTF-8 bytes + 1, EOW, PAD."""
     data = word.encode("utf-8")[:48]
     ids = [BOW] + [b + 1 for b in data] + [EOW]
     return ids + [PAD] * (50 - len(ids))

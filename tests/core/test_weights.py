@@ -91,7 +91,7 @@ def test_lstm_kernel_split_transposed_and_gate_order_kept(hand_built):
 
 
 def test_lstm_step_matches_the_tensorflow_formula():
-    """One step of a cell with known weights, against ELMO_SPEC section 4 written in numpy."""
+    """One step of a cell with known weights, against docs/bilm_tf.md §4 written in numpy."""
     torch.manual_seed(0)
     bilm = BiLM(OPTIONS)
     cell = bilm.forward_layers.layers[0]
