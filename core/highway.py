@@ -1,4 +1,4 @@
-"""Highway layers (Srivastava et al., 2015) as bilm-tf applies them (docs/bilm_tf.md §3.5)."""
+"""Highway layers (Srivastava et al., 2015) as bilm-tf applies them (docs/bilm_tf.md §3, item 5)."""
 
 from __future__ import annotations
 
