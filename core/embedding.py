@@ -14,6 +14,7 @@ import torch
 
 from .batching import batches_by_token_budget
 from .characters import check_sentences, words_to_char_ids
+from .memory import release_free_memory
 from .quantization import is_quantized
 from .windows import DEFAULT_WINDOW_TOKENS, Window, plan_windows
 
@@ -74,7 +75,8 @@ def iter_embeddings(
 
     Memory is bounded by one batch, whatever the number of sentences, and by one
     window, whatever their length (plus the vectors of a long sentence being
-    assembled). See `embed_sentences` for the arguments and shapes.
+    assembled); freed memory is handed back to the OS after every batch
+    (`elmo_core.memory`), so it stays flat over a long run. See `embed_sentences` for the arguments and shapes.
     """
     check_sentences(sentences)
     check_layers(layers, model.num_layers, len(model.scalar_mixes))
@@ -130,6 +132,10 @@ def iter_embeddings(
                 else:
                     result = out.activations[int(layers)]
                 result = result.float().cpu().numpy()
+                del out
+                # Every batch has new shapes: hand the freed heap back before the next
+                # one, or the resident size creeps up over a long run (elmo_core.memory).
+                release_free_memory()
                 for row, k in enumerate(batch):
                     i, w = pieces[k]
                     kept = result[row][..., w.keep_start - w.start : w.keep_end - w.start, :]

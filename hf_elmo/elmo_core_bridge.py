@@ -54,6 +54,7 @@ try:  # the installed package (always importable where hf_elmo itself is install
     from elmo_core.embedding import DEFAULT_BATCH_TOKENS
     from elmo_core.errors import ElmoError, OptionsError
     from elmo_core.highway import Highway
+    from elmo_core.memory import release_free_memory
     from elmo_core.model_folder import ELMO_SETTINGS, check_model_folder, default_model_dir, tokenizer_settings
     from elmo_core.options import BiLMOptions
     from elmo_core.scalar_mix import ScalarMix
@@ -84,6 +85,7 @@ except ImportError:  # a saved model folder, loaded where elmo-bilm is not insta
         check_sentences,
         default_model_dir,
         get_tokenizer,
+        release_free_memory,
         tokenizer_settings,
         word_to_char_ids,
         words_to_char_ids,
@@ -116,6 +118,7 @@ __all__ = [
     "check_sentences",
     "default_model_dir",
     "get_tokenizer",
+    "release_free_memory",
     "save_elmo_core_copy",
     "tokenizer_settings",
     "word_to_char_ids",
@@ -124,7 +127,7 @@ __all__ = [
 
 CORE_MODULES = (
     "batching", "bilm", "char_cnn", "characters", "elmo", "embedding", "errors", "highway",
-    "model_folder", "options", "scalar_mix", "tokenizers",
+    "memory", "model_folder", "options", "scalar_mix", "tokenizers",
 )
 """The elmo_core modules imported above. Their relative imports are copied too."""
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from transformers import FeatureExtractionPipeline, pipeline
 
-from .elmo_core_bridge import DEFAULT_BATCH_TOKENS, batches_by_token_budget, default_model_dir
+from .elmo_core_bridge import DEFAULT_BATCH_TOKENS, batches_by_token_budget, default_model_dir, release_free_memory
 
 __all__ = ["ElmoFeatureExtractionPipeline", "feature_extraction_pipeline"]
 
@@ -73,8 +73,13 @@ class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
 
     def _forward(self, model_inputs: dict[str, Any]) -> dict[str, Any]:
         outputs = self.model(**model_inputs)
+        result = {"last_hidden_state": outputs.last_hidden_state, "attention_mask": model_inputs["attention_mask"]}
+        del outputs  # the other layers: freed before the trim below
+        # Every batch has new shapes: hand the freed heap back, or the resident size
+        # creeps up over a long stream (elmo_core.memory).
+        release_free_memory()
         # Keep the mask with the vectors so that postprocess can cut each row's padding.
-        return {"last_hidden_state": outputs.last_hidden_state, "attention_mask": model_inputs["attention_mask"]}
+        return result
 
     def postprocess(self, model_outputs: dict[str, Any], return_tensors: bool = False) -> Any:
         vectors = model_outputs["last_hidden_state"]  # [1, padded tokens, dim]

@@ -53,6 +53,7 @@ from .checkpoint import (
     set_rng_state,
     truncate_log,
 )
+from ..memory import release_free_memory
 from .data import Batch
 from .model import BiLMLanguageModel, save_language_model
 from .perplexity import Perplexity, autocast_context, evaluate
@@ -275,7 +276,12 @@ class Trainer:
         self.scaler.update()
         self.step += 1
         self.tokens_seen += int(counts[1])
-        return StepResult(out.forward_loss.item(), out.backward_loss.item(), tokens, batch.num_words, grad_norm)
+        result = StepResult(out.forward_loss.item(), out.backward_loss.item(), tokens, batch.num_words, grad_norm)
+        del out, loss
+        # Every batch has new shapes: hand the freed heap back, or the resident size
+        # grows over the run (1.1 -> 3.0 GB for the default model; elmo_core.memory).
+        release_free_memory()
+        return result
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> Perplexity | None:
