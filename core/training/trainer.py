@@ -53,6 +53,7 @@ from .checkpoint import (
     set_rng_state,
     truncate_log,
 )
+from ..distributed import init_distributed
 from ..memory import release_free_memory
 from .data import Batch
 from .model import BiLMLanguageModel, save_language_model
@@ -150,25 +151,6 @@ class StepResult:
     @property
     def loss(self) -> float:
         return 0.5 * (self.forward_loss + self.backward_loss)
-
-
-def init_distributed(device: str = "cpu") -> tuple[int, int, str]:
-    """Join the process group when launched by torchrun (WORLD_SIZE > 1).
-
-    Backend gloo for CPU, nccl for CUDA; each rank uses `cuda:LOCAL_RANK`.
-
-    Returns:
-        `(rank, world_size, device)`; `(0, 1, device)` outside torchrun.
-    """
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size == 1:
-        return 0, 1, device
-    if device.startswith("cuda"):
-        device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
-        torch.cuda.set_device(device)
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
-    return dist.get_rank(), dist.get_world_size(), device
 
 
 class Trainer:
