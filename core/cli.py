@@ -152,7 +152,8 @@ def embed(
 
             dist.destroy_process_group()
     if rank == 0:
-        typer.echo(f"wrote {result.lines} lines ({result.tokens} tokens) to {output_file}", err=True)
+        resumed = f"; {result.pieces_resumed} of {result.pieces} pieces were already done" if result.pieces_resumed else ""
+        typer.echo(f"wrote {result.lines} lines ({result.tokens} tokens) to {output_file}{resumed}", err=True)
 
 
 @app.command()

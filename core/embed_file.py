@@ -86,6 +86,11 @@ class Piece:
     byte_end: int
     cost: int
 
+    @property
+    def tokens(self) -> int:
+        """Whitespace-separated words of the piece's lines."""
+        return self.cost - (self.end_line - self.first_line)
+
 
 @dataclass(frozen=True)
 class EmbedFileResult:
@@ -265,12 +270,10 @@ def embed_file(
     pieces = [Piece(**p) for p in job["pieces"]]
     by_index = {p.index: p for p in pieces}
     mine = _assign([by_index[i] for i in todo], world_size)[rank]
-    done_cost = sum(p.cost for p in pieces) - sum(by_index[i].cost for i in todo)
-
     from tqdm import tqdm
 
-    bar = tqdm(
-        total=sum(p.cost for p in pieces), initial=done_cost, unit="tok", dynamic_ncols=True,
+    bar = tqdm(  # counts whitespace-separated words (the tokens without --tokenize)
+        total=job["tokens"], initial=job["tokens"] - sum(by_index[i].tokens for i in todo), unit="tok", dynamic_ncols=True,
         disable=not progress or rank != 0,
     )
     watcher = _PieceWatcher(folder, [by_index[i] for i in todo], mine, bar) if rank == 0 else None
@@ -361,7 +364,7 @@ def _prepare_job(input_path: Path, folder: Path, piece_tokens: int, settings: di
 def _embed_piece(model, input_path, folder, piece, tokenize, embed_kwargs, rank, bar, watcher, h5py) -> None:  # noqa: ANN001
     """Embed one piece into its own file, written under a temporary name and renamed when complete."""
     texts = _read_piece(input_path, piece)
-    counts = [len(text.split()) + 1 for text in texts]
+    counts = [len(text.split()) for text in texts]
     if tokenize is None:
         sentences = [text.split() for text in texts]
     else:
@@ -393,7 +396,7 @@ class _PieceWatcher:
     def __init__(self, folder: Path, todo: Sequence[Piece], mine: Sequence[Piece], bar: Any) -> None:
         own = {p.index for p in mine}
         self.folder = folder
-        self.others = {p.index: p.cost for p in todo if p.index not in own}
+        self.others = {p.index: p.tokens for p in todo if p.index not in own}
         self.bar = bar
         self.last = 0.0
 
