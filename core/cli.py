@@ -21,6 +21,7 @@ from .elmo import Elmo
 from .embed_file import DEFAULT_PIECE_TOKENS
 from .embedding import DEFAULT_BATCH_TOKENS, check_layers
 from .errors import ElmoError
+from .memory import use_mmap_for_large_blocks
 from .quantization import quantize_int8
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS
 from .tokenizers import get_tokenizer
@@ -337,7 +338,13 @@ def probe(
 
 
 def main() -> None:
-    """Console-script entry point: clear one-line errors instead of tracebacks."""
+    """Console-script entry point: clear one-line errors instead of tracebacks.
+
+    The command owns its process, so it also fixes glibc's mmap threshold
+    (`elmo_core.memory.use_mmap_for_large_blocks`): memory then stays close to what
+    is alive, batch after batch.
+    """
+    use_mmap_for_large_blocks()
     try:
         app()
     except (ElmoError, TypeError, ValueError) as err:

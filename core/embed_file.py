@@ -53,6 +53,7 @@ import torch.distributed as dist
 
 from .embedding import DEFAULT_BATCH_TOKENS, iter_embeddings
 from .errors import ElmoError
+from .token_cache import float64_sum
 from .windows import DEFAULT_WINDOW_TOKENS
 
 if TYPE_CHECKING:
@@ -195,7 +196,7 @@ def model_checksum(model: torch.nn.Module) -> str:
     digest = hashlib.sha256()
     with torch.no_grad():
         for name, parameter in model.named_parameters():
-            digest.update(f"{name}:{tuple(parameter.shape)}:{float(parameter.sum(dtype=torch.float64))!r};".encode())
+            digest.update(f"{name}:{tuple(parameter.shape)}:{float64_sum(parameter)!r};".encode())
     return digest.hexdigest()[:16]
 
 

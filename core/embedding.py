@@ -120,7 +120,9 @@ def iter_embeddings(
                 texts = [sentences[i][w.start : w.end] for i, w in (pieces[k] for k in batch)]
                 char_ids, mask = words_to_char_ids(texts, C)
                 with precision:
-                    out = model(char_ids, mask)
+                    # The scalar mixes only when asked for: for the other choices they
+                    # would be computed and thrown away.
+                    out = model(char_ids, mask) if layers == "mix" else model.bilm(char_ids, mask)
                 if layers == "all":
                     result = out.activations.transpose(0, 1)  # [batch, layers, tokens, dim]
                 elif layers == "top":
@@ -133,9 +135,6 @@ def iter_embeddings(
                     result = out.activations[int(layers)]
                 result = result.float().cpu().numpy()
                 del out
-                # Every batch has new shapes: hand the freed heap back before the next
-                # one, or the resident size creeps up over a long run (elmo_core.memory).
-                release_free_memory()
                 for row, k in enumerate(batch):
                     i, w = pieces[k]
                     kept = result[row][..., w.keep_start - w.start : w.keep_end - w.start, :]
@@ -151,6 +150,13 @@ def iter_embeddings(
                     windows_left[i] -= 1
                     if windows_left[i] == 0:
                         yield i, assembling.pop(i)
+                # Drop this batch's arrays before the next batch (not when it replaces
+                # them), then hand the freed heap back: every batch has new shapes, and
+                # without the trim the resident size creeps up over a long run
+                # (elmo_core.memory).
+                del result, char_ids, mask, texts
+                kept = None
+                release_free_memory()
     finally:
         _leave_eval(model)
 
