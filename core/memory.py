@@ -8,9 +8,10 @@ raises its mmap threshold to that block's size (up to 32 MiB), so later blocks o
 that size come from the heap instead. The heap keeps freed space for reuse, and with
 ever-changing sizes the holes between live blocks rarely fit the next request: the
 resident size grows with the number of batches, although nothing stays alive. Measured
-with the shipped model and `elmo embed --layers top`: 0.74 GB after 151k tokens of
-enwiki text, 0.93 GB after 319k, 1.39 GB after the same 319k three times (0.67 GB with
-`MALLOC_MMAP_THRESHOLD_=65536`). Pretraining grew from 1.1 to 3.0 GB the same way.
+before this module, with the shipped model and `elmo embed --layers top`: 0.74 GB after
+151k tokens of enwiki text, 0.93 GB after 319k, 1.39 GB after the same 319k three times
+(0.67 GB with `MALLOC_MMAP_THRESHOLD_=65536`). Pretraining grew from 1.1 to 3.0 GB the
+same way.
 
 The fix has two parts, both here:
 
@@ -29,7 +30,7 @@ The fix has two parts, both here:
   of the program it runs in, so the faces used from Python do not call this; a user
   who wants it can.
 
-`benchmarks/bench_memory.py` measures both (peak RSS and time).
+`benchmarks/bench_memory.py` measures the peaks (`elmo embed` on 100k and on 1M tokens).
 
 On systems without glibc (macOS, Windows, musl) it does nothing: their allocators
 return memory differently.
