@@ -76,7 +76,8 @@ def iter_embeddings(
     Memory is bounded by one batch, whatever the number of sentences, and by one
     window, whatever their length (plus the vectors of a long sentence being
     assembled); freed memory is handed back to the OS after every batch
-    (`elmo_core.memory`), so it stays flat over a long run. See `embed_sentences` for the arguments and shapes.
+    (`elmo_core.memory`), so it stays flat over a long run. See `embed_sentences` for
+    the arguments and shapes.
     """
     check_sentences(sentences)
     check_layers(layers, model.num_layers, len(model.scalar_mixes))

@@ -12,9 +12,10 @@ out of the parameters too, so that hdf5 -> safetensors -> hdf5 is exact.
 
 Speed: the input product `x @ W_x + B` is one matrix product per block of steps (at
 least `INPUT_BLOCK_ROWS` rows), not one per step; only `h @ W_h` and the projection run
-per step. Rows must be sorted by length, longest first,
-so that step t runs on the first `batch_sizes[t]` rows only: padding is never computed
-and never read, and each row's final state is the state after its own last position.
+per step. Rows must be sorted by length, longest first, so that step t runs on the first
+`batch_sizes[t]` rows only: padding is never computed and never read, and each row's
+final state is the state after its own last position. Without autograd (inference) the
+step's element-wise work runs in place and the outputs are written into one tensor.
 """
 
 from __future__ import annotations
