@@ -4,11 +4,11 @@ Part 1, load and embed (issue 16): for the original shape (93.6M parameters, ran
 weights in the published bilm-tf layout, written with `save_bilm_tf` as options.json +
 weights.hdf5, and the same weights as a model folder) and the shipped default model:
 
-- the peak RSS of a process that imports the `elmo` command and stops (the baseline:
-  Python, torch, the core and the command's imports);
+- the peak RSS of a process that imports the `elmo` command, h5py and safetensors and
+  stops (the baseline), and of one that also builds the model (which holds each weight
+  once, by construction);
 - the peak RSS of a process that loads the model the way `elmo embed` does
-  (`elmo_core.cli.load_model`), and what that adds to the baseline, against the size of
-  the float32 weights (each weight held once = the difference is about that size);
+  (`elmo_core.cli.load_model`), and how much more than the built model that is;
 - the peak RSS and wall time of `elmo embed` (all layers, 512 sentences of enwiki2015
   validation text, 5..60 tokens, as `bench_core.py` samples them) at
   `--batch-size 32` and `--batch-size 256`.
@@ -167,12 +167,18 @@ def main(argv: list[str] | None = None) -> int:
         default_params = sum(p.numel() for p in load_model_folder(default_model_dir()).parameters())
         models.append(("default", "folder", ["--model", str(default_model_dir())], default_params))
 
-        base, _, _ = measure([sys.executable, "-c", "import elmo_core.cli"], env)
+        imports = "import elmo_core.cli, h5py, safetensors.torch"
+        base, _, _ = measure([sys.executable, "-c", imports], env)
         rows = []
         for shape, source_kind, model_args, params in models:
             weights_mib = params * 4 / 2**20
+            options = "PUBLISHED_OPTIONS['original']" if shape == "original" else "read_model_config(default_model_dir())[0]"
+            built, _, _ = measure([sys.executable, "-c", (
+                f"{imports}; from elmo_core import Elmo, PUBLISHED_OPTIONS, read_model_config; "
+                f"from elmo_core.model_folder import default_model_dir; Elmo({options})"
+            )], env)
             load, load_s, _ = measure(load_command(model_args), env)
-            row = [shape, source_kind, f"{weights_mib:.0f}", f"{base:.0f}", f"{load:.0f}", f"{load - base:.0f}"]
+            row = [shape, source_kind, f"{weights_mib:.0f}", f"{base:.0f}", f"{built:.0f}", f"{load:.0f}", f"{load - built:.0f}"]
             for batch in (int(b) for b in args.batch_sizes.split(",")):
                 peak, seconds, last = measure(
                     [elmo, "embed", str(text), str(work / "out.hdf5"), *model_args, "--batch-size", str(batch), "--no-progress"], env
@@ -180,14 +186,16 @@ def main(argv: list[str] | None = None) -> int:
                 row += [f"{peak:.0f}", f"{seconds:.1f}"]
                 print(f"  {shape} {source_kind} batch {batch}: peak {peak:.0f} MiB, {seconds:.1f} s", flush=True)
             rows.append(row)
-        header = ["shape", "from", "weights MiB", "baseline MiB", "load peak MiB", "load - baseline"]
+        header = ["shape", "from", "weights MiB", "baseline MiB", "built MiB", "load peak MiB", "load - built"]
         for batch in args.batch_sizes.split(","):
             header += [f"embed b{batch} MiB", f"b{batch} s"]
         print()
         print(format_table(header, rows))
         print(
-            "\nbaseline = a process that imports the elmo command; load = that + the model loaded as elmo embed "
-            "loads it;\nembed = elmo embed (all layers) on the input above, in a fresh process, --batch-size B."
+            "\nbaseline = a process that imports the elmo command, h5py and safetensors; built = that + the model "
+            "built (each weight once, by construction);\nload = baseline + the model loaded as elmo embed loads it "
+            "(load - built = what loading holds beyond the weights);\nembed = elmo embed (all layers) on the input "
+            "above, in a fresh process, --batch-size B."
         )
 
         if not args.skip_flat:

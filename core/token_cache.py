@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import torch
 
+from .characters import CHAR_ID_OFFSET, PADDING_CHARACTER
+
 __all__ = ["DEFAULT_TOKEN_CACHE_WORDS", "TokenCache", "float64_sum", "parameter_fingerprint"]
 
 DEFAULT_TOKEN_CACHE_WORDS = 50_000
@@ -43,6 +45,7 @@ DEFAULT_TOKEN_CACHE_WORDS = 50_000
 (`projection_dim` 512), ~25 MB for the shipped default model (128)."""
 
 _INITIAL_ROWS = 1024
+_PADDING_ID = PADDING_CHARACTER + CHAR_ID_OFFSET
 
 
 class TokenCache:
@@ -178,9 +181,16 @@ class TokenCache:
 
 
 def _row_keys(words: torch.Tensor) -> list[bytes]:
-    """One hashable key per char-id row (int16 bytes: ids are < 262)."""
-    rows = words.detach().to("cpu", torch.int16).numpy()
-    return [row.tobytes() for row in np.ascontiguousarray(rows)]
+    """One hashable key per char-id row: its int16 bytes (ids are < 262) up to the last
+    id that is not padding. Every row ends in padding after its end-of-word id, so this
+    is still one key per row, and a typical key is 20 bytes instead of 100 (a full cache
+    holds 50,000 of them)."""
+    rows = np.ascontiguousarray(words.detach().to("cpu", torch.int16).numpy())
+    if rows.size == 0:
+        return [row.tobytes() for row in rows]
+    real = rows != _PADDING_ID
+    ends = rows.shape[1] - np.argmax(real[:, ::-1], axis=1)  # one past the last non-padding id
+    return [row[:end].tobytes() for row, end in zip(rows, ends.tolist())]
 
 
 def parameter_fingerprint(parameters: Iterable[torch.Tensor], dtype: torch.dtype | None) -> tuple:
