@@ -26,6 +26,7 @@ from .errors import ElmoError, OptionsError, WeightFileError
 from .feature_cache import CacheStats, FeatureCache
 from .highway import Highway
 from .lstm import LSTMCellWithProjection, LSTMStack, compile_recurrence
+from .memory import release_free_memory
 from .model_folder import load_model_folder, read_model_config, save_model_folder
 from .options import PUBLISHED_OPTIONS, BiLMOptions, CharCNNOptions, LSTMOptions
 from .quantization import is_quantized, quantize_int8
@@ -71,6 +72,7 @@ __all__ = [
     "plan_windows",
     "quantize_int8",
     "read_model_config",
+    "release_free_memory",
     "save_bilm_tf",
     "save_model_folder",
     "word_to_char_ids",

@@ -197,17 +197,30 @@ class BiLM(nn.Module):
         full_mask = torch.arange(num_tokens + 2, device=device)[None, :] < full_lengths[:, None]
 
         token_embedding = self._token_embedding(ids, full_mask)  # [batch, tokens + 2, P]
-        forward_out, backward_out = self._run_stacks(token_embedding, full_lengths)
-        layers = [torch.cat([token_embedding, token_embedding], dim=-1)]
-        layers += [torch.cat([f, b], dim=-1) for f, b in zip(forward_out, backward_out)]
-        dtype = layers[-1].dtype
-        activations = torch.stack([layer.to(dtype) for layer in layers])  # [L+1, B, T+2, 2P]
-
+        forward_out, backward_out, order = self._run_stacks(token_embedding, full_lengths)
+        # Every layer is written once, straight from the stacks' sorted, time-major
+        # outputs, into one [L+1, B, T, 2P] tensor: no per-layer unsorted copies,
+        # concatenations, stack or masked copy (at batch 32 each of those is another
+        # 24 MB for the original model). Without keep_sentence_boundaries, <S> (position
+        # 0) is left out, and </S> (position len + 1, len after the shift) is zeroed by
+        # the mask with the padding.
+        keep = slice(None) if self.keep_sentence_boundaries else slice(1, num_tokens + 1)
+        P = token_embedding.shape[-1]
+        dtype = forward_out[-1].dtype
+        activations = token_embedding.new_empty(
+            len(forward_out) + 1, batch_size, num_tokens + 2 if self.keep_sentence_boundaries else num_tokens, 2 * P,
+            dtype=dtype,
+        )
+        activations[0, ..., :P] = token_embedding[:, keep]  # layer 0: the token vector twice
+        activations[0, ..., P:] = token_embedding[:, keep]
+        for k in range(len(forward_out)):
+            for half, outputs in ((slice(0, P), forward_out), (slice(P, 2 * P), backward_out)):
+                y = outputs[k].transpose(0, 1)[:, keep].to(dtype)  # [sorted batch, T, P]
+                activations[k + 1, ..., half].index_copy_(0, order, y)  # row r of y is batch row order[r]
+                outputs[k] = None  # freed as soon as it is copied
         if self.keep_sentence_boundaries:
             return BiLMOutput(activations, full_mask)
-        # Drop <S> (position 0) and </S> (position len + 1, which becomes len after the
-        # shift and is zeroed by the mask).
-        activations = activations[:, :, 1 : num_tokens + 1] * real[None, :, :, None].to(dtype)
+        activations *= real[None, :, :, None].to(dtype)
         return BiLMOutput(activations, real)
 
     def _token_embedding(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -235,16 +248,24 @@ class BiLM(nn.Module):
 
     def _run_stacks(
         self, tokens: torch.Tensor, lengths: torch.Tensor
-    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Both LSTM stacks over [batch, steps, P] inputs; outputs batch-major, unsorted."""
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
+        """Both LSTM stacks over [batch, steps, P] inputs, by the recurrence path in use.
+
+        Returns:
+            Each layer's output per direction, time-major ([steps, batch, P]; the
+            backward outputs already in forward time order), and `order`: row r of the
+            outputs is batch row `order[r]` (rows sorted longest first on the step and
+            fused paths; in batch order on the paired and captured ones).
+        """
         stacks = (self.forward_layers, self.backward_layers)
         needs_grad = torch.is_grad_enabled() and any(p.requires_grad for s in stacks for p in s.parameters())
         mode = getattr(self, "recurrence", "auto")  # biLMs pickled before the option existed
         path = resolve_recurrence(mode, stacks, tokens.device, needs_grad, self.stateful)
-        if path == "paired":
-            return paired_stacks(stacks, tokens, lengths)
-        if path == "captured":
-            return self._captured(stacks, tokens, lengths)
+        if path in ("paired", "captured"):
+            run = paired_stacks if path == "paired" else self._captured
+            forward_out, backward_out = run(stacks, tokens, lengths)  # batch-major, batch order
+            order = torch.arange(tokens.shape[0], device=tokens.device)
+            return [y.transpose(0, 1) for y in forward_out], [y.transpose(0, 1) for y in backward_out], order
         fused = path == "fused"
         batch_size, num_steps, _ = tokens.shape
         sorted_lengths, order = lengths.sort(descending=True, stable=True)
@@ -263,18 +284,12 @@ class BiLM(nn.Module):
         forward_init, backward_init = self._initial_states(order, batch_size)
         run = {"fused": fused, "final_state": self.stateful}  # final states feed only the carry-over
         forward_out, forward_final = self.forward_layers(x, batch_sizes, forward_init, **run)
-        backward_out, backward_final = self.backward_layers(flip(x), batch_sizes, backward_init, **run)
+        x = flip(x)  # the sorted input is not needed any more: one copy alive, not two
+        backward_out, backward_final = self.backward_layers(x, batch_sizes, backward_init, **run)
         backward_out = [flip(y) for y in backward_out]
         if self.stateful:
             self._store_states(order, forward_final, backward_final)
-
-        inverse = torch.empty_like(order)
-        inverse[order] = torch.arange(batch_size, device=order.device)
-
-        def unsort(t: torch.Tensor) -> torch.Tensor:
-            return t.transpose(0, 1).index_select(0, inverse)  # [batch, steps, P]
-
-        return [unsort(y) for y in forward_out], [unsort(y) for y in backward_out]
+        return forward_out, backward_out, order
 
     # ------------------------------------------------------------------ stateful mode
     def _initial_states(

@@ -14,7 +14,10 @@ from torch import nn
 from .highway import Highway
 from .options import BiLMOptions
 
-__all__ = ["CharCNN"]
+__all__ = ["BLOCK_TOKENS", "CharCNN"]
+
+BLOCK_TOKENS = 32
+"""Tokens per block of the convolutions (see `CharCNN.forward`)."""
 
 
 class CharCNN(nn.Module):
@@ -59,7 +62,18 @@ class CharCNN(nn.Module):
         return torch.cat([zero, self.char_embedding], dim=0)
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
-        x = F.embedding(char_ids, self.embedding_table())  # [tokens, chars, E]
+        table = self.embedding_table()
+        if char_ids.shape[0] <= BLOCK_TOKENS:
+            return self._encode(table, char_ids)
+        # Every token is encoded on its own, so the tokens can go BLOCK_TOKENS at a time:
+        # a bank's full output is [tokens, count, chars - width + 1] before the max-pool
+        # (180 kB per token for the original model's width-7 bank) and the highway's
+        # [tokens, 2F] is another 16 kB, so a block bounds those buffers at about 25 MB
+        # whatever the batch, and fits the cache better than a whole batch.
+        return torch.cat([self._encode(table, block) for block in char_ids.split(BLOCK_TOKENS)])  # [tokens, P]
+
+    def _encode(self, table: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
+        x = F.embedding(char_ids, table)  # [tokens, chars, E]
         x = x.transpose(1, 2)  # [tokens, E, chars]: Conv1d wants channels first
         pooled = []
         for conv in self.convolutions:

@@ -62,7 +62,6 @@ def _marker_word(character: int, max_characters_per_token: int) -> tuple[int, ..
     return tuple(i + CHAR_ID_OFFSET for i in ids)
 
 
-@lru_cache(maxsize=65536)
 def word_to_char_ids(word: str, max_characters_per_token: int = 50) -> tuple[int, ...]:
     """Character ids of one token, offset included.
 
@@ -121,14 +120,17 @@ def _word_id_bytes(word: str, max_characters_per_token: int) -> bytes:
     """`word_to_char_ids` as int16 bytes (ids are < 262), cached for ordinary words.
 
     Words longer than the slots are not cached, so the cache never keeps a huge token
-    string alive (and they are rare).
+    string alive (and they are rare). The cache holds these 100-byte strings only: a
+    cached tuple of 50 Python ints (as an lru_cache on `word_to_char_ids` kept) costs
+    about 2 kB per word, 130 MB for a full cache, which made the memory of a long run
+    grow with the number of distinct words.
     """
     if len(word) <= max_characters_per_token:
         return _cached_word_id_bytes(word, max_characters_per_token)
     return np.asarray(word_to_char_ids(word, max_characters_per_token), dtype=np.int16).tobytes()
 
 
-@lru_cache(maxsize=2**16)
+@lru_cache(maxsize=2**14)  # the most frequent words; a miss costs a few microseconds
 def _cached_word_id_bytes(word: str, max_characters_per_token: int) -> bytes:
     return np.asarray(word_to_char_ids(word, max_characters_per_token), dtype=np.int16).tobytes()
 

@@ -1,8 +1,9 @@
 """The `elmo` command line.
 
     elmo embed INPUT OUTPUT [--layers all|top|average|mix|K] [--model DIR |
-               --options FILE --weights FILE] [--batch-tokens N] [--device cpu] [--tokenize]
-               [--window-tokens N] [--window-context N]
+               --options FILE --weights FILE] [--batch-tokens N] [--batch-size N] [--device cpu]
+               [--tokenize] [--window-tokens N] [--window-context N] [--piece-tokens N]
+    torchrun --nproc-per-node N -m elmo_core embed INPUT OUTPUT ...   (several processes)
     elmo probe TRAIN EVAL [--column 1] [--plot probe.png] [--title T] [--model DIR] [--epochs 5] [--seed 0]
 """
 
@@ -11,16 +12,18 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import Annotated, Optional
 
 import torch
 import typer
 
 from .elmo import Elmo
-from .embedding import DEFAULT_BATCH_TOKENS, check_layers, iter_embeddings
+from .embed_file import DEFAULT_PIECE_TOKENS
+from .embedding import DEFAULT_BATCH_TOKENS, check_layers
 from .errors import ElmoError
+from .memory import use_mmap_for_large_blocks
 from .quantization import quantize_int8
-from .text_files import check_input_file, read_text
+from .text_files import check_input_file
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS
 from .tokenizers import get_tokenizer
 from .windows import DEFAULT_WINDOW_TOKENS
@@ -89,18 +92,6 @@ def _check_output(path: Path) -> None:
         raise ElmoError(f"the folder of OUTPUT ({path.parent}) does not exist; create it first.")
 
 
-def _read_sentences(path: Path, tokenize: Callable[[str], list[str]] | None) -> list[list[str]]:
-    text = read_text(path, "INPUT")  # BOM dropped, CRLF read as LF
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # a final newline ends the last line; it is not a blank sentence
-    if not lines:
-        typer.echo(f"warning: INPUT {path} is empty; OUTPUT will hold no sentences.", err=True)
-    if tokenize is not None:
-        return [tokenize(line) if line.strip() else [] for line in lines]
-    return [line.split() for line in lines]
-
-
 @app.command()
 def embed(
     input_file: Annotated[Path, typer.Argument(metavar="INPUT", help="Text file, one sentence per line.")],
@@ -110,56 +101,62 @@ def embed(
     options: Annotated[Optional[Path], typer.Option(help="bilm-tf options.json (with --weights).")] = None,
     weights: Annotated[Optional[Path], typer.Option(help="bilm-tf hdf5 weights (with --options).")] = None,
     batch_tokens: Annotated[int, typer.Option(help="Padded positions per batch.")] = DEFAULT_BATCH_TOKENS,
-    device: Annotated[str, typer.Option(help="torch device, e.g. cpu or cuda.")] = "cpu",
+    batch_size: Annotated[Optional[int], typer.Option(help="At most this many lines per batch (default: the --batch-tokens budget alone decides).")] = None,
+    device: Annotated[str, typer.Option(help="torch device, e.g. cpu or cuda; under torchrun each process uses cuda:LOCAL_RANK.")] = "cpu",
     tokenize: Annotated[bool, typer.Option(help="Tokenise raw lines (spaCy English rules) instead of splitting on whitespace.")] = False,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar (once, from the first process, under torchrun).")] = True,
     window_tokens: Annotated[int, typer.Option(help="Read a line longer than this in overlapping windows of this many tokens (0 = read every line whole).")] = DEFAULT_WINDOW_TOKENS,
     window_context: Annotated[Optional[int], typer.Option(help="Context tokens on each side of a window (default: window-tokens // 8).")] = None,
     precision: Annotated[str, typer.Option(help="fp32 (exact), int8 (CPU: int8 LSTMs, 1.2-2.8x faster, cosine about 0.9998), bf16 or fp16 (autocast, for GPUs).")] = "fp32",
     token_cache: Annotated[int, typer.Option(help="Word types kept in the layer-0 cache (0 = off); changes no value.")] = DEFAULT_TOKEN_CACHE_WORDS,
+    piece_tokens: Annotated[int, typer.Option(help="Lines are embedded and saved in pieces of about this many tokens: what a resumed run redoes at most, and the unit torchrun processes share.")] = DEFAULT_PIECE_TOKENS,
 ) -> None:
     """Write ELMo vectors for every line of INPUT to the hdf5 file OUTPUT.
 
-    One dataset per input line, named by its 0-based line number, of shape (layers, tokens, dim) for --layers all and (tokens, dim) otherwise. A blank line gives a dataset with 0 tokens. OUTPUT is written under a temporary name and appears only when complete.
+    One dataset per input line, named by its 0-based line number, of shape (layers, tokens, dim) for --layers all and (tokens, dim) otherwise; its attribute "tokens" holds the line's tokens, one per row. A blank line gives a dataset with 0 tokens.
+
+    Work in progress lives in OUTPUT.partial/ and OUTPUT appears only when complete. An interrupted run continues where it stopped when the same command is run again. For several processes or machines, launch with torchrun: `torchrun --nproc-per-node 4 -m elmo_core embed INPUT OUTPUT ...` (see the README's "Big corpora" section).
 
     A line longer than --window-tokens (a whole document on one line, say) is read in overlapping windows, so memory does not grow with its length; see the README's "Long documents" section for what that does to vectors near the cuts.
     """
-    import h5py
-    from tqdm import tqdm
+    from .distributed import init_distributed
+    from .embed_file import embed_file
 
     layer_choice: str | int = int(layers) if layers.lstrip("-").isdigit() else layers
     if precision not in PRECISIONS:
         raise ElmoError(f"--precision must be one of {', '.join(PRECISIONS)}; got {precision!r}.")
+    if window_tokens < 0:
+        raise ElmoError(f"--window-tokens must be 0 (no windows) or a positive number of tokens; got {window_tokens}.")
+    if piece_tokens <= 0:
+        raise ElmoError(f"--piece-tokens must be a positive number of tokens; got {piece_tokens}.")
     _check_device(device)
     check_input_file(input_file, "INPUT")
     _check_output(output_file)
-    elmo = load_model(model, options, weights, device)
-    check_layers(layer_choice, elmo.num_layers, len(elmo.scalar_mixes))
-    elmo.bilm.set_token_cache(token_cache)
-    if precision == "int8":
-        elmo = quantize_int8(elmo)  # refuses a model on a GPU with a one-line ValueError
-    autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    if window_tokens < 0:
-        raise ElmoError(f"--window-tokens must be 0 (no windows) or a positive number of tokens; got {window_tokens}.")
-    windows = {"window_tokens": window_tokens or None, "window_context": window_context if window_tokens else None}
-    sentences = _read_sentences(input_file, get_tokenizer() if tokenize else None)
-    tmp = output_file.with_name(output_file.name + ".partial")
+    rank, world_size, device = init_distributed(device)
     try:
-        with h5py.File(tmp, "w") as out, tqdm(
-            total=sum(len(s) for s in sentences), unit="tok", disable=not progress
-        ) as bar:
-            out.attrs["layers"] = str(layer_choice)
-            out.attrs["dim"] = elmo.output_dim
-            for i, vectors in iter_embeddings(
-                elmo, sentences, layers=layer_choice, batch_tokens=batch_tokens, device=device,
-                autocast_dtype=autocast, **windows
-            ):
-                out.create_dataset(str(i), data=vectors)
-                bar.update(len(sentences[i]))
-        os.replace(tmp, output_file)
+        elmo = load_model(model, options, weights, device)
+        check_layers(layer_choice, elmo.num_layers, len(elmo.scalar_mixes))
+        elmo.bilm.set_token_cache(token_cache)
+        if precision == "int8":
+            elmo = quantize_int8(elmo)  # refuses a model on a GPU with a one-line ValueError
+        autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+        result = embed_file(
+            elmo, input_file, output_file, layers=layer_choice, batch_tokens=batch_tokens, batch_size=batch_size,
+            device=device, autocast_dtype=autocast, window_tokens=window_tokens or None,
+            window_context=window_context if window_tokens else None, piece_tokens=piece_tokens,
+            tokenize=get_tokenizer() if tokenize else None, progress=progress,
+            settings={"tokenize": "spacy-en" if tokenize else None, "precision": precision},
+        )
     finally:
-        tmp.unlink(missing_ok=True)
-    typer.echo(f"wrote {len(sentences)} sentences to {output_file}", err=True)
+        if world_size > 1:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+    if rank == 0 and result.lines == 0:
+        typer.echo(f"warning: INPUT {input_file} is empty; OUTPUT holds no sentences.", err=True)
+    if rank == 0:
+        resumed = f"; {result.pieces_resumed} of {result.pieces} pieces were already done" if result.pieces_resumed else ""
+        typer.echo(f"wrote {result.lines} lines ({result.tokens} tokens) to {output_file}{resumed}", err=True)
 
 
 @app.command()
@@ -351,7 +348,13 @@ def probe(
 
 
 def main() -> None:
-    """Console-script entry point: clear one-line errors instead of tracebacks."""
+    """Console-script entry point: clear one-line errors instead of tracebacks.
+
+    The command owns its process, so it also fixes glibc's mmap threshold
+    (`elmo_core.memory.use_mmap_for_large_blocks`): memory then stays close to what
+    is alive, batch after batch.
+    """
+    use_mmap_for_large_blocks()
     try:
         app()
     except (ElmoError, TypeError, ValueError, OSError) as err:  # OSError: files, the network

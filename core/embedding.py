@@ -14,6 +14,7 @@ import torch
 
 from .batching import batches_by_token_budget
 from .characters import check_sentences, words_to_char_ids
+from .memory import release_free_memory
 from .quantization import is_quantized
 from .windows import DEFAULT_WINDOW_TOKENS, Window, plan_windows
 
@@ -74,7 +75,9 @@ def iter_embeddings(
 
     Memory is bounded by one batch, whatever the number of sentences, and by one
     window, whatever their length (plus the vectors of a long sentence being
-    assembled). See `embed_sentences` for the arguments and shapes.
+    assembled); freed memory is handed back to the OS after every batch
+    (`elmo_core.memory`), so it stays flat over a long run. See `embed_sentences` for
+    the arguments and shapes.
     """
     check_sentences(sentences)
     check_layers(layers, model.num_layers, len(model.scalar_mixes))
@@ -118,7 +121,9 @@ def iter_embeddings(
                 texts = [sentences[i][w.start : w.end] for i, w in (pieces[k] for k in batch)]
                 char_ids, mask = words_to_char_ids(texts, C)
                 with precision:
-                    out = model(char_ids, mask)
+                    # The scalar mixes only when asked for: for the other choices they
+                    # would be computed and thrown away.
+                    out = model(char_ids, mask) if layers == "mix" else model.bilm(char_ids, mask)
                 if layers == "all":
                     result = out.activations.transpose(0, 1)  # [batch, layers, tokens, dim]
                 elif layers == "top":
@@ -130,6 +135,7 @@ def iter_embeddings(
                 else:
                     result = out.activations[int(layers)]
                 result = result.float().cpu().numpy()
+                del out
                 for row, k in enumerate(batch):
                     i, w = pieces[k]
                     kept = result[row][..., w.keep_start - w.start : w.keep_end - w.start, :]
@@ -145,6 +151,13 @@ def iter_embeddings(
                     windows_left[i] -= 1
                     if windows_left[i] == 0:
                         yield i, assembling.pop(i)
+                # Drop this batch's arrays before the next batch (not when it replaces
+                # them), then hand the freed heap back: every batch has new shapes, and
+                # without the trim the resident size creeps up over a long run
+                # (elmo_core.memory).
+                del result, char_ids, mask, texts
+                kept = None
+                release_free_memory()
     finally:
         _leave_eval(model)
 

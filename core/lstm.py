@@ -10,10 +10,12 @@ bilm-tf's cell (ELMO_SPEC section 4; TensorFlow `LSTMCell` with `num_proj`,
 The +1 is TensorFlow's forget bias, added at run time and not stored in B; we keep it
 out of the parameters too, so that hdf5 -> safetensors -> hdf5 is exact.
 
-Speed: the input product `x @ W_x + B` is one matrix product for the whole sequence; only
-`h @ W_h` and the projection run per step. Rows must be sorted by length, longest first,
-so that step t runs on the first `batch_sizes[t]` rows only: padding is never computed
-and never read, and each row's final state is the state after its own last position.
+Speed: the input product `x @ W_x + B` is one matrix product per block of steps (at
+least `INPUT_BLOCK_ROWS` rows), not one per step; only `h @ W_h` and the projection run
+per step. Rows must be sorted by length, longest first, so that step t runs on the first
+`batch_sizes[t]` rows only: padding is never computed and never read, and each row's
+final state is the state after its own last position. Without autograd (inference) the
+step's element-wise work runs in place and the outputs are written into one tensor.
 
 Fused recurrence: without clips (`cell_clip` and `proj_clip` off) this cell is exactly
 torch's `nn.LSTM(proj_size=P)` cell once the gate blocks are reordered (torch: i, f, g, o;
@@ -46,6 +48,10 @@ LSTMState = tuple[torch.Tensor, torch.Tensor]
 
 FORGET_BIAS = 1.0  # TensorFlow LSTMCell's default, added at run time
 
+INPUT_BLOCK_ROWS = 64
+"""Rows (steps x batch) per input product: large enough for an efficient matrix product,
+small enough that the block's pre-activations stay small (4 MB for the original model)."""
+
 
 def lstm_gates(z: torch.Tensor, c: torch.Tensor, cell_clip: float | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The element-wise part of one step: new cell state and the gated output.
@@ -66,6 +72,19 @@ def lstm_gates(z: torch.Tensor, c: torch.Tensor, cell_clip: float | None) -> tup
     if cell_clip:
         c_t = c_t.clamp(-cell_clip, cell_clip)
     return c_t, torch.sigmoid(o) * torch.tanh(c_t)
+
+
+def _lstm_gates_in_place(z: torch.Tensor, c: torch.Tensor, cell_clip: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """`lstm_gates` computed inside `z`, which it overwrites (inference only: no autograd).
+
+    The same operations in the same order, so the same values, without the eight
+    [n, dim] temporaries; both results are views into `z`.
+    """
+    i, j, f, o = z.chunk(4, dim=1)
+    c_t = f.sigmoid_().mul_(c).add_(i.sigmoid_().mul_(j.tanh_()))
+    if cell_clip:
+        c_t.clamp_(-cell_clip, cell_clip)
+    return c_t, o.sigmoid_().mul_(torch.tanh(c_t))
 
 
 _COMPILED_GATES = None
@@ -184,23 +203,30 @@ class LSTMCellWithProjection(nn.Module):
         """`forward` as a Python loop over the steps (the reference; clips applied)."""
         num_steps, batch_size, _ = inputs.shape
         D = self.dim
-        # One product for the whole sequence: [steps, batch, 4D]. The three products go
-        # through the Linear modules (not their weights), so that int8 dynamic
-        # quantisation (`elmo_core.quantization`) replaces them all.
-        pre = self.input_linear(inputs)
-        pre[..., 2 * D : 3 * D] += FORGET_BIAS  # block order i, j, f, o; in place: no copy
         if initial_state is None:
-            h = pre.new_zeros(batch_size, self.projection_dim)
-            c = pre.new_zeros(batch_size, D)
+            h = inputs.new_zeros(batch_size, self.projection_dim)
+            c = inputs.new_zeros(batch_size, D)
         else:
             h, c = initial_state
         outputs = []
-        gates = _compiled_gates() if getattr(self, "compile_recurrence", False) else lstm_gates
-        # unbind: indexing `pre[t]` would make each step's backward zero-fill a gradient
-        # of the whole [steps, batch, 4D] tensor.
-        for t, pre_t in enumerate(pre.unbind(0)):
+        grad = torch.is_grad_enabled()
+        if getattr(self, "compile_recurrence", False):
+            gates = _compiled_gates()
+        else:
+            gates = lstm_gates if grad else _lstm_gates_in_place
+        pre: tuple[torch.Tensor, ...] | None = None
+        block = max(1, -(-INPUT_BLOCK_ROWS // max(batch_size, 1)))  # steps per input product
+        for t in range(num_steps):
+            if t % block == 0:
+                pre = pre_t = None  # free the last block before computing the next
+                pre = self._input_products(inputs[t : t + block]).unbind(0)
             n = batch_sizes[t]
-            z = pre_t[:n] + self.state_linear(h[:n])  # [n, 4D]
+            pre_t = pre[t % block]
+            if grad:
+                z = pre_t[:n] + self.state_linear(h[:n])  # [n, 4D]
+            else:
+                z = self.state_linear(h[:n])
+                z += pre_t[:n]  # in place: one [n, 4D] tensor per step, not two
             c_t, gated = gates(z, c[:n], self.cell_clip)  # [n, D] each
             h_t = self.state_projection(gated)  # [n, P]
             if self.proj_clip:
@@ -210,10 +236,33 @@ class LSTMCellWithProjection(nn.Module):
             else:  # rows n.. have ended: keep their final state
                 h = torch.cat([h_t, h[n:].to(h_t.dtype)])
                 c = torch.cat([c_t, c[n:].to(c_t.dtype)])
-            outputs.append(F.pad(h_t, (0, 0, 0, batch_size - n)))
-        if not outputs:
-            return pre.new_zeros(0, batch_size, self.projection_dim), (h, c)
-        return torch.stack(outputs), (h, c)
+            if grad:  # out of place, for autograd
+                outputs.append(F.pad(h_t, (0, 0, 0, batch_size - n)))
+            else:  # written in place: no per-step padded copies and no stack (half the memory)
+                if t == 0:
+                    output = h_t.new_zeros(num_steps, batch_size, h_t.shape[1])
+                output[t, :n] = h_t
+        if num_steps == 0:
+            return inputs.new_zeros(0, batch_size, self.projection_dim), (h, c)
+        return (torch.stack(outputs) if outputs else output), (h, c)
+
+    def _input_products(self, inputs: torch.Tensor) -> torch.Tensor:
+        """`x @ W_x + B` plus the forget bias, for a block of steps.
+
+        The products are computed a block of at least `INPUT_BLOCK_ROWS` rows at a time:
+        large enough for an efficient matrix product, while the [steps, batch, 4D]
+        pre-activations of a whole batch (130 MB for the original model at batch 32) are
+        never held at once. Returned as one tensor; `forward` takes it apart with
+        `unbind`, because indexing `pre[t]` would make each step's backward zero-fill a
+        gradient of the whole block.
+
+        Shape: inputs [steps, batch, input_size] -> [steps, batch, 4D]
+        """
+        # Through the Linear module (not its weight), so that int8 dynamic quantisation
+        # (`elmo_core.quantization`) replaces it too.
+        pre = self.input_linear(inputs)
+        pre[..., 2 * self.dim : 3 * self.dim] += FORGET_BIAS  # block order i, j, f, o; in place: no copy
+        return pre
 
     @property
     def has_float_linears(self) -> bool:

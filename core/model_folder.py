@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -207,8 +208,6 @@ def load_model_folder(path: str | Path, map_location: str | torch.device = "cpu"
             (names the file, the tensor and both shapes), or weights that are not finite.
         OptionsError: for invalid options or Elmo settings in config.json.
     """
-    from safetensors.torch import load_file
-
     options, settings = read_model_config(path)
     unknown = set(overrides) - set(ELMO_SETTINGS) - {"requires_grad", "token_cache_words"}
     if unknown:
@@ -218,23 +217,71 @@ def load_model_folder(path: str | Path, map_location: str | torch.device = "cpu"
         )
     settings.update(overrides)
     model = _build_elmo(options, settings, Path(path) / CONFIG_NAME)
-    weights_path = _weights_path(path)
+    _read_weights(model, _weights_path(path))
+    return model.to(map_location)
+
+
+_READ_BLOCK_BYTES = 4 * 2**20
+
+
+def _read_weights(model: Elmo, weights_path: Path) -> None:
+    """Copy a model.safetensors into `model`'s own tensors, one tensor at a time.
+
+    safetensors maps the whole file, and every page a copy reads stays in the resident
+    size until the mapping is closed: reading all tensors through one mapping (as
+    `safetensors.torch.load_file` + `load_state_dict` do) holds every weight twice at the
+    peak. A fresh mapping per block of at most `_READ_BLOCK_BYTES` holds each weight once,
+    plus one block.
+    """
+    from safetensors import safe_open
+
+    def open_file():  # noqa: ANN202
+        return safe_open(str(weights_path), framework="pt", device="cpu")
+
     try:
-        state = load_file(str(weights_path), device="cpu")
+        with open_file() as f:
+            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
     except Exception as err:  # SafetensorError, OSError, ValueError, ...: all mean "unreadable"
         raise _unreadable(weights_path, err) from err
-    state = _base_model_state(state)
-    _check_state({k: tuple(v.shape) for k, v in state.items()}, model, weights_path)
-    for name, tensor in state.items():
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            bad = int((~torch.isfinite(tensor)).sum())
-            raise WeightFileError(
-                f"{weights_path}: tensor '{name}' holds {bad} NaN or infinite values, so every vector "
-                "would be NaN. The file is damaged or came from a diverged training run; save or "
-                "download the model again."
-            )
-    model.load_state_dict({k: v for k, v in state.items() if k in model.state_dict()}, strict=False)
-    return model.to(map_location)
+    file_keys = _base_model_keys(shapes)  # model key -> key in the file
+    _check_state({k: shapes[f] for k, f in file_keys.items()}, model, weights_path)
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            if name not in file_keys:
+                continue  # a scalar mix the file does not have: keeps its initial value
+            rows = tensor.shape[0] if tensor.dim() else 0
+            row_bytes = tensor[0].numel() * tensor.element_size() if rows else 0
+            step = max(1, _READ_BLOCK_BYTES // max(row_bytes, 1))
+            try:
+                if rows <= step:  # small, or a scalar: in one piece
+                    with open_file() as f:
+                        tensor.copy_(f.get_tensor(file_keys[name]))
+                else:  # in blocks of rows, so the mapping never holds more than one block
+                    for start in range(0, rows, step):
+                        with open_file() as f:
+                            tensor[start : start + step].copy_(f.get_slice(file_keys[name])[start : start + step])
+            except Exception as err:
+                raise _unreadable(weights_path, err) from err
+            bad = _count_non_finite(tensor, step)
+            if bad:
+                raise WeightFileError(
+                    f"{weights_path}: tensor '{file_keys[name]}' holds {bad} NaN or infinite values, so every "
+                    "vector would be NaN. The file is damaged or came from a diverged training run; save or "
+                    "download the model again."
+                )
+
+
+def _count_non_finite(tensor: torch.Tensor, step: int) -> int:
+    """NaN and infinite values of `tensor`, counted `step` rows at a time (torch.isfinite
+    of a whole tensor makes temporaries larger than the tensor)."""
+    if not tensor.is_floating_point():
+        return 0
+    if tensor.dim() == 0:
+        return int(not bool(torch.isfinite(tensor)))
+    return sum(
+        int(torch.isfinite(tensor[start : start + step]).logical_not_().sum())
+        for start in range(0, tensor.shape[0], step)
+    )
 
 
 def check_model_folder(path: str | Path) -> None:
@@ -260,7 +307,7 @@ def check_model_folder(path: str | Path) -> None:
             shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
     except Exception as err:
         raise _unreadable(weights_path, err) from err
-    _check_state(_base_model_state(shapes), model, weights_path)
+    _check_state({k: shapes[f] for k, f in _base_model_keys(shapes).items()}, model, weights_path)
 
 
 def _build_elmo(options: BiLMOptions, settings: dict[str, Any], config_path: Path) -> Elmo:
@@ -291,23 +338,24 @@ def _unreadable(weights_path: Path, err: Exception) -> WeightFileError:
     )
 
 
-def _base_model_state(state: dict[str, Any]) -> dict[str, Any]:
-    """The `Elmo`'s own tensors, also when the file holds a larger model around it.
+def _base_model_keys(keys: Iterable[str]) -> dict[str, str]:
+    """Map the `Elmo`'s own tensor names to the file's.
 
     A task model that holds an `Elmo` as a submodule saves its tensors under that
     submodule's name (`<prefix>.bilm.*`, `<prefix>.scalar_mixes.*`), beside its own (a
     task head). The prefix is read off the `bilm` keys, so the core needs no framework's
     naming; the task model's other tensors are left out.
     """
-    prefixes = set()
-    for key in state:
-        parts = key.split(".")
-        if "bilm" in parts:
-            prefixes.add("".join(f"{part}." for part in parts[: parts.index("bilm")]))
+    keys = list(keys)
+    prefixes = {
+        "".join(f"{part}." for part in parts[: parts.index("bilm")])
+        for parts in (key.split(".") for key in keys)
+        if "bilm" in parts
+    }
     if len(prefixes) != 1 or prefixes == {""}:
-        return state  # an Elmo's own state dict (or not one: _check_state names what is missing)
+        return {key: key for key in keys}  # an Elmo's own tensors (or not: _check_state names what is missing)
     (prefix,) = prefixes
-    return {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
+    return {key[len(prefix) :]: key for key in keys if key.startswith(prefix)}
 
 
 def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: Path) -> None:

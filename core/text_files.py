@@ -22,10 +22,13 @@ from typing import TextIO
 
 from .errors import ElmoError
 
-__all__ = ["ENCODING", "check_input_file", "iter_lines", "open_text", "read_text"]
+__all__ = ["BYTE_ORDER_MARK", "ENCODING", "check_input_file", "iter_lines", "open_text", "read_text", "strip_line_end"]
 
 ENCODING = "utf-8-sig"
 """UTF-8 that drops a leading byte-order mark (and reads a file without one as UTF-8)."""
+
+BYTE_ORDER_MARK = "\ufeff"
+"""What a leading byte-order mark decodes to; for readers that decode lines themselves."""
 
 
 def check_input_file(path: str | Path, what: str = "input file") -> Path:
@@ -68,7 +71,7 @@ def iter_lines(path: str | Path) -> Iterator[str]:
     """The lines of a text file, without their line endings (LF or CRLF)."""
     with open_text(path) as f:
         for line in f:
-            yield _strip_line_end(line)
+            yield strip_line_end(line)
 
 
 def read_text(path: str | Path, what: str = "input file") -> str:
@@ -88,7 +91,8 @@ def read_text(path: str | Path, what: str = "input file") -> str:
     return text.replace("\r\n", "\n")
 
 
-def _strip_line_end(line: str) -> str:
+def strip_line_end(line: str) -> str:
+    """`line` without its line ending (LF or CRLF); a lone `\\r` inside it stays."""
     if line.endswith("\n"):
         line = line[:-1]
     if line.endswith("\r"):

@@ -36,13 +36,16 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import torch
 
-__all__ = ["DEFAULT_TOKEN_CACHE_WORDS", "TokenCache", "parameter_fingerprint"]
+from .characters import CHAR_ID_OFFSET, PADDING_CHARACTER
+
+__all__ = ["DEFAULT_TOKEN_CACHE_WORDS", "TokenCache", "float64_sum", "parameter_fingerprint"]
 
 DEFAULT_TOKEN_CACHE_WORDS = 50_000
 """Default bound, in word types: ~100 MB of float32 for the original model
 (`projection_dim` 512), ~25 MB for the shipped default model (128)."""
 
 _INITIAL_ROWS = 1024
+_PADDING_ID = PADDING_CHARACTER + CHAR_ID_OFFSET
 
 
 class TokenCache:
@@ -178,9 +181,16 @@ class TokenCache:
 
 
 def _row_keys(words: torch.Tensor) -> list[bytes]:
-    """One hashable key per char-id row (int16 bytes: ids are < 262)."""
-    rows = words.detach().to("cpu", torch.int16).numpy()
-    return [row.tobytes() for row in np.ascontiguousarray(rows)]
+    """One hashable key per char-id row: its int16 bytes (ids are < 262) up to the last
+    id that is not padding. Every row ends in padding after its end-of-word id, so this
+    is still one key per row, and a typical key is 20 bytes instead of 100 (a full cache
+    holds 50,000 of them)."""
+    rows = np.ascontiguousarray(words.detach().to("cpu", torch.int16).numpy())
+    if rows.size == 0:
+        return [row.tobytes() for row in rows]
+    real = rows != _PADDING_ID
+    ends = rows.shape[1] - np.argmax(real[:, ::-1], axis=1)  # one past the last non-padding id
+    return [row[:end].tobytes() for row, end in zip(rows, ends.tolist())]
 
 
 def parameter_fingerprint(parameters: Iterable[torch.Tensor], dtype: torch.dtype | None) -> tuple:
@@ -195,9 +205,18 @@ def parameter_fingerprint(parameters: Iterable[torch.Tensor], dtype: torch.dtype
     """
     parameters = list(parameters)
     with torch.no_grad():
-        sums = torch.stack(
-            [torch.stack([p.sum(dtype=torch.float64), p.reshape(-1)[::97].sum(dtype=torch.float64)]) for p in parameters]
-        ) if parameters else torch.zeros(0)
-    return (dtype, tuple(sums.flatten().tolist())) + tuple(
-        (id(p), p.data_ptr(), p._version, p.device) for p in parameters
-    )
+        sums = tuple(x for p in parameters for x in (float64_sum(p), float(p.reshape(-1)[::97].sum(dtype=torch.float64))))
+    return (dtype, sums) + tuple((id(p), p.data_ptr(), p._version, p.device) for p in parameters)
+
+
+_SUM_BLOCK = 2**20
+
+
+def float64_sum(tensor: torch.Tensor) -> float:
+    """The sum of a tensor's values, accumulated in float64, `_SUM_BLOCK` values at a time.
+
+    `tensor.sum(dtype=torch.float64)` first makes a float64 copy of the whole tensor on
+    the CPU (128 MB for a 64 MB weight); blocks bound that copy at 8 MB.
+    """
+    flat = tensor.detach().reshape(-1)
+    return sum(float(block.sum(dtype=torch.float64)) for block in flat.split(_SUM_BLOCK))

@@ -148,34 +148,70 @@ def load_bilm_tf(model: BiLM | Elmo, weight_file: str | Path) -> None:
     with handle, torch.no_grad():
         for ds in _bilm_tf_table(bilm):
             try:
-                present = ds.name in handle
-                array = np.asarray(handle[ds.name][()], dtype=np.float32) if present else None
+                dataset = handle[ds.name] if ds.name in handle else None
+                shape = tuple(dataset.shape) if dataset is not None else None
             except Exception as err:  # h5py raises OSError, KeyError or RuntimeError on damaged files
-                raise WeightFileError(
-                    f"{path}: dataset '{ds.name}' cannot be read ({type(err).__name__}: {err}). The file "
-                    "is damaged (truncated or corrupted); download or convert it again."
-                ) from err
-            if array is None:
+                raise _damaged(path, ds.name, err) from err
+            if dataset is None:
                 raise WeightFileError(
                     f"{path} has no dataset '{ds.name}' (expected shape {ds.shape}). Is this a "
                     "bilm-tf/AllenNLP ELMo weight file, and do the options match it?"
                 )
-            if not np.isfinite(array).all():
+            if shape != ds.shape:
                 raise WeightFileError(
-                    f"{path}: dataset '{ds.name}' holds {int((~np.isfinite(array)).sum())} NaN or infinite "
-                    "values, so every vector would be NaN. The file is damaged; download or convert it again."
-                )
-            if tuple(array.shape) != ds.shape:
-                raise WeightFileError(
-                    f"{path}: dataset '{ds.name}' has shape {tuple(array.shape)}, but the options "
+                    f"{path}: dataset '{ds.name}' has shape {shape}, but the options "
                     f"imply {ds.shape}. Check that options.json belongs to this weight file."
                 )
-            source = torch.from_numpy(array)
+            bad = 0
             for target in ds.targets:
-                piece = source if target.file_rows is None else source[target.file_rows]
                 param = params[target.parameter]
                 dest = param if target.param_rows is None else param[target.param_rows]
-                dest.copy_(_to_torch(piece, target.kind))
+                rows = target.file_rows or slice(None)
+                first, stop, _ = rows.indices(shape[0])
+                for start, end in _row_blocks(shape, first, stop):
+                    try:
+                        block = np.asarray(dataset[start:end], dtype=np.float32)
+                    except Exception as err:
+                        raise _damaged(path, ds.name, err) from err
+                    bad += int(block.size - np.count_nonzero(np.isfinite(block)))
+                    _copy_rows(dest, torch.from_numpy(block), target.kind, start - first, end - first)
+            if bad:
+                raise WeightFileError(
+                    f"{path}: dataset '{ds.name}' holds {bad} NaN or infinite values, so every vector "
+                    "would be NaN. The file is damaged; download or convert it again."
+                )
+
+
+# Each dataset is read in blocks of rows of at most this many bytes and copied straight
+# into its parameter, so loading holds every weight once (in the model) plus one block,
+# instead of a second copy of the largest datasets (64 MB each for the original model).
+_READ_BLOCK_BYTES = 4 * 2**20
+
+
+def _row_blocks(shape: tuple[int, ...], first: int, stop: int) -> list[tuple[int, int]]:
+    """[start, end) ranges of rows (axis 0) of at most `_READ_BLOCK_BYTES` float32 each."""
+    if len(shape) == 4:  # conv kernels [1, width, in, out] (at most 0.5 MB): whole
+        return [(first, stop)]
+    row_bytes = 4 * int(np.prod(shape[1:], dtype=np.int64))
+    step = max(1, _READ_BLOCK_BYTES // max(row_bytes, 1))
+    return [(a, min(a + step, stop)) for a in range(first, stop, step)]
+
+
+def _copy_rows(dest: torch.Tensor, block: torch.Tensor, kind: str, start: int, end: int) -> None:
+    """Copy file rows [start, end) (relative to the target's first row) into `dest`."""
+    if kind == "linear":  # file rows are torch columns (TF [in, out] -> torch [out, in])
+        dest[:, start:end].copy_(_to_torch(block, kind))
+    elif kind == "conv":
+        dest.copy_(_to_torch(block, kind))
+    else:
+        dest[start:end].copy_(block)
+
+
+def _damaged(path: Path, name: str, err: Exception) -> WeightFileError:
+    return WeightFileError(
+        f"{path}: dataset '{name}' cannot be read ({type(err).__name__}: {err}). The file "
+        "is damaged (truncated or corrupted); download or convert it again."
+    )
 
 
 def save_bilm_tf(model: BiLM | Elmo, weight_file: str | Path) -> None:

@@ -23,6 +23,7 @@ from transformers import FeatureExtractionPipeline, pipeline
 
 from elmo_core.batching import batches_by_token_budget
 from elmo_core.embedding import DEFAULT_BATCH_TOKENS
+from elmo_core.memory import release_free_memory
 from elmo_core.model_folder import default_model_dir
 
 __all__ = ["ElmoFeatureExtractionPipeline", "feature_extraction_pipeline"]
@@ -75,8 +76,13 @@ class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
 
     def _forward(self, model_inputs: dict[str, Any]) -> dict[str, Any]:
         outputs = self.model(**model_inputs)
+        result = {"last_hidden_state": outputs.last_hidden_state, "attention_mask": model_inputs["attention_mask"]}
+        del outputs  # the other layers: freed before the trim below
+        # Every batch has new shapes: hand the freed heap back, or the resident size
+        # creeps up over a long stream (elmo_core.memory).
+        release_free_memory()
         # Keep the mask with the vectors so that postprocess can cut each row's padding.
-        return {"last_hidden_state": outputs.last_hidden_state, "attention_mask": model_inputs["attention_mask"]}
+        return result
 
     def postprocess(self, model_outputs: dict[str, Any], return_tensors: bool = False) -> Any:
         vectors = model_outputs["last_hidden_state"]  # [1, padded tokens, dim]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -20,7 +18,7 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
-from elmo_core import Elmo, ElmoError, load_model_folder, save_model_folder
+from elmo_core import Elmo, ElmoError, load_model_folder, release_free_memory, save_model_folder
 
 from .layers.elmo_model import ensure_loaded, is_loaded, set_elmo
 from .layers.listener import ElmoListener
@@ -206,7 +204,8 @@ class ElmoComponent(TrainablePipe):
 
         Inside each group the biLM runs on batches of at most `max_batch_tokens` padded
         positions (longest first), so memory is bounded whatever the Docs' lengths. After
-        each group, freed heap memory is handed back to the OS (see `release_free_memory`).
+        each group, freed heap memory is handed back to the OS (`elmo_core.release_free_memory`),
+        so the resident size stays flat over a long stream.
         """
         error_handler = self.get_error_handler()
         for docs in util.minibatch(stream, size=batch_size):
@@ -392,27 +391,3 @@ class ElmoComponent(TrainablePipe):
                     "component with this ELMo model."
                 )
             listener.set_dim(name, value)
-
-
-def _load_malloc_trim():  # noqa: ANN202
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
-        return libc.malloc_trim
-    except (OSError, AttributeError, TypeError):  # not glibc (macOS, Windows, ...)
-        return None
-
-
-_MALLOC_TRIM = _load_malloc_trim()
-
-
-def release_free_memory() -> None:
-    """Hand the heap's free pages back to the OS (glibc's `malloc_trim(0)`; no-op elsewhere).
-
-    Every biLM batch allocates activations of a different size. After large blocks are
-    freed, glibc raises its mmap threshold and serves later blocks from the heap, whose
-    freed space it keeps: over a long `nlp.pipe` the resident size creeps up (by tens of
-    percent over a few thousand Docs) although nothing stays alive. Trimming once per
-    `pipe` batch costs a few milliseconds and keeps the resident size flat.
-    """
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)

@@ -48,7 +48,7 @@ _ACTIVATIONS = ("relu", "tanh")
 
 @dataclass(frozen=True)
 class CharCNNOptions:
-    """The context-independent token encoder (ELMO_SPEC section 3).
+    """The context-independent token encoder (docs/bilm_tf.md §3).
 
     Attributes:
         embedding_dim: Size of each character embedding (`embedding.dim`; 16 in every
@@ -83,7 +83,7 @@ class CharCNNOptions:
 
 @dataclass(frozen=True)
 class LSTMOptions:
-    """The two LSTM stacks (ELMO_SPEC sections 4 and 5).
+    """The two LSTM stacks (docs/bilm_tf.md §4 and §5).
 
     Attributes:
         dim: Memory cell size D (4096 original, 2048 medium, 1024 small).

@@ -2,9 +2,10 @@
 # uses (elmo_core/batching.py, elmo_core/highway.py, elmo_core/errors.py,
 # elmo_core/char_cnn.py, elmo_core/characters.py, elmo_core/lstm.py,
 # elmo_core/recurrence.py, elmo_core/token_cache.py, elmo_core/bilm.py,
-# elmo_core/quantization.py, elmo_core/windows.py, elmo_core/embedding.py,
-# elmo_core/scalar_mix.py, elmo_core/elmo.py, elmo_core/model_folder.py), so that a
-# saved model folder needs no elmo-bilm. Do not edit it: edit those files and run
+# elmo_core/memory.py, elmo_core/quantization.py, elmo_core/windows.py,
+# elmo_core/embedding.py, elmo_core/scalar_mix.py, elmo_core/elmo.py,
+# elmo_core/model_folder.py), so that a saved model folder needs no elmo-bilm. Do not
+# edit it: edit those files and run
 #     python -m hf_elmo.remote_code.generate
 """ELMo as a transformers model: ElmoPreTrainedModel, ElmoModel, ElmoForTokenClassification.
 
@@ -25,6 +26,7 @@ The modules are elmo_core's (`BiLM`, `ScalarMix`), held directly as `self.bilm` 
 from __future__ import annotations
 
 import contextlib
+import ctypes.util
 import json
 import math
 import os
@@ -162,6 +164,10 @@ class WeightFileError(ElmoError):
 
 # ---- elmo_core/char_cnn.py ----------------------------------------------------
 
+BLOCK_TOKENS = 32
+"""Tokens per block of the convolutions (see `CharCNN.forward`)."""
+
+
 class CharCNN(nn.Module):
     """Token vectors from character ids, one token at a time (no context).
 
@@ -204,7 +210,18 @@ class CharCNN(nn.Module):
         return torch.cat([zero, self.char_embedding], dim=0)
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
-        x = F.embedding(char_ids, self.embedding_table())  # [tokens, chars, E]
+        table = self.embedding_table()
+        if char_ids.shape[0] <= BLOCK_TOKENS:
+            return self._encode(table, char_ids)
+        # Every token is encoded on its own, so the tokens can go BLOCK_TOKENS at a time:
+        # a bank's full output is [tokens, count, chars - width + 1] before the max-pool
+        # (180 kB per token for the original model's width-7 bank) and the highway's
+        # [tokens, 2F] is another 16 kB, so a block bounds those buffers at about 25 MB
+        # whatever the batch, and fits the cache better than a whole batch.
+        return torch.cat([self._encode(table, block) for block in char_ids.split(BLOCK_TOKENS)])  # [tokens, P]
+
+    def _encode(self, table: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
+        x = F.embedding(char_ids, table)  # [tokens, chars, E]
         x = x.transpose(1, 2)  # [tokens, E, chars]: Conv1d wants channels first
         pooled = []
         for conv in self.convolutions:
@@ -238,7 +255,6 @@ def _marker_word(character: int, max_characters_per_token: int) -> tuple[int, ..
     return tuple(i + CHAR_ID_OFFSET for i in ids)
 
 
-@lru_cache(maxsize=65536)
 def word_to_char_ids(word: str, max_characters_per_token: int = 50) -> tuple[int, ...]:
     """Character ids of one token, offset included.
 
@@ -297,14 +313,17 @@ def _word_id_bytes(word: str, max_characters_per_token: int) -> bytes:
     """`word_to_char_ids` as int16 bytes (ids are < 262), cached for ordinary words.
 
     Words longer than the slots are not cached, so the cache never keeps a huge token
-    string alive (and they are rare).
+    string alive (and they are rare). The cache holds these 100-byte strings only: a
+    cached tuple of 50 Python ints (as an lru_cache on `word_to_char_ids` kept) costs
+    about 2 kB per word, 130 MB for a full cache, which made the memory of a long run
+    grow with the number of distinct words.
     """
     if len(word) <= max_characters_per_token:
         return _cached_word_id_bytes(word, max_characters_per_token)
     return np.asarray(word_to_char_ids(word, max_characters_per_token), dtype=np.int16).tobytes()
 
 
-@lru_cache(maxsize=2**16)
+@lru_cache(maxsize=2**14)  # the most frequent words; a miss costs a few microseconds
 def _cached_word_id_bytes(word: str, max_characters_per_token: int) -> bytes:
     return np.asarray(word_to_char_ids(word, max_characters_per_token), dtype=np.int16).tobytes()
 
@@ -349,6 +368,10 @@ LSTMState = tuple[torch.Tensor, torch.Tensor]
 
 FORGET_BIAS = 1.0  # TensorFlow LSTMCell's default, added at run time
 
+INPUT_BLOCK_ROWS = 64
+"""Rows (steps x batch) per input product: large enough for an efficient matrix product,
+small enough that the block's pre-activations stay small (4 MB for the original model)."""
+
 
 def lstm_gates(z: torch.Tensor, c: torch.Tensor, cell_clip: float | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The element-wise part of one step: new cell state and the gated output.
@@ -369,6 +392,19 @@ def lstm_gates(z: torch.Tensor, c: torch.Tensor, cell_clip: float | None) -> tup
     if cell_clip:
         c_t = c_t.clamp(-cell_clip, cell_clip)
     return c_t, torch.sigmoid(o) * torch.tanh(c_t)
+
+
+def _lstm_gates_in_place(z: torch.Tensor, c: torch.Tensor, cell_clip: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """`lstm_gates` computed inside `z`, which it overwrites (inference only: no autograd).
+
+    The same operations in the same order, so the same values, without the eight
+    [n, dim] temporaries; both results are views into `z`.
+    """
+    i, j, f, o = z.chunk(4, dim=1)
+    c_t = f.sigmoid_().mul_(c).add_(i.sigmoid_().mul_(j.tanh_()))
+    if cell_clip:
+        c_t.clamp_(-cell_clip, cell_clip)
+    return c_t, o.sigmoid_().mul_(torch.tanh(c_t))
 
 
 _COMPILED_GATES = None
@@ -462,23 +498,30 @@ class LSTMCellWithProjection(nn.Module):
         """`forward` as a Python loop over the steps (the reference; clips applied)."""
         num_steps, batch_size, _ = inputs.shape
         D = self.dim
-        # One product for the whole sequence: [steps, batch, 4D]. The three products go
-        # through the Linear modules (not their weights), so that int8 dynamic
-        # quantisation (`elmo_core.quantization`) replaces them all.
-        pre = self.input_linear(inputs)
-        pre[..., 2 * D : 3 * D] += FORGET_BIAS  # block order i, j, f, o; in place: no copy
         if initial_state is None:
-            h = pre.new_zeros(batch_size, self.projection_dim)
-            c = pre.new_zeros(batch_size, D)
+            h = inputs.new_zeros(batch_size, self.projection_dim)
+            c = inputs.new_zeros(batch_size, D)
         else:
             h, c = initial_state
         outputs = []
-        gates = _compiled_gates() if getattr(self, "compile_recurrence", False) else lstm_gates
-        # unbind: indexing `pre[t]` would make each step's backward zero-fill a gradient
-        # of the whole [steps, batch, 4D] tensor.
-        for t, pre_t in enumerate(pre.unbind(0)):
+        grad = torch.is_grad_enabled()
+        if getattr(self, "compile_recurrence", False):
+            gates = _compiled_gates()
+        else:
+            gates = lstm_gates if grad else _lstm_gates_in_place
+        pre: tuple[torch.Tensor, ...] | None = None
+        block = max(1, -(-INPUT_BLOCK_ROWS // max(batch_size, 1)))  # steps per input product
+        for t in range(num_steps):
+            if t % block == 0:
+                pre = pre_t = None  # free the last block before computing the next
+                pre = self._input_products(inputs[t : t + block]).unbind(0)
             n = batch_sizes[t]
-            z = pre_t[:n] + self.state_linear(h[:n])  # [n, 4D]
+            pre_t = pre[t % block]
+            if grad:
+                z = pre_t[:n] + self.state_linear(h[:n])  # [n, 4D]
+            else:
+                z = self.state_linear(h[:n])
+                z += pre_t[:n]  # in place: one [n, 4D] tensor per step, not two
             c_t, gated = gates(z, c[:n], self.cell_clip)  # [n, D] each
             h_t = self.state_projection(gated)  # [n, P]
             if self.proj_clip:
@@ -488,10 +531,33 @@ class LSTMCellWithProjection(nn.Module):
             else:  # rows n.. have ended: keep their final state
                 h = torch.cat([h_t, h[n:].to(h_t.dtype)])
                 c = torch.cat([c_t, c[n:].to(c_t.dtype)])
-            outputs.append(F.pad(h_t, (0, 0, 0, batch_size - n)))
-        if not outputs:
-            return pre.new_zeros(0, batch_size, self.projection_dim), (h, c)
-        return torch.stack(outputs), (h, c)
+            if grad:  # out of place, for autograd
+                outputs.append(F.pad(h_t, (0, 0, 0, batch_size - n)))
+            else:  # written in place: no per-step padded copies and no stack (half the memory)
+                if t == 0:
+                    output = h_t.new_zeros(num_steps, batch_size, h_t.shape[1])
+                output[t, :n] = h_t
+        if num_steps == 0:
+            return inputs.new_zeros(0, batch_size, self.projection_dim), (h, c)
+        return (torch.stack(outputs) if outputs else output), (h, c)
+
+    def _input_products(self, inputs: torch.Tensor) -> torch.Tensor:
+        """`x @ W_x + B` plus the forget bias, for a block of steps.
+
+        The products are computed a block of at least `INPUT_BLOCK_ROWS` rows at a time:
+        large enough for an efficient matrix product, while the [steps, batch, 4D]
+        pre-activations of a whole batch (130 MB for the original model at batch 32) are
+        never held at once. Returned as one tensor; `forward` takes it apart with
+        `unbind`, because indexing `pre[t]` would make each step's backward zero-fill a
+        gradient of the whole block.
+
+        Shape: inputs [steps, batch, input_size] -> [steps, batch, 4D]
+        """
+        # Through the Linear module (not its weight), so that int8 dynamic quantisation
+        # (`elmo_core.quantization`) replaces it too.
+        pre = self.input_linear(inputs)
+        pre[..., 2 * self.dim : 3 * self.dim] += FORGET_BIAS  # block order i, j, f, o; in place: no copy
+        return pre
 
     @property
     def has_float_linears(self) -> bool:
@@ -887,6 +953,7 @@ DEFAULT_TOKEN_CACHE_WORDS = 50_000
 (`projection_dim` 512), ~25 MB for the shipped default model (128)."""
 
 _INITIAL_ROWS = 1024
+_PADDING_ID = PADDING_CHARACTER + CHAR_ID_OFFSET
 
 
 class TokenCache:
@@ -1022,9 +1089,16 @@ class TokenCache:
 
 
 def _row_keys(words: torch.Tensor) -> list[bytes]:
-    """One hashable key per char-id row (int16 bytes: ids are < 262)."""
-    rows = words.detach().to("cpu", torch.int16).numpy()
-    return [row.tobytes() for row in np.ascontiguousarray(rows)]
+    """One hashable key per char-id row: its int16 bytes (ids are < 262) up to the last
+    id that is not padding. Every row ends in padding after its end-of-word id, so this
+    is still one key per row, and a typical key is 20 bytes instead of 100 (a full cache
+    holds 50,000 of them)."""
+    rows = np.ascontiguousarray(words.detach().to("cpu", torch.int16).numpy())
+    if rows.size == 0:
+        return [row.tobytes() for row in rows]
+    real = rows != _PADDING_ID
+    ends = rows.shape[1] - np.argmax(real[:, ::-1], axis=1)  # one past the last non-padding id
+    return [row[:end].tobytes() for row, end in zip(rows, ends.tolist())]
 
 
 def parameter_fingerprint(parameters: Iterable[torch.Tensor], dtype: torch.dtype | None) -> tuple:
@@ -1039,12 +1113,21 @@ def parameter_fingerprint(parameters: Iterable[torch.Tensor], dtype: torch.dtype
     """
     parameters = list(parameters)
     with torch.no_grad():
-        sums = torch.stack(
-            [torch.stack([p.sum(dtype=torch.float64), p.reshape(-1)[::97].sum(dtype=torch.float64)]) for p in parameters]
-        ) if parameters else torch.zeros(0)
-    return (dtype, tuple(sums.flatten().tolist())) + tuple(
-        (id(p), p.data_ptr(), p._version, p.device) for p in parameters
-    )
+        sums = tuple(x for p in parameters for x in (float64_sum(p), float(p.reshape(-1)[::97].sum(dtype=torch.float64))))
+    return (dtype, sums) + tuple((id(p), p.data_ptr(), p._version, p.device) for p in parameters)
+
+
+_SUM_BLOCK = 2**20
+
+
+def float64_sum(tensor: torch.Tensor) -> float:
+    """The sum of a tensor's values, accumulated in float64, `_SUM_BLOCK` values at a time.
+
+    `tensor.sum(dtype=torch.float64)` first makes a float64 copy of the whole tensor on
+    the CPU (128 MB for a 64 MB weight); blocks bound that copy at 8 MB.
+    """
+    flat = tensor.detach().reshape(-1)
+    return sum(float(block.sum(dtype=torch.float64)) for block in flat.split(_SUM_BLOCK))
 
 
 # ---- elmo_core/bilm.py --------------------------------------------------------
@@ -1212,17 +1295,30 @@ class BiLM(nn.Module):
         full_mask = torch.arange(num_tokens + 2, device=device)[None, :] < full_lengths[:, None]
 
         token_embedding = self._token_embedding(ids, full_mask)  # [batch, tokens + 2, P]
-        forward_out, backward_out = self._run_stacks(token_embedding, full_lengths)
-        layers = [torch.cat([token_embedding, token_embedding], dim=-1)]
-        layers += [torch.cat([f, b], dim=-1) for f, b in zip(forward_out, backward_out)]
-        dtype = layers[-1].dtype
-        activations = torch.stack([layer.to(dtype) for layer in layers])  # [L+1, B, T+2, 2P]
-
+        forward_out, backward_out, order = self._run_stacks(token_embedding, full_lengths)
+        # Every layer is written once, straight from the stacks' sorted, time-major
+        # outputs, into one [L+1, B, T, 2P] tensor: no per-layer unsorted copies,
+        # concatenations, stack or masked copy (at batch 32 each of those is another
+        # 24 MB for the original model). Without keep_sentence_boundaries, <S> (position
+        # 0) is left out, and </S> (position len + 1, len after the shift) is zeroed by
+        # the mask with the padding.
+        keep = slice(None) if self.keep_sentence_boundaries else slice(1, num_tokens + 1)
+        P = token_embedding.shape[-1]
+        dtype = forward_out[-1].dtype
+        activations = token_embedding.new_empty(
+            len(forward_out) + 1, batch_size, num_tokens + 2 if self.keep_sentence_boundaries else num_tokens, 2 * P,
+            dtype=dtype,
+        )
+        activations[0, ..., :P] = token_embedding[:, keep]  # layer 0: the token vector twice
+        activations[0, ..., P:] = token_embedding[:, keep]
+        for k in range(len(forward_out)):
+            for half, outputs in ((slice(0, P), forward_out), (slice(P, 2 * P), backward_out)):
+                y = outputs[k].transpose(0, 1)[:, keep].to(dtype)  # [sorted batch, T, P]
+                activations[k + 1, ..., half].index_copy_(0, order, y)  # row r of y is batch row order[r]
+                outputs[k] = None  # freed as soon as it is copied
         if self.keep_sentence_boundaries:
             return BiLMOutput(activations, full_mask)
-        # Drop <S> (position 0) and </S> (position len + 1, which becomes len after the
-        # shift and is zeroed by the mask).
-        activations = activations[:, :, 1 : num_tokens + 1] * real[None, :, :, None].to(dtype)
+        activations *= real[None, :, :, None].to(dtype)
         return BiLMOutput(activations, real)
 
     def _token_embedding(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -1250,16 +1346,24 @@ class BiLM(nn.Module):
 
     def _run_stacks(
         self, tokens: torch.Tensor, lengths: torch.Tensor
-    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Both LSTM stacks over [batch, steps, P] inputs; outputs batch-major, unsorted."""
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
+        """Both LSTM stacks over [batch, steps, P] inputs, by the recurrence path in use.
+
+        Returns:
+            Each layer's output per direction, time-major ([steps, batch, P]; the
+            backward outputs already in forward time order), and `order`: row r of the
+            outputs is batch row `order[r]` (rows sorted longest first on the step and
+            fused paths; in batch order on the paired and captured ones).
+        """
         stacks = (self.forward_layers, self.backward_layers)
         needs_grad = torch.is_grad_enabled() and any(p.requires_grad for s in stacks for p in s.parameters())
         mode = getattr(self, "recurrence", "auto")  # biLMs pickled before the option existed
         path = resolve_recurrence(mode, stacks, tokens.device, needs_grad, self.stateful)
-        if path == "paired":
-            return paired_stacks(stacks, tokens, lengths)
-        if path == "captured":
-            return self._captured(stacks, tokens, lengths)
+        if path in ("paired", "captured"):
+            run = paired_stacks if path == "paired" else self._captured
+            forward_out, backward_out = run(stacks, tokens, lengths)  # batch-major, batch order
+            order = torch.arange(tokens.shape[0], device=tokens.device)
+            return [y.transpose(0, 1) for y in forward_out], [y.transpose(0, 1) for y in backward_out], order
         fused = path == "fused"
         batch_size, num_steps, _ = tokens.shape
         sorted_lengths, order = lengths.sort(descending=True, stable=True)
@@ -1278,18 +1382,12 @@ class BiLM(nn.Module):
         forward_init, backward_init = self._initial_states(order, batch_size)
         run = {"fused": fused, "final_state": self.stateful}  # final states feed only the carry-over
         forward_out, forward_final = self.forward_layers(x, batch_sizes, forward_init, **run)
-        backward_out, backward_final = self.backward_layers(flip(x), batch_sizes, backward_init, **run)
+        x = flip(x)  # the sorted input is not needed any more: one copy alive, not two
+        backward_out, backward_final = self.backward_layers(x, batch_sizes, backward_init, **run)
         backward_out = [flip(y) for y in backward_out]
         if self.stateful:
             self._store_states(order, forward_final, backward_final)
-
-        inverse = torch.empty_like(order)
-        inverse[order] = torch.arange(batch_size, device=order.device)
-
-        def unsort(t: torch.Tensor) -> torch.Tensor:
-            return t.transpose(0, 1).index_select(0, inverse)  # [batch, steps, P]
-
-        return [unsort(y) for y in forward_out], [unsort(y) for y in backward_out]
+        return forward_out, backward_out, order
 
     # ------------------------------------------------------------------ stateful mode
     def _initial_states(
@@ -1341,6 +1439,35 @@ def _check_mask(mask: object, char_ids: torch.Tensor) -> torch.Tensor:
             f"mask must be a [batch, tokens] = {tuple(char_ids.shape[:2])} tensor; got {shape}."
         )
     return mask.bool()
+
+
+# ---- elmo_core/memory.py ------------------------------------------------------
+
+def _load_glibc(name: str, argtypes: list):  # noqa: ANN202
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+        function = getattr(libc, name)
+    except (OSError, AttributeError, TypeError):  # not glibc
+        return None
+    function.argtypes = argtypes
+    function.restype = ctypes.c_int
+    return function
+
+
+_MALLOC_TRIM = _load_glibc("malloc_trim", [ctypes.c_size_t])
+
+
+def release_free_memory() -> bool:
+    """Return the heap's free pages to the OS (glibc `malloc_trim(0)`; no-op elsewhere).
+
+    Safe to call from any thread at any time; live objects are never affected.
+
+    Returns:
+        True if memory was handed back, False if nothing was (or no glibc).
+    """
+    if _MALLOC_TRIM is None:
+        return False
+    return bool(_MALLOC_TRIM(0))
 
 
 # ---- elmo_core/quantization.py ------------------------------------------------
@@ -1469,7 +1596,9 @@ def iter_embeddings(
 
     Memory is bounded by one batch, whatever the number of sentences, and by one
     window, whatever their length (plus the vectors of a long sentence being
-    assembled). See `embed_sentences` for the arguments and shapes.
+    assembled); freed memory is handed back to the OS after every batch
+    (`elmo_core.memory`), so it stays flat over a long run. See `embed_sentences` for
+    the arguments and shapes.
     """
     check_sentences(sentences)
     check_layers(layers, model.num_layers, len(model.scalar_mixes))
@@ -1513,7 +1642,9 @@ def iter_embeddings(
                 texts = [sentences[i][w.start : w.end] for i, w in (pieces[k] for k in batch)]
                 char_ids, mask = words_to_char_ids(texts, C)
                 with precision:
-                    out = model(char_ids, mask)
+                    # The scalar mixes only when asked for: for the other choices they
+                    # would be computed and thrown away.
+                    out = model(char_ids, mask) if layers == "mix" else model.bilm(char_ids, mask)
                 if layers == "all":
                     result = out.activations.transpose(0, 1)  # [batch, layers, tokens, dim]
                 elif layers == "top":
@@ -1525,6 +1656,7 @@ def iter_embeddings(
                 else:
                     result = out.activations[int(layers)]
                 result = result.float().cpu().numpy()
+                del out
                 for row, k in enumerate(batch):
                     i, w = pieces[k]
                     kept = result[row][..., w.keep_start - w.start : w.keep_end - w.start, :]
@@ -1540,6 +1672,13 @@ def iter_embeddings(
                     windows_left[i] -= 1
                     if windows_left[i] == 0:
                         yield i, assembling.pop(i)
+                # Drop this batch's arrays before the next batch (not when it replaces
+                # them), then hand the freed heap back: every batch has new shapes, and
+                # without the trim the resident size creeps up over a long run
+                # (elmo_core.memory).
+                del result, char_ids, mask, texts
+                kept = None
+                release_free_memory()
     finally:
         _leave_eval(model)
 
@@ -1994,7 +2133,7 @@ def check_model_folder(path: str | Path) -> None:
             shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
     except Exception as err:
         raise _unreadable(weights_path, err) from err
-    _check_state(_base_model_state(shapes), model, weights_path)
+    _check_state({k: shapes[f] for k, f in _base_model_keys(shapes).items()}, model, weights_path)
 
 
 def _build_elmo(options: BiLMOptions, settings: dict[str, Any], config_path: Path) -> Elmo:
@@ -2025,23 +2164,24 @@ def _unreadable(weights_path: Path, err: Exception) -> WeightFileError:
     )
 
 
-def _base_model_state(state: dict[str, Any]) -> dict[str, Any]:
-    """The `Elmo`'s own tensors, also when the file holds a larger model around it.
+def _base_model_keys(keys: Iterable[str]) -> dict[str, str]:
+    """Map the `Elmo`'s own tensor names to the file's.
 
     A task model that holds an `Elmo` as a submodule saves its tensors under that
     submodule's name (`<prefix>.bilm.*`, `<prefix>.scalar_mixes.*`), beside its own (a
     task head). The prefix is read off the `bilm` keys, so the core needs no framework's
     naming; the task model's other tensors are left out.
     """
-    prefixes = set()
-    for key in state:
-        parts = key.split(".")
-        if "bilm" in parts:
-            prefixes.add("".join(f"{part}." for part in parts[: parts.index("bilm")]))
+    keys = list(keys)
+    prefixes = {
+        "".join(f"{part}." for part in parts[: parts.index("bilm")])
+        for parts in (key.split(".") for key in keys)
+        if "bilm" in parts
+    }
     if len(prefixes) != 1 or prefixes == {""}:
-        return state  # an Elmo's own state dict (or not one: _check_state names what is missing)
+        return {key: key for key in keys}  # an Elmo's own tensors (or not: _check_state names what is missing)
     (prefix,) = prefixes
-    return {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
+    return {key[len(prefix) :]: key for key in keys if key.startswith(prefix)}
 
 
 def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: Path) -> None:

@@ -35,7 +35,6 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable
@@ -68,7 +67,6 @@ def _marker_word(character: int, max_characters_per_token: int) -> tuple[int, ..
     return tuple(i + CHAR_ID_OFFSET for i in ids)
 
 
-@lru_cache(maxsize=65536)
 def word_to_char_ids(word: str, max_characters_per_token: int = 50) -> tuple[int, ...]:
     """Character ids of one token, offset included.
 
@@ -146,7 +144,7 @@ _ACTIVATIONS = ("relu", "tanh")
 
 @dataclass(frozen=True)
 class CharCNNOptions:
-    """The context-independent token encoder (ELMO_SPEC section 3).
+    """The context-independent token encoder (docs/bilm_tf.md §3).
 
     Attributes:
         embedding_dim: Size of each character embedding (`embedding.dim`; 16 in every
@@ -181,7 +179,7 @@ class CharCNNOptions:
 
 @dataclass(frozen=True)
 class LSTMOptions:
-    """The two LSTM stacks (ELMO_SPEC sections 4 and 5).
+    """The two LSTM stacks (docs/bilm_tf.md §4 and §5).
 
     Attributes:
         dim: Memory cell size D (4096 original, 2048 medium, 1024 small).

@@ -196,3 +196,22 @@ def test_download_without_a_network_is_one_clear_line(tmp_path):
     assert "could not download" in result.stderr and "elmo convert OPTIONS WEIGHTS OUT_DIR" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "model").exists()
+
+
+def test_embed_output_records_each_lines_tokens(tmp_path):
+    pytest.importorskip("spacy")
+    import spacy
+
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    lines = ["Don't stop-me now!!", "", "Ada Lovelace, 1843."]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    model = ["--model", tmp_path / "model"]
+    embed(tmp_path / "in.txt", tmp_path / "tok.hdf5", *model, "--tokenize", "--layers", "top")
+    embed(tmp_path / "in.txt", tmp_path / "ws.hdf5", *model)
+    nlp = spacy.blank("en")
+    for name, split in (("tok", lambda s: [t.text for t in nlp(s)] if s.strip() else []), ("ws", str.split)):
+        with h5py.File(tmp_path / f"{name}.hdf5", "r") as f:
+            for k, line in enumerate(lines):
+                tokens = list(f[str(k)].attrs["tokens"])
+                assert tokens == split(line)
+                assert f[str(k)].shape[-2] == len(tokens)  # one row per token, in order

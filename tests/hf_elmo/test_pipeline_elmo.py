@@ -85,3 +85,24 @@ def test_elmo_pipeline_batches_by_length_and_token_budget(saved_model_dir, tiny_
     assert len(calls) == 3
     with pytest.raises(ValueError, match="batch_tokens must be a positive integer"):
         feature_extraction_pipeline(model=saved_model_dir, batch_tokens=0)
+
+
+def test_pipeline_results_match_elmo_embed_of_the_same_lines(saved_model_dir, tmp_path):
+    """The pipeline and `elmo embed --tokenize --layers mix` (README "Big corpora") agree."""
+    import h5py
+    from typer.testing import CliRunner
+
+    from elmo_core.cli import app
+
+    extractor = feature_extraction_pipeline(model=saved_model_dir)
+    results = extractor(TEXTS, batch_size=2)
+    (tmp_path / "lines.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    done = CliRunner().invoke(app, [
+        "embed", str(tmp_path / "lines.txt"), str(tmp_path / "out.hdf5"), "--model", str(saved_model_dir),
+        "--tokenize", "--layers", "mix", "--no-progress",
+    ])
+    assert done.exit_code == 0, done.output
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        for i, (text, result) in enumerate(zip(TEXTS, results)):
+            assert list(f[str(i)].attrs["tokens"]) == extractor.tokenizer.tokenize(text)
+            torch.testing.assert_close(torch.tensor(result[0]), torch.from_numpy(f[str(i)][()]), atol=1e-5, rtol=0)

@@ -82,3 +82,33 @@ def test_pipe_with_two_processes_matches_one_process(nlp, tmp_path, method):
             np.testing.assert_allclose(arrays[f"{name}{i}_vectors"], doc.tensor, atol=1e-5, rtol=0)
             if len(doc):
                 assert np.abs(tensor).sum(axis=1).all()  # no token silently became zeros
+
+
+def test_pipe_with_two_processes_matches_elmo_embed_of_the_same_lines(nlp, tiny_model_dir, tmp_path):
+    """The two ways to embed many texts on the CPU (README "Big corpora") agree."""
+    import h5py
+    from typer.testing import CliRunner
+
+    from elmo_core.cli import app
+
+    if sys.platform != "linux":
+        pytest.skip("the fork start method is Linux's default")
+    nlp.to_disk(tmp_path / "pipeline")
+    script = tmp_path / "child.py"
+    script.write_text(CHILD, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script), "fork", str(tmp_path / "pipeline"), str(tmp_path / "out.npz"), json.dumps(TEXTS)],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    arrays = np.load(tmp_path / "out.npz")
+    (tmp_path / "lines.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(app, [
+        "embed", str(tmp_path / "lines.txt"), str(tmp_path / "out.hdf5"), "--model", str(tiny_model_dir),
+        "--tokenize", "--layers", "mix", "--no-progress",
+    ])
+    assert result.exit_code == 0, result.output
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        for i, text in enumerate(TEXTS):
+            assert list(f[str(i)].attrs["tokens"]) == [t.text for t in nlp.make_doc(text)]
+            np.testing.assert_allclose(f[str(i)][()], arrays[f"two{i}_tensor"], atol=1e-5, rtol=0)

@@ -1,0 +1,431 @@
+"""`elmo embed`: a text file in, one hdf5 file out; resumable, and shared across torchrun processes.
+
+The input's lines are cut into *pieces*: runs of consecutive lines of about
+`piece_tokens` tokens (a line is never split; a longer line is a piece of its own).
+A piece is the unit of work, of resuming and of sharing among processes:
+
+    INPUT    line 0 .. line 11 | line 12 .. line 30 | line 31 .. line 40 | ...
+    pieces   piece 0            piece 1              piece 2
+    ranks    rank 0             rank 1               rank 1    (largest first, each to the
+                                                               rank with the fewest tokens)
+
+    OUTPUT.partial/                      while running (clearly partial)
+        job.json                         the input's sha256, the settings and the pieces
+        piece-000000.h5                  every line of piece 0; renamed into place only
+        piece-000001.h5                  when complete, so present = complete
+    OUTPUT                               at the end: rank 0 copies the pieces into one
+                                         file, renames it to OUTPUT, deletes OUTPUT.partial
+
+Under torchrun, every process runs the same command; rank 0 reads the input, writes
+job.json and tells the others the pieces left to do, balanced by token count (largest
+piece first, to the least loaded rank). Each rank embeds its pieces with the same
+`iter_embeddings` a single process uses, so the output does not depend on the number
+of processes (beyond float rounding of batches, about 1e-7). A process that fails
+makes every process stop; OUTPUT is not written, OUTPUT.partial stays.
+
+Running the same command again (same input, model and settings; any number of
+processes) skips the pieces already in OUTPUT.partial and redoes at most the pieces
+that were running. A different input or setting is refused with a message: finish the
+job or delete OUTPUT.partial. With several machines, OUTPUT's folder must be on a file
+system that every machine sees (as for a training checkpoint).
+
+The output: one dataset per input line, named by its 0-based line number, of shape
+(layers, tokens, dim) for layers="all" and (tokens, dim) otherwise, with the line's
+tokens in its attribute "tokens" (an array of str, one per row; see README "Reading
+the output"). File attributes "layers" and "dim" record the settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+
+from .embedding import DEFAULT_BATCH_TOKENS, iter_embeddings
+from .errors import ElmoError
+from .text_files import BYTE_ORDER_MARK, strip_line_end
+from .token_cache import float64_sum
+from .windows import DEFAULT_WINDOW_TOKENS
+
+if TYPE_CHECKING:
+    from .elmo import Elmo
+
+__all__ = ["DEFAULT_PIECE_TOKENS", "EmbedFileResult", "Piece", "embed_file", "job_folder", "plan_pieces"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PIECE_TOKENS = 50_000
+"""Tokens per piece: what an interrupted job redoes at most (per process), and the unit
+processes share. A few seconds of work for the default model, two minutes for the
+original on one CPU core."""
+
+JOB_FORMAT = 1
+JOB_NAME = "job.json"
+NUL_REPLACEMENT = "\ufffd"  # HDF5 strings end at U+0000; a token's U+0000 is stored as U+FFFD
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Lines `[first_line, end_line)` of the input, bytes `[byte_start, byte_end)`.
+
+    `cost` = tokens + 1 per line (so that blank lines also count), used to balance ranks.
+    """
+
+    index: int
+    first_line: int
+    end_line: int
+    byte_start: int
+    byte_end: int
+    cost: int
+
+    @property
+    def tokens(self) -> int:
+        """Whitespace-separated words of the piece's lines."""
+        return self.cost - (self.end_line - self.first_line)
+
+
+@dataclass(frozen=True)
+class EmbedFileResult:
+    """What `embed_file` did: lines and tokens of the input, and pieces done before this run."""
+
+    lines: int
+    tokens: int
+    pieces: int
+    pieces_resumed: int
+
+
+def job_folder(output: str | Path) -> Path:
+    """Where the pieces of OUTPUT live until the job completes: `OUTPUT.partial/`."""
+    output = Path(output)
+    return output.with_name(output.name + ".partial")
+
+
+def plan_pieces(path: str | Path, piece_tokens: int = DEFAULT_PIECE_TOKENS) -> tuple[list[Piece], int, int, str]:
+    """Read the input once: check it is UTF-8, count tokens, cut it into pieces.
+
+    Lines are split as `elmo embed` reads them: at "\\n", with a final newline ending the
+    last line (not starting a blank one), a trailing "\\r" dropped and a UTF-8 byte order
+    mark at the start ignored. Tokens are counted with `str.split()`.
+
+    Returns:
+        `(pieces, lines, tokens, sha256 of the file)`.
+
+    Raises:
+        ElmoError: if the file does not exist or is not UTF-8 (names the line).
+    """
+    if isinstance(piece_tokens, bool) or not isinstance(piece_tokens, int) or piece_tokens <= 0:
+        raise ValueError(f"piece_tokens must be a positive integer; got {piece_tokens!r}.")
+    path = Path(path)
+    digest = hashlib.sha256()
+    pieces: list[Piece] = []
+    line = tokens = offset = 0
+    first_line = byte_start = cost = 0
+    try:
+        handle = open(path, "rb")  # noqa: SIM115
+    except FileNotFoundError:
+        raise ElmoError(f"input file {path} does not exist.") from None
+    with handle:
+        for raw in handle:
+            digest.update(raw)
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ElmoError(f"{path} is not UTF-8 text (line {line + 1}: {err.reason}).") from None
+            n = len(_split_line(text, line).split())
+            if line > first_line and cost + n + 1 > piece_tokens:
+                pieces.append(Piece(len(pieces), first_line, line, byte_start, offset, cost))
+                first_line, byte_start, cost = line, offset, 0
+            cost += n + 1
+            tokens += n
+            offset += len(raw)
+            line += 1
+    if line > first_line:
+        pieces.append(Piece(len(pieces), first_line, line, byte_start, offset, cost))
+    return pieces, line, tokens, digest.hexdigest()
+
+
+def _split_line(text: str, line: int) -> str:
+    """One line's text without its end of line (and without a BOM on line 0), by the
+    rules of `elmo_core.text_files`."""
+    if line == 0 and text.startswith(BYTE_ORDER_MARK):
+        text = text[len(BYTE_ORDER_MARK) :]
+    return strip_line_end(text)
+
+
+def _read_piece(path: Path, piece: Piece) -> list[str]:
+    with open(path, "rb") as handle:
+        handle.seek(piece.byte_start)
+        data = handle.read(piece.byte_end - piece.byte_start)
+    lines = data.decode("utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the piece's last line
+    if len(lines) != piece.end_line - piece.first_line:
+        raise ElmoError(
+            f"{path} changed while it was being embedded (lines {piece.first_line}..{piece.end_line - 1} "
+            "are no longer where they were). Embed a file that nothing writes to."
+        )
+    return [_split_line(text, piece.first_line + k) for k, text in enumerate(lines)]
+
+
+def _assign(pieces: Sequence[Piece], world_size: int) -> list[list[Piece]]:
+    """Largest piece first, each to the rank with the smallest total so far (ties: lower rank)."""
+    loads = [0] * world_size
+    shares: list[list[Piece]] = [[] for _ in range(world_size)]
+    for piece in sorted(pieces, key=lambda p: (-p.cost, p.index)):
+        rank = min(range(world_size), key=lambda r: (loads[r], r))
+        shares[rank].append(piece)
+        loads[rank] += piece.cost
+    return [sorted(share, key=lambda p: p.index) for share in shares]
+
+
+def _piece_path(folder: Path, piece: Piece | int) -> Path:
+    index = piece.index if isinstance(piece, Piece) else piece
+    return folder / f"piece-{index:06d}.h5"
+
+
+def model_checksum(model: torch.nn.Module) -> str:
+    """A short hash of a model's parameter values (to refuse resuming with another model)."""
+    digest = hashlib.sha256()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            digest.update(f"{name}:{tuple(parameter.shape)}:{float64_sum(parameter)!r};".encode())
+    return digest.hexdigest()[:16]
+
+
+def embed_file(
+    model: Elmo,
+    input_path: str | Path,
+    output_path: str | Path,
+    *,
+    layers: str | int = "all",
+    tokenize: Callable[[str], list[str]] | None = None,
+    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    batch_size: int | None = None,
+    device: str | torch.device | None = None,
+    autocast_dtype: torch.dtype | None = None,
+    window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+    window_context: int | None = None,
+    piece_tokens: int = DEFAULT_PIECE_TOKENS,
+    settings: dict[str, Any] | None = None,
+    progress: bool = False,
+) -> EmbedFileResult:
+    """Write ELMo vectors for every line of a text file to one hdf5 file (see module docstring).
+
+    Runs on every process of a torchrun job when a process group is initialised
+    (`elmo_core.distributed.init_distributed`), else alone. Resumes the job in
+    `job_folder(output_path)` when there is one.
+
+    Args:
+        model: An `Elmo` (stateless), already on its device.
+        input_path: UTF-8 text, one sentence (or document) per line.
+        output_path: The hdf5 file to write (replaced if it exists).
+        layers, batch_tokens, batch_size, device, autocast_dtype, window_tokens,
+            window_context: As `embed_sentences`.
+        tokenize: Splits a line into tokens; None = `str.split()` (whitespace).
+        piece_tokens: Tokens per piece (see `DEFAULT_PIECE_TOKENS`). A resumed job keeps
+            the pieces it started with.
+        settings: Anything else that changes the vectors (recorded in job.json, and
+            checked when resuming), e.g. the tokenizer's name and the precision.
+        progress: Show a progress bar (rank 0 only), in tokens of all ranks.
+
+    Returns:
+        `EmbedFileResult`.
+
+    Raises:
+        ElmoError: for an unreadable input, a job folder from another input or other
+            settings, or a failure of any process (OUTPUT is then not written).
+    """
+    import h5py
+
+    input_path, output_path = Path(input_path), Path(output_path)
+    distributed = dist.is_available() and dist.is_initialized()
+    rank = dist.get_rank() if distributed else 0
+    world_size = dist.get_world_size() if distributed else 1
+    folder = job_folder(output_path)
+    job_settings = {
+        "layers": str(layers), "window_tokens": window_tokens or 0, "window_context": window_context,
+        "tokenize": None if tokenize is None else getattr(tokenize, "__name__", "custom"),
+        "autocast": str(autocast_dtype), "model": model_checksum(model), "dim": model.output_dim,
+        **(settings or {}),
+    }
+    # Rank 0 reads the input and prepares the job folder; the others wait for its answer.
+    message: list[Any] = [None]
+    if rank == 0:
+        try:
+            message[0] = _prepare_job(input_path, folder, piece_tokens, job_settings)
+        except (ElmoError, OSError, ValueError) as err:
+            message[0] = err if isinstance(err, ElmoError) else ElmoError(str(err))
+    if distributed:
+        dist.broadcast_object_list(message, src=0, device=_collective_device())
+    if isinstance(message[0], ElmoError):
+        raise message[0]
+    job, todo = message[0]
+    pieces = [Piece(**p) for p in job["pieces"]]
+    by_index = {p.index: p for p in pieces}
+    mine = _assign([by_index[i] for i in todo], world_size)[rank]
+    from tqdm import tqdm
+
+    bar = tqdm(  # counts whitespace-separated words (the tokens without --tokenize)
+        total=job["tokens"], initial=job["tokens"] - sum(by_index[i].tokens for i in todo), unit="tok", dynamic_ncols=True,
+        disable=not progress or rank != 0,
+    )
+    watcher = _PieceWatcher(folder, [by_index[i] for i in todo], mine, bar) if rank == 0 else None
+    embed_kwargs = {
+        "layers": layers, "batch_tokens": batch_tokens, "batch_size": batch_size, "device": device,
+        "autocast_dtype": autocast_dtype, "window_tokens": window_tokens, "window_context": window_context,
+    }
+    failure: BaseException | None = None
+    try:
+        for piece in mine:
+            _embed_piece(model, input_path, folder, piece, tokenize, embed_kwargs, rank, bar, watcher, h5py)
+    except BaseException as err:  # noqa: BLE001 - reported to the other ranks, then raised
+        failure = err
+    ok = _all_agree(failure is None, distributed)
+    if distributed:
+        dist.barrier()  # leave the collectives together (gloo aborts a process whose peer is gone)
+    if failure is not None:
+        bar.close()
+        raise failure
+    if not ok:
+        bar.close()
+        raise ElmoError(
+            f"another process of this torchrun job failed (see its error above); {output_path} was not "
+            f"written. The finished pieces are kept in {folder}: run the same command again to resume."
+        )
+    if watcher is not None:
+        watcher.finish()
+    bar.close()
+    if rank == 0:
+        _merge(folder, pieces, output_path, job, h5py)
+    return EmbedFileResult(job["lines"], job["tokens"], len(pieces), len(pieces) - len(todo))
+
+
+def _collective_device() -> torch.device | None:
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return None
+
+
+def _all_agree(flag: bool, distributed: bool) -> bool:
+    """True on every rank iff `flag` is True on every rank."""
+    if not distributed:
+        return flag
+    t = torch.tensor([1 if flag else 0], dtype=torch.int64, device=_collective_device())
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return bool(t.item())
+
+
+def _prepare_job(input_path: Path, folder: Path, piece_tokens: int, settings: dict[str, Any]):  # noqa: ANN202
+    """Plan a new job, or check and resume the one in `folder`; return (job, pieces to do)."""
+    if folder.is_file():  # an earlier version's temporary file under the same name
+        folder.unlink()
+    job_file = folder / JOB_NAME
+    if job_file.is_file():
+        job = json.loads(job_file.read_text(encoding="utf-8"))
+        _, lines, tokens, sha256 = plan_pieces(input_path, piece_tokens)
+        if job.get("format") != JOB_FORMAT or job.get("input_sha256") != sha256:
+            raise ElmoError(
+                f"{folder} holds an unfinished job for another input (or another version of {input_path.name}). "
+                f"To embed {input_path}, delete {folder} (or write to another OUTPUT); to finish the other "
+                "job, run it with its own input."
+            )
+        changed = {k: (job["settings"].get(k), v) for k, v in settings.items() if job["settings"].get(k) != v}
+        if changed:
+            details = "; ".join(f"{k}: {old!r} then, {new!r} now" for k, (old, new) in changed.items())
+            raise ElmoError(
+                f"{folder} holds an unfinished job with other settings ({details}). Run the same command "
+                f"as before to finish it, or delete {folder} to start over with the new settings."
+            )
+        for leftover in folder.glob("*.tmp*"):  # pieces that were being written when it stopped
+            leftover.unlink()
+        pieces = [Piece(**p) for p in job["pieces"]]
+        todo = [p.index for p in pieces if not _piece_path(folder, p).is_file()]
+        logger.info("resuming %s: %d of %d pieces left", folder, len(todo), len(pieces))
+        return job, todo
+    pieces, lines, tokens, sha256 = plan_pieces(input_path, piece_tokens)
+    folder.mkdir(exist_ok=True)
+    job = {
+        "format": JOB_FORMAT, "input": str(input_path), "input_sha256": sha256, "lines": lines, "tokens": tokens,
+        "piece_tokens": piece_tokens, "settings": settings, "pieces": [asdict(p) for p in pieces],
+    }
+    tmp = job_file.with_name(JOB_NAME + ".tmp")
+    tmp.write_text(json.dumps(job, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, job_file)
+    return job, [p.index for p in pieces]
+
+
+def _embed_piece(model, input_path, folder, piece, tokenize, embed_kwargs, rank, bar, watcher, h5py) -> None:  # noqa: ANN001
+    """Embed one piece into its own file, written under a temporary name and renamed when complete."""
+    texts = _read_piece(input_path, piece)
+    counts = [len(text.split()) for text in texts]
+    if tokenize is None:
+        sentences = [text.split() for text in texts]
+    else:
+        sentences = [tokenize(text) if text.strip() else [] for text in texts]
+    final = _piece_path(folder, piece)
+    tmp = final.with_name(f"{final.name}.tmp{rank}")
+    try:
+        with h5py.File(tmp, "w", libver="v108") as out:  # v108: attributes over 64 kB (long lines' tokens)
+            out.attrs["first_line"] = piece.first_line
+            out.attrs["end_line"] = piece.end_line
+            for i, vectors in iter_embeddings(model, sentences, **embed_kwargs):
+                dataset = out.create_dataset(str(piece.first_line + i), data=vectors)
+                dataset.attrs.create("tokens", _storable(sentences[i]), dtype=h5py.string_dtype())
+                bar.update(counts[i])
+                if watcher is not None:
+                    watcher.poll()
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _storable(tokens: Sequence[str]) -> list[str]:
+    return [t.replace("\x00", NUL_REPLACEMENT) if "\x00" in t else t for t in tokens]
+
+
+class _PieceWatcher:
+    """Rank 0's view of the other ranks' progress: their finished piece files, at most once a second."""
+
+    def __init__(self, folder: Path, todo: Sequence[Piece], mine: Sequence[Piece], bar: Any) -> None:
+        own = {p.index for p in mine}
+        self.folder = folder
+        self.others = {p.index: p.tokens for p in todo if p.index not in own}
+        self.bar = bar
+        self.last = 0.0
+
+    def poll(self, force: bool = False) -> None:
+        if not self.others or self.bar.disable or (not force and time.monotonic() - self.last < 1.0):
+            return
+        self.last = time.monotonic()
+        for index in [i for i in self.others if _piece_path(self.folder, i).is_file()]:
+            self.bar.update(self.others.pop(index))
+
+    def finish(self) -> None:
+        self.poll(force=True)
+
+
+def _merge(folder: Path, pieces: Sequence[Piece], output_path: Path, job: dict[str, Any], h5py: Any) -> None:
+    """Copy every piece's datasets, in line order, into one file; rename it to OUTPUT."""
+    tmp = folder / "output.h5.tmp"
+    try:
+        with h5py.File(tmp, "w", libver="v108") as out:
+            out.attrs["layers"] = job["settings"]["layers"]
+            out.attrs["dim"] = job["settings"]["dim"]
+            for piece in pieces:
+                with h5py.File(_piece_path(folder, piece), "r") as source:
+                    for line in range(piece.first_line, piece.end_line):
+                        source.copy(source[str(line)], out, name=str(line))
+        os.replace(tmp, output_path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    shutil.rmtree(folder)

@@ -1,0 +1,230 @@
+"""`elmo embed` on a file: one output whatever the number of torchrun processes, resumable.
+
+The torchrun tests start real processes (gloo on the CPU), as a user would:
+`torchrun --nproc-per-node 2 -m elmo_core embed INPUT OUTPUT ...`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from elmo_core import save_model_folder
+from elmo_core.embed_file import Piece, _assign, job_folder, plan_pieces
+
+from ..conftest import make_tiny_elmo
+
+BIN = Path(sys.executable).parent
+TIMEOUT = 300
+
+
+def run(*args: object, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(a) for a in args], capture_output=True, text=True, timeout=TIMEOUT,
+        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
+    )
+
+
+def torchrun(*args: object) -> list[object]:
+    """A local 2-process torchrun command line (rendezvous on a free port)."""
+    return [BIN / "torchrun", "--nproc-per-node", "2", "--master-port", str(_free_port()), *args]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read_file(path: Path) -> tuple[dict, dict[str, np.ndarray], dict[str, list[str]]]:
+    """File attributes, every dataset, and every dataset's tokens."""
+    with h5py.File(path, "r") as f:
+        attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
+        data = {name: f[name][()] for name in f}
+        tokens = {name: list(f[name].attrs["tokens"]) for name in f}
+    return attrs, data, tokens
+
+
+def assert_same_file(path: Path, reference: Path, atol: float = 1e-6) -> None:
+    attrs, data, tokens = read_file(path)
+    ref_attrs, ref_data, ref_tokens = read_file(reference)
+    assert attrs == ref_attrs
+    assert sorted(data, key=int) == sorted(ref_data, key=int)
+    assert tokens == ref_tokens
+    for name, vectors in data.items():
+        assert vectors.shape == ref_data[name].shape and vectors.dtype == ref_data[name].dtype, name
+        np.testing.assert_allclose(vectors, ref_data[name], atol=atol, rtol=0, err_msg=f"dataset {name}")
+
+
+@pytest.fixture
+def fixture_model(fixture_dir):
+    return ["--options", fixture_dir / "options.json", "--weights", fixture_dir / "lm_weights.hdf5"]
+
+
+def test_two_torchrun_processes_write_the_single_process_file(fixture_dir, fixture_model, tmp_path):
+    text = fixture_dir / "sentences.txt"
+    # Small pieces, so that both processes get several and the balance is exercised.
+    common = ["--piece-tokens", 60, "--batch-tokens", 200, "--no-progress"]
+    single = run(BIN / "elmo", "embed", text, tmp_path / "one.hdf5", *fixture_model, *common)
+    assert single.returncode == 0, single.stderr
+    two = run(*torchrun("-m", "elmo_core", "embed", text, tmp_path / "two.hdf5", *fixture_model, *common))
+    assert two.returncode == 0, two.stderr
+    assert two.stderr.count("wrote 30 lines") == 1  # reported once, by rank 0
+    assert_same_file(tmp_path / "two.hdf5", tmp_path / "one.hdf5")
+    lines = text.read_text(encoding="utf-8").splitlines()
+    _, data, tokens = read_file(tmp_path / "two.hdf5")
+    assert len(data) == len(lines) and tokens["7"] == lines[7].split()
+    assert not job_folder(tmp_path / "two.hdf5").exists()
+
+
+def test_progress_is_shown_once_under_torchrun(tmp_path):
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    (tmp_path / "in.txt").write_text("a b c\nd e\n" * 20, encoding="utf-8")
+    result = run(*torchrun("-m", "elmo_core", "embed", tmp_path / "in.txt", tmp_path / "o.hdf5",
+                           "--model", tmp_path / "model", "--piece-tokens", 20))
+    assert result.returncode == 0, result.stderr
+    # One bar (tqdm ends it with the full count once), not one per process.
+    assert result.stderr.count("100/100") == 1, result.stderr
+
+
+def test_an_interrupted_embed_resumes_to_the_same_file(fixture_dir, fixture_model, tmp_path):
+    lines = (fixture_dir / "sentences.txt").read_text(encoding="utf-8").splitlines()
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(lines * 12) + "\n", encoding="utf-8")  # 360 lines, 8,928 tokens
+    common = ["--piece-tokens", 200, "--batch-tokens", 200, "--no-progress"]
+    reference = run(BIN / "elmo", "embed", text, tmp_path / "reference.hdf5", *fixture_model, *common)
+    assert reference.returncode == 0, reference.stderr
+
+    out = tmp_path / "out.hdf5"
+    folder = job_folder(out)
+    process = subprocess.Popen(
+        [str(a) for a in (BIN / "elmo", "embed", text, out, *fixture_model, *common)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    deadline = time.monotonic() + TIMEOUT
+    num_pieces = len(plan_pieces(text, 200)[0])
+    assert num_pieces > 40
+    while not (folder / "piece-000002.h5").exists():  # killed midway: after 3 pieces of about 50
+        assert process.poll() is None and time.monotonic() < deadline, "finished before it could be killed"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=TIMEOUT)
+    done = sorted(p.name for p in folder.glob("piece-*.h5"))
+    assert not out.exists(), "a killed run must not leave an output that looks complete"
+    assert 3 <= len(done) < num_pieces
+
+    again = run(BIN / "elmo", "embed", text, out, *fixture_model, *common)
+    assert again.returncode == 0, again.stderr
+    assert f"{len(done)} of {num_pieces} pieces were already done" in again.stderr
+    assert not folder.exists()
+    assert_same_file(out, tmp_path / "reference.hdf5")
+
+
+def test_a_failing_process_leaves_no_output_and_the_job_resumes(fixture_model, fixture_dir, tmp_path):
+    # Rank 1 fails on its first piece, as a full disk or a bad node would make it.
+    script = tmp_path / "failing_rank.py"
+    script.write_text(
+        "import os, elmo_core.embed_file as ef\n"
+        "real = ef._embed_piece\n"
+        "def embed_piece(*args, **kwargs):\n"
+        "    if os.environ['RANK'] == '1':\n"
+        "        raise OSError('no space left on device (injected)')\n"
+        "    return real(*args, **kwargs)\n"
+        "ef._embed_piece = embed_piece\n"
+        "from elmo_core.cli import main\n"
+        "main()\n",
+        encoding="utf-8",
+    )
+    text = fixture_dir / "sentences.txt"
+    out = tmp_path / "out.hdf5"
+    common = ["--piece-tokens", 60, "--no-progress"]
+    failed = run(*torchrun(script, "embed", text, out, *fixture_model, *common))
+    assert failed.returncode != 0
+    assert "no space left on device (injected)" in failed.stderr
+    assert "another process of this torchrun job failed" in failed.stderr
+    assert not out.exists()
+    assert (job_folder(out) / "job.json").is_file()
+
+    resumed = run(*torchrun("-m", "elmo_core", "embed", text, out, *fixture_model, *common))
+    assert resumed.returncode == 0, resumed.stderr
+    single = run(BIN / "elmo", "embed", text, tmp_path / "one.hdf5", *fixture_model, *common)
+    assert single.returncode == 0, single.stderr
+    assert_same_file(out, tmp_path / "one.hdf5")
+
+
+def test_resuming_with_other_settings_or_input_is_refused(tmp_path):
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    text = tmp_path / "in.txt"
+    text.write_text("a b c\nd e\n", encoding="utf-8")
+    out = tmp_path / "out.hdf5"
+    folder = job_folder(out)
+    # An unfinished job: plan it, as a killed run would have left it.
+    from elmo_core.embed_file import _prepare_job
+
+    _prepare_job(text, folder, 100, {"layers": "all"})
+    other = run(BIN / "elmo", "embed", text, out, "--model", tmp_path / "model", "--layers", "top")
+    assert other.returncode == 2
+    assert "holds an unfinished job with other settings" in other.stderr and "layers: 'all' then, 'top' now" in other.stderr
+    text.write_text("something else\n", encoding="utf-8")
+    changed = run(BIN / "elmo", "embed", text, out, "--model", tmp_path / "model")
+    assert changed.returncode == 2 and "unfinished job for another input" in changed.stderr
+    assert not out.exists() and folder.is_dir()
+    shutil.rmtree(folder)
+    ok = run(BIN / "elmo", "embed", text, out, "--model", tmp_path / "model", "--no-progress")
+    assert ok.returncode == 0, ok.stderr
+    assert read_file(out)[2] == {"0": ["something", "else"]}
+
+
+def test_pieces_cover_every_line_once_and_shares_balance_tokens(tmp_path):
+    text = tmp_path / "in.txt"
+    lengths = [5, 0, 17, 3, 40, 1, 9, 9, 0, 22] * 7
+    text.write_text("".join(" ".join(["w"] * n) + "\r\n" for n in lengths), encoding="utf-8")
+    pieces, lines, tokens, _ = plan_pieces(text, 30)
+    assert (lines, tokens) == (len(lengths), sum(lengths))
+    assert [(p.first_line, p.end_line) for p in pieces] == [
+        (a.end_line if k else 0, b.end_line) for k, (a, b) in enumerate(zip([pieces[0], *pieces], pieces))
+    ]
+    assert pieces[-1].end_line == len(lengths)
+    for p in pieces:  # a piece is one line, or lines of at most 30 tokens + 1 per line
+        assert p.end_line - p.first_line == 1 or p.cost <= 30
+        assert p.cost == sum(n + 1 for n in lengths[p.first_line : p.end_line])
+    shares = _assign(pieces, 3)
+    assert sorted(p.index for share in shares for p in share) == list(range(len(pieces)))
+    loads = [sum(p.cost for p in share) for share in shares]
+    assert max(loads) - min(loads) <= max(p.cost for p in pieces)  # greedy: within one piece
+
+
+def test_bom_crlf_and_a_missing_final_newline_read_as_plain_lines(tmp_path):
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    text = tmp_path / "in.txt"
+    text.write_bytes("\ufeffa b\r\n\r\nc".encode("utf-8"))
+    result = run(BIN / "elmo", "embed", text, tmp_path / "o.hdf5", "--model", tmp_path / "model", "--no-progress")
+    assert result.returncode == 0, result.stderr
+    assert read_file(tmp_path / "o.hdf5")[2] == {"0": ["a", "b"], "1": [], "2": ["c"]}
+
+
+def test_a_token_with_a_nul_character_is_embedded_and_recorded_with_a_replacement(tmp_path):
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    (tmp_path / "in.txt").write_text("a\x00b c\n", encoding="utf-8")
+    result = run(BIN / "elmo", "embed", tmp_path / "in.txt", tmp_path / "o.hdf5", "--model", tmp_path / "model")
+    assert result.returncode == 0, result.stderr
+    _, data, tokens = read_file(tmp_path / "o.hdf5")
+    assert tokens == {"0": ["a\ufffdb", "c"]} and data["0"].shape == (3, 2, 16)
+
+
+def test_assign_gives_the_largest_pieces_first_to_the_least_loaded_rank():
+    pieces = [Piece(i, i, i + 1, 0, 0, cost) for i, cost in enumerate([10, 50, 20, 30, 40])]
+    shares = _assign(pieces, 2)
+    # 50 -> r0; 40 -> r1; 30 -> r1 (40 < 50); 20 -> r0 (50 < 70); 10 -> r0 (70 = 70: lower rank)
+    assert [[p.cost for p in share] for share in shares] == [[10, 50, 20], [30, 40]]

@@ -1,0 +1,113 @@
+"""Memory of one process: weights held once, freed heap handed back, peak flat in the input size.
+
+Each measurement runs in a fresh process and reads its own `ru_maxrss` (`os.wait4`), so
+nothing else this test session allocated counts.
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from elmo_core import PUBLISHED_OPTIONS, Elmo, save_bilm_tf, save_model_folder
+
+from ..conftest import SHARED
+
+BIN = Path(sys.executable).parent
+SHARD = SHARED / "data" / "lm" / "enwiki2015" / "train" / "train-01.txt.xz"
+
+
+# Runs the command and prints its own peak RSS. It must be a fresh, small process: a
+# process started straight from this one (vfork + exec) inherits this process's peak as
+# its ru_maxrss, which would hide the measured command's own.
+_MEASURE = (
+    "import os, subprocess, sys\n"
+    "p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+    "_, status, usage = os.wait4(p.pid, 0)\n"
+    "p.returncode = os.waitstatus_to_exitcode(status)\n"
+    "print(p.returncode, usage.ru_maxrss)\n"
+)
+
+
+def peak_rss_mib(command: list[str]) -> float:
+    """Run `command` to completion in a fresh process; its own peak resident size in MiB."""
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURE, *command], capture_output=True, text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=1800,
+    )
+    returncode, peak = done.stdout.split()
+    assert returncode == "0", done.stderr
+    return int(peak) / 2**20 if sys.platform == "darwin" else int(peak) / 2**10
+
+
+def test_loading_holds_each_weight_once(tmp_path):
+    # The small published shape: 13.6M parameters, 52 MiB of float32.
+    options = PUBLISHED_OPTIONS["small"]
+    torch.manual_seed(0)
+    elmo = Elmo(options, dropout=0.0)
+    weights_mib = sum(p.numel() for p in elmo.parameters()) * 4 / 2**20
+    save_bilm_tf(elmo, tmp_path / "weights.hdf5")
+    data = options.to_dict()
+    (tmp_path / "options.json").write_text(json.dumps({k: data[k] for k in ("lstm", "char_cnn")}), encoding="utf-8")
+    save_model_folder(elmo, tmp_path / "model")
+    del elmo
+    load = "from pathlib import Path; from elmo_core.cli import load_model; load_model({})"
+    # A process that only builds the model holds each weight once, by construction.
+    built = peak_rss_mib([sys.executable, "-c", "import elmo_core.cli, h5py, safetensors; from elmo_core import Elmo, "
+                          "PUBLISHED_OPTIONS; Elmo(PUBLISHED_OPTIONS['small'])"])
+    from_folder = peak_rss_mib([sys.executable, "-c", load.format(f"Path({str(tmp_path / 'model')!r}), None, None")])
+    from_hdf5 = peak_rss_mib([sys.executable, "-c", load.format(
+        f"None, Path({str(tmp_path / 'options.json')!r}), Path({str(tmp_path / 'weights.hdf5')!r})"
+    )])
+    # Loading adds only a few read blocks of 4 MiB; a second copy of the weights (52 MiB,
+    # as safetensors' load_file + load_state_dict made) or of the largest tensors (16 MiB,
+    # as reading whole hdf5 datasets did) would not fit.
+    for name, peak in (("model folder", from_folder), ("hdf5", from_hdf5)):
+        assert peak - built < 16, f"{name}: {peak - built:.0f} MiB more than the built model ({weights_mib:.0f} MiB of weights)"
+
+
+GLIBC = sys.platform.startswith("linux") and os.confstr("CS_GNU_LIBC_VERSION") is not None
+
+
+@pytest.mark.skipif(not GLIBC, reason="malloc_trim is glibc's; elsewhere release_free_memory does nothing")
+def test_release_free_memory_hands_freed_heap_pages_back():
+    # 1,000 blocks of 100 kB (below glibc's mmap threshold, so on the heap); every other
+    # one freed leaves holes between live blocks that glibc keeps until trimmed.
+    code = (
+        "import ctypes, os\n"
+        "from elmo_core.memory import release_free_memory\n"
+        "def rss(): return int(open('/proc/self/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE') / 2**20\n"
+        "blocks = [ctypes.create_string_buffer(100_000) for _ in range(1000)]\n"
+        "del blocks[::2]\n"
+        "before = rss(); released = release_free_memory(); after = rss()\n"
+        "print(released, before - after)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == "True"
+    assert float(out[1]) > 30, f"only {out[1]} MiB of the ~48 MiB freed came back"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARD.is_file(), reason=f"enwiki2015 train shard not found at {SHARD} (it lives in ../shared)")
+def test_embed_peak_memory_is_flat_in_the_input_size(tmp_path):
+    """`elmo embed` on 1M tokens peaks within 10% of its peak on 100k tokens (issue 16)."""
+    peaks = {}
+    for count in (100_000, 1_000_000):
+        path = tmp_path / f"{count}.txt"
+        total = 0
+        with lzma.open(SHARD, "rt", encoding="utf-8") as lines, open(path, "w", encoding="utf-8") as out:
+            for line in lines:
+                if total >= count:
+                    break
+                out.write(line)
+                total += len(line.split())
+        peaks[count] = peak_rss_mib([str(BIN / "elmo"), "embed", str(path), str(tmp_path / "o.hdf5"), "--layers", "top", "--no-progress"])
+        (tmp_path / "o.hdf5").unlink()
+    assert peaks[1_000_000] <= 1.10 * peaks[100_000], peaks
