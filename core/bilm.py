@@ -8,12 +8,12 @@
       -> layers [layer0 ; layer0], [fwd_l ; bwd_l]   [L + 1, batch, tokens + 2, 2P]
       -> drop <S>/</S> (unless keep_sentence_boundaries)   [L + 1, batch, tokens, 2P]
 
-Peters et al. 2018, section 3.1; ELMO_SPEC sections 2 and 5.
+Peters et al. 2018, section 3.1; docs/bilm_tf.md §2 and §5.
 
 Stateless by default: each sentence starts from zero LSTM states, so its vectors depend
 on nothing but its own tokens (not on batch size, batch mates, padding or earlier calls).
 `stateful=True` reproduces the original's carry-over of the final LSTM states of each
-batch row into the next batch (ELMO_SPEC section 6); it exists to match the original's
+batch row into the next batch (docs/bilm_tf.md §6); it exists to match the original's
 outputs, e.g. AllenNLP's test fixture.
 """
 

@@ -2,7 +2,7 @@
 
 Character embedding -> one convolution bank per filter width, max-pooled over the
 character axis -> activation -> highway layers -> linear projection to `projection_dim`
-(ELMO_SPEC section 3; Peters et al. 2018, section 3.1; Kim et al. 2016).
+(docs/bilm_tf.md §3; Peters et al. 2018, section 3.1; Kim et al. 2016).
 """
 
 from __future__ import annotations

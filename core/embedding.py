@@ -41,7 +41,8 @@ def check_layers(layers: object, num_layers: int, num_mixes: int) -> None:
     """Raise `ValueError` unless `layers` is one of LAYER_CHOICES or a layer index 0..L.
 
     Negative indices are refused rather than read Python's way, so that no sentinel
-    can silently select a different layer (peer report R29).
+    can silently select a different layer (a user passing -1 for "the top layer" of a
+    model whose last index means something else would get the wrong one without notice).
     """
     valid = f"'all', 'top', 'average', 'mix' or a layer index 0..{num_layers - 1}"
     if isinstance(layers, str):

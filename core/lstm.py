@@ -1,6 +1,6 @@
 """The LSTM cell with projection and clipping, and a one-direction stack of them.
 
-bilm-tf's cell (ELMO_SPEC section 4; TensorFlow `LSTMCell` with `num_proj`,
+bilm-tf's cell (docs/bilm_tf.md §4; TensorFlow `LSTMCell` with `num_proj`,
 `cell_clip`, `proj_clip`), for one step with input x and state (h, c):
 
     z       = x @ W_x + h @ W_h + B            # 4D values, blocks i, j, f, o (TF order)
@@ -353,7 +353,7 @@ class LSTMStack(nn.Module):
     Layer 0 reads the token vectors; layer l >= 1 reads layer l-1's output. With
     `use_skip_connections`, every layer l >= 1 reports `cell output + layer input`, and
     that sum is also the next layer's input; the recurrent h inside a layer is the cell
-    output *without* the residual (TensorFlow `ResidualWrapper`; ELMO_SPEC section 5).
+    output *without* the residual (TensorFlow `ResidualWrapper`; docs/bilm_tf.md §5).
 
     Dropout (training only) is applied to every layer's input, as bilm-tf trained it
     (0.1 for the published models; 0 at inference).

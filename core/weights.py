@@ -1,6 +1,6 @@
 """Import and export of the original bilm-tf / AllenNLP hdf5 weight files.
 
-The file layout (ELMO_SPEC section 9) is driven by one explicit table, built by
+The file layout (docs/bilm_tf.md §9) is driven by one explicit table, built by
 `_bilm_tf_table`: every dataset, its shape in the file, and the parameter slice(s) it
 fills, with how the TensorFlow convention is reconciled:
 

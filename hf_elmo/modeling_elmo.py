@@ -132,7 +132,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
 
         transformers 5 wraps every loaded tensor in a new `nn.Parameter` with
         `requires_grad=True`, which would silently make the frozen biLM trainable
-        (peer report R17); this puts the constructor's choice back.
+        (only the scalar mix is meant to train); this puts the constructor's choice back.
         """
         try:
             loaded = super().from_pretrained(*args, **kwargs)

@@ -40,7 +40,7 @@ def fixture_dir() -> Path:
 
 
 def make_tiny_options() -> BiLMOptions:
-    """TINY from peer_reports.md: char embedding 4, filters [[1,4],[2,8]], 1 highway,
+    """A tiny shape: char embedding 4, filters [[1,4],[2,8]], 1 highway,
     2 LSTM layers of cell size 16 with projection 8 (so vectors have 16 values)."""
     return BiLMOptions(
         char_cnn=CharCNNOptions(embedding_dim=4, filters=((1, 4), (2, 8)), n_highway=1),

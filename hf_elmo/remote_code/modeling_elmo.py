@@ -648,7 +648,7 @@ class LSTMStack(nn.Module):
     Layer 0 reads the token vectors; layer l >= 1 reads layer l-1's output. With
     `use_skip_connections`, every layer l >= 1 reports `cell output + layer input`, and
     that sum is also the next layer's input; the recurrent h inside a layer is the cell
-    output *without* the residual (TensorFlow `ResidualWrapper`; ELMO_SPEC section 5).
+    output *without* the residual (TensorFlow `ResidualWrapper`; docs/bilm_tf.md §5).
 
     Dropout (training only) is applied to every layer's input, as bilm-tf trained it
     (0.1 for the published models; 0 at inference).
@@ -1562,7 +1562,8 @@ def check_layers(layers: object, num_layers: int, num_mixes: int) -> None:
     """Raise `ValueError` unless `layers` is one of LAYER_CHOICES or a layer index 0..L.
 
     Negative indices are refused rather than read Python's way, so that no sentinel
-    can silently select a different layer (peer report R29).
+    can silently select a different layer (a user passing -1 for "the top layer" of a
+    model whose last index means something else would get the wrong one without notice).
     """
     valid = f"'all', 'top', 'average', 'mix' or a layer index 0..{num_layers - 1}"
     if isinstance(layers, str):
@@ -2291,7 +2292,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
 
         transformers 5 wraps every loaded tensor in a new `nn.Parameter` with
         `requires_grad=True`, which would silently make the frozen biLM trainable
-        (peer report R17); this puts the constructor's choice back.
+        (only the scalar mix is meant to train); this puts the constructor's choice back.
         """
         try:
             loaded = super().from_pretrained(*args, **kwargs)

@@ -29,7 +29,7 @@ def test_empty_token_is_begin_and_end_of_word():
     assert list(word_to_char_ids("")) == [259, 260] + [261] * 48
 
 
-# Peer report R09: bytes, not characters, are counted and cut.
+# Bytes, not characters, are counted and cut.
 @pytest.mark.parametrize(
     "word", ["中华人民共和国", "中" * 16, "中" * 17, "😀" * 13, "a" * 48, "a" * 49, "naïve", "x" * 10000]
 )

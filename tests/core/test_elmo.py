@@ -31,7 +31,7 @@ def test_representation_is_zero_at_padding_and_the_mix_of_layers():
     torch.testing.assert_close(out.representations[0], out.activations.mean(0), atol=1e-6, rtol=1e-6)
 
 
-# Peer report R17: frozen means frozen, and the mix is what trains.
+# Frozen means frozen, and the mix is what trains.
 def test_frozen_biLM_trains_only_the_scalar_mixes():
     elmo = make_tiny_elmo(num_output_representations=2, dropout=0.0)
     trainable = {n for n, p in elmo.named_parameters() if p.requires_grad}
@@ -69,7 +69,7 @@ def test_dropout_only_in_training_mode():
     assert (elmo(*inputs).representations[0] == 0).sum() > (a == 0).sum()
 
 
-# Peer report R18: plain pickle, deepcopy and torch.save work.
+# Plain pickle, deepcopy and torch.save work.
 def test_pickle_deepcopy_and_torch_save_round_trip():
     elmo = make_tiny_elmo()
     inputs = words_to_char_ids([["a", "b", "c"]])

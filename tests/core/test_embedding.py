@@ -10,7 +10,7 @@ from ..conftest import make_tiny_elmo
 S = ["hello", "my", "name", "is", "mud", "."]
 
 
-# Peer report R01: the same sentence always gives the same vectors.
+# The same sentence always gives the same vectors.
 def test_same_sentence_same_vectors_across_calls_and_instances(tmp_path):
     elmo = make_tiny_elmo(dropout=0.5)
     elmo.train()  # embed() must not apply dropout even if the module is left in training mode
@@ -26,7 +26,7 @@ def test_same_sentence_same_vectors_across_calls_and_instances(tmp_path):
     assert elmo.training  # the caller's mode is restored
 
 
-# Peer report R03: outputs do not depend on the batch size.
+# Outputs do not depend on the batch size.
 def test_batch_size_does_not_change_vectors():
     elmo = make_tiny_elmo()
     sentences = [["w%d" % j for j in range(1 + k % 12)] for k in range(40)]
@@ -46,7 +46,7 @@ def test_token_budget_does_not_change_vectors():
             np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-4)
 
 
-# Peer report R06: empty sentences stay aligned and never crash.
+# Empty sentences stay aligned and never crash.
 def test_empty_sentences_keep_alignment():
     elmo = make_tiny_elmo()
     without = elmo.embed([["a", "b"], ["c"]], layers="all")
@@ -61,7 +61,7 @@ def test_empty_sentences_keep_alignment():
     assert elmo.embed([]) == []
 
 
-# Peer report R29: every layer selector means one thing; sentinels never index from the end.
+# Every layer selector means one thing; sentinels never index from the end.
 def test_layer_selectors():
     elmo = make_tiny_elmo()
     sentence = [["a", "b", "c"]]
@@ -77,7 +77,7 @@ def test_layer_selectors():
             elmo.embed(sentence, layers=bad)
 
 
-# Peer report R14 (memory side): one call of many sentences is cut into bounded batches.
+# One call of many sentences is cut into bounded batches.
 def test_large_calls_are_batched_by_the_token_budget():
     elmo = make_tiny_elmo()
     sizes = []

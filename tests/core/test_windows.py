@@ -62,7 +62,7 @@ def test_inputs_no_longer_than_the_window_are_read_whole_exactly():
 
 
 def test_600_token_document_default_window_equals_a_window_longer_than_the_document():
-    # Peer report R22: any internal windowing gives the values of a long-enough window.
+    # Any internal windowing gives the values of a long-enough window.
     assert DEFAULT_WINDOW_TOKENS >= 600
     elmo = make_tiny_elmo()
     doc = words(600)

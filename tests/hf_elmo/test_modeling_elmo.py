@@ -30,7 +30,7 @@ def test_output_shapes_and_exactly_n_layers_plus_one_hidden_states(tiny_hf_model
     out = tiny_hf_model(**batch(tiny_tokenizer), output_hidden_states=True)
     assert isinstance(out, ElmoModelOutput)
     assert out.last_hidden_state.shape == (3, 3, 16)
-    # Peer report R29 (HF part): char CNN layer + 2 LSTM layers, never more or fewer.
+    # Char CNN layer + 2 LSTM layers, never more or fewer.
     assert len(out.hidden_states) == 3
     assert all(h.shape == (3, 3, 16) for h in out.hidden_states)
     assert out.representations is None
@@ -58,7 +58,7 @@ def test_return_dict_and_output_hidden_states_follow_transformers(tiny_hf_model,
     assert len(tiny_hf_model(**inputs).hidden_states) == 3
 
 
-# Peer reports R03/R04: batch mates and padding never change a sentence's vectors.
+# Batch mates and padding never change a sentence's vectors.
 def test_vectors_do_not_depend_on_batch_mates_or_padding(tiny_hf_model, tiny_tokenizer):
     together = tiny_hf_model(**batch(tiny_tokenizer), output_hidden_states=True)
     padded = tiny_tokenizer(TOKENS, is_split_into_words=True, padding="max_length", max_length=9, return_tensors="pt")
@@ -73,7 +73,7 @@ def test_vectors_do_not_depend_on_batch_mates_or_padding(tiny_hf_model, tiny_tok
         assert extra.last_hidden_state[k, n:].abs().max() == 0  # padding never gets a vector
 
 
-# Peer report R01: stateless by default, whatever ran before.
+# Stateless by default, whatever ran before.
 def test_same_sentence_gives_the_same_vectors_on_every_call(saved_model_dir, tiny_tokenizer):
     model = AutoModel.from_pretrained(saved_model_dir)
     inputs = batch(tiny_tokenizer, [["hello", "my", "name", "is", "mud", "."]])
@@ -106,7 +106,7 @@ def test_bad_character_ids_raise_clear_errors(tiny_hf_model):
         tiny_hf_model(attention_mask=torch.ones(1, 2))
 
 
-# Peer report R11: inputs made on the CPU work with the model on any device.
+# Inputs made on the CPU work with the model on any device.
 @pytest.mark.parametrize("device", DEVICES)
 def test_cpu_inputs_work_with_the_model_on_any_device(device, tiny_hf_model, tiny_tokenizer):
     inputs = batch(tiny_tokenizer)
@@ -130,7 +130,7 @@ with torch.no_grad():
 '''
 
 
-# Peer report R13: nothing in a saved folder ties it to the device it was saved from.
+# Nothing in a saved folder ties it to the device it was saved from.
 @pytest.mark.gpu
 def test_model_saved_from_the_gpu_loads_and_runs_without_one(tmp_path, tiny_tokenizer, hf_env):
     model = make_tiny_hf_model().to("cuda:0")
@@ -195,14 +195,14 @@ def test_loading_never_reinitialises_loaded_weights(tmp_path):
     assert_same_state(more.bilm, model.bilm)
 
 
-# Peer report R17: frozen means frozen after loading too (transformers re-wraps parameters).
+# Frozen means frozen after loading too (transformers re-wraps parameters).
 def test_loaded_biLM_stays_frozen_and_only_the_mix_trains(saved_model_dir, tiny_tokenizer):
     model = AutoModel.from_pretrained(saved_model_dir)
     trainable = {name for name, p in model.named_parameters() if p.requires_grad}
     assert trainable == {"scalar_mixes.0.scalar_weights", "scalar_mixes.0.gamma"}
     out = model(**batch(tiny_tokenizer), output_hidden_states=True)
     assert not any(h.requires_grad for h in out.hidden_states)
-    with torch.no_grad():  # peer report R16: nothing keeps a graph under no_grad
+    with torch.no_grad():  # nothing keeps a graph under no_grad
         assert not model(**batch(tiny_tokenizer)).last_hidden_state.requires_grad
 
 
@@ -245,7 +245,7 @@ def test_save_load_save_elsewhere_load(tmp_path, tiny_hf_model, tiny_tokenizer):
     torch.testing.assert_close(second(**inputs).last_hidden_state, tiny_hf_model(**inputs).last_hidden_state, atol=1e-6, rtol=0)
 
 
-# Peer report R18: plain pickle, deepcopy and torch.save work.
+# Plain pickle, deepcopy and torch.save work.
 def test_pickle_deepcopy_and_torch_save_round_trip(tiny_hf_model, tiny_tokenizer):
     inputs = batch(tiny_tokenizer, [["a", "b", "c"]])
     expected = tiny_hf_model(**inputs).last_hidden_state

@@ -100,7 +100,7 @@ def test_collator_pads_char_ids_and_labels(tiny_tokenizer):
     assert padded["labels"].tolist() == [[0, 1, 2], [0, 1, -100], [0, -100, -100]]
 
 
-# Peer report R26: a folder holding only the tokenizer loads through AutoTokenizer.
+# A folder holding only the tokenizer loads through AutoTokenizer.
 def test_tokenizer_only_folder_loads_through_auto_tokenizer(tmp_path, tiny_tokenizer):
     tiny_tokenizer.save_pretrained(tmp_path)
     assert not (tmp_path / "config.json").exists()

@@ -117,7 +117,7 @@ def test_load_elmo_source_errors(source, match):
 
 
 def test_follows_thinc_device_on_cpu(tiny_model_dir):
-    # R11/R13 on CPU: nothing is pinned to a device; outputs are CPU numpy.
+    # On the CPU: nothing is pinned to a device; outputs are CPU numpy.
     model = ElmoModel_v1(path=str(tiny_model_dir))
     outputs = model.predict(docs_for(WORDS[:1]))
     assert next(elmo_module(model).parameters()).device.type == "cpu"

@@ -1,4 +1,4 @@
-"""A saved pipeline in a fresh process that imports only spaCy (R19), and nlp.pipe(n_process=2) (R21)."""
+"""A saved pipeline in a fresh process that imports only spaCy, and nlp.pipe(n_process=2)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_saved_pipeline_loads_and_pipes_with_two_processes_in_a_fresh_process(nl
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    # R19: found through the spacy_factories entry point, not an import.
+    # Found through the spacy_factories entry point, not an import.
     assert report == {**report, "imported_before_load": False, "imported_after_load": True}
     assert report["texts_B"] == TEXTS and report["seconds"] < 120
     arrays = np.load(out)

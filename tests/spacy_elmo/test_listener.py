@@ -74,7 +74,7 @@ def test_training_with_or_without_annotating_elmo_gives_the_same_model(tiny_mode
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
-# ---------------------------------------------------------------- R23: replace_listeners
+# ---------------------------------------------------------------- replace_listeners
 def test_replace_listeners_keeps_predictions_through_removal_and_reload(tiny_model_dir, tmp_path):
     nlp = make_ner_nlp(tiny_model_dir, steps=10)  # enough for varied predictions
     ents_before = entities(nlp)
@@ -128,7 +128,7 @@ def test_standalone_tok2vec_elmo_trains_and_round_trips(tiny_model_dir, tmp_path
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
 
 
-# ---------------------------------------------------------------- R23: mismatched upstream
+# ---------------------------------------------------------------- mismatched upstream
 def test_listener_with_missing_upstream_raises_at_initialize(tiny_model_dir):
     nlp = make_nlp(tiny_model_dir)
     nlp.add_pipe("ner", config=ner_config(upstream="nonexistent"))
@@ -167,7 +167,7 @@ def test_layers_from_a_different_model_are_refused(tiny_model_dir):
         listener_of(nlp).predict([doc])
 
 
-# ---------------------------------------------------------------- R17: frozen vs trained
+# ---------------------------------------------------------------- frozen vs trained
 def test_training_changes_only_the_listeners_mix_not_the_bilm(tiny_model_dir, tmp_path):
     nlp = make_ner_nlp(tiny_model_dir, steps=0)
     elmo = nlp.get_pipe("elmo").elmo

@@ -51,7 +51,7 @@ def test_window_tokens_zero_reads_the_doc_whole(tiny_model_dir):
 
 
 def test_default_window_reads_a_600_token_doc_whole(nlp):
-    # Peer report R22: the windowed values equal a run with a window longer than the doc.
+    # The windowed values equal a run with a window longer than the doc.
     text, words = text_of(600)
     doc, longest = longest_sequences(nlp, text)
     assert longest == 600

@@ -59,7 +59,7 @@ def test_tensor_uses_the_model_folders_first_scalar_mix(tmp_path):
 
 
 def test_token_span_and_doc_vectors_come_from_the_tensor(nlp):
-    # R22: doc.tensor is set, aligned with spaCy's tokens, and the vectors follow it.
+    # doc.tensor is set, aligned with spaCy's tokens, and the vectors follow it.
     for text in ["Apple shares rose on the news .", "Don't stop-me now!!"]:
         doc = nlp(text)
         assert doc.tensor.shape == (len(doc), DIM) and doc.tensor.dtype == np.float32
@@ -72,7 +72,7 @@ def test_token_span_and_doc_vectors_come_from_the_tensor(nlp):
 
 
 def test_long_doc_is_one_sequence_equal_to_the_core(nlp):
-    # R22: a 600-token doc without sentence boundaries is read whole, no windowing.
+    # A 600-token doc without sentence boundaries is read whole, no windowing.
     words = [f"w{i % 37}" for i in range(600)]
     doc = nlp(" ".join(words))
     assert len(doc) == 600 and doc.tensor.shape == (600, DIM)
@@ -97,7 +97,7 @@ def test_similarity_with_an_empty_doc_warns_and_is_zero(nlp):
         assert nlp("a b").similarity(nlp(" ")) == 0.0
 
 
-# ---------------------------------------------------------------- R01: no carried state
+# ---------------------------------------------------------------- no carried state
 def test_same_text_gives_same_tensor_whatever_came_before(tiny_model_dir, nlp):
     first = nlp(S).tensor.copy()
     second = nlp(S).tensor.copy()
@@ -117,7 +117,7 @@ def test_a_stateful_model_folder_is_loaded_stateless(tmp_path):
     np.testing.assert_array_equal(nlp(S).tensor, nlp(S).tensor)
 
 
-# ---------------------------------------------------------------- R03 / R04: batching, padding
+# ---------------------------------------------------------------- batching, padding
 def test_batch_size_does_not_change_vectors(nlp):
     texts = [" ".join(f"w{j}" for j in range(1 + k % 12)) for k in range(40)]
     runs = {b: list(nlp.pipe(texts, batch_size=b)) for b in (1, 7, 32, 40)}
@@ -145,7 +145,7 @@ def test_doc_vector_ignores_padding_of_its_batch(nlp):
 
 
 def test_pipe_runs_one_forward_per_batch(nlp):
-    # R14: nlp.pipe batches; 130 texts at batch size 64 -> 3 biLM calls.
+    # nlp.pipe batches; 130 texts at batch size 64 -> 3 biLM calls.
     calls = []
     handle = nlp.get_pipe("elmo").elmo.register_forward_hook(lambda *args: calls.append(1))
     try:
@@ -155,7 +155,7 @@ def test_pipe_runs_one_forward_per_batch(nlp):
     assert len(docs) == 130 and len(calls) == 3
 
 
-# ---------------------------------------------------------------- R07: empty and odd docs
+# ---------------------------------------------------------------- empty and odd docs
 ODD_TEXTS = ["", " ", "\n\n\n", "\t", "K", "   a   "]
 
 
@@ -198,7 +198,7 @@ def test_each_sentence_is_read_alone_when_the_doc_has_sentences(tiny_model_dir, 
     )
 
 
-# ---------------------------------------------------------------- R16: no growth, no graphs
+# ---------------------------------------------------------------- no growth, no graphs
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096
@@ -339,7 +339,7 @@ def test_to_bytes_round_trip(nlp, tiny_model_dir):
 
 
 def test_component_and_pipeline_pickle_and_deepcopy(tiny_model_dir):
-    # R18 for the spaCy parts: no lambdas or closures on the component or its model.
+    # No lambdas or closures on the component or its model.
     nlp = make_ner_nlp(tiny_model_dir, steps=1)
     text = "a b c"
     expected = nlp(text)

@@ -1,4 +1,4 @@
-"""What travels with a Doc (R21), restore_docs, and the mix arithmetic."""
+"""What travels with a Doc, restore_docs, and the mix arithmetic."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def assert_same_vectors(docs, reference):
 
 
 def test_docbin_with_user_data_then_restore_docs_gives_everything_back(nlp):
-    # R21 "C": spaCy's DocBin never stores doc.tensor; the layers travel as user data.
+    # spaCy's DocBin never stores doc.tensor; the layers travel as user data.
     A = list(nlp.pipe(TEXTS))
     doc_bin = DocBin(store_user_data=True, docs=A)
     C = list(DocBin().from_bytes(doc_bin.to_bytes()).get_docs(nlp.vocab))

@@ -1,4 +1,4 @@
-"""Peer reports, Hugging Face parts not covered elsewhere: R04 (pooling), R16 (no growth, no graphs)."""
+"""Hugging Face face: pipeline pooling without padding, no growth or graphs, nothing tied to a device."""
 
 from __future__ import annotations
 
@@ -14,18 +14,18 @@ from hf_elmo import ElmoFeatureExtractionPipeline, feature_extraction_pipeline
 
 from .conftest import batch, make_tiny_hf_model
 
-R04_TEXTS = ["Short one.", "This is a much longer sentence with many more tokens in it ."]
+TEXTS = ["Short one.", "This is a much longer sentence with many more tokens in it ."]
 
 
-def test_r04_pipeline_results_and_their_means_exclude_padding(tiny_tokenizer):
+def test_pipeline_results_and_their_means_exclude_padding(tiny_tokenizer):
     # The product's only HF pooling-like output is the feature-extraction pipeline; its
     # per-string results must hold the string's own tokens only, so any mean of them
     # is the mean over attention_mask == 1.
     model = make_tiny_hf_model()
     extractor = feature_extraction_pipeline(model=model, tokenizer=tiny_tokenizer, batch_size=2)
     assert isinstance(extractor, ElmoFeatureExtractionPipeline)
-    results = extractor(R04_TEXTS, return_tensors=True)
-    inputs = tiny_tokenizer(R04_TEXTS, padding=True, return_tensors="pt")
+    results = extractor(TEXTS, return_tensors=True)
+    inputs = tiny_tokenizer(TEXTS, padding=True, return_tensors="pt")
     with torch.no_grad():
         padded = model(**inputs).last_hidden_state
     mask = inputs["attention_mask"]
@@ -35,7 +35,7 @@ def test_r04_pipeline_results_and_their_means_exclude_padding(tiny_tokenizer):
         assert tuple(result.shape) == (1, n, 16)
         masked_mean = (padded[k] * mask[k, :, None]).sum(0) / mask[k].sum()
         torch.testing.assert_close(result[0].mean(0), masked_mean, atol=1e-6, rtol=0)
-        alone = extractor(R04_TEXTS[k], return_tensors=True)
+        alone = extractor(TEXTS[k], return_tensors=True)
         torch.testing.assert_close(result[0].mean(0), alone[0].mean(0), atol=1e-5, rtol=0)
 
 
@@ -45,7 +45,7 @@ def _rss_bytes() -> int:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for RSS")
-def test_r16_model_under_no_grad_does_not_grow_and_returns_no_graphs(tiny_tokenizer):
+def test_model_under_no_grad_does_not_grow_and_returns_no_graphs(tiny_tokenizer):
     model = make_tiny_hf_model()
     rng = np.random.default_rng(0)
     sentences = [[f"w{j % 50}" for j in range(int(rng.integers(50, 201)))] for _ in range(210)]
@@ -63,7 +63,7 @@ def test_r16_model_under_no_grad_does_not_grow_and_returns_no_graphs(tiny_tokeni
         assert not any(t.requires_grad or t.grad_fn is not None for t in tensors)
 
 
-def test_r13_nothing_in_a_saved_folder_refers_to_a_device(saved_model_dir):
+def test_nothing_in_a_saved_folder_refers_to_a_device(saved_model_dir):
     # The .py files are code (they handle devices); the data files must not name one.
     device_words = re.compile(rb"cuda|cpu|device", re.IGNORECASE)
     device_mentions = [

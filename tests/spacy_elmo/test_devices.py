@@ -1,4 +1,4 @@
-"""Peer report R13 for spaCy: nothing saved refers to a device; saved on GPU, loaded without one."""
+"""spaCy face: nothing saved refers to a device; a pipeline saved on a GPU loads without one."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def device_mentions(folder: Path) -> list[tuple[str, bytes]]:
     ]
 
 
-def test_r13_nothing_in_a_saved_pipeline_refers_to_a_device(nlp, tmp_path):
+def test_nothing_in_a_saved_pipeline_refers_to_a_device(nlp, tmp_path):
     nlp("a b")
     nlp.to_disk(tmp_path / "pipeline")
     assert device_mentions(tmp_path / "pipeline") == []
@@ -47,7 +47,7 @@ LOAD_ON_CPU = textwrap.dedent(
 
 
 @pytest.mark.gpu
-def test_r13_pipeline_saved_on_gpu_loads_and_runs_without_one(tiny_model_dir, tmp_path):
+def test_pipeline_saved_on_gpu_loads_and_runs_without_one(tiny_model_dir, tmp_path):
     spacy.require_gpu()
     try:
         nlp = make_nlp(tiny_model_dir)

@@ -1,6 +1,7 @@
-"""Peer reports (../shared/cases/peer_reports.md), core parts not covered by the per-module tests.
+"""The core under odd tokens, devices and large inputs.
 
-R09 memory of a huge token, R11/R13 devices, R14 one huge call, R16 no growth and no graphs.
+Odd and huge tokens (memory of a 10,000-character token), the model on any device, one
+huge call cut into bounded batches, and no memory growth or autograd graphs across calls.
 """
 
 from __future__ import annotations
@@ -21,15 +22,15 @@ from elmo_core.embedding import DEFAULT_BATCH_TOKENS
 
 from ..conftest import DEVICES, REPO, make_tiny_elmo
 
-R09_TOKENS = ["中华人民共和国", "中" * 16, "中" * 17, "😀" * 13, "a" * 48, "a" * 49, "naïve", "x" * 10000]
+ODD_TOKENS = ["中华人民共和国", "中" * 16, "中" * 17, "😀" * 13, "a" * 48, "a" * 49, "naïve", "x" * 10000]
 
 
-# ---------------------------------------------------------------- R09
-def test_r09_all_listed_tokens_run_together_with_finite_outputs():
+# ---------------------------------------------------------------- odd and huge tokens
+def test_all_listed_tokens_run_together_with_finite_outputs():
     elmo = make_tiny_elmo()
-    out = elmo.embed([R09_TOKENS], layers="all")[0]
-    assert out.shape == (3, len(R09_TOKENS), 16) and np.isfinite(out).all()
-    alone = [elmo.embed([[t]], layers="all")[0][:, 0] for t in R09_TOKENS]
+    out = elmo.embed([ODD_TOKENS], layers="all")[0]
+    assert out.shape == (3, len(ODD_TOKENS), 16) and np.isfinite(out).all()
+    alone = [elmo.embed([[t]], layers="all")[0][:, 0] for t in ODD_TOKENS]
     np.testing.assert_allclose(out[0], np.stack([a[0] for a in alone]), atol=1e-6, rtol=0)  # layer 0: token alone
     np.testing.assert_array_equal(out[0, 4], out[0, 5])  # "a" * 48 and "a" * 49 collide, as documented
 
@@ -47,16 +48,16 @@ def _peak_python_memory(word: str) -> int:
         tracemalloc.stop()
 
 
-def test_r09_a_10000_character_token_costs_no_more_memory_than_a_50_character_one():
+def test_a_10000_character_token_costs_no_more_memory_than_a_50_character_one():
     # The token is cut to 48 characters before it is encoded, so nothing of size 10,000
     # (or 40,000 bytes of UTF-8) is ever built. Seen: about 13 KB for both.
     small, huge = _peak_python_memory("y" * 50), _peak_python_memory("z" * 10000)
     assert huge <= small + 1024, (small, huge)
 
 
-# ---------------------------------------------------------------- R11 / R13
+# ---------------------------------------------------------------- devices
 @pytest.mark.parametrize("device", DEVICES)
-def test_r11_cpu_inputs_with_the_model_on_any_device(device):
+def test_cpu_inputs_with_the_model_on_any_device(device):
     elmo = make_tiny_elmo()
     expected = elmo.embed([["a", "b"]], layers="all")[0]
     elmo.to(device)
@@ -71,7 +72,7 @@ def test_r11_cpu_inputs_with_the_model_on_any_device(device):
 
 
 @pytest.mark.gpu
-def test_r13_an_explicit_device_string_is_honoured():
+def test_an_explicit_device_string_is_honoured():
     elmo = make_tiny_elmo()
     expected = elmo.embed([["a", "b", "c"]], layers="mix")[0]
     out = elmo.embed([["a", "b", "c"]], layers="mix", device="cuda:0")[0]
@@ -82,8 +83,8 @@ def test_r13_an_explicit_device_string_is_honoured():
         assert elmo(*words_to_char_ids([["a"]])).representations[0].device == torch.device("cuda:0")
 
 
-# ---------------------------------------------------------------- R14
-R14_CHILD = textwrap.dedent(
+# ---------------------------------------------------------------- one huge call
+MANY_SENTENCES_CHILD = textwrap.dedent(
     """
     import json, resource, sys
     import torch
@@ -103,11 +104,11 @@ R14_CHILD = textwrap.dedent(
 )
 
 
-def test_r14_twelve_thousand_sentences_in_one_call_use_bounded_memory(tmp_path):
+def test_twelve_thousand_sentences_in_one_call_use_bounded_memory(tmp_path):
     # RSS high-water mark of a fresh process: unlike tracemalloc, it sees torch's own
     # allocations, which is where an unbatched call would blow up.
     script = tmp_path / "r14.py"
-    script.write_text(R14_CHILD, encoding="utf-8")
+    script.write_text(MANY_SENTENCES_CHILD, encoding="utf-8")
     done = subprocess.run(
         [sys.executable, str(script), str(REPO)], capture_output=True, text=True, timeout=300,
         env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
@@ -118,7 +119,7 @@ def test_r14_twelve_thousand_sentences_in_one_call_use_bounded_memory(tmp_path):
     assert report["peak_all"] <= 1.5 * report["peak_64"] + report["returned"], report
 
 
-def test_r14_one_huge_call_is_cut_into_batches_of_the_default_budget():
+def test_one_huge_call_is_cut_into_batches_of_the_default_budget():
     elmo = make_tiny_elmo()
     sizes = []
     elmo.bilm.register_forward_hook(lambda module, args, out: sizes.append(tuple(out.activations.shape[1:3])))
@@ -130,7 +131,7 @@ def test_r14_one_huge_call_is_cut_into_batches_of_the_default_budget():
     assert len(sizes) == -(-12_000 // per_batch)
 
 
-# ---------------------------------------------------------------- R16
+# ---------------------------------------------------------------- no growth, no graphs
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096
@@ -156,7 +157,7 @@ def _reachable_tensors(obj) -> list[torch.Tensor]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for RSS")
-def test_r16_embed_does_not_grow_memory_and_returns_no_graphs():
+def test_embed_does_not_grow_memory_and_returns_no_graphs():
     elmo = make_tiny_elmo(dropout=0.5)
     elmo.train()  # even in training mode, embed() runs without autograd
     rng = np.random.default_rng(0)
