@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import logging
+from dataclasses import dataclass
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -144,75 +145,21 @@ def run_training(
     try:
         stop = {"max_steps": max_steps, "max_hours": max_hours, "checkpoint_every": checkpoint_every,
                 "validate_every": validate_every, "log_every": log_every, "progress": progress}
-        state = None
-        elmo_settings: dict[str, Any] | None = None
         if resume is not None:
-            state = load_checkpoint_file(resume)
-            data = state["extra"]["data"]
-            files = [Path(p) for p in data["train"]]
-            if train:
-                given = [str(p) for p in expand_files(train)]
-                if given != data["train"]:
-                    raise ElmoError(
-                        f"--train names other files than the checkpoint was trained on ({data['train']}); "
-                        "resume with the same files, or leave --train out to use the checkpoint's."
-                    )
-            batch_tokens, max_sentence_tokens = data["batch_tokens"], data["max_sentence_tokens"]
-            buffer_sentences, seed = data["buffer_sentences"], data["seed"]
-            splitter_name = data["splitter"]
-            split = None if splitter_name is None else get_sentence_splitter(splitter_name)
-            lm, vocabulary = lm_from_checkpoint(state)
-            config = config_from_checkpoint(state, **stop)
-            elmo_settings = state["elmo_settings"]
+            start = _start_from_checkpoint(resume, train, stop)
         else:
-            if not train:
-                raise ElmoError("give the training text with --train FILE (repeat it, or use a quoted glob).")
-            files = expand_files(train)
-            splitter_name = None if pretokenized else splitter
-            split = None if splitter_name is None else get_sentence_splitter(splitter_name)
-            seed_everything(seed)  # before building the model: the same weights on every rank
-
-            def make_vocab() -> Vocabulary:
-                if vocab is not None:
-                    return Vocabulary.load(vocab)
-                return build_vocabulary(files, split, vocab_size=vocab_size, min_count=min_count)
-
-            if model is not None and has_lm_head(model):
-                lm, vocabulary, elmo_settings = load_language_model(model, dropout=dropout)
-                if cutoffs is not None or vocab is not None:
-                    logger.warning("%s has its own vocabulary and softmax; --vocab and --cutoffs are ignored", model)
-            else:
-                if model is not None:
-                    elmo = load_model_folder(model, dropout=0.0)
-                    bilm_options, elmo_settings = elmo.options, read_model_config(model)[1]
-                    logger.info("%s has no softmax: starting a new one over a new vocabulary", model)
-                else:
-                    bilm_options = BiLMOptions.from_json(options)  # type: ignore[arg-type]
-                vocabulary = _shared_vocabulary(make_vocab, distributed)
-                lm = BiLMLanguageModel(bilm_options, len(vocabulary), dropout=dropout, cutoffs=cutoffs)
-                if model is not None:
-                    lm.bilm.load_state_dict(elmo.bilm.state_dict())
-            config = TrainConfig(optimizer=optimizer, lr=lr, clip_norm=clip_norm, precision=precision,
-                                 seed=seed, **stop)
-        stream = TrainingStream(
-            files, vocabulary, batch_tokens, splitter=split, max_sentence_tokens=max_sentence_tokens,
-            buffer_sentences=buffer_sentences, seed=seed, rank=rank, world_size=world_size,
-            max_characters_per_token=lm.options.char_cnn.max_characters_per_token,
-        )
+            data = {"train": [str(p) for p in expand_files(train or [])], "batch_tokens": batch_tokens,
+                    "max_sentence_tokens": max_sentence_tokens, "buffer_sentences": buffer_sentences,
+                    "seed": seed, "splitter": None if pretokenized else splitter}
+            config = TrainConfig(optimizer=optimizer, lr=lr, clip_norm=clip_norm, precision=precision, seed=seed,
+                                 **stop)
+            start = _start_from_scratch_or_folder(
+                data, config, options=options, model=model, vocab=vocab, vocab_size=vocab_size,
+                min_count=min_count, dropout=dropout, cutoffs=cutoffs, distributed=distributed,
+            )
         if prefetch is None:
             prefetch = 8 if device.startswith("cuda") else 0
-        batches = PrefetchingStream(stream, prefetch) if prefetch else stream
-        valid_sentences = list(iter_sentences([Path(valid)], split)) if valid is not None else None
-        data_settings = {
-            "train": [str(p) for p in files], "batch_tokens": batch_tokens, "max_sentence_tokens": max_sentence_tokens,
-            "buffer_sentences": buffer_sentences, "seed": seed, "splitter": splitter_name,
-        }
-        trainer = Trainer(
-            lm, vocabulary, batches, config, valid_sentences=valid_sentences, out_dir=out, device=device,
-            elmo_settings=elmo_settings, checkpoint_extra={"data": data_settings},
-        )
-        if state is not None:
-            trainer.load_checkpoint(state)
+        trainer = _make_trainer(start, valid, out, device, rank, world_size, prefetch)
         summary = trainer.fit()
         if distributed:
             dist.barrier()  # leave together: gloo can abort a process whose peer has gone
@@ -220,6 +167,106 @@ def run_training(
     finally:
         if distributed:
             dist.destroy_process_group()
+
+
+@dataclass
+class _Start:
+    """Where a run starts: the language model, its vocabulary, the optimisation settings,
+    the data settings (stored in every checkpoint), and a checkpoint to restore, if any."""
+
+    lm: BiLMLanguageModel
+    vocabulary: Vocabulary
+    config: TrainConfig
+    data: dict[str, Any]
+    elmo_settings: dict[str, Any] | None = None
+    state: dict[str, Any] | None = None
+
+    def splitter(self) -> Splitter | None:
+        name = self.data["splitter"]
+        return None if name is None else get_sentence_splitter(name)
+
+
+def _start_from_checkpoint(resume: str | Path, train: Sequence[str | Path] | None, stop: dict[str, Any]) -> _Start:
+    """`--resume`: model, optimiser, data position and RNG exactly as the checkpoint left them;
+    the data settings come from the checkpoint, the stopping and logging ones from `stop`."""
+    state = load_checkpoint_file(resume)
+    data = state["extra"]["data"]
+    if train:
+        given = [str(p) for p in expand_files(train)]
+        if given != data["train"]:
+            raise ElmoError(
+                f"--train names other files than the checkpoint was trained on ({data['train']}); "
+                "resume with the same files, or leave --train out to use the checkpoint's."
+            )
+    lm, vocabulary = lm_from_checkpoint(state)
+    return _Start(lm, vocabulary, config_from_checkpoint(state, **stop), data, state["elmo_settings"], state)
+
+
+def _start_from_scratch_or_folder(
+    data: dict[str, Any],
+    config: TrainConfig,
+    *,
+    options: str | Path | None,
+    model: str | Path | None,
+    vocab: str | Path | None,
+    vocab_size: int | None,
+    min_count: int | None,
+    dropout: float,
+    cutoffs: Sequence[int] | None,
+    distributed: bool,
+) -> _Start:
+    """`--options` (a new model) or `--model` (a model folder: its weights, and its
+    vocabulary and softmax when it has them; otherwise a new vocabulary and softmax)."""
+    if not data["train"]:
+        raise ElmoError("give the training text with --train FILE (repeat it, or use a quoted glob).")
+    seed_everything(config.seed)  # before building the model: the same weights on every rank
+    if model is not None and has_lm_head(model):
+        lm, vocabulary, elmo_settings = load_language_model(model, dropout=dropout)
+        if cutoffs is not None or vocab is not None:
+            logger.warning("%s has its own vocabulary and softmax; --vocab and --cutoffs are ignored", model)
+        return _Start(lm, vocabulary, config, data, elmo_settings)
+    files = [Path(p) for p in data["train"]]
+    split = None if data["splitter"] is None else get_sentence_splitter(data["splitter"])
+
+    def make_vocab() -> Vocabulary:
+        if vocab is not None:
+            return Vocabulary.load(vocab)
+        return build_vocabulary(files, split, vocab_size=vocab_size, min_count=min_count)
+
+    elmo_settings = None
+    if model is not None:
+        elmo = load_model_folder(model, dropout=0.0)
+        bilm_options, elmo_settings = elmo.options, read_model_config(model)[1]
+        logger.info("%s has no softmax: starting a new one over a new vocabulary", model)
+    else:
+        bilm_options = BiLMOptions.from_json(options)  # type: ignore[arg-type]
+    vocabulary = _shared_vocabulary(make_vocab, distributed)
+    lm = BiLMLanguageModel(bilm_options, len(vocabulary), dropout=dropout, cutoffs=cutoffs)
+    if model is not None:
+        lm.bilm.load_state_dict(elmo.bilm.state_dict())
+    return _Start(lm, vocabulary, config, data, elmo_settings)
+
+
+def _make_trainer(
+    start: _Start, valid: str | Path | None, out: str | Path, device: str, rank: int, world_size: int, prefetch: int
+) -> Trainer:
+    """The trainer over this rank's share of the data stream, restored from the checkpoint if any."""
+    data, split = start.data, start.splitter()
+    stream = TrainingStream(
+        [Path(p) for p in data["train"]], start.vocabulary, data["batch_tokens"], splitter=split,
+        max_sentence_tokens=data["max_sentence_tokens"], buffer_sentences=data["buffer_sentences"],
+        seed=data["seed"], rank=rank, world_size=world_size,
+        max_characters_per_token=start.lm.options.char_cnn.max_characters_per_token,
+    )
+    batches = PrefetchingStream(stream, prefetch) if prefetch else stream
+    valid_sentences = list(iter_sentences([Path(valid)], split)) if valid is not None else None
+    trainer = Trainer(
+        start.lm, start.vocabulary, batches, start.config, valid_sentences=valid_sentences, out_dir=out,
+        device=device, elmo_settings=start.elmo_settings, checkpoint_extra={"data": data},
+    )
+    if start.state is not None:
+        trainer.load_checkpoint(start.state)
+    return trainer
 
 
 def run_perplexity(
