@@ -17,10 +17,13 @@ Four ways to compute the same thing (`BiLM.recurrence`, set with `set_recurrence
                 (`torch.cuda.CUDAGraph`) and replayed: one launch per batch, no Python
                 per step. CUDA only; inference only (no gradient, not stateful).
 
-    "auto" (the default) picks "fused" for clip-free float cells on any device; for cells
-    with clips (the published models, which cuDNN cannot compute) "captured" on CUDA when
-    nothing needs a gradient and the biLM is not stateful, else "step". On the CPU that
-    keeps every clipped model on the step loop, bit for bit as before.
+    "auto" (the default) keeps the step loop on the CPU, for every model, bit for bit as
+    before: measured there (`benchmarks/bench_core.py`, `bench_train.py`; one thread),
+    torch's CPU LSTM with projections is a per-step loop too, and "fused" was 14-37%
+    slower for inference (the padded batch computes the padding) and 3% faster for
+    training. On CUDA it picks "fused" (cuDNN) for clip-free float cells and, for cells
+    with clips (the published models, which cuDNN cannot compute), "captured" when
+    nothing needs a gradient and the biLM is not stateful, else "step".
 
 All four agree up to float rounding (tested at atol 2e-6 on the CPU); clips, the +1
 forget bias, the residual connection and dropout are applied as in `LSTMStack`.
@@ -98,6 +101,8 @@ def resolve_recurrence(
     can_fuse = all(cell.can_fuse for cell in cells)
     can_capture = device.type == "cuda" and not needs_grad and not stateful and not _quantized(cells)
     if mode == "auto":
+        if device.type != "cuda":
+            return "step"
         if can_fuse:
             return "fused"
         return "captured" if can_capture else "step"
