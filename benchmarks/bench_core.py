@@ -93,8 +93,8 @@ MODES = {
     "fp32-cache": "float32, token cache on (the default; starts empty)",
     "fp32-warm": "float32, token cache on and warm (every word seen before: a long run's steady state)",
     "int8": "int8 dynamic quantisation (quantize_int8), token cache on",
-    "fp32-step": "as fp32-cache, with recurrence 'step' (the per-step loop; the default 'auto' runs "
-    "clip-free shapes as fused torch.lstm calls)",
+    "fp32-fused": "as fp32-cache, with recurrence 'fused' (one torch.lstm call per layer and direction; "
+    "clip-free shapes only, e.g. default-noclip)",
 }
 
 
@@ -362,8 +362,8 @@ def run_one(
         model.bilm.set_token_cache(0)
     elif mode == "int8":
         model = quantize_int8(model)
-    elif mode == "fp32-step":
-        set_recurrence(model, "step")
+    elif mode == "fp32-fused":
+        set_recurrence(model, "fused")
     warm = mode == "fp32-warm"
     cache = model.bilm.token_cache
     rss_loaded = current_rss_mb()
