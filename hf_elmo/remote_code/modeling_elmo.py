@@ -723,6 +723,8 @@ def resolve_recurrence(
     can_fuse = all(cell.can_fuse for cell in cells)
     can_capture = device.type == "cuda" and not needs_grad and not stateful and not _quantized(cells)
     if mode == "auto":
+        if device.type != "cuda":
+            return "step"
         if can_fuse:
             return "fused"
         return "captured" if can_capture else "step"
@@ -952,7 +954,6 @@ DEFAULT_TOKEN_CACHE_WORDS = 50_000
 """Default bound, in word types: ~100 MB of float32 for the original model
 (`projection_dim` 512), ~25 MB for the shipped default model (128)."""
 
-_INITIAL_ROWS = 1024
 _PADDING_ID = PADDING_CHARACTER + CHAR_ID_OFFSET
 
 
@@ -961,7 +962,7 @@ class TokenCache:
 
     Args:
         max_words: Most word types kept (> 0). Memory is `max_words * projection_dim`
-            values of the compute dtype at most, allocated as the cache fills.
+            values of the compute dtype at most, resident as the cache fills (on the CPU).
 
     Attributes:
         hits, misses: Word lookups answered from the cache / computed, since the last
@@ -1069,16 +1070,13 @@ class TokenCache:
     def _store_rows(self, keys: list[bytes], vectors: torch.Tensor) -> None:
         table = self._table
         if table is None or table.dtype != vectors.dtype or table.device != vectors.device:
-            rows = min(self.max_words, max(_INITIAL_ROWS, len(keys)))
-            table = vectors.new_empty(rows, vectors.shape[1])
+            # All `max_words` rows at once, never grown: `new_empty` writes nothing, so on
+            # the CPU a row's memory becomes resident only when a word is stored in it
+            # (rows are used in order). Growing by doubling instead held the old and the
+            # new table at once, a step in the peak memory of a long run at every growth.
+            table = vectors.new_empty(self.max_words, vectors.shape[1])
             self._slots.clear()
-            self._free = list(range(rows))
-        if len(self._free) < len(keys) and table.shape[0] < self.max_words:  # grow (doubling)
-            rows = min(self.max_words, max(2 * table.shape[0], len(self._slots) + len(keys)))
-            grown = table.new_empty(rows, table.shape[1])
-            grown[: table.shape[0]] = table
-            self._free.extend(range(table.shape[0], rows))
-            table = grown
+            self._free = list(range(self.max_words - 1, -1, -1))  # pop() gives row 0 first
         while len(self._free) < len(keys):  # full: evict the least recently used
             _, slot = self._slots.popitem(last=False)
             self._free.append(slot)
