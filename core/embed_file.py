@@ -51,11 +51,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from .embedding import DEFAULT_BATCH_TOKENS, iter_embeddings
+from .embedding import DEFAULT_BATCH_TOKENS, _check_positive, check_layers, iter_embeddings
 from .errors import ElmoError
 from .text_files import BYTE_ORDER_MARK, strip_line_end
 from .token_cache import float64_sum
-from .windows import DEFAULT_WINDOW_TOKENS
+from .windows import DEFAULT_WINDOW_TOKENS, plan_windows
 
 if TYPE_CHECKING:
     from .elmo import Elmo
@@ -244,9 +244,17 @@ def embed_file(
     Raises:
         ElmoError: for an unreadable input, a job folder from another input or other
             settings, or a failure of any process (OUTPUT is then not written).
+        ValueError: for a bad `layers`, batch budget or window (before anything is written).
     """
     import h5py
 
+    # Bad arguments fail here, before a job folder records them as the job's settings.
+    check_layers(layers, model.num_layers, len(model.scalar_mixes))
+    _check_positive("batch_tokens", batch_tokens)
+    if batch_size is not None:
+        _check_positive("batch_size", batch_size)
+    if window_tokens:
+        plan_windows(0, window_tokens, window_context)
     input_path, output_path = Path(input_path), Path(output_path)
     distributed = dist.is_available() and dist.is_initialized()
     rank = dist.get_rank() if distributed else 0

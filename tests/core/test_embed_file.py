@@ -228,3 +228,17 @@ def test_assign_gives_the_largest_pieces_first_to_the_least_loaded_rank():
     shares = _assign(pieces, 2)
     # 50 -> r0; 40 -> r1; 30 -> r1 (40 < 50); 20 -> r0 (50 < 70); 10 -> r0 (70 = 70: lower rank)
     assert [[p.cost for p in share] for share in shares] == [[10, 50, 20], [30, 40]]
+
+
+def test_bad_batch_or_window_arguments_fail_before_a_job_folder_exists(tmp_path):
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
+    out = tmp_path / "out.hdf5"
+    for extra, message in (
+        (["--batch-size", "0"], "batch_size must be a positive integer"),
+        (["--batch-tokens", "-1"], "batch_tokens must be a positive integer"),
+        (["--window-tokens", "8", "--window-context", "4"], "must be less than half of window_tokens"),
+    ):
+        result = run(BIN / "elmo", "embed", tmp_path / "in.txt", out, "--model", tmp_path / "model", *extra)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+        assert not out.exists() and not job_folder(out).exists()
