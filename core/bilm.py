@@ -263,9 +263,8 @@ class BiLM(nn.Module):
         path = resolve_recurrence(mode, stacks, tokens.device, needs_grad, self.stateful)
         if path in ("paired", "captured"):
             run = paired_stacks if path == "paired" else self._captured
-            forward_out, backward_out = run(stacks, tokens, lengths)  # batch-major, batch order
-            order = torch.arange(tokens.shape[0], device=tokens.device)
-            return [y.transpose(0, 1) for y in forward_out], [y.transpose(0, 1) for y in backward_out], order
+            forward_out, backward_out = run(stacks, tokens, lengths)  # time-major, batch order
+            return forward_out, backward_out, torch.arange(tokens.shape[0], device=tokens.device)
         fused = path == "fused"
         batch_size, num_steps, _ = tokens.shape
         sorted_lengths, order = lengths.sort(descending=True, stable=True)

@@ -214,8 +214,8 @@ def paired_stacks(
         lengths: Real positions per row (0 allowed: such a row stays zero).
 
     Returns:
-        `(forward outputs, backward outputs)`, one tensor per layer, each
-        [batch, steps, P] in the input's row order and time direction, zero past a row's
+        `(forward outputs, backward outputs)`, one tensor per layer, each time-major
+        [steps, batch, P] in the input's row order and time direction, zero past a row's
         length; residual connections and dropout as in `LSTMStack.forward`.
     """
     forward_stack, backward_stack = stacks
@@ -237,9 +237,7 @@ def paired_stacks(
             y = y + layer_input  # the residual adds the (dropped-out) input, as LSTMStack does
         outputs.append(y)
         layer_input = y
-    forward_out = [y[0].transpose(0, 1) for y in outputs]  # [batch, steps, P]
-    backward_out = [flip(y[1]).transpose(0, 1) for y in outputs]
-    return forward_out, backward_out
+    return [y[0] for y in outputs], [flip(y[1]) for y in outputs]  # [steps, batch, P] each
 
 
 class CapturedRecurrence:
@@ -293,8 +291,8 @@ class CapturedRecurrence:
             graph.replay()
             forward_out, backward_out = static_out
             return (
-                [y[:batch_size, :num_steps].clone() for y in forward_out],
-                [y[:batch_size, :num_steps].clone() for y in backward_out],
+                [y[:num_steps, :batch_size].clone() for y in forward_out],
+                [y[:num_steps, :batch_size].clone() for y in backward_out],
             )
 
     def _graph(self, key: tuple, stacks, tokens: torch.Tensor) -> tuple:  # noqa: ANN001
