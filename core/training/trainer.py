@@ -300,7 +300,7 @@ class Trainer:
             total=config.max_steps, initial=self.step, unit="step", dynamic_ncols=True,
             disable=not (config.progress and self.is_main),
         )
-        window = _Window()
+        interval = _LogInterval()
         last_valid: Perplexity | None = None
         validated_at = saved_at = -1
         try:
@@ -313,13 +313,13 @@ class Trainer:
                 except StopIteration:
                     break
                 result = self.train_step(batch)
-                window.add(result)
+                interval.add(result)
                 if callback is not None:
                     callback(self.step, result)
                 bar.update(1)
                 if self.step % 10 == 0 or self.step == 1:
-                    bar.set_postfix(tok_s=f"{window.words / max(window.seconds(), 1e-9):.0f}",
-                                    ppl=f"{window.perplexity():.1f}", refresh=False)
+                    bar.set_postfix(tok_s=f"{interval.words / max(interval.seconds(), 1e-9):.0f}",
+                                    ppl=f"{interval.perplexity():.1f}", refresh=False)
                 if config.max_steps is not None and self.step >= config.max_steps:
                     break  # the last step is validated, logged and saved below
                 validate = config.validate_every and self.step % config.validate_every == 0
@@ -327,8 +327,8 @@ class Trainer:
                 if valid is not None:
                     last_valid, validated_at = valid, self.step
                 if valid is not None or (config.log_every and self.step % config.log_every == 0):
-                    self._log_row(window, valid, started)
-                    window = _Window()
+                    self._log_row(interval, valid, started)
+                    interval = _LogInterval()
                 if config.checkpoint_every and self.step % config.checkpoint_every == 0:
                     self.save(started)
                     saved_at = self.step
@@ -340,8 +340,8 @@ class Trainer:
         valid = self.validate() if validated_at != self.step else None
         if valid is not None:
             last_valid = valid
-        if window.steps or valid is not None:
-            self._log_row(window, valid, started)
+        if interval.steps or valid is not None:
+            self._log_row(interval, valid, started)
         if saved_at != self.step:
             self.save(started)
         elapsed = self.elapsed_before + time.monotonic() - started
@@ -366,9 +366,9 @@ class Trainer:
         dist.all_reduce(on_device, op=dist.ReduceOp.SUM if op is None else op)
         return on_device.cpu()
 
-    def _log_row(self, window: _Window, valid: Perplexity | None, started: float) -> None:
+    def _log_row(self, interval: _LogInterval, valid: Perplexity | None, started: float) -> None:
         sums = self._all_reduce(
-            torch.tensor([window.forward_nll, window.backward_nll, window.tokens], dtype=torch.float64))
+            torch.tensor([interval.forward_nll, interval.backward_nll, interval.tokens], dtype=torch.float64))
         train_ppl = math.exp((sums[0] + sums[1]).item() / (2 * sums[2].item())) if sums[2] > 0 else None
         row = {
             "step": self.step,
@@ -470,7 +470,7 @@ def config_from_checkpoint(state: dict[str, Any], **overrides: Any) -> TrainConf
     return TrainConfig(**{**{k: v for k, v in state["config"].items() if k in names}, **overrides})
 
 
-class _Window:
+class _LogInterval:
     """Running sums since the last log row (this rank)."""
 
     def __init__(self) -> None:
