@@ -40,7 +40,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -51,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
+from .atomic_files import atomic_path, atomic_write
 from .embedding import DEFAULT_BATCH_TOKENS, _check_positive, check_layers, iter_embeddings
 from .errors import ElmoError
 from .text_files import BYTE_ORDER_MARK, strip_line_end
@@ -295,7 +295,7 @@ def embed_file(
     failure: BaseException | None = None
     try:
         for piece in mine:
-            _embed_piece(model, input_path, folder, piece, tokenize, embed_kwargs, rank, bar, watcher, h5py)
+            _embed_piece(model, input_path, folder, piece, tokenize, embed_kwargs, bar, watcher, h5py)
     except BaseException as err:  # noqa: BLE001 - reported to the other ranks, then raised
         failure = err
     ok = _all_agree(failure is None, distributed)
@@ -354,7 +354,7 @@ def _prepare_job(input_path: Path, folder: Path, piece_tokens: int, settings: di
                 f"{folder} holds an unfinished job with other settings ({details}). Run the same command "
                 f"as before to finish it, or delete {folder} to start over with the new settings."
             )
-        for leftover in folder.glob("*.tmp*"):  # pieces that were being written when it stopped
+        for leftover in folder.glob("*.partial*"):  # files that were being written when it stopped (atomic_path)
             leftover.unlink()
         pieces = [Piece(**p) for p in job["pieces"]]
         todo = [p.index for p in pieces if not _piece_path(folder, p).is_file()]
@@ -366,13 +366,11 @@ def _prepare_job(input_path: Path, folder: Path, piece_tokens: int, settings: di
         "format": JOB_FORMAT, "input": str(input_path), "input_sha256": sha256, "lines": lines, "tokens": tokens,
         "piece_tokens": piece_tokens, "settings": settings, "pieces": [asdict(p) for p in pieces],
     }
-    tmp = job_file.with_name(JOB_NAME + ".tmp")
-    tmp.write_text(json.dumps(job, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, job_file)
+    atomic_write(job_file, lambda tmp: tmp.write_text(json.dumps(job, indent=1) + "\n", encoding="utf-8"))
     return job, [p.index for p in pieces]
 
 
-def _embed_piece(model, input_path, folder, piece, tokenize, embed_kwargs, rank, bar, watcher, h5py) -> None:  # noqa: ANN001
+def _embed_piece(model, input_path, folder, piece, tokenize, embed_kwargs, bar, watcher, h5py) -> None:  # noqa: ANN001
     """Embed one piece into its own file, written under a temporary name and renamed when complete."""
     texts = _read_piece(input_path, piece)
     counts = [len(text.split()) for text in texts]
@@ -380,21 +378,16 @@ def _embed_piece(model, input_path, folder, piece, tokenize, embed_kwargs, rank,
         sentences = [text.split() for text in texts]
     else:
         sentences = [tokenize(text) if text.strip() else [] for text in texts]
-    final = _piece_path(folder, piece)
-    tmp = final.with_name(f"{final.name}.tmp{rank}")
-    try:
-        with h5py.File(tmp, "w", libver="v108") as out:  # v108: attributes over 64 kB (long lines' tokens)
-            out.attrs["first_line"] = piece.first_line
-            out.attrs["end_line"] = piece.end_line
-            for i, vectors in iter_embeddings(model, sentences, **embed_kwargs):
-                dataset = out.create_dataset(str(piece.first_line + i), data=vectors)
-                dataset.attrs.create("tokens", _storable(sentences[i]), dtype=h5py.string_dtype())
-                bar.update(counts[i])
-                if watcher is not None:
-                    watcher.poll()
-        os.replace(tmp, final)
-    finally:
-        tmp.unlink(missing_ok=True)
+    # v108: attributes over 64 kB (long lines' tokens)
+    with atomic_path(_piece_path(folder, piece)) as tmp, h5py.File(tmp, "w", libver="v108") as out:
+        out.attrs["first_line"] = piece.first_line
+        out.attrs["end_line"] = piece.end_line
+        for i, vectors in iter_embeddings(model, sentences, **embed_kwargs):
+            dataset = out.create_dataset(str(piece.first_line + i), data=vectors)
+            dataset.attrs.create("tokens", _storable(sentences[i]), dtype=h5py.string_dtype())
+            bar.update(counts[i])
+            if watcher is not None:
+                watcher.poll()
 
 
 def _storable(tokens: Sequence[str]) -> list[str]:
@@ -424,16 +417,13 @@ class _PieceWatcher:
 
 def _merge(folder: Path, pieces: Sequence[Piece], output_path: Path, job: dict[str, Any], h5py: Any) -> None:
     """Copy every piece's datasets, in line order, into one file; rename it to OUTPUT."""
-    tmp = folder / "output.h5.tmp"
-    try:
-        with h5py.File(tmp, "w", libver="v108") as out:
-            out.attrs["layers"] = job["settings"]["layers"]
-            out.attrs["dim"] = job["settings"]["dim"]
-            for piece in pieces:
-                with h5py.File(_piece_path(folder, piece), "r") as source:
-                    for line in range(piece.first_line, piece.end_line):
-                        source.copy(source[str(line)], out, name=str(line))
-        os.replace(tmp, output_path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    # The merged file is written inside the job folder: a merge that is cut short leaves
+    # nothing beside OUTPUT.
+    with atomic_path(output_path, tmp_dir=folder) as tmp, h5py.File(tmp, "w", libver="v108") as out:
+        out.attrs["layers"] = job["settings"]["layers"]
+        out.attrs["dim"] = job["settings"]["dim"]
+        for piece in pieces:
+            with h5py.File(_piece_path(folder, piece), "r") as source:
+                for line in range(piece.first_line, piece.end_line):
+                    source.copy(source[str(line)], out, name=str(line))
     shutil.rmtree(folder)

@@ -16,14 +16,13 @@ the core ignores. Weights are stored with safetensors (no pickle).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from .atomic_files import atomic_write
 from .characters import (
     BEGINNING_OF_SENTENCE_CHARACTER,
     BEGINNING_OF_WORD_CHARACTER,
@@ -145,13 +144,13 @@ def save_model_folder(model: Elmo, path: str | Path, *, extra_config: dict[str, 
     if extra_config:
         config.update(extra_config)
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    _atomic_write(folder / WEIGHTS_NAME, lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
-    _atomic_write(folder / CONFIG_NAME, lambda tmp: Path(tmp).write_text(
+    atomic_write(folder / WEIGHTS_NAME, lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
+    atomic_write(folder / CONFIG_NAME, lambda tmp: Path(tmp).write_text(
         json.dumps(config, indent=2) + "\n", encoding="utf-8"))
     tokenizer_path = folder / TOKENIZER_CONFIG_NAME
     if not tokenizer_path.exists():
         text = json.dumps(tokenizer_settings(model.options), indent=2) + "\n"
-        _atomic_write(tokenizer_path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+        atomic_write(tokenizer_path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 def read_model_config(path: str | Path) -> tuple[BiLMOptions, dict[str, Any]]:
@@ -373,18 +372,3 @@ def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: 
                 f"{tuple(tensor.shape)}. The options in {CONFIG_NAME} do not match these weights: use the "
                 f"{CONFIG_NAME} saved with them."
             )
-
-
-def _atomic_write(path: Path, write) -> None:  # noqa: ANN001
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".partial")
-    os.close(fd)
-    try:
-        write(tmp)
-        # mkstemp creates the file readable by its owner only; give it the usual mode.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)

@@ -13,15 +13,14 @@ A checkpoint is a `torch.save`d dict of tensors and plain Python values only, so
 from __future__ import annotations
 
 import json
-import os
 import random
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from ..atomic_files import atomic_write
 from ..options import BiLMOptions
 from .model import BiLMLanguageModel
 from .vocab import Vocabulary
@@ -92,14 +91,8 @@ def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".partial")
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """`torch.save(obj, path)`, the file appearing only when complete."""
+    atomic_write(path, lambda tmp: torch.save(obj, tmp))
 
 
 def truncate_log(path: Path, step: int) -> None:

@@ -19,11 +19,10 @@ W-th line (`rank::world_size`), so their shares are disjoint.
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from ..atomic_files import atomic_path
 from ..text_files import open_text
 from ..tokenizers import get_tokenizer
 
@@ -121,31 +120,23 @@ def pretokenize_files(
     """
     if jobs > 1 and not isinstance(splitter, str):
         raise ValueError("pretokenize_files with jobs > 1 needs the splitter's entry-point name, not a function.")
-    output = Path(output)
-    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=output.name + ".", suffix=".partial" + output.suffix)
-    os.close(fd)
     num_sentences = num_tokens = 0
-    try:
-        with open_text(tmp, "wt") as out:
-            if jobs > 1:
-                import multiprocessing
+    with atomic_path(output) as tmp, open_text(tmp, "wt") as out:
+        if jobs > 1:
+            import multiprocessing
 
-                with multiprocessing.get_context("spawn").Pool(jobs) as pool:
-                    chunks = pool.imap(_pretokenize_one, [(str(p), splitter) for p in inputs])
-                    for text, n_sentences, n_tokens in chunks:
-                        out.write(text)
-                        num_sentences += n_sentences
-                        num_tokens += n_tokens
-            else:
-                split = get_sentence_splitter(splitter) if isinstance(splitter, str) else splitter
-                for sentence in iter_sentences(inputs, split):
-                    out.write(" ".join(sentence) + "\n")
-                    num_sentences += 1
-                    num_tokens += len(sentence)
-        os.replace(tmp, output)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+            with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+                chunks = pool.imap(_pretokenize_one, [(str(p), splitter) for p in inputs])
+                for text, n_sentences, n_tokens in chunks:
+                    out.write(text)
+                    num_sentences += n_sentences
+                    num_tokens += n_tokens
+        else:
+            split = get_sentence_splitter(splitter) if isinstance(splitter, str) else splitter
+            for sentence in iter_sentences(inputs, split):
+                out.write(" ".join(sentence) + "\n")
+                num_sentences += 1
+                num_tokens += len(sentence)
     return num_sentences, num_tokens
 
 

@@ -42,7 +42,8 @@ from torch import nn
 from ..bilm import BiLM
 from ..elmo import Elmo
 from ..errors import WeightFileError
-from ..model_folder import ELMO_SETTINGS, _atomic_write, load_model_folder, read_model_config, save_model_folder
+from ..atomic_files import atomic_write
+from ..model_folder import ELMO_SETTINGS, load_model_folder, read_model_config, save_model_folder
 from ..options import BiLMOptions
 from .vocab import Vocabulary
 
@@ -232,10 +233,10 @@ def save_language_model(
     elmo.bilm.load_state_dict(lm.bilm.state_dict())
     folder = Path(path)
     save_model_folder(elmo, folder, extra_config=extra_config)
-    _atomic_write(folder / VOCAB_NAME, vocab.save)
+    atomic_write(folder / VOCAB_NAME, vocab.save)
     head = {k: v.detach().cpu().contiguous() for k, v in lm.softmax.state_dict().items()}
     metadata = {"format": "pt", **{k: json.dumps(v) for k, v in lm.head_config().items()}}
-    _atomic_write(folder / LM_HEAD_NAME, lambda tmp: save_file(head, tmp, metadata=metadata))
+    atomic_write(folder / LM_HEAD_NAME, lambda tmp: save_file(head, tmp, metadata=metadata))
 
 
 def has_lm_head(path: str | Path) -> bool:
