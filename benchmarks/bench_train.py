@@ -36,7 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import DEFAULT_DATA, REPO_ROOT, cpu_model, flops_per_position, format_table, load_sentences, shape_options  # noqa: E402
 
-from elmo_core import BiLMOptions, set_recurrence  # noqa: E402
+from elmo_core import BiLMOptions, batches_by_token_budget, set_recurrence  # noqa: E402
 from elmo_core.training.data import make_batch  # noqa: E402
 from elmo_core.training.model import BiLMLanguageModel  # noqa: E402
 from elmo_core.training.vocab import Vocabulary  # noqa: E402
@@ -56,17 +56,9 @@ def gemm_tflops(device: torch.device, dtype: torch.dtype, seconds: float = 1.0) 
 
 
 def batches(sentences: list[list[str]], vocab: Vocabulary, batch_tokens: int) -> list:
-    """Sentences sorted by length and cut into batches of at most `batch_tokens` padded positions."""
-    out, current, longest = [], [], 0
-    for s in sorted(sentences, key=len):
-        if current and (len(current) + 1) * max(longest, len(s) + 2) > batch_tokens:
-            out.append(make_batch(current, vocab))
-            current, longest = [], 0
-        current.append(s)
-        longest = max(longest, len(s) + 2)
-    if current:
-        out.append(make_batch(current, vocab))
-    return out
+    """Training batches of at most `batch_tokens` padded positions (the core's batching)."""
+    groups = batches_by_token_budget([len(s) for s in sentences], batch_tokens)
+    return [make_batch([sentences[i] for i in group], vocab) for group in groups]
 
 
 def run(
