@@ -105,9 +105,15 @@ def compare(reference: list[np.ndarray], other: list[np.ndarray], model: torch.n
     rows = []
     for name, a, b in named:
         cos = (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
-        rows.append([
-            name, f"{cos.mean():.5f}", f"{cos.min():.5f}", f"{np.abs(a - b).max():.4f}", f"{np.abs(a).max():.2f}",
-        ])
+        rows.append(
+            [
+                name,
+                f"{cos.mean():.5f}",
+                f"{cos.min():.5f}",
+                f"{np.abs(a - b).max():.4f}",
+                f"{np.abs(a).max():.2f}",
+            ]
+        )
     return rows
 
 
@@ -119,13 +125,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     print("Token cache and int8 (benchmarks/bench_cache_int8.py)")
     print(f"date     {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
-    print(f"torch    {torch.__version__}, {args.threads} threads; Python {platform.python_version()}; "
-          f"{os.cpu_count()} logical CPUs; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"torch    {torch.__version__}, {args.threads} threads; Python {platform.python_version()}; "
+        f"{os.cpu_count()} logical CPUs; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     model = load_model_folder(default_model_dir())
     print(f"model    {default_model_dir()} (shipped default)\n")
 
     rows = []
-    for name, path, reader in (("WikiGold", WIKIGOLD, conll_sentences), ("enwiki2015 valid", ENWIKI_VALID, enwiki_sentences)):
+    for name, path, reader in (
+        ("WikiGold", WIKIGOLD, conll_sentences),
+        ("enwiki2015 valid", ENWIKI_VALID, enwiki_sentences),
+    ):
         if not path.is_file():
             print(f"{name}: {path} not found, skipped")
             continue
@@ -148,10 +159,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     timed(model, sentences[:BATCH]), timed(quantized, sentences[:BATCH])  # warm-up
     fp32, fp32_s = timed(model, sentences)
     int8, int8_s = timed(quantized, sentences)
-    print(f"int8 against float32 on {len(sentences):,} enwiki2015 validation sentences ({tokens:,} tokens), batch {BATCH}:")
+    print(
+        f"int8 against float32 on {len(sentences):,} enwiki2015 validation sentences "
+        f"({tokens:,} tokens), batch {BATCH}:"
+    )
     print(format_table(["layer", "mean cos", "min cos", "max |diff|", "max |fp32|"], compare(fp32, int8, model)))
-    print(f"\nspeed: float32 {tokens / fp32_s:,.0f} tokens/s, int8 {tokens / int8_s:,.0f} tokens/s, "
-          f"int8 / float32 = {fp32_s / int8_s:.2f}x (token cache on for both, cold at the start)")
+    print(
+        f"\nspeed: float32 {tokens / fp32_s:,.0f} tokens/s, int8 {tokens / int8_s:,.0f} tokens/s, "
+        f"int8 / float32 = {fp32_s / int8_s:.2f}x (token cache on for both, cold at the start)"
+    )
     return 0
 
 

@@ -351,9 +351,7 @@ def _machine_busy_seconds() -> float | None:
     return (sum(fields) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def run_one(
-    shape: str, batch_size: int, mode: str, sentences: list[list[str]], repeats: int = 1
-) -> dict[str, object]:
+def run_one(shape: str, batch_size: int, mode: str, sentences: list[list[str]], repeats: int = 1) -> dict[str, object]:
     """Measure one (shape, batch size, mode) in this process; meant for a fresh subprocess."""
     options = shape_options(shape)
     with tempfile.TemporaryDirectory(prefix="bench_core_") as workdir:
@@ -424,18 +422,24 @@ def run_one(
 
 def run_in_subprocess(shape: str, batch_size: int, mode: str, args: argparse.Namespace) -> dict[str, object] | None:
     command = [
-        sys.executable, str(Path(__file__).resolve()),
-        "--one", f"{shape}:{batch_size}:{mode}",
-        "--sentences", str(args.sentences),
-        "--data", str(args.data),
-        "--threads", str(args.threads),
-        "--repeats", str(args.repeats),
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--one",
+        f"{shape}:{batch_size}:{mode}",
+        "--sentences",
+        str(args.sentences),
+        "--data",
+        str(args.data),
+        "--threads",
+        str(args.threads),
+        "--repeats",
+        str(args.repeats),
     ]
     # stderr passes through, so a failing child shows its traceback.
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
     for line in done.stdout.splitlines():
         if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX):])
+            return json.loads(line[len(RESULT_PREFIX) :])
     print(f"  {shape} batch {batch_size} {mode}: the subprocess failed (exit status {done.returncode})")
     return None
 
@@ -457,20 +461,33 @@ def main_table(results: Sequence[dict]) -> str:
         achieved = r["flops"] / r["seconds"] / 1e9
         hit = r.get("hit_rate")
         int8 = r.get("int8_gemm_gflops")
-        rows.append([
-            r["shape"], str(r["batch"]), r.get("mode", "fp32-cache"),
-            f"{r['tokens'] / r['seconds']:.0f}",
-            f"{r['flops'] / r['tokens'] / 1e6:.1f}",
-            f"{achieved:.1f}",
-            f"{r['gemm_gflops']:.1f}",
-            f"{achieved / r['gemm_gflops']:.3f}",
-            "-" if hit is None else f"{100 * hit:.0f}%",
-            "-" if int8 is None else f"{int8:.1f}",
-            f"{r['peak_rss_mb']:.0f}",
-        ])
+        rows.append(
+            [
+                r["shape"],
+                str(r["batch"]),
+                r.get("mode", "fp32-cache"),
+                f"{r['tokens'] / r['seconds']:.0f}",
+                f"{r['flops'] / r['tokens'] / 1e6:.1f}",
+                f"{achieved:.1f}",
+                f"{r['gemm_gflops']:.1f}",
+                f"{achieved / r['gemm_gflops']:.3f}",
+                "-" if hit is None else f"{100 * hit:.0f}%",
+                "-" if int8 is None else f"{int8:.1f}",
+                f"{r['peak_rss_mb']:.0f}",
+            ]
+        )
     header = [
-        "shape", "batch", "mode", "tokens/s", "MFLOP/token", "GFLOP/s", "GEMM GFLOP/s", "ratio",
-        "cache hits", "int8 GEMM GFLOP/s", "peak RSS MB",
+        "shape",
+        "batch",
+        "mode",
+        "tokens/s",
+        "MFLOP/token",
+        "GFLOP/s",
+        "GEMM GFLOP/s",
+        "ratio",
+        "cache hits",
+        "int8 GEMM GFLOP/s",
+        "peak RSS MB",
     ]
     return format_table(header, rows)
 
@@ -482,21 +499,35 @@ def split_table(results: Sequence[dict]) -> str:
         rest_s = r["seconds"] - cnn_s
         rest_flops = r["flops"] - r["token_layer_flops"] * r["positions"]
         loaded, others = r["rss_loaded_mb"], r["others_load"]
-        rows.append([
-            r["shape"], str(r["batch"]), r.get("mode", "fp32-cache"),
-            f"{r['seconds']:.1f}",
-            f"{cnn_s:.1f} ({100 * cnn_s / r['seconds']:.0f}%)",
-            f"{100 * r['char_cnn_words'] / r['positions']:.0f}%",
-            f"{r['token_layer_flops'] * r['char_cnn_words'] / cnn_s / 1e9:.1f}",
-            f"{rest_flops / rest_s / 1e9:.1f}" if rest_s > 0 else "-",
-            f"{r['recurrent_gemm_gflops']:.1f}",
-            f"{r['load_seconds']:.1f}",
-            "-" if loaded is None else f"{loaded:.0f}",
-            "-" if others is None else f"{100 * others:.0f}%",
-        ])
+        rows.append(
+            [
+                r["shape"],
+                str(r["batch"]),
+                r.get("mode", "fp32-cache"),
+                f"{r['seconds']:.1f}",
+                f"{cnn_s:.1f} ({100 * cnn_s / r['seconds']:.0f}%)",
+                f"{100 * r['char_cnn_words'] / r['positions']:.0f}%",
+                f"{r['token_layer_flops'] * r['char_cnn_words'] / cnn_s / 1e9:.1f}",
+                f"{rest_flops / rest_s / 1e9:.1f}" if rest_s > 0 else "-",
+                f"{r['recurrent_gemm_gflops']:.1f}",
+                f"{r['load_seconds']:.1f}",
+                "-" if loaded is None else f"{loaded:.0f}",
+                "-" if others is None else f"{100 * others:.0f}%",
+            ]
+        )
     header = [
-        "shape", "batch", "mode", "run s", "char CNN s", "distinct", "char CNN GFLOP/s", "LSTMs+rest GFLOP/s",
-        "rec GEMM GFLOP/s", "import s", "RSS loaded MB", "others' load",
+        "shape",
+        "batch",
+        "mode",
+        "run s",
+        "char CNN s",
+        "distinct",
+        "char CNN GFLOP/s",
+        "LSTMs+rest GFLOP/s",
+        "rec GEMM GFLOP/s",
+        "import s",
+        "RSS loaded MB",
+        "others' load",
     ]
     return format_table(header, rows)
 
@@ -528,25 +559,33 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sentences", type=int, default=512, help="sentences per configuration (default 512)")
     parser.add_argument(
-        "--shapes", default="original,default",
+        "--shapes",
+        default="original,default",
         help="comma-separated PUBLISHED_OPTIONS names, or 'default' (the shipped model's shape)",
     )
     parser.add_argument("--batch-sizes", default="32,256", help="comma-separated sentences per batch")
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, from {list(MODES)}")
     parser.add_argument(
-        "--data", type=Path, default=DEFAULT_DATA,
-        help="enwiki2015 valid.txt.xz; relative paths are from the repository root "
-        "(synthetic sentences when missing)",
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        help="enwiki2015 valid.txt.xz; relative paths are from the repository root (synthetic sentences when missing)",
     )
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads")
     parser.add_argument(
-        "--repeats", type=int, default=1,
+        "--repeats",
+        type=int,
+        default=1,
         help="time each run this many times and keep the fastest (default 1; raise it on a busy machine)",
     )
     parser.add_argument("--one", metavar="SHAPE:BATCH", help=argparse.SUPPRESS)  # internal: one config
     args = parser.parse_args(argv)
     args.shapes = [s for s in args.shapes.split(",") if s]
-    unknown = [s for s in args.shapes if s.removesuffix("-noclip") not in PUBLISHED_OPTIONS and s.removesuffix("-noclip") != "default"]
+    unknown = [
+        s
+        for s in args.shapes
+        if s.removesuffix("-noclip") not in PUBLISHED_OPTIONS and s.removesuffix("-noclip") != "default"
+    ]
     if unknown or not args.shapes:
         parser.error(
             f"--shapes must name PUBLISHED_OPTIONS entries {sorted(PUBLISHED_OPTIONS)} or 'default', each "
@@ -588,8 +627,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"mean {sum(lengths) / len(lengths):.1f}, min {min(lengths)}, max {max(lengths)} tokens"
     )
     mflops = check_flops_formula()
-    print("MFLOP per position (docs/bilm_tf.md §11, checked): "
-          + ", ".join(f"{shape} {value:.1f}" for shape, value in mflops.items()))
+    print(
+        "MFLOP per position (docs/bilm_tf.md §11, checked): "
+        + ", ".join(f"{shape} {value:.1f}" for shape, value in mflops.items())
+    )
     print(flush=True)
 
     results = []

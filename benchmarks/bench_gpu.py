@@ -39,7 +39,6 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import DEFAULT_DATA, REPO_ROOT, flops_per_position, format_table, load_sentences, shape_options  # noqa: E402
 
-
 from elmo_core import Elmo, compile_recurrence, embed_sentences, load_model_folder, set_recurrence  # noqa: E402
 from elmo_core.model_folder import default_model_dir  # noqa: E402
 
@@ -116,7 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"date     {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
     print(f"device   {torch.cuda.get_device_name()}; torch {torch.__version__}")
     print(f"input    {source}; {len(sentences)} sentences, {tokens} tokens")
-    print(f"GEMM     fp32 {fp32_rate:.1f} TFLOP/s (no TF32), bf16 {bf16_rate:.1f} TFLOP/s (8192^3 torch.mm)\n", flush=True)
+    print(
+        f"GEMM     fp32 {fp32_rate:.1f} TFLOP/s (no TF32), bf16 {bf16_rate:.1f} TFLOP/s (8192^3 torch.mm)\n", flush=True
+    )
 
     rows = []
     for shape in args.shapes.split(","):
@@ -132,9 +133,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 seconds = min(run(model, sentences, batch, mode) for _ in range(2))
                 rate = flops / seconds / 1e12
                 peak = bf16_rate if "bf16" in mode else fp32_rate
-                rows.append([
-                    shape, str(batch), mode, f"{tokens / seconds:,.0f}", f"{rate:.2f}", f"{rate / peak:.4f}",
-                ])
+                rows.append(
+                    [
+                        shape,
+                        str(batch),
+                        mode,
+                        f"{tokens / seconds:,.0f}",
+                        f"{rate:.2f}",
+                        f"{rate / peak:.4f}",
+                    ]
+                )
                 print("  " + " ".join(rows[-1]), flush=True)
     print()
     print(format_table(["shape", "batch", "mode", "tokens/s", "TFLOP/s", "ratio to GEMM of its dtype"], rows))

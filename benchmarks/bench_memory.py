@@ -112,7 +112,14 @@ def load_command(model_args: list[str]) -> list[str]:
         "import sys; from pathlib import Path; from elmo_core.cli import load_model; "
         "a = [None if x == '-' else Path(x) for x in sys.argv[1:]]; load_model(*a)"
     )
-    return [sys.executable, "-c", code, values.get("--model", "-"), values.get("--options", "-"), values.get("--weights", "-")]
+    return [
+        sys.executable,
+        "-c",
+        code,
+        values.get("--model", "-"),
+        values.get("--options", "-"),
+        values.get("--weights", "-"),
+    ]
 
 
 def first_tokens(path: Path, count: int, out: Path) -> int:
@@ -129,13 +136,20 @@ def first_tokens(path: Path, count: int, out: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="enwiki2015 folder (relative paths: from the repository root)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        help="enwiki2015 folder (relative paths: from the repository root)",
+    )
     parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of the measured processes (default 1)")
     parser.add_argument("--batch-sizes", default="32,256")
     parser.add_argument("--sentences", type=int, default=512)
     parser.add_argument("--flat-tokens", default="100000,1000000", help="input sizes of part 2, in tokens")
     parser.add_argument("--skip-flat", action="store_true", help="part 1 only")
-    parser.add_argument("--skip-original", action="store_true", help="no original-shape rows (they need 2 GB of disk and ~3 min)")
+    parser.add_argument(
+        "--skip-original", action="store_true", help="no original-shape rows (they need 2 GB of disk and ~3 min)"
+    )
     args = parser.parse_args(argv)
     data_dir = args.data_dir if args.data_dir.is_absolute() else (REPO_ROOT / args.data_dir).resolve()
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1"}
@@ -172,16 +186,43 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for shape, source_kind, model_args, params in models:
             weights_mib = params * 4 / 2**20
-            options = "PUBLISHED_OPTIONS['original']" if shape == "original" else "read_model_config(default_model_dir())[0]"
-            built, _, _ = measure([sys.executable, "-c", (
-                f"{imports}; from elmo_core import Elmo, PUBLISHED_OPTIONS, read_model_config; "
-                f"from elmo_core.model_folder import default_model_dir; Elmo({options})"
-            )], env)
+            options = (
+                "PUBLISHED_OPTIONS['original']" if shape == "original" else "read_model_config(default_model_dir())[0]"
+            )
+            built, _, _ = measure(
+                [
+                    sys.executable,
+                    "-c",
+                    (
+                        f"{imports}; from elmo_core import Elmo, PUBLISHED_OPTIONS, read_model_config; "
+                        f"from elmo_core.model_folder import default_model_dir; Elmo({options})"
+                    ),
+                ],
+                env,
+            )
             load, load_s, _ = measure(load_command(model_args), env)
-            row = [shape, source_kind, f"{weights_mib:.0f}", f"{base:.0f}", f"{built:.0f}", f"{load:.0f}", f"{load - built:.0f}"]
+            row = [
+                shape,
+                source_kind,
+                f"{weights_mib:.0f}",
+                f"{base:.0f}",
+                f"{built:.0f}",
+                f"{load:.0f}",
+                f"{load - built:.0f}",
+            ]
             for batch in (int(b) for b in args.batch_sizes.split(",")):
                 peak, seconds, last = measure(
-                    [elmo, "embed", str(text), str(work / "out.hdf5"), *model_args, "--batch-size", str(batch), "--no-progress"], env
+                    [
+                        elmo,
+                        "embed",
+                        str(text),
+                        str(work / "out.hdf5"),
+                        *model_args,
+                        "--batch-size",
+                        str(batch),
+                        "--no-progress",
+                    ],
+                    env,
                 )
                 row += [f"{peak:.0f}", f"{seconds:.1f}"]
                 print(f"  {shape} {source_kind} batch {batch}: peak {peak:.0f} MiB, {seconds:.1f} s", flush=True)
@@ -214,12 +255,17 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     out.unlink()
                     results.append((tokens, peak, seconds))
-                    print(f"  default model, --layers top, {tokens} tokens: peak {peak:.0f} MiB, {seconds:.0f} s", flush=True)
+                    print(
+                        f"  default model, --layers top, {tokens} tokens: peak {peak:.0f} MiB, {seconds:.0f} s",
+                        flush=True,
+                    )
                 print()
-                print(format_table(
-                    ["input tokens", "peak RSS MiB", "seconds", "peak / first"],
-                    [[str(t), f"{p:.0f}", f"{s:.0f}", f"{p / results[0][1]:.3f}"] for t, p, s in results],
-                ))
+                print(
+                    format_table(
+                        ["input tokens", "peak RSS MiB", "seconds", "peak / first"],
+                        [[str(t), f"{p:.0f}", f"{s:.0f}", f"{p / results[0][1]:.3f}"] for t, p, s in results],
+                    )
+                )
     print(f"\ntotal wall time {time.perf_counter() - started:.0f} s; load average at the end {load_average()}")
     return 0
 

@@ -117,7 +117,7 @@ def compare(sides: list[Side], num_sentences: int, chunk_size: int) -> None:
     """
     chunks = [range(i, min(i + chunk_size, num_sentences)) for i in range(0, num_sentences, chunk_size)]
     for k, chunk in enumerate(chunks):
-        for side in sides[k % len(sides):] + sides[: k % len(sides)]:
+        for side in sides[k % len(sides) :] + sides[: k % len(sides)]:
             side.time_chunk(chunk)
 
 
@@ -166,14 +166,27 @@ def measure_rss(side: str, folder: Path, sentences: list[list[str]], args: argpa
 
 def rss_in_subprocess(side: str, folder: Path, args: argparse.Namespace) -> dict | None:
     command = [
-        sys.executable, str(Path(__file__).resolve()), "--rss-only", side, "--model", str(folder),
-        "--sentences", str(args.sentences), "--batch-tokens", str(args.batch_tokens),
-        "--batch-size", str(args.batch_size), "--threads", str(args.threads), "--data", str(args.data),
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--rss-only",
+        side,
+        "--model",
+        str(folder),
+        "--sentences",
+        str(args.sentences),
+        "--batch-tokens",
+        str(args.batch_tokens),
+        "--batch-size",
+        str(args.batch_size),
+        "--threads",
+        str(args.threads),
+        "--data",
+        str(args.data),
     ]
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
     for line in done.stdout.splitlines():
         if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX):])
+            return json.loads(line[len(RESULT_PREFIX) :])
     print(f"  the RSS run of {side} failed (exit status {done.returncode})")
     return None
 
@@ -188,8 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     num_tokens = sum(len(s) for s in sentences)
     print("spaCy `elmo` component against the core (benchmarks/bench_spacy.py)")
     print(f"date     {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
-    print(f"versions torch {torch.__version__} ({args.threads} threads), spaCy {spacy.__version__}, "
-          f"Python {platform.python_version()}; load average {load_average()}")
+    print(
+        f"versions torch {torch.__version__} ({args.threads} threads), spaCy {spacy.__version__}, "
+        f"Python {platform.python_version()}; load average {load_average()}"
+    )
     print(f"input    {args.data.name}: {len(sentences)} sentences, {num_tokens} tokens")
 
     with tempfile.TemporaryDirectory(prefix="bench_spacy_") as workdir:
@@ -201,8 +216,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"model    random weights, shape {args.shape!r}")
         else:
             print(f"model    {folder}")
-        print(f"budget   {args.batch_tokens} padded positions per biLM batch; nlp.pipe batch_size "
-              f"{args.batch_size}; turns of {args.chunk} sentences\n", flush=True)
+        print(
+            f"budget   {args.batch_tokens} padded positions per biLM batch; nlp.pipe batch_size "
+            f"{args.batch_size}; turns of {args.chunk} sentences\n",
+            flush=True,
+        )
 
         core_model = load_model_folder(folder, dropout=0.0).eval()
         nlp = build_nlp(folder, args.batch_tokens)
@@ -228,8 +246,10 @@ def main(argv: list[str] | None = None) -> int:
         core, spacy_docs, spacy_texts = sides
         print(f"  core  embed_sentences(layers='all')  {core.rate:8.0f} tokens/s  ({core.seconds:.1f} s)")
         print(f"  spaCy nlp.pipe(Docs)                 {spacy_docs.rate:8.0f} tokens/s  ({spacy_docs.seconds:.1f} s)")
-        print(f"  spaCy nlp.pipe(texts)                {spacy_texts.rate:8.0f} tokens/s  ({spacy_texts.seconds:.1f} s, "
-              f"{spacy_texts.tokens} spaCy tokens)\n")
+        print(
+            f"  spaCy nlp.pipe(texts)                {spacy_texts.rate:8.0f} tokens/s  ({spacy_texts.seconds:.1f} s, "
+            f"{spacy_texts.tokens} spaCy tokens)\n"
+        )
         print(f"ratio spaCy(Docs) / core tokens/s      {spacy_docs.rate / core.rate:.3f}")
         print(f"ratio spaCy(texts) / core tokens/s     {spacy_texts.rate / core.rate:.3f}\n", flush=True)
 
@@ -237,8 +257,10 @@ def main(argv: list[str] | None = None) -> int:
             marks = rss_in_subprocess(side, folder, args)
             if marks and marks.get("early") and marks.get("end"):
                 growth = (marks["end"] - marks["early"]) / marks["early"]
-                print(f"RSS {label:<21} after {RSS_AFTER_DOCS}: {marks['early']:.0f} MB, after "
-                      f"{len(sentences)}: {marks['end']:.0f} MB, growth {100 * growth:+.1f}%  (fresh process)")
+                print(
+                    f"RSS {label:<21} after {RSS_AFTER_DOCS}: {marks['early']:.0f} MB, after "
+                    f"{len(sentences)}: {marks['end']:.0f} MB, growth {100 * growth:+.1f}%  (fresh process)"
+                )
     print(f"load average at the end {load_average()}")
     return 0
 

@@ -34,7 +34,15 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import DEFAULT_DATA, REPO_ROOT, cpu_model, flops_per_position, format_table, load_sentences, shape_options  # noqa: E402
+from bench_core import (  # noqa: E402
+    DEFAULT_DATA,
+    REPO_ROOT,
+    cpu_model,
+    flops_per_position,
+    format_table,
+    load_sentences,
+    shape_options,
+)
 
 from elmo_core import BiLMOptions, batches_by_token_budget, set_recurrence  # noqa: E402
 from elmo_core.training.data import make_batch  # noqa: E402
@@ -117,8 +125,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     counts = Counter(w for s in sentences for w in s)
     vocab = Vocabulary(["<S>", "</S>", "<UNK>"] + [w for w, _ in counts.most_common(49_997)])
     data = batches(sentences, vocab, args.batch_tokens)
-    rates = {p: gemm_tflops(device, torch.bfloat16 if p == "bf16" else torch.float32) for p in args.precisions.split(",")}
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{cpu_model()}, {torch.get_num_threads()} threads"
+    rates = {
+        p: gemm_tflops(device, torch.bfloat16 if p == "bf16" else torch.float32) for p in args.precisions.split(",")
+    }
+    where = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"{cpu_model()}, {torch.get_num_threads()} threads"
+    )
     print("biLM pretraining benchmark (benchmarks/bench_train.py)")
     print(f"date     {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
     print(f"device   {where}; torch {torch.__version__}; {platform.machine()}")

@@ -19,7 +19,7 @@ if __name__ != "elmo_core":  # pragma: no cover - packaging guard
 from .batching import batches_by_token_budget
 from .bilm import BiLM, BiLMOutput
 from .char_cnn import CharCNN
-from .characters import words_to_char_ids, word_to_char_ids
+from .characters import word_to_char_ids, words_to_char_ids
 from .elmo import Elmo, ElmoOutput
 from .embedding import embed_sentences, iter_embeddings
 from .errors import ElmoError, OptionsError, WeightFileError

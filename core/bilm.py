@@ -108,8 +108,14 @@ class BiLM(nn.Module):
         lstm = options.lstm
         self.char_cnn = CharCNN(options)
         stack_args = (
-            lstm.projection_dim, lstm.dim, lstm.projection_dim, lstm.n_layers,
-            lstm.cell_clip, lstm.proj_clip, lstm.use_skip_connections, dropout,
+            lstm.projection_dim,
+            lstm.dim,
+            lstm.projection_dim,
+            lstm.n_layers,
+            lstm.cell_clip,
+            lstm.proj_clip,
+            lstm.use_skip_connections,
+            dropout,
         )
         self.forward_layers = LSTMStack(*stack_args)
         self.backward_layers = LSTMStack(*stack_args)
@@ -208,7 +214,10 @@ class BiLM(nn.Module):
         P = token_embedding.shape[-1]
         dtype = forward_out[-1].dtype
         activations = token_embedding.new_empty(
-            len(forward_out) + 1, batch_size, num_tokens + 2 if self.keep_sentence_boundaries else num_tokens, 2 * P,
+            len(forward_out) + 1,
+            batch_size,
+            num_tokens + 2 if self.keep_sentence_boundaries else num_tokens,
+            2 * P,
             dtype=dtype,
         )
         activations[0, ..., :P] = token_embedding[:, keep]  # layer 0: the token vector twice
@@ -304,8 +313,7 @@ class BiLM(nn.Module):
             return h[:batch_size].index_select(0, order)
 
         return tuple(  # type: ignore[return-value]
-            [(take(h), take(c)) for h, c in self._states[direction]]
-            for direction in ("forward", "backward")
+            [(take(h), take(c)) for h, c in self._states[direction]] for direction in ("forward", "backward")
         )
 
     def _store_states(
@@ -336,7 +344,5 @@ class BiLM(nn.Module):
 def _check_mask(mask: object, char_ids: torch.Tensor) -> torch.Tensor:
     if not isinstance(mask, torch.Tensor) or tuple(mask.shape) != tuple(char_ids.shape[:2]):
         shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
-        raise ValueError(
-            f"mask must be a [batch, tokens] = {tuple(char_ids.shape[:2])} tensor; got {shape}."
-        )
+        raise ValueError(f"mask must be a [batch, tokens] = {tuple(char_ids.shape[:2])} tensor; got {shape}.")
     return mask.bool()

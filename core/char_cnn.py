@@ -46,9 +46,7 @@ class CharCNN(nn.Module):
         self.n_characters = cc.n_characters
         self.char_embedding = nn.Parameter(torch.empty(cc.n_characters - 1, cc.embedding_dim))
         nn.init.uniform_(self.char_embedding, -1.0, 1.0)  # bilm-tf's initialiser
-        self.convolutions = nn.ModuleList(
-            nn.Conv1d(cc.embedding_dim, count, width) for width, count in cc.filters
-        )
+        self.convolutions = nn.ModuleList(nn.Conv1d(cc.embedding_dim, count, width) for width, count in cc.filters)
         self.activation = cc.activation
         self.highway = Highway(cc.n_filters, cc.n_highway)
         projection_dim = options.lstm.projection_dim

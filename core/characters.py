@@ -77,8 +77,7 @@ def word_to_char_ids(word: str, max_characters_per_token: int = 50) -> tuple[int
     """
     if not isinstance(word, str):
         raise TypeError(
-            f"tokens must be str; got {type(word).__name__} {word!r}. Pass each sentence as a "
-            "list of token strings."
+            f"tokens must be str; got {type(word).__name__} {word!r}. Pass each sentence as a list of token strings."
         )
     if word == BOS_TOKEN:
         return _marker_word(BEGINNING_OF_SENTENCE_CHARACTER, max_characters_per_token)
@@ -111,9 +110,7 @@ def check_sentences(sentences: object) -> None:
             )
         for token in sentence:
             if not isinstance(token, str):
-                raise TypeError(
-                    f"sentence {k} holds a {type(token).__name__} ({token!r}); every token must be a str."
-                )
+                raise TypeError(f"sentence {k} holds a {type(token).__name__} ({token!r}); every token must be a str.")
 
 
 def _word_id_bytes(word: str, max_characters_per_token: int) -> bytes:

@@ -1,10 +1,10 @@
 """The `elmo` command line.
 
-    elmo embed INPUT OUTPUT [--layers all|top|average|mix|K] [--model DIR |
-               --options FILE --weights FILE] [--batch-tokens N] [--batch-size N] [--device cpu]
-               [--tokenize] [--window-tokens N] [--window-context N] [--piece-tokens N]
-    torchrun --nproc-per-node N -m elmo_core embed INPUT OUTPUT ...   (several processes)
-    elmo probe TRAIN EVAL [--column 1] [--plot probe.png] [--title T] [--model DIR] [--epochs 5] [--seed 0]
+elmo embed INPUT OUTPUT [--layers all|top|average|mix|K] [--model DIR |
+           --options FILE --weights FILE] [--batch-tokens N] [--batch-size N] [--device cpu]
+           [--tokenize] [--window-tokens N] [--window-context N] [--piece-tokens N]
+torchrun --nproc-per-node N -m elmo_core embed INPUT OUTPUT ...   (several processes)
+elmo probe TRAIN EVAL [--column 1] [--plot probe.png] [--title T] [--model DIR] [--epochs 5] [--seed 0]
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import torch
 import typer
@@ -31,7 +31,9 @@ from .windows import DEFAULT_WINDOW_TOKENS
 PRECISIONS = ("fp32", "int8", "bf16", "fp16")
 
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
     help="ELMo contextual word vectors.",
 )
 
@@ -40,9 +42,8 @@ app = typer.Typer(
 def _commands() -> None:
     """ELMo contextual word vectors (elmo-bilm)."""
 
-def load_model(
-    model: Path | None, options: Path | None, weights: Path | None, device: str = "cpu"
-) -> Elmo:
+
+def load_model(model: Path | None, options: Path | None, weights: Path | None, device: str = "cpu") -> Elmo:
     """The model named on the command line: a model folder, an options/hdf5 pair, or
     else the default model that ships with the package.
 
@@ -97,27 +98,64 @@ def embed(
     input_file: Annotated[Path, typer.Argument(metavar="INPUT", help="Text file, one sentence per line.")],
     output_file: Annotated[Path, typer.Argument(metavar="OUTPUT", help="hdf5 file to write.")],
     layers: Annotated[str, typer.Option(help="all | top | average | mix | a layer index 0..n_layers.")] = "all",
-    model: Annotated[Optional[Path], typer.Option(help="Model folder.")] = None,
-    options: Annotated[Optional[Path], typer.Option(help="bilm-tf options.json (with --weights).")] = None,
-    weights: Annotated[Optional[Path], typer.Option(help="bilm-tf hdf5 weights (with --options).")] = None,
+    model: Annotated[Path | None, typer.Option(help="Model folder.")] = None,
+    options: Annotated[Path | None, typer.Option(help="bilm-tf options.json (with --weights).")] = None,
+    weights: Annotated[Path | None, typer.Option(help="bilm-tf hdf5 weights (with --options).")] = None,
     batch_tokens: Annotated[int, typer.Option(help="Padded positions per batch.")] = DEFAULT_BATCH_TOKENS,
-    batch_size: Annotated[Optional[int], typer.Option(help="At most this many lines per batch (default: the --batch-tokens budget alone decides).")] = None,
-    device: Annotated[str, typer.Option(help="torch device, e.g. cpu or cuda; under torchrun each process uses cuda:LOCAL_RANK.")] = "cpu",
-    tokenize: Annotated[bool, typer.Option(help="Tokenise raw lines (spaCy English rules) instead of splitting on whitespace.")] = False,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar (once, from the first process, under torchrun).")] = True,
-    window_tokens: Annotated[int, typer.Option(help="Read a line longer than this in overlapping windows of this many tokens (0 = read every line whole).")] = DEFAULT_WINDOW_TOKENS,
-    window_context: Annotated[Optional[int], typer.Option(help="Context tokens on each side of a window (default: window-tokens // 8).")] = None,
-    precision: Annotated[str, typer.Option(help="fp32 (exact), int8 (CPU: int8 LSTMs, 1.2-2.8x faster, cosine about 0.9998), bf16 or fp16 (autocast, for GPUs).")] = "fp32",
-    token_cache: Annotated[int, typer.Option(help="Word types kept in the layer-0 cache (0 = off); changes no value.")] = DEFAULT_TOKEN_CACHE_WORDS,
-    piece_tokens: Annotated[int, typer.Option(help="Lines are embedded and saved in pieces of about this many tokens: what a resumed run redoes at most, and the unit torchrun processes share.")] = DEFAULT_PIECE_TOKENS,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(help="At most this many lines per batch (default: the --batch-tokens budget alone decides)."),
+    ] = None,
+    device: Annotated[
+        str, typer.Option(help="torch device, e.g. cpu or cuda; under torchrun each process uses cuda:LOCAL_RANK.")
+    ] = "cpu",
+    tokenize: Annotated[
+        bool, typer.Option(help="Tokenise raw lines (spaCy English rules) instead of splitting on whitespace.")
+    ] = False,
+    progress: Annotated[
+        bool, typer.Option(help="Show a progress bar (once, from the first process, under torchrun).")
+    ] = True,
+    window_tokens: Annotated[
+        int,
+        typer.Option(
+            help="Read a line longer than this in overlapping windows of this many tokens (0 = read every line whole)."
+        ),
+    ] = DEFAULT_WINDOW_TOKENS,
+    window_context: Annotated[
+        int | None, typer.Option(help="Context tokens on each side of a window (default: window-tokens // 8).")
+    ] = None,
+    precision: Annotated[
+        str,
+        typer.Option(
+            help="fp32 (exact), int8 (CPU: int8 LSTMs, 1.2-2.8x faster, cosine about 0.9998), "
+            "bf16 or fp16 (autocast, for GPUs)."
+        ),
+    ] = "fp32",
+    token_cache: Annotated[
+        int, typer.Option(help="Word types kept in the layer-0 cache (0 = off); changes no value.")
+    ] = DEFAULT_TOKEN_CACHE_WORDS,
+    piece_tokens: Annotated[
+        int,
+        typer.Option(
+            help="Lines are embedded and saved in pieces of about this many tokens: what a resumed run "
+            "redoes at most, and the unit torchrun processes share."
+        ),
+    ] = DEFAULT_PIECE_TOKENS,
 ) -> None:
     """Write ELMo vectors for every line of INPUT to the hdf5 file OUTPUT.
 
-    One dataset per input line, named by its 0-based line number, of shape (layers, tokens, dim) for --layers all and (tokens, dim) otherwise; its attribute "tokens" holds the line's tokens, one per row. A blank line gives a dataset with 0 tokens.
+    One dataset per input line, named by its 0-based line number, of shape (layers, tokens, dim)
+    for --layers all and (tokens, dim) otherwise; its attribute "tokens" holds the line's tokens,
+    one per row. A blank line gives a dataset with 0 tokens.
 
-    Work in progress lives in OUTPUT.partial/ and OUTPUT appears only when complete. An interrupted run continues where it stopped when the same command is run again. For several processes or machines, launch with torchrun: `torchrun --nproc-per-node 4 -m elmo_core embed INPUT OUTPUT ...` (see the README's "Big corpora" section).
+    Work in progress lives in OUTPUT.partial/ and OUTPUT appears only when complete. An
+    interrupted run continues where it stopped when the same command is run again. For several
+    processes or machines, launch with torchrun: `torchrun --nproc-per-node 4 -m elmo_core embed
+    INPUT OUTPUT ...` (see the README's "Big corpora" section).
 
-    A line longer than --window-tokens (a whole document on one line, say) is read in overlapping windows, so memory does not grow with its length; see the README's "Long documents" section for what that does to vectors near the cuts.
+    A line longer than --window-tokens (a whole document on one line, say) is read in overlapping
+    windows, so memory does not grow with its length; see the README's "Long documents" section
+    for what that does to vectors near the cuts.
     """
     from .distributed import init_distributed
     from .embed_file import embed_file
@@ -141,10 +179,19 @@ def embed(
             elmo = quantize_int8(elmo)  # refuses a model on a GPU with a one-line ValueError
         autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
         result = embed_file(
-            elmo, input_file, output_file, layers=layer_choice, batch_tokens=batch_tokens, batch_size=batch_size,
-            device=device, autocast_dtype=autocast, window_tokens=window_tokens or None,
-            window_context=window_context if window_tokens else None, piece_tokens=piece_tokens,
-            tokenize=get_tokenizer() if tokenize else None, progress=progress,
+            elmo,
+            input_file,
+            output_file,
+            layers=layer_choice,
+            batch_tokens=batch_tokens,
+            batch_size=batch_size,
+            device=device,
+            autocast_dtype=autocast,
+            window_tokens=window_tokens or None,
+            window_context=window_context if window_tokens else None,
+            piece_tokens=piece_tokens,
+            tokenize=get_tokenizer() if tokenize else None,
+            progress=progress,
             settings={"tokenize": "spacy-en" if tokenize else None, "precision": precision},
         )
     finally:
@@ -155,39 +202,70 @@ def embed(
     if rank == 0 and result.lines == 0:
         typer.echo(f"warning: INPUT {input_file} is empty; OUTPUT holds no sentences.", err=True)
     if rank == 0:
-        resumed = f"; {result.pieces_resumed} of {result.pieces} pieces were already done" if result.pieces_resumed else ""
+        resumed = (
+            f"; {result.pieces_resumed} of {result.pieces} pieces were already done" if result.pieces_resumed else ""
+        )
         typer.echo(f"wrote {result.lines} lines ({result.tokens} tokens) to {output_file}{resumed}", err=True)
 
 
 @app.command()
 def train(
     out: Annotated[Path, typer.Option(help="Output folder: model folder, checkpoint.pt, train_log.jsonl.")],
-    train_files: Annotated[Optional[list[str]], typer.Option("--train", help="Training text: a file or a quoted glob ('train/*.txt.xz'); repeat for more. Optional with --resume.")] = None,
-    valid: Annotated[Optional[Path], typer.Option(help="Held-out text for validation perplexity.")] = None,
-    options: Annotated[Optional[Path], typer.Option(help="bilm-tf options.json of a new model.")] = None,
-    model: Annotated[Optional[Path], typer.Option(help="Continue from this model folder (weights; vocabulary and softmax if it has them).")] = None,
-    resume: Annotated[Optional[Path], typer.Option(help="Continue a run exactly from its checkpoint.pt.")] = None,
-    vocab: Annotated[Optional[Path], typer.Option(help="Vocabulary file (bilm-tf vocab.txt) instead of counting the training text.")] = None,
-    vocab_size: Annotated[Optional[int], typer.Option(help="Keep the N most frequent words (specials included). Default 100000.")] = None,
-    min_count: Annotated[Optional[int], typer.Option(help="Keep words seen at least N times (instead of --vocab-size).")] = None,
-    batch_tokens: Annotated[int, typer.Option(help="Padded positions per batch and process (<S>/</S> included).")] = 4096,
-    max_steps: Annotated[Optional[int], typer.Option(help="Stop at this total number of steps.")] = None,
-    max_hours: Annotated[Optional[float], typer.Option(help="Stop after this many hours of this run.")] = None,
-    lr: Annotated[Optional[float], typer.Option(help="Learning rate (default 1e-3 for adam, 0.2 for adagrad).")] = None,
+    train_files: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--train",
+            help="Training text: a file or a quoted glob ('train/*.txt.xz'); repeat for more. Optional with --resume.",
+        ),
+    ] = None,
+    valid: Annotated[Path | None, typer.Option(help="Held-out text for validation perplexity.")] = None,
+    options: Annotated[Path | None, typer.Option(help="bilm-tf options.json of a new model.")] = None,
+    model: Annotated[
+        Path | None,
+        typer.Option(help="Continue from this model folder (weights; vocabulary and softmax if it has them)."),
+    ] = None,
+    resume: Annotated[Path | None, typer.Option(help="Continue a run exactly from its checkpoint.pt.")] = None,
+    vocab: Annotated[
+        Path | None, typer.Option(help="Vocabulary file (bilm-tf vocab.txt) instead of counting the training text.")
+    ] = None,
+    vocab_size: Annotated[
+        int | None, typer.Option(help="Keep the N most frequent words (specials included). Default 100000.")
+    ] = None,
+    min_count: Annotated[
+        int | None, typer.Option(help="Keep words seen at least N times (instead of --vocab-size).")
+    ] = None,
+    batch_tokens: Annotated[
+        int, typer.Option(help="Padded positions per batch and process (<S>/</S> included).")
+    ] = 4096,
+    max_steps: Annotated[int | None, typer.Option(help="Stop at this total number of steps.")] = None,
+    max_hours: Annotated[float | None, typer.Option(help="Stop after this many hours of this run.")] = None,
+    lr: Annotated[float | None, typer.Option(help="Learning rate (default 1e-3 for adam, 0.2 for adagrad).")] = None,
     optimizer: Annotated[str, typer.Option(help="adam or adagrad (bilm-tf's).")] = "adam",
     dropout: Annotated[float, typer.Option(help="Dropout on LSTM inputs and the top output (bilm-tf: 0.1).")] = 0.1,
     clip_norm: Annotated[float, typer.Option(help="Clip the gradient norm to this (0 = off).")] = 10.0,
     checkpoint_every: Annotated[int, typer.Option(help="Save checkpoint and model folder every N steps.")] = 1000,
     validate_every: Annotated[int, typer.Option(help="Validation perplexity every N steps.")] = 1000,
     log_every: Annotated[int, typer.Option(help="A train_log.jsonl row every N steps.")] = 50,
-    device: Annotated[str, typer.Option(help="torch device (cpu, cuda); under torchrun each rank uses cuda:LOCAL_RANK.")] = "cpu",
+    device: Annotated[
+        str, typer.Option(help="torch device (cpu, cuda); under torchrun each rank uses cuda:LOCAL_RANK.")
+    ] = "cpu",
     precision: Annotated[str, typer.Option(help="auto (bf16 on CUDA, fp32 on CPU), fp32, bf16 or fp16.")] = "auto",
-    pretokenized: Annotated[bool, typer.Option(help="Input is one tokenised sentence per line (see python -m elmo_core.training pretokenize).")] = False,
+    pretokenized: Annotated[
+        bool,
+        typer.Option(help="Input is one tokenised sentence per line (see python -m elmo_core.training pretokenize)."),
+    ] = False,
     seed: Annotated[int, typer.Option(help="Seed for weights, shuffling and dropout.")] = 0,
-    max_sentence_tokens: Annotated[int, typer.Option(help="Cut longer sentences into pieces of this many tokens.")] = 100,
+    max_sentence_tokens: Annotated[
+        int, typer.Option(help="Cut longer sentences into pieces of this many tokens.")
+    ] = 100,
     buffer_sentences: Annotated[int, typer.Option(help="Sentences shuffled and length-sorted together.")] = 20_000,
-    cutoffs: Annotated[Optional[str], typer.Option(help="Adaptive-softmax cluster ends, e.g. '4000,20000' (default: from the vocabulary size).")] = None,
-    prefetch: Annotated[Optional[int], typer.Option(help="Batches built ahead in a worker process (default 8 on CUDA, 0 on CPU).")] = None,
+    cutoffs: Annotated[
+        str | None,
+        typer.Option(help="Adaptive-softmax cluster ends, e.g. '4000,20000' (default: from the vocabulary size)."),
+    ] = None,
+    prefetch: Annotated[
+        int | None, typer.Option(help="Batches built ahead in a worker process (default 8 on CUDA, 0 on CPU).")
+    ] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Pretrain a biLM language model (forward + backward LM, shared adaptive softmax).
@@ -204,14 +282,34 @@ def train(
             check_input_file(path, what)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     summary = run_training(
-        train=train_files, valid=valid, out=out, options=options, model=model, vocab=vocab,
-        vocab_size=vocab_size, min_count=min_count, batch_tokens=batch_tokens, max_steps=max_steps,
-        max_hours=max_hours, lr=lr, optimizer=optimizer, dropout=dropout, clip_norm=clip_norm,
-        checkpoint_every=checkpoint_every, validate_every=validate_every, log_every=log_every,
-        resume=resume, device=device, pretokenized=pretokenized, seed=seed,
-        max_sentence_tokens=max_sentence_tokens, buffer_sentences=buffer_sentences,
-        precision=precision, progress=progress,
-        cutoffs=[int(c) for c in cutoffs.split(",")] if cutoffs else None, prefetch=prefetch,
+        train=train_files,
+        valid=valid,
+        out=out,
+        options=options,
+        model=model,
+        vocab=vocab,
+        vocab_size=vocab_size,
+        min_count=min_count,
+        batch_tokens=batch_tokens,
+        max_steps=max_steps,
+        max_hours=max_hours,
+        lr=lr,
+        optimizer=optimizer,
+        dropout=dropout,
+        clip_norm=clip_norm,
+        checkpoint_every=checkpoint_every,
+        validate_every=validate_every,
+        log_every=log_every,
+        resume=resume,
+        device=device,
+        pretokenized=pretokenized,
+        seed=seed,
+        max_sentence_tokens=max_sentence_tokens,
+        buffer_sentences=buffer_sentences,
+        precision=precision,
+        progress=progress,
+        cutoffs=[int(c) for c in cutoffs.split(",")] if cutoffs else None,
+        prefetch=prefetch,
     )
     if int(os.environ.get("RANK", "0")) == 0:
         typer.echo(f"trained to step {summary['step']} ({summary['tokens']} tokens); model folder: {out}", err=True)
@@ -220,8 +318,12 @@ def train(
 @app.command()
 def perplexity(
     files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Text files (.txt or .txt.xz).")],
-    model: Annotated[Optional[Path], typer.Option(help="Model folder with a language-model head (default: the default model).")] = None,
-    pretokenized: Annotated[bool, typer.Option(help="One tokenised sentence per line instead of raw paragraphs.")] = False,
+    model: Annotated[
+        Path | None, typer.Option(help="Model folder with a language-model head (default: the default model).")
+    ] = None,
+    pretokenized: Annotated[
+        bool, typer.Option(help="One tokenised sentence per line instead of raw paragraphs.")
+    ] = False,
     batch_tokens: Annotated[int, typer.Option(help="Padded positions per batch.")] = DEFAULT_BATCH_TOKENS,
     device: Annotated[str, typer.Option(help="torch device, e.g. cpu or cuda.")] = "cpu",
 ) -> None:
@@ -238,17 +340,33 @@ def perplexity(
     results = run_perplexity(files, model=model, pretokenized=pretokenized, batch_tokens=batch_tokens, device=device)
     typer.echo("file\tforward_ppl\tbackward_ppl\taverage_ppl\tpredictions\tsentences\tunknown_words")
     for path, p in results:
-        typer.echo(f"{path}\t{p.forward:.3f}\t{p.backward:.3f}\t{p.average:.3f}\t{p.tokens}\t{p.sentences}\t{p.unknown}")
+        typer.echo(
+            f"{path}\t{p.forward:.3f}\t{p.backward:.3f}\t{p.average:.3f}\t{p.tokens}\t{p.sentences}\t{p.unknown}"
+        )
 
 
 @app.command()
 def convert(
-    paths: Annotated[list[Path], typer.Argument(
-        metavar="OPTIONS WEIGHTS OUT_DIR | MODEL_DIR OUT_PREFIX | OUT_DIR",
-        help="bilm-tf options.json, hdf5 weights and the model folder to write (see below).",
-    )],
-    to_hdf5: Annotated[bool, typer.Option("--to-hdf5", help="Write MODEL_DIR back to bilm-tf's files: OUT_PREFIX_options.json and OUT_PREFIX_weights.hdf5.")] = False,
-    download: Annotated[Optional[str], typer.Option(help="Download a published model (small, medium, original, original_5.5B) and convert it into OUT_DIR.")] = None,
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="OPTIONS WEIGHTS OUT_DIR | MODEL_DIR OUT_PREFIX | OUT_DIR",
+            help="bilm-tf options.json, hdf5 weights and the model folder to write (see below).",
+        ),
+    ],
+    to_hdf5: Annotated[
+        bool,
+        typer.Option(
+            "--to-hdf5",
+            help="Write MODEL_DIR back to bilm-tf's files: OUT_PREFIX_options.json and OUT_PREFIX_weights.hdf5.",
+        ),
+    ] = False,
+    download: Annotated[
+        str | None,
+        typer.Option(
+            help="Download a published model (small, medium, original, original_5.5B) and convert it into OUT_DIR."
+        ),
+    ] = None,
 ) -> None:
     """Convert between bilm-tf's files (options.json + weights.hdf5) and a model folder.
 
@@ -266,9 +384,13 @@ def convert(
     """
     if to_hdf5 and download:
         raise ElmoError("--to-hdf5 and --download do not go together.")
-    expected = (1, "OUT_DIR") if download else (2, "MODEL_DIR OUT_PREFIX") if to_hdf5 else (3, "OPTIONS WEIGHTS OUT_DIR")
+    expected = (
+        (1, "OUT_DIR") if download else (2, "MODEL_DIR OUT_PREFIX") if to_hdf5 else (3, "OPTIONS WEIGHTS OUT_DIR")
+    )
     if len(paths) != expected[0]:
-        raise ElmoError(f"this form of elmo convert takes {expected[1]}; got {len(paths)} path(s): {[str(p) for p in paths]}.")
+        raise ElmoError(
+            f"this form of elmo convert takes {expected[1]}; got {len(paths)} path(s): {[str(p) for p in paths]}."
+        )
     if not to_hdf5 and not download:
         check_input_file(paths[0], "OPTIONS")
         check_input_file(paths[1], "WEIGHTS")
@@ -284,7 +406,9 @@ def convert(
         weights_path = prefix.with_name(prefix.name + "_weights.hdf5")
         prefix.parent.mkdir(parents=True, exist_ok=True)
         data = elmo.options.to_dict()  # bilm-tf's two sections only, as the published files
-        options_path.write_text(json.dumps({k: data[k] for k in ("lstm", "char_cnn")}, indent=2) + "\n", encoding="utf-8")
+        options_path.write_text(
+            json.dumps({k: data[k] for k in ("lstm", "char_cnn")}, indent=2) + "\n", encoding="utf-8"
+        )
         save_bilm_tf(elmo, weights_path)
         typer.echo(f"wrote {options_path} and {weights_path}", err=True)
         return
@@ -293,7 +417,8 @@ def convert(
     from .plugins import load_plugin
 
     converter = load_plugin(
-        "elmo_core.converters", "hf",
+        "elmo_core.converters",
+        "hf",
         "elmo convert writes a transformers model folder: pip install 'elmo-bilm[hf]'.",
     )
     if download:
@@ -307,12 +432,16 @@ def convert(
 def probe(
     train_file: Annotated[Path, typer.Argument(metavar="TRAIN", help="CoNLL-format file to fit the probes on.")],
     eval_file: Annotated[Path, typer.Argument(metavar="EVAL", help="CoNLL-format file to score them on.")],
-    column: Annotated[int, typer.Option(help="Label column, Python style: 1 = second (CoNLL-2003 POS), -1 = last (NER).")] = 1,
-    plot: Annotated[Optional[Path], typer.Option(help="Save a bar plot of the accuracies here (PNG; needs matplotlib).")] = None,
+    column: Annotated[
+        int, typer.Option(help="Label column, Python style: 1 = second (CoNLL-2003 POS), -1 = last (NER).")
+    ] = 1,
+    plot: Annotated[
+        Path | None, typer.Option(help="Save a bar plot of the accuracies here (PNG; needs matplotlib).")
+    ] = None,
     title: Annotated[str, typer.Option(help="Title of the plot (default: the column and file names).")] = "",
-    model: Annotated[Optional[Path], typer.Option(help="Model folder.")] = None,
-    options: Annotated[Optional[Path], typer.Option(help="bilm-tf options.json (with --weights).")] = None,
-    weights: Annotated[Optional[Path], typer.Option(help="bilm-tf hdf5 weights (with --options).")] = None,
+    model: Annotated[Path | None, typer.Option(help="Model folder.")] = None,
+    options: Annotated[Path | None, typer.Option(help="bilm-tf options.json (with --weights).")] = None,
+    weights: Annotated[Path | None, typer.Option(help="bilm-tf hdf5 weights (with --options).")] = None,
     epochs: Annotated[int, typer.Option(help="Passes over the training tokens.")] = 5,
     batch_size: Annotated[int, typer.Option(help="Tokens per Adam step.")] = 256,
     lr: Annotated[float, typer.Option(help="Adam learning rate (features are standardised).")] = 1e-3,
@@ -335,8 +464,14 @@ def probe(
     train_data = read_conll_column(train_file, column)
     eval_data = read_conll_column(eval_file, column)
     result = run_probe(
-        elmo, train_data, eval_data,
-        epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, batch_tokens=batch_tokens,
+        elmo,
+        train_data,
+        eval_data,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+        batch_tokens=batch_tokens,
     )
     typer.echo("representation\taccuracy\tcorrect\ttokens")
     for name, accuracy, correct in zip(result.names, result.accuracy, result.correct):

@@ -79,9 +79,7 @@ class Elmo(nn.Module):
     ) -> None:
         super().__init__()
         if num_output_representations < 0:
-            raise ValueError(
-                f"num_output_representations must be >= 0; got {num_output_representations}."
-            )
+            raise ValueError(f"num_output_representations must be >= 0; got {num_output_representations}.")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1); got {dropout}.")
         self.options = options

@@ -261,9 +261,13 @@ def embed_file(
     world_size = dist.get_world_size() if distributed else 1
     folder = job_folder(output_path)
     job_settings = {
-        "layers": str(layers), "window_tokens": window_tokens or 0, "window_context": window_context,
+        "layers": str(layers),
+        "window_tokens": window_tokens or 0,
+        "window_context": window_context,
         "tokenize": None if tokenize is None else getattr(tokenize, "__name__", "custom"),
-        "autocast": str(autocast_dtype), "model": model_checksum(model), "dim": model.output_dim,
+        "autocast": str(autocast_dtype),
+        "model": model_checksum(model),
+        "dim": model.output_dim,
         **(settings or {}),
     }
     # Rank 0 reads the input and prepares the job folder; the others wait for its answer.
@@ -284,13 +288,21 @@ def embed_file(
     from tqdm import tqdm
 
     bar = tqdm(  # counts whitespace-separated words (the tokens without --tokenize)
-        total=job["tokens"], initial=job["tokens"] - sum(by_index[i].tokens for i in todo), unit="tok", dynamic_ncols=True,
+        total=job["tokens"],
+        initial=job["tokens"] - sum(by_index[i].tokens for i in todo),
+        unit="tok",
+        dynamic_ncols=True,
         disable=not progress or rank != 0,
     )
     watcher = _PieceWatcher(folder, [by_index[i] for i in todo], mine, bar) if rank == 0 else None
     embed_kwargs = {
-        "layers": layers, "batch_tokens": batch_tokens, "batch_size": batch_size, "device": device,
-        "autocast_dtype": autocast_dtype, "window_tokens": window_tokens, "window_context": window_context,
+        "layers": layers,
+        "batch_tokens": batch_tokens,
+        "batch_size": batch_size,
+        "device": device,
+        "autocast_dtype": autocast_dtype,
+        "window_tokens": window_tokens,
+        "window_context": window_context,
     }
     failure: BaseException | None = None
     try:
@@ -363,8 +375,14 @@ def _prepare_job(input_path: Path, folder: Path, piece_tokens: int, settings: di
     pieces, lines, tokens, sha256 = plan_pieces(input_path, piece_tokens)
     folder.mkdir(exist_ok=True)
     job = {
-        "format": JOB_FORMAT, "input": str(input_path), "input_sha256": sha256, "lines": lines, "tokens": tokens,
-        "piece_tokens": piece_tokens, "settings": settings, "pieces": [asdict(p) for p in pieces],
+        "format": JOB_FORMAT,
+        "input": str(input_path),
+        "input_sha256": sha256,
+        "lines": lines,
+        "tokens": tokens,
+        "piece_tokens": piece_tokens,
+        "settings": settings,
+        "pieces": [asdict(p) for p in pieces],
     }
     atomic_write(job_file, lambda tmp: tmp.write_text(json.dumps(job, indent=1) + "\n", encoding="utf-8"))
     return job, [p.index for p in pieces]

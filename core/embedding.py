@@ -109,9 +109,7 @@ def iter_embeddings(
             pieces.append((i, Window(0, len(sentence), 0, len(sentence))))
         else:
             pieces.extend((i, w) for w in plan_windows(len(sentence), window_tokens, window_context))
-    batches = batches_by_token_budget(
-        [w.end - w.start for _, w in pieces], batch_tokens, max_batch_size=batch_size
-    )
+    batches = batches_by_token_budget([w.end - w.start for _, w in pieces], batch_tokens, max_batch_size=batch_size)
     windows_left = Counter(i for i, _ in pieces)
     # Long sentences being assembled: index -> vectors so far.
     assembling: dict[int, np.ndarray] = {}
@@ -209,9 +207,7 @@ def _autocast(device: torch.device, dtype: torch.dtype | None):
     if dtype is None:
         return contextlib.nullcontext()
     if dtype not in (torch.bfloat16, torch.float16):
-        raise ValueError(
-            f"autocast_dtype must be torch.bfloat16, torch.float16 or None; got {dtype!r}."
-        )
+        raise ValueError(f"autocast_dtype must be torch.bfloat16, torch.float16 or None; got {dtype!r}.")
     return torch.autocast(device.type, dtype=dtype)
 
 

@@ -115,4 +115,7 @@ class FeatureCache:
 
     def __repr__(self) -> str:
         s = self.stats
-        return f"FeatureCache(entries={s.entries}, nbytes={s.nbytes}, max_bytes={s.max_bytes}, hits={s.hits}, misses={s.misses})"
+        return (
+            f"FeatureCache(entries={s.entries}, nbytes={s.nbytes}, max_bytes={s.max_bytes}, "
+            f"hits={s.hits}, misses={s.misses})"
+        )

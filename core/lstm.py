@@ -74,7 +74,9 @@ def lstm_gates(z: torch.Tensor, c: torch.Tensor, cell_clip: float | None) -> tup
     return c_t, torch.sigmoid(o) * torch.tanh(c_t)
 
 
-def _lstm_gates_in_place(z: torch.Tensor, c: torch.Tensor, cell_clip: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _lstm_gates_in_place(
+    z: torch.Tensor, c: torch.Tensor, cell_clip: float | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """`lstm_gates` computed inside `z`, which it overwrites (inference only: no autograd).
 
     The same operations in the same order, so the same values, without the eight
@@ -331,15 +333,29 @@ class LSTMCellWithProjection(nn.Module):
             warnings.filterwarnings("ignore", message="LSTM with projections is not supported with oneDNN")
             if padded:
                 outputs, _, _ = torch.lstm(
-                    inputs.to(dtype), (h0, c0), weights,
-                    True, 1, 0.0, self.training, False, False,  # biases, layers, dropout, train, bidir., batch_first
+                    inputs.to(dtype),
+                    (h0, c0),
+                    weights,
+                    True,
+                    1,
+                    0.0,
+                    self.training,
+                    False,
+                    False,  # biases, layers, dropout, train, bidir., batch_first
                 )
                 active = torch.arange(num_steps)[:, None] < lengths[None, :]  # [steps, batch]
                 return outputs * active[..., None].to(outputs.device), None
             packed = pack_padded_sequence(inputs, lengths, enforce_sorted=True)
             data, h, c = torch.lstm(
-                packed.data.to(dtype), packed.batch_sizes, (h0, c0), weights,
-                True, 1, 0.0, self.training, False,  # has_biases, num_layers, dropout, train, bidirectional
+                packed.data.to(dtype),
+                packed.batch_sizes,
+                (h0, c0),
+                weights,
+                True,
+                1,
+                0.0,
+                self.training,
+                False,  # has_biases, num_layers, dropout, train, bidirectional
             )
         outputs, _ = pad_packed_sequence(
             PackedSequence(data, packed.batch_sizes), total_length=num_steps
@@ -374,9 +390,7 @@ class LSTMStack(nn.Module):
         self.use_skip_connections = use_skip_connections
         self.dropout = dropout
         self.layers = nn.ModuleList(
-            LSTMCellWithProjection(
-                input_size if k == 0 else projection_dim, dim, projection_dim, cell_clip, proj_clip
-            )
+            LSTMCellWithProjection(input_size if k == 0 else projection_dim, dim, projection_dim, cell_clip, proj_clip)
             for k in range(n_layers)
         )
 

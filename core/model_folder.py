@@ -145,8 +145,9 @@ def save_model_folder(model: Elmo, path: str | Path, *, extra_config: dict[str, 
         config.update(extra_config)
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     atomic_write(folder / WEIGHTS_NAME, lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
-    atomic_write(folder / CONFIG_NAME, lambda tmp: Path(tmp).write_text(
-        json.dumps(config, indent=2) + "\n", encoding="utf-8"))
+    atomic_write(
+        folder / CONFIG_NAME, lambda tmp: Path(tmp).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    )
     tokenizer_path = folder / TOKENIZER_CONFIG_NAME
     if not tokenizer_path.exists():
         text = json.dumps(tokenizer_settings(model.options), indent=2) + "\n"
@@ -177,9 +178,7 @@ def read_model_config(path: str | Path) -> tuple[BiLMOptions, dict[str, Any]]:
         raise WeightFileError(f"{config_path} is not valid JSON: {err}.") from None
     if not isinstance(config, dict) or config.get("model_type") != MODEL_TYPE:
         found = config.get("model_type") if isinstance(config, dict) else type(config).__name__
-        raise WeightFileError(
-            f"{config_path} has model_type {found!r}; an ELMo model folder has model_type 'elmo'."
-        )
+        raise WeightFileError(f"{config_path} has model_type {found!r}; an ELMo model folder has model_type 'elmo'.")
     try:
         # Only the two bilm-tf sections: config.json's other keys are the Elmo settings
         # and the Hugging Face bookkeeping, not options (bilm-tf's training `dropout`

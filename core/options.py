@@ -52,7 +52,13 @@ class CharCNNOptions:
 
     embedding_dim: int = 16
     filters: tuple[tuple[int, int], ...] = (
-        (1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024),
+        (1, 32),
+        (2, 32),
+        (3, 64),
+        (4, 128),
+        (5, 256),
+        (6, 512),
+        (7, 1024),
     )
     n_highway: int = 2
     n_characters: int = 262
@@ -124,16 +130,12 @@ class BiLMOptions:
         if not isinstance(cc.n_highway, int) or isinstance(cc.n_highway, bool) or cc.n_highway < 0:
             raise OptionsError(f"char_cnn.n_highway must be an integer >= 0; got {cc.n_highway!r}.")
         if cc.activation not in _ACTIVATIONS:
-            raise OptionsError(
-                f"char_cnn.activation must be one of {_ACTIVATIONS}; got {cc.activation!r}."
-            )
+            raise OptionsError(f"char_cnn.activation must be one of {_ACTIVATIONS}; got {cc.activation!r}.")
         if not cc.filters:
             raise OptionsError("char_cnn.filters must list at least one [width, count] bank; got [].")
         for k, bank in enumerate(cc.filters):
             if len(bank) != 2:
-                raise OptionsError(
-                    f"char_cnn.filters[{k}] must be [width, count]; got {list(bank)!r}."
-                )
+                raise OptionsError(f"char_cnn.filters[{k}] must be [width, count]; got {list(bank)!r}.")
             width, count = bank
             _positive_int(f"char_cnn.filters[{k}] width", width)
             _positive_int(f"char_cnn.filters[{k}] count", count)
@@ -147,14 +149,11 @@ class BiLMOptions:
         _positive_int("lstm.n_layers", lstm.n_layers)
         for name, value in (("lstm.cell_clip", lstm.cell_clip), ("lstm.proj_clip", lstm.proj_clip)):
             if value is not None and (
-                isinstance(value, bool) or not isinstance(value, (int, float))
-                or value < 0 or not math.isfinite(value)
+                isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value)
             ):
                 raise OptionsError(f"{name} must be a finite number >= 0 or null; got {value!r}.")
         if not isinstance(lstm.use_skip_connections, bool):
-            raise OptionsError(
-                f"lstm.use_skip_connections must be true or false; got {lstm.use_skip_connections!r}."
-            )
+            raise OptionsError(f"lstm.use_skip_connections must be true or false; got {lstm.use_skip_connections!r}.")
 
     # ------------------------------------------------------------------ derived sizes
     @property
@@ -229,7 +228,9 @@ class BiLMOptions:
         try:
             data = json.loads(path.read_text(encoding=ENCODING))  # a BOM is dropped
         except (FileNotFoundError, IsADirectoryError):
-            raise OptionsError(f"options file {path} does not exist or is a folder; give the options.json file.") from None
+            raise OptionsError(
+                f"options file {path} does not exist or is a folder; give the options.json file."
+            ) from None
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise OptionsError(f"options file {path} is not valid JSON: {err}.") from None
         try:

@@ -35,4 +35,6 @@ def load_plugin(group: str, name: str, install_hint: str) -> Any:
     try:
         return found[name].load()
     except ImportError as err:
-        raise ElmoError(f"the {group} plug-in {name!r} needs a package that is not installed ({err}). {install_hint}") from None
+        raise ElmoError(
+            f"the {group} plug-in {name!r} needs a package that is not installed ({err}). {install_hint}"
+        ) from None

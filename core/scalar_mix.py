@@ -110,16 +110,13 @@ class ScalarMix(nn.Module):
         return self.gamma.to(mixed.dtype) * mixed
 
 
-
 def _shape(activations: torch.Tensor | Sequence[torch.Tensor]) -> object:
     if isinstance(activations, torch.Tensor):
         return tuple(activations.shape)
     return [tuple(layer.shape) for layer in activations]
 
 
-def _masked_layer_norm(
-    layer: torch.Tensor, mask: torch.Tensor, per_sentence: bool, eps: float = 1e-12
-) -> torch.Tensor:
+def _masked_layer_norm(layer: torch.Tensor, mask: torch.Tensor, per_sentence: bool, eps: float = 1e-12) -> torch.Tensor:
     """One layer normalised by the mean/variance over real positions and features.
 
     per_sentence: statistics over each sentence's own tokens (one mean per batch row);

@@ -202,7 +202,9 @@ def parameter_fingerprint(parameters: Iterable[torch.Tensor], dtype: torch.dtype
     """
     parameters = list(parameters)
     with torch.no_grad():
-        sums = tuple(x for p in parameters for x in (float64_sum(p), float(p.reshape(-1)[::97].sum(dtype=torch.float64))))
+        sums = tuple(
+            x for p in parameters for x in (float64_sum(p), float(p.reshape(-1)[::97].sum(dtype=torch.float64)))
+        )
     return (dtype, sums) + tuple((id(p), p.data_ptr(), p._version, p.device) for p in parameters)
 
 

@@ -10,8 +10,8 @@ the same one; the spaCy object is passed in, never imported.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any, Callable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from .plugins import load_plugin, plugin_names
 
@@ -42,7 +42,9 @@ def get_tokenizer(name: str = DEFAULT_TOKENIZER) -> Callable[[str], list]:
         ElmoError: if no tokenizer of that name is installed (says what is and how to
             install spaCy).
     """
-    factory = load_plugin(TOKENIZER_ENTRY_POINTS, name, "Raw-text tokenisation needs spaCy: pip install 'elmo-bilm[spacy]'.")
+    factory = load_plugin(
+        TOKENIZER_ENTRY_POINTS, name, "Raw-text tokenisation needs spaCy: pip install 'elmo-bilm[spacy]'."
+    )
     return factory()
 
 

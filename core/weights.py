@@ -78,15 +78,19 @@ def _bilm_tf_table(bilm: BiLM) -> list[_Dataset]:
             _Dataset("CNN_proj/b_proj", (P,), (_Target("char_cnn.projection.bias", "copy"),)),
         ]
     for d, stack in enumerate(("forward_layers", "backward_layers")):
-        for l in range(lstm.n_layers):
-            prefix = f"RNN_{d}/RNN/MultiRNNCell/Cell{l}/LSTMCell"
-            cell = f"{stack}.layers.{l}"
-            input_size = P  # layer 0 reads the token vector, layer l > 0 the layer below
+        for layer in range(lstm.n_layers):
+            prefix = f"RNN_{d}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+            cell = f"{stack}.layers.{layer}"
+            input_size = P  # layer 0 reads the token vector, a higher layer the layer below
             table += [
-                _Dataset(f"{prefix}/W_0", (input_size + P, 4 * D), (
-                    _Target(f"{cell}.input_linear.weight", "linear", slice(0, input_size)),
-                    _Target(f"{cell}.state_linear.weight", "linear", slice(input_size, None)),
-                )),
+                _Dataset(
+                    f"{prefix}/W_0",
+                    (input_size + P, 4 * D),
+                    (
+                        _Target(f"{cell}.input_linear.weight", "linear", slice(0, input_size)),
+                        _Target(f"{cell}.state_linear.weight", "linear", slice(input_size, None)),
+                    ),
+                ),
                 _Dataset(f"{prefix}/B", (4 * D,), (_Target(f"{cell}.input_linear.bias", "copy"),)),
                 _Dataset(f"{prefix}/W_P_0", (D, P), (_Target(f"{cell}.state_projection.weight", "linear"),)),
             ]
@@ -257,7 +261,5 @@ def _import_h5py():  # noqa: ANN202
     try:
         import h5py
     except ImportError as err:
-        raise ImportError(
-            "reading or writing bilm-tf hdf5 weights needs h5py: pip install 'elmo-bilm[hdf5]'"
-        ) from err
+        raise ImportError("reading or writing bilm-tf hdf5 weights needs h5py: pip install 'elmo-bilm[hdf5]'") from err
     return h5py

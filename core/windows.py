@@ -70,7 +70,9 @@ def _check_window(window_tokens: object, context: object) -> int:
     return context
 
 
-def plan_windows(num_tokens: int, window_tokens: int = DEFAULT_WINDOW_TOKENS, context: int | None = None) -> list[Window]:
+def plan_windows(
+    num_tokens: int, window_tokens: int = DEFAULT_WINDOW_TOKENS, context: int | None = None
+) -> list[Window]:
     """The windows that cover a sequence of `num_tokens` tokens (see the module docstring).
 
     Args:

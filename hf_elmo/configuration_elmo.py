@@ -78,10 +78,12 @@ class ElmoConfig(PreTrainedConfig):
         **kwargs: Any,
     ) -> None:
         defaults = BiLMOptions().to_dict()
-        options = BiLMOptions.from_dict({
-            "lstm": defaults["lstm"] if lstm is None else lstm,
-            "char_cnn": defaults["char_cnn"] if char_cnn is None else char_cnn,
-        })
+        options = BiLMOptions.from_dict(
+            {
+                "lstm": defaults["lstm"] if lstm is None else lstm,
+                "char_cnn": defaults["char_cnn"] if char_cnn is None else char_cnn,
+            }
+        )
         # Stored as plain dicts with bilm-tf's keys (validated, 261 read as 262).
         self.lstm = options.to_dict()["lstm"]
         self.char_cnn = options.to_dict()["char_cnn"]
@@ -95,7 +97,9 @@ class ElmoConfig(PreTrainedConfig):
         super().__init__(**kwargs)
 
     @classmethod
-    def get_config_dict(cls, pretrained_model_name_or_path: Any, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    def get_config_dict(
+        cls, pretrained_model_name_or_path: Any, **kwargs: Any
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """As transformers', but a config of another `model_type` is an error, not a warning.
 
         Raises:

@@ -40,6 +40,7 @@ from elmo_core.scalar_mix import ScalarMix
 from .configuration_elmo import ElmoConfig
 
 # >>> hf_elmo only
+# isort: split
 from hf_elmo.remote_code import save_generated_code  # absolute: transformers would copy a relative import
 
 # <<< hf_elmo only

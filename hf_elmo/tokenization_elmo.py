@@ -370,7 +370,11 @@ class ElmoTokenizer(PreTrainedTokenizer):
         C = self.max_characters_per_token
         special_ids = set(self.all_special_ids) - {UNK_ID}  # every word is "unknown", none is special
         columns: dict[str, list[Any]] = {
-            "input_ids": [], "char_ids": [], "attention_mask": [], "special_tokens_mask": [], "offset_mapping": []
+            "input_ids": [],
+            "char_ids": [],
+            "attention_mask": [],
+            "special_tokens_mask": [],
+            "offset_mapping": [],
         }
         word_ids, tokens = [], []
         for sentence, offsets in zip(sentences, spans):

@@ -19,8 +19,6 @@ trained mix, tok2vec and projection stay as they are, so predictions do not chan
 
 from __future__ import annotations
 
-from typing import List
-
 from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import Dropout, Maxout, Model, chain, concatenate, with_array
@@ -42,7 +40,7 @@ def ElmoModel_v1(
     weights: str = "",
     max_batch_tokens: int = 4096,
     per_sentence: bool = True,
-) -> Model[List[Doc], List[Floats3d]]:
+) -> Model[list[Doc], list[Floats3d]]:
     """A frozen ELMo biLM: every layer of each Doc, [n_layers + 1, tokens, dim].
 
     Nothing is read when the model is built; the biLM is loaded when the pipeline is
@@ -77,15 +75,16 @@ def ElmoModel_v2(
     window_tokens: int = DEFAULT_WINDOW_TOKENS,
     window_context: int | None = None,
     cache_bytes: int = 0,
-) -> Model[List[Doc], List[Floats3d]]:
+) -> Model[list[Doc], list[Floats3d]]:
     """`spacy-elmo.ElmoModel.v1` plus windows for long units and a cache of each sentence's layers.
 
     The default model of the `elmo` component. Windows: v1 reads every unit whole, so
     one 100,000-token Doc without sentence boundaries becomes one 100,000-step biLM pass;
-    v2 reads a unit longer than `window_tokens` in overlapping windows. Cache: the biLM is frozen, so the layers of a sentence never change. Training a
-    downstream component for several epochs shows it the same sentences again and
-    again; with a cache, the biLM runs on each distinct sentence once and later epochs
-    (and the dev evaluations) read the stored layers. The Docs get the same numbers as
+    v2 reads a unit longer than `window_tokens` in overlapping windows. Cache: the biLM is
+    frozen, so the layers of a sentence never change. Training a downstream component for
+    several epochs shows it the same sentences again and again; with a cache, the biLM
+    runs on each distinct sentence once and later epochs (and the dev evaluations) read
+    the stored layers. The Docs get the same numbers as
     without the cache (up to the float32 rounding of batching, about 1e-6) and
     their own copies, so nothing a Doc's owner does can change the cache.
 
@@ -99,14 +98,14 @@ def ElmoModel_v2(
         `elmo_core.windows` and the README.
     window_context (int | None): Tokens of context on each side of a window's kept
         tokens. null (default) = window_tokens // 8. Leave unset.
-    cache_bytes (int): Memory for cached layers, in bytes; the least recently used
-        sentence goes first when it is full. 0 (the default) caches nothing. A token costs (n_layers + 1) * dim * 4 bytes: 3 KB with the
-        default model, 12 KB with the original, so CoNLL-2003 train + dev (255k tokens)
-        takes 0.8 GB with the default model. Size it to the training and dev data when
-        they fit in memory; a smaller budget still helps, a larger one costs nothing
-        until it is used. Only for training and repeated evaluation: a pipeline that
-        annotates new text once gains nothing from it. A sentence read in windows is
-        cached whole, once all its windows are read.
+    cache_bytes (int): Memory for cached layers, in bytes; the least recently used sentence
+        goes first when it is full. 0 (the default) caches nothing. A token costs (n_layers
+        + 1) * dim * 4 bytes: 3 KB with the default model, 12 KB with the original, so
+        CoNLL-2003 train + dev (255k tokens) takes 0.8 GB with the default model. Size it to
+        the training and dev data when they fit in memory; a smaller budget still helps, a
+        larger one costs nothing until it is used. Only for training and repeated
+        evaluation: a pipeline that annotates new text once gains nothing from it. A
+        sentence read in windows is cached whole, once all its windows are read.
     """
     return build_elmo_model(
         path, options, weights, max_batch_tokens, per_sentence, window_tokens, window_context, cache_bytes=cache_bytes
@@ -116,9 +115,9 @@ def ElmoModel_v2(
 @registry.architectures("spacy-elmo.ElmoListener.v1")
 def ElmoListener_v1(
     upstream: str = "elmo",
-    tok2vec: Model[List[Doc], List[Floats2d]] | None = None,
+    tok2vec: Model[list[Doc], list[Floats2d]] | None = None,
     width: int | None = None,
-) -> Model[List[Doc], List[Floats2d]]:
+) -> Model[list[Doc], list[Floats2d]]:
     """ELMo token vectors from the shared `elmo` component, mixed for this component.
 
     Use it as the `tok2vec` of a downstream component (NER, tagger, ...). It reads the
@@ -142,10 +141,10 @@ def ElmoListener_v1(
 
 @registry.architectures("spacy-elmo.Tok2VecElmo.v1")
 def Tok2VecElmo_v1(
-    elmo: Model[List[Doc], List[Floats3d]],
-    tok2vec: Model[List[Doc], List[Floats2d]] | None = None,
+    elmo: Model[list[Doc], list[Floats3d]],
+    tok2vec: Model[list[Doc], list[Floats2d]] | None = None,
     width: int | None = None,
-) -> Model[List[Doc], List[Floats2d]]:
+) -> Model[list[Doc], list[Floats2d]]:
     """ELMo token vectors with a frozen biLM of its own, for a single consumer.
 
     The same as `spacy-elmo.ElmoListener.v1`, but the component owns its biLM (a
@@ -161,13 +160,13 @@ def Tok2VecElmo_v1(
 
 
 def _mix_and_concatenate(
-    layers: Model[List[Doc], List[Floats3d]],
-    tok2vec: Model[List[Doc], List[Floats2d]] | None,
+    layers: Model[list[Doc], list[Floats3d]],
+    tok2vec: Model[list[Doc], list[Floats2d]] | None,
     width: int | None,
-) -> Model[List[Doc], List[Floats2d]]:
+) -> Model[list[Doc], list[Floats2d]]:
     if width is not None and (isinstance(width, bool) or not isinstance(width, int) or width <= 0):
         raise ValueError(f"width must be a positive integer or null; got {width!r}.")
-    features: Model[List[Doc], List[Floats2d]] = chain(layers, ScalarMix(), Dropout(0.0))
+    features: Model[list[Doc], list[Floats2d]] = chain(layers, ScalarMix(), Dropout(0.0))
     if tok2vec is not None:
         features = concatenate(features, tok2vec)
     if width is not None:

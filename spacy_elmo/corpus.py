@@ -56,9 +56,7 @@ def read_conll_ner(path: str | Path, n_sents: int = 10) -> list[Doc]:
     try:
         text = read_text(path, "CoNLL file")  # BOM dropped, CRLF read as LF
     except ElmoError as err:
-        raise ValueError(
-            f"{err} Give a CoNLL text file or a .spacy DocBin with --paths.train / --paths.dev."
-        ) from None
+        raise ValueError(f"{err} Give a CoNLL text file or a .spacy DocBin with --paths.train / --paths.dev.") from None
     # WikiGold writes "-DOCSTART- O", CoNLL-2003 "-DOCSTART- -X- -X- O": both become the
     # converter's delimiter, followed by a blank line so that it is never read as a token.
     text = _DOCSTART_LINE.sub(_DOC_DELIMITER + "\n", text)

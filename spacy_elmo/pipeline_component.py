@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, List
+from typing import Any
 
 import numpy as np
 import srsly
@@ -51,7 +51,7 @@ install_extensions()
     assigns=["doc.tensor", "doc._.elmo_layers", "doc._.elmo_mix"],
     default_config=DEFAULT_CONFIG["elmo"],
 )
-def make_elmo(nlp: Language, name: str, model: Model[List[Doc], List[Floats3d]]) -> ElmoComponent:
+def make_elmo(nlp: Language, name: str, model: Model[list[Doc], list[Floats3d]]) -> ElmoComponent:
     """Construct an ElmoComponent: a frozen ELMo biLM that annotates every Doc.
 
     Every Doc gets all biLM layers in `doc._.elmo_layers` (float32 numpy on the CPU,
@@ -113,7 +113,7 @@ class ElmoComponent(TrainablePipe):
         listener_map: The listeners of each downstream component, by component name.
     """
 
-    def __init__(self, vocab: Vocab, model: Model[List[Doc], List[Floats3d]], name: str = "elmo") -> None:
+    def __init__(self, vocab: Vocab, model: Model[list[Doc], list[Floats3d]], name: str = "elmo") -> None:
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -316,7 +316,7 @@ class ElmoComponent(TrainablePipe):
 
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
         """The same content as `to_disk`; the weights travel as safetensors bytes."""
-        self.elmo  # load the biLM first if it was not yet
+        _ = self.elmo  # load the biLM first if it was not yet
         serialize = {
             "cfg": lambda: srsly.json_dumps(self.cfg),
             "vocab": lambda: self.vocab.to_bytes(exclude=exclude),

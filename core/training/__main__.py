@@ -13,22 +13,30 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from ..errors import ElmoError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Prepare biLM training data.")
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Prepare biLM training data."
+)
 
 
 @app.command()
 def pretokenize(
-    inputs: Annotated[list[str], typer.Argument(metavar="FILES...", help="Raw text, one paragraph per line (.txt or .txt.xz; globs allowed).")],
-    out: Annotated[Path, typer.Option(help="The cache to write: one sentence per line (.txt, or .txt.xz to compress).")],
+    inputs: Annotated[
+        list[str],
+        typer.Argument(metavar="FILES...", help="Raw text, one paragraph per line (.txt or .txt.xz; globs allowed)."),
+    ],
+    out: Annotated[
+        Path, typer.Option(help="The cache to write: one sentence per line (.txt, or .txt.xz to compress).")
+    ],
     jobs: Annotated[int, typer.Option(help="Worker processes (one input file each at a time).")] = 1,
-    splitter: Annotated[str, typer.Option(help="Entry point in elmo_core.tokenizers that splits paragraphs into sentences.")] = "spacy-en-sentences",
+    splitter: Annotated[
+        str, typer.Option(help="Entry point in elmo_core.tokenizers that splits paragraphs into sentences.")
+    ] = "spacy-en-sentences",
 ) -> None:
     """Split raw paragraphs into tokenised sentences once, into one cache file."""
     from .commands import expand_files
@@ -38,16 +46,21 @@ def pretokenize(
     files = expand_files(inputs)
     sentences, tokens = pretokenize_files(files, out, splitter, jobs=jobs)
     seconds = time.monotonic() - started
-    typer.echo(f"wrote {sentences} sentences, {tokens} tokens from {len(files)} files to {out} "
-               f"in {seconds:.1f} s ({tokens / max(seconds, 1e-9):.0f} tokens/s)", err=True)
+    typer.echo(
+        f"wrote {sentences} sentences, {tokens} tokens from {len(files)} files to {out} "
+        f"in {seconds:.1f} s ({tokens / max(seconds, 1e-9):.0f} tokens/s)",
+        err=True,
+    )
 
 
 @app.command()
 def vocab(
     inputs: Annotated[list[str], typer.Argument(metavar="FILES...", help="Training text (globs allowed).")],
     out: Annotated[Path, typer.Option(help="vocab.txt to write (token<TAB>count per line).")],
-    vocab_size: Annotated[Optional[int], typer.Option(help="Keep the N most frequent (specials included). Default 100000.")] = None,
-    min_count: Annotated[Optional[int], typer.Option(help="Keep words seen at least N times.")] = None,
+    vocab_size: Annotated[
+        int | None, typer.Option(help="Keep the N most frequent (specials included). Default 100000.")
+    ] = None,
+    min_count: Annotated[int | None, typer.Option(help="Keep words seen at least N times.")] = None,
     pretokenized: Annotated[bool, typer.Option(help="Input is one tokenised sentence per line.")] = False,
     splitter: Annotated[str, typer.Option(help="Sentence splitter entry point for raw text.")] = "spacy-en-sentences",
 ) -> None:

@@ -54,9 +54,11 @@ def lm_from_checkpoint(state: dict[str, Any], *, dropout: float | None = None) -
     """A model (random weights; `load_checkpoint` fills them) and vocabulary shaped as in `state`."""
     head = state["head_config"]
     lm = BiLMLanguageModel(
-        BiLMOptions.from_dict(state["options"]), head["n_classes"],
+        BiLMOptions.from_dict(state["options"]),
+        head["n_classes"],
         dropout=state["dropout"] if dropout is None else dropout,
-        cutoffs=head["cutoffs"], div_value=head["div_value"],
+        cutoffs=head["cutoffs"],
+        div_value=head["div_value"],
     )
     return lm, Vocabulary(state["vocab"], state["vocab_counts"])
 
@@ -66,9 +68,13 @@ def get_rng_state(device: torch.device) -> dict[str, Any]:
     state: dict[str, Any] = {
         "python": random.getstate(),
         # Plain lists, so that torch.load(weights_only=True) can read them back.
-        "numpy": {"bit_generator": np_state["bit_generator"], "key": np_state["state"]["key"].tolist(),
-                  "pos": int(np_state["state"]["pos"]), "has_gauss": int(np_state["has_gauss"]),
-                  "gauss": float(np_state["gauss"])},
+        "numpy": {
+            "bit_generator": np_state["bit_generator"],
+            "key": np_state["state"]["key"].tolist(),
+            "pos": int(np_state["state"]["pos"]),
+            "has_gauss": int(np_state["has_gauss"]),
+            "gauss": float(np_state["gauss"]),
+        },
         "torch": torch.get_rng_state(),
     }
     if device.type == "cuda":
@@ -80,11 +86,14 @@ def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     n = state["numpy"]
-    np.random.set_state({
-        "bit_generator": n["bit_generator"],
-        "state": {"key": np.array(n["key"], dtype=np.uint32), "pos": n["pos"]},
-        "has_gauss": n["has_gauss"], "gauss": n["gauss"],
-    })
+    np.random.set_state(
+        {
+            "bit_generator": n["bit_generator"],
+            "state": {"key": np.array(n["key"], dtype=np.uint32), "pos": n["pos"]},
+            "has_gauss": n["has_gauss"],
+            "gauss": n["gauss"],
+        }
+    )
     torch.set_rng_state(state["torch"])
     if device.type == "cuda" and "cuda" in state:
         torch.cuda.set_rng_state(state["cuda"], device)

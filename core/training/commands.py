@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import glob
 import logging
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -143,19 +143,39 @@ def run_training(
     rank, world_size, device = init_distributed(device)
     distributed = world_size > 1
     try:
-        stop = {"max_steps": max_steps, "max_hours": max_hours, "checkpoint_every": checkpoint_every,
-                "validate_every": validate_every, "log_every": log_every, "progress": progress}
+        stop = {
+            "max_steps": max_steps,
+            "max_hours": max_hours,
+            "checkpoint_every": checkpoint_every,
+            "validate_every": validate_every,
+            "log_every": log_every,
+            "progress": progress,
+        }
         if resume is not None:
             start = _start_from_checkpoint(resume, train, stop)
         else:
-            data = {"train": [str(p) for p in expand_files(train or [])], "batch_tokens": batch_tokens,
-                    "max_sentence_tokens": max_sentence_tokens, "buffer_sentences": buffer_sentences,
-                    "seed": seed, "splitter": None if pretokenized else splitter}
-            config = TrainConfig(optimizer=optimizer, lr=lr, clip_norm=clip_norm, precision=precision, seed=seed,
-                                 **stop)
+            data = {
+                "train": [str(p) for p in expand_files(train or [])],
+                "batch_tokens": batch_tokens,
+                "max_sentence_tokens": max_sentence_tokens,
+                "buffer_sentences": buffer_sentences,
+                "seed": seed,
+                "splitter": None if pretokenized else splitter,
+            }
+            config = TrainConfig(
+                optimizer=optimizer, lr=lr, clip_norm=clip_norm, precision=precision, seed=seed, **stop
+            )
             start = _start_from_scratch_or_folder(
-                data, config, options=options, model=model, vocab=vocab, vocab_size=vocab_size,
-                min_count=min_count, dropout=dropout, cutoffs=cutoffs, distributed=distributed,
+                data,
+                config,
+                options=options,
+                model=model,
+                vocab=vocab,
+                vocab_size=vocab_size,
+                min_count=min_count,
+                dropout=dropout,
+                cutoffs=cutoffs,
+                distributed=distributed,
             )
         if prefetch is None:
             prefetch = 8 if device.startswith("cuda") else 0
@@ -253,16 +273,29 @@ def _make_trainer(
     """The trainer over this rank's share of the data stream, restored from the checkpoint if any."""
     data, split = start.data, start.splitter()
     stream = TrainingStream(
-        [Path(p) for p in data["train"]], start.vocabulary, data["batch_tokens"], splitter=split,
-        max_sentence_tokens=data["max_sentence_tokens"], buffer_sentences=data["buffer_sentences"],
-        seed=data["seed"], rank=rank, world_size=world_size,
+        [Path(p) for p in data["train"]],
+        start.vocabulary,
+        data["batch_tokens"],
+        splitter=split,
+        max_sentence_tokens=data["max_sentence_tokens"],
+        buffer_sentences=data["buffer_sentences"],
+        seed=data["seed"],
+        rank=rank,
+        world_size=world_size,
         max_characters_per_token=start.lm.options.char_cnn.max_characters_per_token,
     )
     batches = PrefetchingStream(stream, prefetch) if prefetch else stream
     valid_sentences = list(iter_sentences([Path(valid)], split)) if valid is not None else None
     trainer = Trainer(
-        start.lm, start.vocabulary, batches, start.config, valid_sentences=valid_sentences, out_dir=out,
-        device=device, elmo_settings=start.elmo_settings, checkpoint_extra={"data": data},
+        start.lm,
+        start.vocabulary,
+        batches,
+        start.config,
+        valid_sentences=valid_sentences,
+        out_dir=out,
+        device=device,
+        elmo_settings=start.elmo_settings,
+        checkpoint_extra={"data": data},
     )
     if start.state is not None:
         trainer.load_checkpoint(start.state)
@@ -295,6 +328,12 @@ def run_perplexity(
     results = []
     for path in expand_files(files):
         sentences = list(iter_sentences([path], split))
-        results.append((path, evaluate(lm, sentences, vocab, batch_tokens=batch_tokens, device=torch.device(device),
-                                       precision=precision)))
+        results.append(
+            (
+                path,
+                evaluate(
+                    lm, sentences, vocab, batch_tokens=batch_tokens, device=torch.device(device), precision=precision
+                ),
+            )
+        )
     return results

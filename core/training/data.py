@@ -387,8 +387,13 @@ class PrefetchingStream:
         self.stream.load_state_dict(self._state)
         # A generator of its own: by default a DataLoader draws its worker seed from the
         # global torch RNG, which would shift every later dropout mask.
-        loader = DataLoader(_WithState(self.stream), batch_size=None, num_workers=1, prefetch_factor=self.depth,
-                            generator=torch.Generator().manual_seed(0))
+        loader = DataLoader(
+            _WithState(self.stream),
+            batch_size=None,
+            num_workers=1,
+            prefetch_factor=self.depth,
+            generator=torch.Generator().manual_seed(0),
+        )
         for batch, state in loader:
             self._state = state
             yield batch

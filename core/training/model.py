@@ -39,10 +39,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..atomic_files import atomic_write
 from ..bilm import BiLM
 from ..elmo import Elmo
 from ..errors import WeightFileError
-from ..atomic_files import atomic_write
 from ..model_folder import ELMO_SETTINGS, load_model_folder, read_model_config, save_model_folder
 from ..options import BiLMOptions
 from .vocab import Vocabulary
@@ -300,8 +300,6 @@ def load_language_model(
     for name, tensor in expected.items():
         if name not in state or state[name].shape != tensor.shape:
             found = tuple(state[name].shape) if name in state else "missing"
-            raise WeightFileError(
-                f"{head_path}: tensor '{name}' is {found}, expected {tuple(tensor.shape)}."
-            )
+            raise WeightFileError(f"{head_path}: tensor '{name}' is {found}, expected {tuple(tensor.shape)}.")
     lm.softmax.load_state_dict(state)
     return lm.to(map_location), vocab, settings

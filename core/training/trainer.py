@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -44,6 +43,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..distributed import init_distributed
+from ..memory import release_free_memory
 from .checkpoint import (
     CHECKPOINT_FORMAT,
     atomic_torch_save,
@@ -53,8 +54,6 @@ from .checkpoint import (
     set_rng_state,
     truncate_log,
 )
-from ..distributed import init_distributed
-from ..memory import release_free_memory
 from .data import Batch
 from .model import BiLMLanguageModel, save_language_model
 from .perplexity import Perplexity, autocast_context, evaluate
@@ -272,8 +271,12 @@ class Trainer:
             return None
         share = self.valid_sentences[self.rank :: self.world_size]
         result = evaluate(
-            self.lm, share, self.vocab, batch_tokens=self.config.valid_batch_tokens,
-            device=self.device, precision=self.precision,
+            self.lm,
+            share,
+            self.vocab,
+            batch_tokens=self.config.valid_batch_tokens,
+            device=self.device,
+            precision=self.precision,
         )
         if self.distributed:
             summed = self._all_reduce(torch.tensor(list(result), dtype=torch.float64))
@@ -297,7 +300,10 @@ class Trainer:
         if self._iterator is None:
             self._iterator = iter(self.stream)
         bar = tqdm(
-            total=config.max_steps, initial=self.step, unit="step", dynamic_ncols=True,
+            total=config.max_steps,
+            initial=self.step,
+            unit="step",
+            dynamic_ncols=True,
             disable=not (config.progress and self.is_main),
         )
         interval = _LogInterval()
@@ -318,8 +324,11 @@ class Trainer:
                     callback(self.step, result)
                 bar.update(1)
                 if self.step % 10 == 0 or self.step == 1:
-                    bar.set_postfix(tok_s=f"{interval.words / max(interval.seconds(), 1e-9):.0f}",
-                                    ppl=f"{interval.perplexity():.1f}", refresh=False)
+                    bar.set_postfix(
+                        tok_s=f"{interval.words / max(interval.seconds(), 1e-9):.0f}",
+                        ppl=f"{interval.perplexity():.1f}",
+                        refresh=False,
+                    )
                 if config.max_steps is not None and self.step >= config.max_steps:
                     break  # the last step is validated, logged and saved below
                 validate = config.validate_every and self.step % config.validate_every == 0
@@ -347,8 +356,11 @@ class Trainer:
         elapsed = self.elapsed_before + time.monotonic() - started
         summary: dict[str, Any] = {"step": self.step, "tokens": self.tokens_seen, "elapsed_s": round(elapsed, 1)}
         if last_valid is not None:
-            summary.update(valid_forward_ppl=last_valid.forward, valid_backward_ppl=last_valid.backward,
-                           valid_ppl=last_valid.average)
+            summary.update(
+                valid_forward_ppl=last_valid.forward,
+                valid_backward_ppl=last_valid.backward,
+                valid_ppl=last_valid.average,
+            )
         return summary
 
     def _agree(self, flag: bool) -> bool:
@@ -368,7 +380,8 @@ class Trainer:
 
     def _log_row(self, interval: _LogInterval, valid: Perplexity | None, started: float) -> None:
         sums = self._all_reduce(
-            torch.tensor([interval.forward_nll, interval.backward_nll, interval.tokens], dtype=torch.float64))
+            torch.tensor([interval.forward_nll, interval.backward_nll, interval.tokens], dtype=torch.float64)
+        )
         train_ppl = math.exp((sums[0] + sums[1]).item() / (2 * sums[2].item())) if sums[2] > 0 else None
         row = {
             "step": self.step,
@@ -441,8 +454,10 @@ class Trainer:
         """
         state = load_checkpoint_file(checkpoint) if not isinstance(checkpoint, dict) else checkpoint
         if state["vocab"] != self.vocab.tokens:
-            raise ValueError("the checkpoint's vocabulary differs from this trainer's; build the trainer "
-                             "from the checkpoint (lm_from_checkpoint).")
+            raise ValueError(
+                "the checkpoint's vocabulary differs from this trainer's; build the trainer "
+                "from the checkpoint (lm_from_checkpoint)."
+            )
         if state["world_size"] != self.world_size:
             raise ValueError(
                 f"the checkpoint was written by {state['world_size']} processes, this run has "
@@ -499,5 +514,3 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-

@@ -58,9 +58,7 @@ class Vocabulary:
             )
         for token in tokens:
             if not token or "\t" in token or "\n" in token or "\r" in token:
-                raise ValueError(
-                    f"vocabulary tokens must be non-empty and hold no tab or newline; got {token!r}."
-                )
+                raise ValueError(f"vocabulary tokens must be non-empty and hold no tab or newline; got {token!r}.")
         self._ids = {token: i for i, token in enumerate(tokens)}
         if len(self._ids) != len(tokens):
             repeated = [t for t, n in Counter(tokens).items() if n > 1][:5]

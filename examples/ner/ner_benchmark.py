@@ -41,11 +41,11 @@ from pathlib import Path
 
 import spacy
 from spacy.cli.init_config import init_config
-from spacy.training.initialize import init_nlp
-from spacy.training.loop import train as train_nlp
 from spacy.scorer import get_ner_prf
 from spacy.tokens import DocBin
 from spacy.training import Corpus, Example
+from spacy.training.initialize import init_nlp
+from spacy.training.loop import train as train_nlp
 
 from spacy_elmo.corpus import read_conll_ner
 from spacy_elmo.layers.elmo_model import feature_cache
@@ -173,21 +173,41 @@ def parse_eval(value: str) -> tuple[str, Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--train", type=Path, required=True, help="CoNLL-format training file.")
-    parser.add_argument("--dev", type=Path, required=True, help="CoNLL-format file spaCy scores during training (logged only).")
-    parser.add_argument("--eval", action="append", type=parse_eval, required=True, metavar="[NAME=]PATH",
-                        help="CoNLL-format file to score the final models on; repeat for more.")
+    parser.add_argument(
+        "--dev", type=Path, required=True, help="CoNLL-format file spaCy scores during training (logged only)."
+    )
+    parser.add_argument(
+        "--eval",
+        action="append",
+        type=parse_eval,
+        required=True,
+        metavar="[NAME=]PATH",
+        help="CoNLL-format file to score the final models on; repeat for more.",
+    )
     parser.add_argument("--out", type=Path, required=True, help="Folder for data, configs, models and results.json.")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="spaCy seeds (default: 0).")
     parser.add_argument("--max-steps", type=int, default=2000, help="Training steps of every run (default 2000).")
-    parser.add_argument("--eval-frequency", type=int, default=None,
-                        help="Steps between dev scores (default: max-steps; 200 with --patience).")
-    parser.add_argument("--patience", type=int, default=0,
-                        help="Train to convergence: stop after N steps without a better dev score and score model-best "
-                             "(default 0: train --max-steps and score model-last).")
+    parser.add_argument(
+        "--eval-frequency",
+        type=int,
+        default=None,
+        help="Steps between dev scores (default: max-steps; 200 with --patience).",
+    )
+    parser.add_argument(
+        "--patience",
+        type=int,
+        default=0,
+        help="Train to convergence: stop after N steps without a better dev score and score model-best "
+        "(default 0: train --max-steps and score model-last).",
+    )
     parser.add_argument("--elmo-model", default="", help="ELMo model folder (default: the default model).")
-    parser.add_argument("--cache-mb", type=int, default=DEFAULT_CACHE_MB, help="ELMo feature cache budget in MiB (0 = off).")
+    parser.add_argument(
+        "--cache-mb", type=int, default=DEFAULT_CACHE_MB, help="ELMo feature cache budget in MiB (0 = off)."
+    )
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--n-sents", type=int, default=10, help="Sentences per Doc for files without -DOCSTART- lines.")
     args = parser.parse_args(argv)
@@ -226,12 +246,20 @@ def main(argv: list[str] | None = None) -> int:
         for variant in args.variants:
             run = f"{variant}/seed{seed}"
             run_dir = args.out / variant / f"seed{seed}"
-            budget = f"patience {args.patience}, cap {args.max_steps or 'none'}" if args.patience else f"{args.max_steps} steps"
+            budget = (
+                f"patience {args.patience}, cap {args.max_steps or 'none'}"
+                if args.patience
+                else f"{args.max_steps} steps"
+            )
             print(f"\n=== training {run} ({budget}) ===", flush=True)
             t0 = time.perf_counter()
             # What `spacy train CONFIG --output RUN_DIR --paths.train ...` does, keeping
             # the trained pipeline at hand to read its feature cache's counters.
-            overrides = {"paths.train": str(spacy_files["train"]), "paths.dev": str(spacy_files["dev"]), "system.seed": seed}
+            overrides = {
+                "paths.train": str(spacy_files["train"]),
+                "paths.dev": str(spacy_files["dev"]),
+                "system.seed": seed,
+            }
             config = spacy.util.load_config(args.out / f"{variant}.cfg", overrides=overrides, interpolate=False)
             trained = init_nlp(config)
             run_dir.mkdir(parents=True, exist_ok=True)

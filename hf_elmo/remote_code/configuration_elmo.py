@@ -68,7 +68,13 @@ class CharCNNOptions:
 
     embedding_dim: int = 16
     filters: tuple[tuple[int, int], ...] = (
-        (1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024),
+        (1, 32),
+        (2, 32),
+        (3, 64),
+        (4, 128),
+        (5, 256),
+        (6, 512),
+        (7, 1024),
     )
     n_highway: int = 2
     n_characters: int = 262
@@ -140,16 +146,12 @@ class BiLMOptions:
         if not isinstance(cc.n_highway, int) or isinstance(cc.n_highway, bool) or cc.n_highway < 0:
             raise OptionsError(f"char_cnn.n_highway must be an integer >= 0; got {cc.n_highway!r}.")
         if cc.activation not in _ACTIVATIONS:
-            raise OptionsError(
-                f"char_cnn.activation must be one of {_ACTIVATIONS}; got {cc.activation!r}."
-            )
+            raise OptionsError(f"char_cnn.activation must be one of {_ACTIVATIONS}; got {cc.activation!r}.")
         if not cc.filters:
             raise OptionsError("char_cnn.filters must list at least one [width, count] bank; got [].")
         for k, bank in enumerate(cc.filters):
             if len(bank) != 2:
-                raise OptionsError(
-                    f"char_cnn.filters[{k}] must be [width, count]; got {list(bank)!r}."
-                )
+                raise OptionsError(f"char_cnn.filters[{k}] must be [width, count]; got {list(bank)!r}.")
             width, count = bank
             _positive_int(f"char_cnn.filters[{k}] width", width)
             _positive_int(f"char_cnn.filters[{k}] count", count)
@@ -163,14 +165,11 @@ class BiLMOptions:
         _positive_int("lstm.n_layers", lstm.n_layers)
         for name, value in (("lstm.cell_clip", lstm.cell_clip), ("lstm.proj_clip", lstm.proj_clip)):
             if value is not None and (
-                isinstance(value, bool) or not isinstance(value, (int, float))
-                or value < 0 or not math.isfinite(value)
+                isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value)
             ):
                 raise OptionsError(f"{name} must be a finite number >= 0 or null; got {value!r}.")
         if not isinstance(lstm.use_skip_connections, bool):
-            raise OptionsError(
-                f"lstm.use_skip_connections must be true or false; got {lstm.use_skip_connections!r}."
-            )
+            raise OptionsError(f"lstm.use_skip_connections must be true or false; got {lstm.use_skip_connections!r}.")
 
     # ------------------------------------------------------------------ derived sizes
     @property
@@ -245,7 +244,9 @@ class BiLMOptions:
         try:
             data = json.loads(path.read_text(encoding=ENCODING))  # a BOM is dropped
         except (FileNotFoundError, IsADirectoryError):
-            raise OptionsError(f"options file {path} does not exist or is a folder; give the options.json file.") from None
+            raise OptionsError(
+                f"options file {path} does not exist or is a folder; give the options.json file."
+            ) from None
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise OptionsError(f"options file {path} is not valid JSON: {err}.") from None
         try:
@@ -376,10 +377,12 @@ class ElmoConfig(PreTrainedConfig):
         **kwargs: Any,
     ) -> None:
         defaults = BiLMOptions().to_dict()
-        options = BiLMOptions.from_dict({
-            "lstm": defaults["lstm"] if lstm is None else lstm,
-            "char_cnn": defaults["char_cnn"] if char_cnn is None else char_cnn,
-        })
+        options = BiLMOptions.from_dict(
+            {
+                "lstm": defaults["lstm"] if lstm is None else lstm,
+                "char_cnn": defaults["char_cnn"] if char_cnn is None else char_cnn,
+            }
+        )
         # Stored as plain dicts with bilm-tf's keys (validated, 261 read as 262).
         self.lstm = options.to_dict()["lstm"]
         self.char_cnn = options.to_dict()["char_cnn"]
@@ -393,7 +396,9 @@ class ElmoConfig(PreTrainedConfig):
         super().__init__(**kwargs)
 
     @classmethod
-    def get_config_dict(cls, pretrained_model_name_or_path: Any, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    def get_config_dict(
+        cls, pretrained_model_name_or_path: Any, **kwargs: Any
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """As transformers', but a config of another `model_type` is an error, not a warning.
 
         Raises:

@@ -361,8 +361,10 @@ def generated_sources(hf_dir: Path = HF_DIR, core_dir: Path = CORE_DIR) -> dict[
             if statement.text not in texts:
                 texts.add(statement.text)
                 unique.append(statement)
-        _check_names([(f"elmo_core/{s.module}.py", n) for s in unique for n in s.binds]
-                     + [(f"hf_elmo/{name}.py", n) for n in module.defined])
+        _check_names(
+            [(f"elmo_core/{s.module}.py", n) for s in unique for n in s.binds]
+            + [(f"hf_elmo/{name}.py", n) for n in module.defined]
+        )
         shared[name] = {id(s) for s in statements}
         core_modules = list(dict.fromkeys(s.module for s in unique))
         parts = [_banner(name, core_modules) + module.docstring.rstrip("\n"), "from __future__ import annotations"]

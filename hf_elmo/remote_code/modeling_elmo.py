@@ -194,9 +194,7 @@ class CharCNN(nn.Module):
         self.n_characters = cc.n_characters
         self.char_embedding = nn.Parameter(torch.empty(cc.n_characters - 1, cc.embedding_dim))
         nn.init.uniform_(self.char_embedding, -1.0, 1.0)  # bilm-tf's initialiser
-        self.convolutions = nn.ModuleList(
-            nn.Conv1d(cc.embedding_dim, count, width) for width, count in cc.filters
-        )
+        self.convolutions = nn.ModuleList(nn.Conv1d(cc.embedding_dim, count, width) for width, count in cc.filters)
         self.activation = cc.activation
         self.highway = Highway(cc.n_filters, cc.n_highway)
         projection_dim = options.lstm.projection_dim
@@ -270,8 +268,7 @@ def word_to_char_ids(word: str, max_characters_per_token: int = 50) -> tuple[int
     """
     if not isinstance(word, str):
         raise TypeError(
-            f"tokens must be str; got {type(word).__name__} {word!r}. Pass each sentence as a "
-            "list of token strings."
+            f"tokens must be str; got {type(word).__name__} {word!r}. Pass each sentence as a list of token strings."
         )
     if word == BOS_TOKEN:
         return _marker_word(BEGINNING_OF_SENTENCE_CHARACTER, max_characters_per_token)
@@ -304,9 +301,7 @@ def check_sentences(sentences: object) -> None:
             )
         for token in sentence:
             if not isinstance(token, str):
-                raise TypeError(
-                    f"sentence {k} holds a {type(token).__name__} ({token!r}); every token must be a str."
-                )
+                raise TypeError(f"sentence {k} holds a {type(token).__name__} ({token!r}); every token must be a str.")
 
 
 def _word_id_bytes(word: str, max_characters_per_token: int) -> bytes:
@@ -394,7 +389,9 @@ def lstm_gates(z: torch.Tensor, c: torch.Tensor, cell_clip: float | None) -> tup
     return c_t, torch.sigmoid(o) * torch.tanh(c_t)
 
 
-def _lstm_gates_in_place(z: torch.Tensor, c: torch.Tensor, cell_clip: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _lstm_gates_in_place(
+    z: torch.Tensor, c: torch.Tensor, cell_clip: float | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """`lstm_gates` computed inside `z`, which it overwrites (inference only: no autograd).
 
     The same operations in the same order, so the same values, without the eight
@@ -626,15 +623,29 @@ class LSTMCellWithProjection(nn.Module):
             warnings.filterwarnings("ignore", message="LSTM with projections is not supported with oneDNN")
             if padded:
                 outputs, _, _ = torch.lstm(
-                    inputs.to(dtype), (h0, c0), weights,
-                    True, 1, 0.0, self.training, False, False,  # biases, layers, dropout, train, bidir., batch_first
+                    inputs.to(dtype),
+                    (h0, c0),
+                    weights,
+                    True,
+                    1,
+                    0.0,
+                    self.training,
+                    False,
+                    False,  # biases, layers, dropout, train, bidir., batch_first
                 )
                 active = torch.arange(num_steps)[:, None] < lengths[None, :]  # [steps, batch]
                 return outputs * active[..., None].to(outputs.device), None
             packed = pack_padded_sequence(inputs, lengths, enforce_sorted=True)
             data, h, c = torch.lstm(
-                packed.data.to(dtype), packed.batch_sizes, (h0, c0), weights,
-                True, 1, 0.0, self.training, False,  # has_biases, num_layers, dropout, train, bidirectional
+                packed.data.to(dtype),
+                packed.batch_sizes,
+                (h0, c0),
+                weights,
+                True,
+                1,
+                0.0,
+                self.training,
+                False,  # has_biases, num_layers, dropout, train, bidirectional
             )
         outputs, _ = pad_packed_sequence(
             PackedSequence(data, packed.batch_sizes), total_length=num_steps
@@ -669,9 +680,7 @@ class LSTMStack(nn.Module):
         self.use_skip_connections = use_skip_connections
         self.dropout = dropout
         self.layers = nn.ModuleList(
-            LSTMCellWithProjection(
-                input_size if k == 0 else projection_dim, dim, projection_dim, cell_clip, proj_clip
-            )
+            LSTMCellWithProjection(input_size if k == 0 else projection_dim, dim, projection_dim, cell_clip, proj_clip)
             for k in range(n_layers)
         )
 
@@ -1109,7 +1118,9 @@ def parameter_fingerprint(parameters: Iterable[torch.Tensor], dtype: torch.dtype
     """
     parameters = list(parameters)
     with torch.no_grad():
-        sums = tuple(x for p in parameters for x in (float64_sum(p), float(p.reshape(-1)[::97].sum(dtype=torch.float64))))
+        sums = tuple(
+            x for p in parameters for x in (float64_sum(p), float(p.reshape(-1)[::97].sum(dtype=torch.float64)))
+        )
     return (dtype, sums) + tuple((id(p), p.data_ptr(), p._version, p.device) for p in parameters)
 
 
@@ -1202,8 +1213,14 @@ class BiLM(nn.Module):
         lstm = options.lstm
         self.char_cnn = CharCNN(options)
         stack_args = (
-            lstm.projection_dim, lstm.dim, lstm.projection_dim, lstm.n_layers,
-            lstm.cell_clip, lstm.proj_clip, lstm.use_skip_connections, dropout,
+            lstm.projection_dim,
+            lstm.dim,
+            lstm.projection_dim,
+            lstm.n_layers,
+            lstm.cell_clip,
+            lstm.proj_clip,
+            lstm.use_skip_connections,
+            dropout,
         )
         self.forward_layers = LSTMStack(*stack_args)
         self.backward_layers = LSTMStack(*stack_args)
@@ -1302,7 +1319,10 @@ class BiLM(nn.Module):
         P = token_embedding.shape[-1]
         dtype = forward_out[-1].dtype
         activations = token_embedding.new_empty(
-            len(forward_out) + 1, batch_size, num_tokens + 2 if self.keep_sentence_boundaries else num_tokens, 2 * P,
+            len(forward_out) + 1,
+            batch_size,
+            num_tokens + 2 if self.keep_sentence_boundaries else num_tokens,
+            2 * P,
             dtype=dtype,
         )
         activations[0, ..., :P] = token_embedding[:, keep]  # layer 0: the token vector twice
@@ -1398,8 +1418,7 @@ class BiLM(nn.Module):
             return h[:batch_size].index_select(0, order)
 
         return tuple(  # type: ignore[return-value]
-            [(take(h), take(c)) for h, c in self._states[direction]]
-            for direction in ("forward", "backward")
+            [(take(h), take(c)) for h, c in self._states[direction]] for direction in ("forward", "backward")
         )
 
     def _store_states(
@@ -1430,9 +1449,7 @@ class BiLM(nn.Module):
 def _check_mask(mask: object, char_ids: torch.Tensor) -> torch.Tensor:
     if not isinstance(mask, torch.Tensor) or tuple(mask.shape) != tuple(char_ids.shape[:2]):
         shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
-        raise ValueError(
-            f"mask must be a [batch, tokens] = {tuple(char_ids.shape[:2])} tensor; got {shape}."
-        )
+        raise ValueError(f"mask must be a [batch, tokens] = {tuple(char_ids.shape[:2])} tensor; got {shape}.")
     return mask.bool()
 
 
@@ -1512,7 +1529,9 @@ def _check_window(window_tokens: object, context: object) -> int:
     return context
 
 
-def plan_windows(num_tokens: int, window_tokens: int = DEFAULT_WINDOW_TOKENS, context: int | None = None) -> list[Window]:
+def plan_windows(
+    num_tokens: int, window_tokens: int = DEFAULT_WINDOW_TOKENS, context: int | None = None
+) -> list[Window]:
     """The windows that cover a sequence of `num_tokens` tokens (see the module docstring).
 
     Args:
@@ -1625,9 +1644,7 @@ def iter_embeddings(
             pieces.append((i, Window(0, len(sentence), 0, len(sentence))))
         else:
             pieces.extend((i, w) for w in plan_windows(len(sentence), window_tokens, window_context))
-    batches = batches_by_token_budget(
-        [w.end - w.start for _, w in pieces], batch_tokens, max_batch_size=batch_size
-    )
+    batches = batches_by_token_budget([w.end - w.start for _, w in pieces], batch_tokens, max_batch_size=batch_size)
     windows_left = Counter(i for i, _ in pieces)
     # Long sentences being assembled: index -> vectors so far.
     assembling: dict[int, np.ndarray] = {}
@@ -1725,9 +1742,7 @@ def _autocast(device: torch.device, dtype: torch.dtype | None):
     if dtype is None:
         return contextlib.nullcontext()
     if dtype not in (torch.bfloat16, torch.float16):
-        raise ValueError(
-            f"autocast_dtype must be torch.bfloat16, torch.float16 or None; got {dtype!r}."
-        )
+        raise ValueError(f"autocast_dtype must be torch.bfloat16, torch.float16 or None; got {dtype!r}.")
     return torch.autocast(device.type, dtype=dtype)
 
 
@@ -1902,9 +1917,7 @@ def _shape(activations: torch.Tensor | Sequence[torch.Tensor]) -> object:
     return [tuple(layer.shape) for layer in activations]
 
 
-def _masked_layer_norm(
-    layer: torch.Tensor, mask: torch.Tensor, per_sentence: bool, eps: float = 1e-12
-) -> torch.Tensor:
+def _masked_layer_norm(layer: torch.Tensor, mask: torch.Tensor, per_sentence: bool, eps: float = 1e-12) -> torch.Tensor:
     """One layer normalised by the mean/variance over real positions and features.
 
     per_sentence: statistics over each sentence's own tokens (one mean per batch row);
@@ -1980,9 +1993,7 @@ class Elmo(nn.Module):
     ) -> None:
         super().__init__()
         if num_output_representations < 0:
-            raise ValueError(
-                f"num_output_representations must be >= 0; got {num_output_representations}."
-            )
+            raise ValueError(f"num_output_representations must be >= 0; got {num_output_representations}.")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1); got {dropout}.")
         self.options = options
@@ -2092,9 +2103,7 @@ def read_model_config(path: str | Path) -> tuple[BiLMOptions, dict[str, Any]]:
         raise WeightFileError(f"{config_path} is not valid JSON: {err}.") from None
     if not isinstance(config, dict) or config.get("model_type") != MODEL_TYPE:
         found = config.get("model_type") if isinstance(config, dict) else type(config).__name__
-        raise WeightFileError(
-            f"{config_path} has model_type {found!r}; an ELMo model folder has model_type 'elmo'."
-        )
+        raise WeightFileError(f"{config_path} has model_type {found!r}; an ELMo model folder has model_type 'elmo'.")
     try:
         # Only the two bilm-tf sections: config.json's other keys are the Elmo settings
         # and the Hugging Face bookkeeping, not options (bilm-tf's training `dropout`

@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from transformers import BatchEncoding, PreTrainedTokenizer
@@ -82,8 +82,7 @@ def word_to_char_ids(word: str, max_characters_per_token: int = 50) -> tuple[int
     """
     if not isinstance(word, str):
         raise TypeError(
-            f"tokens must be str; got {type(word).__name__} {word!r}. Pass each sentence as a "
-            "list of token strings."
+            f"tokens must be str; got {type(word).__name__} {word!r}. Pass each sentence as a list of token strings."
         )
     if word == BOS_TOKEN:
         return _marker_word(BEGINNING_OF_SENTENCE_CHARACTER, max_characters_per_token)
@@ -116,9 +115,7 @@ def check_sentences(sentences: object) -> None:
             )
         for token in sentence:
             if not isinstance(token, str):
-                raise TypeError(
-                    f"sentence {k} holds a {type(token).__name__} ({token!r}); every token must be a str."
-                )
+                raise TypeError(f"sentence {k} holds a {type(token).__name__} ({token!r}); every token must be a str.")
 
 
 # ---- elmo_core/errors.py ------------------------------------------------------
@@ -164,7 +161,13 @@ class CharCNNOptions:
 
     embedding_dim: int = 16
     filters: tuple[tuple[int, int], ...] = (
-        (1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024),
+        (1, 32),
+        (2, 32),
+        (3, 64),
+        (4, 128),
+        (5, 256),
+        (6, 512),
+        (7, 1024),
     )
     n_highway: int = 2
     n_characters: int = 262
@@ -236,16 +239,12 @@ class BiLMOptions:
         if not isinstance(cc.n_highway, int) or isinstance(cc.n_highway, bool) or cc.n_highway < 0:
             raise OptionsError(f"char_cnn.n_highway must be an integer >= 0; got {cc.n_highway!r}.")
         if cc.activation not in _ACTIVATIONS:
-            raise OptionsError(
-                f"char_cnn.activation must be one of {_ACTIVATIONS}; got {cc.activation!r}."
-            )
+            raise OptionsError(f"char_cnn.activation must be one of {_ACTIVATIONS}; got {cc.activation!r}.")
         if not cc.filters:
             raise OptionsError("char_cnn.filters must list at least one [width, count] bank; got [].")
         for k, bank in enumerate(cc.filters):
             if len(bank) != 2:
-                raise OptionsError(
-                    f"char_cnn.filters[{k}] must be [width, count]; got {list(bank)!r}."
-                )
+                raise OptionsError(f"char_cnn.filters[{k}] must be [width, count]; got {list(bank)!r}.")
             width, count = bank
             _positive_int(f"char_cnn.filters[{k}] width", width)
             _positive_int(f"char_cnn.filters[{k}] count", count)
@@ -259,14 +258,11 @@ class BiLMOptions:
         _positive_int("lstm.n_layers", lstm.n_layers)
         for name, value in (("lstm.cell_clip", lstm.cell_clip), ("lstm.proj_clip", lstm.proj_clip)):
             if value is not None and (
-                isinstance(value, bool) or not isinstance(value, (int, float))
-                or value < 0 or not math.isfinite(value)
+                isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value)
             ):
                 raise OptionsError(f"{name} must be a finite number >= 0 or null; got {value!r}.")
         if not isinstance(lstm.use_skip_connections, bool):
-            raise OptionsError(
-                f"lstm.use_skip_connections must be true or false; got {lstm.use_skip_connections!r}."
-            )
+            raise OptionsError(f"lstm.use_skip_connections must be true or false; got {lstm.use_skip_connections!r}.")
 
     # ------------------------------------------------------------------ derived sizes
     @property
@@ -341,7 +337,9 @@ class BiLMOptions:
         try:
             data = json.loads(path.read_text(encoding=ENCODING))  # a BOM is dropped
         except (FileNotFoundError, IsADirectoryError):
-            raise OptionsError(f"options file {path} does not exist or is a folder; give the options.json file.") from None
+            raise OptionsError(
+                f"options file {path} does not exist or is a folder; give the options.json file."
+            ) from None
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise OptionsError(f"options file {path} is not valid JSON: {err}.") from None
         try:
@@ -434,7 +432,9 @@ def load_plugin(group: str, name: str, install_hint: str) -> Any:
     try:
         return found[name].load()
     except ImportError as err:
-        raise ElmoError(f"the {group} plug-in {name!r} needs a package that is not installed ({err}). {install_hint}") from None
+        raise ElmoError(
+            f"the {group} plug-in {name!r} needs a package that is not installed ({err}). {install_hint}"
+        ) from None
 
 
 # ---- elmo_core/tokenizers.py --------------------------------------------------
@@ -452,7 +452,9 @@ def get_tokenizer(name: str = DEFAULT_TOKENIZER) -> Callable[[str], list]:
         ElmoError: if no tokenizer of that name is installed (says what is and how to
             install spaCy).
     """
-    factory = load_plugin(TOKENIZER_ENTRY_POINTS, name, "Raw-text tokenisation needs spaCy: pip install 'elmo-bilm[spacy]'.")
+    factory = load_plugin(
+        TOKENIZER_ENTRY_POINTS, name, "Raw-text tokenisation needs spaCy: pip install 'elmo-bilm[spacy]'."
+    )
     return factory()
 
 
@@ -808,7 +810,11 @@ class ElmoTokenizer(PreTrainedTokenizer):
         C = self.max_characters_per_token
         special_ids = set(self.all_special_ids) - {UNK_ID}  # every word is "unknown", none is special
         columns: dict[str, list[Any]] = {
-            "input_ids": [], "char_ids": [], "attention_mask": [], "special_tokens_mask": [], "offset_mapping": []
+            "input_ids": [],
+            "char_ids": [],
+            "attention_mask": [],
+            "special_tokens_mask": [],
+            "offset_mapping": [],
         }
         word_ids, tokens = [], []
         for sentence, offsets in zip(sentences, spans):

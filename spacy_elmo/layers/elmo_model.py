@@ -35,7 +35,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, List
+from typing import Any
 
 import numpy as np
 import srsly
@@ -95,7 +95,7 @@ def build_elmo_model(
     window_tokens: int = DEFAULT_WINDOW_TOKENS,
     window_context: int | None = None,
     cache_bytes: int = 0,
-) -> Model[List[Doc], List[Floats3d]]:
+) -> Model[list[Doc], list[Floats3d]]:
     """The thinc layer; see `spacy_elmo.architectures.ElmoModel_v2` for the arguments."""
     if isinstance(max_batch_tokens, bool) or not isinstance(max_batch_tokens, int) or max_batch_tokens <= 0:
         raise ValueError(f"max_batch_tokens must be a positive integer; got {max_batch_tokens!r}.")
@@ -126,7 +126,7 @@ def build_elmo_model(
     )
 
 
-def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: bool):
+def forward(model: Model[list[Doc], list[Floats3d]], docs: list[Doc], is_train: bool):
     ensure_loaded(model)
     _follow_thinc_device(model)
     num_layers, dim = model.get_dim("nL"), model.get_dim("nO")
@@ -155,14 +155,14 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
         for doc_index, token_indices, words in missing:  # whole units, after all their windows
             cache.put(tuple(words), outputs[doc_index][:, token_indices])
 
-    def backprop(d_outputs: List[Floats3d]) -> List[Doc]:
+    def backprop(d_outputs: list[Floats3d]) -> list[Doc]:
         # The biLM is frozen and Docs take no gradient.
         return []
 
     return outputs, backprop
 
 
-def init(model: Model[List[Doc], List[Floats3d]], X: Any = None, Y: Any = None) -> None:
+def init(model: Model[list[Doc], list[Floats3d]], X: Any = None, Y: Any = None) -> None:
     """Load the biLM from the configured source, unless a biLM is already loaded."""
     if not is_loaded(model):
         set_elmo(model, load_elmo_source(**model.attrs["source"]))
@@ -179,7 +179,7 @@ def _wrap(elmo: Elmo | None) -> Model:
     )
 
 
-def _convert_inputs(model: Model, sentences: List[List[str]], is_train: bool):
+def _convert_inputs(model: Model, sentences: list[list[str]], is_train: bool):
     C = elmo_module_of_wrapper(model).options.char_cnn.max_characters_per_token
     char_ids, mask = words_to_char_ids(sentences, C)  # CPU; BiLM.forward moves them to its device
 
@@ -317,7 +317,7 @@ def deserialize_elmo(current: Elmo | None, data: bytes, device: torch.device) ->
 
 
 # ------------------------------------------------------------------ Docs to units
-def _units(docs: List[Doc], per_sentence: bool):
+def _units(docs: list[Doc], per_sentence: bool):
     """(doc index, token indices, token texts) for each stretch the biLM reads as one sequence.
 
     Reads token attributes with `Doc.to_array` rather than through `Token` objects:

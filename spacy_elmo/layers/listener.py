@@ -16,7 +16,7 @@ zeros on.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List
+from typing import TYPE_CHECKING, Any
 
 from spacy.tokens import Doc
 from thinc.api import Model
@@ -56,7 +56,7 @@ class ElmoListener(Model):
         return self.attrs["upstream_name"]
 
 
-def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: bool):
+def forward(model: Model[list[Doc], list[Floats3d]], docs: list[Doc], is_train: bool):
     upstream = _linked_upstream(model)
     layers = [doc._.elmo_layers for doc in docs]
     missing = [i for i, (doc, x) in enumerate(zip(docs, layers)) if x is None or x.shape[1] != len(doc)]
@@ -64,7 +64,7 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
         for i, x in zip(missing, upstream.predict([docs[i] for i in missing])):
             layers[i] = x
     num_layers, dim = model.get_dim("nL"), model.get_dim("nO")
-    for doc, x in zip(docs, layers):
+    for x in layers:
         if x.shape[0] != num_layers or x.shape[2] != dim:
             raise ValueError(
                 f"doc._.elmo_layers has shape {tuple(x.shape)}, but the ELMo component "
@@ -73,14 +73,14 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
             )
     outputs = [model.ops.asarray3f(x) for x in layers]
 
-    def backprop(d_outputs: List[Floats3d]) -> List[Doc]:
+    def backprop(d_outputs: list[Floats3d]) -> list[Doc]:
         # The biLM is frozen: the gradient stops here.
         return []
 
     return outputs, backprop
 
 
-def init(model: Model[List[Doc], List[Floats3d]], X: Any = None, Y: Any = None) -> None:
+def init(model: Model[list[Doc], list[Floats3d]], X: Any = None, Y: Any = None) -> None:
     upstream = _linked_upstream(model)
     elmo = upstream.elmo  # loads the biLM if the upstream has not yet
     for name, value in (("nO", elmo.output_dim), ("nL", elmo.num_layers)):

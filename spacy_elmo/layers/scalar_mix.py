@@ -9,7 +9,7 @@ a tagger); the layers it mixes come from the frozen biLM and take no gradient.
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any
 
 from thinc.api import Model
 from thinc.types import Floats1d, Floats2d, Floats3d
@@ -19,7 +19,7 @@ __all__ = ["ScalarMix", "SCALAR_MIX_NAME"]
 SCALAR_MIX_NAME = "elmo_scalar_mix"
 
 
-def ScalarMix(nL: int | None = None, nO: int | None = None) -> Model[List[Floats3d], List[Floats2d]]:
+def ScalarMix(nL: int | None = None, nO: int | None = None) -> Model[list[Floats3d], list[Floats2d]]:
     """Mix each Doc's biLM layers into one vector per token, with learned weights.
 
     Args:
@@ -42,7 +42,7 @@ def ScalarMix(nL: int | None = None, nO: int | None = None) -> Model[List[Floats
     )
 
 
-def forward(model: Model[List[Floats3d], List[Floats2d]], Xs: List[Floats3d], is_train: bool):
+def forward(model: Model[list[Floats3d], list[Floats2d]], Xs: list[Floats3d], is_train: bool):
     W = model.get_param("W")
     gamma = model.get_param("gamma")
     xp = model.ops.xp
@@ -54,7 +54,7 @@ def forward(model: Model[List[Floats3d], List[Floats2d]], Xs: List[Floats3d], is
     mixed = xp.tensordot(weights, X, axes=1)  # [all tokens, dim]
     Ys = model.ops.unflatten(gamma[0] * mixed, lengths)
 
-    def backprop(dYs: List[Floats2d]) -> List[Floats3d]:
+    def backprop(dYs: list[Floats2d]) -> list[Floats3d]:
         dY = model.ops.flatten(dYs)  # [all tokens, dim]
         d_gamma = (dY * mixed).sum()
         d_weights = gamma[0] * xp.tensordot(X, dY, axes=([1, 2], [0, 1]))  # [layers]
@@ -68,11 +68,11 @@ def forward(model: Model[List[Floats3d], List[Floats2d]], Xs: List[Floats3d], is
     return Ys, backprop
 
 
-def _no_docs_backprop(dYs: List[Floats2d]) -> List[Floats3d]:
+def _no_docs_backprop(dYs: list[Floats2d]) -> list[Floats3d]:
     return []
 
 
-def init(model: Model[List[Floats3d], List[Floats2d]], X: List[Floats3d] | None = None, Y: Any = None) -> None:
+def init(model: Model[list[Floats3d], list[Floats2d]], X: list[Floats3d] | None = None, Y: Any = None) -> None:
     if X:
         if not model.has_dim("nL"):
             model.set_dim("nL", X[0].shape[0])

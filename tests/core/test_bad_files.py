@@ -72,7 +72,9 @@ def test_hdf5_with_nan_weights_is_refused(tiny_bilm_hdf5):
 
 
 def test_hdf5_path_that_is_a_folder_or_missing(tmp_path):
-    with pytest.raises(WeightFileError, match=r"is a folder, not an hdf5 weight file. For a model folder use load_model_folder"):
+    with pytest.raises(
+        WeightFileError, match=r"is a folder, not an hdf5 weight file. For a model folder use load_model_folder"
+    ):
         load_bilm_tf(make_tiny_elmo(), tmp_path)
     with pytest.raises(WeightFileError, match=r"weight file .*nothing.hdf5 does not exist. Check the path"):
         load_bilm_tf(make_tiny_elmo(), tmp_path / "nothing.hdf5")
@@ -82,10 +84,17 @@ def test_options_that_disagree_with_the_hdf5_weights(tiny_bilm_hdf5):
     _, weights = tiny_bilm_hdf5
     options = make_tiny_options()
     wider = BiLMOptions(char_cnn=options.char_cnn, lstm=LSTMOptions(dim=32, projection_dim=8, n_layers=2))
-    with pytest.raises(WeightFileError, match=r"Cell0/LSTMCell/W_0' has shape \(16, 64\), but the options imply \(16, 128\)\. Check that options.json"):
+    with pytest.raises(
+        WeightFileError,
+        match=r"Cell0/LSTMCell/W_0' has shape \(16, 64\), but the options imply \(16, 128\)\. Check that options.json",
+    ):
         load_bilm_tf(Elmo(wider), weights)
-    more_filters = BiLMOptions(char_cnn=CharCNNOptions(embedding_dim=4, filters=((1, 4), (2, 8), (3, 8)), n_highway=1), lstm=options.lstm)
-    with pytest.raises(WeightFileError, match=r"has no dataset 'CNN/W_cnn_2' \(expected shape \(1, 3, 4, 8\)\).*do the options match"):
+    more_filters = BiLMOptions(
+        char_cnn=CharCNNOptions(embedding_dim=4, filters=((1, 4), (2, 8), (3, 8)), n_highway=1), lstm=options.lstm
+    )
+    with pytest.raises(
+        WeightFileError, match=r"has no dataset 'CNN/W_cnn_2' \(expected shape \(1, 3, 4, 8\)\).*do the options match"
+    ):
         load_bilm_tf(Elmo(more_filters), weights)
 
 
@@ -94,7 +103,10 @@ def test_options_that_disagree_with_the_hdf5_weights(tiny_bilm_hdf5):
 def test_damaged_safetensors_names_the_file_and_the_fix(folder, how):
     damage(folder / "model.safetensors", how)
     for load in (load_model_folder, check_model_folder):
-        with pytest.raises(WeightFileError, match=r"model.safetensors is not a readable safetensors file \(SafetensorError: .*copy or save it again"):
+        with pytest.raises(
+            WeightFileError,
+            match=r"model.safetensors is not a readable safetensors file \(SafetensorError: .*copy or save it again",
+        ):
             load(folder)
 
 
@@ -102,7 +114,10 @@ def test_safetensors_with_nan_weights_is_refused(folder):
     state = load_file(folder / "model.safetensors")
     state["bilm.char_cnn.projection.bias"][1] = float("inf")
     save_file(state, folder / "model.safetensors")
-    with pytest.raises(WeightFileError, match=r"tensor 'bilm.char_cnn.projection.bias' holds 1 NaN or infinite values.*save or download"):
+    with pytest.raises(
+        WeightFileError,
+        match=r"tensor 'bilm.char_cnn.projection.bias' holds 1 NaN or infinite values.*save or download",
+    ):
         load_model_folder(folder)
 
 
@@ -115,13 +130,29 @@ def _edit_config(folder: Path, edit) -> None:
 @pytest.mark.parametrize(
     "edit, error, match",
     [
-        (lambda c: c["lstm"].update(dim=32), WeightFileError,
-         r"tensor 'bilm.forward_layers.layers.0.input_linear.weight' has shape \(64, 8\), but config.json implies \(128, 8\)\. The options in config.json do not match"),
-        (lambda c: c.update(model_type="bert"), WeightFileError, r"config.json has model_type 'bert'; an ELMo model folder has model_type 'elmo'"),
+        (
+            lambda c: c["lstm"].update(dim=32),
+            WeightFileError,
+            r"tensor 'bilm.forward_layers.layers.0.input_linear.weight' has shape \(64, 8\), "
+            r"but config.json implies \(128, 8\)\. The options in config.json do not match",
+        ),
+        (
+            lambda c: c.update(model_type="bert"),
+            WeightFileError,
+            r"config.json has model_type 'bert'; an ELMo model folder has model_type 'elmo'",
+        ),
         (lambda c: c.pop("model_type"), WeightFileError, r"config.json has model_type None"),
         (lambda c: c.pop("lstm"), OptionsError, r"config.json: options must have a 'lstm' object"),
-        (lambda c: c["lstm"].update(dim="big"), OptionsError, r"config.json: lstm.dim must be a positive integer; got 'big'"),
-        (lambda c: c.update(dropout="high"), OptionsError, r"config.json: its Elmo settings cannot be used .*fix the value in config.json"),
+        (
+            lambda c: c["lstm"].update(dim="big"),
+            OptionsError,
+            r"config.json: lstm.dim must be a positive integer; got 'big'",
+        ),
+        (
+            lambda c: c.update(dropout="high"),
+            OptionsError,
+            r"config.json: its Elmo settings cannot be used .*fix the value in config.json",
+        ),
     ],
 )
 def test_config_that_disagrees_with_the_weights_or_is_wrong(folder, edit, error, match):
@@ -135,7 +166,11 @@ def test_config_that_disagrees_with_the_weights_or_is_wrong(folder, edit, error,
 @pytest.mark.parametrize(
     "name, match",
     [
-        ("model.safetensors", r"has no model.safetensors \(the weights\), only \['config.json', 'tokenizer_config.json'\]\. Copy the whole folder again"),
+        (
+            "model.safetensors",
+            r"has no model.safetensors \(the weights\), only \['config.json', 'tokenizer_config.json'\]\. "
+            r"Copy the whole folder again",
+        ),
         ("config.json", r"is not an ELMo model folder: it has no config.json"),
     ],
 )
@@ -155,10 +190,16 @@ def test_config_that_is_not_json(folder):
 
 
 def test_weights_of_another_model_in_the_folder(folder, tmp_path):
-    other = Elmo(BiLMOptions(char_cnn=make_tiny_options().char_cnn, lstm=LSTMOptions(dim=16, projection_dim=8, n_layers=1)))
+    other = Elmo(
+        BiLMOptions(char_cnn=make_tiny_options().char_cnn, lstm=LSTMOptions(dim=16, projection_dim=8, n_layers=1))
+    )
     save_model_folder(other, tmp_path / "other")
     shutil.copy(tmp_path / "other" / "model.safetensors", folder / "model.safetensors")
-    with pytest.raises(WeightFileError, match=r"has no tensor 'bilm.forward_layers.layers.1.input_linear.weight' \(expected shape \(64, 8\)\)\. The file does not belong"):
+    with pytest.raises(
+        WeightFileError,
+        match=r"has no tensor 'bilm.forward_layers.layers.1.input_linear.weight' \(expected shape \(64, 8\)\)\. "
+        r"The file does not belong",
+    ):
         load_model_folder(folder)
 
 

@@ -87,7 +87,7 @@ def run(bilm: BiLM, sentences: list[list[str]]) -> list[torch.Tensor]:
     return [out.activations[:, k, : len(s)] for k, s in enumerate(sentences)]
 
 
-SENTENCES = [["w%d" % j for j in range(1 + k % 12)] for k in range(40)]
+SENTENCES = [[f"w{j}" for j in range(1 + k % 12)] for k in range(40)]
 
 
 @pytest.mark.parametrize("batch_size", [1, 7, 32, 40])

@@ -52,7 +52,11 @@ def test_blank_lines_give_empty_datasets_and_nothing_shifts(tmp_path):
     embed(tmp_path / "in.txt", tmp_path / "out.hdf5", "--model", tmp_path / "model", "--layers", "top")
     out = read_all(tmp_path / "out.hdf5")
     assert {k: v.shape for k, v in out.items()} == {
-        "0": (3, 16), "1": (0, 16), "2": (2, 16), "3": (0, 16), "4": (1, 16)
+        "0": (3, 16),
+        "1": (0, 16),
+        "2": (2, 16),
+        "3": (0, 16),
+        "4": (1, 16),
     }
     expected = elmo.embed([["d", "e"]], layers="top")[0]
     np.testing.assert_allclose(out["2"], expected, atol=1e-6)
@@ -178,7 +182,11 @@ def test_empty_input_warns_and_a_folder_as_input_is_one_clear_line(tmp_path):
     assert result.returncode == 2 and "is a folder; give the path of a file" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out2.hdf5").exists()
-    for args in (["probe", tmp_path, tmp_path], ["perplexity", tmp_path], ["convert", tmp_path, tmp_path, tmp_path / "x"]):
+    for args in (
+        ["probe", tmp_path, tmp_path],
+        ["perplexity", tmp_path],
+        ["convert", tmp_path, tmp_path, tmp_path / "x"],
+    ):
         result = cli(*args)
         assert result.returncode == 2 and "is a folder" in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
@@ -190,7 +198,11 @@ def test_download_without_a_network_is_one_clear_line(tmp_path):
     env = {**__import__("os").environ, "https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"}
     exe = shutil.which("elmo") or str(__import__("pathlib").Path(sys.executable).parent / "elmo")
     result = subprocess.run(
-        [exe, "convert", "--download", "small", str(tmp_path / "model")], capture_output=True, text=True, timeout=120, env=env
+        [exe, "convert", "--download", "small", str(tmp_path / "model")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert result.returncode == 2, result.stderr
     assert "could not download" in result.stderr and "elmo convert OPTIONS WEIGHTS OUT_DIR" in result.stderr

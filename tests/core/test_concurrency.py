@@ -11,7 +11,7 @@ from elmo_core import embed_sentences
 
 from ..conftest import make_tiny_elmo
 
-SENTENCES = [["w%d" % j for j in range(1 + k % 9)] for k in range(12)] + [["hello", "my", "name", "is", "mud", "."]]
+SENTENCES = [[f"w{j}" for j in range(1 + k % 9)] for k in range(12)] + [["hello", "my", "name", "is", "mud", "."]]
 
 
 def run_in_threads(work, threads: int = 2, timeout: float = 120):

@@ -21,8 +21,15 @@ pytestmark = pytest.mark.skipif(
 
 def test_folder_is_complete_and_small():
     names = {p.name for p in default_model_dir().iterdir()}
-    assert {"config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt",
-            "lm_head.safetensors", "README.md", "eval_results.json"} <= names
+    assert {
+        "config.json",
+        "model.safetensors",
+        "tokenizer_config.json",
+        "vocab.txt",
+        "lm_head.safetensors",
+        "README.md",
+        "eval_results.json",
+    } <= names
     assert sum(p.stat().st_size for p in default_model_dir().iterdir()) < 30 * 2**20
 
 
@@ -43,10 +50,14 @@ def test_loads_offline_in_a_fresh_process_and_embeds_real_text():
 def test_vectors_are_contextual():
     model = load_model_folder(default_model_dir(), dropout=0.0)
     river, money = model.embed(
-        [["We", "sat", "on", "the", "bank", "of", "the", "river", "."],
-         ["She", "asked", "the", "bank", "for", "a", "loan", "."]], layers="all")
+        [
+            ["We", "sat", "on", "the", "bank", "of", "the", "river", "."],
+            ["She", "asked", "the", "bank", "for", "a", "loan", "."],
+        ],
+        layers="all",
+    )
     np.testing.assert_array_equal(river[0, 4], money[0, 3])  # layer 0 sees the word only
-    assert np.abs(river[2, 4] - money[2, 3]).max() > 1e-3    # the LSTM layers read the sentence
+    assert np.abs(river[2, 4] - money[2, 3]).max() > 1e-3  # the LSTM layers read the sentence
 
 
 @pytest.mark.slow
@@ -63,5 +74,7 @@ def test_perplexity_command_reproduces_the_model_card():
     assert result.exit_code == 0, result.output
     row = result.output.strip().split("\n")[-1].split("\t")
     assert [round(float(x), 2) for x in row[1:4]] == [
-        round(card["forward_ppl"], 2), round(card["backward_ppl"], 2), round(card["average_ppl"], 2)
+        round(card["forward_ppl"], 2),
+        round(card["backward_ppl"], 2),
+        round(card["average_ppl"], 2),
     ]

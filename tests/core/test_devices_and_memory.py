@@ -110,7 +110,10 @@ def test_twelve_thousand_sentences_in_one_call_use_bounded_memory(tmp_path):
     script = tmp_path / "r14.py"
     script.write_text(MANY_SENTENCES_CHILD, encoding="utf-8")
     done = subprocess.run(
-        [sys.executable, str(script), str(REPO)], capture_output=True, text=True, timeout=300,
+        [sys.executable, str(script), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 0, done.stderr[-3000:]

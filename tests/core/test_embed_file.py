@@ -29,7 +29,10 @@ TIMEOUT = 300
 
 def run(*args: object, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(a) for a in args], capture_output=True, text=True, timeout=TIMEOUT,
+        [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
         env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
     )
 
@@ -91,8 +94,19 @@ def test_two_torchrun_processes_write_the_single_process_file(fixture_dir, fixtu
 def test_progress_is_shown_once_under_torchrun(tmp_path):
     save_model_folder(make_tiny_elmo(), tmp_path / "model")
     (tmp_path / "in.txt").write_text("a b c\nd e\n" * 20, encoding="utf-8")
-    result = run(*torchrun("-m", "elmo_core", "embed", tmp_path / "in.txt", tmp_path / "o.hdf5",
-                           "--model", tmp_path / "model", "--piece-tokens", 20))
+    result = run(
+        *torchrun(
+            "-m",
+            "elmo_core",
+            "embed",
+            tmp_path / "in.txt",
+            tmp_path / "o.hdf5",
+            "--model",
+            tmp_path / "model",
+            "--piece-tokens",
+            20,
+        )
+    )
     assert result.returncode == 0, result.stderr
     # One bar (tqdm ends it with the full count once), not one per process.
     assert result.stderr.count("100/100") == 1, result.stderr
@@ -110,7 +124,9 @@ def test_an_interrupted_embed_resumes_to_the_same_file(fixture_dir, fixture_mode
     folder = job_folder(out)
     process = subprocess.Popen(
         [str(a) for a in (BIN / "elmo", "embed", text, out, *fixture_model, *common)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     deadline = time.monotonic() + TIMEOUT
     num_pieces = len(plan_pieces(text, 200)[0])
@@ -175,7 +191,10 @@ def test_resuming_with_other_settings_or_input_is_refused(tmp_path):
     _prepare_job(text, folder, 100, {"layers": "all"})
     other = run(BIN / "elmo", "embed", text, out, "--model", tmp_path / "model", "--layers", "top")
     assert other.returncode == 2
-    assert "holds an unfinished job with other settings" in other.stderr and "layers: 'all' then, 'top' now" in other.stderr
+    assert (
+        "holds an unfinished job with other settings" in other.stderr
+        and "layers: 'all' then, 'top' now" in other.stderr
+    )
     text.write_text("something else\n", encoding="utf-8")
     changed = run(BIN / "elmo", "embed", text, out, "--model", tmp_path / "model")
     assert changed.returncode == 2 and "unfinished job for another input" in changed.stderr

@@ -29,7 +29,7 @@ def test_same_sentence_same_vectors_across_calls_and_instances(tmp_path):
 # Outputs do not depend on the batch size.
 def test_batch_size_does_not_change_vectors():
     elmo = make_tiny_elmo()
-    sentences = [["w%d" % j for j in range(1 + k % 12)] for k in range(40)]
+    sentences = [[f"w{j}" for j in range(1 + k % 12)] for k in range(40)]
     runs = {b: elmo.embed(sentences, layers="all", batch_size=b) for b in (1, 7, 32, 40)}
     for k, sentence in enumerate(sentences):
         assert runs[1][k].shape == (3, len(sentence), 16)
@@ -39,7 +39,7 @@ def test_batch_size_does_not_change_vectors():
 
 def test_token_budget_does_not_change_vectors():
     elmo = make_tiny_elmo()
-    sentences = [["w%d" % j for j in range(1 + (7 * k) % 23)] for k in range(30)]
+    sentences = [[f"w{j}" for j in range(1 + (7 * k) % 23)] for k in range(30)]
     reference = elmo.embed(sentences, layers="mix", batch_tokens=100_000)
     for budget in (1, 30, 257):
         for got, want in zip(elmo.embed(sentences, layers="mix", batch_tokens=budget), reference):
@@ -115,7 +115,7 @@ def test_argument_errors_name_the_argument_the_caller_gave(tmp_path):
     with pytest.raises(TypeError, match="sentences must be a list of sentences"):
         embed_sentences(elmo, None)
     # window_tokens=0 means "no windows", as on the command line.
-    long = ["w%d" % k for k in range(50)]
+    long = [f"w{k}" for k in range(50)]
     np.testing.assert_array_equal(
         embed_sentences(elmo, [long], window_tokens=0)[0], embed_sentences(elmo, [long], window_tokens=None)[0]
     )

@@ -18,9 +18,32 @@ from elmo_core import embed_sentences, word_to_char_ids, words_to_char_ids
 from ..conftest import make_tiny_elmo
 
 ODD_TOKENS = [
-    "", " ", "\t", "\n", "\r\n", "\x00", "\x7f", "\u200b", "\u200d", "\ufeff", "\u00a0",
-    "👨‍👩‍👧‍👦", "🏳️‍🌈", "👍🏽", "e\u0301\u0302\u0303", "\u0301", "שלום", "مرحبا", "\u202eabc\u202c",
-    "x" * 300, "中" * 100, "😀" * 80, "<S>", "</S>", "\ud800", "a\udfffb",
+    "",
+    " ",
+    "\t",
+    "\n",
+    "\r\n",
+    "\x00",
+    "\x7f",
+    "\u200b",
+    "\u200d",
+    "\ufeff",
+    "\u00a0",
+    "👨‍👩‍👧‍👦",
+    "🏳️‍🌈",
+    "👍🏽",
+    "e\u0301\u0302\u0303",
+    "\u0301",
+    "שלום",
+    "مرحبا",
+    "\u202eabc\u202c",
+    "x" * 300,
+    "中" * 100,
+    "😀" * 80,
+    "<S>",
+    "</S>",
+    "\ud800",
+    "a\udfffb",
 ]
 
 # Any code point (surrogates too), short and very long tokens, and the odd ones above.
@@ -33,7 +56,10 @@ sentences = st.lists(tokens, max_size=8)
 batches = st.lists(sentences, min_size=1, max_size=6)
 
 FUZZ = settings(
-    max_examples=40, deadline=None, derandomize=True, database=None,
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 

@@ -11,7 +11,7 @@ from elmo_core.lstm import lstm_gates
 
 from ..conftest import make_tiny_elmo
 
-TEXT = [["the", "cat", "sat", "on", "the", "mat", "."], ["a"], ["w%d" % k for k in range(23)]]
+TEXT = [["the", "cat", "sat", "on", "the", "mat", "."], ["a"], [f"w{k}" for k in range(23)]]
 # torch.compile's own imports still touch torch.jit, which warns about itself.
 JIT_WARNING = "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
 

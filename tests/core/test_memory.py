@@ -39,8 +39,11 @@ _MEASURE = (
 def peak_rss_mib(command: list[str]) -> float:
     """Run `command` to completion in a fresh process; its own peak resident size in MiB."""
     done = subprocess.run(
-        [sys.executable, "-c", _MEASURE, *command], capture_output=True, text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=1800,
+        [sys.executable, "-c", _MEASURE, *command],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=1800,
     )
     returncode, peak = done.stdout.split()
     assert returncode == "0", done.stderr
@@ -60,17 +63,29 @@ def test_loading_holds_each_weight_once(tmp_path):
     del elmo
     load = "from pathlib import Path; from elmo_core.cli import load_model; load_model({})"
     # A process that only builds the model holds each weight once, by construction.
-    built = peak_rss_mib([sys.executable, "-c", "import elmo_core.cli, h5py, safetensors; from elmo_core import Elmo, "
-                          "PUBLISHED_OPTIONS; Elmo(PUBLISHED_OPTIONS['small'])"])
+    built = peak_rss_mib(
+        [
+            sys.executable,
+            "-c",
+            "import elmo_core.cli, h5py, safetensors; from elmo_core import Elmo, "
+            "PUBLISHED_OPTIONS; Elmo(PUBLISHED_OPTIONS['small'])",
+        ]
+    )
     from_folder = peak_rss_mib([sys.executable, "-c", load.format(f"Path({str(tmp_path / 'model')!r}), None, None")])
-    from_hdf5 = peak_rss_mib([sys.executable, "-c", load.format(
-        f"None, Path({str(tmp_path / 'options.json')!r}), Path({str(tmp_path / 'weights.hdf5')!r})"
-    )])
+    from_hdf5 = peak_rss_mib(
+        [
+            sys.executable,
+            "-c",
+            load.format(f"None, Path({str(tmp_path / 'options.json')!r}), Path({str(tmp_path / 'weights.hdf5')!r})"),
+        ]
+    )
     # Loading adds only a few read blocks of 4 MiB; a second copy of the weights (52 MiB,
     # as safetensors' load_file + load_state_dict made) or of the largest tensors (16 MiB,
     # as reading whole hdf5 datasets did) would not fit.
     for name, peak in (("model folder", from_folder), ("hdf5", from_hdf5)):
-        assert peak - built < 16, f"{name}: {peak - built:.0f} MiB more than the built model ({weights_mib:.0f} MiB of weights)"
+        assert peak - built < 16, (
+            f"{name}: {peak - built:.0f} MiB more than the built model ({weights_mib:.0f} MiB of weights)"
+        )
 
 
 GLIBC = sys.platform.startswith("linux") and os.confstr("CS_GNU_LIBC_VERSION") is not None
@@ -108,6 +123,8 @@ def test_embed_peak_memory_is_flat_in_the_input_size(tmp_path):
                     break
                 out.write(line)
                 total += len(line.split())
-        peaks[count] = peak_rss_mib([str(BIN / "elmo"), "embed", str(path), str(tmp_path / "o.hdf5"), "--layers", "top", "--no-progress"])
+        peaks[count] = peak_rss_mib(
+            [str(BIN / "elmo"), "embed", str(path), str(tmp_path / "o.hdf5"), "--layers", "top", "--no-progress"]
+        )
         (tmp_path / "o.hdf5").unlink()
     assert peaks[1_000_000] <= 1.10 * peaks[100_000], peaks

@@ -19,16 +19,23 @@ def test_round_trip_keeps_weights_settings_and_mix(tmp_path):
         elmo.scalar_mixes[1].gamma.fill_(3.0)
     save_model_folder(elmo, tmp_path / "m")
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [
-        "config.json", "model.safetensors", "tokenizer_config.json"
+        "config.json",
+        "model.safetensors",
+        "tokenizer_config.json",
     ]
     loaded = load_model_folder(tmp_path / "m")
     assert loaded.options == elmo.options
     assert loaded.dropout == 0.25 and len(loaded.scalar_mixes) == 2 and loaded.scalar_mixes[0].do_layer_norm
     for (name, a), (_, b) in zip(elmo.state_dict().items(), loaded.state_dict().items()):
         assert torch.equal(a, b), name
-    torch.testing.assert_close(loaded.scalar_mixes[1].normalized_weights, torch.softmax(torch.tensor([0.5, -1.0, 2.0]), 0))
+    torch.testing.assert_close(
+        loaded.scalar_mixes[1].normalized_weights, torch.softmax(torch.tensor([0.5, -1.0, 2.0]), 0)
+    )
     save_model_folder(loaded, tmp_path / "again")
-    assert load_file(tmp_path / "m" / "model.safetensors").keys() == load_file(tmp_path / "again" / "model.safetensors").keys()
+    assert (
+        load_file(tmp_path / "m" / "model.safetensors").keys()
+        == load_file(tmp_path / "again" / "model.safetensors").keys()
+    )
 
 
 def test_config_holds_the_bilm_tf_options_keys_verbatim(tmp_path):

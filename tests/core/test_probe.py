@@ -31,7 +31,9 @@ def files(tmp_path):
     train.write_text(conll_lines(make_sentences(40)), encoding="utf-8")
     evaluation = tmp_path / "eval.txt"
     # "zulu" carries a label the training file never has: those tokens are always wrong.
-    evaluation.write_text(conll_lines(make_sentences(10, offset=1) + [["zulu", "alpha", "zulu"]], {"zulu": "Z"}), encoding="utf-8")
+    evaluation.write_text(
+        conll_lines(make_sentences(10, offset=1) + [["zulu", "alpha", "zulu"]], {"zulu": "Z"}), encoding="utf-8"
+    )
     return train, evaluation
 
 
@@ -54,7 +56,12 @@ def test_read_conll_column_explains_a_missing_column_and_file(tmp_path):
 def test_probe_learns_a_label_that_is_a_function_of_the_word_from_layer_0(files):
     train, evaluation = files
     result = run_probe(
-        make_tiny_elmo(), read_conll_column(train, 1), read_conll_column(evaluation, 1), epochs=60, lr=0.05, batch_size=32
+        make_tiny_elmo(),
+        read_conll_column(train, 1),
+        read_conll_column(evaluation, 1),
+        epochs=60,
+        lr=0.05,
+        batch_size=32,
     )
     eval_tags = [t for tags in read_conll_column(evaluation, 1)[1] for t in tags]
     unseen = eval_tags.count("Z")

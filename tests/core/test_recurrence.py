@@ -14,7 +14,7 @@ from elmo_core.recurrence import bucket_shape, resolve_recurrence, reverse_index
 
 from ..conftest import make_tiny_elmo, make_tiny_options
 
-TEXT = [["the", "cat", "sat", "on", "the", "mat", "."], ["a"], ["w%d" % k for k in range(23)], [], ["x", "y"]]
+TEXT = [["the", "cat", "sat", "on", "the", "mat", "."], ["a"], [f"w{k}" for k in range(23)], [], ["x", "y"]]
 
 
 def _clip_free_elmo(**kwargs) -> Elmo:
@@ -44,7 +44,9 @@ def _run_cell(cell, fused, x, batch_sizes, state, final_state=True):
     # A loss that reads outputs and both final states, so every gradient path counts.
     loss = out.square().sum() + (final[0].sum() + 0.5 * final[1].sum() if final_state else 0.0)
     loss.backward()
-    return [out.detach().clone()] + [t.detach().clone() for t in final or ()] + [p.grad.clone() for p in cell.parameters()]
+    return (
+        [out.detach().clone()] + [t.detach().clone() for t in final or ()] + [p.grad.clone() for p in cell.parameters()]
+    )
 
 
 @pytest.mark.parametrize(("with_state", "final_state"), [(False, True), (True, True), (False, False), (True, False)])
@@ -145,8 +147,14 @@ def test_reverse_index_reverses_each_row_over_its_length_and_is_its_own_inverse(
 
 @pytest.mark.parametrize(
     ("shape", "bucket"),
-    [((1, 1), (1, 8)), ((3, 9), (4, 16)), ((256, 64), (256, 64)), ((257, 65), (512, 80)),
-     ((1025, 300), (1280, 320)), ((2000, 257), (2048, 320))],
+    [
+        ((1, 1), (1, 8)),
+        ((3, 9), (4, 16)),
+        ((256, 64), (256, 64)),
+        ((257, 65), (512, 80)),
+        ((1025, 300), (1280, 320)),
+        ((2000, 257), (2048, 320)),
+    ],
 )
 def test_bucket_shapes_cover_the_batch_within_bounded_waste(shape, bucket):
     assert bucket_shape(*shape) == bucket

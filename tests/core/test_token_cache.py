@@ -66,9 +66,7 @@ def test_cache_is_bounded_and_evicts_least_recently_used():
     assert (cache.hits, cache.misses) == (2 + 2, 4 + 2 + 2)
     # A batch wider than the cache is computed without caching, and still right.
     wide = [["e", "f", "g", "h", "i"]]
-    np.testing.assert_allclose(
-        embed_sentences(elmo, wide)[0], embed_sentences(reference, wide)[0], atol=1e-6, rtol=0
-    )
+    np.testing.assert_allclose(embed_sentences(elmo, wide)[0], embed_sentences(reference, wide)[0], atol=1e-6, rtol=0)
 
 
 def test_changed_weights_are_never_served_from_the_cache():

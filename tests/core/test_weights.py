@@ -141,7 +141,9 @@ def test_misshaped_dataset_names_both_shapes(tiny_bilm_hdf5):
     with h5py.File(weights, "a") as f:
         del f["CNN_proj/W_proj"]
         f.create_dataset("CNN_proj/W_proj", data=np.zeros((12, 9), np.float32))
-    with pytest.raises(WeightFileError, match=r"'CNN_proj/W_proj' has shape \(12, 9\), but the options imply \(12, 8\)"):
+    with pytest.raises(
+        WeightFileError, match=r"'CNN_proj/W_proj' has shape \(12, 9\), but the options imply \(12, 8\)"
+    ):
         load_bilm_tf(make_tiny_elmo(), weights)
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import h5py
 import numpy as np
 import pytest
-
-import h5py
 from typer.testing import CliRunner
 
 import elmo_core.cli
@@ -23,7 +22,16 @@ def words(n: int, seed: int = 0) -> list[str]:
 # ---------------------------------------------------------------- the plan
 @pytest.mark.parametrize(
     "num_tokens, window, context",
-    [(0, 8, 1), (8, 8, 1), (9, 8, 1), (100, 32, 4), (1000, 64, 0), (1000, 64, 31), (65, 64, None), (100_000, 1024, None)],
+    [
+        (0, 8, 1),
+        (8, 8, 1),
+        (9, 8, 1),
+        (100, 32, 4),
+        (1000, 64, 0),
+        (1000, 64, 31),
+        (65, 64, None),
+        (100_000, 1024, None),
+    ],
 )
 def test_windows_tile_the_sequence_and_give_every_kept_token_its_context(num_tokens, window, context):
     plan = plan_windows(num_tokens, window, context)
@@ -162,7 +170,8 @@ def _cli_embed(monkeypatch, tmp_path, doc: list[str], *options: str):
     monkeypatch.setattr(elmo_core.cli, "load_model", lambda *args, **kwargs: elmo)
     (tmp_path / "in.txt").write_text(" ".join(doc) + "\nshort line\n", encoding="utf-8")
     result = CliRunner().invoke(
-        app, ["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--layers", "top", "--no-progress", *options],
+        app,
+        ["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--layers", "top", "--no-progress", *options],
         catch_exceptions=False,
     )
     assert result.exit_code == 0, result.output
@@ -180,13 +189,24 @@ def test_cli_reads_a_long_line_in_windows_of_the_given_size(monkeypatch, tmp_pat
     np.testing.assert_allclose(vectors, expected, atol=1e-5, rtol=1e-4)
     _, whole, longest = _cli_embed(monkeypatch, tmp_path, doc, "--window-tokens", "0")
     assert longest == 5_000
-    np.testing.assert_allclose(whole, embed_sentences(elmo, [doc], layers="top", window_tokens=None)[0], atol=1e-5, rtol=1e-4)
+    np.testing.assert_allclose(
+        whole, embed_sentences(elmo, [doc], layers="top", window_tokens=None)[0], atol=1e-5, rtol=1e-4
+    )
 
 
 def test_cli_refuses_a_bad_window_with_a_one_line_error(tmp_path):
     (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
     result = CliRunner().invoke(
-        app, ["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--window-tokens", "64", "--window-context", "40"],
+        app,
+        [
+            "embed",
+            str(tmp_path / "in.txt"),
+            str(tmp_path / "out.hdf5"),
+            "--window-tokens",
+            "64",
+            "--window-context",
+            "40",
+        ],
     )
     assert result.exit_code != 0
     assert "window_context (40) must be less than half of window_tokens (64)" in str(result.exception)

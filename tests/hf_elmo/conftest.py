@@ -74,7 +74,9 @@ def hf_env(tmp_path: Path) -> dict[str, str]:
     """Environment for a subprocess: offline, its own HF cache, one thread."""
     env = dict(os.environ)
     env.update(
-        HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"), HF_MODULES_CACHE=str(tmp_path / "hf_modules"),
+        HF_HUB_OFFLINE="1",
+        HF_HOME=str(tmp_path / "hf_home"),
+        HF_MODULES_CACHE=str(tmp_path / "hf_modules"),
         OMP_NUM_THREADS="1",
     )
     env.pop("PYTHONPATH", None)
@@ -111,7 +113,7 @@ def batch(tokenizer: ElmoTokenizer, sentences=TOKENS) -> dict[str, torch.Tensor]
 # non-editable install), nor is its distribution metadata visible (its entry points
 # would make spaCy or the tokenizer import spacy_elmo), as where the package was never
 # installed. The script then sees its own arguments from sys.argv[1] on.
-WITHOUT_ELMO_BILM = r'''
+WITHOUT_ELMO_BILM = r"""
 import importlib.abc, importlib.metadata, json, sys
 
 class NotInstalled(importlib.abc.MetaPathFinder):
@@ -132,7 +134,7 @@ for name in ("elmo_core", "hf_elmo", "spacy_elmo"):
         continue
     raise AssertionError(f"{name} must not be importable here")
 assert not importlib.metadata.entry_points(group="elmo_core.tokenizers")
-'''
+"""
 
 
 def run_script(
@@ -151,6 +153,4 @@ def run_script(
     else:
         path.write_text(script, encoding="utf-8")
         command = [sys.executable, str(path)]
-    return subprocess.run(
-        [*command, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
+    return subprocess.run([*command, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)

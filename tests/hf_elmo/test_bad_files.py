@@ -1,4 +1,7 @@
-"""Damaged or mismatched model folders through from_pretrained: elmo_core's clear errors, not transformers' internals."""
+"""Damaged or mismatched model folders through from_pretrained.
+
+What a user sees is elmo_core's clear error, not transformers' internals.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +33,9 @@ LOADERS = [
 def test_truncated_weights(saved_model_dir, load):
     weights = saved_model_dir / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:200])
-    with pytest.raises(WeightFileError, match=r"model.safetensors is not a readable safetensors file .*copy or save it again") as info:
+    with pytest.raises(
+        WeightFileError, match=r"model.safetensors is not a readable safetensors file .*copy or save it again"
+    ) as info:
         load(saved_model_dir)
     assert str(saved_model_dir) in str(info.value)
 
@@ -45,7 +50,10 @@ def test_missing_weights(saved_model_dir, load):
 @pytest.mark.parametrize("load", LOADERS)
 def test_options_that_disagree_with_the_weights(saved_model_dir, load):
     _edit_config(saved_model_dir, lambda c: c["lstm"].update(dim=32))
-    with pytest.raises(WeightFileError, match=r"has shape \(64, 8\), but config.json implies \(128, 8\)\. The options in config.json do not match"):
+    with pytest.raises(
+        WeightFileError,
+        match=r"has shape \(64, 8\), but config.json implies \(128, 8\)\. The options in config.json do not match",
+    ):
         load(saved_model_dir)
 
 
@@ -61,7 +69,9 @@ def test_wrong_model_type_is_an_error_not_a_warning(saved_model_dir):
     _edit_config(saved_model_dir, lambda c: c.update(model_type="bert"))
     with pytest.raises(ValueError, match=r"has model_type 'bert'; ElmoConfig reads model_type 'elmo' only"):
         ElmoConfig.from_pretrained(saved_model_dir)
-    with pytest.raises(WeightFileError, match=r"config.json has model_type 'bert'; an ELMo model folder has model_type 'elmo'"):
+    with pytest.raises(
+        WeightFileError, match=r"config.json has model_type 'bert'; an ELMo model folder has model_type 'elmo'"
+    ):
         ElmoModel.from_pretrained(saved_model_dir)
 
 

@@ -21,7 +21,9 @@ def test_two_threads_on_one_model_match_one_thread(tiny_tokenizer):
                 k = (round + i) % 2
                 out = model(**inputs[k], output_hidden_states=True)
                 torch.testing.assert_close(out.last_hidden_state, expected[k].last_hidden_state, atol=1e-6, rtol=0)
-                torch.testing.assert_close(torch.stack(out.hidden_states), torch.stack(expected[k].hidden_states), atol=1e-6, rtol=0)
+                torch.testing.assert_close(
+                    torch.stack(out.hidden_states), torch.stack(expected[k].hidden_states), atol=1e-6, rtol=0
+                )
         return round + 1
 
     assert run_in_threads(work) == [40, 40]

@@ -38,8 +38,12 @@ def test_config_json_is_the_model_folder_format(tmp_path):
 
 def test_config_round_trips_with_transformers_and_unknown_keys(tmp_path):
     config = ElmoConfig.from_options(
-        make_tiny_options(), stateful=True, scalar_mix_parameters=[0.0, 1.0, 2.0],
-        architectures=["ElmoModel"], num_labels=3, some_future_key={"a": 1},
+        make_tiny_options(),
+        stateful=True,
+        scalar_mix_parameters=[0.0, 1.0, 2.0],
+        architectures=["ElmoModel"],
+        num_labels=3,
+        some_future_key={"a": 1},
     )
     config.save_pretrained(tmp_path)
     loaded = AutoConfig.from_pretrained(tmp_path)

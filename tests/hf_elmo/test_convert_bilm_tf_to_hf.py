@@ -11,7 +11,15 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 from typer.testing import CliRunner
 
-from elmo_core import PUBLISHED_OPTIONS, BiLMOptions, ElmoError, Elmo, load_bilm_tf, load_model_folder, words_to_char_ids
+from elmo_core import (
+    PUBLISHED_OPTIONS,
+    BiLMOptions,
+    Elmo,
+    ElmoError,
+    load_bilm_tf,
+    load_model_folder,
+    words_to_char_ids,
+)
 from elmo_core.cli import app
 from hf_elmo import convert_bilm_tf_to_hf as converter
 
@@ -47,12 +55,18 @@ def test_fixture_weights_through_auto_model_give_the_cores_activations(fixture_d
     batches = fixture_sentences(fixture_dir)
     sentences = [s for b in batches[:2] for s in b]  # 6 sentences of 11 to 53 tokens
     with torch.no_grad():
-        out = model(**tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt"), output_hidden_states=True)
+        out = model(
+            **tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt"),
+            output_hidden_states=True,
+        )
         expected = core(*words_to_char_ids(sentences))
         torch.testing.assert_close(torch.stack(out.hidden_states), expected.activations, atol=1e-6, rtol=0)
         torch.testing.assert_close(out.last_hidden_state, expected.representations[0], atol=1e-6, rtol=0)
         # And the original's own numbers: the first fixture batch, where stateless = stateful.
-        first = model(**tokenizer(batches[0], is_split_into_words=True, padding=True, return_tensors="pt"), output_hidden_states=True)
+        first = model(
+            **tokenizer(batches[0], is_split_into_words=True, padding=True, return_tensors="pt"),
+            output_hidden_states=True,
+        )
     for k, sentence in enumerate(batches[0]):
         with h5py.File(fixture_dir / f"lm_embeddings_{k}.hdf5", "r") as f:
             original = np.concatenate([f["0"][0], f["0"][1]], axis=-1)

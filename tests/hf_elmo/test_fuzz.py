@@ -11,7 +11,10 @@ from .conftest import batch, make_tiny_hf_model
 MODEL = make_tiny_hf_model()
 
 FUZZ = settings(
-    max_examples=30, deadline=None, derandomize=True, database=None,
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
 
@@ -28,7 +31,9 @@ def test_any_tokens_give_one_row_each_independent_of_batch_mates(sentences, tiny
             n = len(sentence)
             alone = MODEL(**batch(tiny_tokenizer, [sentence]), output_hidden_states=True)
             assert torch.isfinite(alone.last_hidden_state).all() and alone.last_hidden_state.shape == (1, n, 16)
-            torch.testing.assert_close(together.last_hidden_state[k, :n], alone.last_hidden_state[0], atol=1e-5, rtol=1e-4)
+            torch.testing.assert_close(
+                together.last_hidden_state[k, :n], alone.last_hidden_state[0], atol=1e-5, rtol=1e-4
+            )
             for layer, layer_alone in zip(together.hidden_states, alone.hidden_states):
                 torch.testing.assert_close(layer[k, :n], layer_alone[0], atol=1e-5, rtol=1e-4)
             if n < inputs["input_ids"].shape[1]:

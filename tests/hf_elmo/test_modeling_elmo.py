@@ -117,7 +117,7 @@ def test_cpu_inputs_work_with_the_model_on_any_device(device, tiny_hf_model, tin
     torch.testing.assert_close(got.cpu(), expected, atol=1e-4, rtol=1e-3)
 
 
-LOAD_ON_CPU = r'''
+LOAD_ON_CPU = r"""
 import json, sys
 import torch
 from transformers import AutoModel, AutoTokenizer
@@ -127,7 +127,7 @@ tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
 inputs = tokenizer(json.loads(sys.argv[2]), is_split_into_words=True, padding=True, return_tensors="pt")
 with torch.no_grad():
     torch.save(model(**inputs).last_hidden_state, sys.argv[3])
-'''
+"""
 
 
 # Nothing in a saved folder ties it to the device it was saved from.
@@ -147,7 +147,11 @@ def test_model_saved_from_the_gpu_loads_and_runs_without_one(tmp_path, tiny_toke
     script.write_text(LOAD_ON_CPU, encoding="utf-8")
     result = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "model"), json.dumps(TOKENS), str(tmp_path / "out.pt")],
-        cwd=tmp_path, env={**hf_env, "CUDA_VISIBLE_DEVICES": ""}, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env={**hf_env, "CUDA_VISIBLE_DEVICES": ""},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     torch.testing.assert_close(torch.load(tmp_path / "out.pt"), on_gpu.cpu(), atol=1e-4, rtol=1e-3)
@@ -242,7 +246,9 @@ def test_save_load_save_elsewhere_load(tmp_path, tiny_hf_model, tiny_tokenizer):
     names = lambda folder: sorted(p.name for p in folder.iterdir())  # noqa: E731
     assert names(tmp_path / "a") == names(tmp_path / "b")
     inputs = batch(tiny_tokenizer)
-    torch.testing.assert_close(second(**inputs).last_hidden_state, tiny_hf_model(**inputs).last_hidden_state, atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        second(**inputs).last_hidden_state, tiny_hf_model(**inputs).last_hidden_state, atol=1e-6, rtol=0
+    )
 
 
 # Plain pickle, deepcopy and torch.save work.
@@ -252,7 +258,11 @@ def test_pickle_deepcopy_and_torch_save_round_trip(tiny_hf_model, tiny_tokenizer
     buffer = io.BytesIO()
     torch.save(tiny_hf_model, buffer)
     buffer.seek(0)
-    clones = (pickle.loads(pickle.dumps(tiny_hf_model)), copy.deepcopy(tiny_hf_model), torch.load(buffer, weights_only=False))
+    clones = (
+        pickle.loads(pickle.dumps(tiny_hf_model)),
+        copy.deepcopy(tiny_hf_model),
+        torch.load(buffer, weights_only=False),
+    )
     for clone in clones:
         torch.testing.assert_close(clone(**inputs).last_hidden_state, expected, atol=1e-6, rtol=0)
 
@@ -269,7 +279,12 @@ def test_token_classification_loss_ignores_minus_100_and_only_mix_and_head_train
     expected = torch.nn.functional.cross_entropy(out.logits.reshape(-1, 4), labels.reshape(-1), ignore_index=-100)
     torch.testing.assert_close(out.loss, expected, atol=1e-6, rtol=0)
     trainable = {name for name, p in model.named_parameters() if p.requires_grad}
-    assert trainable == {"elmo.scalar_mixes.0.scalar_weights", "elmo.scalar_mixes.0.gamma", "classifier.weight", "classifier.bias"}
+    assert trainable == {
+        "elmo.scalar_mixes.0.scalar_weights",
+        "elmo.scalar_mixes.0.gamma",
+        "classifier.weight",
+        "classifier.bias",
+    }
     bilm_before = {k: v.clone() for k, v in model.elmo.bilm.state_dict().items()}
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.05)
     losses = []
@@ -304,12 +319,23 @@ def test_trainer_run_on_wikigold_lowers_the_loss(tmp_path, tiny_tokenizer):
         enc = tiny_tokenizer([w for w, _ in sentence], is_split_into_words=True, truncation=True, max_length=24)
         features.append({**enc, "labels": [label2id[t] for _, t in sentence][:24]})
     args = TrainingArguments(
-        output_dir=str(tmp_path), max_steps=20, per_device_train_batch_size=8, per_device_eval_batch_size=32,
-        learning_rate=0.05, logging_steps=5, save_strategy="no", report_to="none", use_cpu=True,
-        disable_tqdm=True, seed=0,
+        output_dir=str(tmp_path),
+        max_steps=20,
+        per_device_train_batch_size=8,
+        per_device_eval_batch_size=32,
+        learning_rate=0.05,
+        logging_steps=5,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+        seed=0,
     )
     trainer = Trainer(
-        model=model, args=args, train_dataset=features, eval_dataset=features,
+        model=model,
+        args=args,
+        train_dataset=features,
+        eval_dataset=features,
         data_collator=DataCollatorForTokenClassification(tiny_tokenizer),
     )
     before = trainer.evaluate()["eval_loss"]

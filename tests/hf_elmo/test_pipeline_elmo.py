@@ -35,7 +35,9 @@ def test_transformers_feature_extraction_pipeline_takes_raw_strings_in_batches(t
                 assert got[n:].abs().max() == 0
 
 
-def test_elmo_pipeline_returns_each_texts_own_tokens_whatever_the_batch_size(saved_model_dir, tiny_hf_model, tiny_tokenizer):
+def test_elmo_pipeline_returns_each_texts_own_tokens_whatever_the_batch_size(
+    saved_model_dir, tiny_hf_model, tiny_tokenizer
+):
     extractor = feature_extraction_pipeline(model=saved_model_dir)
     assert isinstance(extractor, ElmoFeatureExtractionPipeline)
     by_size = {b: extractor(TEXTS, batch_size=b) for b in (1, 4)}
@@ -97,10 +99,20 @@ def test_pipeline_results_match_elmo_embed_of_the_same_lines(saved_model_dir, tm
     extractor = feature_extraction_pipeline(model=saved_model_dir)
     results = extractor(TEXTS, batch_size=2)
     (tmp_path / "lines.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
-    done = CliRunner().invoke(app, [
-        "embed", str(tmp_path / "lines.txt"), str(tmp_path / "out.hdf5"), "--model", str(saved_model_dir),
-        "--tokenize", "--layers", "mix", "--no-progress",
-    ])
+    done = CliRunner().invoke(
+        app,
+        [
+            "embed",
+            str(tmp_path / "lines.txt"),
+            str(tmp_path / "out.hdf5"),
+            "--model",
+            str(saved_model_dir),
+            "--tokenize",
+            "--layers",
+            "mix",
+            "--no-progress",
+        ],
+    )
     assert done.exit_code == 0, done.output
     with h5py.File(tmp_path / "out.hdf5", "r") as f:
         for i, (text, result) in enumerate(zip(TEXTS, results)):

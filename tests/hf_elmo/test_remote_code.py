@@ -19,7 +19,7 @@ from .conftest import TOKENS, batch, run_script
 SAVED_FILES = {"config.json", "model.safetensors", "tokenizer_config.json", *remote_code.GENERATED_FILES}
 
 # Run where elmo-bilm is not installed (conftest.WITHOUT_ELMO_BILM).
-ISOLATED = r'''
+ISOLATED = r"""
 import json, sys
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer
@@ -47,19 +47,25 @@ torch.save({
     "classes": [type(o).__name__ for o in (config, model, tokenizer, tokenizer_only, again)],
     "modules": [type(o).__module__ for o in (config, model, tokenizer, tokenizer_only, again)],
     "input_ids": inputs["input_ids"],
-    "tokenizer_only_ids": tokenizer_only(words, is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"],
+    "tokenizer_only_ids": tokenizer_only(
+        words, is_split_into_words=True, padding=True, return_tensors="pt"
+    )["input_ids"],
     "last_hidden_state": first.last_hidden_state,
     "hidden_states": torch.stack(first.hidden_states),
     "resaved_last_hidden_state": second.last_hidden_state,
     "trainable": sorted(n for n, p in model.named_parameters() if p.requires_grad),
     "imported": sorted(m for m in ("elmo_core", "hf_elmo") if m in sys.modules),
-    "tagger": [type(tagger).__name__, list(logits.shape), sorted(n for n, p in tagger.named_parameters() if p.requires_grad)],
+    "tagger": [
+        type(tagger).__name__,
+        list(logits.shape),
+        sorted(n for n, p in tagger.named_parameters() if p.requires_grad),
+    ],
 }, out)
-'''
+"""
 
 # A plain interpreter of this environment, which has elmo-bilm installed but never
 # imports hf_elmo: the folder's own code runs all the same, not the installed package.
-INSTALLED = r'''
+INSTALLED = r"""
 import json, sys
 import torch
 from transformers import AutoModel, AutoTokenizer
@@ -70,11 +76,12 @@ for folder in sys.argv[3:]:
     model = AutoModel.from_pretrained(folder, trust_remote_code=True)
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
     with torch.no_grad():
-        results[folder] = model(**tokenizer(words, is_split_into_words=True, padding=True, return_tensors="pt")).last_hidden_state
+        inputs = tokenizer(words, is_split_into_words=True, padding=True, return_tensors="pt")
+        results[folder] = model(**inputs).last_hidden_state
 results["imported"] = sorted(m for m in ("elmo_core", "hf_elmo") if m in sys.modules)
 results["modules"] = type(model).__module__
 torch.save(results, sys.argv[2])
-'''
+"""
 
 
 def referenced_files(folder: Path) -> set[str]:
@@ -120,7 +127,8 @@ def test_saved_code_files_are_the_generated_ones(saved_model_dir, tmp_path, tiny
 
 def test_generated_code_files_are_up_to_date():
     stale = [
-        name for name, text in generate.generated_sources().items()
+        name
+        for name, text in generate.generated_sources().items()
         if (remote_code.GENERATED_DIR / name).read_text(encoding="utf-8") != text
     ]
     assert stale == [], (
@@ -173,7 +181,9 @@ def test_saved_folder_loads_where_elmo_bilm_is_not_installed(tmp_path, tiny_hf_m
     assert all(module.startswith("transformers_modules.") for module in got["modules"])
     assert got["imported"] == []
     inputs = batch(tiny_tokenizer)
-    assert torch.equal(got["input_ids"], inputs["input_ids"]) and torch.equal(got["tokenizer_only_ids"], inputs["input_ids"])
+    assert torch.equal(got["input_ids"], inputs["input_ids"]) and torch.equal(
+        got["tokenizer_only_ids"], inputs["input_ids"]
+    )
     with torch.no_grad():
         expected = tiny_hf_model(**inputs, output_hidden_states=True)
     torch.testing.assert_close(got["last_hidden_state"], expected.last_hidden_state, atol=1e-6, rtol=0)
@@ -181,7 +191,8 @@ def test_saved_folder_loads_where_elmo_bilm_is_not_installed(tmp_path, tiny_hf_m
     torch.testing.assert_close(got["resaved_last_hidden_state"], expected.last_hidden_state, atol=1e-6, rtol=0)
     assert got["trainable"] == ["scalar_mixes.0.gamma", "scalar_mixes.0.scalar_weights"]
     assert got["tagger"] == [
-        "ElmoForTokenClassification", [3, 3, 3],
+        "ElmoForTokenClassification",
+        [3, 3, 3],
         ["classifier.bias", "classifier.weight", "elmo.scalar_mixes.0.gamma", "elmo.scalar_mixes.0.scalar_weights"],
     ]
 
@@ -206,7 +217,7 @@ def test_saved_and_converted_folders_load_in_a_process_that_never_imported_hf_el
     torch.testing.assert_close(got[str(converted)], expected, atol=1e-6, rtol=0)
 
 
-RAW_TEXT = r'''
+RAW_TEXT = r"""
 import json, sys
 
 import spacy  # importable here, as in a user's environment with spaCy but without elmo-bilm
@@ -220,10 +231,12 @@ json.dump({
     "char_ids": enc["char_ids"], "offset_mapping": [[list(o) for o in row] for row in enc["offset_mapping"]],
     "imported": sorted(m for m in ("elmo_core", "hf_elmo", "spacy_elmo") if m in sys.modules),
 }, open(out, "w"))
-'''
+"""
 
 
-def test_saved_folder_tokenises_raw_text_where_only_spacy_is_installed(tmp_path, saved_model_dir, tiny_tokenizer, hf_env):
+def test_saved_folder_tokenises_raw_text_where_only_spacy_is_installed(
+    tmp_path, saved_model_dir, tiny_tokenizer, hf_env
+):
     pytest.importorskip("spacy")
     texts = ["The river bank.", "Don't stop-me  now!!", "naïve 😀"]
     out = tmp_path / "out.json"

@@ -29,7 +29,7 @@ def scale(x: float) -> float:
     # a comment that travels with the definition
     return x * SCALE * math.pi / math.pi
 ''',
-    "b.py": '''from __future__ import annotations
+    "b.py": """from __future__ import annotations
 
 from .z_base import scale
 
@@ -42,17 +42,17 @@ def twice(x: float) -> float:
 
 def unused() -> None:
     pass
-''',
-    "c.py": '''def offset() -> float:
+""",
+    "c.py": """def offset() -> float:
     return 1.0
-''',
-    "d.py": '''def scale(x):
+""",
+    "d.py": """def scale(x):
     return -x
 
 
 def negate(x):
     return scale(x)
-''',
+""",
 }
 
 FACE = {
@@ -142,9 +142,15 @@ def test_modules_come_in_import_order_and_the_model_reuses_the_configurations_de
 
 
 def test_two_definitions_of_one_name_are_refused(tmp_path):
-    face = {**FACE, "tokenization_elmo.py": FACE["tokenization_elmo.py"].replace(
-        "from elmo_core.c import offset", "from elmo_core.c import offset\nfrom elmo_core.d import negate\n"
-        "from elmo_core.z_base import scale").replace("return offset()", "return offset() + negate(1.0) + scale(1.0)")}
+    face = {
+        **FACE,
+        "tokenization_elmo.py": FACE["tokenization_elmo.py"]
+        .replace(
+            "from elmo_core.c import offset",
+            "from elmo_core.c import offset\nfrom elmo_core.d import negate\nfrom elmo_core.z_base import scale",
+        )
+        .replace("return offset()", "return offset() + negate(1.0) + scale(1.0)"),
+    }
     with pytest.raises(GenerationError, match="'scale' is defined by both"):
         generated_sources(write_tree(tmp_path / "face", face), write_tree(tmp_path / "core", CORE))
 

@@ -49,8 +49,10 @@ def plain(results):
     """Pipeline results as plain, rounded values (numpy floats and ints -> Python)."""
     if isinstance(results, list):
         return [plain(r) for r in results]
-    return {k: round(float(v), 5) if k == "score" else (int(v) if k in ("start", "end", "index") else v)
-            for k, v in results.items()}
+    return {
+        k: round(float(v), 5) if k == "score" else (int(v) if k in ("start", "end", "index") else v)
+        for k, v in results.items()
+    }
 
 
 @pytest.fixture
@@ -117,25 +119,31 @@ def test_pretokenized_input_points_at_the_joined_words(tagger, tokenizer):
     assert [sentence[r["start"] : r["end"]] for r in results] == words == [r["word"] for r in results]
 
 
-FRESH = r'''
+FRESH = r"""
 import json, sys
 from transformers import pipeline
 folder, texts, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+def plain(entity):
+    return {
+        k: (round(float(v), 5) if k == "score" else (int(v) if k in ("start", "end", "index") else v))
+        for k, v in entity.items()
+    }
+
 results = {}
 for strategy in ("none", "simple", "first", "average", "max"):
     pipe = pipeline("token-classification", model=folder, trust_remote_code=True,
                     aggregation_strategy=strategy, ignore_labels=[])
-    results[strategy] = [[{k: (round(float(v), 5) if k == "score" else (int(v) if k in ("start", "end", "index") else v))
-                           for k, v in r.items()} for r in pipe(t)] for t in texts]
-    results[strategy + "-batched"] = [[{k: (round(float(v), 5) if k == "score" else (int(v) if k in ("start", "end", "index") else v))
-                                       for k, v in r.items()} for r in rs] for rs in pipe(texts, batch_size=3)]
+    results[strategy] = [[plain(r) for r in pipe(t)] for t in texts]
+    results[strategy + "-batched"] = [[plain(r) for r in rs] for rs in pipe(texts, batch_size=3)]
 results["imported"] = sorted(m for m in ("elmo_core", "hf_elmo", "spacy_elmo") if m in sys.modules)
 json.dump(results, open(out, "w"))
-'''
+"""
 
 
 @pytest.mark.parametrize("without_elmo_bilm", [False, True], ids=["hf_elmo-never-imported", "elmo-bilm-not-installed"])
-def test_saved_tagger_folder_runs_the_pipeline_in_a_fresh_process(tmp_path: Path, tagger, tokenizer, hf_env, without_elmo_bilm):
+def test_saved_tagger_folder_runs_the_pipeline_in_a_fresh_process(
+    tmp_path: Path, tagger, tokenizer, hf_env, without_elmo_bilm
+):
     pytest.importorskip("spacy")  # raw text
     folder = tmp_path / "tagger"
     tagger.save_pretrained(folder)
@@ -197,7 +205,10 @@ def test_tagger_fine_tuned_on_wikigold_finds_entities_at_their_characters():
     for _ in range(50):  # 50 steps of 16 sentences
         picked = torch.randint(len(train), (16,), generator=generator).tolist()
         features = [
-            {**tokenizer([w for w, _ in train[i]], is_split_into_words=True), "labels": [label2id[t] for _, t in train[i]]}
+            {
+                **tokenizer([w for w, _ in train[i]], is_split_into_words=True),
+                "labels": [label2id[t] for _, t in train[i]],
+            }
             for i in picked
         ]
         loss = model(**collate(features)).loss

@@ -58,7 +58,9 @@ def test_single_inputs_have_no_batch_axis_unless_tensors_are_asked_for(tiny_toke
 
 
 def test_truncation_keeps_the_first_tokens(tiny_tokenizer):
-    enc = tiny_tokenizer(TOKENS, is_split_into_words=True, truncation=True, max_length=2, padding=True, return_tensors="pt")
+    enc = tiny_tokenizer(
+        TOKENS, is_split_into_words=True, truncation=True, max_length=2, padding=True, return_tensors="pt"
+    )
     assert enc["char_ids"].shape == (3, 2, 50) and enc["input_ids"].shape == (3, 2)
     assert torch.equal(enc["char_ids"], words_to_char_ids([s[:2] for s in TOKENS])[0])
 
@@ -66,7 +68,11 @@ def test_truncation_keeps_the_first_tokens(tiny_tokenizer):
 def test_empty_sentences_pad_to_zero_rows(tiny_tokenizer):
     enc = tiny_tokenizer([[], ["a"]], is_split_into_words=True, padding=True, return_tensors="pt")
     assert enc["char_ids"].shape == (2, 1, 50) and enc["attention_mask"].tolist() == [[0], [1]]
-    assert tiny_tokenizer([[], []], is_split_into_words=True, padding=True, return_tensors="pt")["char_ids"].shape == (2, 0, 50)
+    assert tiny_tokenizer([[], []], is_split_into_words=True, padding=True, return_tensors="pt")["char_ids"].shape == (
+        2,
+        0,
+        50,
+    )
 
 
 def test_unusable_inputs_raise_clear_errors(tiny_tokenizer):
@@ -147,7 +153,11 @@ def test_added_tokens_stay_whole_and_every_count_agrees(tiny_tokenizer):
     assert tiny_tokenizer.add_special_tokens({"additional_special_tokens": ["[SEP]"]}) == 1
     assert len(tiny_tokenizer) == 4 and tiny_tokenizer.get_added_vocab()["[SEP]"] == 3
     enc = tiny_tokenizer("a [SEP] b", return_special_tokens_mask=True)
-    assert enc.tokens() == ["a", "[SEP]", "b"] and enc["input_ids"] == [1, 3, 1] and enc["special_tokens_mask"] == [0, 1, 0]
+    assert (
+        enc.tokens() == ["a", "[SEP]", "b"]
+        and enc["input_ids"] == [1, 3, 1]
+        and enc["special_tokens_mask"] == [0, 1, 0]
+    )
 
 
 def test_added_tokens_survive_save_and_load(tmp_path, tiny_tokenizer):

@@ -19,7 +19,9 @@ def test_transformers_common_model_and_config_tests_pass():
             "set TRANSFORMERS_SDIST to transformers' source distribution (.tar.gz) of the installed version to "
             f"run its common tests against ElmoModel/ElmoForTokenClassification; see {RUNNER.name}"
         )
-    pytest.importorskip("parameterized", reason="transformers' common tests import parameterized: pip install parameterized")
+    pytest.importorskip(
+        "parameterized", reason="transformers' common tests import parameterized: pip install parameterized"
+    )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, str(RUNNER), sdist], capture_output=True, text=True, timeout=900, env=env)
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-2000:]

@@ -47,7 +47,7 @@ def test_listener_output_width_with_and_without_tok2vec_and_projection(tiny_mode
         config = ner_config()
         config["model"]["tok2vec"].update(change)
         nlp.add_pipe("ner", config=config)
-        nlp.initialize(lambda: examples(nlp))
+        nlp.initialize(lambda nlp=nlp: examples(nlp))
         docs = list(nlp.pipe(["a b c"]))
         out = nlp.get_pipe("ner").model.get_ref("tok2vec").layers[0].predict(docs)
         assert out[0].shape == (3, expected)

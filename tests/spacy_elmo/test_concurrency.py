@@ -68,7 +68,10 @@ def test_pipe_with_two_processes_matches_one_process(nlp, tmp_path, method):
     out = tmp_path / "out.npz"
     done = subprocess.run(
         [sys.executable, str(script), method, str(tmp_path / "pipeline"), str(out), json.dumps(TEXTS)],
-        capture_output=True, text=True, timeout=240, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
@@ -98,15 +101,28 @@ def test_pipe_with_two_processes_matches_elmo_embed_of_the_same_lines(nlp, tiny_
     script.write_text(CHILD, encoding="utf-8")
     done = subprocess.run(
         [sys.executable, str(script), "fork", str(tmp_path / "pipeline"), str(tmp_path / "out.npz"), json.dumps(TEXTS)],
-        capture_output=True, text=True, timeout=240, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     arrays = np.load(tmp_path / "out.npz")
     (tmp_path / "lines.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
-    result = CliRunner().invoke(app, [
-        "embed", str(tmp_path / "lines.txt"), str(tmp_path / "out.hdf5"), "--model", str(tiny_model_dir),
-        "--tokenize", "--layers", "mix", "--no-progress",
-    ])
+    result = CliRunner().invoke(
+        app,
+        [
+            "embed",
+            str(tmp_path / "lines.txt"),
+            str(tmp_path / "out.hdf5"),
+            "--model",
+            str(tiny_model_dir),
+            "--tokenize",
+            "--layers",
+            "mix",
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
     with h5py.File(tmp_path / "out.hdf5", "r") as f:
         for i, text in enumerate(TEXTS):

@@ -104,11 +104,27 @@ def test_spacy_train_of_the_example_config_on_wikigold(wikigold, tiny_model_dir,
     train, dev = _split_wikigold(wikigold, tmp_path)
     output = tmp_path / "trained"
     command = [
-        sys.executable, "-m", "spacy", "train", str(EXAMPLE_CONFIG), "--output", str(output),
-        "--paths.train", str(train), "--paths.dev", str(dev), "--paths.elmo", str(tiny_model_dir),
-        "--training.max_steps", "4", "--training.eval_frequency", "2",
-        "--components.ner.model.tok2vec.tok2vec.width", "32",
-        "--components.ner.model.tok2vec.tok2vec.depth", "1",
+        sys.executable,
+        "-m",
+        "spacy",
+        "train",
+        str(EXAMPLE_CONFIG),
+        "--output",
+        str(output),
+        "--paths.train",
+        str(train),
+        "--paths.dev",
+        str(dev),
+        "--paths.elmo",
+        str(tiny_model_dir),
+        "--training.max_steps",
+        "4",
+        "--training.eval_frequency",
+        "2",
+        "--components.ner.model.tok2vec.tok2vec.width",
+        "32",
+        "--components.ner.model.tok2vec.tok2vec.depth",
+        "1",
     ]
     # A fresh `python -m spacy` finds the factory, architectures and reader through entry
     # points. One torch thread: tiny models are far faster so on a busy machine.
@@ -183,12 +199,28 @@ def test_byte_order_mark_and_windows_line_endings_change_nothing_in_conll_files(
 def spacy_train(config: Path, output: Path, model_dir: Path, *args: str) -> subprocess.CompletedProcess:
     """`python -m spacy train` of `config` for 2 steps, with a small NER tok2vec and one torch thread."""
     command = [
-        sys.executable, "-m", "spacy", "train", str(config), "--output", str(output), "--paths.elmo", str(model_dir),
-        "--training.max_steps", "2", "--training.eval_frequency", "1",
-        "--components.ner.model.tok2vec.tok2vec.width", "32", "--components.ner.model.tok2vec.tok2vec.depth", "1",
+        sys.executable,
+        "-m",
+        "spacy",
+        "train",
+        str(config),
+        "--output",
+        str(output),
+        "--paths.elmo",
+        str(model_dir),
+        "--training.max_steps",
+        "2",
+        "--training.eval_frequency",
+        "1",
+        "--components.ner.model.tok2vec.tok2vec.width",
+        "32",
+        "--components.ner.model.tok2vec.tok2vec.depth",
+        "1",
         *args,
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     return done
 
@@ -232,8 +264,15 @@ def test_adding_elmo_to_an_existing_pipeline_keeps_the_sourced_components(tiny_m
     base, data = _base_pipeline(tmp_path)
     output = tmp_path / "with_elmo"
     spacy_train(
-        ADD_ELMO_CONFIG, output, tiny_model_dir,
-        "--paths.base", str(base), "--paths.train", str(data), "--paths.dev", str(data),
+        ADD_ELMO_CONFIG,
+        output,
+        tiny_model_dir,
+        "--paths.base",
+        str(base),
+        "--paths.train",
+        str(data),
+        "--paths.dev",
+        str(data),
     )
     before, after = spacy.load(base), spacy.load(output / "model-last")
     assert after.pipe_names == ["tok2vec", "tagger", "elmo", "ner"]

@@ -63,7 +63,9 @@ def test_pipeline_saved_on_gpu_loads_and_runs_without_one(tiny_model_dir, tmp_pa
     done = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "pipeline"), str(tmp_path / "out.npy")],
         env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"},
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), doc.tensor, atol=1e-4, rtol=1e-3)

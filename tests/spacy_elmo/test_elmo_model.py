@@ -98,8 +98,12 @@ def test_set_elmo_refuses_a_differently_shaped_model(tiny_model_dir):
     model.initialize()
     from elmo_core import BiLMOptions, CharCNNOptions, Elmo, LSTMOptions
 
-    wider = Elmo(BiLMOptions(char_cnn=CharCNNOptions(embedding_dim=4, filters=((1, 4),), n_highway=0),
-                             lstm=LSTMOptions(dim=16, projection_dim=4, n_layers=1)))
+    wider = Elmo(
+        BiLMOptions(
+            char_cnn=CharCNNOptions(embedding_dim=4, filters=((1, 4),), n_highway=0),
+            lstm=LSTMOptions(dim=16, projection_dim=4, n_layers=1),
+        )
+    )
     with pytest.raises(ValueError, match="same shape"):
         set_elmo(model, wider)
 

@@ -47,7 +47,9 @@ def test_saved_pipeline_loads_and_pipes_with_two_processes_in_a_fresh_process(nl
     out = tmp_path / "out.npz"
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(tmp_path / "pipeline"), str(out), json.dumps(TEXTS)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])

@@ -22,7 +22,10 @@ texts = st.lists(pieces, max_size=10).flatmap(
 )
 
 FUZZ = settings(
-    max_examples=30, deadline=None, derandomize=True, database=None,
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
 

@@ -67,7 +67,9 @@ def test_sentences_stay_the_unit_and_only_long_ones_are_cut(tiny_model_dir):
     doc = nlp(text)
     elmo = nlp.get_pipe("elmo").elmo
     first, second = [[t.text for t in s] for s in doc.sents]
-    np.testing.assert_allclose(doc.tensor[: len(first)], embed_sentences(elmo, [first], layers="mix")[0], atol=1e-5, rtol=1e-4)
+    np.testing.assert_allclose(
+        doc.tensor[: len(first)], embed_sentences(elmo, [first], layers="mix")[0], atol=1e-5, rtol=1e-4
+    )
     expected = embed_sentences(elmo, [second], layers="mix", window_tokens=64, window_context=8)[0]
     np.testing.assert_allclose(doc.tensor[len(first) :], expected, atol=1e-5, rtol=1e-4)
 

@@ -48,9 +48,27 @@ def test_benchmark_runs_end_to_end_and_prints_prf_per_type(benchmark, tiny_model
     write_conll(train, invented_sentences(20))
     write_conll(dev, invented_sentences(6))
     out = tmp_path / "out"
-    argv = ["--train", str(train), "--dev", str(dev), "--eval", f"held={dev}", "--eval", str(train),
-            "--out", str(out), "--max-steps", "2", "--seeds", "0", "1", "--elmo-model", str(tiny_model_dir),
-            "--cache-mb", "1"]
+    argv = [
+        "--train",
+        str(train),
+        "--dev",
+        str(dev),
+        "--eval",
+        f"held={dev}",
+        "--eval",
+        str(train),
+        "--out",
+        str(out),
+        "--max-steps",
+        "2",
+        "--seeds",
+        "0",
+        "1",
+        "--elmo-model",
+        str(tiny_model_dir),
+        "--cache-mb",
+        "1",
+    ]
     assert benchmark["main"](argv) == 0
     printed = capsys.readouterr().out
     assert f"held ({dev}); seeds 0 1; mean ± std" in printed and f"train ({train})" in printed
@@ -127,8 +145,24 @@ def test_patience_trains_to_convergence_and_scores_the_best_model_on_dev(benchma
     write_conll(train, invented_sentences(12))
     write_conll(dev, invented_sentences(4))
     out = tmp_path / "out"
-    argv = ["--train", str(train), "--dev", str(dev), "--eval", f"held={dev}", "--out", str(out),
-            "--max-steps", "4", "--patience", "2", "--eval-frequency", "1", "--variants", "baseline"]
+    argv = [
+        "--train",
+        str(train),
+        "--dev",
+        str(dev),
+        "--eval",
+        f"held={dev}",
+        "--out",
+        str(out),
+        "--max-steps",
+        "4",
+        "--patience",
+        "2",
+        "--eval-frequency",
+        "1",
+        "--variants",
+        "baseline",
+    ]
     assert benchmark["main"](argv) == 0
     run = json.loads((out / "results.json").read_text(encoding="utf-8"))["runs"]["baseline/seed0"]
     assert run["scored"] == "model-best" and (out / "baseline" / "seed0" / "model-best").is_dir()
@@ -141,6 +175,18 @@ def test_benchmark_refuses_no_step_cap_without_patience(benchmark, tmp_path, cap
     train = tmp_path / "train.txt"
     write_conll(train, invented_sentences(2))
     with pytest.raises(SystemExit):
-        benchmark["main"](["--train", str(train), "--dev", str(train), "--eval", str(train), "--out", str(tmp_path),
-                           "--max-steps", "0"])
+        benchmark["main"](
+            [
+                "--train",
+                str(train),
+                "--dev",
+                str(train),
+                "--eval",
+                str(train),
+                "--out",
+                str(tmp_path),
+                "--max-steps",
+                "0",
+            ]
+        )
     assert "--max-steps must be > 0" in capsys.readouterr().err

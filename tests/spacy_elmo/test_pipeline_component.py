@@ -193,8 +193,10 @@ def test_each_sentence_is_read_alone_when_the_doc_has_sentences(tiny_model_dir, 
     whole = make_nlp(tiny_model_dir, per_sentence=False)
     whole.add_pipe("sentencizer", first=True)
     np.testing.assert_allclose(
-        whole("The bank is old . It lends money .").tensor, nlp("The bank is old . It lends money .").tensor,
-        rtol=0, atol=1e-6,
+        whole("The bank is old . It lends money .").tensor,
+        nlp("The bank is old . It lends money .").tensor,
+        rtol=0,
+        atol=1e-6,
     )
 
 

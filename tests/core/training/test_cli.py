@@ -31,8 +31,24 @@ def options_file(tmp_path):
 
 
 def train_args(out, train_file, valid_file, *more):
-    return ["train", "--out", out, "--train", train_file, "--valid", valid_file, "--pretokenized",
-            "--batch-tokens", 64, "--no-progress", "--checkpoint-every", 2, "--validate-every", 2, *more]
+    return [
+        "train",
+        "--out",
+        out,
+        "--train",
+        train_file,
+        "--valid",
+        valid_file,
+        "--pretokenized",
+        "--batch-tokens",
+        64,
+        "--no-progress",
+        "--checkpoint-every",
+        2,
+        "--validate-every",
+        2,
+        *more,
+    ]
 
 
 def test_train_writes_a_model_folder_that_perplexity_scores(tmp_path, options_file, train_file, valid_file):
@@ -48,8 +64,11 @@ def test_train_writes_a_model_folder_that_perplexity_scores(tmp_path, options_fi
     assert printed[0].split("\t")[:4] == ["file", "forward_ppl", "backward_ppl", "average_ppl"]
     forward, backward, average = map(float, printed[1].split("\t")[1:4])
     [(_, expected)] = run_perplexity([valid_file], model=out, pretokenized=True)
-    assert (forward, backward, average) == (round(expected.forward, 3), round(expected.backward, 3),
-                                            round(expected.average, 3))
+    assert (forward, backward, average) == (
+        round(expected.forward, 3),
+        round(expected.backward, 3),
+        round(expected.average, 3),
+    )
     assert average == pytest.approx(rows[-1]["valid_ppl"], rel=1e-3)  # same text, same model
     assert 1 < average < 12 * 3
 
@@ -57,8 +76,18 @@ def test_train_writes_a_model_folder_that_perplexity_scores(tmp_path, options_fi
 def test_train_resumes_and_continues_from_a_model_folder(tmp_path, options_file, train_file, valid_file):
     out = tmp_path / "run"
     elmo(*train_args(out, train_file, valid_file, "--options", options_file, "--max-steps", 2))
-    elmo("train", "--out", out, "--resume", out / "checkpoint.pt", "--valid", valid_file, "--max-steps", 4,
-         "--no-progress")
+    elmo(
+        "train",
+        "--out",
+        out,
+        "--resume",
+        out / "checkpoint.pt",
+        "--valid",
+        valid_file,
+        "--max-steps",
+        4,
+        "--no-progress",
+    )
     assert json.loads((out / "train_log.jsonl").read_text().splitlines()[-1])["step"] == 4
     _, vocab, _ = load_language_model(out)
     more = tmp_path / "more"
@@ -69,8 +98,11 @@ def test_train_resumes_and_continues_from_a_model_folder(tmp_path, options_file,
 
 def test_train_needs_exactly_one_starting_point(tmp_path, options_file, train_file, valid_file):
     with pytest.raises(ElmoError, match="exactly one of --options"):
-        runner.invoke(app, [str(a) for a in train_args(tmp_path / "x", train_file, valid_file, "--max-steps", 1)],
-                      catch_exceptions=False)
+        runner.invoke(
+            app,
+            [str(a) for a in train_args(tmp_path / "x", train_file, valid_file, "--max-steps", 1)],
+            catch_exceptions=False,
+        )
 
 
 def test_perplexity_without_a_model_names_the_missing_default_model(tmp_path, valid_file, monkeypatch):
@@ -90,7 +122,8 @@ def test_prepare_commands_write_a_cache_and_a_vocabulary(tmp_path):
     assert result.exit_code == 0, result.output
     assert cache.read_text(encoding="utf-8") == "The cat sat .\nIt was red !\nA dog ran .\n"
     vocab = tmp_path / "vocab.txt"
-    result = runner.invoke(prepare_app, ["vocab", str(cache), "--out", str(vocab), "--pretokenized"],
-                           catch_exceptions=False)
+    result = runner.invoke(
+        prepare_app, ["vocab", str(cache), "--out", str(vocab), "--pretokenized"], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
     assert vocab.read_text(encoding="utf-8").splitlines()[:4] == ["<S>\t3", "</S>\t3", "<UNK>\t0", ".\t2"]

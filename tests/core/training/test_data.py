@@ -152,7 +152,9 @@ def test_training_stream_runs_on_raw_text_with_the_spacy_splitter(tmp_path):
 
     split = get_sentence_splitter("spacy-en-sentences")
     assert split("Dr. Smith arrived. It rained!  Then it stopped.") == [
-        ["Dr.", "Smith", "arrived", "."], ["It", "rained", "!"], ["Then", "it", "stopped", "."],
+        ["Dr.", "Smith", "arrived", "."],
+        ["It", "rained", "!"],
+        ["Then", "it", "stopped", "."],
     ]
     path = write_lines(tmp_path / "raw.txt", [["It", "is", "here.", "So", "is", "that."]])
     vocab = Vocabulary.build(iter_sentences([path], split))

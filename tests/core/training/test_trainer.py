@@ -19,8 +19,15 @@ from .conftest import make_corpus, make_lm, write_lines
 def make_trainer(tmp_path, vocab, train_file, *, out, max_steps, optimizer="adam"):
     lm = make_lm(vocab, seed=0, dropout=0.1)  # dropout on: the RNG state must be restored too
     stream = TrainingStream([train_file], vocab, batch_tokens=48, buffer_sentences=7, seed=0)
-    config = TrainConfig(optimizer=optimizer, max_steps=max_steps, progress=False, checkpoint_every=5,
-                         validate_every=4, log_every=2, seed=0)
+    config = TrainConfig(
+        optimizer=optimizer,
+        max_steps=max_steps,
+        progress=False,
+        checkpoint_every=5,
+        validate_every=4,
+        log_every=2,
+        seed=0,
+    )
     valid = make_corpus(10, seed=9)
     return Trainer(lm, vocab, stream, config, valid_sentences=valid, out_dir=tmp_path / out)
 
@@ -32,11 +39,13 @@ def test_resuming_from_a_checkpoint_reproduces_the_losses_exactly(tmp_path, opti
     vocab = Vocabulary.build(corpus)
     straight: list[float] = []
     make_trainer(tmp_path, vocab, train_file, out="straight", max_steps=14, optimizer=optimizer).fit(
-        callback=lambda step, r: straight.append(r.loss))
+        callback=lambda step, r: straight.append(r.loss)
+    )
 
     first: list[float] = []
     make_trainer(tmp_path, vocab, train_file, out="split", max_steps=5, optimizer=optimizer).fit(
-        callback=lambda step, r: first.append(r.loss))
+        callback=lambda step, r: first.append(r.loss)
+    )
     # Disturb every global generator: the checkpoint must bring them back.
     random.seed(123), np.random.seed(123), torch.manual_seed(123)
     resumed = make_trainer(tmp_path, vocab, train_file, out="split", max_steps=14, optimizer=optimizer)
@@ -62,8 +71,16 @@ def test_checkpoint_holds_what_an_exact_resume_needs(tmp_path, train_file, vocab
     assert state["vocab"] == vocab.tokens
     rows = [json.loads(line) for line in (tmp_path / "run" / LOG_NAME).read_text().splitlines()]
     assert rows[-1]["step"] == 3 and rows[-1]["valid_ppl"] == pytest.approx(summary["valid_ppl"])
-    assert set(rows[0]) == {"step", "tokens", "train_ppl", "valid_forward_ppl", "valid_backward_ppl",
-                            "valid_ppl", "elapsed_s", "lr"}
+    assert set(rows[0]) == {
+        "step",
+        "tokens",
+        "train_ppl",
+        "valid_forward_ppl",
+        "valid_backward_ppl",
+        "valid_ppl",
+        "elapsed_s",
+        "lr",
+    }
 
 
 def test_trainer_stops_after_max_hours(tmp_path, train_file, vocab):
@@ -105,7 +122,8 @@ def ddp_batches(vocab):
     ]
     combined = [per_rank[0][k] + per_rank[1][k] for k in range(STEPS)]
     return [[make_batch(s, vocab) for s in rank_sentences] for rank_sentences in per_rank], [
-        make_batch(s, vocab) for s in combined]
+        make_batch(s, vocab) for s in combined
+    ]
 
 
 def ddp_config():

@@ -16,21 +16,33 @@ from hf_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel
 from .test_configuration_common import ConfigTester
 from .test_modeling_common import ModelTesterMixin
 
-TINY_LSTM = {"dim": 32, "projection_dim": 8, "n_layers": 2, "cell_clip": 3.0, "proj_clip": 3.0,
-             "use_skip_connections": True}
-TINY_CHAR_CNN = {"embedding": {"dim": 4}, "filters": [[1, 4], [2, 8]], "n_highway": 1, "n_characters": 262,
-                 "max_characters_per_token": 50, "activation": "relu"}
+TINY_LSTM = {
+    "dim": 32,
+    "projection_dim": 8,
+    "n_layers": 2,
+    "cell_clip": 3.0,
+    "proj_clip": 3.0,
+    "use_skip_connections": True,
+}
+TINY_CHAR_CNN = {
+    "embedding": {"dim": 4},
+    "filters": [[1, 4], [2, 8]],
+    "n_highway": 1,
+    "n_characters": 262,
+    "max_characters_per_token": 50,
+    "activation": "relu",
+}
 
 # Tests that cannot apply to ELMo, each with the reason. Everything else runs.
 SKIPS: dict[str, str] = {
     "test_attention_outputs": "ELMo is a biLSTM: no attention (output_attentions=True is refused with a ValueError)",
     "test_retain_grad_hidden_states_attentions": "needs attentions; hidden_states gradients are tested in "
-        "tests/hf_elmo/test_modeling_elmo.py",
+    "tests/hf_elmo/test_modeling_elmo.py",
     "test_resize_tokens_embeddings": "no word embedding matrix: resize_token_embeddings is a documented no-op "
-        "returning the char CNN (characters need no resizing)",
+    "returning the char CNN (characters need no resizing)",
     "test_resize_embeddings_untied": "no word embedding matrix (see test_resize_tokens_embeddings)",
     "test_model_get_set_embeddings": "get_input_embeddings is the pretrained char CNN, not an nn.Embedding; "
-        "set_input_embeddings refuses with a ValueError",
+    "set_input_embeddings refuses with a ValueError",
     "test_inputs_embeds": "ELMo reads character ids; there is no inputs_embeds path",
     "test_inputs_embeds_matches_input_ids": "ELMo reads character ids; there is no inputs_embeds path",
     "test_torch_export": "torch.export of the data-dependent LSTM loop (rows still running) is not supported",
@@ -85,8 +97,12 @@ class ElmoModelTest(ModelTesterMixin, unittest.TestCase):
         # has_text_modality=False: the text-model property it adds is `vocab_size`, and ELMo
         # has no word vocabulary (it reads characters; the tokenizer's ids are pad/unk/added).
         self.config_tester = ConfigTester(
-            self, config_class=ElmoConfig, common_properties=["hidden_size", "num_hidden_layers"],
-            has_text_modality=False, lstm=dict(TINY_LSTM), char_cnn=dict(TINY_CHAR_CNN),
+            self,
+            config_class=ElmoConfig,
+            common_properties=["hidden_size", "num_hidden_layers"],
+            has_text_modality=False,
+            lstm=dict(TINY_LSTM),
+            char_cnn=dict(TINY_CHAR_CNN),
         )
 
     def test_config(self) -> None:

@@ -5,9 +5,11 @@ transformers' `ModelTesterMixin` (tests/test_modeling_common.py) and `ConfigTest
 ship only in transformers' source distribution, so they are not part of the default
 suite. Fetch the sdist of the installed version and point this script at it:
 
-    pip download --no-deps --no-binary :all: "transformers==$(python -c 'import transformers; print(transformers.__version__)')" -d sdist/
+    version=$(python -c 'import transformers; print(transformers.__version__)')
+    pip download --no-deps --no-binary :all: "transformers==$version" -d sdist/
     pip install parameterized            # imported by transformers' common tests
-    python tests/hf_elmo/transformers_common/run_transformers_common_tests.py sdist/transformers-*.tar.gz [-- pytest args]
+    python tests/hf_elmo/transformers_common/run_transformers_common_tests.py \
+        sdist/transformers-*.tar.gz [-- pytest args]
 
 The script unpacks the two test files (and nothing else of transformers) into a temporary
 package, adds `elmo_common.py` (our model tester, and the list of tests that cannot apply
@@ -85,8 +87,19 @@ def main(argv: list[str] | None = None) -> int:
         package = Path(tmp) / "transformers_common_tests"
         unpack(args.sdist, package)
         command = [
-            sys.executable, "-m", "pytest", str(package / "test_elmo_common.py"), "-p", "no:cacheprovider",
-            "-rs", "-q", "--rootdir", tmp, "-c", "/dev/null", *args.pytest_args,
+            sys.executable,
+            "-m",
+            "pytest",
+            str(package / "test_elmo_common.py"),
+            "-p",
+            "no:cacheprovider",
+            "-rs",
+            "-q",
+            "--rootdir",
+            tmp,
+            "-c",
+            "/dev/null",
+            *args.pytest_args,
         ]
         return subprocess.call(command, cwd=tmp)
 
