@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .checks import check_int
+
 __all__ = ["batches_by_token_budget"]
 
 
@@ -36,12 +38,8 @@ def batches_by_token_budget(
     Raises:
         ValueError: if `max_tokens` or `max_batch_size` is not a positive integer.
     """
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
-        raise ValueError(f"max_tokens must be a positive integer; got {max_tokens!r}.")
-    if max_batch_size is not None and (
-        isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or max_batch_size <= 0
-    ):
-        raise ValueError(f"max_batch_size must be a positive integer or None; got {max_batch_size!r}.")
+    check_int("max_tokens", max_tokens)
+    check_int("max_batch_size", max_batch_size, none_ok=True)
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batches: list[list[int]] = []
     current: list[int] = []

@@ -26,6 +26,7 @@ from torch import nn
 
 from .char_cnn import CharCNN
 from .characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
+from .checks import check_int
 from .lstm import LSTMStack, LSTMState
 from .options import BiLMOptions
 from .recurrence import CapturedRecurrence, paired_stacks, resolve_recurrence, reverse_index
@@ -145,10 +146,7 @@ class BiLM(nn.Module):
         Raises:
             ValueError: if `max_words` is not an integer >= 0.
         """
-        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 0:
-            raise ValueError(
-                f"token_cache_words must be an integer >= 0 (0 switches the cache off); got {max_words!r}."
-            )
+        check_int("token_cache_words", max_words, minimum=0, meaning="0 switches the cache off")
         self.token_cache = TokenCache(max_words) if max_words else None
 
     def reset_states(self) -> None:

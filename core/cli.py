@@ -17,6 +17,7 @@ from typing import Annotated
 import torch
 import typer
 
+from .checks import check_int
 from .elmo import Elmo
 from .embed_file import DEFAULT_PIECE_TOKENS
 from .embedding import DEFAULT_BATCH_TOKENS, check_layers
@@ -163,10 +164,8 @@ def embed(
     layer_choice: str | int = int(layers) if layers.lstrip("-").isdigit() else layers
     if precision not in PRECISIONS:
         raise ElmoError(f"--precision must be one of {', '.join(PRECISIONS)}; got {precision!r}.")
-    if window_tokens < 0:
-        raise ElmoError(f"--window-tokens must be 0 (no windows) or a positive number of tokens; got {window_tokens}.")
-    if piece_tokens <= 0:
-        raise ElmoError(f"--piece-tokens must be a positive number of tokens; got {piece_tokens}.")
+    check_int("--window-tokens", window_tokens, minimum=0, meaning="0 = no windows", error=ElmoError)
+    check_int("--piece-tokens", piece_tokens, meaning="tokens", error=ElmoError)
     _check_device(device)
     check_input_file(input_file, "INPUT")
     _check_output(output_file)

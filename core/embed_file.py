@@ -51,7 +51,8 @@ import torch
 import torch.distributed as dist
 
 from .atomic_files import atomic_path, atomic_write
-from .embedding import DEFAULT_BATCH_TOKENS, _check_positive, check_layers, iter_embeddings
+from .checks import check_int
+from .embedding import DEFAULT_BATCH_TOKENS, check_layers, iter_embeddings
 from .errors import ElmoError
 from .text_files import BYTE_ORDER_MARK, strip_line_end
 from .token_cache import float64_sum
@@ -123,8 +124,7 @@ def plan_pieces(path: str | Path, piece_tokens: int = DEFAULT_PIECE_TOKENS) -> t
     Raises:
         ElmoError: if the file does not exist or is not UTF-8 (names the line).
     """
-    if isinstance(piece_tokens, bool) or not isinstance(piece_tokens, int) or piece_tokens <= 0:
-        raise ValueError(f"piece_tokens must be a positive integer; got {piece_tokens!r}.")
+    check_int("piece_tokens", piece_tokens)
     path = Path(path)
     digest = hashlib.sha256()
     pieces: list[Piece] = []
@@ -250,9 +250,9 @@ def embed_file(
 
     # Bad arguments fail here, before a job folder records them as the job's settings.
     check_layers(layers, model.num_layers, len(model.scalar_mixes))
-    _check_positive("batch_tokens", batch_tokens)
+    check_int("batch_tokens", batch_tokens)
     if batch_size is not None:
-        _check_positive("batch_size", batch_size)
+        check_int("batch_size", batch_size)
     if window_tokens:
         plan_windows(0, window_tokens, window_context)
     input_path, output_path = Path(input_path), Path(output_path)

@@ -14,6 +14,7 @@ import torch
 
 from .batching import batches_by_token_budget
 from .characters import check_sentences, words_to_char_ids
+from .checks import check_int
 from .memory import release_free_memory
 from .quantization import is_quantized
 from .windows import DEFAULT_WINDOW_TOKENS, Window, plan_windows
@@ -88,9 +89,9 @@ def iter_embeddings(
             "stateful model carries between batch rows. Call the model on your own batches "
             "in stateful mode, or build it with stateful=False (the default)."
         )
-    _check_positive("batch_tokens", batch_tokens)
+    check_int("batch_tokens", batch_tokens)
     if batch_size is not None:
-        _check_positive("batch_size", batch_size)
+        check_int("batch_size", batch_size)
     if is_quantized(model):
         _check_int8_use(model, device, autocast_dtype)
     if device is not None:
@@ -183,11 +184,6 @@ def _leave_eval(model: torch.nn.Module) -> None:
         if entry[0] == 0:
             del _RUNNING[model]
             model.train(entry[1])
-
-
-def _check_positive(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
 
 
 def _check_int8_use(model: torch.nn.Module, device: object, autocast_dtype: object) -> None:

@@ -23,6 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .checks import check_int
+
 __all__ = ["CacheStats", "FeatureCache"]
 
 
@@ -51,8 +53,7 @@ class FeatureCache:
     """
 
     def __init__(self, max_bytes: int) -> None:
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
-            raise ValueError(f"max_bytes must be a non-negative integer (0 = no cache); got {max_bytes!r}.")
+        check_int("max_bytes", max_bytes, minimum=0, meaning="0 = no cache")
         self.max_bytes = max_bytes
         self._entries: OrderedDict[Hashable, np.ndarray] = OrderedDict()
         self._nbytes = 0

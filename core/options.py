@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .checks import check_int
 from .errors import OptionsError
 from .text_files import ENCODING
 
@@ -115,8 +116,8 @@ class BiLMOptions:
     def validate(self) -> None:
         """Check every option; raise `OptionsError` naming the key, the value and a fix."""
         cc, lstm = self.char_cnn, self.lstm
-        _positive_int("char_cnn.embedding.dim", cc.embedding_dim)
-        _positive_int("char_cnn.max_characters_per_token", cc.max_characters_per_token)
+        check_int("char_cnn.embedding.dim", cc.embedding_dim, error=OptionsError)
+        check_int("char_cnn.max_characters_per_token", cc.max_characters_per_token, error=OptionsError)
         if cc.max_characters_per_token < 3:
             raise OptionsError(
                 "char_cnn.max_characters_per_token must be at least 3 (begin-of-word, one "
@@ -127,8 +128,7 @@ class BiLMOptions:
                 f"char_cnn.n_characters must be 262 (256 bytes, 5 markers, padding id 0); got "
                 f"{cc.n_characters!r}. bilm-tf training files say 261; from_dict() reads that as 262."
             )
-        if not isinstance(cc.n_highway, int) or isinstance(cc.n_highway, bool) or cc.n_highway < 0:
-            raise OptionsError(f"char_cnn.n_highway must be an integer >= 0; got {cc.n_highway!r}.")
+        check_int("char_cnn.n_highway", cc.n_highway, minimum=0, error=OptionsError)
         if cc.activation not in _ACTIVATIONS:
             raise OptionsError(f"char_cnn.activation must be one of {_ACTIVATIONS}; got {cc.activation!r}.")
         if not cc.filters:
@@ -137,16 +137,16 @@ class BiLMOptions:
             if len(bank) != 2:
                 raise OptionsError(f"char_cnn.filters[{k}] must be [width, count]; got {list(bank)!r}.")
             width, count = bank
-            _positive_int(f"char_cnn.filters[{k}] width", width)
-            _positive_int(f"char_cnn.filters[{k}] count", count)
+            check_int(f"char_cnn.filters[{k}] width", width, error=OptionsError)
+            check_int(f"char_cnn.filters[{k}] count", count, error=OptionsError)
             if width > cc.max_characters_per_token:
                 raise OptionsError(
                     f"char_cnn.filters[{k}] is {width} characters wide, wider than "
                     f"max_characters_per_token={cc.max_characters_per_token}."
                 )
-        _positive_int("lstm.dim", lstm.dim)
-        _positive_int("lstm.projection_dim", lstm.projection_dim)
-        _positive_int("lstm.n_layers", lstm.n_layers)
+        check_int("lstm.dim", lstm.dim, error=OptionsError)
+        check_int("lstm.projection_dim", lstm.projection_dim, error=OptionsError)
+        check_int("lstm.n_layers", lstm.n_layers, error=OptionsError)
         for name, value in (("lstm.cell_clip", lstm.cell_clip), ("lstm.proj_clip", lstm.proj_clip)):
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value)
@@ -277,11 +277,6 @@ class BiLMOptions:
     def replace(self, **changes: Any) -> BiLMOptions:
         """A copy with `char_cnn`/`lstm`/`extra` replaced (see `dataclasses.replace`)."""
         return replace(self, **changes)
-
-
-def _positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise OptionsError(f"{name} must be a positive integer; got {value!r}.")
 
 
 def _clip(value: Any) -> float | None:

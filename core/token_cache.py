@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from .characters import CHAR_ID_OFFSET, PADDING_CHARACTER
+from .checks import check_int
 
 __all__ = ["DEFAULT_TOKEN_CACHE_WORDS", "TokenCache", "float64_sum", "parameter_fingerprint"]
 
@@ -61,11 +62,12 @@ class TokenCache:
     """
 
     def __init__(self, max_words: int = DEFAULT_TOKEN_CACHE_WORDS) -> None:
-        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words <= 0:
-            raise ValueError(
-                f"max_words must be a positive integer (word types to keep); got {max_words!r}. "
-                "To switch the cache off, pass token_cache_words=0 to the model instead."
-            )
+        check_int(
+            "max_words",
+            max_words,
+            meaning="word types to keep",
+            hint="To switch the cache off, pass token_cache_words=0 to the model instead.",
+        )
         self.max_words = max_words
         self._lock = threading.Lock()
         self.clear()

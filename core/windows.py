@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .checks import check_int
+
 __all__ = ["DEFAULT_WINDOW_TOKENS", "Window", "default_context", "plan_windows"]
 
 DEFAULT_WINDOW_TOKENS = 1024
@@ -52,15 +54,15 @@ def default_context(window_tokens: int) -> int:
 
 
 def _check_window(window_tokens: object, context: object) -> int:
-    if isinstance(window_tokens, bool) or not isinstance(window_tokens, int) or window_tokens <= 0:
-        raise ValueError(
-            f"window_tokens must be a positive integer (or None to read every sequence whole); "
-            f"got {window_tokens!r}. {DEFAULT_WINDOW_TOKENS} is a good value."
-        )
+    check_int(
+        "window_tokens",
+        window_tokens,
+        meaning="None reads every sequence whole",
+        hint=f"{DEFAULT_WINDOW_TOKENS} is a good value.",
+    )
     if context is None:
         return default_context(window_tokens)
-    if isinstance(context, bool) or not isinstance(context, int) or context < 0:
-        raise ValueError(f"window_context must be a non-negative integer or None; got {context!r}.")
+    check_int("window_context", context, minimum=0)
     if 2 * context >= window_tokens:
         raise ValueError(
             f"window_context ({context}) must be less than half of window_tokens ({window_tokens}): "

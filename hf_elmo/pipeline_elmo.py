@@ -22,6 +22,7 @@ from typing import Any
 from transformers import FeatureExtractionPipeline, pipeline
 
 from elmo_core.batching import batches_by_token_budget
+from elmo_core.checks import check_int
 from elmo_core.embedding import DEFAULT_BATCH_TOKENS
 from elmo_core.memory import release_free_memory
 from elmo_core.model_folder import default_model_dir
@@ -110,8 +111,7 @@ def feature_extraction_pipeline(
         WeightFileError: if no model is named and no default model is installed.
         ValueError: if `batch_tokens` is not a positive integer.
     """
-    if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens <= 0:
-        raise ValueError(f"batch_tokens must be a positive integer (padded positions per batch); got {batch_tokens!r}.")
+    check_int("batch_tokens", batch_tokens, meaning="padded positions per batch")
     if model is None:
         model = str(default_model_dir())
     if isinstance(model, os.PathLike):

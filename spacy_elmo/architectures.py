@@ -25,6 +25,7 @@ from thinc.api import Dropout, Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Floats3d
 
 from elmo_core import DEFAULT_WINDOW_TOKENS
+from elmo_core.checks import check_int
 
 from .layers.elmo_model import build_elmo_model
 from .layers.listener import ElmoListener
@@ -164,8 +165,7 @@ def _mix_and_concatenate(
     tok2vec: Model[list[Doc], list[Floats2d]] | None,
     width: int | None,
 ) -> Model[list[Doc], list[Floats2d]]:
-    if width is not None and (isinstance(width, bool) or not isinstance(width, int) or width <= 0):
-        raise ValueError(f"width must be a positive integer or null; got {width!r}.")
+    check_int("width", width, none_ok=True)
     features: Model[list[Doc], list[Floats2d]] = chain(layers, ScalarMix(), Dropout(0.0))
     if tok2vec is not None:
         features = concatenate(features, tok2vec)

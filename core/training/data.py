@@ -50,6 +50,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from ..batching import batches_by_token_budget
 from ..characters import words_to_char_ids
+from ..checks import check_int
 from .corpus import Splitter, line_sentences, open_text
 from .vocab import Vocabulary
 
@@ -162,16 +163,12 @@ class TrainingStream:
         missing = [str(p) for p in paths if not Path(p).is_file()]
         if missing:
             raise FileNotFoundError(f"training files not found: {missing}.")
-        if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens <= 0:
-            raise ValueError(f"batch_tokens must be a positive integer; got {batch_tokens!r}.")
-        if buffer_sentences < 1:
-            raise ValueError(f"buffer_sentences must be >= 1; got {buffer_sentences}.")
+        check_int("batch_tokens", batch_tokens)
+        check_int("buffer_sentences", buffer_sentences)
         if not 0 <= rank < world_size:
             raise ValueError(f"rank must be in [0, world_size); got rank {rank}, world_size {world_size}.")
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed must be an integer >= 0; got {seed!r}.")
-        if max_sentence_tokens is not None and max_sentence_tokens < 1:
-            raise ValueError(f"max_sentence_tokens must be >= 1 or None; got {max_sentence_tokens}.")
+        check_int("seed", seed, minimum=0)
+        check_int("max_sentence_tokens", max_sentence_tokens, none_ok=True)
         self.paths = [Path(p) for p in paths]
         self.vocab = vocab
         self.batch_tokens = batch_tokens

@@ -41,6 +41,7 @@ from torch import nn
 
 from ..atomic_files import atomic_write
 from ..bilm import BiLM
+from ..checks import check_int
 from ..elmo import Elmo
 from ..errors import WeightFileError
 from ..model_folder import ELMO_SETTINGS, load_model_folder, read_model_config, save_model_folder
@@ -128,8 +129,7 @@ class BiLMLanguageModel(nn.Module):
         div_value: float = 4.0,
     ) -> None:
         super().__init__()
-        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 3:
-            raise ValueError(f"vocab_size must be an integer >= 3 (<S>, </S>, <UNK>); got {vocab_size!r}.")
+        check_int("vocab_size", vocab_size, minimum=3, meaning="<S>, </S>, <UNK>")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1); got {dropout}.")
         P = options.lstm.projection_dim

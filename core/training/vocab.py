@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ..checks import check_int
 from ..text_files import iter_lines
 
 __all__ = ["Vocabulary", "BOS", "EOS", "UNK", "SPECIAL_TOKENS"]
@@ -106,12 +107,8 @@ class Vocabulary:
         max_size: int | None = None,
     ) -> Vocabulary:
         """Like `build`, from word counts already made (e.g. merged over shards)."""
-        if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
-            raise ValueError(f"min_count must be an integer >= 1; got {min_count!r}.")
-        if max_size is not None and (isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 4):
-            raise ValueError(
-                f"max_size must be an integer >= 4 (three special tokens and one word) or None; got {max_size!r}."
-            )
+        check_int("min_count", min_count)
+        check_int("max_size", max_size, minimum=4, none_ok=True, meaning="three special tokens and one word")
         words = [(w, n) for w, n in counts.items() if n >= min_count and w not in SPECIAL_TOKENS]
         words.sort(key=lambda item: (-item[1], item[0]))  # most frequent first; ties by string
         if max_size is not None:

@@ -1,7 +1,7 @@
 # This file was generated from hf_elmo/configuration_elmo.py and the elmo_core
-# definitions it uses (elmo_core/errors.py, elmo_core/text_files.py,
-# elmo_core/options.py, elmo_core/model_folder.py), so that a saved model folder needs
-# no elmo-bilm. Do not edit it: edit those files and run
+# definitions it uses (elmo_core/checks.py, elmo_core/errors.py,
+# elmo_core/text_files.py, elmo_core/options.py, elmo_core/model_folder.py), so that a
+# saved model folder needs no elmo-bilm. Do not edit it: edit those files and run
 #     python -m hf_elmo.remote_code.generate
 """ElmoConfig: bilm-tf's options plus the ELMo output settings, as a transformers config.
 
@@ -23,6 +23,46 @@ try:  # transformers 5 spelling
     from transformers import PreTrainedConfig
 except ImportError:  # pragma: no cover - transformers 4 spelling
     from transformers import PretrainedConfig as PreTrainedConfig
+
+
+# ---- elmo_core/checks.py ------------------------------------------------------
+
+def check_int(
+    name: str,
+    value: object,
+    *,
+    minimum: int = 1,
+    none_ok: bool = False,
+    meaning: str = "",
+    hint: str = "",
+    error: type[Exception] = ValueError,
+) -> None:
+    """Raise `error` unless `value` is an `int` (not a `bool`) of at least `minimum`.
+
+    Args:
+        name: The argument's name as the caller knows it (`"max_tokens"`, `"--piece-tokens"`).
+        value: What arrived.
+        minimum: The smallest allowed value: 1 reads "a positive integer", 0 "a non-negative
+            integer", anything else "an integer >= minimum".
+        none_ok: Also accept None (the message then says "or None").
+        meaning: What the number counts or what a special value does, in parentheses after
+            the expectation, e.g. "0 = no cache".
+        hint: A sentence appended to the message, e.g. how to fix it.
+        error: The exception class to raise (`ValueError` unless a caller's own error
+            class, such as `OptionsError`, is what its users catch).
+
+    Raises:
+        error: e.g. `ValueError("max_tokens must be a positive integer; got 0.")`.
+    """
+    if value is None and none_ok:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        expected = {1: "a positive integer", 0: "a non-negative integer"}.get(minimum, f"an integer >= {minimum}")
+        if meaning:
+            expected += f" ({meaning})"
+        if none_ok:
+            expected += " or None"
+        raise error(f"{name} must be {expected}; got {value!r}." + (f" {hint}" if hint else ""))
 
 
 # ---- elmo_core/errors.py ------------------------------------------------------
@@ -131,8 +171,8 @@ class BiLMOptions:
     def validate(self) -> None:
         """Check every option; raise `OptionsError` naming the key, the value and a fix."""
         cc, lstm = self.char_cnn, self.lstm
-        _positive_int("char_cnn.embedding.dim", cc.embedding_dim)
-        _positive_int("char_cnn.max_characters_per_token", cc.max_characters_per_token)
+        check_int("char_cnn.embedding.dim", cc.embedding_dim, error=OptionsError)
+        check_int("char_cnn.max_characters_per_token", cc.max_characters_per_token, error=OptionsError)
         if cc.max_characters_per_token < 3:
             raise OptionsError(
                 "char_cnn.max_characters_per_token must be at least 3 (begin-of-word, one "
@@ -143,8 +183,7 @@ class BiLMOptions:
                 f"char_cnn.n_characters must be 262 (256 bytes, 5 markers, padding id 0); got "
                 f"{cc.n_characters!r}. bilm-tf training files say 261; from_dict() reads that as 262."
             )
-        if not isinstance(cc.n_highway, int) or isinstance(cc.n_highway, bool) or cc.n_highway < 0:
-            raise OptionsError(f"char_cnn.n_highway must be an integer >= 0; got {cc.n_highway!r}.")
+        check_int("char_cnn.n_highway", cc.n_highway, minimum=0, error=OptionsError)
         if cc.activation not in _ACTIVATIONS:
             raise OptionsError(f"char_cnn.activation must be one of {_ACTIVATIONS}; got {cc.activation!r}.")
         if not cc.filters:
@@ -153,16 +192,16 @@ class BiLMOptions:
             if len(bank) != 2:
                 raise OptionsError(f"char_cnn.filters[{k}] must be [width, count]; got {list(bank)!r}.")
             width, count = bank
-            _positive_int(f"char_cnn.filters[{k}] width", width)
-            _positive_int(f"char_cnn.filters[{k}] count", count)
+            check_int(f"char_cnn.filters[{k}] width", width, error=OptionsError)
+            check_int(f"char_cnn.filters[{k}] count", count, error=OptionsError)
             if width > cc.max_characters_per_token:
                 raise OptionsError(
                     f"char_cnn.filters[{k}] is {width} characters wide, wider than "
                     f"max_characters_per_token={cc.max_characters_per_token}."
                 )
-        _positive_int("lstm.dim", lstm.dim)
-        _positive_int("lstm.projection_dim", lstm.projection_dim)
-        _positive_int("lstm.n_layers", lstm.n_layers)
+        check_int("lstm.dim", lstm.dim, error=OptionsError)
+        check_int("lstm.projection_dim", lstm.projection_dim, error=OptionsError)
+        check_int("lstm.n_layers", lstm.n_layers, error=OptionsError)
         for name, value in (("lstm.cell_clip", lstm.cell_clip), ("lstm.proj_clip", lstm.proj_clip)):
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value)
@@ -293,11 +332,6 @@ class BiLMOptions:
     def replace(self, **changes: Any) -> BiLMOptions:
         """A copy with `char_cnn`/`lstm`/`extra` replaced (see `dataclasses.replace`)."""
         return replace(self, **changes)
-
-
-def _positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise OptionsError(f"{name} must be a positive integer; got {value!r}.")
 
 
 def _clip(value: Any) -> float | None:

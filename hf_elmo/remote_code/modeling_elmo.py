@@ -61,7 +61,7 @@ from .configuration_elmo import (
     OptionsError,
     _ACTIVATIONS,
     _clip,
-    _positive_int,
+    check_int,
 )
 
 
@@ -92,12 +92,8 @@ def batches_by_token_budget(
     Raises:
         ValueError: if `max_tokens` or `max_batch_size` is not a positive integer.
     """
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
-        raise ValueError(f"max_tokens must be a positive integer; got {max_tokens!r}.")
-    if max_batch_size is not None and (
-        isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or max_batch_size <= 0
-    ):
-        raise ValueError(f"max_batch_size must be a positive integer or None; got {max_batch_size!r}.")
+    check_int("max_tokens", max_tokens)
+    check_int("max_batch_size", max_batch_size, none_ok=True)
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batches: list[list[int]] = []
     current: list[int] = []
@@ -977,11 +973,12 @@ class TokenCache:
     """
 
     def __init__(self, max_words: int = DEFAULT_TOKEN_CACHE_WORDS) -> None:
-        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words <= 0:
-            raise ValueError(
-                f"max_words must be a positive integer (word types to keep); got {max_words!r}. "
-                "To switch the cache off, pass token_cache_words=0 to the model instead."
-            )
+        check_int(
+            "max_words",
+            max_words,
+            meaning="word types to keep",
+            hint="To switch the cache off, pass token_cache_words=0 to the model instead.",
+        )
         self.max_words = max_words
         self._lock = threading.Lock()
         self.clear()
@@ -1250,10 +1247,7 @@ class BiLM(nn.Module):
         Raises:
             ValueError: if `max_words` is not an integer >= 0.
         """
-        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 0:
-            raise ValueError(
-                f"token_cache_words must be an integer >= 0 (0 switches the cache off); got {max_words!r}."
-            )
+        check_int("token_cache_words", max_words, minimum=0, meaning="0 switches the cache off")
         self.token_cache = TokenCache(max_words) if max_words else None
 
     def reset_states(self) -> None:
@@ -1511,15 +1505,15 @@ def default_context(window_tokens: int) -> int:
 
 
 def _check_window(window_tokens: object, context: object) -> int:
-    if isinstance(window_tokens, bool) or not isinstance(window_tokens, int) or window_tokens <= 0:
-        raise ValueError(
-            f"window_tokens must be a positive integer (or None to read every sequence whole); "
-            f"got {window_tokens!r}. {DEFAULT_WINDOW_TOKENS} is a good value."
-        )
+    check_int(
+        "window_tokens",
+        window_tokens,
+        meaning="None reads every sequence whole",
+        hint=f"{DEFAULT_WINDOW_TOKENS} is a good value.",
+    )
     if context is None:
         return default_context(window_tokens)
-    if isinstance(context, bool) or not isinstance(context, int) or context < 0:
-        raise ValueError(f"window_context must be a non-negative integer or None; got {context!r}.")
+    check_int("window_context", context, minimum=0)
     if 2 * context >= window_tokens:
         raise ValueError(
             f"window_context ({context}) must be less than half of window_tokens ({window_tokens}): "
@@ -1623,9 +1617,9 @@ def iter_embeddings(
             "stateful model carries between batch rows. Call the model on your own batches "
             "in stateful mode, or build it with stateful=False (the default)."
         )
-    _check_positive("batch_tokens", batch_tokens)
+    check_int("batch_tokens", batch_tokens)
     if batch_size is not None:
-        _check_positive("batch_size", batch_size)
+        check_int("batch_size", batch_size)
     if is_quantized(model):
         _check_int8_use(model, device, autocast_dtype)
     if device is not None:
@@ -1718,11 +1712,6 @@ def _leave_eval(model: torch.nn.Module) -> None:
         if entry[0] == 0:
             del _RUNNING[model]
             model.train(entry[1])
-
-
-def _check_positive(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
 
 
 def _check_int8_use(model: torch.nn.Module, device: object, autocast_dtype: object) -> None:

@@ -58,6 +58,7 @@ from elmo_core import (
     save_model_folder,
     words_to_char_ids,
 )
+from elmo_core.checks import check_int
 from elmo_core.model_folder import default_model_dir
 
 __all__ = [
@@ -97,14 +98,12 @@ def build_elmo_model(
     cache_bytes: int = 0,
 ) -> Model[list[Doc], list[Floats3d]]:
     """The thinc layer; see `spacy_elmo.architectures.ElmoModel_v2` for the arguments."""
-    if isinstance(max_batch_tokens, bool) or not isinstance(max_batch_tokens, int) or max_batch_tokens <= 0:
-        raise ValueError(f"max_batch_tokens must be a positive integer; got {max_batch_tokens!r}.")
+    check_int("max_batch_tokens", max_batch_tokens)
     if window_tokens == 0:
         window_tokens = None  # read every unit whole
     if window_tokens is not None:
         plan_windows(0, window_tokens, window_context)  # raises ValueError for bad values
-    if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
-        raise ValueError(f"cache_bytes must be a non-negative integer (0 = no cache); got {cache_bytes!r}.")
+    check_int("cache_bytes", cache_bytes, minimum=0, meaning="0 = no cache")
     return Model(
         LAYER_NAME,
         forward,

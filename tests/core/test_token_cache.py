@@ -136,7 +136,7 @@ def test_two_threads_share_one_cache_safely():
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "big"])
 def test_bad_cache_sizes_are_refused(bad):
-    with pytest.raises(ValueError, match="token_cache_words must be an integer >= 0"):
+    with pytest.raises(ValueError, match=r"token_cache_words must be a non-negative integer \(0 switches"):
         make_tiny_elmo(token_cache_words=bad)
     with pytest.raises(ValueError, match="max_words must be a positive integer"):
         TokenCache(bad if bad != -1 else 0)
