@@ -317,11 +317,9 @@ class LSTMCellWithProjection(nn.Module):
         lengths = (sizes[:, None] > torch.arange(batch_size)[None, :]).sum(dim=0)  # [batch]
         weights = self.torch_lstm_weights()
         dtype = weights[0].dtype  # float32 state and products, also under autocast (see below)
-        if initial_state is None:
-            h0 = inputs.new_zeros(1, batch_size, self.projection_dim, dtype=dtype)
-            c0 = inputs.new_zeros(1, batch_size, self.dim, dtype=dtype)
-        else:
-            h0, c0 = (s.unsqueeze(0).to(dtype) for s in initial_state)
+        h0, c0 = self._fused_initial_state(inputs, initial_state, dtype)
+        # torch.lstm's flags after the weights: has_biases, num_layers, dropout, train, bidirectional.
+        flags = (True, 1, 0.0, self.training, False)
         padded = not final_state and inputs.device.type == "cpu"
         # The fused kernels take one dtype for inputs, weights and state; autocast does not
         # cover them, so under autocast the recurrence runs in the weights' dtype. cuDNN
@@ -332,35 +330,27 @@ class LSTMCellWithProjection(nn.Module):
             warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous chunk")
             warnings.filterwarnings("ignore", message="LSTM with projections is not supported with oneDNN")
             if padded:
-                outputs, _, _ = torch.lstm(
-                    inputs.to(dtype),
-                    (h0, c0),
-                    weights,
-                    True,
-                    1,
-                    0.0,
-                    self.training,
-                    False,
-                    False,  # biases, layers, dropout, train, bidir., batch_first
-                )
+                outputs, _, _ = torch.lstm(inputs.to(dtype), (h0, c0), weights, *flags, False)  # batch_first=False
                 active = torch.arange(num_steps)[:, None] < lengths[None, :]  # [steps, batch]
                 return outputs * active[..., None].to(outputs.device), None
             packed = pack_padded_sequence(inputs, lengths, enforce_sorted=True)
-            data, h, c = torch.lstm(
-                packed.data.to(dtype),
-                packed.batch_sizes,
-                (h0, c0),
-                weights,
-                True,
-                1,
-                0.0,
-                self.training,
-                False,  # has_biases, num_layers, dropout, train, bidirectional
-            )
+            data, h, c = torch.lstm(packed.data.to(dtype), packed.batch_sizes, (h0, c0), weights, *flags)
         outputs, _ = pad_packed_sequence(
             PackedSequence(data, packed.batch_sizes), total_length=num_steps
         )  # [steps, batch, P], zeros where a row has ended
         return outputs, ((h[0], c[0]) if final_state else None)
+
+    def _fused_initial_state(
+        self, inputs: torch.Tensor, initial_state: LSTMState | None, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(h0, c0) as `torch.lstm` takes them: [1, batch, projection_dim] and [1, batch, dim], in `dtype`."""
+        if initial_state is None:
+            batch_size = inputs.shape[1]
+            h0 = inputs.new_zeros(1, batch_size, self.projection_dim, dtype=dtype)
+            c0 = inputs.new_zeros(1, batch_size, self.dim, dtype=dtype)
+            return h0, c0
+        h0, c0 = (s.unsqueeze(0).to(dtype) for s in initial_state)
+        return h0, c0
 
 
 class LSTMStack(nn.Module):

@@ -26,7 +26,7 @@ h5py is imported only when one of these functions is called.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
@@ -132,9 +132,16 @@ def load_bilm_tf(model: BiLM | Elmo, weight_file: str | Path) -> None:
         ImportError: if h5py is not installed (`pip install 'elmo-bilm[hdf5]'`).
     """
     bilm = _as_bilm(model)
-    h5py = _import_h5py()
     path = Path(weight_file)
     params = dict(bilm.named_parameters())
+    with _open_weight_file(path) as handle, torch.no_grad():
+        for ds in _bilm_tf_table(bilm):
+            _load_dataset(handle, ds, params, path)
+
+
+def _open_weight_file(path: Path) -> Any:
+    """The open h5py file at `path`; a WeightFileError that says what to do when there is none."""
+    h5py = _import_h5py()
     if not path.exists():
         raise WeightFileError(f"weight file {path} does not exist. Check the path (and its working directory).")
     if path.is_dir():
@@ -143,47 +150,50 @@ def load_bilm_tf(model: BiLM | Elmo, weight_file: str | Path) -> None:
             "(or --model DIR); for bilm-tf files pass the ..._weights.hdf5 file itself."
         )
     try:
-        handle = h5py.File(path, "r")
+        return h5py.File(path, "r")
     except Exception as err:  # OSError for a bad signature or a truncated file
         raise WeightFileError(
             f"{path} is not a readable hdf5 file ({err}). It may be truncated (an interrupted "
             "download) or another format; download or convert it again."
         ) from err
-    with handle, torch.no_grad():
-        for ds in _bilm_tf_table(bilm):
+
+
+def _load_dataset(handle: Any, ds: _Dataset, params: dict[str, torch.nn.Parameter], path: Path) -> None:
+    """Copy one dataset of the table into its parameters, block by block, after checking its shape
+    and, once copied, that it held only finite values."""
+    try:
+        dataset = handle[ds.name] if ds.name in handle else None
+        shape = tuple(dataset.shape) if dataset is not None else None
+    except Exception as err:  # h5py raises OSError, KeyError or RuntimeError on damaged files
+        raise _damaged(path, ds.name, err) from err
+    if dataset is None:
+        raise WeightFileError(
+            f"{path} has no dataset '{ds.name}' (expected shape {ds.shape}). Is this a "
+            "bilm-tf/AllenNLP ELMo weight file, and do the options match it?"
+        )
+    if shape != ds.shape:
+        raise WeightFileError(
+            f"{path}: dataset '{ds.name}' has shape {shape}, but the options "
+            f"imply {ds.shape}. Check that options.json belongs to this weight file."
+        )
+    bad = 0
+    for target in ds.targets:
+        param = params[target.parameter]
+        dest = param if target.param_rows is None else param[target.param_rows]
+        rows = target.file_rows or slice(None)
+        first, stop, _ = rows.indices(shape[0])
+        for start, end in _row_blocks(shape, first, stop):
             try:
-                dataset = handle[ds.name] if ds.name in handle else None
-                shape = tuple(dataset.shape) if dataset is not None else None
-            except Exception as err:  # h5py raises OSError, KeyError or RuntimeError on damaged files
+                block = np.asarray(dataset[start:end], dtype=np.float32)
+            except Exception as err:
                 raise _damaged(path, ds.name, err) from err
-            if dataset is None:
-                raise WeightFileError(
-                    f"{path} has no dataset '{ds.name}' (expected shape {ds.shape}). Is this a "
-                    "bilm-tf/AllenNLP ELMo weight file, and do the options match it?"
-                )
-            if shape != ds.shape:
-                raise WeightFileError(
-                    f"{path}: dataset '{ds.name}' has shape {shape}, but the options "
-                    f"imply {ds.shape}. Check that options.json belongs to this weight file."
-                )
-            bad = 0
-            for target in ds.targets:
-                param = params[target.parameter]
-                dest = param if target.param_rows is None else param[target.param_rows]
-                rows = target.file_rows or slice(None)
-                first, stop, _ = rows.indices(shape[0])
-                for start, end in _row_blocks(shape, first, stop):
-                    try:
-                        block = np.asarray(dataset[start:end], dtype=np.float32)
-                    except Exception as err:
-                        raise _damaged(path, ds.name, err) from err
-                    bad += int(block.size - np.count_nonzero(np.isfinite(block)))
-                    _copy_rows(dest, torch.from_numpy(block), target.kind, start - first, end - first)
-            if bad:
-                raise WeightFileError(
-                    f"{path}: dataset '{ds.name}' holds {bad} NaN or infinite values, so every vector "
-                    "would be NaN. The file is damaged; download or convert it again."
-                )
+            bad += int(block.size - np.count_nonzero(np.isfinite(block)))
+            _copy_rows(dest, torch.from_numpy(block), target.kind, start - first, end - first)
+    if bad:
+        raise WeightFileError(
+            f"{path}: dataset '{ds.name}' holds {bad} NaN or infinite values, so every vector "
+            "would be NaN. The file is damaged; download or convert it again."
+        )
 
 
 # Each dataset is read in blocks of rows of at most this many bytes and copied straight
