@@ -246,55 +246,9 @@ def embed_file(
             settings, or a failure of any process (OUTPUT is then not written).
         ValueError: for a bad `layers`, batch budget or window (before anything is written).
     """
-    import h5py
-
     # Bad arguments fail here, before a job folder records them as the job's settings.
-    check_layers(layers, model.num_layers, len(model.scalar_mixes))
-    check_int("batch_tokens", batch_tokens)
-    if batch_size is not None:
-        check_int("batch_size", batch_size)
-    if window_tokens:
-        plan_windows(0, window_tokens, window_context)
-    input_path, output_path = Path(input_path), Path(output_path)
-    distributed = dist.is_available() and dist.is_initialized()
-    rank = dist.get_rank() if distributed else 0
-    world_size = dist.get_world_size() if distributed else 1
-    folder = job_folder(output_path)
-    job_settings = {
-        "layers": str(layers),
-        "window_tokens": window_tokens or 0,
-        "window_context": window_context,
-        "tokenize": None if tokenize is None else getattr(tokenize, "__name__", "custom"),
-        "autocast": str(autocast_dtype),
-        "model": model_checksum(model),
-        "dim": model.output_dim,
-        **(settings or {}),
-    }
-    # Rank 0 reads the input and prepares the job folder; the others wait for its answer.
-    message: list[Any] = [None]
-    if rank == 0:
-        try:
-            message[0] = _prepare_job(input_path, folder, piece_tokens, job_settings)
-        except (ElmoError, OSError, ValueError) as err:
-            message[0] = err if isinstance(err, ElmoError) else ElmoError(str(err))
-    if distributed:
-        dist.broadcast_object_list(message, src=0, device=_collective_device())
-    if isinstance(message[0], ElmoError):
-        raise message[0]
-    job, todo = message[0]
-    pieces = [Piece(**p) for p in job["pieces"]]
-    by_index = {p.index: p for p in pieces}
-    mine = _assign([by_index[i] for i in todo], world_size)[rank]
-    from tqdm import tqdm
-
-    bar = tqdm(  # counts whitespace-separated words (the tokens without --tokenize)
-        total=job["tokens"],
-        initial=job["tokens"] - sum(by_index[i].tokens for i in todo),
-        unit="tok",
-        dynamic_ncols=True,
-        disable=not progress or rank != 0,
-    )
-    watcher = _PieceWatcher(folder, [by_index[i] for i in todo], mine, bar) if rank == 0 else None
+    _check_arguments(model, layers, batch_tokens, batch_size, window_tokens, window_context)
+    job_settings = _job_settings(model, layers, tokenize, autocast_dtype, window_tokens, window_context, settings)
     embed_kwargs = {
         "layers": layers,
         "batch_tokens": batch_tokens,
@@ -304,30 +258,149 @@ def embed_file(
         "window_tokens": window_tokens,
         "window_context": window_context,
     }
+    job = _JobFiles(Path(input_path), Path(output_path), piece_tokens)
+    return _run_job(model, job, job_settings, embed_kwargs, tokenize, progress)
+
+
+def _check_arguments(
+    model: Elmo,
+    layers: str | int,
+    batch_tokens: int,
+    batch_size: int | None,
+    window_tokens: int | None,
+    window_context: int | None,
+) -> None:
+    """Raise ValueError for a bad `layers`, batch budget or window."""
+    check_layers(layers, model.num_layers, len(model.scalar_mixes))
+    check_int("batch_tokens", batch_tokens)
+    if batch_size is not None:
+        check_int("batch_size", batch_size)
+    if window_tokens:
+        plan_windows(0, window_tokens, window_context)
+
+
+def _job_settings(
+    model: Elmo,
+    layers: str | int,
+    tokenize: Callable[[str], list[str]] | None,
+    autocast_dtype: torch.dtype | None,
+    window_tokens: int | None,
+    window_context: int | None,
+    settings: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Everything that changes the vectors, as job.json records it (a resumed job must match)."""
+    return {
+        "layers": str(layers),
+        "window_tokens": window_tokens or 0,
+        "window_context": window_context,
+        "tokenize": None if tokenize is None else getattr(tokenize, "__name__", "custom"),
+        "autocast": str(autocast_dtype),
+        "model": model_checksum(model),
+        "dim": model.output_dim,
+        **(settings or {}),
+    }
+
+
+@dataclass(frozen=True)
+class _JobFiles:
+    """The files of one `embed_file` job: INPUT, OUTPUT, OUTPUT.partial/ and the piece size."""
+
+    input_path: Path
+    output_path: Path
+    piece_tokens: int
+
+    @property
+    def folder(self) -> Path:
+        return job_folder(self.output_path)
+
+
+def _run_job(
+    model: Elmo,
+    files: _JobFiles,
+    job_settings: dict[str, Any],
+    embed_kwargs: dict[str, Any],
+    tokenize: Callable[[str], list[str]] | None,
+    progress: bool,
+) -> EmbedFileResult:
+    """This process's share of the pieces left to do; then rank 0 merges every piece into OUTPUT."""
+    import h5py
+
+    distributed = dist.is_available() and dist.is_initialized()
+    rank = dist.get_rank() if distributed else 0
+    world_size = dist.get_world_size() if distributed else 1
+    folder = files.folder
+    job, todo = _open_job(files, job_settings, rank, distributed)
+    pieces = [Piece(**p) for p in job["pieces"]]
+    by_index = {p.index: p for p in pieces}
+    left = [by_index[i] for i in todo]
+    mine = _assign(left, world_size)[rank]
+    bar = _progress_bar(job, left, show=progress and rank == 0)
+    watcher = _PieceWatcher(folder, left, mine, bar) if rank == 0 else None
     failure: BaseException | None = None
     try:
         for piece in mine:
-            _embed_piece(model, input_path, folder, piece, tokenize, embed_kwargs, bar, watcher, h5py)
+            _embed_piece(model, files.input_path, folder, piece, tokenize, embed_kwargs, bar, watcher, h5py)
     except BaseException as err:  # noqa: BLE001 - reported to the other ranks, then raised
         failure = err
+    _raise_unless_all_succeeded(failure, distributed, bar, files)
+    if watcher is not None:
+        watcher.finish()
+    bar.close()
+    if rank == 0:
+        _merge(folder, pieces, files.output_path, job, h5py)
+    return EmbedFileResult(job["lines"], job["tokens"], len(pieces), len(pieces) - len(todo))
+
+
+def _open_job(
+    files: _JobFiles, job_settings: dict[str, Any], rank: int, distributed: bool
+) -> tuple[dict[str, Any], list[int]]:
+    """(job.json's content, indices of the pieces left to do), the same on every rank.
+
+    Rank 0 reads the input and prepares the job folder; the others wait for its answer
+    (or its error, raised on every rank).
+    """
+    message: list[Any] = [None]
+    if rank == 0:
+        try:
+            message[0] = _prepare_job(files.input_path, files.folder, files.piece_tokens, job_settings)
+        except (ElmoError, OSError, ValueError) as err:
+            message[0] = err if isinstance(err, ElmoError) else ElmoError(str(err))
+    if distributed:
+        dist.broadcast_object_list(message, src=0, device=_collective_device())
+    if isinstance(message[0], ElmoError):
+        raise message[0]
+    job, todo = message[0]
+    return job, todo
+
+
+def _progress_bar(job: dict[str, Any], left: Sequence[Piece], show: bool) -> Any:
+    """A tqdm bar over the job's tokens, starting at those of the pieces already done."""
+    from tqdm import tqdm
+
+    return tqdm(  # counts whitespace-separated words (the tokens without --tokenize)
+        total=job["tokens"],
+        initial=job["tokens"] - sum(p.tokens for p in left),
+        unit="tok",
+        dynamic_ncols=True,
+        disable=not show,
+    )
+
+
+def _raise_unless_all_succeeded(failure: BaseException | None, distributed: bool, bar: Any, files: _JobFiles) -> None:
+    """Raise this process's failure, or an ElmoError when another process failed; all ranks
+    leave the collectives together first (gloo aborts a process whose peer is gone)."""
     ok = _all_agree(failure is None, distributed)
     if distributed:
-        dist.barrier()  # leave the collectives together (gloo aborts a process whose peer is gone)
+        dist.barrier()
     if failure is not None:
         bar.close()
         raise failure
     if not ok:
         bar.close()
         raise ElmoError(
-            f"another process of this torchrun job failed (see its error above); {output_path} was not "
-            f"written. The finished pieces are kept in {folder}: run the same command again to resume."
+            f"another process of this torchrun job failed (see its error above); {files.output_path} was not "
+            f"written. The finished pieces are kept in {files.folder}: run the same command again to resume."
         )
-    if watcher is not None:
-        watcher.finish()
-    bar.close()
-    if rank == 0:
-        _merge(folder, pieces, output_path, job, h5py)
-    return EmbedFileResult(job["lines"], job["tokens"], len(pieces), len(pieces) - len(todo))
 
 
 def _collective_device() -> torch.device | None:

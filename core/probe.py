@@ -144,6 +144,23 @@ def _correct(probe: torch.nn.Linear, x: torch.Tensor, y: torch.Tensor) -> int:
     return int((predicted == y).sum())
 
 
+def _label_ids(train_tags: list[list[str]], eval_tags: list[list[str]]) -> tuple[list[str], torch.Tensor, torch.Tensor]:
+    """(the training labels, sorted; train token label ids; eval token label ids, -1 for a label
+    never seen in training, which no probe can predict).
+
+    Raises:
+        ElmoError: if the training labels have fewer than 2 values.
+    """
+    train_labels = [t for tags in train_tags for t in tags]
+    labels = sorted(set(train_labels))
+    if len(labels) < 2:
+        raise ElmoError(f"the training labels must have at least 2 values to probe; got {labels}. Check --column.")
+    index = {label: i for i, label in enumerate(labels)}
+    y_train = torch.tensor([index[t] for t in train_labels])
+    y_eval = torch.tensor([index.get(t, -1) for tags in eval_tags for t in tags])  # -1: never right
+    return labels, y_train, y_eval
+
+
 def run_probe(
     elmo: Elmo,
     train: tuple[list[list[str]], list[list[str]]],
@@ -178,13 +195,7 @@ def run_probe(
     """
     if epochs < 1 or batch_size < 1:
         raise ElmoError(f"epochs and batch_size must be positive; got epochs={epochs}, batch_size={batch_size}.")
-    train_labels = [t for tags in train[1] for t in tags]
-    labels = sorted(set(train_labels))
-    if len(labels) < 2:
-        raise ElmoError(f"the training labels must have at least 2 values to probe; got {labels}. Check --column.")
-    index = {label: i for i, label in enumerate(labels)}
-    y_train = torch.tensor([index[t] for t in train_labels])
-    y_eval = torch.tensor([index.get(t, -1) for tags in evaluation[1] for t in tags])  # -1: never right
+    labels, y_train, y_eval = _label_ids(train[1], evaluation[1])
     counts = np.bincount(y_train.numpy(), minlength=len(labels))
     majority = float((y_eval == int(counts.argmax())).float().mean())
 
