@@ -34,7 +34,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -295,71 +295,83 @@ class Trainer:
         """
         from tqdm import tqdm
 
-        config = self.config
-        started = time.monotonic()
+        run = _FitRun(time.monotonic())
         if self._iterator is None:
             self._iterator = iter(self.stream)
         bar = tqdm(
-            total=config.max_steps,
+            total=self.config.max_steps,
             initial=self.step,
             unit="step",
             dynamic_ncols=True,
-            disable=not (config.progress and self.is_main),
+            disable=not (self.config.progress and self.is_main),
         )
-        interval = _LogInterval()
-        last_valid: Perplexity | None = None
-        validated_at = saved_at = -1
         try:
-            while config.max_steps is None or self.step < config.max_steps:
-                out_of_time = config.max_hours is not None and time.monotonic() - started > config.max_hours * 3600
-                if self._agree(out_of_time):
-                    break
-                try:
-                    batch = next(self._iterator)
-                except StopIteration:
-                    break
-                result = self.train_step(batch)
-                interval.add(result)
-                if callback is not None:
-                    callback(self.step, result)
-                bar.update(1)
-                if self.step % 10 == 0 or self.step == 1:
-                    bar.set_postfix(
-                        tok_s=f"{interval.words / max(interval.seconds(), 1e-9):.0f}",
-                        ppl=f"{interval.perplexity():.1f}",
-                        refresh=False,
-                    )
-                if config.max_steps is not None and self.step >= config.max_steps:
-                    break  # the last step is validated, logged and saved below
-                validate = config.validate_every and self.step % config.validate_every == 0
-                valid = self.validate() if validate else None
-                if valid is not None:
-                    last_valid, validated_at = valid, self.step
-                if valid is not None or (config.log_every and self.step % config.log_every == 0):
-                    self._log_row(interval, valid, started)
-                    interval = _LogInterval()
-                if config.checkpoint_every and self.step % config.checkpoint_every == 0:
-                    self.save(started)
-                    saved_at = self.step
+            self._train_until_stopped(run, bar, callback)
         finally:
             bar.close()
             if hasattr(self._iterator, "close"):  # a generator: the stream keeps its position
                 self._iterator.close()  # (and a prefetching worker stops)
                 self._iterator = None
-        valid = self.validate() if validated_at != self.step else None
+        return self._finish_fit(run)
+
+    def _train_until_stopped(self, run: _FitRun, bar: Any, callback: Callable[[int, StepResult], None] | None) -> None:
+        """Steps until `max_steps`, `max_hours` (on any rank) or the end of the stream; validates,
+        logs and saves on schedule, except at the last step (see `_finish_fit`)."""
+        config = self.config
+        while config.max_steps is None or self.step < config.max_steps:
+            out_of_time = config.max_hours is not None and time.monotonic() - run.started > config.max_hours * 3600
+            if self._agree(out_of_time):
+                break
+            try:
+                batch = next(self._iterator)
+            except StopIteration:
+                break
+            result = self.train_step(batch)
+            run.interval.add(result)
+            if callback is not None:
+                callback(self.step, result)
+            bar.update(1)
+            if self.step % 10 == 0 or self.step == 1:
+                bar.set_postfix(
+                    tok_s=f"{run.interval.words / max(run.interval.seconds(), 1e-9):.0f}",
+                    ppl=f"{run.interval.perplexity():.1f}",
+                    refresh=False,
+                )
+            if config.max_steps is not None and self.step >= config.max_steps:
+                break  # the last step is validated, logged and saved by _finish_fit
+            self._validate_log_save_on_schedule(run)
+
+    def _validate_log_save_on_schedule(self, run: _FitRun) -> None:
+        """Validation every `validate_every` steps, a log row every `log_every` steps (and with
+        each validation), checkpoint and model folder every `checkpoint_every` steps."""
+        config = self.config
+        validate = config.validate_every and self.step % config.validate_every == 0
+        valid = self.validate() if validate else None
         if valid is not None:
-            last_valid = valid
-        if interval.steps or valid is not None:
-            self._log_row(interval, valid, started)
-        if saved_at != self.step:
-            self.save(started)
-        elapsed = self.elapsed_before + time.monotonic() - started
+            run.last_valid, run.validated_at = valid, self.step
+        if valid is not None or (config.log_every and self.step % config.log_every == 0):
+            self._log_row(run.interval, valid, run.started)
+            run.interval = _LogInterval()
+        if config.checkpoint_every and self.step % config.checkpoint_every == 0:
+            self.save(run.started)
+            run.saved_at = self.step
+
+    def _finish_fit(self, run: _FitRun) -> dict[str, Any]:
+        """Validate, log and save the last step (unless already done); return `fit`'s summary."""
+        valid = self.validate() if run.validated_at != self.step else None
+        if valid is not None:
+            run.last_valid = valid
+        if run.interval.steps or valid is not None:
+            self._log_row(run.interval, valid, run.started)
+        if run.saved_at != self.step:
+            self.save(run.started)
+        elapsed = self.elapsed_before + time.monotonic() - run.started
         summary: dict[str, Any] = {"step": self.step, "tokens": self.tokens_seen, "elapsed_s": round(elapsed, 1)}
-        if last_valid is not None:
+        if run.last_valid is not None:
             summary.update(
-                valid_forward_ppl=last_valid.forward,
-                valid_backward_ppl=last_valid.backward,
-                valid_ppl=last_valid.average,
+                valid_forward_ppl=run.last_valid.forward,
+                valid_backward_ppl=run.last_valid.backward,
+                valid_ppl=run.last_valid.average,
             )
         return summary
 
@@ -507,6 +519,18 @@ class _LogInterval:
         if not self.tokens:
             return math.nan
         return math.exp(min((self.forward_nll + self.backward_nll) / (2 * self.tokens), 700.0))
+
+
+@dataclass
+class _FitRun:
+    """Where one `Trainer.fit` call stands: its start time, the running log interval, the
+    last validation, and the steps last validated and saved at (-1: not yet)."""
+
+    started: float
+    interval: _LogInterval = field(default_factory=_LogInterval)
+    last_valid: Perplexity | None = None
+    validated_at: int = -1
+    saved_at: int = -1
 
 
 def seed_everything(seed: int) -> None:
