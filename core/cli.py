@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import torch
 import typer
 
 from .checks import check_int
 from .elmo import Elmo
-from .embed_file import DEFAULT_PIECE_TOKENS
+from .embed_file import DEFAULT_PIECE_TOKENS, EmbedFileResult, embed_file
 from .embedding import DEFAULT_BATCH_TOKENS, check_layers
 from .errors import ElmoError
 from .memory import use_mmap_for_large_blocks
@@ -29,7 +31,21 @@ from .token_cache import DEFAULT_TOKEN_CACHE_WORDS
 from .tokenizers import get_tokenizer
 from .windows import DEFAULT_WINDOW_TOKENS
 
+if TYPE_CHECKING:
+    from .training.commands import TrainingSettings
+
 PRECISIONS = ("fp32", "int8", "bf16", "fp16")
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+# Options shared by several commands, each declared (and its help written) once.
+ModelOption = Annotated[Path | None, typer.Option(help="Model folder.")]
+OptionsOption = Annotated[Path | None, typer.Option(help="bilm-tf options.json (with --weights).")]
+WeightsOption = Annotated[Path | None, typer.Option(help="bilm-tf hdf5 weights (with --options).")]
+BatchTokensOption = Annotated[int, typer.Option(help="Padded positions per biLM batch.")]
+DeviceOption = Annotated[str, typer.Option(help="torch device, e.g. cpu or cuda.")]
+TorchrunDeviceOption = Annotated[
+    str, typer.Option(help="torch device, e.g. cpu or cuda; under torchrun each process uses cuda:LOCAL_RANK.")
+]
 
 app = typer.Typer(
     add_completion=False,
@@ -94,54 +110,64 @@ def _check_output(path: Path) -> None:
         raise ElmoError(f"the folder of OUTPUT ({path.parent}) does not exist; create it first.")
 
 
+# `elmo embed`'s options.
+LayersOption = Annotated[str, typer.Option(help="all | top | average | mix | a layer index 0..n_layers.")]
+BatchSizeOption = Annotated[
+    int | None,
+    typer.Option(help="At most this many lines per batch (default: the --batch-tokens budget alone decides)."),
+]
+TokenizeOption = Annotated[
+    bool, typer.Option(help="Tokenise raw lines (spaCy English rules) instead of splitting on whitespace.")
+]
+EmbedProgressOption = Annotated[
+    bool, typer.Option(help="Show a progress bar (once, from the first process, under torchrun).")
+]
+WindowTokensOption = Annotated[
+    int,
+    typer.Option(
+        help="Read a line longer than this in overlapping windows of this many tokens (0 = read every line whole)."
+    ),
+]
+WindowContextOption = Annotated[
+    int | None, typer.Option(help="Context tokens on each side of a window (default: window-tokens // 8).")
+]
+EmbedPrecisionOption = Annotated[
+    str,
+    typer.Option(
+        help="fp32 (exact), int8 (CPU: int8 LSTMs, 1.2-2.8x faster, cosine about 0.9998), "
+        "bf16 or fp16 (autocast, for GPUs)."
+    ),
+]
+TokenCacheOption = Annotated[
+    int, typer.Option(help="Word types kept in the layer-0 cache (0 = off); changes no value.")
+]
+PieceTokensOption = Annotated[
+    int,
+    typer.Option(
+        help="Lines are embedded and saved in pieces of about this many tokens: what a resumed run "
+        "redoes at most, and the unit torchrun processes share."
+    ),
+]
+
+
 @app.command()
 def embed(
     input_file: Annotated[Path, typer.Argument(metavar="INPUT", help="Text file, one sentence per line.")],
     output_file: Annotated[Path, typer.Argument(metavar="OUTPUT", help="hdf5 file to write.")],
-    layers: Annotated[str, typer.Option(help="all | top | average | mix | a layer index 0..n_layers.")] = "all",
-    model: Annotated[Path | None, typer.Option(help="Model folder.")] = None,
-    options: Annotated[Path | None, typer.Option(help="bilm-tf options.json (with --weights).")] = None,
-    weights: Annotated[Path | None, typer.Option(help="bilm-tf hdf5 weights (with --options).")] = None,
-    batch_tokens: Annotated[int, typer.Option(help="Padded positions per batch.")] = DEFAULT_BATCH_TOKENS,
-    batch_size: Annotated[
-        int | None,
-        typer.Option(help="At most this many lines per batch (default: the --batch-tokens budget alone decides)."),
-    ] = None,
-    device: Annotated[
-        str, typer.Option(help="torch device, e.g. cpu or cuda; under torchrun each process uses cuda:LOCAL_RANK.")
-    ] = "cpu",
-    tokenize: Annotated[
-        bool, typer.Option(help="Tokenise raw lines (spaCy English rules) instead of splitting on whitespace.")
-    ] = False,
-    progress: Annotated[
-        bool, typer.Option(help="Show a progress bar (once, from the first process, under torchrun).")
-    ] = True,
-    window_tokens: Annotated[
-        int,
-        typer.Option(
-            help="Read a line longer than this in overlapping windows of this many tokens (0 = read every line whole)."
-        ),
-    ] = DEFAULT_WINDOW_TOKENS,
-    window_context: Annotated[
-        int | None, typer.Option(help="Context tokens on each side of a window (default: window-tokens // 8).")
-    ] = None,
-    precision: Annotated[
-        str,
-        typer.Option(
-            help="fp32 (exact), int8 (CPU: int8 LSTMs, 1.2-2.8x faster, cosine about 0.9998), "
-            "bf16 or fp16 (autocast, for GPUs)."
-        ),
-    ] = "fp32",
-    token_cache: Annotated[
-        int, typer.Option(help="Word types kept in the layer-0 cache (0 = off); changes no value.")
-    ] = DEFAULT_TOKEN_CACHE_WORDS,
-    piece_tokens: Annotated[
-        int,
-        typer.Option(
-            help="Lines are embedded and saved in pieces of about this many tokens: what a resumed run "
-            "redoes at most, and the unit torchrun processes share."
-        ),
-    ] = DEFAULT_PIECE_TOKENS,
+    layers: LayersOption = "all",
+    model: ModelOption = None,
+    options: OptionsOption = None,
+    weights: WeightsOption = None,
+    batch_tokens: BatchTokensOption = DEFAULT_BATCH_TOKENS,
+    batch_size: BatchSizeOption = None,
+    device: TorchrunDeviceOption = "cpu",
+    tokenize: TokenizeOption = False,
+    progress: EmbedProgressOption = True,
+    window_tokens: WindowTokensOption = DEFAULT_WINDOW_TOKENS,
+    window_context: WindowContextOption = None,
+    precision: EmbedPrecisionOption = "fp32",
+    token_cache: TokenCacheOption = DEFAULT_TOKEN_CACHE_WORDS,
+    piece_tokens: PieceTokensOption = DEFAULT_PIECE_TOKENS,
 ) -> None:
     """Write ELMo vectors for every line of INPUT to the hdf5 file OUTPUT.
 
@@ -158,25 +184,10 @@ def embed(
     windows, so memory does not grow with its length; see the README's "Long documents" section
     for what that does to vectors near the cuts.
     """
-    from .distributed import init_distributed
-    from .embed_file import embed_file
-
     layer_choice: str | int = int(layers) if layers.lstrip("-").isdigit() else layers
-    if precision not in PRECISIONS:
-        raise ElmoError(f"--precision must be one of {', '.join(PRECISIONS)}; got {precision!r}.")
-    check_int("--window-tokens", window_tokens, minimum=0, meaning="0 = no windows", error=ElmoError)
-    check_int("--piece-tokens", piece_tokens, meaning="tokens", error=ElmoError)
-    _check_device(device)
-    check_input_file(input_file, "INPUT")
-    _check_output(output_file)
-    rank, world_size, device = init_distributed(device)
-    try:
-        elmo = load_model(model, options, weights, device)
-        check_layers(layer_choice, elmo.num_layers, len(elmo.scalar_mixes))
-        elmo.bilm.set_token_cache(token_cache)
-        if precision == "int8":
-            elmo = quantize_int8(elmo)  # refuses a model on a GPU with a one-line ValueError
-        autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    _check_embed_options(precision, window_tokens, piece_tokens, device, input_file, output_file)
+    with _process_group(device) as (rank, device):
+        elmo = _embedding_model(model, options, weights, device, layer_choice, token_cache, precision)
         result = embed_file(
             elmo,
             input_file,
@@ -185,7 +196,7 @@ def embed(
             batch_tokens=batch_tokens,
             batch_size=batch_size,
             device=device,
-            autocast_dtype=autocast,
+            autocast_dtype=AUTOCAST_DTYPES.get(precision),
             window_tokens=window_tokens or None,
             window_context=window_context if window_tokens else None,
             piece_tokens=piece_tokens,
@@ -193,79 +204,149 @@ def embed(
             progress=progress,
             settings={"tokenize": "spacy-en" if tokenize else None, "precision": precision},
         )
+    if rank == 0:
+        _report_embedding(result, input_file, output_file)
+
+
+def _check_embed_options(
+    precision: str, window_tokens: int, piece_tokens: int, device: str, input_file: Path, output_file: Path
+) -> None:
+    """Raise a one-line ElmoError for a bad option, device, INPUT or OUTPUT, before any work is done."""
+    if precision not in PRECISIONS:
+        raise ElmoError(f"--precision must be one of {', '.join(PRECISIONS)}; got {precision!r}.")
+    check_int("--window-tokens", window_tokens, minimum=0, meaning="0 = no windows", error=ElmoError)
+    check_int("--piece-tokens", piece_tokens, meaning="tokens", error=ElmoError)
+    _check_device(device)
+    check_input_file(input_file, "INPUT")
+    _check_output(output_file)
+
+
+@contextmanager
+def _process_group(device: str) -> Iterator[tuple[int, str]]:
+    """`init_distributed(device)` for the duration of a command: yields (rank, this process's
+    device), and destroys the process group at the end when torchrun started several processes."""
+    from .distributed import init_distributed
+
+    rank, world_size, device = init_distributed(device)
+    try:
+        yield rank, device
     finally:
         if world_size > 1:
             import torch.distributed as dist
 
             dist.destroy_process_group()
-    if rank == 0 and result.lines == 0:
+
+
+def _embedding_model(
+    model: Path | None,
+    options: Path | None,
+    weights: Path | None,
+    device: str,
+    layer_choice: str | int,
+    token_cache: int,
+    precision: str,
+) -> Elmo:
+    """The model `elmo embed` runs: loaded, `layer_choice` checked against it, with its token
+    cache set, and quantised for --precision int8."""
+    elmo = load_model(model, options, weights, device)
+    check_layers(layer_choice, elmo.num_layers, len(elmo.scalar_mixes))
+    elmo.bilm.set_token_cache(token_cache)
+    if precision == "int8":
+        elmo = quantize_int8(elmo)  # refuses a model on a GPU with a one-line ValueError
+    return elmo
+
+
+def _report_embedding(result: EmbedFileResult, input_file: Path, output_file: Path) -> None:
+    """What `elmo embed` wrote, on stderr (and a warning for an empty INPUT)."""
+    if result.lines == 0:
         typer.echo(f"warning: INPUT {input_file} is empty; OUTPUT holds no sentences.", err=True)
-    if rank == 0:
-        resumed = (
-            f"; {result.pieces_resumed} of {result.pieces} pieces were already done" if result.pieces_resumed else ""
-        )
-        typer.echo(f"wrote {result.lines} lines ({result.tokens} tokens) to {output_file}{resumed}", err=True)
+    resumed = f"; {result.pieces_resumed} of {result.pieces} pieces were already done" if result.pieces_resumed else ""
+    typer.echo(f"wrote {result.lines} lines ({result.tokens} tokens) to {output_file}{resumed}", err=True)
+
+
+# `elmo train`'s options (each is the `TrainingSettings` field of the same name).
+OutOption = Annotated[Path, typer.Option(help="Output folder: model folder, checkpoint.pt, train_log.jsonl.")]
+TrainFilesOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--train",
+        help="Training text: a file or a quoted glob ('train/*.txt.xz'); repeat for more. Optional with --resume.",
+    ),
+]
+ValidOption = Annotated[Path | None, typer.Option(help="Held-out text for validation perplexity.")]
+NewModelOptionsOption = Annotated[Path | None, typer.Option(help="bilm-tf options.json of a new model.")]
+ContinueModelOption = Annotated[
+    Path | None,
+    typer.Option(help="Continue from this model folder (weights; vocabulary and softmax if it has them)."),
+]
+ResumeOption = Annotated[Path | None, typer.Option(help="Continue a run exactly from its checkpoint.pt.")]
+VocabOption = Annotated[
+    Path | None, typer.Option(help="Vocabulary file (bilm-tf vocab.txt) instead of counting the training text.")
+]
+VocabSizeOption = Annotated[
+    int | None, typer.Option(help="Keep the N most frequent words (specials included). Default 100000.")
+]
+MinCountOption = Annotated[int | None, typer.Option(help="Keep words seen at least N times (instead of --vocab-size).")]
+TrainBatchTokensOption = Annotated[
+    int, typer.Option(help="Padded positions per batch and process (<S>/</S> included).")
+]
+MaxStepsOption = Annotated[int | None, typer.Option(help="Stop at this total number of steps.")]
+MaxHoursOption = Annotated[float | None, typer.Option(help="Stop after this many hours of this run.")]
+TrainLrOption = Annotated[float | None, typer.Option(help="Learning rate (default 1e-3 for adam, 0.2 for adagrad).")]
+OptimizerOption = Annotated[str, typer.Option(help="adam or adagrad (bilm-tf's).")]
+DropoutOption = Annotated[float, typer.Option(help="Dropout on LSTM inputs and the top output (bilm-tf: 0.1).")]
+ClipNormOption = Annotated[float, typer.Option(help="Clip the gradient norm to this (0 = off).")]
+CheckpointEveryOption = Annotated[int, typer.Option(help="Save checkpoint and model folder every N steps.")]
+ValidateEveryOption = Annotated[int, typer.Option(help="Validation perplexity every N steps.")]
+LogEveryOption = Annotated[int, typer.Option(help="A train_log.jsonl row every N steps.")]
+TrainPrecisionOption = Annotated[str, typer.Option(help="auto (bf16 on CUDA, fp32 on CPU), fp32, bf16 or fp16.")]
+TrainPretokenizedOption = Annotated[
+    bool,
+    typer.Option(help="Input is one tokenised sentence per line (see python -m elmo_core.training pretokenize)."),
+]
+TrainSeedOption = Annotated[int, typer.Option(help="Seed for weights, shuffling and dropout.")]
+MaxSentenceTokensOption = Annotated[int, typer.Option(help="Cut longer sentences into pieces of this many tokens.")]
+BufferSentencesOption = Annotated[int, typer.Option(help="Sentences shuffled and length-sorted together.")]
+CutoffsOption = Annotated[
+    str | None,
+    typer.Option(help="Adaptive-softmax cluster ends, e.g. '4000,20000' (default: from the vocabulary size)."),
+]
+PrefetchOption = Annotated[
+    int | None, typer.Option(help="Batches built ahead in a worker process (default 8 on CUDA, 0 on CPU).")
+]
+TrainProgressOption = Annotated[bool, typer.Option(help="Show a progress bar.")]
 
 
 @app.command()
 def train(
-    out: Annotated[Path, typer.Option(help="Output folder: model folder, checkpoint.pt, train_log.jsonl.")],
-    train_files: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--train",
-            help="Training text: a file or a quoted glob ('train/*.txt.xz'); repeat for more. Optional with --resume.",
-        ),
-    ] = None,
-    valid: Annotated[Path | None, typer.Option(help="Held-out text for validation perplexity.")] = None,
-    options: Annotated[Path | None, typer.Option(help="bilm-tf options.json of a new model.")] = None,
-    model: Annotated[
-        Path | None,
-        typer.Option(help="Continue from this model folder (weights; vocabulary and softmax if it has them)."),
-    ] = None,
-    resume: Annotated[Path | None, typer.Option(help="Continue a run exactly from its checkpoint.pt.")] = None,
-    vocab: Annotated[
-        Path | None, typer.Option(help="Vocabulary file (bilm-tf vocab.txt) instead of counting the training text.")
-    ] = None,
-    vocab_size: Annotated[
-        int | None, typer.Option(help="Keep the N most frequent words (specials included). Default 100000.")
-    ] = None,
-    min_count: Annotated[
-        int | None, typer.Option(help="Keep words seen at least N times (instead of --vocab-size).")
-    ] = None,
-    batch_tokens: Annotated[
-        int, typer.Option(help="Padded positions per batch and process (<S>/</S> included).")
-    ] = 4096,
-    max_steps: Annotated[int | None, typer.Option(help="Stop at this total number of steps.")] = None,
-    max_hours: Annotated[float | None, typer.Option(help="Stop after this many hours of this run.")] = None,
-    lr: Annotated[float | None, typer.Option(help="Learning rate (default 1e-3 for adam, 0.2 for adagrad).")] = None,
-    optimizer: Annotated[str, typer.Option(help="adam or adagrad (bilm-tf's).")] = "adam",
-    dropout: Annotated[float, typer.Option(help="Dropout on LSTM inputs and the top output (bilm-tf: 0.1).")] = 0.1,
-    clip_norm: Annotated[float, typer.Option(help="Clip the gradient norm to this (0 = off).")] = 10.0,
-    checkpoint_every: Annotated[int, typer.Option(help="Save checkpoint and model folder every N steps.")] = 1000,
-    validate_every: Annotated[int, typer.Option(help="Validation perplexity every N steps.")] = 1000,
-    log_every: Annotated[int, typer.Option(help="A train_log.jsonl row every N steps.")] = 50,
-    device: Annotated[
-        str, typer.Option(help="torch device (cpu, cuda); under torchrun each rank uses cuda:LOCAL_RANK.")
-    ] = "cpu",
-    precision: Annotated[str, typer.Option(help="auto (bf16 on CUDA, fp32 on CPU), fp32, bf16 or fp16.")] = "auto",
-    pretokenized: Annotated[
-        bool,
-        typer.Option(help="Input is one tokenised sentence per line (see python -m elmo_core.training pretokenize)."),
-    ] = False,
-    seed: Annotated[int, typer.Option(help="Seed for weights, shuffling and dropout.")] = 0,
-    max_sentence_tokens: Annotated[
-        int, typer.Option(help="Cut longer sentences into pieces of this many tokens.")
-    ] = 100,
-    buffer_sentences: Annotated[int, typer.Option(help="Sentences shuffled and length-sorted together.")] = 20_000,
-    cutoffs: Annotated[
-        str | None,
-        typer.Option(help="Adaptive-softmax cluster ends, e.g. '4000,20000' (default: from the vocabulary size)."),
-    ] = None,
-    prefetch: Annotated[
-        int | None, typer.Option(help="Batches built ahead in a worker process (default 8 on CUDA, 0 on CPU).")
-    ] = None,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    out: OutOption,
+    train_files: TrainFilesOption = None,
+    valid: ValidOption = None,
+    options: NewModelOptionsOption = None,
+    model: ContinueModelOption = None,
+    resume: ResumeOption = None,
+    vocab: VocabOption = None,
+    vocab_size: VocabSizeOption = None,
+    min_count: MinCountOption = None,
+    batch_tokens: TrainBatchTokensOption = 4096,
+    max_steps: MaxStepsOption = None,
+    max_hours: MaxHoursOption = None,
+    lr: TrainLrOption = None,
+    optimizer: OptimizerOption = "adam",
+    dropout: DropoutOption = 0.1,
+    clip_norm: ClipNormOption = 10.0,
+    checkpoint_every: CheckpointEveryOption = 1000,
+    validate_every: ValidateEveryOption = 1000,
+    log_every: LogEveryOption = 50,
+    device: TorchrunDeviceOption = "cpu",
+    precision: TrainPrecisionOption = "auto",
+    pretokenized: TrainPretokenizedOption = False,
+    seed: TrainSeedOption = 0,
+    max_sentence_tokens: MaxSentenceTokensOption = 100,
+    buffer_sentences: BufferSentencesOption = 20_000,
+    cutoffs: CutoffsOption = None,
+    prefetch: PrefetchOption = None,
+    progress: TrainProgressOption = True,
 ) -> None:
     """Pretrain a biLM language model (forward + backward LM, shared adaptive softmax).
 
@@ -274,44 +355,28 @@ def train(
     --checkpoint-every steps and at the end. For several processes, launch with
     torchrun: `torchrun --nproc-per-node 2 -m elmo_core train ...`.
     """
-    from .training.commands import run_training
-
+    settings = _training_settings(locals())  # first, while the locals are exactly the options
     for path, what in ((valid, "--valid"), (options, "--options"), (vocab, "--vocab"), (resume, "--resume")):
         if path is not None:
             check_input_file(path, what)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    summary = run_training(
-        train=train_files,
-        valid=valid,
-        out=out,
-        options=options,
-        model=model,
-        vocab=vocab,
-        vocab_size=vocab_size,
-        min_count=min_count,
-        batch_tokens=batch_tokens,
-        max_steps=max_steps,
-        max_hours=max_hours,
-        lr=lr,
-        optimizer=optimizer,
-        dropout=dropout,
-        clip_norm=clip_norm,
-        checkpoint_every=checkpoint_every,
-        validate_every=validate_every,
-        log_every=log_every,
-        resume=resume,
-        device=device,
-        pretokenized=pretokenized,
-        seed=seed,
-        max_sentence_tokens=max_sentence_tokens,
-        buffer_sentences=buffer_sentences,
-        precision=precision,
-        progress=progress,
-        cutoffs=[int(c) for c in cutoffs.split(",")] if cutoffs else None,
-        prefetch=prefetch,
-    )
+    from .training.commands import run_training
+
+    summary = run_training(settings)
     if int(os.environ.get("RANK", "0")) == 0:
         typer.echo(f"trained to step {summary['step']} ({summary['tokens']} tokens); model folder: {out}", err=True)
+
+
+def _training_settings(options: dict[str, Any]) -> TrainingSettings:
+    """`elmo train`'s options as `TrainingSettings`: each option is the field of the same name,
+    except --train (the parameter `train_files`: `train` is the command) and --cutoffs (text,
+    '4000,20000')."""
+    from .training.commands import TrainingSettings
+
+    fields = {name: value for name, value in options.items() if name not in ("train_files", "cutoffs")}
+    cutoffs = options["cutoffs"]
+    fields["cutoffs"] = [int(c) for c in cutoffs.split(",")] if cutoffs else None
+    return TrainingSettings(train=options["train_files"], **fields)
 
 
 @app.command()
@@ -323,8 +388,8 @@ def perplexity(
     pretokenized: Annotated[
         bool, typer.Option(help="One tokenised sentence per line instead of raw paragraphs.")
     ] = False,
-    batch_tokens: Annotated[int, typer.Option(help="Padded positions per batch.")] = DEFAULT_BATCH_TOKENS,
-    device: Annotated[str, typer.Option(help="torch device, e.g. cpu or cuda.")] = "cpu",
+    batch_tokens: BatchTokensOption = DEFAULT_BATCH_TOKENS,
+    device: DeviceOption = "cpu",
 ) -> None:
     """Print forward, backward and average perplexity over each FILE's sentences.
 
@@ -381,6 +446,17 @@ def convert(
     elmo convert --download NAME OUT_DIR fetches a published model from AllenNLP's
     public storage and converts it on arrival.
     """
+    _check_convert_paths(paths, to_hdf5, download)
+    if to_hdf5:
+        _write_bilm_tf_files(*paths)
+        return
+    converter = _hf_converter()
+    out = converter.download_published(download, paths[0]) if download else converter.convert_bilm_tf_to_hf(*paths)
+    typer.echo(f"wrote model folder {out}", err=True)
+
+
+def _check_convert_paths(paths: list[Path], to_hdf5: bool, download: str | None) -> None:
+    """Raise a one-line ElmoError unless the paths fit the form of `elmo convert` the flags choose."""
     if to_hdf5 and download:
         raise ElmoError("--to-hdf5 and --download do not go together.")
     expected = (
@@ -393,38 +469,38 @@ def convert(
     if not to_hdf5 and not download:
         check_input_file(paths[0], "OPTIONS")
         check_input_file(paths[1], "WEIGHTS")
-    if to_hdf5:
-        import json
 
-        from .model_folder import load_model_folder
-        from .weights import save_bilm_tf
 
-        model_dir, prefix = paths
-        elmo = load_model_folder(model_dir)
-        options_path = prefix.with_name(prefix.name + "_options.json")
-        weights_path = prefix.with_name(prefix.name + "_weights.hdf5")
-        prefix.parent.mkdir(parents=True, exist_ok=True)
-        data = elmo.options.to_dict()  # bilm-tf's two sections only, as the published files
-        options_path.write_text(
-            json.dumps({k: data[k] for k in ("lstm", "char_cnn")}, indent=2) + "\n", encoding="utf-8"
-        )
-        save_bilm_tf(elmo, weights_path)
-        typer.echo(f"wrote {options_path} and {weights_path}", err=True)
-        return
-    # The Hugging Face side lives in hf_elmo, which elmo_core does not depend on: it is
-    # found through an entry point, as tokenizers are (elmo_core.plugins).
+def _write_bilm_tf_files(model_dir: Path, prefix: Path) -> None:
+    """`elmo convert --to-hdf5`: OUT_PREFIX_options.json and OUT_PREFIX_weights.hdf5 from a model folder."""
+    import json
+
+    from .model_folder import load_model_folder
+    from .weights import save_bilm_tf
+
+    elmo = load_model_folder(model_dir)
+    options_path = prefix.with_name(prefix.name + "_options.json")
+    weights_path = prefix.with_name(prefix.name + "_weights.hdf5")
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    data = elmo.options.to_dict()  # bilm-tf's two sections only, as the published files
+    options_path.write_text(json.dumps({k: data[k] for k in ("lstm", "char_cnn")}, indent=2) + "\n", encoding="utf-8")
+    save_bilm_tf(elmo, weights_path)
+    typer.echo(f"wrote {options_path} and {weights_path}", err=True)
+
+
+def _hf_converter() -> Any:
+    """The Hugging Face side of `elmo convert` (bilm-tf files or a download -> a transformers model folder).
+
+    It lives in hf_elmo, which elmo_core does not depend on: it is found through an entry
+    point, as tokenizers are (elmo_core.plugins).
+    """
     from .plugins import load_plugin
 
-    converter = load_plugin(
+    return load_plugin(
         "elmo_core.converters",
         "hf",
         "elmo convert writes a transformers model folder: pip install 'elmo-bilm[hf]'.",
     )
-    if download:
-        out = converter.download_published(download, paths[0])
-    else:
-        out = converter.convert_bilm_tf_to_hf(*paths)
-    typer.echo(f"wrote model folder {out}", err=True)
 
 
 @app.command()
@@ -438,15 +514,15 @@ def probe(
         Path | None, typer.Option(help="Save a bar plot of the accuracies here (PNG; needs matplotlib).")
     ] = None,
     title: Annotated[str, typer.Option(help="Title of the plot (default: the column and file names).")] = "",
-    model: Annotated[Path | None, typer.Option(help="Model folder.")] = None,
-    options: Annotated[Path | None, typer.Option(help="bilm-tf options.json (with --weights).")] = None,
-    weights: Annotated[Path | None, typer.Option(help="bilm-tf hdf5 weights (with --options).")] = None,
+    model: ModelOption = None,
+    options: OptionsOption = None,
+    weights: WeightsOption = None,
     epochs: Annotated[int, typer.Option(help="Passes over the training tokens.")] = 5,
     batch_size: Annotated[int, typer.Option(help="Tokens per Adam step.")] = 256,
     lr: Annotated[float, typer.Option(help="Adam learning rate (features are standardised).")] = 1e-3,
     seed: Annotated[int, typer.Option(help="Seed for the probes' init and token order.")] = 0,
-    batch_tokens: Annotated[int, typer.Option(help="Padded positions per biLM batch.")] = DEFAULT_BATCH_TOKENS,
-    device: Annotated[str, typer.Option(help="torch device for the biLM, e.g. cpu or cuda.")] = "cpu",
+    batch_tokens: BatchTokensOption = DEFAULT_BATCH_TOKENS,
+    device: DeviceOption = "cpu",
 ) -> None:
     """Linear probe of each biLM layer (0 = char CNN) and their average on token labels.
 

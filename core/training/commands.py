@@ -9,7 +9,7 @@ from __future__ import annotations
 import glob
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,14 @@ from .trainer import (
 )
 from .vocab import Vocabulary
 
-__all__ = ["DEFAULT_VOCAB_SIZE", "expand_files", "run_training", "run_perplexity", "build_vocabulary"]
+__all__ = [
+    "DEFAULT_VOCAB_SIZE",
+    "TrainingSettings",
+    "build_vocabulary",
+    "expand_files",
+    "run_perplexity",
+    "run_training",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -84,102 +91,128 @@ def _shared_vocabulary(make: Any, distributed: bool) -> Vocabulary:
     return Vocabulary(*box[0])
 
 
-def run_training(
-    *,
-    train: Sequence[str | Path] | None,
-    valid: str | Path | None,
-    out: str | Path,
-    options: str | Path | None = None,
-    model: str | Path | None = None,
-    vocab: str | Path | None = None,
-    vocab_size: int | None = None,
-    min_count: int | None = None,
-    batch_tokens: int = 4096,
-    max_steps: int | None = None,
-    max_hours: float | None = None,
-    lr: float | None = None,
-    optimizer: str = "adam",
-    dropout: float = 0.1,
-    clip_norm: float = 10.0,
-    checkpoint_every: int = 1000,
-    validate_every: int = 1000,
-    log_every: int = 50,
-    resume: str | Path | None = None,
-    device: str = "cpu",
-    pretokenized: bool = False,
-    splitter: str = DEFAULT_SPLITTER,
-    seed: int = 0,
-    max_sentence_tokens: int | None = 100,
-    buffer_sentences: int = 20_000,
-    precision: str = "auto",
-    cutoffs: Sequence[int] | None = None,
-    prefetch: int | None = None,
-    progress: bool = True,
-) -> dict[str, Any]:
-    """Train (or continue training) a biLM language model; see `elmo train --help`.
+@dataclass(frozen=True)
+class TrainingSettings:
+    """Everything `elmo train` takes, one field per option (see `elmo train --help`).
 
-    Exactly one starting point: `options` (new model), `model` (continue from a model
+    Exactly one starting point: `options` (a new model), `model` (continue from a model
     folder: its weights, and its vocabulary and softmax when it has them) or `resume`
     (a checkpoint: model, optimiser, data position and RNG exactly; the data settings
-    come from the checkpoint, the stopping and logging settings from the arguments).
+    come from the checkpoint, the stopping and logging settings from these fields).
+    """
 
-    `prefetch` batches are built ahead in a worker process (`PrefetchingStream`); None =
-    8 on CUDA, 0 (build in the training process) on the CPU, where the worker would only
-    take a core from training.
+    # The data, the output folder, and where the run starts.
+    train: Sequence[str | Path] | None
+    valid: str | Path | None
+    out: str | Path
+    options: str | Path | None = None
+    model: str | Path | None = None
+    resume: str | Path | None = None
+    # A new vocabulary: read from `vocab`, or the words of the training text kept by size or count.
+    vocab: str | Path | None = None
+    vocab_size: int | None = None
+    min_count: int | None = None
+    # The data stream (stored in every checkpoint).
+    batch_tokens: int = 4096
+    pretokenized: bool = False
+    splitter: str = DEFAULT_SPLITTER
+    seed: int = 0
+    max_sentence_tokens: int | None = 100
+    buffer_sentences: int = 20_000
+    # The model and its optimisation.
+    dropout: float = 0.1
+    cutoffs: Sequence[int] | None = None
+    optimizer: str = "adam"
+    lr: float | None = None
+    clip_norm: float = 10.0
+    precision: str = "auto"
+    # When to stop, validate, log and save.
+    max_steps: int | None = None
+    max_hours: float | None = None
+    checkpoint_every: int = 1000
+    validate_every: int = 1000
+    log_every: int = 50
+    progress: bool = True
+    # Where it runs; `prefetch` batches are built ahead in a worker process (`PrefetchingStream`);
+    # None = 8 on CUDA, 0 (build in the training process) on the CPU, where the worker would
+    # only take a core from training.
+    device: str = "cpu"
+    prefetch: int | None = None
+
+    def check(self) -> None:
+        """Raise ElmoError unless there is exactly one starting point and one vocabulary size rule."""
+        if sum(x is not None for x in (self.options, self.model, self.resume)) != 1:
+            raise ElmoError(
+                "give exactly one of --options options.json (a new model), --model DIR (continue from a "
+                "model folder) or --resume CHECKPOINT (continue a run exactly)."
+            )
+        if self.vocab_size is not None and self.min_count is not None:
+            raise ElmoError("give --vocab-size or --min-count, not both.")
+
+    def stop_settings(self) -> dict[str, Any]:
+        """The `TrainConfig` fields that a resumed run takes from here rather than from its checkpoint."""
+        names = ("max_steps", "max_hours", "checkpoint_every", "validate_every", "log_every", "progress")
+        return {name: getattr(self, name) for name in names}
+
+    def data_settings(self) -> dict[str, Any]:
+        """The data stream's settings, as every checkpoint stores them (globs expanded).
+
+        Raises:
+            ElmoError: if a training file does not exist or a glob matches nothing.
+        """
+        return {
+            "train": [str(p) for p in expand_files(self.train or [])],
+            "batch_tokens": self.batch_tokens,
+            "max_sentence_tokens": self.max_sentence_tokens,
+            "buffer_sentences": self.buffer_sentences,
+            "seed": self.seed,
+            "splitter": None if self.pretokenized else self.splitter,
+        }
+
+    def train_config(self) -> TrainConfig:
+        """The optimisation, stopping and logging settings of a new run."""
+        return TrainConfig(
+            optimizer=self.optimizer,
+            lr=self.lr,
+            clip_norm=self.clip_norm,
+            precision=self.precision,
+            seed=self.seed,
+            **self.stop_settings(),
+        )
+
+
+def run_training(settings: TrainingSettings | None = None, /, **fields: Any) -> dict[str, Any]:
+    """Train (or continue training) a biLM language model; see `elmo train --help`.
+
+    Args:
+        settings: The run's `TrainingSettings`.
+        **fields: `TrainingSettings` fields, as keywords: the settings when `settings` is
+            None (`run_training(train=[...], valid=None, out="run", options="options.json")`),
+            else changes to it.
 
     Returns:
         The trainer's summary (`step`, `tokens`, `elapsed_s`, `valid_*ppl`).
 
     Raises:
         ElmoError: for missing or conflicting arguments.
+        TypeError: for a keyword that is not a `TrainingSettings` field.
     """
-    if sum(x is not None for x in (options, model, resume)) != 1:
-        raise ElmoError(
-            "give exactly one of --options options.json (a new model), --model DIR (continue from a "
-            "model folder) or --resume CHECKPOINT (continue a run exactly)."
-        )
-    if vocab_size is not None and min_count is not None:
-        raise ElmoError("give --vocab-size or --min-count, not both.")
-    rank, world_size, device = init_distributed(device)
+    if settings is None:
+        settings = TrainingSettings(**fields)
+    elif fields:
+        settings = replace(settings, **fields)
+    settings.check()
+    rank, world_size, device = init_distributed(settings.device)
     distributed = world_size > 1
     try:
-        stop = {
-            "max_steps": max_steps,
-            "max_hours": max_hours,
-            "checkpoint_every": checkpoint_every,
-            "validate_every": validate_every,
-            "log_every": log_every,
-            "progress": progress,
-        }
-        if resume is not None:
-            start = _start_from_checkpoint(resume, train, stop)
+        if settings.resume is not None:
+            start = _start_from_checkpoint(settings.resume, settings.train, settings.stop_settings())
         else:
-            data = {
-                "train": [str(p) for p in expand_files(train or [])],
-                "batch_tokens": batch_tokens,
-                "max_sentence_tokens": max_sentence_tokens,
-                "buffer_sentences": buffer_sentences,
-                "seed": seed,
-                "splitter": None if pretokenized else splitter,
-            }
-            config = TrainConfig(
-                optimizer=optimizer, lr=lr, clip_norm=clip_norm, precision=precision, seed=seed, **stop
-            )
-            start = _start_from_scratch_or_folder(
-                data,
-                config,
-                options=options,
-                model=model,
-                vocab=vocab,
-                vocab_size=vocab_size,
-                min_count=min_count,
-                dropout=dropout,
-                cutoffs=cutoffs,
-                distributed=distributed,
-            )
+            start = _start_from_scratch_or_folder(settings, distributed)
+        prefetch = settings.prefetch
         if prefetch is None:
             prefetch = 8 if device.startswith("cuda") else 0
-        trainer = _make_trainer(start, valid, out, device, rank, world_size, prefetch)
+        trainer = _make_trainer(start, settings.valid, settings.out, device, rank, world_size, prefetch)
         summary = trainer.fit()
         if distributed:
             dist.barrier()  # leave together: gloo can abort a process whose peer has gone
@@ -222,27 +255,17 @@ def _start_from_checkpoint(resume: str | Path, train: Sequence[str | Path] | Non
     return _Start(lm, vocabulary, config_from_checkpoint(state, **stop), data, state["elmo_settings"], state)
 
 
-def _start_from_scratch_or_folder(
-    data: dict[str, Any],
-    config: TrainConfig,
-    *,
-    options: str | Path | None,
-    model: str | Path | None,
-    vocab: str | Path | None,
-    vocab_size: int | None,
-    min_count: int | None,
-    dropout: float,
-    cutoffs: Sequence[int] | None,
-    distributed: bool,
-) -> _Start:
+def _start_from_scratch_or_folder(settings: TrainingSettings, distributed: bool) -> _Start:
     """`--options` (a new model) or `--model` (a model folder: its weights, and its
     vocabulary and softmax when it has them; otherwise a new vocabulary and softmax)."""
+    data, config = settings.data_settings(), settings.train_config()
+    options, model, vocab, dropout = settings.options, settings.model, settings.vocab, settings.dropout
     if not data["train"]:
         raise ElmoError("give the training text with --train FILE (repeat it, or use a quoted glob).")
     seed_everything(config.seed)  # before building the model: the same weights on every rank
     if model is not None and has_lm_head(model):
         lm, vocabulary, elmo_settings = load_language_model(model, dropout=dropout)
-        if cutoffs is not None or vocab is not None:
+        if settings.cutoffs is not None or vocab is not None:
             logger.warning("%s has its own vocabulary and softmax; --vocab and --cutoffs are ignored", model)
         return _Start(lm, vocabulary, config, data, elmo_settings)
     files = [Path(p) for p in data["train"]]
@@ -251,7 +274,7 @@ def _start_from_scratch_or_folder(
     def make_vocab() -> Vocabulary:
         if vocab is not None:
             return Vocabulary.load(vocab)
-        return build_vocabulary(files, split, vocab_size=vocab_size, min_count=min_count)
+        return build_vocabulary(files, split, vocab_size=settings.vocab_size, min_count=settings.min_count)
 
     elmo_settings = None
     if model is not None:
@@ -261,7 +284,7 @@ def _start_from_scratch_or_folder(
     else:
         bilm_options = BiLMOptions.from_json(options)  # type: ignore[arg-type]
     vocabulary = _shared_vocabulary(make_vocab, distributed)
-    lm = BiLMLanguageModel(bilm_options, len(vocabulary), dropout=dropout, cutoffs=cutoffs)
+    lm = BiLMLanguageModel(bilm_options, len(vocabulary), dropout=dropout, cutoffs=settings.cutoffs)
     if model is not None:
         lm.bilm.load_state_dict(elmo.bilm.state_dict())
     return _Start(lm, vocabulary, config, data, elmo_settings)

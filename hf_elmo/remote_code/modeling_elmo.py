@@ -603,11 +603,9 @@ class LSTMCellWithProjection(nn.Module):
         lengths = (sizes[:, None] > torch.arange(batch_size)[None, :]).sum(dim=0)  # [batch]
         weights = self.torch_lstm_weights()
         dtype = weights[0].dtype  # float32 state and products, also under autocast (see below)
-        if initial_state is None:
-            h0 = inputs.new_zeros(1, batch_size, self.projection_dim, dtype=dtype)
-            c0 = inputs.new_zeros(1, batch_size, self.dim, dtype=dtype)
-        else:
-            h0, c0 = (s.unsqueeze(0).to(dtype) for s in initial_state)
+        h0, c0 = self._fused_initial_state(inputs, initial_state, dtype)
+        # torch.lstm's flags after the weights: has_biases, num_layers, dropout, train, bidirectional.
+        flags = (True, 1, 0.0, self.training, False)
         padded = not final_state and inputs.device.type == "cpu"
         # The fused kernels take one dtype for inputs, weights and state; autocast does not
         # cover them, so under autocast the recurrence runs in the weights' dtype. cuDNN
@@ -618,35 +616,27 @@ class LSTMCellWithProjection(nn.Module):
             warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous chunk")
             warnings.filterwarnings("ignore", message="LSTM with projections is not supported with oneDNN")
             if padded:
-                outputs, _, _ = torch.lstm(
-                    inputs.to(dtype),
-                    (h0, c0),
-                    weights,
-                    True,
-                    1,
-                    0.0,
-                    self.training,
-                    False,
-                    False,  # biases, layers, dropout, train, bidir., batch_first
-                )
+                outputs, _, _ = torch.lstm(inputs.to(dtype), (h0, c0), weights, *flags, False)  # batch_first=False
                 active = torch.arange(num_steps)[:, None] < lengths[None, :]  # [steps, batch]
                 return outputs * active[..., None].to(outputs.device), None
             packed = pack_padded_sequence(inputs, lengths, enforce_sorted=True)
-            data, h, c = torch.lstm(
-                packed.data.to(dtype),
-                packed.batch_sizes,
-                (h0, c0),
-                weights,
-                True,
-                1,
-                0.0,
-                self.training,
-                False,  # has_biases, num_layers, dropout, train, bidirectional
-            )
+            data, h, c = torch.lstm(packed.data.to(dtype), packed.batch_sizes, (h0, c0), weights, *flags)
         outputs, _ = pad_packed_sequence(
             PackedSequence(data, packed.batch_sizes), total_length=num_steps
         )  # [steps, batch, P], zeros where a row has ended
         return outputs, ((h[0], c[0]) if final_state else None)
+
+    def _fused_initial_state(
+        self, inputs: torch.Tensor, initial_state: LSTMState | None, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(h0, c0) as `torch.lstm` takes them: [1, batch, projection_dim] and [1, batch, dim], in `dtype`."""
+        if initial_state is None:
+            batch_size = inputs.shape[1]
+            h0 = inputs.new_zeros(1, batch_size, self.projection_dim, dtype=dtype)
+            c0 = inputs.new_zeros(1, batch_size, self.dim, dtype=dtype)
+            return h0, c0
+        h0, c0 = (s.unsqueeze(0).to(dtype) for s in initial_state)
+        return h0, c0
 
 
 class LSTMStack(nn.Module):
@@ -1283,7 +1273,28 @@ class BiLM(nn.Module):
         device = self.bos_char_ids.device
         char_ids = char_ids.to(device)
         real = (char_ids != 0).any(dim=-1) if mask is None else _check_mask(mask, char_ids).to(device)
-        batch_size, num_tokens, _ = char_ids.shape
+        ids, full_lengths, full_mask = self._add_sentence_boundaries(char_ids, real)
+        token_embedding = self._token_embedding(ids, full_mask)  # [batch, tokens + 2, P]
+        forward_out, backward_out, order = self._run_stacks(token_embedding, full_lengths)
+        activations = self._gather_activations(token_embedding, forward_out, backward_out, order)
+        if self.keep_sentence_boundaries:
+            return BiLMOutput(activations, full_mask)
+        activations *= real[None, :, :, None].to(activations.dtype)
+        return BiLMOutput(activations, real)
+
+    def _add_sentence_boundaries(
+        self, char_ids: torch.Tensor, real: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`<S> w1 .. wn </S>` per row, at positions 0 and n + 1; padding stays all-zero.
+
+        Returns:
+            (ids [batch, tokens + 2, chars], lengths [batch] (n + 2), mask [batch, tokens + 2]).
+
+        Raises:
+            ValueError: if `real` is not True on a prefix of each row.
+        """
+        batch_size, num_tokens, C = char_ids.shape
+        device = char_ids.device
         lengths = real.sum(dim=1)  # [batch]
         positions = torch.arange(num_tokens, device=device)
         if not torch.equal(real, positions[None, :] < lengths[:, None]):
@@ -1292,30 +1303,41 @@ class BiLM(nn.Module):
                 "must be True for its first n positions and False after. Build inputs with "
                 "words_to_char_ids()."
             )
-
-        # <S> w1 .. wn </S> per row, at positions 0 and len + 1.
         ids = char_ids.new_zeros(batch_size, num_tokens + 2, C)
         ids[:, 1 : num_tokens + 1] = char_ids * real[..., None]
         ids[:, 0] = self.bos_char_ids
         ids[torch.arange(batch_size, device=device), lengths + 1] = self.eos_char_ids
         full_lengths = lengths + 2
         full_mask = torch.arange(num_tokens + 2, device=device)[None, :] < full_lengths[:, None]
+        return ids, full_lengths, full_mask
 
-        token_embedding = self._token_embedding(ids, full_mask)  # [batch, tokens + 2, P]
-        forward_out, backward_out, order = self._run_stacks(token_embedding, full_lengths)
-        # Every layer is written once, straight from the stacks' sorted, time-major
-        # outputs, into one [L+1, B, T, 2P] tensor: no per-layer unsorted copies,
-        # concatenations, stack or masked copy (at batch 32 each of those is another
-        # 24 MB for the original model). Without keep_sentence_boundaries, <S> (position
-        # 0) is left out, and </S> (position len + 1, len after the shift) is zeroed by
-        # the mask with the padding.
+    def _gather_activations(
+        self,
+        token_embedding: torch.Tensor,
+        forward_out: list[torch.Tensor | None],
+        backward_out: list[torch.Tensor | None],
+        order: torch.Tensor,
+    ) -> torch.Tensor:
+        """Layer 0 (the token vector twice) and each LSTM layer's two directions, in batch order.
+
+        Every layer is written once, straight from the stacks' sorted, time-major
+        outputs, into one [L+1, B, T, 2P] tensor: no per-layer unsorted copies,
+        concatenations, stack or masked copy (at batch 32 each of those is another
+        24 MB for the original model). Without keep_sentence_boundaries, <S> (position
+        0) is left out, and </S> (position len + 1, len after the shift) is zeroed by
+        the caller's mask with the padding. The stacks' outputs are freed as they are copied.
+
+        Shape: token_embedding [batch, tokens + 2, P] -> [n_layers + 1, batch, T, 2P]
+        (T = tokens, or tokens + 2 with keep_sentence_boundaries)
+        """
+        batch_size, num_steps, P = token_embedding.shape
+        num_tokens = num_steps - 2
         keep = slice(None) if self.keep_sentence_boundaries else slice(1, num_tokens + 1)
-        P = token_embedding.shape[-1]
         dtype = forward_out[-1].dtype
         activations = token_embedding.new_empty(
             len(forward_out) + 1,
             batch_size,
-            num_tokens + 2 if self.keep_sentence_boundaries else num_tokens,
+            num_steps if self.keep_sentence_boundaries else num_tokens,
             2 * P,
             dtype=dtype,
         )
@@ -1326,10 +1348,7 @@ class BiLM(nn.Module):
                 y = outputs[k].transpose(0, 1)[:, keep].to(dtype)  # [sorted batch, T, P]
                 activations[k + 1, ..., half].index_copy_(0, order, y)  # row r of y is batch row order[r]
                 outputs[k] = None  # freed as soon as it is copied
-        if self.keep_sentence_boundaries:
-            return BiLMOutput(activations, full_mask)
-        activations *= real[None, :, :, None].to(dtype)
-        return BiLMOutput(activations, real)
+        return activations
 
     def _token_embedding(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Char CNN once per distinct word among the real positions; zeros elsewhere.

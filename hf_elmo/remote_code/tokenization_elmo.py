@@ -813,6 +813,32 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 sentences of different lengths with `return_tensors` and no padding.
             TypeError: for input that is neither text nor token lists.
         """
+        self._check_encode_arguments(text_pair, return_overflowing_tokens, padding_side)
+        batched, sentences, spans = self._sentences(text, is_split_into_words)
+        if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None:
+            sentences, spans = self._truncate(sentences, spans, max_length)
+        lengths = [len(s) for s in sentences]
+        target = _padded_length(lengths, padding_strategy, max_length, pad_to_multiple_of)
+        columns, word_ids, tokens = self._padded_columns(sentences, spans, target)
+        asked = {
+            "attention_mask": return_attention_mask is not False,
+            "special_tokens_mask": return_special_tokens_mask,
+            "offset_mapping": return_offsets_mapping,
+        }
+        data: dict[str, Any] = {"input_ids": columns["input_ids"], "char_ids": columns["char_ids"]}
+        data.update((key, columns[key]) for key, wanted in asked.items() if wanted)
+        if return_length:
+            data["length"] = lengths
+        if return_tensors is not None:
+            data = self._as_tensors(data, return_tensors, self.max_characters_per_token)
+        elif not batched:
+            data = {key: value[0] for key, value in data.items()}
+        return ElmoBatchEncoding(data, word_ids=word_ids, tokens=tokens)
+
+    def _check_encode_arguments(
+        self, text_pair: Any, return_overflowing_tokens: bool, padding_side: str | None
+    ) -> None:
+        """Raise ValueError for what ElmoTokenizer does not do: pairs, overflowing tokens, left padding."""
         if text_pair is not None:
             raise ValueError("ElmoTokenizer encodes single sentences; sentence pairs are not supported.")
         if return_overflowing_tokens:
@@ -822,25 +848,22 @@ class ElmoTokenizer(PreTrainedTokenizer):
             )
         if (padding_side or self.padding_side) != "right":
             raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each row from position 0.")
-        batched, sentences, spans = self._sentences(text, is_split_into_words)
-        if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None:
-            keep = [
-                slice(max(0, len(s) - max_length), None) if self.truncation_side == "left" else slice(0, max_length)
-                for s in sentences
-            ]
-            sentences = [s[k] for s, k in zip(sentences, keep)]
-            spans = [o[k] for o, k in zip(spans, keep)]
 
-        lengths = [len(s) for s in sentences]
-        if padding_strategy == PaddingStrategy.LONGEST:
-            target = max(lengths, default=0)
-        elif padding_strategy == PaddingStrategy.MAX_LENGTH:
-            target = max_length if max_length is not None else max(lengths, default=0)
-        else:
-            target = None
-        if target is not None and pad_to_multiple_of and target % pad_to_multiple_of:
-            target += pad_to_multiple_of - target % pad_to_multiple_of
+    def _truncate(
+        self, sentences: list[list[str]], spans: list[list[tuple[int, int]]], max_length: int
+    ) -> tuple[list[list[str]], list[list[tuple[int, int]]]]:
+        """Each sentence (and its spans) cut to `max_length` tokens, from `truncation_side`."""
+        keep = [
+            slice(max(0, len(s) - max_length), None) if self.truncation_side == "left" else slice(0, max_length)
+            for s in sentences
+        ]
+        return [s[k] for s, k in zip(sentences, keep)], [o[k] for o, k in zip(spans, keep)]
 
+    def _padded_columns(
+        self, sentences: list[list[str]], spans: list[list[tuple[int, int]]], target: int | None
+    ) -> tuple[dict[str, list[Any]], list[list[int | None]], list[list[str]]]:
+        """Every column `_encode_plus` may return, each row right-padded to `target` tokens (None:
+        not padded), and each row's word ids and tokens (for `ElmoBatchEncoding`)."""
         C = self.max_characters_per_token
         special_ids = set(self.all_special_ids) - {UNK_ID}  # every word is "unknown", none is special
         columns: dict[str, list[Any]] = {
@@ -862,20 +885,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
             columns["offset_mapping"].append([tuple(o) for o in offsets] + [(0, 0)] * missing)
             word_ids.append(list(range(n)) + [None] * missing)
             tokens.append(list(sentence) + [str(self.pad_token)] * missing)
-        data: dict[str, Any] = {"input_ids": columns["input_ids"], "char_ids": columns["char_ids"]}
-        if return_attention_mask is not False:
-            data["attention_mask"] = columns["attention_mask"]
-        if return_special_tokens_mask:
-            data["special_tokens_mask"] = columns["special_tokens_mask"]
-        if return_offsets_mapping:
-            data["offset_mapping"] = columns["offset_mapping"]
-        if return_length:
-            data["length"] = lengths
-        if return_tensors is not None:
-            data = self._as_tensors(data, return_tensors, C)
-        elif not batched:
-            data = {key: value[0] for key, value in data.items()}
-        return ElmoBatchEncoding(data, word_ids=word_ids, tokens=tokens)
+        return columns, word_ids, tokens
 
     def _sentences(
         self, text: Any, is_split_into_words: bool
@@ -1003,6 +1013,24 @@ class ElmoTokenizer(PreTrainedTokenizer):
         state = self.__dict__.copy()
         state["_split_text"] = None  # a spaCy closure; rebuilt on first use
         return state
+
+
+def _padded_length(
+    lengths: Sequence[int], padding_strategy: PaddingStrategy, max_length: int | None, pad_to_multiple_of: int | None
+) -> int | None:
+    """The row length padding aims at (None: no padding), rounded up to `pad_to_multiple_of`.
+
+    LONGEST pads to the longest sentence; MAX_LENGTH to `max_length` (the longest without one).
+    """
+    if padding_strategy == PaddingStrategy.LONGEST:
+        target = max(lengths, default=0)
+    elif padding_strategy == PaddingStrategy.MAX_LENGTH:
+        target = max_length if max_length is not None else max(lengths, default=0)
+    else:
+        return None
+    if pad_to_multiple_of and target % pad_to_multiple_of:
+        target += pad_to_multiple_of - target % pad_to_multiple_of
+    return target
 
 
 def _word_spans(words: Sequence[str]) -> list[tuple[int, int]]:
