@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from elmo_core import load_model_folder
@@ -10,7 +11,7 @@ from elmo_core.cli import app
 from elmo_core.errors import ElmoError, WeightFileError
 from elmo_core.training import load_language_model
 from elmo_core.training.__main__ import app as prepare_app
-from elmo_core.training.commands import run_perplexity
+from elmo_core.training.commands import TrainingSettings, run_perplexity, run_training
 
 from .conftest import make_lm_options
 
@@ -103,6 +104,41 @@ def test_train_needs_exactly_one_starting_point(tmp_path, options_file, train_fi
             [str(a) for a in train_args(tmp_path / "x", train_file, valid_file, "--max-steps", 1)],
             catch_exceptions=False,
         )
+
+
+def test_every_train_option_is_the_training_settings_field_of_its_name():
+    import inspect
+    from dataclasses import fields
+
+    from elmo_core.cli import train
+
+    options = set(inspect.signature(train).parameters) - {"train_files"} | {"train"}  # --train: `train` is taken
+    assert options == {f.name for f in fields(TrainingSettings)} - {"splitter"}  # the splitter has no option
+
+
+def test_run_training_takes_settings_or_their_fields_as_keywords(tmp_path, options_file, train_file):
+    common = {"valid": None, "options": options_file, "batch_tokens": 64, "max_steps": 2, "progress": False}
+    by_keywords = run_training(train=[train_file], out=tmp_path / "a", pretokenized=True, **common)
+    settings = TrainingSettings(train=[train_file], out=tmp_path / "b", pretokenized=False, **common)
+    by_settings = run_training(settings, pretokenized=True)  # keywords change the settings given
+    assert by_settings["tokens"] == by_keywords["tokens"] > 0
+    a, b = load_model_folder(tmp_path / "a"), load_model_folder(tmp_path / "b")
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
+        torch.testing.assert_close(x, y, rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize(
+    ("fields", "error", "match"),
+    [
+        ({"model": "folder"}, ElmoError, "exactly one of --options"),
+        ({"vocab_size": 10, "min_count": 2}, ElmoError, "--vocab-size or --min-count, not both"),
+        ({"n_layers": 2}, TypeError, "n_layers"),
+    ],
+)
+def test_run_training_refuses_bad_settings_before_starting(tmp_path, options_file, fields, error, match):
+    with pytest.raises(error, match=match):
+        run_training(train=None, valid=None, out=tmp_path / "x", options=options_file, **fields)
+    assert not (tmp_path / "x").exists()
 
 
 def test_perplexity_without_a_model_names_the_missing_default_model(tmp_path, valid_file, monkeypatch):
