@@ -258,8 +258,8 @@ def embed_file(
         "window_tokens": window_tokens,
         "window_context": window_context,
     }
-    job = _JobFiles(Path(input_path), Path(output_path), piece_tokens)
-    return _run_job(model, job, job_settings, embed_kwargs, tokenize, progress)
+    files = _JobFiles(Path(input_path), Path(output_path), piece_tokens)
+    return _run_job(model, files, job_settings, embed_kwargs, tokenize, progress)
 
 
 def _check_arguments(

@@ -93,7 +93,8 @@ def _shared_vocabulary(make: Any, distributed: bool) -> Vocabulary:
 
 @dataclass(frozen=True)
 class TrainingSettings:
-    """Everything `elmo train` takes, one field per option (see `elmo train --help`).
+    """Everything `elmo train` takes: one field per option, of the same name (see `elmo train
+    --help`), plus `splitter`, the sentence splitter for raw text, which has no option.
 
     Exactly one starting point: `options` (a new model), `model` (continue from a model
     folder: its weights, and its vocabulary and softmax when it has them) or `resume`
