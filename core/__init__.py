@@ -27,14 +27,21 @@ from .feature_cache import CacheStats, FeatureCache
 from .highway import Highway
 from .lstm import LSTMCellWithProjection, LSTMStack, compile_recurrence
 from .memory import release_free_memory
-from .model_folder import load_model_folder, read_model_config, save_model_folder
+from .model_folder import (
+    ModelSource,
+    load_elmo,
+    load_model_folder,
+    read_model_config,
+    resolve_model_source,
+    save_model_folder,
+)
 from .options import PUBLISHED_OPTIONS, BiLMOptions, CharCNNOptions, LSTMOptions
 from .quantization import is_quantized, quantize_int8
 from .recurrence import RECURRENCES, set_recurrence
 from .scalar_mix import ScalarMix
 from .token_cache import TokenCache
 from .weights import load_bilm_tf, save_bilm_tf
-from .windows import DEFAULT_WINDOW_TOKENS, Window, plan_windows
+from .windows import DEFAULT_WINDOW_TOKENS, Window, check_window_settings, plan_windows, run_in_windows
 
 __version__ = "0.1.0"
 
@@ -54,6 +61,7 @@ __all__ = [
     "LSTMCellWithProjection",
     "LSTMOptions",
     "LSTMStack",
+    "ModelSource",
     "OptionsError",
     "PUBLISHED_OPTIONS",
     "ScalarMix",
@@ -61,6 +69,7 @@ __all__ = [
     "WeightFileError",
     "Window",
     "batches_by_token_budget",
+    "check_window_settings",
     "compile_recurrence",
     "set_recurrence",
     "RECURRENCES",
@@ -68,11 +77,14 @@ __all__ = [
     "is_quantized",
     "iter_embeddings",
     "load_bilm_tf",
+    "load_elmo",
     "load_model_folder",
     "plan_windows",
     "quantize_int8",
     "read_model_config",
     "release_free_memory",
+    "resolve_model_source",
+    "run_in_windows",
     "save_bilm_tf",
     "save_model_folder",
     "word_to_char_ids",

@@ -47,6 +47,9 @@ TorchrunDeviceOption = Annotated[
     str, typer.Option(help="torch device, e.g. cpu or cuda; under torchrun each process uses cuda:LOCAL_RANK.")
 ]
 
+MODEL_FLAGS = ("--model", "--options", "--weights")
+"""How the command line spells `load_elmo`'s path, options and weights (used in its errors)."""
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -62,29 +65,16 @@ def _commands() -> None:
 
 def load_model(model: Path | None, options: Path | None, weights: Path | None, device: str = "cpu") -> Elmo:
     """The model named on the command line: a model folder, an options/hdf5 pair, or
-    else the default model that ships with the package.
+    else the default model that ships with the package (`elmo_core.load_elmo`).
 
     Dropout is 0: this is for inference.
 
     Raises:
         ElmoError: when the arguments do not name exactly one model.
     """
-    from .model_folder import default_model_dir, load_model_folder
+    from .model_folder import load_elmo
 
-    if model is not None and (options is not None or weights is not None):
-        raise ElmoError("give either --model DIR or --options FILE --weights FILE, not both.")
-    if model is not None:
-        return load_model_folder(model, map_location=device, dropout=0.0)
-    if options is not None or weights is not None:
-        if options is None or weights is None:
-            raise ElmoError("--options and --weights go together: give both (options.json and the hdf5 file).")
-        from .options import BiLMOptions
-        from .weights import load_bilm_tf
-
-        elmo = Elmo(BiLMOptions.from_json(options), dropout=0.0)
-        load_bilm_tf(elmo, weights)
-        return elmo.to(device)
-    return load_model_folder(default_model_dir(), map_location=device, dropout=0.0)
+    return load_elmo(model, options, weights, map_location=device, names=MODEL_FLAGS, dropout=0.0)
 
 
 def _check_device(device: str) -> None:

@@ -11,14 +11,20 @@ A model folder is a Hugging Face-style directory::
 `elmo_core` reads and writes it without importing transformers; the Hugging Face
 classes add their own keys (`architectures`, `auto_map`, `transformers_version`), which
 the core ignores. Weights are stored with safetensors (no pickle).
+
+`load_elmo` is the one loader every face uses to read "the model the user named": a
+model folder, bilm-tf's original options.json + hdf5 weights, or else the default model
+that ships with the package (`resolve_model_source` decides which, with one set of
+errors for a bad combination).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -32,10 +38,11 @@ from .characters import (
     PADDING_CHARACTER,
 )
 from .elmo import Elmo
-from .errors import OptionsError, WeightFileError
+from .errors import ElmoError, OptionsError, WeightFileError
 from .options import BiLMOptions
 from .quantization import is_quantized
 from .text_files import ENCODING
+from .weights import load_bilm_tf
 
 __all__ = [
     "CONFIG_NAME",
@@ -49,6 +56,9 @@ __all__ = [
     "tokenizer_settings",
     "default_model_dir",
     "DEFAULT_MODEL_DIR",
+    "ModelSource",
+    "resolve_model_source",
+    "load_elmo",
 ]
 
 CONFIG_NAME = "config.json"
@@ -97,6 +107,108 @@ def default_model_dir() -> Path:
             "(elmo embed --model DIR, or --options FILE --weights FILE)."
         )
     return DEFAULT_MODEL_DIR
+
+
+PathArg = str | os.PathLike | None
+
+
+class ModelSource(NamedTuple):
+    """The model a user named: a model folder (`folder`), or a bilm-tf `options`/`weights` pair.
+
+    `is_default` is True when nothing was named and `folder` is the default model's.
+    """
+
+    folder: Path | None
+    options: Path | None
+    weights: Path | None
+    is_default: bool = False
+
+    def describe(self) -> str:
+        """A phrase for logs: "the model folder X", "X + Y" or "the default model (X)"."""
+        if self.folder is None:
+            return f"{self.options} + {self.weights}"
+        return f"the default model ({self.folder})" if self.is_default else f"the model folder {self.folder}"
+
+
+def resolve_model_source(
+    path: PathArg = None,
+    options: PathArg = None,
+    weights: PathArg = None,
+    *,
+    names: tuple[str, str, str] = ("path", "options", "weights"),
+) -> ModelSource:
+    """Which model the arguments name: a folder, an options/weights pair, or the default.
+
+    None and "" both mean "not given" (spaCy configs use "").
+
+    Args:
+        path: A model folder (see the module docstring).
+        options: bilm-tf's options.json; goes with `weights`.
+        weights: bilm-tf's hdf5 weights; goes with `options`.
+        names: How the caller's users spell the three arguments, used in the errors
+            (the command line passes `("--model", "--options", "--weights")`).
+
+    Raises:
+        ElmoError: if a folder and a pair are both given, or only half of a pair.
+        WeightFileError: if nothing is given and no default model is installed.
+    """
+    given = [value is not None and value != "" for value in (path, options, weights)]
+    if given[0] and (given[1] or given[2]):
+        raise ElmoError(
+            f"give either a model folder ({names[0]}) or bilm-tf's options.json and hdf5 weights "
+            f"({names[1]} and {names[2]}), not both; got {_shown(names, path, options, weights)}. "
+            f"Drop {names[0]}, or drop {names[1]} and {names[2]}."
+        )
+    if given[1] != given[2]:
+        raise ElmoError(
+            f"{names[1]} and {names[2]} go together: bilm-tf's options.json and its hdf5 weights; got "
+            f"{_shown(names[1:], options, weights)}. Give both, or a model folder with {names[0]}."
+        )
+    if given[0]:
+        return ModelSource(Path(path), None, None)
+    if given[1]:
+        return ModelSource(None, Path(options), Path(weights))
+    return ModelSource(default_model_dir(), None, None, is_default=True)
+
+
+def _shown(names: Iterable[str], *values: PathArg) -> str:
+    return ", ".join(
+        f"{name} = " + ("(not given)" if value is None or value == "" else repr(os.fspath(value)))
+        for name, value in zip(names, values)
+    )
+
+
+def load_elmo(
+    path: PathArg = None,
+    options: PathArg = None,
+    weights: PathArg = None,
+    *,
+    map_location: str | torch.device = "cpu",
+    names: tuple[str, str, str] = ("path", "options", "weights"),
+    **settings: Any,
+) -> Elmo:
+    """Load the `Elmo` the arguments name: a model folder, a bilm-tf pair, or the default model.
+
+    Args:
+        path, options, weights, names: As `resolve_model_source`.
+        map_location: Device for the loaded model.
+        **settings: `Elmo` settings (e.g. `dropout=0.0`, `stateful=False`); for a folder
+            they replace the stored ones (as `load_model_folder`'s overrides), for a pair
+            they go to the `Elmo` constructor (the rest keep its defaults).
+
+    Raises:
+        ElmoError: for a bad combination of arguments (see `resolve_model_source`).
+        WeightFileError / OptionsError: for missing or broken files, or when nothing is
+            named and no default model is installed.
+        TypeError: for an unknown setting.
+    """
+    source = resolve_model_source(path, options, weights, names=names)
+    if source.folder is not None:
+        return load_model_folder(source.folder, map_location=map_location, **settings)
+    _check_settings(settings)
+    elmo = Elmo(BiLMOptions.from_json(source.options), **settings)
+    load_bilm_tf(elmo, source.weights)
+    return elmo.to(map_location)
 
 
 def _elmo_settings(model: Elmo) -> dict[str, Any]:
@@ -207,16 +319,20 @@ def load_model_folder(path: str | Path, map_location: str | torch.device = "cpu"
         OptionsError: for invalid options or Elmo settings in config.json.
     """
     options, settings = read_model_config(path)
-    unknown = set(overrides) - set(ELMO_SETTINGS) - {"requires_grad", "token_cache_words"}
+    _check_settings(overrides)
+    settings.update(overrides)
+    model = _build_elmo(options, settings, Path(path) / CONFIG_NAME)
+    _read_weights(model, _weights_path(path))
+    return model.to(map_location)
+
+
+def _check_settings(settings: dict[str, Any]) -> None:
+    unknown = set(settings) - set(ELMO_SETTINGS) - {"requires_grad", "token_cache_words"}
     if unknown:
         raise TypeError(
             f"unknown Elmo settings {sorted(unknown)}; valid: {sorted(ELMO_SETTINGS)}, requires_grad "
             "and token_cache_words."
         )
-    settings.update(overrides)
-    model = _build_elmo(options, settings, Path(path) / CONFIG_NAME)
-    _read_weights(model, _weights_path(path))
-    return model.to(map_location)
 
 
 _READ_BLOCK_BYTES = 4 * 2**20

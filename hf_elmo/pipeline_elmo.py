@@ -25,7 +25,7 @@ from elmo_core.batching import batches_by_token_budget
 from elmo_core.checks import check_int
 from elmo_core.embedding import DEFAULT_BATCH_TOKENS
 from elmo_core.memory import release_free_memory
-from elmo_core.model_folder import default_model_dir
+from elmo_core.model_folder import resolve_model_source
 
 __all__ = ["ElmoFeatureExtractionPipeline", "feature_extraction_pipeline"]
 
@@ -102,7 +102,7 @@ def feature_extraction_pipeline(
 
     Args:
         model: An `ElmoModel`, or a model folder (path) or Hub id. None = the default
-            model folder that ships with elmo-bilm (`elmo_core.model_folder`).
+            model folder that ships with elmo-bilm (`elmo_core.resolve_model_source`).
         tokenizer: An `ElmoTokenizer` or a folder holding one. Default: the model's folder.
         batch_tokens: Budget of padded positions per batch (see the class docstring).
         **kwargs: Passed to `transformers.pipeline` (`device`, `batch_size`, ...).
@@ -113,7 +113,7 @@ def feature_extraction_pipeline(
     """
     check_int("batch_tokens", batch_tokens, meaning="padded positions per batch")
     if model is None:
-        model = str(default_model_dir())
+        model = str(resolve_model_source().folder)  # the default model (the core decides which)
     if isinstance(model, os.PathLike):
         model = os.fspath(model)
     if tokenizer is None and isinstance(model, str):

@@ -2,7 +2,7 @@
 # uses (elmo_core/batching.py, elmo_core/highway.py, elmo_core/errors.py,
 # elmo_core/char_cnn.py, elmo_core/characters.py, elmo_core/lstm.py,
 # elmo_core/recurrence.py, elmo_core/token_cache.py, elmo_core/bilm.py,
-# elmo_core/memory.py, elmo_core/quantization.py, elmo_core/windows.py,
+# elmo_core/quantization.py, elmo_core/memory.py, elmo_core/windows.py,
 # elmo_core/embedding.py, elmo_core/scalar_mix.py, elmo_core/elmo.py,
 # elmo_core/model_folder.py), so that a saved model folder needs no elmo-bilm. Do not
 # edit it: edit those files and run
@@ -1466,6 +1466,13 @@ def _check_mask(mask: object, char_ids: torch.Tensor) -> torch.Tensor:
     return mask.bool()
 
 
+# ---- elmo_core/quantization.py ------------------------------------------------
+
+def is_quantized(module: nn.Module) -> bool:
+    """True if any submodule is a dynamically quantised (int8) layer."""
+    return any(type(m).__module__.startswith("torch.ao.nn.quantized") for m in module.modules())
+
+
 # ---- elmo_core/memory.py ------------------------------------------------------
 
 def _load_glibc(name: str, argtypes: list):  # noqa: ANN202
@@ -1493,13 +1500,6 @@ def release_free_memory() -> bool:
     if _MALLOC_TRIM is None:
         return False
     return bool(_MALLOC_TRIM(0))
-
-
-# ---- elmo_core/quantization.py ------------------------------------------------
-
-def is_quantized(module: nn.Module) -> bool:
-    """True if any submodule is a dynamically quantised (int8) layer."""
-    return any(type(m).__module__.startswith("torch.ao.nn.quantized") for m in module.modules())
 
 
 # ---- elmo_core/windows.py -----------------------------------------------------
@@ -1576,6 +1576,97 @@ def plan_windows(
         keep_start = end - context
 
 
+def check_window_settings(window_tokens: int | None, window_context: int | None) -> int | None:
+    """Check the window settings up front; return `window_tokens`, with 0 read as None.
+
+    None, or 0 (as on the command line and in spaCy configs), reads every sequence
+    whole, however long.
+
+    Raises:
+        ValueError: if `window_tokens` is not a positive integer, 0 or None, or
+            `window_context` is negative or at least half of `window_tokens`.
+    """
+    if window_tokens == 0 and not isinstance(window_tokens, bool):
+        return None
+    if window_tokens is not None:
+        _check_window(window_tokens, window_context)
+    return window_tokens
+
+
+RunBatch = Callable[[list[Sequence[str]]], Sequence[np.ndarray]]
+"""Reads one batch of token lists; returns one array `[..., tokens, dim]` per row (token
+axis -2), holding at least that row's tokens (positions after them are ignored)."""
+
+
+def run_in_windows(
+    sequences: Sequence[Sequence[str]],
+    run_batch: RunBatch,
+    *,
+    batch_tokens: int,
+    batch_size: int | None = None,
+    window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+    window_context: int | None = None,
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Plan windows, run them in batches, assemble: yield `(index, array)` as each sequence completes.
+
+    A sequence of at most `window_tokens` tokens is one piece, read whole; a longer one is
+    cut by `plan_windows`. Pieces are batched by `batches_by_token_budget`, longest first,
+    and a sequence is yielded when its last piece has been read (not in input order).
+
+    Memory is bounded by one batch (and one window, plus a long sequence being assembled).
+    Every yielded array is a fresh copy, never a view, which would keep the whole batch's
+    array alive for as long as the caller keeps one sequence. After each batch its arrays
+    are dropped and the freed heap goes back to the OS (`elmo_core.memory`): every batch
+    has new shapes, and without the trim the resident size creeps up over a long run.
+
+    Args:
+        sequences: Token lists (empty ones give arrays with 0 tokens).
+        run_batch: See `RunBatch`; it gets `sequences[i][start:end]` for each piece.
+        batch_tokens: Budget of padded positions per batch.
+        batch_size: Optional cap on pieces per batch.
+        window_tokens: Longest piece; None or 0 reads every sequence whole.
+        window_context: Context tokens on each side of a kept stretch (default `window_tokens // 8`).
+
+    Yields:
+        `(index into sequences, array)`, the array float32, C-ordered, shaped as
+        `run_batch`'s rows with the token axis cut to the sequence's own tokens.
+
+    Raises:
+        ValueError: for a bad budget, batch size or window setting.
+    """
+    window_tokens = check_window_settings(window_tokens, window_context)
+    pieces = [(i, w) for i, tokens in enumerate(sequences) for w in _pieces(len(tokens), window_tokens, window_context)]
+    batches = batches_by_token_budget([w.end - w.start for _, w in pieces], batch_tokens, max_batch_size=batch_size)
+    windows_left = Counter(i for i, _ in pieces)
+    assembling: dict[int, np.ndarray] = {}  # long sequences being assembled: index -> arrays so far
+    for batch in batches:
+        texts = [sequences[i][w.start : w.end] for i, w in (pieces[k] for k in batch)]
+        arrays = run_batch(texts)
+        for row, k in enumerate(batch):
+            i, w = pieces[k]
+            kept = arrays[row][..., w.keep_start - w.start : w.keep_end - w.start, :]
+            if (w.start, w.end) == (0, len(sequences[i])):  # read whole
+                yield i, np.array(kept, dtype=np.float32, order="C", copy=True)
+                continue
+            if i not in assembling:
+                shape = (*kept.shape[:-2], len(sequences[i]), kept.shape[-1])
+                assembling[i] = np.empty(shape, dtype=np.float32)
+            assembling[i][..., w.keep_start : w.keep_end, :] = kept
+            windows_left[i] -= 1
+            if windows_left[i] == 0:
+                yield i, assembling.pop(i)
+        del arrays, texts  # before the next batch, not when it replaces them
+        kept = None
+        release_free_memory()
+
+
+def _pieces(num_tokens: int, window_tokens: int | None, window_context: int | None) -> list[Window]:
+    """The biLM passes over one sequence: the whole of it, or its windows."""
+    if window_tokens is None:
+        return [Window(0, num_tokens, 0, num_tokens)]
+    return plan_windows(num_tokens, window_tokens, window_context)
+
+
 # ---- elmo_core/embedding.py ---------------------------------------------------
 
 DEFAULT_BATCH_TOKENS = 4096
@@ -1625,9 +1716,33 @@ def iter_embeddings(
     Memory is bounded by one batch, whatever the number of sentences, and by one
     window, whatever their length (plus the vectors of a long sentence being
     assembled); freed memory is handed back to the OS after every batch
-    (`elmo_core.memory`), so it stays flat over a long run. See `embed_sentences` for
-    the arguments and shapes.
+    (`elmo_core.windows.run_in_windows`), so it stays flat over a long run. See
+    `embed_sentences` for the arguments and shapes.
     """
+    _check_arguments(model, sentences, layers, batch_tokens, batch_size)
+    if is_quantized(model):
+        _check_int8_use(model, device, autocast_dtype)
+    if device is not None:
+        model.to(device)
+    precision = _autocast(next(model.parameters()).device, autocast_dtype)
+    window_tokens = check_window_settings(window_tokens, window_context)
+    run_batch = _batch_runner(model, layers, precision)
+    _enter_eval(model)
+    try:
+        with torch.inference_mode():
+            yield from run_in_windows(
+                sentences,
+                run_batch,
+                batch_tokens=batch_tokens,
+                batch_size=batch_size,
+                window_tokens=window_tokens,
+                window_context=window_context,
+            )
+    finally:
+        _leave_eval(model)
+
+
+def _check_arguments(model: Elmo, sentences: object, layers: object, batch_tokens: object, batch_size: object) -> None:
     check_sentences(sentences)
     check_layers(layers, model.num_layers, len(model.scalar_mixes))
     if model.bilm.stateful:
@@ -1639,74 +1754,36 @@ def iter_embeddings(
     check_int("batch_tokens", batch_tokens)
     if batch_size is not None:
         check_int("batch_size", batch_size)
-    if is_quantized(model):
-        _check_int8_use(model, device, autocast_dtype)
-    if device is not None:
-        model.to(device)
-    model_device = next(model.parameters()).device
-    precision = _autocast(model_device, autocast_dtype)
+
+
+def _batch_runner(model: Elmo, layers: str | int, precision: contextlib.AbstractContextManager) -> RunBatch:
+    """The `run_batch` of `run_in_windows` for `model`: token lists -> the chosen layers.
+
+    Shape:
+        returns float32 numpy [batch, n_layers + 1, tokens, dim] for "all", else
+        [batch, tokens, dim] (tokens = the batch's longest row)
+    """
     C = model.options.char_cnn.max_characters_per_token
-    # One piece per biLM pass: a whole sentence, or one window of a long one.
-    if window_tokens == 0 and not isinstance(window_tokens, bool):
-        window_tokens = None  # 0, as on the command line: read every sentence whole
-    if window_tokens is not None:
-        plan_windows(0, window_tokens, window_context)  # check the arguments up front
-    pieces: list[tuple[int, Window]] = []
-    for i, sentence in enumerate(sentences):
-        if window_tokens is None:
-            pieces.append((i, Window(0, len(sentence), 0, len(sentence))))
+
+    def run_batch(texts: list[Sequence[str]]) -> np.ndarray:
+        char_ids, mask = words_to_char_ids(texts, C)
+        with precision:
+            # The scalar mixes only when asked for: for the other choices they would be
+            # computed and thrown away.
+            out = model(char_ids, mask) if layers == "mix" else model.bilm(char_ids, mask)
+        if layers == "all":
+            result = out.activations.transpose(0, 1)  # [batch, layers, tokens, dim]
+        elif layers == "top":
+            result = out.activations[-1]
+        elif layers == "average":
+            result = out.activations.mean(dim=0)
+        elif layers == "mix":
+            result = out.representations[0]
         else:
-            pieces.extend((i, w) for w in plan_windows(len(sentence), window_tokens, window_context))
-    batches = batches_by_token_budget([w.end - w.start for _, w in pieces], batch_tokens, max_batch_size=batch_size)
-    windows_left = Counter(i for i, _ in pieces)
-    # Long sentences being assembled: index -> vectors so far.
-    assembling: dict[int, np.ndarray] = {}
-    _enter_eval(model)
-    try:
-        with torch.inference_mode():
-            for batch in batches:
-                texts = [sentences[i][w.start : w.end] for i, w in (pieces[k] for k in batch)]
-                char_ids, mask = words_to_char_ids(texts, C)
-                with precision:
-                    # The scalar mixes only when asked for: for the other choices they
-                    # would be computed and thrown away.
-                    out = model(char_ids, mask) if layers == "mix" else model.bilm(char_ids, mask)
-                if layers == "all":
-                    result = out.activations.transpose(0, 1)  # [batch, layers, tokens, dim]
-                elif layers == "top":
-                    result = out.activations[-1]
-                elif layers == "average":
-                    result = out.activations.mean(dim=0)
-                elif layers == "mix":
-                    result = out.representations[0]
-                else:
-                    result = out.activations[int(layers)]
-                result = result.float().cpu().numpy()
-                del out
-                for row, k in enumerate(batch):
-                    i, w = pieces[k]
-                    kept = result[row][..., w.keep_start - w.start : w.keep_end - w.start, :]
-                    if (w.start, w.end) == (0, len(sentences[i])):  # read whole
-                        # A copy, never a view: a view would keep the whole batch's array
-                        # alive for as long as the caller keeps this one sentence.
-                        yield i, np.array(kept, dtype=np.float32, order="C", copy=True)
-                        continue
-                    if i not in assembling:
-                        shape = (*kept.shape[:-2], len(sentences[i]), kept.shape[-1])
-                        assembling[i] = np.empty(shape, dtype=np.float32)
-                    assembling[i][..., w.keep_start : w.keep_end, :] = kept
-                    windows_left[i] -= 1
-                    if windows_left[i] == 0:
-                        yield i, assembling.pop(i)
-                # Drop this batch's arrays before the next batch (not when it replaces
-                # them), then hand the freed heap back: every batch has new shapes, and
-                # without the trim the resident size creeps up over a long run
-                # (elmo_core.memory).
-                del result, char_ids, mask, texts
-                kept = None
-                release_free_memory()
-    finally:
-        _leave_eval(model)
+            result = out.activations[int(layers)]
+        return result.float().cpu().numpy()  # `out` and the inputs are freed on return
+
+    return run_batch
 
 
 # Calls to iter_embeddings running on each model (from any thread), and the mode to put
@@ -1768,9 +1845,8 @@ def embed_sentences(
 ) -> list[np.ndarray]:
     """ELMo vectors for tokenised sentences, one float32 CPU array per sentence, in order.
 
-    Runs in eval mode under `torch.inference_mode`, batching by a token budget after
-    sorting by length. A sentence's vectors do not depend on the batching (the default
-    model is stateless).
+    Runs in eval mode under `torch.inference_mode`, batching by a token budget after sorting by
+    length. A sentence's vectors do not depend on the batching (the default model is stateless).
 
     Args:
         model: An `Elmo` (stateless).
@@ -1785,10 +1861,9 @@ def embed_sentences(
             `torch.float16`), e.g. on a GPU: matrix products in half precision, about
             3 significant digits; outputs are still float32 arrays. None (default):
             the model's own dtype.
-        window_tokens: A sentence longer than this is read in overlapping windows of
-            this many tokens (see `elmo_core.windows`), so memory does not grow with
-            its length; shorter ones are read whole and are not affected. None (or 0)
-            reads every sentence whole, however long.
+        window_tokens: A sentence longer than this is read in overlapping windows of this many
+            tokens (see `elmo_core.windows`), so memory does not grow with its length; shorter
+            ones are read whole and are not affected. None (or 0) reads every sentence whole.
         window_context: Tokens of context on each side of a window's kept tokens
             (default `window_tokens // 8`).
 

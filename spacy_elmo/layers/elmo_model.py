@@ -3,10 +3,10 @@
     docs
       -> units: each sentence (when the Doc has sentence boundaries and per_sentence
          is on) or the whole Doc; whitespace tokens are left out
-      -> a unit longer than window_tokens is cut into overlapping windows
-         (elmo_core.windows); each token keeps the vectors of the window that keeps it
-      -> batches of units by a token budget (elmo_core.batches_by_token_budget)
-      -> PyTorchWrapper_v3(Elmo): words -> char_ids, mask -> activations
+      -> elmo_core.run_in_windows: a unit longer than window_tokens is cut into
+         overlapping windows (each token keeps the vectors of the window that keeps
+         it), the pieces are batched by a token budget, each batch runs through
+         PyTorchWrapper_v3(Elmo): words -> char_ids, mask -> activations
       -> per Doc: [n_layers + 1, len(doc), dim] float32 numpy on the CPU
          (whitespace tokens get zero rows)
 
@@ -47,19 +47,17 @@ from thinc.types import Floats3d
 
 from elmo_core import (
     DEFAULT_WINDOW_TOKENS,
-    BiLMOptions,
     Elmo,
     FeatureCache,
-    Window,
-    batches_by_token_budget,
-    load_bilm_tf,
+    check_window_settings,
+    load_elmo,
     load_model_folder,
-    plan_windows,
+    resolve_model_source,
+    run_in_windows,
     save_model_folder,
     words_to_char_ids,
 )
 from elmo_core.checks import check_int
-from elmo_core.model_folder import default_model_dir
 
 __all__ = [
     "build_elmo_model",
@@ -99,10 +97,7 @@ def build_elmo_model(
 ) -> Model[list[Doc], list[Floats3d]]:
     """The thinc layer; see `spacy_elmo.architectures.ElmoModel_v2` for the arguments."""
     check_int("max_batch_tokens", max_batch_tokens)
-    if window_tokens == 0:
-        window_tokens = None  # read every unit whole
-    if window_tokens is not None:
-        plan_windows(0, window_tokens, window_context)  # raises ValueError for bad values
+    window_tokens = check_window_settings(window_tokens, window_context)  # 0 = read every unit whole
     check_int("cache_bytes", cache_bytes, minimum=0, meaning="0 = no cache")
     return Model(
         LAYER_NAME,
@@ -139,17 +134,18 @@ def forward(model: Model[list[Doc], list[Floats3d]], docs: list[Doc], is_train: 
             missing.append((doc_index, token_indices, words))
         else:
             outputs[doc_index][:, token_indices] = cached  # a copy: the cache stays read-only
-    pieces = list(_windows(missing, model.attrs.get("window_tokens"), model.attrs.get("window_context")))
-    wrapper = model.layers[0]
-    batches = batches_by_token_budget([w.end - w.start for _, w in pieces], model.attrs["max_batch_tokens"])
+    # The core's one windowed, batched loop; each batch runs through the PyTorchWrapper.
+    completed = run_in_windows(
+        [words for _, _, words in missing],
+        model.layers[0].predict,
+        batch_tokens=model.attrs["max_batch_tokens"],
+        window_tokens=model.attrs.get("window_tokens"),
+        window_context=model.attrs.get("window_context"),
+    )
     with torch.inference_mode():
-        for batch in batches:
-            activations = wrapper.predict([missing[u][2][w.start : w.end] for u, w in (pieces[k] for k in batch)])
-            for k, layers in zip(batch, activations):
-                u, w = pieces[k]
-                doc_index, token_indices, _ = missing[u]
-                kept = layers[:, w.keep_start - w.start : w.keep_end - w.start]  # [layers, kept tokens, dim]
-                outputs[doc_index][:, token_indices[w.keep_start : w.keep_end]] = kept
+        for u, layers in completed:  # [layers, unit tokens, dim], a copy
+            doc_index, token_indices, _ = missing[u]
+            outputs[doc_index][:, token_indices] = layers
     if cache is not None:
         for doc_index, token_indices, words in missing:  # whole units, after all their windows
             cache.put(tuple(words), outputs[doc_index][:, token_indices])
@@ -260,38 +256,24 @@ def _follow_thinc_device(model: Model) -> None:
 def load_elmo_source(path: str = "", options: str = "", weights: str = "") -> Elmo:
     """Load a biLM from a model folder, an original options/hdf5 pair, or the default model.
 
-    The biLM is always loaded stateless (each sentence starts from zero LSTM states) and
-    without the sentence-boundary positions, whatever the folder says.
+    The core's one loader (`elmo_core.load_elmo`), with its errors. The biLM is always
+    loaded stateless (each sentence starts from zero LSTM states) and without the
+    sentence-boundary positions, whatever the folder says.
 
     Raises:
-        ValueError: if both a folder and a pair are given, or only half of a pair.
+        ValueError (elmo_core.ElmoError): if both a folder and a pair are given, or only
+            half of a pair.
         elmo_core.WeightFileError / OptionsError: for missing or broken files, or when no
             source is given and no default model is installed.
     """
-    if path and (options or weights):
-        raise ValueError(
-            f"give either a model folder (path = {path!r}) or an options/weights pair "
-            f"(options = {options!r}, weights = {weights!r}), not both."
-        )
-    if options or weights:
-        if not (options and weights):
-            raise ValueError(
-                "options and weights go together: give both bilm-tf's options.json and its hdf5 "
-                f"weights; got options = {options!r}, weights = {weights!r}."
-            )
-        elmo = Elmo(BiLMOptions.from_json(options))
-        load_bilm_tf(elmo, weights)
-        return elmo
-    folder = Path(path) if path else default_model_dir()
-    return load_model_folder(folder, map_location="cpu", stateful=False, keep_sentence_boundaries=False)
+    return load_elmo(path, options, weights, map_location="cpu", stateful=False, keep_sentence_boundaries=False)
 
 
 def _describe_source(source: dict[str, str]) -> str:
-    if source.get("path"):
-        return f"the model folder {source['path']}"
-    if source.get("options") or source.get("weights"):
-        return f"{source.get('options')} + {source.get('weights')}"
-    return "the default model"
+    try:
+        return resolve_model_source(**source).describe()
+    except ValueError:  # a bad source: loading it raises the error that explains it
+        return str(source)
 
 
 def serialize_elmo(elmo: Elmo | None) -> bytes:
@@ -335,16 +317,6 @@ def _units(docs: list[Doc], per_sentence: bool):
             indices = [i for i in range(start, end) if not attrs[i, 1]]
             if indices:
                 yield d, indices, [strings[int(attrs[i, 0])] for i in indices]
-
-
-def _windows(units: list, window_tokens: int | None, window_context: int | None):
-    """(unit index, window) for each biLM pass: a whole unit, or one window of a long one."""
-    for u, (_, _, words) in enumerate(units):
-        if window_tokens is None:
-            yield u, Window(0, len(words), 0, len(words))
-        else:
-            for window in plan_windows(len(words), window_tokens, window_context):
-                yield u, window
 
 
 # ------------------------------------------------------------------ replace_listeners

@@ -7,7 +7,17 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from elmo_core import OptionsError, WeightFileError, load_model_folder, read_model_config, save_model_folder
+from elmo_core import (
+    ElmoError,
+    ModelSource,
+    OptionsError,
+    WeightFileError,
+    load_elmo,
+    load_model_folder,
+    read_model_config,
+    resolve_model_source,
+    save_model_folder,
+)
 
 from ..conftest import make_tiny_elmo
 
@@ -130,3 +140,78 @@ def test_saved_files_are_readable_by_everyone_under_the_usual_umask(tmp_path):
         os.umask(old)
     for path in tmp_path.iterdir():
         assert path.stat().st_mode & 0o777 == 0o644, path.name
+
+
+# ------------------------------------------------------------------ the one loader (load_elmo)
+def assert_same_weights(a, b):
+    for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
+        assert torch.equal(x, y), name
+
+
+def test_load_elmo_reads_a_model_folder_with_settings_overridden(tmp_path):
+    elmo = make_tiny_elmo(dropout=0.25)
+    save_model_folder(elmo, tmp_path / "m")
+    loaded = load_elmo(tmp_path / "m", dropout=0.0)
+    assert loaded.dropout == 0.0 and load_elmo(str(tmp_path / "m")).dropout == 0.25
+    assert_same_weights(loaded, elmo)
+    assert resolve_model_source(tmp_path / "m") == ModelSource(tmp_path / "m", None, None)
+
+
+def test_load_elmo_reads_a_bilm_tf_pair_with_settings_for_the_constructor(tiny_bilm_hdf5):
+    options, weights = tiny_bilm_hdf5
+    loaded = load_elmo(options=options, weights=weights, dropout=0.0, num_output_representations=2)
+    assert loaded.dropout == 0.0 and len(loaded.scalar_mixes) == 2
+    assert_same_weights(loaded.bilm, make_tiny_elmo().bilm)
+    assert resolve_model_source("", str(options), str(weights)).describe() == f"{options} + {weights}"
+    with pytest.raises(TypeError, match=r"unknown Elmo settings \['dropuot'\]"):
+        load_elmo(options=options, weights=weights, dropuot=0.0)
+
+
+def test_load_elmo_without_a_source_loads_the_default_model_or_says_none_is_installed(tmp_path, monkeypatch):
+    import elmo_core.model_folder as model_folder
+
+    monkeypatch.setattr(model_folder, "DEFAULT_MODEL_DIR", tmp_path / "default")
+    with pytest.raises(WeightFileError, match="no default model is installed"):
+        load_elmo()
+    save_model_folder(make_tiny_elmo(), tmp_path / "default")
+    assert_same_weights(load_elmo("", "", ""), make_tiny_elmo())
+    source = resolve_model_source(None, "", None)
+    assert source.is_default and source.describe() == f"the default model ({tmp_path / 'default'})"
+
+
+@pytest.mark.parametrize(
+    "given, match",
+    [
+        (
+            {"path": "m", "options": "o.json", "weights": "w.hdf5"},
+            r"give either a model folder \(path\) or bilm-tf's options.json and hdf5 weights "
+            r"\(options and weights\), not both; got path = 'm', options = 'o.json', weights = 'w.hdf5'. "
+            r"Drop path, or drop options and weights.",
+        ),
+        ({"path": "m", "weights": "w.hdf5"}, r"not both; got path = 'm', options = \(not given\), weights = 'w.hdf5'"),
+        (
+            {"options": "o.json"},
+            r"options and weights go together: bilm-tf's options.json and its hdf5 weights; got options = 'o.json', "
+            r"weights = \(not given\). Give both, or a model folder with path.",
+        ),
+        ({"path": "", "weights": "w.hdf5"}, r"got options = \(not given\), weights = 'w.hdf5'"),
+    ],
+)
+def test_a_bad_combination_of_sources_is_refused_before_any_file_is_read(given, match):
+    with pytest.raises(ElmoError, match=match):
+        load_elmo(**given)
+
+
+def test_source_errors_spell_the_arguments_as_the_caller_does():
+    flags = ("--model", "--options", "--weights")
+    with pytest.raises(ValueError, match="--options and --weights go together.*a model folder with --model"):
+        resolve_model_source(options="o.json", names=flags)
+    with pytest.raises(ValueError, match=r"model folder \(--model\).*not both; got --model = 'm'"):
+        resolve_model_source("m", "o.json", "w.hdf5", names=flags)
+
+
+def test_load_elmo_names_a_missing_folder_or_file(tmp_path):
+    with pytest.raises(WeightFileError, match="nowhere"):
+        load_elmo(tmp_path / "nowhere")
+    with pytest.raises(OptionsError, match="missing.json"):
+        load_elmo(options=tmp_path / "missing.json", weights=tmp_path / "w.hdf5")

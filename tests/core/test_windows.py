@@ -8,7 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 import elmo_core.cli
-from elmo_core import DEFAULT_WINDOW_TOKENS, embed_sentences, plan_windows
+import elmo_core.windows
+from elmo_core import DEFAULT_WINDOW_TOKENS, check_window_settings, embed_sentences, plan_windows, run_in_windows
 from elmo_core.cli import app
 
 from ..conftest import make_tiny_elmo
@@ -61,6 +62,63 @@ def test_bad_window_arguments_are_refused_with_the_fix():
 
 
 # ---------------------------------------------------------------- what windows do to vectors
+# ---------------------------------------------------------------- the windowed, batched loop
+def position_features(batch: list[list[str]]) -> np.ndarray:
+    """A stand-in biLM: [batch, 2, longest, 3]; token `k` of a piece -> int(token) + 1000 * k
+    (so the output says which piece, and where in it, each token was read); padding NaN."""
+    longest = max((len(tokens) for tokens in batch), default=0)
+    out = np.full((len(batch), 2, longest, 3), np.nan)
+    for row, tokens in enumerate(batch):
+        for k, token in enumerate(tokens):
+            out[row, :, k, :] = int(token) + 1000 * k
+    return out
+
+
+@pytest.mark.parametrize("window, context, budget", [(None, None, 64), (8, 2, 16), (8, 0, 1000), (16, None, 40)])
+def test_run_in_windows_keeps_each_token_from_the_window_that_keeps_it(window, context, budget):
+    lengths = [0, 3, 8, 9, 30, 17, 1]
+    sequences = [[str(t) for t in range(n)] for n in lengths]
+    calls = []
+
+    def run_batch(batch):
+        calls.append([len(tokens) for tokens in batch])
+        return position_features(batch)
+
+    settings = {"window_tokens": window, "window_context": context}
+    results = list(run_in_windows(sequences, run_batch, batch_tokens=budget, **settings))
+    assert sorted(i for i, _ in results) == list(range(len(lengths)))  # each sequence exactly once
+    for i, array in results:
+        n = lengths[i]
+        plan = [(0, n, 0, n)] if window is None else plan_windows(n, window, context)
+        expected = np.empty((2, n, 3))
+        for start, _, keep_start, keep_end in plan:
+            for t in range(keep_start, keep_end):
+                expected[:, t, :] = t + 1000 * (t - start)
+        assert array.dtype == np.float32 and array.flags.c_contiguous and array.flags.owndata  # a copy
+        np.testing.assert_array_equal(array, expected)
+    for sizes in calls:  # every batch within the budget (a piece over it alone), pieces within the window
+        assert len(sizes) == 1 or len(sizes) * (max(sizes) + 2) <= budget
+        assert window is None or max(sizes) <= window
+
+
+def test_run_in_windows_hands_memory_back_after_every_batch(monkeypatch):
+    trims = []
+    monkeypatch.setattr(elmo_core.windows, "release_free_memory", lambda: trims.append(1))
+    sequences = [["1", "2"], ["3"], ["4", "5", "6"]]
+    out = list(run_in_windows(sequences, position_features, batch_tokens=5, window_tokens=None))
+    assert len(out) == 3 and len(trims) == 3  # one sequence per batch under this budget
+
+
+def test_window_settings_read_0_as_whole_and_refuse_bad_values():
+    assert check_window_settings(0, None) is None
+    assert check_window_settings(None, 5) is None
+    assert check_window_settings(64, 8) == 64
+    with pytest.raises(ValueError, match="window_context .5. must be less than half of window_tokens .8."):
+        check_window_settings(8, 5)
+    with pytest.raises(ValueError, match="window_tokens must be a positive integer"):
+        list(run_in_windows([["a"]], position_features, batch_tokens=8, window_tokens=-1))
+
+
 def test_inputs_no_longer_than_the_window_are_read_whole_exactly():
     elmo = make_tiny_elmo()
     for n in (1, 63, 64):
