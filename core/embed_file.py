@@ -56,7 +56,7 @@ from .embedding import DEFAULT_BATCH_TOKENS, check_layers, iter_embeddings
 from .errors import ElmoError
 from .text_files import BYTE_ORDER_MARK, strip_line_end
 from .token_cache import float64_sum
-from .windows import DEFAULT_WINDOW_TOKENS, plan_windows
+from .windows import DEFAULT_WINDOW_TOKENS, check_window_settings
 
 if TYPE_CHECKING:
     from .elmo import Elmo
@@ -275,8 +275,7 @@ def _check_arguments(
     check_int("batch_tokens", batch_tokens)
     if batch_size is not None:
         check_int("batch_size", batch_size)
-    if window_tokens:
-        plan_windows(0, window_tokens, window_context)
+    check_window_settings(window_tokens, window_context)
 
 
 def _job_settings(

@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from ..errors import ElmoError
-from ..model_folder import default_model_dir, load_model_folder, read_model_config
+from ..model_folder import load_model_folder, read_model_config, resolve_model_source
 from ..options import BiLMOptions
 from .corpus import DEFAULT_SPLITTER, Splitter, get_sentence_splitter, iter_sentences
 from .data import PrefetchingStream, TrainingStream
@@ -346,7 +346,7 @@ def run_perplexity(
     Raises:
         WeightFileError: if there is no such model, or it has no language-model head.
     """
-    folder = Path(model) if model is not None else default_model_dir()
+    folder = resolve_model_source(model).folder
     lm, vocab, _ = load_language_model(folder, map_location=device)
     split = None if pretokenized else get_sentence_splitter(splitter)
     results = []
