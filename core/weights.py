@@ -38,7 +38,7 @@ from .errors import WeightFileError
 if TYPE_CHECKING:
     from .elmo import Elmo
 
-__all__ = ["load_bilm_tf", "save_bilm_tf", "bilm_tf_dataset_shapes"]
+__all__ = ["bilm_tf_dataset_shapes", "count_non_finite", "load_bilm_tf", "non_finite_error", "save_bilm_tf"]
 
 
 class _Target(NamedTuple):
@@ -177,12 +177,11 @@ def load_bilm_tf(model: BiLM | Elmo, weight_file: str | Path) -> None:
                         block = np.asarray(dataset[start:end], dtype=np.float32)
                     except Exception as err:
                         raise _damaged(path, ds.name, err) from err
-                    bad += int(block.size - np.count_nonzero(np.isfinite(block)))
+                    bad += count_non_finite(torch.from_numpy(block))
                     _copy_rows(dest, torch.from_numpy(block), target.kind, start - first, end - first)
             if bad:
-                raise WeightFileError(
-                    f"{path}: dataset '{ds.name}' holds {bad} NaN or infinite values, so every vector "
-                    "would be NaN. The file is damaged; download or convert it again."
+                raise non_finite_error(
+                    path, f"dataset '{ds.name}'", bad, "The file is damaged; download or convert it again."
                 )
 
 
@@ -190,6 +189,39 @@ def load_bilm_tf(model: BiLM | Elmo, weight_file: str | Path) -> None:
 # into its parameter, so loading holds every weight once (in the model) plus one block,
 # instead of a second copy of the largest datasets (64 MB each for the original model).
 _READ_BLOCK_BYTES = 4 * 2**20
+
+
+def count_non_finite(tensor: torch.Tensor, rows_per_block: int | None = None) -> int:
+    """How many values of `tensor` are NaN or infinite (0 for an integer tensor).
+
+    Args:
+        tensor: Any tensor (a weight, or a block of one being read).
+        rows_per_block: Count this many rows (axis 0) at a time, so that the boolean
+            temporary stays small for a large tensor; None counts the whole tensor at once.
+    """
+    if not tensor.is_floating_point():
+        return 0
+    if tensor.dim() == 0:
+        return int(not bool(torch.isfinite(tensor)))
+    step = rows_per_block or max(tensor.shape[0], 1)
+    return sum(
+        int(torch.isfinite(tensor[start : start + step]).logical_not_().sum())
+        for start in range(0, tensor.shape[0], step)
+    )
+
+
+def non_finite_error(source: object, what: str, count: int, fix: str) -> WeightFileError:
+    """The error for weights holding NaN or infinite values: where, how many, and what to do.
+
+    Args:
+        source: The file (or folder) the weights came from.
+        what: The tensor or dataset, e.g. "tensor 'bilm.char_cnn.projection.bias'".
+        count: How many values are not finite (from `count_non_finite`).
+        fix: The advice that ends the message.
+    """
+    return WeightFileError(
+        f"{source}: {what} holds {count} NaN or infinite values, so every vector would be NaN. {fix}"
+    )
 
 
 def _row_blocks(shape: tuple[int, ...], first: int, stop: int) -> list[tuple[int, int]]:
