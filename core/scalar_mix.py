@@ -2,9 +2,11 @@
 
     ELMo_task = gamma * sum_k s_k * h_k,   s = softmax(w)
 
-`scalar_mix` is that formula, once, for every face: the `ScalarMix` module here, the
-thinc layer of spacy_elmo (which runs it through torch autograd), and the mix that
-spacy_elmo applies to `doc.tensor` (`weighted_layer_sum`, on numpy arrays).
+The formula is written once, here, for every face: `weighted_layer_sum` (operators
+only, so it runs on torch tensors and on numpy/cupy arrays) and `softmax_weights`. The
+`ScalarMix` module calls them through `scalar_mix` and trains by autograd; spacy_elmo's
+thinc layer calls them on its arrays, with `weighted_layer_sum_backward` and
+`softmax_weights_backward` as its gradients, and its `doc.tensor` is `weighted_layer_sum`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,15 @@ from typing import Literal, TypeVar
 import torch
 from torch import nn
 
-__all__ = ["LAYER_NORM_SCOPES", "ScalarMix", "scalar_mix", "softmax_weights", "weighted_layer_sum"]
+__all__ = [
+    "LAYER_NORM_SCOPES",
+    "ScalarMix",
+    "scalar_mix",
+    "softmax_weights",
+    "softmax_weights_backward",
+    "weighted_layer_sum",
+    "weighted_layer_sum_backward",
+]
 
 LAYER_NORM_SCOPES = ("sentence", "batch")
 """Values of `ScalarMix(layer_norm_scope=...)`: whose tokens share the layer-norm statistics."""
@@ -51,6 +61,37 @@ def weighted_layer_sum(layers: Sequence[ArrayT], weights: Sequence[object], gamm
     for weight, layer in zip(weights[1:], layers[1:]):
         mixed = mixed + weight * layer  # [..., dim]
     return gamma * mixed
+
+
+def weighted_layer_sum_backward(weights: ArrayT, gamma: object, layer_dots: ArrayT) -> tuple[ArrayT, ArrayT, ArrayT]:
+    """The gradients of `weighted_layer_sum`, for a face that has no autograd (thinc).
+
+    With m = gamma * sum_k s_k h_k, a gradient dm for m, and g_k = sum(dm * h_k) (the
+    caller's dot products, which it computes best with its own library):
+
+        dh_k = (gamma * s_k) * dm      ds_k = gamma * g_k      dgamma = sum_k s_k * g_k
+
+    Operators only, on the [num_layers] vectors, so numpy/cupy arrays and torch tensors
+    alike; torch modules use autograd instead.
+
+    Args:
+        weights: s, [num_layers].
+        gamma: The scale.
+        layer_dots: g, [num_layers].
+
+    Returns:
+        (layer_scales: gamma * s, so that dh_k = layer_scales[k] * dm; ds: [num_layers];
+        dgamma: 0-d). Take ds through `softmax_weights_backward` for the gradient of w.
+    """
+    return gamma * weights, gamma * layer_dots, (weights * layer_dots).sum()
+
+
+def softmax_weights_backward(weights: ArrayT, d_weights: ArrayT) -> ArrayT:
+    """The gradient for w, given s = softmax(w) and the gradient for s: s * (ds - sum(s * ds)).
+
+    Operators only, as `weighted_layer_sum_backward`.
+    """
+    return weights * (d_weights - (weights * d_weights).sum())
 
 
 def scalar_mix(layers: Sequence[torch.Tensor], scalar_weights: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
