@@ -77,7 +77,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
     `_init_weights` on every module: a tensor it loaded carries `_is_hf_initialized`,
     and `_init_weights` never touches those, so imported weights stay exactly as saved.
     What it does initialise (a missing tensor, or every tensor of a model built from a
-    config) gets the value elmo_core's constructors give it.
+    config) gets the value elmo_core's constructors give it, from the core's own methods:
+    `reset_parameters` (ScalarMix, CharCNN, and torch's Linear/Conv1d),
+    `Highway.init_carry_bias` and `BiLM.reset_buffers`.
     """
 
     config_class = ElmoConfig
