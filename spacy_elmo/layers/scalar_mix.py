@@ -91,5 +91,5 @@ def init(model: Model[list[Floats3d], list[Floats2d]], X: list[Floats3d] | None 
 
 def normalized_weights(model: Model) -> Floats1d:
     """softmax(w) of an initialised `ScalarMixLayer`, float32 [nL] (the core's `softmax_weights`)."""
-    W = xp2torch(model.get_param("W").copy())  # a copy: [nL] floats, shared with torch
+    W = xp2torch(model.get_param("W").copy())  # a copy: torch never shares thinc's param
     return torch2xp(softmax_weights(W), ops=model.ops)
