@@ -45,8 +45,8 @@ def softmax_weights(scalar_weights: torch.Tensor) -> torch.Tensor:
 def weighted_layer_sum(layers: Sequence[ArrayT], weights: Sequence[object], gamma: object) -> ArrayT:
     """gamma * (s_0 * h_0 + s_1 * h_1 + ...), accumulated in this fixed order.
 
-    Only `*` and `+` are used, so the layers may be torch tensors or numpy/cupy arrays,
-    and the same inputs give the same bits wherever it runs.
+    Only `*` and `+` are used, so the layers may be torch tensors or numpy/cupy arrays;
+    the fixed order makes the same inputs give the same bits on every run.
 
     Args:
         layers: The `num_layers` layers h_k, each [..., dim].

@@ -163,6 +163,8 @@ def test_count_non_finite_counts_nan_and_inf_in_any_block_size(rows_per_block):
     assert count_non_finite(tensor, rows_per_block) == 3
     assert count_non_finite(torch.tensor(float("nan"))) == 1 and count_non_finite(torch.tensor(1.0)) == 0
     assert count_non_finite(torch.zeros(3, dtype=torch.long)) == 0
+    assert count_non_finite(tensor.numpy()) == 3  # a numpy block, as load_bilm_tf reads them
+    assert count_non_finite(np.zeros(3, dtype=np.int64)) == 0
 
 
 def test_non_finite_error_names_the_place_the_count_and_the_fix():
