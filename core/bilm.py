@@ -121,8 +121,9 @@ class BiLM(nn.Module):
         self.forward_layers = LSTMStack(*stack_args)
         self.backward_layers = LSTMStack(*stack_args)
         C = options.char_cnn.max_characters_per_token
-        self.register_buffer("bos_char_ids", torch.tensor(word_to_char_ids(BOS_TOKEN, C)), persistent=False)
-        self.register_buffer("eos_char_ids", torch.tensor(word_to_char_ids(EOS_TOKEN, C)), persistent=False)
+        self.register_buffer("bos_char_ids", torch.empty(C, dtype=torch.long), persistent=False)
+        self.register_buffer("eos_char_ids", torch.empty(C, dtype=torch.long), persistent=False)
+        self.reset_buffers()
         # Stateful mode: per direction, per layer (h, c) with rows in batch-row order.
         self._states: dict[str, list[LSTMState]] | None = None
         self.token_cache: TokenCache | None = None
@@ -137,8 +138,19 @@ class BiLM(nn.Module):
 
     @property
     def num_layers(self) -> int:
-        """Number of layers returned: `n_layers + 1`."""
+        """Number of output layers returned: `n_layers + 1` (layer 0 = token layer, then each LSTM layer)."""
         return self.options.num_layers
+
+    def reset_buffers(self) -> None:
+        """Fill the non-persistent buffers: the char ids of `<S>` and `</S>`.
+
+        They are never saved, so a model materialised after construction (transformers
+        builds on the meta device, then loads) gets them from here.
+        """
+        C = self.options.char_cnn.max_characters_per_token
+        with torch.no_grad():
+            self.bos_char_ids.copy_(torch.tensor(word_to_char_ids(BOS_TOKEN, C)))
+            self.eos_char_ids.copy_(torch.tensor(word_to_char_ids(EOS_TOKEN, C)))
 
     def set_token_cache(self, max_words: int) -> None:
         """Replace the layer-0 cache by an empty one of `max_words` word types (0: none).

@@ -45,7 +45,7 @@ class CharCNN(nn.Module):
         self.max_characters_per_token = cc.max_characters_per_token
         self.n_characters = cc.n_characters
         self.char_embedding = nn.Parameter(torch.empty(cc.n_characters - 1, cc.embedding_dim))
-        nn.init.uniform_(self.char_embedding, -1.0, 1.0)  # bilm-tf's initialiser
+        self.reset_parameters()
         self.convolutions = nn.ModuleList(nn.Conv1d(cc.embedding_dim, count, width) for width, count in cc.filters)
         self.activation = cc.activation
         self.highway = Highway(cc.n_filters, cc.n_highway)
@@ -53,6 +53,14 @@ class CharCNN(nn.Module):
         self.projection: nn.Module = (
             nn.Linear(cc.n_filters, projection_dim) if cc.n_filters != projection_dim else nn.Identity()
         )
+
+    def reset_parameters(self) -> None:
+        """Draw `char_embedding` afresh, uniform in [-1, 1] (bilm-tf's initialiser).
+
+        Covers the char CNN's own parameter only; its convolutions, highway and
+        projection are torch modules with their own initialisation.
+        """
+        nn.init.uniform_(self.char_embedding, -1.0, 1.0)
 
     def embedding_table(self) -> torch.Tensor:
         """The full [n_characters, embedding_dim] table, with the zero row for id 0."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from typing import NamedTuple
 
 import numpy as np
@@ -10,14 +11,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .bilm import BiLM
+from .bilm import BiLM, BiLMOutput
 from .embedding import DEFAULT_BATCH_TOKENS, embed_sentences
 from .options import BiLMOptions
 from .scalar_mix import ScalarMix
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS
 from .windows import DEFAULT_WINDOW_TOKENS
 
-__all__ = ["Elmo", "ElmoOutput"]
+__all__ = ["Elmo", "ElmoOutput", "mix_representations", "run_bilm"]
 
 
 class ElmoOutput(NamedTuple):
@@ -110,7 +111,7 @@ class Elmo(nn.Module):
 
     @property
     def num_layers(self) -> int:
-        """Number of biLM layers: `n_layers + 1`."""
+        """Number of output layers: `n_layers + 1` (layer 0 = token layer, then each LSTM layer)."""
         return self.options.num_layers
 
     def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> ElmoOutput:
@@ -119,16 +120,9 @@ class Elmo(nn.Module):
         Raises:
             ValueError / TypeError: as `BiLM.forward`.
         """
-        if self.requires_grad:
-            out = self.bilm(char_ids, mask)
-        else:
-            with torch.no_grad():  # frozen: no graph through the biLM
-                out = self.bilm(char_ids, mask)
-        representations = []
-        for mix in self.scalar_mixes:
-            mixed = mix(out.activations, out.mask)
-            mixed = mixed * out.mask[..., None].to(mixed.dtype)
-            representations.append(F.dropout(mixed, self.dropout, self.training))
+        out = run_bilm(self.bilm, char_ids, mask, frozen=not self.requires_grad)
+        layers = out.activations.unbind(0)
+        representations = mix_representations(self.scalar_mixes, layers, out.mask, self.dropout, self.training)
         return ElmoOutput(representations, out.activations, out.mask)
 
     def embed(
@@ -155,3 +149,45 @@ class Elmo(nn.Module):
             window_tokens=window_tokens,
             window_context=window_context,
         )
+
+
+def run_bilm(bilm: BiLM, char_ids: torch.Tensor, mask: torch.Tensor | None, frozen: bool) -> BiLMOutput:
+    """`bilm(char_ids, mask)`, without an autograd graph when the biLM is `frozen`.
+
+    Shared by `Elmo.forward` and hf_elmo's `ElmoModel.forward`.
+
+    Raises:
+        ValueError / TypeError: as `BiLM.forward`.
+    """
+    with torch.no_grad() if frozen else nullcontext():  # frozen: no graph through the biLM
+        return bilm(char_ids, mask)
+
+
+def mix_representations(
+    scalar_mixes: Iterable[ScalarMix],
+    layers: Sequence[torch.Tensor],
+    mask: torch.Tensor,
+    dropout: float,
+    training: bool,
+) -> list[torch.Tensor]:
+    """Every scalar mix of the biLM layers, zero at padded positions, with dropout while training.
+
+    The mixes read the very tensors in `layers`, so that gradients reach each of them
+    (hf_elmo returns them as `hidden_states`).
+
+    Args:
+        scalar_mixes: One `ScalarMix` per output representation.
+        layers: The `num_layers` (= n_layers + 1) biLM layers.
+        mask: True for real tokens.
+        dropout: Dropout probability on each representation, applied only if `training`.
+        training: Whether the calling module is in training mode.
+
+    Shape:
+        layers: num_layers x [batch, tokens, dim]; mask: [batch, tokens] bool
+        output: one [batch, tokens, dim] per mix
+    """
+    representations = []
+    for mix in scalar_mixes:
+        mixed = mix(layers, mask) * mask[..., None].to(layers[0].dtype)  # [batch, tokens, dim]
+        representations.append(F.dropout(mixed, dropout, training))
+    return representations

@@ -23,18 +23,30 @@ class Highway(nn.Module):
     `[F:]` the gate (`W_carry`). The non-linearity is ReLU whatever the char CNN's
     activation option says, as in bilm-tf.
 
+    Args:
+        size: F, the width of the input and output (the char CNN's `n_filters`).
+        n_highway: How many highway layers are stacked (bilm-tf's option `n_highway`;
+            2 in the published models). 0 makes the stack the identity.
+
     Shape:
         x: [..., F] -> [..., F]
     """
 
-    def __init__(self, size: int, num_layers: int) -> None:
+    def __init__(self, size: int, n_highway: int) -> None:
         super().__init__()
         self.size = size
-        self.layers = nn.ModuleList(nn.Linear(size, 2 * size) for _ in range(num_layers))
+        self.layers = nn.ModuleList(nn.Linear(size, 2 * size) for _ in range(n_highway))
         for layer in self.layers:
-            # bilm-tf initialised b_carry to -2 so that a new layer starts by mostly
-            # passing its input through; only matters when training from scratch.
-            nn.init.constant_(layer.bias[size:], -2.0)
+            self.init_carry_bias(layer)
+
+    def init_carry_bias(self, layer: nn.Linear) -> None:
+        """Set b_carry (the gate half of `layer`'s bias, rows [F:]) to its starting value, -2.
+
+        bilm-tf initialised b_carry to -2 so that a new layer starts by mostly passing
+        its input through; it only matters when training from scratch. The rest of the
+        layer keeps torch's default initialisation.
+        """
+        nn.init.constant_(layer.bias[self.size :], -2.0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers:

@@ -42,7 +42,7 @@ from .errors import ElmoError, OptionsError, WeightFileError
 from .options import BiLMOptions
 from .quantization import is_quantized
 from .text_files import ENCODING
-from .weights import load_bilm_tf
+from .weights import count_non_finite, load_bilm_tf, non_finite_error
 
 __all__ = [
     "CONFIG_NAME",
@@ -337,6 +337,9 @@ def _check_settings(settings: dict[str, Any]) -> None:
 
 _READ_BLOCK_BYTES = 4 * 2**20
 
+NON_FINITE_FIX = "The file is damaged or came from a diverged training run; save or download the model again."
+"""How a saved model with NaN or infinite weights is put right (the end of `non_finite_error`'s message)."""
+
 
 def _read_weights(model: Elmo, weights_path: Path) -> None:
     """Copy a model.safetensors into `model`'s own tensors, one tensor at a time.
@@ -376,26 +379,9 @@ def _read_weights(model: Elmo, weights_path: Path) -> None:
                             tensor[start : start + step].copy_(f.get_slice(file_keys[name])[start : start + step])
             except Exception as err:
                 raise _unreadable(weights_path, err) from err
-            bad = _count_non_finite(tensor, step)
+            bad = count_non_finite(tensor, step)  # in blocks: isfinite of a whole tensor is as large
             if bad:
-                raise WeightFileError(
-                    f"{weights_path}: tensor '{file_keys[name]}' holds {bad} NaN or infinite values, so every "
-                    "vector would be NaN. The file is damaged or came from a diverged training run; save or "
-                    "download the model again."
-                )
-
-
-def _count_non_finite(tensor: torch.Tensor, step: int) -> int:
-    """NaN and infinite values of `tensor`, counted `step` rows at a time (torch.isfinite
-    of a whole tensor makes temporaries larger than the tensor)."""
-    if not tensor.is_floating_point():
-        return 0
-    if tensor.dim() == 0:
-        return int(not bool(torch.isfinite(tensor)))
-    return sum(
-        int(torch.isfinite(tensor[start : start + step]).logical_not_().sum())
-        for start in range(0, tensor.shape[0], step)
-    )
+                raise non_finite_error(weights_path, f"tensor '{file_keys[name]}'", bad, NON_FINITE_FIX)
 
 
 def check_model_folder(path: str | Path) -> None:

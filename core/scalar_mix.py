@@ -1,25 +1,122 @@
-"""The task-specific weighting of biLM layers (Peters et al. 2018, equation 1)."""
+"""The task-specific weighting of biLM layers (Peters et al. 2018, equation 1).
+
+    ELMo_task = gamma * sum_k s_k * h_k,   s = softmax(w)
+
+The formula is written once, here, for every face: `weighted_layer_sum` (operators
+only, so it runs on torch tensors and on numpy/cupy arrays) and `softmax_weights`. The
+`ScalarMix` module calls them through `scalar_mix` and trains by autograd; spacy_elmo's
+thinc layer calls them on its arrays, with `weighted_layer_sum_backward` and
+`softmax_weights_backward` as its gradients, and its `doc.tensor` is `weighted_layer_sum`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, TypeVar
 
 import torch
 from torch import nn
 
-__all__ = ["LAYER_NORM_SCOPES", "ScalarMix"]
+__all__ = [
+    "LAYER_NORM_SCOPES",
+    "ScalarMix",
+    "scalar_mix",
+    "softmax_weights",
+    "softmax_weights_backward",
+    "weighted_layer_sum",
+    "weighted_layer_sum_backward",
+]
 
 LAYER_NORM_SCOPES = ("sentence", "batch")
 """Values of `ScalarMix(layer_norm_scope=...)`: whose tokens share the layer-norm statistics."""
+
+ArrayT = TypeVar("ArrayT")
+
+
+def softmax_weights(scalar_weights: torch.Tensor) -> torch.Tensor:
+    """s = softmax(w): the weight each layer gets; sums to 1.
+
+    Shape:
+        scalar_weights: [num_layers] float -> [num_layers], same dtype and device
+    """
+    return torch.softmax(scalar_weights, dim=0)
+
+
+def weighted_layer_sum(layers: Sequence[ArrayT], weights: Sequence[object], gamma: object) -> ArrayT:
+    """gamma * (s_0 * h_0 + s_1 * h_1 + ...), accumulated in this fixed order.
+
+    Only `*` and `+` are used, so the layers may be torch tensors or numpy/cupy arrays;
+    the fixed order makes the same inputs give the same bits on every run.
+
+    Args:
+        layers: The `num_layers` layers h_k, each [..., dim].
+        weights: s, one number (0-d tensor or numpy scalar) per layer, already
+            normalised and of the layers' dtype.
+        gamma: The scale, a number or a tensor/array broadcastable to a layer ([1]).
+
+    Returns:
+        The mix, of the shape and dtype of one layer.
+    """
+    mixed = weights[0] * layers[0]
+    for weight, layer in zip(weights[1:], layers[1:]):
+        mixed = mixed + weight * layer  # [..., dim]
+    return gamma * mixed
+
+
+def weighted_layer_sum_backward(weights: ArrayT, gamma: object, layer_dots: ArrayT) -> tuple[ArrayT, ArrayT, ArrayT]:
+    """The gradients of `weighted_layer_sum`, for a face that has no autograd (thinc).
+
+    With m = gamma * sum_k s_k h_k, a gradient dm for m, and g_k = sum(dm * h_k) (the
+    caller's dot products, which it computes best with its own library):
+
+        dh_k = (gamma * s_k) * dm      ds_k = gamma * g_k      dgamma = sum_k s_k * g_k
+
+    Operators only, on the [num_layers] vectors, so numpy/cupy arrays and torch tensors
+    alike; torch modules use autograd instead.
+
+    Args:
+        weights: s, [num_layers].
+        gamma: The scale.
+        layer_dots: g, [num_layers].
+
+    Returns:
+        (layer_scales: gamma * s, so that dh_k = layer_scales[k] * dm; ds: [num_layers];
+        dgamma: 0-d). Take ds through `softmax_weights_backward` for the gradient of w.
+    """
+    return gamma * weights, gamma * layer_dots, (weights * layer_dots).sum()
+
+
+def softmax_weights_backward(weights: ArrayT, d_weights: ArrayT) -> ArrayT:
+    """The gradient for w, given s = softmax(w) and the gradient for s: s * (ds - sum(s * ds)).
+
+    Operators only, as `weighted_layer_sum_backward`.
+    """
+    return weights * (d_weights - (weights * d_weights).sum())
+
+
+def scalar_mix(layers: Sequence[torch.Tensor], scalar_weights: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    """gamma * sum_k softmax(w)_k * h_k (paper equation 1), differentiable in all three inputs.
+
+    Args:
+        layers: The `num_layers` layers h_k.
+        scalar_weights: w, before the softmax.
+        gamma: The scale.
+
+    Shape:
+        layers: num_layers x [..., dim] float; scalar_weights: [num_layers]; gamma: [1]
+        output: [..., dim], the layers' dtype
+    """
+    dtype = layers[0].dtype
+    return weighted_layer_sum(layers, softmax_weights(scalar_weights).to(dtype), gamma.to(dtype))
 
 
 class ScalarMix(nn.Module):
     """ELMo_task = gamma * sum_k softmax(w)_k * h_k  (paper equation 1).
 
     Args:
-        num_layers: Number of layers mixed (`n_layers + 1`: the token layer and every
-            LSTM layer).
+        num_layers: Number of output layers mixed: `n_layers + 1` (layer 0 = the token
+            layer, then every LSTM layer). Everywhere in elmo-bilm `num_layers` means
+            this count; the number of LSTM layers is the option `n_layers`.
         do_layer_norm: Normalise each layer before mixing (bilm-tf's `use_layer_norm`:
             one mean and variance over real positions and features, eps 1e-12, computed
             after the sentence boundaries are removed). Off by default, as the authors
@@ -74,15 +171,25 @@ class ScalarMix(nn.Module):
         self.num_layers = num_layers
         self.do_layer_norm = do_layer_norm
         self.layer_norm_scope = layer_norm_scope
-        self.scalar_weights = nn.Parameter(
-            torch.tensor([float(v) for v in initial_scalar_parameters]), requires_grad=trainable
-        )
-        self.gamma = nn.Parameter(torch.tensor([float(gamma)]), requires_grad=trainable)
+        self.initial_scalar_parameters = tuple(float(v) for v in initial_scalar_parameters)
+        self.initial_gamma = float(gamma)
+        self.scalar_weights = nn.Parameter(torch.empty(num_layers), requires_grad=trainable)
+        self.gamma = nn.Parameter(torch.empty(1), requires_grad=trainable)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Set w and gamma to their starting values (`initial_scalar_parameters`, `gamma`).
+
+        The constructor calls it; so does hf_elmo for a mix that a checkpoint lacks.
+        """
+        with torch.no_grad():
+            self.scalar_weights.copy_(torch.tensor(self.initial_scalar_parameters))
+            self.gamma.fill_(self.initial_gamma)
 
     @property
     def normalized_weights(self) -> torch.Tensor:
         """softmax(w): the weight given to each layer, [num_layers], detached."""
-        return torch.softmax(self.scalar_weights.detach(), dim=0)
+        return softmax_weights(self.scalar_weights.detach())
 
     def forward(
         self, activations: torch.Tensor | Sequence[torch.Tensor], mask: torch.Tensor | None = None
@@ -103,11 +210,7 @@ class ScalarMix(nn.Module):
                 raise ValueError("ScalarMix with do_layer_norm=True needs the mask of real positions.")
             per_sentence = self.layer_norm_scope == "sentence"
             layers = tuple(_masked_layer_norm(layer, mask, per_sentence) for layer in layers)
-        weights = torch.softmax(self.scalar_weights, dim=0).to(layers[0].dtype)
-        mixed = weights[0] * layers[0]
-        for weight, layer in zip(weights[1:], layers[1:]):
-            mixed = mixed + weight * layer  # [batch, tokens, dim]
-        return self.gamma.to(mixed.dtype) * mixed
+        return scalar_mix(layers, self.scalar_weights, self.gamma)  # [batch, tokens, dim]
 
 
 def _shape(activations: torch.Tensor | Sequence[torch.Tensor]) -> object:

@@ -38,7 +38,7 @@ from .errors import WeightFileError
 if TYPE_CHECKING:
     from .elmo import Elmo
 
-__all__ = ["load_bilm_tf", "save_bilm_tf", "bilm_tf_dataset_shapes"]
+__all__ = ["bilm_tf_dataset_shapes", "count_non_finite", "load_bilm_tf", "non_finite_error", "save_bilm_tf"]
 
 
 class _Target(NamedTuple):
@@ -187,19 +187,54 @@ def _load_dataset(handle: Any, ds: _Dataset, params: dict[str, torch.nn.Paramete
                 block = np.asarray(dataset[start:end], dtype=np.float32)
             except Exception as err:
                 raise _damaged(path, ds.name, err) from err
-            bad += int(block.size - np.count_nonzero(np.isfinite(block)))
+            bad += count_non_finite(block)
             _copy_rows(dest, torch.from_numpy(block), target.kind, start - first, end - first)
     if bad:
-        raise WeightFileError(
-            f"{path}: dataset '{ds.name}' holds {bad} NaN or infinite values, so every vector "
-            "would be NaN. The file is damaged; download or convert it again."
-        )
+        raise non_finite_error(path, f"dataset '{ds.name}'", bad, "The file is damaged; download or convert it again.")
 
 
 # Each dataset is read in blocks of rows of at most this many bytes and copied straight
 # into its parameter, so loading holds every weight once (in the model) plus one block,
 # instead of a second copy of the largest datasets (64 MB each for the original model).
 _READ_BLOCK_BYTES = 4 * 2**20
+
+
+def count_non_finite(values: torch.Tensor | np.ndarray, rows_per_block: int | None = None) -> int:
+    """How many values are NaN or infinite (0 for integer values).
+
+    Args:
+        values: A tensor (a weight), or a numpy block of a file being read. A numpy
+            block is counted with numpy: counting the blocks through torch raised the
+            peak memory of reading an hdf5 file by about the size of its weights
+            (tests/core/test_memory.py).
+        rows_per_block: Count a tensor this many rows (axis 0) at a time, so that the
+            temporaries stay small for a large tensor; None counts it at once.
+    """
+    if isinstance(values, np.ndarray):
+        return int(values.size - np.count_nonzero(np.isfinite(values))) if values.dtype.kind == "f" else 0
+    if not values.is_floating_point():
+        return 0
+    if values.dim() == 0:
+        return int(not bool(torch.isfinite(values)))
+    step = rows_per_block or max(values.shape[0], 1)
+    return sum(
+        int(torch.isfinite(values[start : start + step]).logical_not_().sum())
+        for start in range(0, values.shape[0], step)
+    )
+
+
+def non_finite_error(source: object, what: str, count: int, fix: str) -> WeightFileError:
+    """The error for weights holding NaN or infinite values: where, how many, and what to do.
+
+    Args:
+        source: The file (or folder) the weights came from.
+        what: The tensor or dataset, e.g. "tensor 'bilm.char_cnn.projection.bias'".
+        count: How many values are not finite (from `count_non_finite`).
+        fix: The advice that ends the message.
+    """
+    return WeightFileError(
+        f"{source}: {what} holds {count} NaN or infinite values, so every vector would be NaN. {fix}"
+    )
 
 
 def _row_blocks(shape: tuple[int, ...], first: int, stop: int) -> list[tuple[int, int]]:

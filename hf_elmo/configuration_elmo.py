@@ -146,7 +146,7 @@ class ElmoConfig(PreTrainedConfig):
 
     @property
     def num_layers(self) -> int:
-        """Number of biLM layers: `n_layers + 1` (layer 0 is the char CNN)."""
+        """Number of output layers (entries of `hidden_states`): `n_layers + 1`; layer 0 = char CNN."""
         return self.lstm["n_layers"] + 1
 
     # >>> hf_elmo only: not in the generated configuration_elmo.py (see hf_elmo.remote_code)

@@ -16,26 +16,22 @@ The modules are elmo_core's (`BiLM`, `ScalarMix`), held directly as `self.bilm` 
 
 from __future__ import annotations
 
-import math
 import os
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import TokenClassifierOutput
 from transformers.utils import ModelOutput
 
 from elmo_core.bilm import BiLM
-from elmo_core.char_cnn import CharCNN
-from elmo_core.characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
-from elmo_core.elmo import Elmo
+from elmo_core.elmo import Elmo, mix_representations, run_bilm
 from elmo_core.highway import Highway
-from elmo_core.model_folder import check_model_folder
+from elmo_core.model_folder import NON_FINITE_FIX, check_model_folder
 from elmo_core.scalar_mix import ScalarMix
+from elmo_core.weights import count_non_finite, non_finite_error
 
 from .configuration_elmo import ElmoConfig
 
@@ -81,7 +77,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
     `_init_weights` on every module: a tensor it loaded carries `_is_hf_initialized`,
     and `_init_weights` never touches those, so imported weights stay exactly as saved.
     What it does initialise (a missing tensor, or every tensor of a model built from a
-    config) gets the value elmo_core's constructors give it.
+    config) gets the value elmo_core's constructors give it, from the core's own methods:
+    `reset_parameters` (ScalarMix, CharCNN, and torch's Linear/Conv1d),
+    `Highway.init_carry_bias` and `BiLM.reset_buffers`.
     """
 
     config_class = ElmoConfig
@@ -91,33 +89,19 @@ class ElmoPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        if isinstance(module, ScalarMix):
-            # w = 0 (equal weights) and gamma = 1, or the fixed w of the config.
-            fixed = self.config.scalar_mix_parameters
-            if not _loaded(module.scalar_weights):
-                module.scalar_weights.copy_(torch.tensor(fixed or [0.0] * module.num_layers))
-            if not _loaded(module.gamma):
-                module.gamma.fill_(1.0)
-        elif isinstance(module, BiLM):
-            # Non-persistent buffers: never in a checkpoint, so always rebuilt here.
-            C = module.options.char_cnn.max_characters_per_token
-            module.bos_char_ids.copy_(torch.tensor(word_to_char_ids(BOS_TOKEN, C)))
-            module.eos_char_ids.copy_(torch.tensor(word_to_char_ids(EOS_TOKEN, C)))
-        elif isinstance(module, CharCNN):
-            if not _loaded(module.char_embedding):
-                nn.init.uniform_(module.char_embedding, -1.0, 1.0)  # bilm-tf's initialiser
-        elif isinstance(module, (nn.Linear, nn.Conv1d)):
-            # torch's default (what the core's constructors use).
-            if not _loaded(module.weight):
-                nn.init.kaiming_uniform_(module.weight, a=math.sqrt(5))
-            if module.bias is not None and not _loaded(module.bias):
-                fan_in = module.weight[0].numel()
-                bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-                nn.init.uniform_(module.bias, -bound, bound)
-                highway = self._highway_holding(module)
-                if highway is not None:
-                    # The gate ("carry") half starts at -2, as in bilm-tf and Highway.
-                    module.bias[highway.size :].fill_(-2.0)
+        # elmo_core's own initialisation (the constructors' values), for what was not loaded.
+        if isinstance(module, BiLM):
+            module.reset_buffers()  # the <S>/</S> char ids: non-persistent, never in a checkpoint
+        own = list(module.parameters(recurse=False))
+        if not hasattr(module, "reset_parameters") or not own or all(_loaded(p) for p in own):
+            return
+        kept = [(p, p.detach().clone()) for p in own if _loaded(p)]  # a partly loaded module
+        module.reset_parameters()  # ScalarMix, CharCNN (char_embedding), torch's Linear/Conv1d
+        for p, value in kept:
+            p.copy_(value)
+        highway = self._highway_holding(module)
+        if highway is not None and not _loaded(module.bias):
+            highway.init_carry_bias(module)
 
     def _highway_holding(self, layer: nn.Module) -> Highway | None:
         # transformers skips modules without parameters of their own (Highway), so its
@@ -145,12 +129,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
             raise
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True
         for name, tensor in model.state_dict().items():
-            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-                raise ValueError(
-                    f"the weights loaded from {args[0] if args else ''} hold NaN or infinite values "
-                    f"(tensor '{name}'), so every vector would be NaN. The file is damaged or came from a "
-                    "diverged training run; save or download the model again."
-                )
+            bad = count_non_finite(tensor)
+            if bad:
+                source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+                raise non_finite_error(source, f"tensor '{name}'", bad, NON_FINITE_FIX)
         model.freeze_bilm()
         return loaded
 
@@ -331,21 +313,16 @@ class ElmoModel(ElmoPreTrainedModel):
         """
         input_ids = _char_ids(input_ids, char_ids)
         _refuse_attentions(output_attentions, self.config)
-        output_hidden_states = (
-            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
-        )
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         mask = attention_mask.bool() if isinstance(attention_mask, torch.Tensor) else attention_mask
         frozen = not any(p.requires_grad for p in self.bilm.parameters())
-        with torch.no_grad() if frozen else nullcontext():  # frozen: no graph through the biLM
-            out = self.bilm(input_ids, mask)  # checks ids: shape, dtype, range
-        # The mixes read these very tensors, so that with a trainable biLM the returned
-        # hidden_states are on the autograd path (their .grad exists), as for BERT.
+        out = run_bilm(self.bilm, input_ids, mask, frozen)  # checks ids: shape, dtype, range
+        # The mixes read these very tensors: with a trainable biLM, their .grad exists (as for BERT).
         hidden_states = out.activations.unbind(0)  # n_layers + 1 x [batch, tokens, 2P]
-        representations = []
-        for mix in self.scalar_mixes:
-            mixed = mix(hidden_states, out.mask) * out.mask[..., None].to(out.activations.dtype)
-            representations.append(F.dropout(mixed, self.config.dropout, self.training))
+        mixes, dropout = self.scalar_mixes, self.config.dropout
+        representations = mix_representations(mixes, hidden_states, out.mask, dropout, self.training)
         output = ElmoModelOutput(
             last_hidden_state=representations[0],
             hidden_states=hidden_states if output_hidden_states else None,

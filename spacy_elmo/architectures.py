@@ -1,14 +1,18 @@
 """Registered, versioned model architectures. A published `.vN` never changes.
 
-    spacy-elmo.ElmoModel.v1     Docs -> every biLM layer      (the `elmo` component's model)
-    spacy-elmo.ElmoModel.v2     the same, with windows for long units and a sentence cache (default)
+    spacy-elmo.ElmoLayers.v1    Docs -> every biLM layer      (the `elmo` component's model)
+    spacy-elmo.ElmoLayers.v2    the same, with windows for long units and a sentence cache (default)
     spacy-elmo.ElmoListener.v1  Docs -> token vectors, from the shared `elmo` component
     spacy-elmo.Tok2VecElmo.v1   Docs -> token vectors, with a biLM of its own
+
+`spacy-elmo.ElmoModel.v1`/`.v2` are the first names of `ElmoLayers.v1`/`.v2`, kept
+registered (the same functions) so that configs and saved pipelines that use them load
+as before; hf_elmo's `ElmoModel` is the Hugging Face model, an unrelated thing.
 
 The two tok2vec architectures are the same composition with a different source of
 layers (ELMo as the paper adds it to an existing model, section 3.3):
 
-    layers (listener or own biLM) -> ScalarMix (trainable w, gamma) -> Dropout
+    layers (listener or own biLM) -> ScalarMixLayer (trainable w, gamma) -> Dropout
         [-> concatenate with a standard spaCy tok2vec, e.g. spacy.HashEmbedCNN.v2]
         [-> Maxout to `width`]
 
@@ -18,6 +22,9 @@ trained mix, tok2vec and projection stay as they are, so predictions do not chan
 """
 
 from __future__ import annotations
+
+import warnings
+from typing import Any
 
 from spacy.tokens import Doc
 from spacy.util import registry
@@ -29,13 +36,13 @@ from elmo_core.checks import check_int
 
 from .layers.elmo_model import build_elmo_model
 from .layers.listener import ElmoListener
-from .layers.scalar_mix import ScalarMix
+from .layers.scalar_mix import ScalarMixLayer
 
-__all__ = ["ElmoModel_v1", "ElmoModel_v2", "ElmoListener_v1", "Tok2VecElmo_v1"]
+__all__ = ["ElmoLayers_v1", "ElmoLayers_v2", "ElmoListener_v1", "Tok2VecElmo_v1"]
 
 
-@registry.architectures("spacy-elmo.ElmoModel.v1")
-def ElmoModel_v1(
+@registry.architectures("spacy-elmo.ElmoLayers.v1")
+def ElmoLayers_v1(
     path: str = "",
     options: str = "",
     weights: str = "",
@@ -60,14 +67,14 @@ def ElmoModel_v1(
         whole Doc is one sequence.
 
     Every unit (sentence, or boundary-less Doc) is read whole, however long, as when
-    v1 was published; `spacy-elmo.ElmoModel.v2` (the default) reads units longer than
+    v1 was published; `spacy-elmo.ElmoLayers.v2` (the default) reads units longer than
     `window_tokens` in windows, so that memory stays bounded.
     """
     return build_elmo_model(path, options, weights, max_batch_tokens, per_sentence, window_tokens=0)
 
 
-@registry.architectures("spacy-elmo.ElmoModel.v2")
-def ElmoModel_v2(
+@registry.architectures("spacy-elmo.ElmoLayers.v2")
+def ElmoLayers_v2(
     path: str = "",
     options: str = "",
     weights: str = "",
@@ -77,7 +84,7 @@ def ElmoModel_v2(
     window_context: int | None = None,
     cache_bytes: int = 0,
 ) -> Model[list[Doc], list[Floats3d]]:
-    """`spacy-elmo.ElmoModel.v1` plus windows for long units and a cache of each sentence's layers.
+    """`spacy-elmo.ElmoLayers.v1` plus windows for long units and a cache of each sentence's layers.
 
     The default model of the `elmo` component. Windows: v1 reads every unit whole, so
     one 100,000-token Doc without sentence boundaries becomes one 100,000-step biLM pass;
@@ -89,7 +96,7 @@ def ElmoModel_v2(
     without the cache (up to the float32 rounding of batching, about 1e-6) and
     their own copies, so nothing a Doc's owner does can change the cache.
 
-    path, options, weights, max_batch_tokens, per_sentence: As for `spacy-elmo.ElmoModel.v1`.
+    path, options, weights, max_batch_tokens, per_sentence: As for `spacy-elmo.ElmoLayers.v1`.
     window_tokens (int): A sentence (or boundary-less Doc) longer than this is read in
         overlapping windows of this many tokens, so a 100,000-token Doc needs no more
         memory than a few windows. 1024 (the default) reads any real sentence and a
@@ -111,6 +118,12 @@ def ElmoModel_v2(
     return build_elmo_model(
         path, options, weights, max_batch_tokens, per_sentence, window_tokens, window_context, cache_bytes=cache_bytes
     )
+
+
+# The first names of ElmoLayers.v1/.v2 (before hf_elmo's ElmoModel shared the name): the
+# same functions, so that configs and saved pipelines written with them load unchanged.
+registry.architectures("spacy-elmo.ElmoModel.v1")(ElmoLayers_v1)
+registry.architectures("spacy-elmo.ElmoModel.v2")(ElmoLayers_v2)
 
 
 @registry.architectures("spacy-elmo.ElmoListener.v1")
@@ -149,11 +162,11 @@ def Tok2VecElmo_v1(
     """ELMo token vectors with a frozen biLM of its own, for a single consumer.
 
     The same as `spacy-elmo.ElmoListener.v1`, but the component owns its biLM (a
-    `spacy-elmo.ElmoModel.v1` block) instead of reading the shared `elmo` component.
+    `spacy-elmo.ElmoLayers.v1`/`.v2` block) instead of reading the shared `elmo` component.
     `nlp.replace_listeners` produces this architecture. It costs a biLM per consumer;
     with several consumers, share one `elmo` component through listeners instead.
 
-    elmo (Model): A `spacy-elmo.ElmoModel.v1` block (the biLM and where it comes from).
+    elmo (Model): A `spacy-elmo.ElmoLayers.v1`/`.v2` block (the biLM and where it comes from).
     tok2vec (Model | None): As for `spacy-elmo.ElmoListener.v1`.
     width (int | None): As for `spacy-elmo.ElmoListener.v1`.
     """
@@ -166,9 +179,23 @@ def _mix_and_concatenate(
     width: int | None,
 ) -> Model[list[Doc], list[Floats2d]]:
     check_int("width", width, none_ok=True)
-    features: Model[list[Doc], list[Floats2d]] = chain(layers, ScalarMix(), Dropout(0.0))
+    features: Model[list[Doc], list[Floats2d]] = chain(layers, ScalarMixLayer(), Dropout(0.0))
     if tok2vec is not None:
         features = concatenate(features, tok2vec)
     if width is not None:
         features = chain(features, with_array(Maxout(nO=width, nP=3, normalize=True)))
     return features
+
+
+def __getattr__(name: str) -> Any:
+    # The Python names of the first registered names, for code that imported them.
+    renamed = {"ElmoModel_v1": ElmoLayers_v1, "ElmoModel_v2": ElmoLayers_v2}
+    if name in renamed:
+        warnings.warn(
+            f"spacy_elmo.architectures.{name} was renamed {renamed[name].__name__} (registered as "
+            f"spacy-elmo.ElmoLayers.{name[-2:]}); hf_elmo.ElmoModel is the Hugging Face model.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return renamed[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -30,7 +30,7 @@ DEFAULT_CONFIG_STR = """
 [elmo]
 
 [elmo.model]
-@architectures = "spacy-elmo.ElmoModel.v2"
+@architectures = "spacy-elmo.ElmoLayers.v2"
 path = ""
 options = ""
 weights = ""
@@ -76,7 +76,7 @@ def make_elmo(nlp: Language, name: str, model: Model[list[Doc], list[Floats3d]])
     `[training] annotating_components` so that the layers are computed once per batch
     and read by every listener.
 
-    The `model` block (`spacy-elmo.ElmoModel.v2`) says where the biLM comes from. Give
+    The `model` block (`spacy-elmo.ElmoLayers.v2`) says where the biLM comes from. Give
     one of:
 
         path = "/models/elmo-small"        # a model folder (config.json, model.safetensors)
@@ -93,7 +93,7 @@ def make_elmo(nlp: Language, name: str, model: Model[list[Doc], list[Floats3d]])
     Args:
         nlp: The pipeline.
         name: The component name ("elmo"). Listeners name it in their `upstream`.
-        model: The biLM layer, `spacy-elmo.ElmoModel.v2`. Besides the source, it takes
+        model: The biLM layer, `spacy-elmo.ElmoLayers.v2`. Besides the source, it takes
             `max_batch_tokens` (padded positions per biLM batch: 4096 is about 0.3 GB of
             LSTM activations for the original model; lower it on a small machine, raise it
             on a GPU) and `per_sentence` (run the biLM on each sentence when the Doc has
@@ -109,7 +109,7 @@ class ElmoComponent(TrainablePipe):
     """spaCy pipeline component that runs a frozen ELMo biLM over every Doc.
 
     Attributes:
-        model: The `spacy-elmo.ElmoModel.v2` layer (wraps the torch `Elmo`).
+        model: The `spacy-elmo.ElmoLayers.v2` layer (wraps the torch `Elmo`).
         listener_map: The listeners of each downstream component, by component name.
     """
 

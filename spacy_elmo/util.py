@@ -35,7 +35,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+import torch
 from spacy.tokens import Doc, Span, Token
+
+from elmo_core.scalar_mix import softmax_weights, weighted_layer_sum
 
 from .layers.scalar_mix import SCALAR_MIX_NAME
 
@@ -121,8 +124,8 @@ def _get_layers(doc: Doc) -> np.ndarray | None:
 def mix_layers(layers: np.ndarray, mix: np.ndarray) -> np.ndarray:
     """`gamma * sum_k s_k * layers[k]`, the way the component computes `doc.tensor`.
 
-    Accumulated in a fixed order in float32, so that the same inputs give the same
-    bits wherever it runs (`restore_docs` relies on that).
+    The core's `weighted_layer_sum`: accumulated in a fixed order in float32, so that
+    the same inputs give the same bits wherever it runs (`restore_docs` relies on that).
 
     Args:
         layers: float32 [n_layers + 1, tokens, dim].
@@ -138,11 +141,7 @@ def mix_layers(layers: np.ndarray, mix: np.ndarray) -> np.ndarray:
             f"layers of shape {tuple(layers.shape)}; got shape {tuple(mix.shape)}."
         )
     weights, gamma = mix[:-1].astype("float32"), np.float32(mix[-1])
-    out = weights[0] * layers[0]
-    for k in range(1, layers.shape[0]):
-        out += weights[k] * layers[k]
-    out *= gamma
-    return out.astype("float32", copy=False)
+    return weighted_layer_sum(layers, weights, gamma).astype("float32", copy=False)  # the core's formula
 
 
 def set_similarity_hooks(doc: Doc) -> None:
@@ -257,9 +256,5 @@ def get_scalar_mix_weights(nlp: Language, name: str, index: int = 0) -> ScalarMi
         raise ValueError(f"the ELMo scalar mix of {name!r} is not initialised yet; call nlp.initialize() first.")
     w = np.asarray(mix.ops.to_numpy(mix.get_param("W")), dtype="float32")
     gamma = float(mix.ops.to_numpy(mix.get_param("gamma"))[0])
-    return ScalarMixWeights(w.copy(), _softmax(w), gamma)
-
-
-def _softmax(w: np.ndarray) -> np.ndarray:
-    e = np.exp(w - w.max())
-    return (e / e.sum()).astype("float32")
+    normalized = softmax_weights(torch.from_numpy(w.copy())).numpy()
+    return ScalarMixWeights(w.copy(), normalized, gamma)

@@ -12,7 +12,7 @@ One command, four stages:
    separator lines);
 2. configs: spaCy's standard NER config (`spacy init config --pipeline ner`, CPU,
    efficiency), and the same config with ELMo added to the NER's input as the paper
-   does (section 3.3): an `elmo` component (frozen biLM, `spacy-elmo.ElmoModel.v2`
+   does (section 3.3): an `elmo` component (frozen biLM, `spacy-elmo.ElmoLayers.v2`
    with a feature cache) and `spacy-elmo.ElmoListener.v1`, a trainable scalar mix of
    the biLM's layers concatenated with the standard tok2vec's features. Both read the
    files' own tokens and sentences (`gold_preproc = true`), as CoNLL is scored;
@@ -97,7 +97,7 @@ def make_configs(
     elmo["components"]["elmo"] = {
         "factory": "elmo",
         "model": {
-            "@architectures": "spacy-elmo.ElmoModel.v2",
+            "@architectures": "spacy-elmo.ElmoLayers.v2",
             "path": elmo_path,
             "options": "",
             "weights": "",

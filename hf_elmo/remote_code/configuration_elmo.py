@@ -218,7 +218,11 @@ class BiLMOptions:
 
     @property
     def num_layers(self) -> int:
-        """Number of biLM layers a model returns: `n_layers + 1` (layer 0 = token layer)."""
+        """Number of output layers a model returns: `n_layers + 1` (layer 0 = token layer, then each LSTM layer).
+
+        Everywhere in elmo-bilm, `num_layers` means this count of output layers; the
+        number of LSTM layers is the option `n_layers`, and of highway layers `n_highway`.
+        """
         return self.lstm.n_layers + 1
 
     # ------------------------------------------------------------------ (de)serialisation
@@ -479,5 +483,5 @@ class ElmoConfig(PreTrainedConfig):
 
     @property
     def num_layers(self) -> int:
-        """Number of biLM layers: `n_layers + 1` (layer 0 is the char CNN)."""
+        """Number of output layers (entries of `hidden_states`): `n_layers + 1`; layer 0 = char CNN."""
         return self.lstm["n_layers"] + 1

@@ -4,8 +4,8 @@
 # elmo_core/recurrence.py, elmo_core/token_cache.py, elmo_core/bilm.py,
 # elmo_core/quantization.py, elmo_core/memory.py, elmo_core/windows.py,
 # elmo_core/embedding.py, elmo_core/scalar_mix.py, elmo_core/elmo.py,
-# elmo_core/model_folder.py), so that a saved model folder needs no elmo-bilm. Do not
-# edit it: edit those files and run
+# elmo_core/weights.py, elmo_core/model_folder.py), so that a saved model folder needs
+# no elmo-bilm. Do not edit it: edit those files and run
 #     python -m hf_elmo.remote_code.generate
 """ELMo as a transformers model: ElmoPreTrainedModel, ElmoModel, ElmoForTokenClassification.
 
@@ -39,7 +39,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import numpy as np
 import torch
@@ -128,18 +128,30 @@ class Highway(nn.Module):
     `[F:]` the gate (`W_carry`). The non-linearity is ReLU whatever the char CNN's
     activation option says, as in bilm-tf.
 
+    Args:
+        size: F, the width of the input and output (the char CNN's `n_filters`).
+        n_highway: How many highway layers are stacked (bilm-tf's option `n_highway`;
+            2 in the published models). 0 makes the stack the identity.
+
     Shape:
         x: [..., F] -> [..., F]
     """
 
-    def __init__(self, size: int, num_layers: int) -> None:
+    def __init__(self, size: int, n_highway: int) -> None:
         super().__init__()
         self.size = size
-        self.layers = nn.ModuleList(nn.Linear(size, 2 * size) for _ in range(num_layers))
+        self.layers = nn.ModuleList(nn.Linear(size, 2 * size) for _ in range(n_highway))
         for layer in self.layers:
-            # bilm-tf initialised b_carry to -2 so that a new layer starts by mostly
-            # passing its input through; only matters when training from scratch.
-            nn.init.constant_(layer.bias[size:], -2.0)
+            self.init_carry_bias(layer)
+
+    def init_carry_bias(self, layer: nn.Linear) -> None:
+        """Set b_carry (the gate half of `layer`'s bias, rows [F:]) to its starting value, -2.
+
+        bilm-tf initialised b_carry to -2 so that a new layer starts by mostly passing
+        its input through; it only matters when training from scratch. The rest of the
+        layer keeps torch's default initialisation.
+        """
+        nn.init.constant_(layer.bias[self.size :], -2.0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers:
@@ -189,7 +201,7 @@ class CharCNN(nn.Module):
         self.max_characters_per_token = cc.max_characters_per_token
         self.n_characters = cc.n_characters
         self.char_embedding = nn.Parameter(torch.empty(cc.n_characters - 1, cc.embedding_dim))
-        nn.init.uniform_(self.char_embedding, -1.0, 1.0)  # bilm-tf's initialiser
+        self.reset_parameters()
         self.convolutions = nn.ModuleList(nn.Conv1d(cc.embedding_dim, count, width) for width, count in cc.filters)
         self.activation = cc.activation
         self.highway = Highway(cc.n_filters, cc.n_highway)
@@ -197,6 +209,14 @@ class CharCNN(nn.Module):
         self.projection: nn.Module = (
             nn.Linear(cc.n_filters, projection_dim) if cc.n_filters != projection_dim else nn.Identity()
         )
+
+    def reset_parameters(self) -> None:
+        """Draw `char_embedding` afresh, uniform in [-1, 1] (bilm-tf's initialiser).
+
+        Covers the char CNN's own parameter only; its convolutions, highway and
+        projection are torch modules with their own initialisation.
+        """
+        nn.init.uniform_(self.char_embedding, -1.0, 1.0)
 
     def embedding_table(self) -> torch.Tensor:
         """The full [n_characters, embedding_dim] table, with the zero row for id 0."""
@@ -1212,8 +1232,9 @@ class BiLM(nn.Module):
         self.forward_layers = LSTMStack(*stack_args)
         self.backward_layers = LSTMStack(*stack_args)
         C = options.char_cnn.max_characters_per_token
-        self.register_buffer("bos_char_ids", torch.tensor(word_to_char_ids(BOS_TOKEN, C)), persistent=False)
-        self.register_buffer("eos_char_ids", torch.tensor(word_to_char_ids(EOS_TOKEN, C)), persistent=False)
+        self.register_buffer("bos_char_ids", torch.empty(C, dtype=torch.long), persistent=False)
+        self.register_buffer("eos_char_ids", torch.empty(C, dtype=torch.long), persistent=False)
+        self.reset_buffers()
         # Stateful mode: per direction, per layer (h, c) with rows in batch-row order.
         self._states: dict[str, list[LSTMState]] | None = None
         self.token_cache: TokenCache | None = None
@@ -1228,8 +1249,19 @@ class BiLM(nn.Module):
 
     @property
     def num_layers(self) -> int:
-        """Number of layers returned: `n_layers + 1`."""
+        """Number of output layers returned: `n_layers + 1` (layer 0 = token layer, then each LSTM layer)."""
         return self.options.num_layers
+
+    def reset_buffers(self) -> None:
+        """Fill the non-persistent buffers: the char ids of `<S>` and `</S>`.
+
+        They are never saved, so a model materialised after construction (transformers
+        builds on the meta device, then loads) gets them from here.
+        """
+        C = self.options.char_cnn.max_characters_per_token
+        with torch.no_grad():
+            self.bos_char_ids.copy_(torch.tensor(word_to_char_ids(BOS_TOKEN, C)))
+            self.eos_char_ids.copy_(torch.tensor(word_to_char_ids(EOS_TOKEN, C)))
 
     def set_token_cache(self, max_words: int) -> None:
         """Replace the layer-0 cache by an empty one of `max_words` word types (0: none).
@@ -1897,13 +1929,62 @@ def embed_sentences(
 LAYER_NORM_SCOPES = ("sentence", "batch")
 """Values of `ScalarMix(layer_norm_scope=...)`: whose tokens share the layer-norm statistics."""
 
+ArrayT = TypeVar("ArrayT")
+
+
+def softmax_weights(scalar_weights: torch.Tensor) -> torch.Tensor:
+    """s = softmax(w): the weight each layer gets; sums to 1.
+
+    Shape:
+        scalar_weights: [num_layers] float -> [num_layers], same dtype and device
+    """
+    return torch.softmax(scalar_weights, dim=0)
+
+
+def weighted_layer_sum(layers: Sequence[ArrayT], weights: Sequence[object], gamma: object) -> ArrayT:
+    """gamma * (s_0 * h_0 + s_1 * h_1 + ...), accumulated in this fixed order.
+
+    Only `*` and `+` are used, so the layers may be torch tensors or numpy/cupy arrays;
+    the fixed order makes the same inputs give the same bits on every run.
+
+    Args:
+        layers: The `num_layers` layers h_k, each [..., dim].
+        weights: s, one number (0-d tensor or numpy scalar) per layer, already
+            normalised and of the layers' dtype.
+        gamma: The scale, a number or a tensor/array broadcastable to a layer ([1]).
+
+    Returns:
+        The mix, of the shape and dtype of one layer.
+    """
+    mixed = weights[0] * layers[0]
+    for weight, layer in zip(weights[1:], layers[1:]):
+        mixed = mixed + weight * layer  # [..., dim]
+    return gamma * mixed
+
+
+def scalar_mix(layers: Sequence[torch.Tensor], scalar_weights: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    """gamma * sum_k softmax(w)_k * h_k (paper equation 1), differentiable in all three inputs.
+
+    Args:
+        layers: The `num_layers` layers h_k.
+        scalar_weights: w, before the softmax.
+        gamma: The scale.
+
+    Shape:
+        layers: num_layers x [..., dim] float; scalar_weights: [num_layers]; gamma: [1]
+        output: [..., dim], the layers' dtype
+    """
+    dtype = layers[0].dtype
+    return weighted_layer_sum(layers, softmax_weights(scalar_weights).to(dtype), gamma.to(dtype))
+
 
 class ScalarMix(nn.Module):
     """ELMo_task = gamma * sum_k softmax(w)_k * h_k  (paper equation 1).
 
     Args:
-        num_layers: Number of layers mixed (`n_layers + 1`: the token layer and every
-            LSTM layer).
+        num_layers: Number of output layers mixed: `n_layers + 1` (layer 0 = the token
+            layer, then every LSTM layer). Everywhere in elmo-bilm `num_layers` means
+            this count; the number of LSTM layers is the option `n_layers`.
         do_layer_norm: Normalise each layer before mixing (bilm-tf's `use_layer_norm`:
             one mean and variance over real positions and features, eps 1e-12, computed
             after the sentence boundaries are removed). Off by default, as the authors
@@ -1958,15 +2039,25 @@ class ScalarMix(nn.Module):
         self.num_layers = num_layers
         self.do_layer_norm = do_layer_norm
         self.layer_norm_scope = layer_norm_scope
-        self.scalar_weights = nn.Parameter(
-            torch.tensor([float(v) for v in initial_scalar_parameters]), requires_grad=trainable
-        )
-        self.gamma = nn.Parameter(torch.tensor([float(gamma)]), requires_grad=trainable)
+        self.initial_scalar_parameters = tuple(float(v) for v in initial_scalar_parameters)
+        self.initial_gamma = float(gamma)
+        self.scalar_weights = nn.Parameter(torch.empty(num_layers), requires_grad=trainable)
+        self.gamma = nn.Parameter(torch.empty(1), requires_grad=trainable)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Set w and gamma to their starting values (`initial_scalar_parameters`, `gamma`).
+
+        The constructor calls it; so does hf_elmo for a mix that a checkpoint lacks.
+        """
+        with torch.no_grad():
+            self.scalar_weights.copy_(torch.tensor(self.initial_scalar_parameters))
+            self.gamma.fill_(self.initial_gamma)
 
     @property
     def normalized_weights(self) -> torch.Tensor:
         """softmax(w): the weight given to each layer, [num_layers], detached."""
-        return torch.softmax(self.scalar_weights.detach(), dim=0)
+        return softmax_weights(self.scalar_weights.detach())
 
     def forward(
         self, activations: torch.Tensor | Sequence[torch.Tensor], mask: torch.Tensor | None = None
@@ -1987,11 +2078,7 @@ class ScalarMix(nn.Module):
                 raise ValueError("ScalarMix with do_layer_norm=True needs the mask of real positions.")
             per_sentence = self.layer_norm_scope == "sentence"
             layers = tuple(_masked_layer_norm(layer, mask, per_sentence) for layer in layers)
-        weights = torch.softmax(self.scalar_weights, dim=0).to(layers[0].dtype)
-        mixed = weights[0] * layers[0]
-        for weight, layer in zip(weights[1:], layers[1:]):
-            mixed = mixed + weight * layer  # [batch, tokens, dim]
-        return self.gamma.to(mixed.dtype) * mixed
+        return scalar_mix(layers, self.scalar_weights, self.gamma)  # [batch, tokens, dim]
 
 
 def _shape(activations: torch.Tensor | Sequence[torch.Tensor]) -> object:
@@ -2107,7 +2194,7 @@ class Elmo(nn.Module):
 
     @property
     def num_layers(self) -> int:
-        """Number of biLM layers: `n_layers + 1`."""
+        """Number of output layers: `n_layers + 1` (layer 0 = token layer, then each LSTM layer)."""
         return self.options.num_layers
 
     def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> ElmoOutput:
@@ -2116,16 +2203,9 @@ class Elmo(nn.Module):
         Raises:
             ValueError / TypeError: as `BiLM.forward`.
         """
-        if self.requires_grad:
-            out = self.bilm(char_ids, mask)
-        else:
-            with torch.no_grad():  # frozen: no graph through the biLM
-                out = self.bilm(char_ids, mask)
-        representations = []
-        for mix in self.scalar_mixes:
-            mixed = mix(out.activations, out.mask)
-            mixed = mixed * out.mask[..., None].to(mixed.dtype)
-            representations.append(F.dropout(mixed, self.dropout, self.training))
+        out = run_bilm(self.bilm, char_ids, mask, frozen=not self.requires_grad)
+        layers = out.activations.unbind(0)
+        representations = mix_representations(self.scalar_mixes, layers, out.mask, self.dropout, self.training)
         return ElmoOutput(representations, out.activations, out.mask)
 
     def embed(
@@ -2152,6 +2232,88 @@ class Elmo(nn.Module):
             window_tokens=window_tokens,
             window_context=window_context,
         )
+
+
+def run_bilm(bilm: BiLM, char_ids: torch.Tensor, mask: torch.Tensor | None, frozen: bool) -> BiLMOutput:
+    """`bilm(char_ids, mask)`, without an autograd graph when the biLM is `frozen`.
+
+    Shared by `Elmo.forward` and hf_elmo's `ElmoModel.forward`.
+
+    Raises:
+        ValueError / TypeError: as `BiLM.forward`.
+    """
+    with torch.no_grad() if frozen else nullcontext():  # frozen: no graph through the biLM
+        return bilm(char_ids, mask)
+
+
+def mix_representations(
+    scalar_mixes: Iterable[ScalarMix],
+    layers: Sequence[torch.Tensor],
+    mask: torch.Tensor,
+    dropout: float,
+    training: bool,
+) -> list[torch.Tensor]:
+    """Every scalar mix of the biLM layers, zero at padded positions, with dropout while training.
+
+    The mixes read the very tensors in `layers`, so that gradients reach each of them
+    (hf_elmo returns them as `hidden_states`).
+
+    Args:
+        scalar_mixes: One `ScalarMix` per output representation.
+        layers: The `num_layers` (= n_layers + 1) biLM layers.
+        mask: True for real tokens.
+        dropout: Dropout probability on each representation, applied only if `training`.
+        training: Whether the calling module is in training mode.
+
+    Shape:
+        layers: num_layers x [batch, tokens, dim]; mask: [batch, tokens] bool
+        output: one [batch, tokens, dim] per mix
+    """
+    representations = []
+    for mix in scalar_mixes:
+        mixed = mix(layers, mask) * mask[..., None].to(layers[0].dtype)  # [batch, tokens, dim]
+        representations.append(F.dropout(mixed, dropout, training))
+    return representations
+
+
+# ---- elmo_core/weights.py -----------------------------------------------------
+
+def count_non_finite(values: torch.Tensor | np.ndarray, rows_per_block: int | None = None) -> int:
+    """How many values are NaN or infinite (0 for integer values).
+
+    Args:
+        values: A tensor (a weight), or a numpy block of a file being read. A numpy
+            block is counted with numpy: counting the blocks through torch raised the
+            peak memory of reading an hdf5 file by about the size of its weights
+            (tests/core/test_memory.py).
+        rows_per_block: Count a tensor this many rows (axis 0) at a time, so that the
+            temporaries stay small for a large tensor; None counts it at once.
+    """
+    if isinstance(values, np.ndarray):
+        return int(values.size - np.count_nonzero(np.isfinite(values))) if values.dtype.kind == "f" else 0
+    if not values.is_floating_point():
+        return 0
+    if values.dim() == 0:
+        return int(not bool(torch.isfinite(values)))
+    step = rows_per_block or max(values.shape[0], 1)
+    return sum(
+        int(torch.isfinite(values[start : start + step]).logical_not_().sum())
+        for start in range(0, values.shape[0], step)
+    )
+
+
+def non_finite_error(source: object, what: str, count: int, fix: str) -> WeightFileError:
+    """The error for weights holding NaN or infinite values: where, how many, and what to do.
+
+    Args:
+        source: The file (or folder) the weights came from.
+        what: The tensor or dataset, e.g. "tensor 'bilm.char_cnn.projection.bias'".
+        count: How many values are not finite (from `count_non_finite`).
+        fix: The advice that ends the message.
+    """
+    return WeightFileError(
+        f"{source}: {what} holds {count} NaN or infinite values, so every vector would be NaN. {fix}"
+    )
 
 
 # ---- elmo_core/model_folder.py ------------------------------------------------
@@ -2196,6 +2358,10 @@ def read_model_config(path: str | Path) -> tuple[BiLMOptions, dict[str, Any]]:
         raise OptionsError(f"{config_path}: {err}") from None
     settings = {key: config.get(key, default) for key, default in ELMO_SETTINGS.items()}
     return options, settings
+
+
+NON_FINITE_FIX = "The file is damaged or came from a diverged training run; save or download the model again."
+"""How a saved model with NaN or infinite weights is put right (the end of `non_finite_error`'s message)."""
 
 
 def check_model_folder(path: str | Path) -> None:
@@ -2327,7 +2493,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
     `_init_weights` on every module: a tensor it loaded carries `_is_hf_initialized`,
     and `_init_weights` never touches those, so imported weights stay exactly as saved.
     What it does initialise (a missing tensor, or every tensor of a model built from a
-    config) gets the value elmo_core's constructors give it.
+    config) gets the value elmo_core's constructors give it, from the core's own methods:
+    `reset_parameters` (ScalarMix, CharCNN, and torch's Linear/Conv1d),
+    `Highway.init_carry_bias` and `BiLM.reset_buffers`.
     """
 
     config_class = ElmoConfig
@@ -2337,33 +2505,19 @@ class ElmoPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        if isinstance(module, ScalarMix):
-            # w = 0 (equal weights) and gamma = 1, or the fixed w of the config.
-            fixed = self.config.scalar_mix_parameters
-            if not _loaded(module.scalar_weights):
-                module.scalar_weights.copy_(torch.tensor(fixed or [0.0] * module.num_layers))
-            if not _loaded(module.gamma):
-                module.gamma.fill_(1.0)
-        elif isinstance(module, BiLM):
-            # Non-persistent buffers: never in a checkpoint, so always rebuilt here.
-            C = module.options.char_cnn.max_characters_per_token
-            module.bos_char_ids.copy_(torch.tensor(word_to_char_ids(BOS_TOKEN, C)))
-            module.eos_char_ids.copy_(torch.tensor(word_to_char_ids(EOS_TOKEN, C)))
-        elif isinstance(module, CharCNN):
-            if not _loaded(module.char_embedding):
-                nn.init.uniform_(module.char_embedding, -1.0, 1.0)  # bilm-tf's initialiser
-        elif isinstance(module, (nn.Linear, nn.Conv1d)):
-            # torch's default (what the core's constructors use).
-            if not _loaded(module.weight):
-                nn.init.kaiming_uniform_(module.weight, a=math.sqrt(5))
-            if module.bias is not None and not _loaded(module.bias):
-                fan_in = module.weight[0].numel()
-                bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-                nn.init.uniform_(module.bias, -bound, bound)
-                highway = self._highway_holding(module)
-                if highway is not None:
-                    # The gate ("carry") half starts at -2, as in bilm-tf and Highway.
-                    module.bias[highway.size :].fill_(-2.0)
+        # elmo_core's own initialisation (the constructors' values), for what was not loaded.
+        if isinstance(module, BiLM):
+            module.reset_buffers()  # the <S>/</S> char ids: non-persistent, never in a checkpoint
+        own = list(module.parameters(recurse=False))
+        if not hasattr(module, "reset_parameters") or not own or all(_loaded(p) for p in own):
+            return
+        kept = [(p, p.detach().clone()) for p in own if _loaded(p)]  # a partly loaded module
+        module.reset_parameters()  # ScalarMix, CharCNN (char_embedding), torch's Linear/Conv1d
+        for p, value in kept:
+            p.copy_(value)
+        highway = self._highway_holding(module)
+        if highway is not None and not _loaded(module.bias):
+            highway.init_carry_bias(module)
 
     def _highway_holding(self, layer: nn.Module) -> Highway | None:
         # transformers skips modules without parameters of their own (Highway), so its
@@ -2391,12 +2545,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
             raise
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True
         for name, tensor in model.state_dict().items():
-            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-                raise ValueError(
-                    f"the weights loaded from {args[0] if args else ''} hold NaN or infinite values "
-                    f"(tensor '{name}'), so every vector would be NaN. The file is damaged or came from a "
-                    "diverged training run; save or download the model again."
-                )
+            bad = count_non_finite(tensor)
+            if bad:
+                source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+                raise non_finite_error(source, f"tensor '{name}'", bad, NON_FINITE_FIX)
         model.freeze_bilm()
         return loaded
 
@@ -2573,21 +2725,16 @@ class ElmoModel(ElmoPreTrainedModel):
         """
         input_ids = _char_ids(input_ids, char_ids)
         _refuse_attentions(output_attentions, self.config)
-        output_hidden_states = (
-            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
-        )
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         mask = attention_mask.bool() if isinstance(attention_mask, torch.Tensor) else attention_mask
         frozen = not any(p.requires_grad for p in self.bilm.parameters())
-        with torch.no_grad() if frozen else nullcontext():  # frozen: no graph through the biLM
-            out = self.bilm(input_ids, mask)  # checks ids: shape, dtype, range
-        # The mixes read these very tensors, so that with a trainable biLM the returned
-        # hidden_states are on the autograd path (their .grad exists), as for BERT.
+        out = run_bilm(self.bilm, input_ids, mask, frozen)  # checks ids: shape, dtype, range
+        # The mixes read these very tensors: with a trainable biLM, their .grad exists (as for BERT).
         hidden_states = out.activations.unbind(0)  # n_layers + 1 x [batch, tokens, 2P]
-        representations = []
-        for mix in self.scalar_mixes:
-            mixed = mix(hidden_states, out.mask) * out.mask[..., None].to(out.activations.dtype)
-            representations.append(F.dropout(mixed, self.config.dropout, self.training))
+        mixes, dropout = self.scalar_mixes, self.config.dropout
+        representations = mix_representations(mixes, hidden_states, out.mask, dropout, self.training)
         output = ElmoModelOutput(
             last_hidden_state=representations[0],
             hidden_states=hidden_states if output_hidden_states else None,

@@ -12,7 +12,7 @@
 
 The biLM is frozen: `forward` runs it under `torch.inference_mode` whatever `is_train`
 says, and its backprop returns nothing (Docs take no gradient). For the same reason a
-unit's layers can be kept: with `cache_bytes > 0` (`spacy-elmo.ElmoModel.v2`) each
+unit's layers can be kept: with `cache_bytes > 0` (`spacy-elmo.ElmoLayers.v2`) each
 unit's layers are stored in an `elmo_core.FeatureCache` keyed by its token texts, and
 the biLM only runs on units it has not seen (an NER trained for many epochs computes
 each training sentence once). The Docs always get fresh arrays, copied from the cache.
@@ -95,7 +95,7 @@ def build_elmo_model(
     window_context: int | None = None,
     cache_bytes: int = 0,
 ) -> Model[list[Doc], list[Floats3d]]:
-    """The thinc layer; see `spacy_elmo.architectures.ElmoModel_v2` for the arguments."""
+    """The thinc layer; see `spacy_elmo.architectures.ElmoLayers_v2` for the arguments."""
     check_int("max_batch_tokens", max_batch_tokens)
     window_tokens = check_window_settings(window_tokens, window_context)  # 0 = read every unit whole
     check_int("cache_bytes", cache_bytes, minimum=0, meaning="0 = no cache")

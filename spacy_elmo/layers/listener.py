@@ -1,6 +1,6 @@
 """ElmoListener: a downstream component's window onto the upstream `elmo` component.
 
-The listener sits where a biLM would sit in a downstream model (`ElmoModel` in
+The listener sits where a biLM would sit in a downstream model (`ElmoLayers` in
 `Tok2VecElmo`) and gives the same thing: every biLM layer of each Doc,
 [n_layers + 1, tokens, dim]. It reads them from `doc._.elmo_layers`, which the
 upstream component wrote (the upstream is an annotating component during training).

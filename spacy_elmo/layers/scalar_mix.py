@@ -2,28 +2,39 @@
 
     ELMo_task = gamma * sum_k softmax(w)_k * h_k      (Peters et al. 2018, equation 1)
 
-The thinc twin of `elmo_core.ScalarMix`: same formula, same start (w = 0, gamma = 1,
-i.e. the average of the layers). It learns inside the component that owns it (an NER,
-a tagger); the layers it mixes come from the frozen biLM and take no gradient.
+The thinc layer of `elmo_core.ScalarMix`: w and gamma are thinc params (so they train
+with thinc's optimizer and travel in the pipeline's files), and the arithmetic is the
+core's (`elmo_core.scalar_mix`: the formula, the softmax and their gradients), run on
+thinc's arrays. Same start as the core (w = 0, gamma = 1, i.e. the average of the
+layers). It learns inside the component that owns it (an NER, a tagger); the layers it
+mixes come from the frozen biLM and take no gradient.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from thinc.api import Model
+from thinc.api import Model, torch2xp, xp2torch
 from thinc.types import Floats1d, Floats2d, Floats3d
 
-__all__ = ["ScalarMix", "SCALAR_MIX_NAME"]
+from elmo_core.scalar_mix import (
+    softmax_weights,
+    softmax_weights_backward,
+    weighted_layer_sum,
+    weighted_layer_sum_backward,
+)
+
+__all__ = ["SCALAR_MIX_NAME", "ScalarMixLayer", "normalized_weights"]
 
 SCALAR_MIX_NAME = "elmo_scalar_mix"
+"""The layer's thinc name, by which `spacy_elmo.util.get_scalar_mix_weights` finds it (saved pipelines hold it)."""
 
 
-def ScalarMix(nL: int | None = None, nO: int | None = None) -> Model[list[Floats3d], list[Floats2d]]:
+def ScalarMixLayer(nL: int | None = None, nO: int | None = None) -> Model[list[Floats3d], list[Floats2d]]:
     """Mix each Doc's biLM layers into one vector per token, with learned weights.
 
     Args:
-        nL: Number of layers mixed (`n_layers + 1`); inferred from the first batch.
+        nL: Number of output layers mixed (`n_layers + 1`); inferred from the first batch.
         nO: Vector width (`2 * projection_dim`); inferred from the first batch.
 
     Params:
@@ -43,27 +54,23 @@ def ScalarMix(nL: int | None = None, nO: int | None = None) -> Model[list[Floats
 
 
 def forward(model: Model[list[Floats3d], list[Floats2d]], Xs: list[Floats3d], is_train: bool):
-    W = model.get_param("W")
-    gamma = model.get_param("gamma")
-    xp = model.ops.xp
     if not Xs:
         return [], _no_docs_backprop
-    weights = model.ops.softmax(W)  # softmax(w), [layers]
+    xp = model.ops.xp
+    gamma = model.get_param("gamma")[0]
+    weights = normalized_weights(model)  # s = softmax(w), [layers]
     lengths = model.ops.asarray1i([X.shape[1] for X in Xs])
     X = xp.concatenate(Xs, axis=1)  # [layers, all tokens, dim]
-    mixed = xp.tensordot(weights, X, axes=1)  # [all tokens, dim]
-    Ys = model.ops.unflatten(gamma[0] * mixed, lengths)
+    Ys = model.ops.unflatten(weighted_layer_sum(X, weights, gamma), lengths)
 
     def backprop(dYs: list[Floats2d]) -> list[Floats3d]:
         dY = model.ops.flatten(dYs)  # [all tokens, dim]
-        d_gamma = (dY * mixed).sum()
-        d_weights = gamma[0] * xp.tensordot(X, dY, axes=([1, 2], [0, 1]))  # [layers]
-        dW = weights * (d_weights - (weights * d_weights).sum())  # through the softmax
-        model.inc_grad("W", dW.astype("float32"))
-        model.inc_grad("gamma", model.ops.asarray1f([float(d_gamma)]))
-        dX = (gamma[0] * weights)[:, None, None] * dY[None]  # [layers, all tokens, dim]
-        splits = xp.cumsum(lengths)[:-1].tolist()
-        return list(xp.split(dX, splits, axis=1))
+        layer_dots = xp.tensordot(X, dY, axes=([1, 2], [0, 1]))  # sum(dY * h_k), [layers]
+        scales, d_weights, d_gamma = weighted_layer_sum_backward(weights, gamma, layer_dots)
+        model.inc_grad("W", softmax_weights_backward(weights, d_weights).astype("float32"))
+        model.inc_grad("gamma", xp.reshape(d_gamma, (1,)).astype("float32"))
+        dX = scales[:, None, None] * dY[None]  # [layers, all tokens, dim]
+        return list(xp.split(dX, xp.cumsum(lengths)[:-1].tolist(), axis=1))
 
     return Ys, backprop
 
@@ -83,5 +90,6 @@ def init(model: Model[list[Floats3d], list[Floats2d]], X: list[Floats3d] | None 
 
 
 def normalized_weights(model: Model) -> Floats1d:
-    """softmax(w) of an initialised `ScalarMix` layer."""
-    return model.ops.softmax(model.get_param("W"))
+    """softmax(w) of an initialised `ScalarMixLayer`, float32 [nL] (the core's `softmax_weights`)."""
+    W = xp2torch(model.get_param("W").copy())  # a copy: torch never shares thinc's param
+    return torch2xp(softmax_weights(W), ops=model.ops)

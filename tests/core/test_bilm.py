@@ -187,3 +187,21 @@ def test_left_padding_is_refused():
     char_ids = torch.cat([torch.zeros(1, 1, 50, dtype=torch.long), char_ids], dim=1)
     with pytest.raises(ValueError, match="padding must be on the right"):
         make_tiny_elmo().bilm(char_ids)
+
+
+def test_reset_buffers_rebuilds_the_sentence_boundary_char_ids():
+    bilm = make_tiny_elmo().bilm
+    C = bilm.options.char_cnn.max_characters_per_token
+    bilm.bos_char_ids.zero_()
+    bilm.eos_char_ids.zero_()
+    bilm.reset_buffers()
+    assert bilm.bos_char_ids.tolist() == list(word_to_char_ids("<S>", C))
+    assert bilm.eos_char_ids.tolist() == list(word_to_char_ids("</S>", C))
+
+
+def test_char_cnn_reset_parameters_draws_the_char_embedding_in_minus_1_to_1():
+    char_cnn = make_tiny_elmo().bilm.char_cnn  # test weights are N(0, 0.5): some beyond 1
+    torch.manual_seed(0)
+    char_cnn.reset_parameters()
+    table = char_cnn.char_embedding
+    assert table.abs().max() <= 1.0 and table.std() > 0.3  # uniform(-1, 1) has std 0.58

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from elmo_core import Elmo, words_to_char_ids
+from elmo_core.elmo import mix_representations, run_bilm
 
 from ..conftest import make_tiny_elmo
 
@@ -84,3 +85,17 @@ def test_pickle_deepcopy_and_torch_save_round_trip():
 def test_bad_constructor_arguments(tiny_options):
     with pytest.raises(ValueError, match="dropout must be in \\[0, 1\\); got 1.5"):
         Elmo(tiny_options, dropout=1.5)
+
+
+def test_mix_representations_reads_the_given_layers_and_zeroes_padding():
+    elmo = make_tiny_elmo(num_output_representations=2, dropout=0.0)
+    out = run_bilm(elmo.bilm, *words_to_char_ids([["a", "b", "c"], ["d"]]), frozen=True)
+    assert not out.activations.requires_grad  # frozen: no graph through the biLM
+    layers = [layer.clone().requires_grad_(True) for layer in out.activations.unbind(0)]
+    mixed = mix_representations(elmo.scalar_mixes, layers, out.mask, dropout=0.0, training=False)
+    assert len(mixed) == 2 and mixed[0][1, 1:].abs().max() == 0
+    grads = torch.autograd.grad(mixed[0].sum(), layers)
+    # d(sum of the mix)/d h_k = gamma * s_k = 1/3 at real positions, 0 at padding.
+    for grad in grads:
+        torch.testing.assert_close(grad[out.mask], torch.full_like(grad[out.mask], 1 / 3), atol=1e-6, rtol=1e-6)
+        assert grad[~out.mask].abs().max() == 0

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from elmo_core import BiLM, BiLMOptions, CharCNNOptions, LSTMOptions, WeightFileError, load_bilm_tf, save_bilm_tf
-from elmo_core.weights import bilm_tf_dataset_shapes
+from elmo_core.weights import bilm_tf_dataset_shapes, count_non_finite, non_finite_error
 
 from ..conftest import make_tiny_elmo
 
@@ -154,3 +154,22 @@ def test_not_an_hdf5_file(tmp_path):
         load_bilm_tf(make_tiny_elmo(), path)
     with pytest.raises(WeightFileError, match="does not exist"):
         load_bilm_tf(make_tiny_elmo(), tmp_path / "missing.hdf5")
+
+
+@pytest.mark.parametrize("rows_per_block", [None, 1, 3, 100])
+def test_count_non_finite_counts_nan_and_inf_in_any_block_size(rows_per_block):
+    tensor = torch.zeros(7, 4)
+    tensor[0, 0], tensor[3, 2], tensor[6, 3] = float("nan"), float("inf"), -float("inf")
+    assert count_non_finite(tensor, rows_per_block) == 3
+    assert count_non_finite(torch.tensor(float("nan"))) == 1 and count_non_finite(torch.tensor(1.0)) == 0
+    assert count_non_finite(torch.zeros(3, dtype=torch.long)) == 0
+    assert count_non_finite(tensor.numpy()) == 3  # a numpy block, as load_bilm_tf reads them
+    assert count_non_finite(np.zeros(3, dtype=np.int64)) == 0
+
+
+def test_non_finite_error_names_the_place_the_count_and_the_fix():
+    err = non_finite_error("model.safetensors", "tensor 'gamma'", 2, "Save it again.")
+    assert isinstance(err, WeightFileError)
+    assert str(err) == (
+        "model.safetensors: tensor 'gamma' holds 2 NaN or infinite values, so every vector would be NaN. Save it again."
+    )

@@ -1,4 +1,4 @@
-"""spacy-elmo.ElmoModel.v1: the frozen biLM as a thinc layer."""
+"""spacy-elmo.ElmoLayers.v1: the frozen biLM as a thinc layer."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 from spacy.tokens import Doc
 
 from elmo_core import embed_sentences, save_model_folder
-from spacy_elmo.architectures import ElmoModel_v1
+from spacy_elmo.architectures import ElmoLayers_v1
 from spacy_elmo.layers.elmo_model import (
     _single_threaded_torch_after_fork,
     deserialize_elmo,
@@ -35,15 +35,15 @@ def docs_for(words_list):
 
 
 def test_building_reads_nothing_and_init_loads_the_source(tiny_model_dir):
-    model = ElmoModel_v1(path=str(tiny_model_dir / "does-not-exist-yet"))
+    model = ElmoLayers_v1(path=str(tiny_model_dir / "does-not-exist-yet"))
     assert not is_loaded(model)
-    model = ElmoModel_v1(path=str(tiny_model_dir))
+    model = ElmoLayers_v1(path=str(tiny_model_dir))
     model.initialize()
     assert is_loaded(model) and model.get_dim("nO") == DIM and model.get_dim("nL") == NUM_LAYERS
 
 
 def test_output_shapes_and_values_equal_the_core(tiny_model_dir):
-    model = ElmoModel_v1(path=str(tiny_model_dir))
+    model = ElmoLayers_v1(path=str(tiny_model_dir))
     outputs = model.predict(docs_for(WORDS))  # loads on first use
     assert [x.shape for x in outputs] == [(NUM_LAYERS, len(w), DIM) for w in WORDS]
     assert all(x.dtype == np.float32 and isinstance(x, np.ndarray) for x in outputs)
@@ -53,17 +53,17 @@ def test_output_shapes_and_values_equal_the_core(tiny_model_dir):
 
 
 def test_padding_and_batch_mates_do_not_change_a_docs_layers(tiny_model_dir):
-    model = ElmoModel_v1(path=str(tiny_model_dir), max_batch_tokens=10_000)
+    model = ElmoLayers_v1(path=str(tiny_model_dir), max_batch_tokens=10_000)
     together = model.predict(docs_for(WORDS))
     alone = [model.predict(docs_for([w]))[0] for w in WORDS]
-    tiny_budget = ElmoModel_v1(path=str(tiny_model_dir), max_batch_tokens=3).predict(docs_for(WORDS))
+    tiny_budget = ElmoLayers_v1(path=str(tiny_model_dir), max_batch_tokens=3).predict(docs_for(WORDS))
     for a, b, c in zip(together, alone, tiny_budget):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-5)
 
 
 def test_backprop_is_a_no_op_and_no_tensor_keeps_a_graph(tiny_model_dir):
-    model = ElmoModel_v1(path=str(tiny_model_dir))
+    model = ElmoLayers_v1(path=str(tiny_model_dir))
     outputs, backprop = model.begin_update(docs_for(WORDS))
     assert backprop([np.ones_like(x) for x in outputs]) == []
     assert all(isinstance(x, np.ndarray) for x in outputs)
@@ -71,10 +71,10 @@ def test_backprop_is_a_no_op_and_no_tensor_keeps_a_graph(tiny_model_dir):
 
 
 def test_serialisation_carries_the_model_folder_not_a_pickle(tiny_model_dir):
-    model = ElmoModel_v1(path=str(tiny_model_dir))
+    model = ElmoLayers_v1(path=str(tiny_model_dir))
     expected = model.predict(docs_for(WORDS))
     data = model.to_bytes()
-    other = ElmoModel_v1(path="/nowhere")
+    other = ElmoLayers_v1(path="/nowhere")
     other.from_bytes(data)
     for a, b in zip(other.predict(docs_for(WORDS)), expected):
         np.testing.assert_array_equal(a, b)
@@ -85,7 +85,7 @@ def test_serialisation_carries_the_model_folder_not_a_pickle(tiny_model_dir):
 
 
 def test_copy_is_independent_and_equal(tiny_model_dir):
-    model = ElmoModel_v1(path=str(tiny_model_dir))
+    model = ElmoLayers_v1(path=str(tiny_model_dir))
     model.initialize()
     copy = model.copy()
     assert elmo_module(copy) is not elmo_module(model)
@@ -94,7 +94,7 @@ def test_copy_is_independent_and_equal(tiny_model_dir):
 
 
 def test_set_elmo_refuses_a_differently_shaped_model(tiny_model_dir):
-    model = ElmoModel_v1(path=str(tiny_model_dir))
+    model = ElmoLayers_v1(path=str(tiny_model_dir))
     model.initialize()
     from elmo_core import BiLMOptions, CharCNNOptions, Elmo, LSTMOptions
 
@@ -122,7 +122,7 @@ def test_load_elmo_source_errors(source, match):
 
 def test_follows_thinc_device_on_cpu(tiny_model_dir):
     # On the CPU: nothing is pinned to a device; outputs are CPU numpy.
-    model = ElmoModel_v1(path=str(tiny_model_dir))
+    model = ElmoLayers_v1(path=str(tiny_model_dir))
     outputs = model.predict(docs_for(WORDS[:1]))
     assert next(elmo_module(model).parameters()).device.type == "cpu"
     assert isinstance(outputs[0], np.ndarray)
@@ -175,11 +175,11 @@ def test_saved_tiny_model_round_trip_through_load_elmo_source(tmp_path):
 
 # ------------------------------------------------------------------ v2: the feature cache
 def test_v2_cached_layers_equal_uncached_and_hits_skip_the_bilm(tiny_model_dir):
-    from spacy_elmo.architectures import ElmoModel_v2
+    from spacy_elmo.architectures import ElmoLayers_v2
     from spacy_elmo.layers.elmo_model import feature_cache
 
-    plain = ElmoModel_v1(path=str(tiny_model_dir)).predict(docs_for(WORDS))
-    model = ElmoModel_v2(path=str(tiny_model_dir), cache_bytes=1 << 20)
+    plain = ElmoLayers_v1(path=str(tiny_model_dir)).predict(docs_for(WORDS))
+    model = ElmoLayers_v2(path=str(tiny_model_dir), cache_bytes=1 << 20)
     first = model.predict(docs_for(WORDS))
     hits_before = feature_cache(model).stats.hits
     second = model.predict(docs_for(WORDS[::-1]))[::-1]  # other batch order, all hits
@@ -191,9 +191,9 @@ def test_v2_cached_layers_equal_uncached_and_hits_skip_the_bilm(tiny_model_dir):
 
 
 def test_v2_docs_get_their_own_writable_copies_of_cached_layers(tiny_model_dir):
-    from spacy_elmo.architectures import ElmoModel_v2
+    from spacy_elmo.architectures import ElmoLayers_v2
 
-    model = ElmoModel_v2(path=str(tiny_model_dir), cache_bytes=1 << 20)
+    model = ElmoLayers_v2(path=str(tiny_model_dir), cache_bytes=1 << 20)
     expected = model.predict(docs_for(WORDS[:1]))[0].copy()
     for _ in range(2):  # the miss, then the hit
         out = model.predict(docs_for(WORDS[:1]))[0]
@@ -203,22 +203,22 @@ def test_v2_docs_get_their_own_writable_copies_of_cached_layers(tiny_model_dir):
 
 
 def test_v2_cache_respects_its_byte_budget(tiny_model_dir):
-    from spacy_elmo.architectures import ElmoModel_v2
+    from spacy_elmo.architectures import ElmoLayers_v2
     from spacy_elmo.layers.elmo_model import feature_cache
 
     per_token = NUM_LAYERS * DIM * 4
-    model = ElmoModel_v2(path=str(tiny_model_dir), cache_bytes=8 * per_token)
+    model = ElmoLayers_v2(path=str(tiny_model_dir), cache_bytes=8 * per_token)
     model.predict(docs_for(WORDS))  # 4 + 1 + 7 tokens
     cache = feature_cache(model)
     assert 0 < cache.nbytes <= 8 * per_token and cache.stats.entries < 3  # never all 12 tokens
-    assert ElmoModel_v2(path=str(tiny_model_dir)).attrs["feature_cache"] is None  # 0 = v1
+    assert ElmoLayers_v2(path=str(tiny_model_dir)).attrs["feature_cache"] is None  # 0 = v1
 
 
 def test_v2_cache_is_emptied_when_another_bilm_is_set(tiny_model_dir):
-    from spacy_elmo.architectures import ElmoModel_v2
+    from spacy_elmo.architectures import ElmoLayers_v2
     from spacy_elmo.layers.elmo_model import feature_cache
 
-    model = ElmoModel_v2(path=str(tiny_model_dir), cache_bytes=1 << 20)
+    model = ElmoLayers_v2(path=str(tiny_model_dir), cache_bytes=1 << 20)
     model.predict(docs_for(WORDS))
     other = make_tiny_elmo(seed=1)
     set_elmo(model, other)
@@ -230,19 +230,19 @@ def test_v2_cache_is_emptied_when_another_bilm_is_set(tiny_model_dir):
 
 @pytest.mark.parametrize("budget", [-1, "1GB"])
 def test_v2_rejects_a_bad_cache_budget(tiny_model_dir, budget):
-    from spacy_elmo.architectures import ElmoModel_v2
+    from spacy_elmo.architectures import ElmoLayers_v2
 
     with pytest.raises(ValueError, match="cache_bytes must be a non-negative integer"):
-        ElmoModel_v2(path=str(tiny_model_dir), cache_bytes=budget)
+        ElmoLayers_v2(path=str(tiny_model_dir), cache_bytes=budget)
 
 
 def test_v2_caches_a_sentence_read_in_windows_whole(tiny_model_dir):
-    from spacy_elmo.architectures import ElmoModel_v2
+    from spacy_elmo.architectures import ElmoLayers_v2
     from spacy_elmo.layers.elmo_model import feature_cache
 
     long_words = [[f"w{i % 7}" for i in range(40)]]
-    plain = ElmoModel_v2(path=str(tiny_model_dir), window_tokens=16).predict(docs_for(long_words))[0]
-    model = ElmoModel_v2(path=str(tiny_model_dir), window_tokens=16, cache_bytes=1 << 20)
+    plain = ElmoLayers_v2(path=str(tiny_model_dir), window_tokens=16).predict(docs_for(long_words))[0]
+    model = ElmoLayers_v2(path=str(tiny_model_dir), window_tokens=16, cache_bytes=1 << 20)
     first = model.predict(docs_for(long_words))[0]
     second = model.predict(docs_for(long_words))[0]
     assert feature_cache(model).stats[:3] == (1, 1, 1)  # one hit, one miss, one entry

@@ -85,7 +85,7 @@ def test_replace_listeners_keeps_predictions_through_removal_and_reload(tiny_mod
     nlp.replace_listeners("elmo", "ner", ["model.tok2vec"])
     tok2vec_cfg = nlp.config["components"]["ner"]["model"]["tok2vec"]
     assert tok2vec_cfg["@architectures"] == "spacy-elmo.Tok2VecElmo.v1"
-    assert tok2vec_cfg["elmo"]["@architectures"] == "spacy-elmo.ElmoModel.v2"
+    assert tok2vec_cfg["elmo"]["@architectures"] == "spacy-elmo.ElmoLayers.v2"
     assert tok2vec_cfg["tok2vec"] == hash_embed_cnn()
     assert nlp.get_pipe("elmo").listening_components == []
     assert not any(isinstance(n, ElmoListener) for n in nlp.get_pipe("ner").model.walk())
@@ -111,7 +111,7 @@ def test_standalone_tok2vec_elmo_trains_and_round_trips(tiny_model_dir, tmp_path
     nlp = spacy.blank("en")
     tok2vec = {
         "@architectures": "spacy-elmo.Tok2VecElmo.v1",
-        "elmo": {"@architectures": "spacy-elmo.ElmoModel.v1", "path": str(tiny_model_dir)},
+        "elmo": {"@architectures": "spacy-elmo.ElmoLayers.v1", "path": str(tiny_model_dir)},
         "tok2vec": hash_embed_cnn(),
         "width": 24,
     }

@@ -1,4 +1,4 @@
-"""Long Docs through `nlp`: windows of `window_tokens` (spacy-elmo.ElmoModel.v2), bounded passes."""
+"""Long Docs through `nlp`: windows of `window_tokens` (spacy-elmo.ElmoLayers.v2), bounded passes."""
 
 from __future__ import annotations
 
@@ -75,10 +75,10 @@ def test_sentences_stay_the_unit_and_only_long_ones_are_cut(tiny_model_dir):
 
 
 def test_v1_configs_keep_reading_whole_units_and_v2_windows_by_default(tiny_model_dir, tmp_path):
-    # A published .vN never changes: a config written for ElmoModel.v1 (no window keys)
+    # A published .vN never changes: a config written for ElmoLayers.v1 (no window keys)
     # still reads every unit whole; the default config (v2) windows at 1024 tokens.
     nlp = make_nlp(tiny_model_dir)
-    assert nlp.config["components"]["elmo"]["model"]["@architectures"] == "spacy-elmo.ElmoModel.v2"
+    assert nlp.config["components"]["elmo"]["model"]["@architectures"] == "spacy-elmo.ElmoLayers.v2"
     assert nlp.get_pipe("elmo").model.attrs["window_tokens"] == DEFAULT_WINDOW_TOKENS
     config = nlp.config.copy()
     model_cfg = config["components"]["elmo"]["model"]
@@ -86,7 +86,7 @@ def test_v1_configs_keep_reading_whole_units_and_v2_windows_by_default(tiny_mode
         del model_cfg[key]
     v2 = spacy.util.load_model_from_config(Config(config), auto_fill=True)
     assert v2.get_pipe("elmo").model.attrs["window_tokens"] == DEFAULT_WINDOW_TOKENS
-    model_cfg["@architectures"] = "spacy-elmo.ElmoModel.v1"
+    model_cfg["@architectures"] = "spacy-elmo.ElmoLayers.v1"
     v1 = spacy.util.load_model_from_config(Config(config), auto_fill=True)
     assert v1.get_pipe("elmo").model.attrs["window_tokens"] is None
 

@@ -1,4 +1,4 @@
-"""The thinc ScalarMix: the paper's formula, its gradients, shapes and start values."""
+"""The thinc ScalarMixLayer: the paper's formula, its gradients, shapes and start values."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 from thinc.api import Adam
 
 from elmo_core import ScalarMix as CoreScalarMix
-from spacy_elmo.layers import ScalarMix
+from spacy_elmo.layers import ScalarMixLayer
 from spacy_elmo.layers.scalar_mix import normalized_weights
 
 
@@ -19,7 +19,7 @@ def layers_for(lengths, num_layers=3, dim=5, seed=0) -> list[np.ndarray]:
 
 def test_shapes_and_start_at_the_plain_average():
     X = layers_for([4, 0, 2])
-    mix = ScalarMix()
+    mix = ScalarMixLayer()
     mix.initialize(X=X)
     assert mix.get_dim("nL") == 3 and mix.get_dim("nO") == 5
     Y = mix.predict(X)
@@ -31,7 +31,7 @@ def test_shapes_and_start_at_the_plain_average():
 
 def test_matches_the_core_scalar_mix_and_its_gradients():
     X = layers_for([3, 5])
-    mix = ScalarMix(nL=3, nO=5)
+    mix = ScalarMixLayer(nL=3, nO=5)
     mix.initialize()
     w = np.array([0.3, -1.0, 0.5], dtype="float32")
     mix.set_param("W", w)
@@ -60,7 +60,7 @@ def test_matches_the_core_scalar_mix_and_its_gradients():
 def test_a_few_steps_lower_a_loss():
     X = layers_for([6, 4])
     target = [2.0 * x[2] for x in X]  # the best mix puts everything on layer 2, gamma 2
-    mix = ScalarMix()
+    mix = ScalarMixLayer()
     mix.initialize(X=X)
     optimizer = Adam(0.1)
 
@@ -77,7 +77,7 @@ def test_a_few_steps_lower_a_loss():
 
 
 def test_empty_batch():
-    mix = ScalarMix(nL=3, nO=5)
+    mix = ScalarMixLayer(nL=3, nO=5)
     mix.initialize()
     Y, backprop = mix.begin_update([])
     assert Y == [] and backprop([]) == []
@@ -85,4 +85,26 @@ def test_empty_batch():
 
 def test_uninitialised_mix_says_so():
     with pytest.raises(KeyError, match="has not been allocated"):
-        ScalarMix(nL=3, nO=5).predict(layers_for([2]))
+        ScalarMixLayer(nL=3, nO=5).predict(layers_for([2]))
+
+
+def test_the_old_name_still_imports_with_a_deprecation_warning():
+    with pytest.warns(DeprecationWarning, match="renamed ScalarMixLayer"):
+        from spacy_elmo.layers import ScalarMix
+    assert ScalarMix is ScalarMixLayer
+
+
+def test_predict_builds_no_autograd_graph_and_training_gradients_accumulate():
+    X = layers_for([3, 2])
+    mix = ScalarMixLayer()
+    mix.initialize(X=X)
+    Y = mix.predict(X)
+    assert all(isinstance(y, np.ndarray) and y.dtype == np.float32 for y in Y)
+    dY = [np.ones_like(y) for y in Y]
+    for _ in range(2):  # thinc adds each call's gradient to what is there
+        _, backprop = mix.begin_update(X)
+        dX = backprop(dY)
+    # d/d gamma of sum(Y) = sum(mix without gamma) = sum(mean of layers), twice.
+    expected = 2 * sum(float(x.mean(axis=0).sum()) for x in X)
+    np.testing.assert_allclose(mix.get_grad("gamma"), [expected], rtol=1e-5)
+    assert [dx.shape for dx in dX] == [x.shape for x in X] and all(dx.dtype == np.float32 for dx in dX)
