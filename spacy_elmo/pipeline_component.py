@@ -20,7 +20,7 @@ from thinc.types import Floats3d
 
 from elmo_core import Elmo, ElmoError, load_model_folder, release_free_memory, save_model_folder
 
-from .layers.elmo_model import ensure_loaded, is_loaded, set_elmo
+from .layers.elmo_model import ensure_loaded, is_loaded, set_dims_from_elmo, set_elmo
 from .layers.listener import ElmoListener
 from .util import ScalarMixWeights, install_extensions, mix_layers, set_similarity_hooks
 
@@ -382,12 +382,9 @@ class ElmoComponent(TrainablePipe):
         return cache
 
     def _set_listener_dims(self, listener: Model) -> None:
-        elmo = ensure_loaded(self.model)
-        for name, value in (("nO", elmo.output_dim), ("nL", elmo.num_layers)):
-            if listener.has_dim(name) and listener.get_dim(name) != value:
-                raise ValueError(
-                    f"a listener of {self.name!r} was built for {name}={listener.get_dim(name)}, but "
-                    f"the ELMo model of {self.name!r} has {name}={value}. Retrain the listening "
-                    "component with this ELMo model."
-                )
-            listener.set_dim(name, value)
+        set_dims_from_elmo(
+            listener,
+            ensure_loaded(self.model),
+            owner=f"a listener of {self.name!r}",
+            fix="Retrain the listening component with this ELMo model.",
+        )

@@ -66,6 +66,7 @@ __all__ = [
     "ensure_loaded",
     "is_loaded",
     "load_elmo_source",
+    "set_dims_from_elmo",
     "set_elmo",
 ]
 
@@ -228,19 +229,35 @@ def set_elmo(model: Model, elmo: Elmo) -> None:
     Raises:
         ValueError: if the layer's dims were already set for a differently shaped model.
     """
-    for name, value in (("nO", elmo.output_dim), ("nL", elmo.num_layers)):
-        if model.has_dim(name) and model.get_dim(name) != value:
-            raise ValueError(
-                f"this ELMo layer was set up for {name}={model.get_dim(name)} but the biLM being "
-                f"loaded has {name}={value} ({'vector width' if name == 'nO' else 'layers'}). A "
-                "saved pipeline and the model it loads must have the same shape."
-            )
+    set_dims_from_elmo(
+        model,
+        elmo,
+        owner="this ELMo layer",
+        fix="A saved pipeline and the model it loads must have the same shape.",
+    )
     model.layers[0] = _wrap(elmo.eval())
     cache = model.attrs.get("feature_cache")
     if cache is not None:
         cache.clear()  # the layers it holds came from another biLM
-    model.set_dim("nO", elmo.output_dim)
-    model.set_dim("nL", elmo.num_layers)
+
+
+def set_dims_from_elmo(model: Model, elmo: Elmo, *, owner: str, fix: str) -> None:
+    """Set a layer's dims from the biLM: nO = `elmo.output_dim` (vector width), nL =
+    `elmo.num_layers` (output layers, n_layers + 1).
+
+    Used by the ELMo layer and by every listener, so a shape mismatch reads the same way.
+
+    Raises:
+        ValueError: if a dim was already set to another value; the message names `owner`
+            (the layer, as the user knows it), both values and ends with `fix`.
+    """
+    for name, value, meaning in (("nO", elmo.output_dim, "vector width"), ("nL", elmo.num_layers, "output layers")):
+        if model.has_dim(name) and model.get_dim(name) != value:
+            raise ValueError(
+                f"{owner} was set up for {name}={model.get_dim(name)} ({meaning}), but the biLM "
+                f"being loaded has {name}={value}. {fix}"
+            )
+        model.set_dim(name, value)
 
 
 def _follow_thinc_device(model: Model) -> None:

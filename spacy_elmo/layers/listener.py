@@ -22,6 +22,8 @@ from spacy.tokens import Doc
 from thinc.api import Model
 from thinc.types import Floats3d
 
+from .elmo_model import set_dims_from_elmo
+
 if TYPE_CHECKING:
     from ..pipeline_component import ElmoComponent
 
@@ -82,10 +84,12 @@ def forward(model: Model[list[Doc], list[Floats3d]], docs: list[Doc], is_train: 
 
 def init(model: Model[list[Doc], list[Floats3d]], X: Any = None, Y: Any = None) -> None:
     upstream = _linked_upstream(model)
-    elmo = upstream.elmo  # loads the biLM if the upstream has not yet
-    for name, value in (("nO", elmo.output_dim), ("nL", elmo.num_layers)):
-        if not model.has_dim(name):
-            model.set_dim(name, value)
+    set_dims_from_elmo(
+        model,
+        upstream.elmo,  # loads the biLM if the upstream has not yet
+        owner=f"this ElmoListener (upstream {upstream.name!r})",
+        fix="Retrain the listening component with this ELMo model.",
+    )
 
 
 def _linked_upstream(model: Model) -> ElmoComponent:

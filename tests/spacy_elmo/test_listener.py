@@ -46,6 +46,20 @@ def test_listener_is_linked_and_sized_from_the_upstream(tiny_model_dir):
     assert listener.get_dim("nO") == DIM and listener.get_dim("nL") == NUM_LAYERS
 
 
+def test_a_listener_sized_for_another_bilm_is_refused_naming_both_sizes(tiny_model_dir):
+    nlp = make_ner_nlp(tiny_model_dir, steps=0)
+    listener = listener_of(nlp)
+    listener.set_dim("nO", DIM + 2, force=True)  # as if built for a wider biLM
+    with pytest.raises(ValueError) as info:
+        nlp.get_pipe("elmo")._set_listener_dims(listener)
+    assert str(info.value) == (
+        f"a listener of 'elmo' was set up for nO={DIM + 2} (vector width), but the biLM being loaded has "
+        f"nO={DIM}. Retrain the listening component with this ELMo model."
+    )
+    with pytest.raises(ValueError, match=rf"^this ElmoListener \(upstream 'elmo'\) was set up for nO={DIM + 2} "):
+        listener.initialize()
+
+
 def test_listener_output_shapes(tiny_model_dir):
     nlp = make_ner_nlp(tiny_model_dir, steps=0)
     docs = list(nlp.pipe(["a b c", "d"]))
