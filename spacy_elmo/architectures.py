@@ -3,7 +3,9 @@
     spacy-elmo.ElmoLayers.v1    Docs -> every biLM layer      (the `elmo` component's model)
     spacy-elmo.ElmoLayers.v2    the same, with windows for long units and a sentence cache (default)
     spacy-elmo.ElmoListener.v1  Docs -> token vectors, from the shared `elmo` component
+    spacy-elmo.ElmoListener.v2  the same, with the paper's ELMo dropout and mix L2 as settings
     spacy-elmo.Tok2VecElmo.v1   Docs -> token vectors, with a biLM of its own
+    spacy-elmo.Tok2VecElmo.v2   the same, with ElmoListener.v2's settings
 
 `spacy-elmo.ElmoModel.v1`/`.v2` are the first names of `ElmoLayers.v1`/`.v2`, kept
 registered (the same functions) so that configs and saved pipelines that use them load
@@ -13,6 +15,7 @@ The two tok2vec architectures are the same composition with a different source o
 layers (ELMo as the paper adds it to an existing model, section 3.3):
 
     layers (listener or own biLM) -> ScalarMixLayer (trainable w, gamma) -> Dropout
+                                     (v2: optional L2 on w)        (v2: optional rate of its own)
         [-> concatenate with a standard spaCy tok2vec, e.g. spacy.HashEmbedCNN.v2]
         [-> Maxout to `width`]
 
@@ -35,10 +38,11 @@ from elmo_core import DEFAULT_WINDOW_TOKENS
 from elmo_core.checks import check_int
 
 from .layers.elmo_model import build_elmo_model
+from .layers.feature_dropout import ElmoFeatureDropout
 from .layers.listener import ElmoListener
 from .layers.scalar_mix import ScalarMixLayer
 
-__all__ = ["ElmoLayers_v1", "ElmoLayers_v2", "ElmoListener_v1", "Tok2VecElmo_v1"]
+__all__ = ["ElmoLayers_v1", "ElmoLayers_v2", "ElmoListener_v1", "ElmoListener_v2", "Tok2VecElmo_v1", "Tok2VecElmo_v2"]
 
 
 @registry.architectures("spacy-elmo.ElmoLayers.v1")
@@ -153,6 +157,30 @@ def ElmoListener_v1(
     return _mix_and_concatenate(ElmoListener(upstream), tok2vec, width)
 
 
+@registry.architectures("spacy-elmo.ElmoListener.v2")
+def ElmoListener_v2(
+    upstream: str = "elmo",
+    tok2vec: Model[list[Doc], list[Floats2d]] | None = None,
+    width: int | None = None,
+    dropout: float | None = None,
+    mix_l2: float = 0.0,
+) -> Model[list[Doc], list[Floats2d]]:
+    """`spacy-elmo.ElmoListener.v1` with two settings of the paper's recipe (section 3.3).
+
+    With `dropout` null and `mix_l2` 0 (the defaults) it is v1 exactly.
+
+    upstream, tok2vec, width: As for `spacy-elmo.ElmoListener.v1`.
+    dropout (float | None): Dropout rate on the mixed ELMo vectors, fixed for this
+        listener whatever `[training] dropout` says ("a moderate amount of dropout to
+        ELMo"). null follows `[training] dropout`, as v1 does.
+    mix_l2 (float): lambda of the penalty lambda * ||w||^2 on the mix's weights before
+        the softmax, which keeps the mix close to the average of the layers (the
+        paper's regularisation of the ELMo weights). 0 adds nothing. It comes on top of
+        the optimizer's own L2 (`[training.optimizer] L2`), which decays every weight.
+    """
+    return _mix_and_concatenate(ElmoListener(upstream), tok2vec, width, dropout=dropout, mix_l2=mix_l2)
+
+
 @registry.architectures("spacy-elmo.Tok2VecElmo.v1")
 def Tok2VecElmo_v1(
     elmo: Model[list[Doc], list[Floats3d]],
@@ -173,13 +201,35 @@ def Tok2VecElmo_v1(
     return _mix_and_concatenate(elmo, tok2vec, width)
 
 
+@registry.architectures("spacy-elmo.Tok2VecElmo.v2")
+def Tok2VecElmo_v2(
+    elmo: Model[list[Doc], list[Floats3d]],
+    tok2vec: Model[list[Doc], list[Floats2d]] | None = None,
+    width: int | None = None,
+    dropout: float | None = None,
+    mix_l2: float = 0.0,
+) -> Model[list[Doc], list[Floats2d]]:
+    """`spacy-elmo.Tok2VecElmo.v1` with the settings of `spacy-elmo.ElmoListener.v2`,
+    which `nlp.replace_listeners` turns into this architecture.
+
+    elmo, tok2vec, width: As for `spacy-elmo.Tok2VecElmo.v1`.
+    dropout, mix_l2: As for `spacy-elmo.ElmoListener.v2`.
+    """
+    return _mix_and_concatenate(elmo, tok2vec, width, dropout=dropout, mix_l2=mix_l2)
+
+
 def _mix_and_concatenate(
     layers: Model[list[Doc], list[Floats3d]],
     tok2vec: Model[list[Doc], list[Floats2d]] | None,
     width: int | None,
+    *,
+    dropout: float | None = None,
+    mix_l2: float = 0.0,
 ) -> Model[list[Doc], list[Floats2d]]:
     check_int("width", width, none_ok=True)
-    features: Model[list[Doc], list[Floats2d]] = chain(layers, ScalarMixLayer(), Dropout(0.0))
+    # Dropout(0.0) takes `[training] dropout` from spaCy at every update.
+    drop = Dropout(0.0) if dropout is None else ElmoFeatureDropout(dropout)
+    features: Model[list[Doc], list[Floats2d]] = chain(layers, ScalarMixLayer(l2=mix_l2), drop)
     if tok2vec is not None:
         features = concatenate(features, tok2vec)
     if width is not None:

@@ -13,8 +13,10 @@ One command, four stages:
 2. configs: spaCy's standard NER config (`spacy init config --pipeline ner`, CPU,
    efficiency), and the same config with ELMo added to the NER's input as the paper
    does (section 3.3): an `elmo` component (frozen biLM, `spacy-elmo.ElmoLayers.v2`
-   with a feature cache) and `spacy-elmo.ElmoListener.v1`, a trainable scalar mix of
-   the biLM's layers concatenated with the standard tok2vec's features. Both read the
+   with a feature cache) and `spacy-elmo.ElmoListener.v2`, a trainable scalar mix of
+   the biLM's layers concatenated with the standard tok2vec's features (with its
+   defaults, v1 exactly; `--elmo-dropout` and `--mix-l2` set the paper's ELMo dropout
+   and mix L2). Both read the
    files' own tokens and sentences (`gold_preproc = true`), as CoNLL is scored;
 3. train: both configs for each seed, the same number of steps; or, with `--patience N`,
    each to convergence with spaCy's own early stopping (stop after N steps without a
@@ -76,11 +78,15 @@ def make_configs(
     elmo_path: str = "",
     cache_bytes: int = DEFAULT_CACHE_MB << 20,
     patience: int = 0,
+    elmo_dropout: float | None = None,
+    mix_l2: float = 0.0,
 ) -> dict[str, spacy.util.Config]:
     """{"baseline": spaCy's NER config, "elmo": the same plus ELMo features}.
 
     `patience` 0 trains exactly `max_steps`; N > 0 stops after N steps without a better
     dev score (spaCy's `[training] patience`), with `max_steps` as a cap (0: none).
+    `elmo_dropout` and `mix_l2` are `spacy-elmo.ElmoListener.v2`'s `dropout` and `mix_l2`
+    (None and 0: the listener behaves as v1).
     """
     base = init_config(lang="en", pipeline=["ner"], optimize="efficiency", gpu=False)
     for corpus in ("train", "dev"):
@@ -108,10 +114,12 @@ def make_configs(
     }
     ner_model = elmo["components"]["ner"]["model"]
     ner_model["tok2vec"] = {
-        "@architectures": "spacy-elmo.ElmoListener.v1",
+        "@architectures": "spacy-elmo.ElmoListener.v2",
         "upstream": "elmo",
         "width": None,  # the NER's own input layer projects the concatenation
         "tok2vec": ner_model["tok2vec"],  # the standard features, unchanged
+        "dropout": elmo_dropout,
+        "mix_l2": mix_l2,
     }
     # The biLM is frozen: "elmo" annotates each batch once, the listener reads it.
     elmo["training"]["annotating_components"] = ["elmo"]
@@ -206,6 +214,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--elmo-model", default="", help="ELMo model folder (default: the default model).")
     parser.add_argument(
+        "--elmo-dropout",
+        type=float,
+        default=None,
+        help="Dropout on the mixed ELMo vectors (ElmoListener.v2 dropout; default: [training] dropout).",
+    )
+    parser.add_argument(
+        "--mix-l2", type=float, default=0.0, help="L2 penalty on the scalar mix weights (ElmoListener.v2 mix_l2)."
+    )
+    parser.add_argument(
         "--cache-mb", type=int, default=DEFAULT_CACHE_MB, help="ELMo feature cache budget in MiB (0 = off)."
     )
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
@@ -235,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         elmo_path=args.elmo_model,
         cache_bytes=args.cache_mb << 20,
         patience=args.patience,
+        elmo_dropout=args.elmo_dropout,
+        mix_l2=args.mix_l2,
     )
     scored = "model-best" if args.patience else "model-last"
     for variant, config in configs.items():

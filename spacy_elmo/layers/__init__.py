@@ -6,10 +6,11 @@ import warnings
 from typing import Any
 
 from .elmo_model import build_elmo_model
+from .feature_dropout import ElmoFeatureDropout
 from .listener import ElmoListener
 from .scalar_mix import ScalarMixLayer
 
-__all__ = ["ElmoListener", "ScalarMixLayer", "build_elmo_model"]
+__all__ = ["ElmoFeatureDropout", "ElmoListener", "ScalarMixLayer", "build_elmo_model"]
 
 
 def __getattr__(name: str) -> Any:

@@ -347,6 +347,7 @@ def _replace_listener(model: Model, listener: Model, upstream: Any) -> Model:
 
 
 def _replace_listener_cfg(elmo_model_cfg: dict[str, Any], listener_cfg: dict[str, Any]) -> dict[str, Any]:
-    """`nlp.replace_listeners` hook: an `ElmoListener.v1` block becomes a `Tok2VecElmo.v1` block."""
+    """`nlp.replace_listeners` hook: an `ElmoListener.vN` block becomes a `Tok2VecElmo.vN` block."""
+    version = listener_cfg["@architectures"].rsplit(".", 1)[-1]  # "v1" or "v2": the same settings
     rest = {k: v for k, v in listener_cfg.items() if k not in ("@architectures", "upstream")}
-    return {"@architectures": "spacy-elmo.Tok2VecElmo.v1", "elmo": dict(elmo_model_cfg), **rest}
+    return {"@architectures": f"spacy-elmo.Tok2VecElmo.{version}", "elmo": dict(elmo_model_cfg), **rest}

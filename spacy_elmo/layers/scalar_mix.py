@@ -30,12 +30,18 @@ SCALAR_MIX_NAME = "elmo_scalar_mix"
 """The layer's thinc name, by which `spacy_elmo.util.get_scalar_mix_weights` finds it (saved pipelines hold it)."""
 
 
-def ScalarMixLayer(nL: int | None = None, nO: int | None = None) -> Model[list[Floats3d], list[Floats2d]]:
+def ScalarMixLayer(
+    nL: int | None = None, nO: int | None = None, l2: float = 0.0
+) -> Model[list[Floats3d], list[Floats2d]]:
     """Mix each Doc's biLM layers into one vector per token, with learned weights.
 
     Args:
         nL: Number of output layers mixed (`n_layers + 1`); inferred from the first batch.
         nO: Vector width (`2 * projection_dim`); inferred from the first batch.
+        l2: lambda of the penalty lambda * ||w||^2 on the weights w before the softmax
+            (paper section 3.3), which pulls the mix towards the plain average of the
+            layers (w = 0). Its gradient 2 * lambda * w is added to w's at every update.
+            0 (the default) adds nothing.
 
     Params:
         W: the scalar weights w, [nL], starting at 0.
@@ -43,13 +49,19 @@ def ScalarMixLayer(nL: int | None = None, nO: int | None = None) -> Model[list[F
 
     Shape:
         input: one [nL, tokens, nO] array per Doc; output: one [tokens, nO] array per Doc.
+
+    Raises:
+        ValueError: if `l2` is not a finite number >= 0.
     """
+    if isinstance(l2, bool) or not isinstance(l2, (int, float)) or not 0.0 <= l2 < float("inf"):
+        raise ValueError(f"the scalar mix's l2 must be a finite number >= 0; got {l2!r}.")
     return Model(
         SCALAR_MIX_NAME,
         forward,
         init=init,
         dims={"nL": nL, "nO": nO},
         params={"W": None, "gamma": None},
+        attrs={"l2": float(l2)},
     )
 
 
@@ -67,7 +79,10 @@ def forward(model: Model[list[Floats3d], list[Floats2d]], Xs: list[Floats3d], is
         dY = model.ops.flatten(dYs)  # [all tokens, dim]
         layer_dots = xp.tensordot(X, dY, axes=([1, 2], [0, 1]))  # sum(dY * h_k), [layers]
         scales, d_weights, d_gamma = weighted_layer_sum_backward(weights, gamma, layer_dots)
-        model.inc_grad("W", softmax_weights_backward(weights, d_weights).astype("float32"))
+        dW = softmax_weights_backward(weights, d_weights)
+        if model.attrs["l2"]:
+            dW = dW + 2.0 * model.attrs["l2"] * model.get_param("W")
+        model.inc_grad("W", dW.astype("float32"))
         model.inc_grad("gamma", xp.reshape(d_gamma, (1,)).astype("float32"))
         dX = scales[:, None, None] * dY[None]  # [layers, all tokens, dim]
         return list(xp.split(dX, xp.cumsum(lengths)[:-1].tolist(), axis=1))

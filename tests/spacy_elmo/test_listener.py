@@ -7,9 +7,11 @@ import pytest
 import spacy
 import torch
 from spacy.util import fix_random_seed
+from thinc.api import set_dropout_rate
 
 from spacy_elmo import get_scalar_mix_weights
-from spacy_elmo.layers import ElmoListener
+from spacy_elmo.architectures import ElmoListener_v2
+from spacy_elmo.layers import ElmoFeatureDropout, ElmoListener, ScalarMixLayer
 
 from .conftest import DIM, NUM_LAYERS, examples, hash_embed_cnn, make_ner_nlp, make_nlp, ner_config
 
@@ -227,3 +229,88 @@ def test_get_scalar_mix_weights_errors(tiny_model_dir):
     nlp.add_pipe("ner", config=ner_config())
     with pytest.raises(ValueError, match="not initialised"):
         get_scalar_mix_weights(nlp, "ner")
+
+
+# ---------------------------------------------------------------- ElmoListener.v2 settings
+def make_v2_ner_nlp(model_dir, steps: int, **settings):
+    nlp = make_nlp(model_dir)
+    config = ner_config(**settings)
+    config["model"]["tok2vec"]["@architectures"] = "spacy-elmo.ElmoListener.v2"
+    nlp.add_pipe("ner", config=config)
+    optimizer = nlp.initialize(lambda: examples(nlp))
+    for _ in range(steps):
+        nlp.update(examples(nlp), sgd=optimizer, drop=0.1)
+    return nlp
+
+
+def test_listener_v2_with_its_defaults_trains_exactly_as_v1(tiny_model_dir):
+    fix_random_seed(0)
+    v1 = make_nlp(tiny_model_dir)
+    v1.add_pipe("ner", config=ner_config())
+    optimizer = v1.initialize(lambda: examples(v1))
+    for _ in range(3):
+        v1.update(examples(v1), sgd=optimizer, drop=0.1)
+    fix_random_seed(0)
+    v2 = make_v2_ner_nlp(tiny_model_dir, steps=3)
+    for a, b in zip(ner_tok2vec_output(v1), ner_tok2vec_output(v2)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_feature_dropout_keeps_its_own_rate_whatever_spacy_sets():
+    layer = ElmoFeatureDropout(0.25)
+    set_dropout_rate(layer, 0.0)  # what spaCy does with [training] dropout before each update
+    X = np.ones((400, 50), dtype="float32")
+    (Y,), backprop = layer.begin_update([X])
+    zeroed = float((Y == 0).mean())
+    assert abs(zeroed - 0.25) < 0.02  # 20,000 draws: 6 standard deviations is 0.018
+    np.testing.assert_array_equal(np.unique(Y), np.array([0.0, 1 / 0.75], dtype="float32"))
+    (dX,) = backprop([np.full_like(X, 3.0)])
+    np.testing.assert_array_equal(dX, 3.0 * Y)  # the same mask on the way back
+    assert layer.predict([X])[0] is X
+
+
+def test_feature_dropout_of_the_listener_survives_training_with_no_dropout(tiny_model_dir):
+    nlp = make_v2_ner_nlp(tiny_model_dir, steps=1, dropout=0.3)
+    (node,) = [n for n in nlp.get_pipe("ner").model.walk() if n.name == "elmo_feature_dropout"]
+    nlp.update(examples(nlp), drop=0.0)
+    assert node.attrs["elmo_dropout_rate"] == 0.3
+
+
+def test_mix_l2_adds_two_lambda_w_to_the_gradient_of_w():
+    rng = np.random.default_rng(0)
+    Xs = [rng.normal(size=(3, n, 4)).astype("float32") for n in (2, 5)]
+    dYs = [rng.normal(size=(n, 4)).astype("float32") for n in (2, 5)]
+    w = np.array([0.5, -1.0, 0.25], dtype="float32")
+    grads = {}
+    for l2 in (0.0, 0.3):
+        mix = ScalarMixLayer(l2=l2)
+        mix.initialize(X=Xs)
+        mix.set_param("W", w.copy())
+        _, backprop = mix.begin_update(Xs)
+        backprop(dYs)
+        grads[l2] = mix.get_grad("W")
+    np.testing.assert_allclose(grads[0.3] - grads[0.0], 2 * 0.3 * w, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"dropout": 1.0}, r"the ELMo feature dropout must be a number in \[0, 1\); got 1.0"),
+        ({"dropout": -0.1}, r"the ELMo feature dropout must be a number in \[0, 1\); got -0.1"),
+        ({"mix_l2": -1.0}, r"the scalar mix's l2 must be a finite number >= 0; got -1.0"),
+        ({"mix_l2": float("inf")}, r"the scalar mix's l2 must be a finite number >= 0; got inf"),
+    ],
+)
+def test_listener_v2_refuses_bad_settings(settings, message):
+    with pytest.raises(ValueError, match=message):
+        ElmoListener_v2(**settings)
+
+
+def test_replace_listeners_carries_the_v2_settings_and_keeps_predictions(tiny_model_dir):
+    nlp = make_v2_ner_nlp(tiny_model_dir, steps=10, dropout=0.2, mix_l2=0.01)
+    ents_before = entities(nlp)
+    nlp.replace_listeners("elmo", "ner", ["model.tok2vec"])
+    tok2vec_cfg = nlp.config["components"]["ner"]["model"]["tok2vec"]
+    assert tok2vec_cfg["@architectures"] == "spacy-elmo.Tok2VecElmo.v2"
+    assert (tok2vec_cfg["dropout"], tok2vec_cfg["mix_l2"]) == (0.2, 0.01)
+    assert entities(nlp) == ents_before

@@ -88,11 +88,12 @@ def test_benchmark_runs_end_to_end_and_prints_prf_per_type(benchmark, tiny_model
 
 
 def test_configs_differ_only_by_the_elmo_features(benchmark):
-    configs = benchmark["make_configs"](max_steps=10, eval_frequency=5, cache_bytes=123)
+    configs = benchmark["make_configs"](max_steps=10, eval_frequency=5, cache_bytes=123, elmo_dropout=0.25, mix_l2=0.5)
     base, elmo = configs["baseline"], configs["elmo"]
     assert base["nlp"]["pipeline"] == ["tok2vec", "ner"] and elmo["nlp"]["pipeline"] == ["elmo", "tok2vec", "ner"]
     listener = elmo["components"]["ner"]["model"]["tok2vec"]
-    assert listener["@architectures"] == "spacy-elmo.ElmoListener.v1"
+    assert listener["@architectures"] == "spacy-elmo.ElmoListener.v2"
+    assert (listener["dropout"], listener["mix_l2"]) == (0.25, 0.5)
     assert listener["tok2vec"] == base["components"]["ner"]["model"]["tok2vec"]  # the standard features, kept
     assert elmo["components"]["elmo"]["model"]["cache_bytes"] == 123
     for section in ("training", "components"):
