@@ -123,17 +123,18 @@ class TrainingSettings:
     # The model and its optimisation.
     dropout: float = 0.1
     cutoffs: Sequence[int] | None = None
-    optimizer: str = "adam"
-    lr: float | None = None
-    clip_norm: float = 10.0
-    precision: str = "auto"
+    # The optimisation, stopping and logging settings default to `TrainConfig`'s own.
+    optimizer: str = TrainConfig.optimizer
+    lr: float | None = TrainConfig.lr
+    clip_norm: float = TrainConfig.clip_norm
+    precision: str = TrainConfig.precision
     # When to stop, validate, log and save.
-    max_steps: int | None = None
-    max_hours: float | None = None
-    checkpoint_every: int = 1000
-    validate_every: int = 1000
-    log_every: int = 50
-    progress: bool = True
+    max_steps: int | None = TrainConfig.max_steps
+    max_hours: float | None = TrainConfig.max_hours
+    checkpoint_every: int = TrainConfig.checkpoint_every
+    validate_every: int = TrainConfig.validate_every
+    log_every: int = TrainConfig.log_every
+    progress: bool = TrainConfig.progress
     # Where it runs; `prefetch` batches are built ahead in a worker process (`PrefetchingStream`);
     # None = 8 on CUDA, 0 (build in the training process) on the CPU, where the worker would
     # only take a core from training.
