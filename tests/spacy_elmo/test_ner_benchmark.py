@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import runpy
+from pathlib import Path
 
 import pytest
 import spacy
@@ -43,32 +44,18 @@ def benchmark():
     return runpy.run_path(str(SCRIPT))
 
 
+def invented_run(tmp_path, n_train: int, n_dev: int) -> tuple[Path, Path, Path, list[str]]:
+    """Invented train and dev files, the output folder, and the arguments that name the three."""
+    train, dev, out = tmp_path / "train.txt", tmp_path / "dev.txt", tmp_path / "out"
+    write_conll(train, invented_sentences(n_train))
+    write_conll(dev, invented_sentences(n_dev))
+    return train, dev, out, ["--train", str(train), "--dev", str(dev), "--eval", f"held={dev}", "--out", str(out)]
+
+
 def test_benchmark_runs_end_to_end_and_prints_prf_per_type(benchmark, tiny_model_dir, tmp_path, capsys):
-    train, dev = tmp_path / "train.txt", tmp_path / "dev.txt"
-    write_conll(train, invented_sentences(20))
-    write_conll(dev, invented_sentences(6))
-    out = tmp_path / "out"
-    argv = [
-        "--train",
-        str(train),
-        "--dev",
-        str(dev),
-        "--eval",
-        f"held={dev}",
-        "--eval",
-        str(train),
-        "--out",
-        str(out),
-        "--max-steps",
-        "2",
-        "--seeds",
-        "0",
-        "1",
-        "--elmo-model",
-        str(tiny_model_dir),
-        "--cache-mb",
-        "1",
-    ]
+    train, dev, out, files = invented_run(tmp_path, 20, 6)
+    settings = ["--max-steps", "2", "--seeds", "0", "1", "--elmo-model", str(tiny_model_dir), "--cache-mb", "1"]
+    argv = [*files, "--eval", str(train), *settings]
     assert benchmark["main"](argv) == 0
     printed = capsys.readouterr().out
     assert f"held ({dev}); seeds 0 1; mean ± std" in printed and f"train ({train})" in printed
@@ -142,28 +129,8 @@ def test_patience_trains_to_convergence_and_scores_the_best_model_on_dev(benchma
     configs = benchmark["make_configs"](max_steps=0, eval_frequency=200, patience=1600)
     for config in configs.values():
         assert config["training"]["patience"] == 1600 and config["training"]["max_steps"] == 0
-    train, dev = tmp_path / "train.txt", tmp_path / "dev.txt"
-    write_conll(train, invented_sentences(12))
-    write_conll(dev, invented_sentences(4))
-    out = tmp_path / "out"
-    argv = [
-        "--train",
-        str(train),
-        "--dev",
-        str(dev),
-        "--eval",
-        f"held={dev}",
-        "--out",
-        str(out),
-        "--max-steps",
-        "4",
-        "--patience",
-        "2",
-        "--eval-frequency",
-        "1",
-        "--variants",
-        "baseline",
-    ]
+    _, _, out, files = invented_run(tmp_path, 12, 4)
+    argv = [*files, "--max-steps", "4", "--patience", "2", "--eval-frequency", "1", "--variants", "baseline"]
     assert benchmark["main"](argv) == 0
     run = json.loads((out / "results.json").read_text(encoding="utf-8"))["runs"]["baseline/seed0"]
     assert run["scored"] == "model-best" and (out / "baseline" / "seed0" / "model-best").is_dir()
