@@ -55,7 +55,7 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
     if not isinstance(char_ids, torch.Tensor):
         raise TypeError(
             f"char_ids must be a torch.Tensor; got {type(char_ids).__name__}. "
-            "Build it with elmo_core.words_to_char_ids(sentences)."
+            "Build it with `char_ids, mask = elmo_core.words_to_char_ids(sentences)` (a pair)."
         )
     if char_ids.dim() != 3 or char_ids.shape[-1] != max_characters_per_token:
         raise ValueError(

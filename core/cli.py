@@ -175,7 +175,7 @@ def embed(
     for what that does to vectors near the cuts.
     """
     layer_choice: str | int = int(layers) if layers.lstrip("-").isdigit() else layers
-    _check_embed_options(precision, window_tokens, piece_tokens, device, input_file, output_file)
+    _check_embed_options(precision, batch_tokens, window_tokens, piece_tokens, device, input_file, output_file)
     with _process_group(device) as (rank, device):
         elmo = _embedding_model(model, options, weights, device, layer_choice, token_cache, precision)
         result = embed_file(
@@ -199,11 +199,18 @@ def embed(
 
 
 def _check_embed_options(
-    precision: str, window_tokens: int, piece_tokens: int, device: str, input_file: Path, output_file: Path
+    precision: str,
+    batch_tokens: int,
+    window_tokens: int,
+    piece_tokens: int,
+    device: str,
+    input_file: Path,
+    output_file: Path,
 ) -> None:
     """Raise a one-line ElmoError for a bad option, device, INPUT or OUTPUT, before any work is done."""
     if precision not in PRECISIONS:
         raise ElmoError(f"--precision must be one of {', '.join(PRECISIONS)}; got {precision!r}.")
+    check_int("--batch-tokens", batch_tokens, error=ElmoError)
     check_int("--window-tokens", window_tokens, minimum=0, meaning="0 = no windows", error=ElmoError)
     check_int("--piece-tokens", piece_tokens, meaning="tokens", error=ElmoError)
     _check_device(device)
@@ -389,6 +396,7 @@ def perplexity(
     """
     from .training.commands import run_perplexity
 
+    check_int("--batch-tokens", batch_tokens, error=ElmoError)
     for path in files:
         check_input_file(path, "FILE")
     results = run_perplexity(files, model=model, pretokenized=pretokenized, batch_tokens=batch_tokens, device=device)
@@ -521,10 +529,13 @@ def probe(
     in TRAIN count as wrong), with the majority-label baseline. Peters et al. (2018)
     found the first LSTM layer best for POS tags.
     """
-    from .probe import plot_probe, read_conll_column, run_probe
+    from .probe import plot_probe, pyplot, read_conll_column, run_probe
 
     if column == 0:
         raise ElmoError("--column 0 is the token itself; give the label column (1 = second, -1 = last).")
+    check_int("--batch-tokens", batch_tokens, error=ElmoError)
+    if plot is not None:
+        pyplot()  # matplotlib is missing: say so now, not after the probe has run
     elmo = load_model(model, options, weights, device)
     train_data = read_conll_column(train_file, column)
     eval_data = read_conll_column(eval_file, column)

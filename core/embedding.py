@@ -55,7 +55,8 @@ def check_layers(layers: object, num_layers: int, num_mixes: int) -> None:
     if isinstance(layers, bool) or not isinstance(layers, (int, np.integer)):
         raise ValueError(f"layers must be {valid}; got {layers!r} ({type(layers).__name__}).")
     if not 0 <= int(layers) < num_layers:
-        raise ValueError(f"layers must be {valid}; got {layers!r}. Negative indices are not accepted.")
+        why = " Negative indices are not accepted." if int(layers) < 0 else f" This model has {num_layers} layers."
+        raise ValueError(f"layers must be {valid}; got {layers!r}.{why}")
 
 
 def iter_embeddings(

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -219,11 +219,11 @@ def run_probe(
 
 
 # ------------------------------------------------------------------ plot
-def plot_probe(result: ProbeResult, path: str | Path, title: str = "") -> Path:
-    """Save a bar plot of `result`'s accuracies (PNG, or any format matplotlib infers).
+def pyplot() -> Any:
+    """matplotlib's pyplot on the file-only Agg backend; call it before a long probe to fail early.
 
     Raises:
-        ElmoError: if matplotlib is not installed.
+        ElmoError: if matplotlib is not installed, saying how to install it.
     """
     try:
         import matplotlib
@@ -234,6 +234,16 @@ def plot_probe(result: ProbeResult, path: str | Path, title: str = "") -> Path:
         raise ElmoError(
             "the probe's plot needs matplotlib: pip install 'elmo-bilm[probe]' (or pass no --plot)."
         ) from None
+    return plt
+
+
+def plot_probe(result: ProbeResult, path: str | Path, title: str = "") -> Path:
+    """Save a bar plot of `result`'s accuracies (PNG, or any format matplotlib infers).
+
+    Raises:
+        ElmoError: if matplotlib is not installed.
+    """
+    plt = pyplot()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     values = [100 * a for a in result.accuracy]

@@ -63,7 +63,13 @@ def read_conll_ner(path: str | Path, n_sents: int = 10) -> list[Doc]:
     # WNUT-17's train file ends some sentences with a line holding only a tab; the
     # converter splits sentences on empty lines only, so make such lines empty.
     text = _BLANK_LINE.sub("", text.replace("\r\n", "\n"))
-    docs = list(conll_ner_to_docs(text, n_sents=n_sents, no_print=True))
+    try:
+        docs = list(conll_ner_to_docs(text, n_sents=n_sents, no_print=True))
+    except ValueError as err:  # spaCy's E903 and the like name no file
+        raise ValueError(
+            f"{path} is not a CoNLL NER file (spaCy's converter: {err}). Expected 'token ... TAG' lines, "
+            "sentences separated by blank lines; or give a .spacy DocBin."
+        ) from None
     if not docs:
         raise ValueError(f"no sentences found in {path}; expected 'token ... TAG' lines.")
     return docs

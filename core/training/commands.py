@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..checks import check_int
 from ..errors import ElmoError
 from ..model_folder import load_model_folder, read_model_config, resolve_model_source
 from ..options import BiLMOptions
@@ -150,6 +151,20 @@ class TrainingSettings:
             )
         if self.vocab_size is not None and self.min_count is not None:
             raise ElmoError("give --vocab-size or --min-count, not both.")
+        # Before the vocabulary is counted or anything is written, in the options' spelling.
+        check_int("--batch-tokens", self.batch_tokens, error=ElmoError)
+        check_int("--max-steps", self.max_steps, none_ok=True, error=ElmoError)
+        specials = "3 specials and 1 word"
+        check_int("--vocab-size", self.vocab_size, minimum=4, none_ok=True, meaning=specials, error=ElmoError)
+        check_int("--min-count", self.min_count, none_ok=True, error=ElmoError)
+        for name in ("checkpoint_every", "validate_every", "log_every"):
+            check_int("--" + name.replace("_", "-"), getattr(self, name), minimum=0, error=ElmoError)
+        if self.max_hours is not None and not self.max_hours > 0:
+            raise ElmoError(f"--max-hours must be a positive number of hours; got {self.max_hours}.")
+        if self.lr is not None and not self.lr > 0:
+            raise ElmoError(f"--lr must be a positive learning rate; got {self.lr}.")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ElmoError(f"--dropout must be in [0, 1); got {self.dropout}.")
 
     def stop_settings(self) -> dict[str, Any]:
         """The `TrainConfig` fields that a resumed run takes from here rather than from its checkpoint."""

@@ -1166,7 +1166,7 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
     if not isinstance(char_ids, torch.Tensor):
         raise TypeError(
             f"char_ids must be a torch.Tensor; got {type(char_ids).__name__}. "
-            "Build it with elmo_core.words_to_char_ids(sentences)."
+            "Build it with `char_ids, mask = elmo_core.words_to_char_ids(sentences)` (a pair)."
         )
     if char_ids.dim() != 3 or char_ids.shape[-1] != max_characters_per_token:
         raise ValueError(
@@ -1728,7 +1728,8 @@ def check_layers(layers: object, num_layers: int, num_mixes: int) -> None:
     if isinstance(layers, bool) or not isinstance(layers, (int, np.integer)):
         raise ValueError(f"layers must be {valid}; got {layers!r} ({type(layers).__name__}).")
     if not 0 <= int(layers) < num_layers:
-        raise ValueError(f"layers must be {valid}; got {layers!r}. Negative indices are not accepted.")
+        why = " Negative indices are not accepted." if int(layers) < 0 else f" This model has {num_layers} layers."
+        raise ValueError(f"layers must be {valid}; got {layers!r}.{why}")
 
 
 def iter_embeddings(

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from elmo_core import BiLMOptions, Elmo, load_bilm_tf, quantize_int8, save_model_folder
 from elmo_core.cli import app
+from elmo_core.errors import ElmoError
 
 from ..conftest import make_tiny_elmo
 
@@ -99,6 +100,30 @@ def test_errors_are_one_clear_line_and_leave_no_output(tmp_path):
     result = cli("embed", tmp_path / "latin1.txt", out, "--model", tmp_path / "model")
     assert result.returncode == 2 and "not UTF-8" in result.stderr
     assert not out.exists() and list(tmp_path.glob("*partial*")) == []  # no job folder, no temporary file
+
+
+def test_a_zero_batch_budget_is_one_line_in_the_options_spelling(tmp_path):
+    (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    for command in (["embed", tmp_path / "in.txt", tmp_path / "out.hdf5"], ["perplexity", tmp_path / "in.txt"]):
+        result = cli(*command, "--model", tmp_path / "model", "--batch-tokens", "0")
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.strip().splitlines()[-1] == "error: --batch-tokens must be a positive integer; got 0."
+    assert not (tmp_path / "out.hdf5").exists()
+
+
+def test_a_probe_plot_without_matplotlib_fails_before_the_probe_runs(tmp_path, monkeypatch):
+    import elmo_core.probe
+
+    ran = []
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    monkeypatch.setattr(elmo_core.probe, "run_probe", lambda *a, **k: ran.append(1))
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    (tmp_path / "tags.txt").write_text("a X\nb Y\n", encoding="utf-8")
+    args = ["probe", tmp_path / "tags.txt", tmp_path / "tags.txt", "--model", tmp_path / "model"]
+    with pytest.raises(ElmoError, match=r"the probe's plot needs matplotlib"):
+        runner.invoke(app, [str(a) for a in [*args, "--plot", tmp_path / "p.png"]], catch_exceptions=False)
+    assert ran == []
 
 
 def test_without_a_model_the_default_is_used_or_a_clear_error_given(tmp_path, monkeypatch):

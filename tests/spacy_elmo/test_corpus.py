@@ -185,6 +185,9 @@ def test_a_wrong_corpus_file_is_one_clear_message(tmp_path):
         list(ConllNerCorpus(tmp_path / "text.spacy")(nlp))
     with pytest.raises(ValueError, match="is a folder; give the path of a file"):
         list(ConllNerCorpus(tmp_path)(nlp))
+    (tmp_path / "prose.txt").write_text("Just a sentence of prose.\nAnd another one here.\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"prose.txt is not a CoNLL NER file \(spaCy's converter: \[E\d+\]"):
+        list(ConllNerCorpus(tmp_path / "prose.txt")(nlp))
 
 
 def test_byte_order_mark_and_windows_line_endings_change_nothing_in_conll_files(tmp_path):

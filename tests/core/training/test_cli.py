@@ -133,6 +133,14 @@ def test_run_training_takes_settings_or_their_fields_as_keywords(tmp_path, optio
         ({"model": "folder"}, ElmoError, "exactly one of --options"),
         ({"vocab_size": 10, "min_count": 2}, ElmoError, "--vocab-size or --min-count, not both"),
         ({"n_layers": 2}, TypeError, "n_layers"),
+        ({"max_steps": 0}, ElmoError, r"^--max-steps must be a positive integer or None; got 0\.$"),
+        ({"max_steps": -2}, ElmoError, r"^--max-steps must be a positive integer or None; got -2\.$"),
+        ({"batch_tokens": 0}, ElmoError, r"^--batch-tokens must be a positive integer; got 0\.$"),
+        ({"vocab_size": 0}, ElmoError, r"^--vocab-size must be an integer >= 4 \(3 specials and 1 word\)"),
+        ({"log_every": -1}, ElmoError, r"^--log-every must be a non-negative integer; got -1\.$"),
+        ({"lr": -1.0}, ElmoError, r"^--lr must be a positive learning rate; got -1\.0\.$"),
+        ({"dropout": 1.0}, ElmoError, r"^--dropout must be in \[0, 1\); got 1\.0\.$"),
+        ({"max_hours": 0.0}, ElmoError, r"^--max-hours must be a positive number of hours; got 0\.0\.$"),
     ],
 )
 def test_run_training_refuses_bad_settings_before_starting(tmp_path, options_file, fields, error, match):
