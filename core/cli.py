@@ -289,7 +289,13 @@ TrainBatchTokensOption = Annotated[
 ]
 MaxStepsOption = Annotated[int | None, typer.Option(help="Stop at this total number of steps.")]
 MaxHoursOption = Annotated[float | None, typer.Option(help="Stop after this many hours of this run.")]
-TrainLrOption = Annotated[float | None, typer.Option(help="Learning rate (default 1e-3 for adam, 0.2 for adagrad).")]
+TrainLrOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Learning rate (default 1e-3 for adam, 0.2 for adagrad). With --resume: a new rate from the "
+        "first resumed step on (default: the checkpoint's)."
+    ),
+]
 OptimizerOption = Annotated[str, typer.Option(help="adam or adagrad (bilm-tf's).")]
 DropoutOption = Annotated[float, typer.Option(help="Dropout on LSTM inputs and the top output (bilm-tf: 0.1).")]
 ClipNormOption = Annotated[float, typer.Option(help="Clip the gradient norm to this (0 = off).")]

@@ -167,9 +167,14 @@ class TrainingSettings:
             raise ElmoError(f"--dropout must be in [0, 1); got {self.dropout}.")
 
     def stop_settings(self) -> dict[str, Any]:
-        """The `TrainConfig` fields that a resumed run takes from here rather than from its checkpoint."""
+        """When to stop, validate, log and save: `TrainConfig` fields a run always takes from here."""
         names = ("max_steps", "max_hours", "checkpoint_every", "validate_every", "log_every", "progress")
         return {name: getattr(self, name) for name in names}
+
+    def resume_settings(self) -> dict[str, Any]:
+        """The `TrainConfig` fields a resumed run takes from here rather than from its checkpoint:
+        `stop_settings`, and `lr` when it is given (a new rate for the rest of the run)."""
+        return {**self.stop_settings(), **({"lr": self.lr} if self.lr is not None else {})}
 
     def data_settings(self) -> dict[str, Any]:
         """The data stream's settings, as every checkpoint stores them (globs expanded).
@@ -223,7 +228,7 @@ def run_training(settings: TrainingSettings | None = None, /, **fields: Any) -> 
     distributed = world_size > 1
     try:
         if settings.resume is not None:
-            start = _start_from_checkpoint(settings.resume, settings.train, settings.stop_settings())
+            start = _start_from_checkpoint(settings.resume, settings.train, settings.resume_settings())
         else:
             start = _start_from_scratch_or_folder(settings, distributed)
         prefetch = settings.prefetch
@@ -258,7 +263,8 @@ class _Start:
 
 def _start_from_checkpoint(resume: str | Path, train: Sequence[str | Path] | None, stop: dict[str, Any]) -> _Start:
     """`--resume`: model, optimiser, data position and RNG exactly as the checkpoint left them;
-    the data settings come from the checkpoint, the stopping and logging ones from `stop`."""
+    the data settings come from the checkpoint, the stopping and logging ones (and a new
+    learning rate, if given) from `stop`."""
     state = load_checkpoint_file(resume)
     data = state["extra"]["data"]
     if train:

@@ -85,7 +85,9 @@ class TrainConfig:
     Attributes:
         optimizer: "adam" (default; lr 1e-3) or "adagrad" (bilm-tf's choice: lr 0.2,
             initial accumulator 1.0).
-        lr: Learning rate; None = the optimizer's default above. Constant (no schedule).
+        lr: Learning rate; None = the optimizer's default above. Constant (no schedule);
+            a resumed run may be given a new one (`elmo train --resume ... --lr`), which holds
+            from its first step on.
         clip_norm: Clip the global gradient norm of the mean loss to this (10.0, bilm-tf's
             `all_clip_norm_val`; see the module docstring for the 0.5 equivalence).
             0 disables clipping.
@@ -478,6 +480,9 @@ class Trainer:
             )
         self.lm.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.config.lr is not None:  # the checkpoint's rate, or a new one a resumed run was given
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.config.lr
         self.scaler.load_state_dict(state["scaler"])
         self.step = state["step"]
         self.tokens_seen = state["tokens_seen"]

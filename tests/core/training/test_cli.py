@@ -97,6 +97,19 @@ def test_train_resumes_and_continues_from_a_model_folder(tmp_path, options_file,
     assert more_vocab == vocab
 
 
+def test_a_resumed_run_keeps_its_learning_rate_or_takes_a_new_one_for_good(
+    tmp_path, options_file, train_file, valid_file
+):
+    out = tmp_path / "run"
+    elmo(*train_args(out, train_file, valid_file, "--options", options_file, "--lr", 0.002, "--max-steps", 2))
+    resume = ["train", "--out", out, "--resume", out / "checkpoint.pt", "--no-progress", "--log-every", 1]
+    elmo(*resume, "--max-steps", 3)  # no --lr: the checkpoint's
+    elmo(*resume, "--max-steps", 4, "--lr", 0.0005)  # a lower rate from here on
+    elmo(*resume, "--max-steps", 5)  # no --lr: the checkpoint's, which is now the lower one
+    rows = {r["step"]: r for r in map(json.loads, (out / "train_log.jsonl").read_text().splitlines())}
+    assert [rows[step]["lr"] for step in (2, 3, 4, 5)] == [0.002, 0.002, 0.0005, 0.0005]
+
+
 def test_train_needs_exactly_one_starting_point(tmp_path, options_file, train_file, valid_file):
     with pytest.raises(ElmoError, match="exactly one of --options"):
         runner.invoke(
