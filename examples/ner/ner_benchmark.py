@@ -53,6 +53,7 @@ from spacy_elmo.corpus import read_conll_ner
 from spacy_elmo.layers.elmo_model import feature_cache
 
 VARIANTS = ("baseline", "elmo")
+ELMO_ENTERS = ("output", "input")
 DEFAULT_CACHE_MB = 2048
 
 
@@ -80,14 +81,20 @@ def make_configs(
     patience: int = 0,
     elmo_dropout: float | None = None,
     mix_l2: float = 0.0,
+    elmo_enters: str = "output",
 ) -> dict[str, spacy.util.Config]:
     """{"baseline": spaCy's NER config, "elmo": the same plus ELMo features}.
 
     `patience` 0 trains exactly `max_steps`; N > 0 stops after N steps without a better
     dev score (spaCy's `[training] patience`), with `max_steps` as a cap (0: none).
     `elmo_dropout` and `mix_l2` are `spacy-elmo.ElmoListener.v2`'s `dropout` and `mix_l2`
-    (None and 0: the listener behaves as v1).
+    (None and 0: the listener behaves as v1). `elmo_enters` is where the ELMo vectors join
+    the standard features: "output" (the paper's recipe) concatenates them with the
+    tok2vec's output, the NER's input; "input" concatenates them with the tok2vec's
+    embeddings, projected back to the tok2vec's width, so the CNN encoder reads them too.
     """
+    if elmo_enters not in ELMO_ENTERS:
+        raise ValueError(f"elmo_enters must be one of {ELMO_ENTERS}; got {elmo_enters!r}.")
     base = init_config(lang="en", pipeline=["ner"], optimize="efficiency", gpu=False)
     for corpus in ("train", "dev"):
         # The files' tokens and sentences, as CoNLL is scored (and ELMo reads sentences).
@@ -113,14 +120,22 @@ def make_configs(
         },
     }
     ner_model = elmo["components"]["ner"]["model"]
-    ner_model["tok2vec"] = {
-        "@architectures": "spacy-elmo.ElmoListener.v2",
-        "upstream": "elmo",
-        "width": None,  # the NER's own input layer projects the concatenation
-        "tok2vec": ner_model["tok2vec"],  # the standard features, unchanged
-        "dropout": elmo_dropout,
-        "mix_l2": mix_l2,
-    }
+    listener = {"@architectures": "spacy-elmo.ElmoListener.v2", "upstream": "elmo"}
+    listener.update(dropout=elmo_dropout, mix_l2=mix_l2)
+    if elmo_enters == "output":
+        listener["width"] = None  # the NER's own input layer projects the concatenation
+        listener["tok2vec"] = ner_model["tok2vec"]  # the standard features, unchanged
+        ner_model["tok2vec"] = listener
+    else:
+        # The NER gets the standard tok2vec as its own (the same layers the shared one
+        # had), with the ELMo vectors joining its embeddings before the CNN encoder.
+        tok2vec = elmo["components"].pop("tok2vec")["model"]
+        width = tok2vec["encode"]["width"]
+        tok2vec["embed"]["width"] = width
+        listener.update(width=width, tok2vec=tok2vec["embed"])
+        tok2vec["embed"] = listener
+        ner_model["tok2vec"] = tok2vec
+        elmo["nlp"]["pipeline"] = ["elmo", "ner"]
     # The biLM is frozen: "elmo" annotates each batch once, the listener reads it.
     elmo["training"]["annotating_components"] = ["elmo"]
     return {"baseline": base, "elmo": elmo}
@@ -223,6 +238,13 @@ def main(argv: list[str] | None = None) -> int:
         "--mix-l2", type=float, default=0.0, help="L2 penalty on the scalar mix weights (ElmoListener.v2 mix_l2)."
     )
     parser.add_argument(
+        "--elmo-enters",
+        choices=ELMO_ENTERS,
+        default="output",
+        help="Where the ELMo vectors join the standard features: the tok2vec's output (the paper's "
+        "recipe, default) or its embeddings, before the CNN encoder.",
+    )
+    parser.add_argument(
         "--cache-mb", type=int, default=DEFAULT_CACHE_MB, help="ELMo feature cache budget in MiB (0 = off)."
     )
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
@@ -254,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         patience=args.patience,
         elmo_dropout=args.elmo_dropout,
         mix_l2=args.mix_l2,
+        elmo_enters=args.elmo_enters,
     )
     scored = "model-best" if args.patience else "model-last"
     for variant, config in configs.items():

@@ -158,3 +158,35 @@ def test_benchmark_refuses_no_step_cap_without_patience(benchmark, tmp_path, cap
             ]
         )
     assert "--max-steps must be > 0" in capsys.readouterr().err
+
+
+def test_elmo_entering_at_the_input_joins_the_embeddings_before_the_cnn_encoder(benchmark, tiny_model_dir, tmp_path):
+    configs = benchmark["make_configs"](max_steps=10, eval_frequency=5, elmo_dropout=0.25, elmo_enters="input")
+    base, elmo = configs["baseline"], configs["elmo"]
+    assert elmo["nlp"]["pipeline"] == ["elmo", "ner"] and "tok2vec" not in elmo["components"]
+    tok2vec = elmo["components"]["ner"]["model"]["tok2vec"]
+    standard = base["components"]["tok2vec"]["model"]
+    assert tok2vec["@architectures"] == standard["@architectures"] and tok2vec["encode"] == standard["encode"]
+    listener = tok2vec["embed"]
+    assert listener["@architectures"] == "spacy-elmo.ElmoListener.v2" and listener["width"] == 96
+    assert listener["dropout"] == 0.25
+    assert listener["tok2vec"] == {**standard["embed"], "width": 96}  # the standard embeddings, kept
+    with pytest.raises(ValueError, match=r"elmo_enters must be one of \('output', 'input'\); got 'middle'"):
+        benchmark["make_configs"](max_steps=10, eval_frequency=5, elmo_enters="middle")
+
+    _, _, out, files = invented_run(tmp_path, 12, 4)
+    argv = [*files, "--max-steps", "2", "--variants", "elmo", "--elmo-model", str(tiny_model_dir), "--cache-mb", "1"]
+    assert benchmark["main"]([*argv, "--elmo-enters", "input"]) == 0
+    nlp = spacy.load(out / "elmo" / "seed0" / "model-last")
+    assert nlp.pipe_names == ["elmo", "ner"]
+    doc = nlp.get_pipe("elmo")(nlp.make_doc("Anna Berg moved to Oslo to join Arcwell ."))
+    # The parser's tok2vec: our tok2vec, then its projection to the hidden width (64).
+    ner_tok2vec = nlp.get_pipe("ner").model.get_ref("tok2vec")
+    before = ner_tok2vec.predict([doc])
+    assert before.shape == (len(doc), 64)
+    # Change the ELMo layers of token 2 only: the CNN encoder (4 layers of window 1) reads
+    # them, so every token up to 4 away changes too, and no token further away.
+    doc._.elmo_layers = doc._.elmo_layers.copy()
+    doc._.elmo_layers[:, 2] *= 3.0
+    changed = abs(ner_tok2vec.predict([doc]) - before).max(axis=1) > 1e-6
+    assert changed.tolist() == [abs(i - 2) <= 4 for i in range(len(doc))] and not changed[-1]
