@@ -11,13 +11,16 @@ One command, four stages:
    `spacy_elmo.corpus.read_conll_ner`, which also reads WikiGold's and WNUT-17's
    separator lines);
 2. configs: spaCy's standard NER config (`spacy init config --pipeline ner`, CPU,
-   efficiency), and the same config with ELMo added to the NER's input as the paper
-   does (section 3.3): an `elmo` component (frozen biLM, `spacy-elmo.ElmoLayers.v2`
-   with a feature cache) and `spacy-elmo.ElmoListener.v2`, a trainable scalar mix of
-   the biLM's layers concatenated with the standard tok2vec's features (with its
-   defaults, v1 exactly; `--elmo-dropout` and `--mix-l2` set the paper's ELMo dropout
-   and mix L2). Both read the
-   files' own tokens and sentences (`gold_preproc = true`), as CoNLL is scored;
+   efficiency), and the same config with ELMo added: an `elmo` component (frozen biLM,
+   `spacy-elmo.ElmoLayers.v2` with a feature cache) and `spacy-elmo.ElmoListener.v2`, a
+   trainable scalar mix of the biLM's layers concatenated with the standard features
+   (`--elmo-dropout` and `--mix-l2` set the paper's ELMo dropout and mix L2; without them,
+   ElmoListener.v1 exactly). `--elmo-enters` says where: `output` (default) concatenates
+   ELMo with the tok2vec's output, after spaCy's CNN encoder (the paper's "ELMo at the
+   output of the task RNN"); `input` concatenates it with the tok2vec's embeddings, before
+   the CNN encoder (the paper's main recipe, section 3.3: [x_k; ELMo_k] into the task's
+   contextual encoder). Both read the files' own tokens and sentences (`gold_preproc =
+   true`), as CoNLL is scored;
 3. train: both configs for each seed, the same number of steps; or, with `--patience N`,
    each to convergence with spaCy's own early stopping (stop after N steps without a
    better dev score, `--max-steps` as the cap, 0 = none; the best model on dev is kept);
@@ -89,9 +92,10 @@ def make_configs(
     dev score (spaCy's `[training] patience`), with `max_steps` as a cap (0: none).
     `elmo_dropout` and `mix_l2` are `spacy-elmo.ElmoListener.v2`'s `dropout` and `mix_l2`
     (None and 0: the listener behaves as v1). `elmo_enters` is where the ELMo vectors join
-    the standard features: "output" (the paper's recipe) concatenates them with the
-    tok2vec's output, the NER's input; "input" concatenates them with the tok2vec's
-    embeddings, projected back to the tok2vec's width, so the CNN encoder reads them too.
+    the standard features: "output" concatenates them with the tok2vec's output (after
+    spaCy's CNN encoder; the paper's "ELMo at the output of the task RNN"); "input"
+    concatenates them with the tok2vec's embeddings, projected back to the tok2vec's
+    width, so that the CNN encoder reads them (the paper's main recipe, section 3.3).
     """
     if elmo_enters not in ELMO_ENTERS:
         raise ValueError(f"elmo_enters must be one of {ELMO_ENTERS}; got {elmo_enters!r}.")
@@ -241,8 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         "--elmo-enters",
         choices=ELMO_ENTERS,
         default="output",
-        help="Where the ELMo vectors join the standard features: the tok2vec's output (the paper's "
-        "recipe, default) or its embeddings, before the CNN encoder.",
+        help="Where the ELMo vectors join the standard features: the tok2vec's output (default) or "
+        "its embeddings, before spaCy's CNN encoder (the paper's main recipe, section 3.3).",
     )
     parser.add_argument(
         "--cache-mb", type=int, default=DEFAULT_CACHE_MB, help="ELMo feature cache budget in MiB (0 = off)."
