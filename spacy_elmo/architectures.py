@@ -145,6 +145,12 @@ def ElmoListener_v1(
     paper does, concatenates them with the component's usual token representation.
     Dropout on the mixed vectors follows `[training] dropout`.
 
+    Where the vectors enter is set by what it wraps. With `tok2vec` a whole tok2vec
+    (embeddings and CNN encoder), ELMo joins the encoder's output. As the `embed` of a
+    `spacy.Tok2Vec.v2`, with `tok2vec` the embeddings (`spacy.MultiHashEmbed.v2`) and
+    `width` the encoder's width, ELMo joins the embeddings and spaCy's CNN encoder reads
+    it: the paper's main recipe ([x_k; ELMo_k] into the task's contextual encoder).
+
     upstream (str): The name of the `elmo` component to listen to ("*" for any). Leave
         at "elmo" unless you named it differently.
     tok2vec (Model | None): A standard spaCy tok2vec to concatenate with, e.g.
