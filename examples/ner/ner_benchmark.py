@@ -56,7 +56,7 @@ from spacy_elmo.corpus import read_conll_ner
 from spacy_elmo.layers.elmo_model import feature_cache
 
 VARIANTS = ("baseline", "elmo")
-ELMO_ENTERS = ("output", "input")
+ELMO_ENTERS = ("output", "input", "both")
 DEFAULT_CACHE_MB = 2048
 
 
@@ -95,7 +95,8 @@ def make_configs(
     the standard features: "output" concatenates them with the tok2vec's output (after
     spaCy's CNN encoder; the paper's "ELMo at the output of the task RNN"); "input"
     concatenates them with the tok2vec's embeddings, projected back to the tok2vec's
-    width, so that the CNN encoder reads them (the paper's main recipe, section 3.3).
+    width, so that the CNN encoder reads them (the paper's main recipe, section 3.3);
+    "both" does both, with a mix for each (the paper's input-and-output variant).
     """
     if elmo_enters not in ELMO_ENTERS:
         raise ValueError(f"elmo_enters must be one of {ELMO_ENTERS}; got {elmo_enters!r}.")
@@ -124,22 +125,23 @@ def make_configs(
         },
     }
     ner_model = elmo["components"]["ner"]["model"]
-    listener = {"@architectures": "spacy-elmo.ElmoListener.v2", "upstream": "elmo"}
-    listener.update(dropout=elmo_dropout, mix_l2=mix_l2)
-    if elmo_enters == "output":
-        listener["width"] = None  # the NER's own input layer projects the concatenation
-        listener["tok2vec"] = ner_model["tok2vec"]  # the standard features, unchanged
-        ner_model["tok2vec"] = listener
-    else:
+
+    def listener(**settings) -> dict:
+        common = {"@architectures": "spacy-elmo.ElmoListener.v2", "upstream": "elmo"}
+        return {**common, "dropout": elmo_dropout, "mix_l2": mix_l2, **settings}
+
+    if elmo_enters in ("input", "both"):
         # The NER gets the standard tok2vec as its own (the same layers the shared one
         # had), with the ELMo vectors joining its embeddings before the CNN encoder.
         tok2vec = elmo["components"].pop("tok2vec")["model"]
         width = tok2vec["encode"]["width"]
         tok2vec["embed"]["width"] = width
-        listener.update(width=width, tok2vec=tok2vec["embed"])
-        tok2vec["embed"] = listener
+        tok2vec["embed"] = listener(width=width, tok2vec=tok2vec["embed"])
         ner_model["tok2vec"] = tok2vec
         elmo["nlp"]["pipeline"] = ["elmo", "ner"]
+    if elmo_enters in ("output", "both"):
+        # A mix of its own joins the tok2vec's output (the NER's input layer projects it).
+        ner_model["tok2vec"] = listener(width=None, tok2vec=ner_model["tok2vec"])
     # The biLM is frozen: "elmo" annotates each batch once, the listener reads it.
     elmo["training"]["annotating_components"] = ["elmo"]
     return {"baseline": base, "elmo": elmo}
@@ -245,8 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         "--elmo-enters",
         choices=ELMO_ENTERS,
         default="output",
-        help="Where the ELMo vectors join the standard features: the tok2vec's output (default) or "
-        "its embeddings, before spaCy's CNN encoder (the paper's main recipe, section 3.3).",
+        help="Where the ELMo vectors join the standard features: the tok2vec's output (default), "
+        "its embeddings, before spaCy's CNN encoder (input: the paper's main recipe, section 3.3), or both, "
+        "with a mix for each.",
     )
     parser.add_argument(
         "--cache-mb", type=int, default=DEFAULT_CACHE_MB, help="ELMo feature cache budget in MiB (0 = off)."

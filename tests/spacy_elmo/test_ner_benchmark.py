@@ -11,6 +11,8 @@ import spacy
 from spacy.tokens import Doc, Span
 from spacy.training import Example
 
+from spacy_elmo.layers.scalar_mix import SCALAR_MIX_NAME
+
 from ..conftest import REPO
 
 SCRIPT = REPO / "examples" / "ner" / "ner_benchmark.py"
@@ -160,7 +162,7 @@ def test_benchmark_refuses_no_step_cap_without_patience(benchmark, tmp_path, cap
     assert "--max-steps must be > 0" in capsys.readouterr().err
 
 
-def test_elmo_entering_at_the_input_joins_the_embeddings_before_the_cnn_encoder(benchmark, tiny_model_dir, tmp_path):
+def test_elmo_entering_at_the_input_joins_the_embeddings_before_the_cnn_encoder(benchmark):
     configs = benchmark["make_configs"](max_steps=10, eval_frequency=5, elmo_dropout=0.25, elmo_enters="input")
     base, elmo = configs["baseline"], configs["elmo"]
     assert elmo["nlp"]["pipeline"] == ["elmo", "ner"] and "tok2vec" not in elmo["components"]
@@ -171,22 +173,36 @@ def test_elmo_entering_at_the_input_joins_the_embeddings_before_the_cnn_encoder(
     assert listener["@architectures"] == "spacy-elmo.ElmoListener.v2" and listener["width"] == 96
     assert listener["dropout"] == 0.25
     assert listener["tok2vec"] == {**standard["embed"], "width": 96}  # the standard embeddings, kept
-    with pytest.raises(ValueError, match=r"elmo_enters must be one of \('output', 'input'\); got 'middle'"):
+    # both: the same, and a second listener (a mix of its own) at the tok2vec's output.
+    both = benchmark["make_configs"](max_steps=10, eval_frequency=5, elmo_dropout=0.25, elmo_enters="both")["elmo"]
+    outer = both["components"]["ner"]["model"]["tok2vec"]
+    assert outer["@architectures"] == "spacy-elmo.ElmoListener.v2" and outer["width"] is None
+    assert outer["tok2vec"] == tok2vec and both["nlp"]["pipeline"] == ["elmo", "ner"]
+    with pytest.raises(ValueError, match=r"elmo_enters must be one of \('output', 'input', 'both'\); got 'middle'"):
         benchmark["make_configs"](max_steps=10, eval_frequency=5, elmo_enters="middle")
 
+
+@pytest.mark.parametrize("enters", ["output", "input", "both"])
+def test_where_elmo_enters_sets_which_tokens_one_tokens_elmo_layers_reach(benchmark, tiny_model_dir, tmp_path, enters):
     _, _, out, files = invented_run(tmp_path, 12, 4)
     argv = [*files, "--max-steps", "2", "--variants", "elmo", "--elmo-model", str(tiny_model_dir), "--cache-mb", "1"]
-    assert benchmark["main"]([*argv, "--elmo-enters", "input"]) == 0
+    assert benchmark["main"]([*argv, "--elmo-enters", enters]) == 0
     nlp = spacy.load(out / "elmo" / "seed0" / "model-last")
-    assert nlp.pipe_names == ["elmo", "ner"]
+    assert nlp.pipe_names == (["elmo", "tok2vec", "ner"] if enters == "output" else ["elmo", "ner"])
+    mixes = [node for node in nlp.get_pipe("ner").model.walk() if node.name == SCALAR_MIX_NAME]
+    assert len(mixes) == (2 if enters == "both" else 1)
     doc = nlp.get_pipe("elmo")(nlp.make_doc("Anna Berg moved to Oslo to join Arcwell ."))
-    # The parser's tok2vec: our tok2vec, then its projection to the hidden width (64).
+    if "tok2vec" in nlp.pipe_names:
+        doc = nlp.get_pipe("tok2vec")(doc)
+    # The parser's tok2vec: ours, then its projection to the hidden width (64).
     ner_tok2vec = nlp.get_pipe("ner").model.get_ref("tok2vec")
     before = ner_tok2vec.predict([doc])
     assert before.shape == (len(doc), 64)
-    # Change the ELMo layers of token 2 only: the CNN encoder (4 layers of window 1) reads
-    # them, so every token up to 4 away changes too, and no token further away.
+    # Change the ELMo layers of token 2 only. At the output, only token 2 changes; at the
+    # input, spaCy's CNN encoder (4 layers of window 1) carries the change to every token
+    # up to 4 away, and to no token further away.
     doc._.elmo_layers = doc._.elmo_layers.copy()
     doc._.elmo_layers[:, 2] *= 3.0
     changed = abs(ner_tok2vec.predict([doc]) - before).max(axis=1) > 1e-6
-    assert changed.tolist() == [abs(i - 2) <= 4 for i in range(len(doc))] and not changed[-1]
+    reach = 0 if enters == "output" else 4
+    assert changed.tolist() == [abs(i - 2) <= reach for i in range(len(doc))]
