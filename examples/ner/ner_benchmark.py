@@ -15,11 +15,11 @@ One command, four stages:
    `spacy-elmo.ElmoLayers.v2` with a feature cache) and `spacy-elmo.ElmoListener.v2`, a
    trainable scalar mix of the biLM's layers concatenated with the standard features
    (`--elmo-dropout` and `--mix-l2` set the paper's ELMo dropout and mix L2; without them,
-   ElmoListener.v1 exactly). `--elmo-enters` says where: `output` (default) concatenates
-   ELMo with the tok2vec's output, after spaCy's CNN encoder (the paper's "ELMo at the
-   output of the task RNN"); `input` concatenates it with the tok2vec's embeddings, before
-   the CNN encoder (the paper's main recipe, section 3.3: [x_k; ELMo_k] into the task's
-   contextual encoder). Both read the files' own tokens and sentences (`gold_preproc =
+   ElmoListener.v1 exactly). `--elmo-enters` says where: `input` (default) concatenates
+   ELMo with the tok2vec's embeddings, before spaCy's CNN encoder (the paper's main
+   recipe, section 3.3: [x_k; ELMo_k] into the task's contextual encoder); `output`
+   concatenates it with the tok2vec's output, after the CNN encoder (the paper's "ELMo at
+   the output of the task RNN"). Both read the files' own tokens and sentences (`gold_preproc =
    true`), as CoNLL is scored;
 3. train: both configs for each seed, the same number of steps; or, with `--patience N`,
    each to convergence with spaCy's own early stopping (stop after N steps without a
@@ -84,7 +84,7 @@ def make_configs(
     patience: int = 0,
     elmo_dropout: float | None = None,
     mix_l2: float = 0.0,
-    elmo_enters: str = "output",
+    elmo_enters: str = "input",
 ) -> dict[str, spacy.util.Config]:
     """{"baseline": spaCy's NER config, "elmo": the same plus ELMo features}.
 
@@ -246,9 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--elmo-enters",
         choices=ELMO_ENTERS,
-        default="output",
-        help="Where the ELMo vectors join the standard features: the tok2vec's output (default), "
-        "its embeddings, before spaCy's CNN encoder (input: the paper's main recipe, section 3.3), or both, "
+        default="input",
+        help="Where the ELMo vectors join the standard features: the tok2vec's embeddings, before spaCy's "
+        "CNN encoder (input, the default: the paper's main recipe, section 3.3), its output (output), or both, "
         "with a mix for each.",
     )
     parser.add_argument(

@@ -121,9 +121,9 @@ def test_spacy_train_of_the_example_config_on_wikigold(wikigold, tiny_model_dir,
         "4",
         "--training.eval_frequency",
         "2",
-        "--components.ner.model.tok2vec.tok2vec.width",
+        "--components.ner.model.tok2vec.encode.width",
         "32",
-        "--components.ner.model.tok2vec.tok2vec.depth",
+        "--components.ner.model.tok2vec.encode.depth",
         "1",
     ]
     # A fresh `python -m spacy` finds the factory, architectures and reader through entry
@@ -142,6 +142,14 @@ def test_spacy_train_of_the_example_config_on_wikigold(wikigold, tiny_model_dir,
     doc = nlp("The band played in London .")
     assert doc.tensor.shape == (len(doc), 16)
     assert set(nlp.get_pipe("ner").labels) == {"LOC", "MISC", "ORG", "PER"}
+    # ELMo enters before the NER's CNN encoder (1 layer of window 1 here): a change to the
+    # ELMo layers of token 2 reaches tokens 1..3 of the NER's tok2vec output, and no others.
+    tok2vec = nlp.get_pipe("ner").model.get_ref("tok2vec")
+    before = tok2vec.predict([doc])
+    doc._.elmo_layers = doc._.elmo_layers.copy()
+    doc._.elmo_layers[:, 2] *= 3.0
+    changed = np.abs(tok2vec.predict([doc]) - before).max(axis=1) > 1e-6
+    assert changed.tolist() == [abs(i - 2) <= 1 for i in range(len(doc))]
 
 
 def test_read_conll_ner_treats_whitespace_only_lines_as_sentence_breaks(tmp_path):
@@ -215,9 +223,9 @@ def spacy_train(config: Path, output: Path, model_dir: Path, *args: str) -> subp
         "2",
         "--training.eval_frequency",
         "1",
-        "--components.ner.model.tok2vec.tok2vec.width",
+        "--components.ner.model.tok2vec.encode.width",
         "32",
-        "--components.ner.model.tok2vec.tok2vec.depth",
+        "--components.ner.model.tok2vec.encode.depth",
         "1",
         *args,
     ]

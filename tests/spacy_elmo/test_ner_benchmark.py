@@ -73,11 +73,13 @@ def test_benchmark_runs_end_to_end_and_prints_prf_per_type(benchmark, tiny_model
     cache = runs["elmo/seed0"]["train_cache"]
     assert cache["misses"] > 0 and 0 < cache["nbytes"] <= cache["max_bytes"] == 1 << 20
     nlp = spacy.load(out / "elmo" / "seed0" / "model-last")
-    assert nlp.pipe_names == ["elmo", "tok2vec", "ner"]
+    assert nlp.pipe_names == ["elmo", "ner"]  # by default ELMo enters at the input: the NER owns its tok2vec
 
 
 def test_configs_differ_only_by_the_elmo_features(benchmark):
-    configs = benchmark["make_configs"](max_steps=10, eval_frequency=5, cache_bytes=123, elmo_dropout=0.25, mix_l2=0.5)
+    settings = {"max_steps": 10, "eval_frequency": 5, "cache_bytes": 123, "elmo_dropout": 0.25, "mix_l2": 0.5}
+    assert benchmark["make_configs"](**settings)["elmo"]["nlp"]["pipeline"] == ["elmo", "ner"]  # input, the default
+    configs = benchmark["make_configs"](**settings, elmo_enters="output")
     base, elmo = configs["baseline"], configs["elmo"]
     assert base["nlp"]["pipeline"] == ["tok2vec", "ner"] and elmo["nlp"]["pipeline"] == ["elmo", "tok2vec", "ner"]
     listener = elmo["components"]["ner"]["model"]["tok2vec"]
