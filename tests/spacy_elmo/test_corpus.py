@@ -142,8 +142,16 @@ def test_spacy_train_of_the_example_config_on_wikigold(wikigold, tiny_model_dir,
     doc = nlp("The band played in London .")
     assert doc.tensor.shape == (len(doc), 16)
     assert set(nlp.get_pipe("ner").labels) == {"LOC", "MISC", "ORG", "PER"}
-    # ELMo enters before the NER's CNN encoder (1 layer of window 1 here): a change to the
-    # ELMo layers of token 2 reaches tokens 1..3 of the NER's tok2vec output, and no others.
+    assert_elmo_enters_before_the_encoder(nlp)
+
+
+def assert_elmo_enters_before_the_encoder(nlp) -> None:
+    """ELMo joins the NER's embeddings, before its CNN encoder (1 layer of window 1 in these tests).
+
+    A change to the ELMo layers of token 2 reaches tokens 1..3 of the NER's tok2vec output,
+    and no others (at the encoder's output it would reach token 2 alone).
+    """
+    doc = nlp("The band played in London .")
     tok2vec = nlp.get_pipe("ner").model.get_ref("tok2vec")
     before = tok2vec.predict([doc])
     doc._.elmo_layers = doc._.elmo_layers.copy()
@@ -240,7 +248,9 @@ def test_spacy_train_of_the_example_config_on_spacy_docbin_files(tiny_model_dir,
     train = _docbin(tmp_path, "train.spacy")
     output = tmp_path / "trained"
     spacy_train(EXAMPLE_CONFIG, output, tiny_model_dir, "--paths.train", str(train), "--paths.dev", str(train))
-    assert set(spacy.load(output / "model-last").get_pipe("ner").labels) == {"LOC", "ORG", "PER"}
+    nlp = spacy.load(output / "model-last")
+    assert set(nlp.get_pipe("ner").labels) == {"LOC", "ORG", "PER"}
+    assert_elmo_enters_before_the_encoder(nlp)
 
 
 ADD_ELMO_CONFIG = REPO / "examples" / "spacy_elmo" / "add_elmo_to_pipeline.cfg"
@@ -292,3 +302,4 @@ def test_adding_elmo_to_an_existing_pipeline_keeps_the_sourced_components(tiny_m
     text = "John Smith visited Paris ."
     assert [t.tag_ for t in after(text)] == [t.tag_ for t in before(text)]
     assert get_scalar_mix_weights(after, "ner").normalized_weights.shape == (NUM_LAYERS,)  # the new NER reads ELMo
+    assert_elmo_enters_before_the_encoder(after)
