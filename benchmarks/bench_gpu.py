@@ -13,8 +13,9 @@ fp32 without TF32, and bf16). A mode is RECURRENCE-DTYPE[-compiled]:
 - -compiled: after `compile_recurrence(model)` (the step loop's element-wise part fused
   by torch.compile; compiled once, before timing).
 
-Shapes: "original", "small" (published), "default" (the shipped model's shape, clips on)
-and "default-noclip" (the same without clips). It also prints the agreement of each
+Shapes: "original", "small" (published), "default" (the shipped model's shape, with the
+clips its config.json has: on until issue 15, off since) and "default-noclip" (the same
+without clips). It also prints the agreement of each
 path and of bf16 with the CPU float32 step loop (per layer cosine and max |diff|) on the
 shipped default model's trained weights. The token cache is on in every mode, cleared
 before each timed run. Random weights elsewhere (FLOPs do not depend on values).

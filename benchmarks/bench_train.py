@@ -8,7 +8,8 @@ and the achieved rate of the biLM's spec FLOPs (3 x the forward count of
 `bench_core.flops_per_position`, softmax excluded) over the same-process GEMM rate of
 that dtype.
 
-Shapes: "default" (the shipped model's shape, clips on), "default-noclip" (the same
+Shapes: "default" (the shipped model's shape and clips as its config.json says: on until
+issue 15, off since, so that it now equals "default-noclip"), "default-noclip" (the same
 without cell_clip/proj_clip, which the fused `torch.lstm` path computes exactly) and any
 `PUBLISHED_OPTIONS` name ("small": the published small shape, clips on). Recurrences:
 "step" (the loop every version before had), "paired", "auto" (see

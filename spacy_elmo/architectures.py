@@ -19,9 +19,11 @@ layers (ELMo as the paper adds it to an existing model, section 3.3):
         [-> concatenate with a standard spaCy tok2vec, e.g. spacy.HashEmbedCNN.v2]
         [-> Maxout to `width`]
 
-`nlp.replace_listeners("elmo", "ner", ["model.tok2vec"])` turns the first into the
-second: the listener is swapped for a copy of the `elmo` component's biLM, and the
-trained mix, tok2vec and projection stay as they are, so predictions do not change.
+`nlp.replace_listeners("elmo", "ner", [path])` turns the first into the second, with
+`path` the listener's place in the NER's config ("model.tok2vec" when it wraps a whole
+tok2vec, "model.tok2vec.embed" when it is the embed of a `spacy.Tok2Vec.v2`): the listener
+is swapped for a copy of the `elmo` component's biLM, and the trained mix, tok2vec and
+projection stay as they are, so predictions do not change.
 """
 
 from __future__ import annotations

@@ -207,7 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--train", type=Path, required=True, help="CoNLL-format training file.")
     parser.add_argument(
-        "--dev", type=Path, required=True, help="CoNLL-format file spaCy scores during training (logged only)."
+        "--dev",
+        type=Path,
+        required=True,
+        help="CoNLL-format file spaCy scores during training (logged; with --patience, early stopping and model-best).",
     )
     parser.add_argument(
         "--eval",

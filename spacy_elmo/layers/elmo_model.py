@@ -346,8 +346,41 @@ def _replace_listener(model: Model, listener: Model, upstream: Any) -> Model:
     return model
 
 
-def _replace_listener_cfg(elmo_model_cfg: dict[str, Any], listener_cfg: dict[str, Any]) -> dict[str, Any]:
-    """`nlp.replace_listeners` hook: an `ElmoListener.vN` block becomes a `Tok2VecElmo.vN` block."""
+def _replace_listener_cfg(elmo_model_cfg: dict[str, Any], tok2vec_cfg: dict[str, Any]) -> dict[str, Any]:
+    """`nlp.replace_listeners` hook: an `ElmoListener.vN` block becomes a `Tok2VecElmo.vN` block.
+
+    spaCy passes the component's whole `model.tok2vec` block, wherever the listener sits in
+    it. That block is the listener when ELMo joins the tok2vec's output; when ELMo joins the
+    embeddings (the listener is the `embed` of a `spacy.Tok2Vec.v2`, replaced through the
+    path "model.tok2vec.embed"), the one listener inside it is converted.
+
+    Raises:
+        ValueError: if the block holds no ELMo listener, or several (name one path at a time).
+    """
+    listener_cfg = tok2vec_cfg if _is_listener_cfg(tok2vec_cfg) else None
+    if listener_cfg is None:
+        nested = list(_listener_cfgs(tok2vec_cfg))
+        if len(nested) != 1:
+            raise ValueError(
+                f"replace_listeners expected one spacy-elmo.ElmoListener block in the component's "
+                f"model.tok2vec config; found {len(nested)}. Give the listener's own path, e.g. "
+                f'"model.tok2vec" or "model.tok2vec.embed".'
+            )
+        listener_cfg = nested[0]
     version = listener_cfg["@architectures"].rsplit(".", 1)[-1]  # "v1" or "v2": the same settings
     rest = {k: v for k, v in listener_cfg.items() if k not in ("@architectures", "upstream")}
     return {"@architectures": f"spacy-elmo.Tok2VecElmo.{version}", "elmo": dict(elmo_model_cfg), **rest}
+
+
+def _is_listener_cfg(cfg: Any) -> bool:
+    return isinstance(cfg, dict) and str(cfg.get("@architectures", "")).startswith("spacy-elmo.ElmoListener.")
+
+
+def _listener_cfgs(cfg: Any):  # noqa: ANN202
+    """Every ElmoListener block nested in a config block (without looking inside a listener)."""
+    if isinstance(cfg, dict):
+        for value in cfg.values():
+            if _is_listener_cfg(value):
+                yield value
+            else:
+                yield from _listener_cfgs(value)

@@ -123,6 +123,71 @@ def test_replace_listeners_keeps_predictions_through_removal_and_reload(tiny_mod
     assert mix_after.gamma == mix_before.gamma
 
 
+def input_placement_tok2vec() -> dict:
+    """spaCy's Tok2Vec.v2 whose `embed` is an ELMo listener: ELMo joins the embeddings, before the encoder."""
+    embeddings = {
+        "@architectures": "spacy.MultiHashEmbed.v2",
+        "width": 32,
+        "attrs": ["NORM", "PREFIX", "SUFFIX", "SHAPE"],
+        "rows": [500, 100, 250, 250],
+        "include_static_vectors": False,
+    }
+    return {
+        "@architectures": "spacy.Tok2Vec.v2",
+        "embed": {
+            "@architectures": "spacy-elmo.ElmoListener.v2",
+            "upstream": "elmo",
+            "width": 32,
+            "tok2vec": embeddings,
+        },
+        "encode": {
+            "@architectures": "spacy.MaxoutWindowEncoder.v2",
+            "width": 32,
+            "depth": 1,
+            "window_size": 1,
+            "maxout_pieces": 3,
+        },
+    }
+
+
+def test_replace_listeners_at_the_embeddings_keeps_predictions_through_removal_and_reload(tiny_model_dir, tmp_path):
+    nlp = make_nlp(tiny_model_dir)
+    nlp.add_pipe("ner", config=ner_config(tok2vec=input_placement_tok2vec()))
+    optimizer = nlp.initialize(lambda: examples(nlp))
+    for _ in range(30):
+        nlp.update(examples(nlp), sgd=optimizer)
+    ents_before, vectors_before = entities(nlp), ner_tok2vec_output(nlp)
+    assert any(ents_before)
+
+    nlp.replace_listeners("elmo", "ner", ["model.tok2vec.embed"])
+    tok2vec_cfg = nlp.config["components"]["ner"]["model"]["tok2vec"]
+    assert tok2vec_cfg["@architectures"] == "spacy.Tok2Vec.v2"  # the encoder stays where it was
+    embed = tok2vec_cfg["embed"]
+    assert embed["@architectures"] == "spacy-elmo.Tok2VecElmo.v2" and embed["width"] == 32
+    assert embed["elmo"]["@architectures"] == "spacy-elmo.ElmoLayers.v2"
+    assert embed["tok2vec"] == input_placement_tok2vec()["embed"]["tok2vec"]
+    nlp.remove_pipe("elmo")
+    nlp.to_disk(tmp_path / "ner_only")
+    reloaded = spacy.load(tmp_path / "ner_only")
+    assert reloaded.pipe_names == ["ner"] and entities(reloaded) == ents_before
+    for a, b in zip(ner_tok2vec_output(reloaded), vectors_before):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_replace_listeners_names_the_paths_when_the_listener_cannot_be_found(tiny_model_dir):
+    from spacy_elmo.layers.elmo_model import _replace_listener_cfg
+
+    with pytest.raises(ValueError, match=r"expected one spacy-elmo.ElmoListener block .*; found 0\. Give"):
+        _replace_listener_cfg({}, hash_embed_cnn())
+    two = {
+        "@architectures": "spacy.Tok2Vec.v2",
+        "embed": input_placement_tok2vec()["embed"],
+        "other": {"x": input_placement_tok2vec()["embed"]},
+    }
+    with pytest.raises(ValueError, match=r"found 2\. Give the listener's own path"):
+        _replace_listener_cfg({}, two)
+
+
 def test_standalone_tok2vec_elmo_trains_and_round_trips(tiny_model_dir, tmp_path):
     nlp = spacy.blank("en")
     tok2vec = {
