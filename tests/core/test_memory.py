@@ -50,6 +50,16 @@ def peak_rss_mib(command: list[str]) -> float:
     return int(peak) / 2**20 if sys.platform == "darwin" else int(peak) / 2**10
 
 
+def least_peak_rss_mib(command: list[str], runs: int = 3) -> float:
+    """The least of `runs` peak resident sizes of `command`: what it needs, without the noise.
+
+    Transient allocations and file pages touched through mmap only ever add to a peak: the
+    same model-folder load measured 9.8 to 12.7 MiB above the built model in four runs, and
+    16.3 once during a full test run, so a single run made the 16 MiB bound flaky.
+    """
+    return min(peak_rss_mib(command) for _ in range(runs))
+
+
 def test_loading_holds_each_weight_once(tmp_path):
     # The small published shape: 13.6M parameters, 52 MiB of float32.
     options = PUBLISHED_OPTIONS["small"]
@@ -63,7 +73,7 @@ def test_loading_holds_each_weight_once(tmp_path):
     del elmo
     load = "from pathlib import Path; from elmo_core.cli import load_model; load_model({})"
     # A process that only builds the model holds each weight once, by construction.
-    built = peak_rss_mib(
+    built = least_peak_rss_mib(
         [
             sys.executable,
             "-c",
@@ -71,8 +81,10 @@ def test_loading_holds_each_weight_once(tmp_path):
             "PUBLISHED_OPTIONS; Elmo(PUBLISHED_OPTIONS['small'])",
         ]
     )
-    from_folder = peak_rss_mib([sys.executable, "-c", load.format(f"Path({str(tmp_path / 'model')!r}), None, None")])
-    from_hdf5 = peak_rss_mib(
+    from_folder = least_peak_rss_mib(
+        [sys.executable, "-c", load.format(f"Path({str(tmp_path / 'model')!r}), None, None")]
+    )
+    from_hdf5 = least_peak_rss_mib(
         [
             sys.executable,
             "-c",
