@@ -30,13 +30,12 @@ import sys
 from pathlib import Path
 
 from bench_core import DEFAULT_DATA, REPO_ROOT, cpu_model, load_average
+from bench_memory import cpu_flags
 
 CHILD = """
 import json, sys, time
 start = time.perf_counter()
-import torch
 import elmo_core
-from elmo_core.model_folder import read_model_config
 sys.path.insert(0, {bench_dir!r})
 from pathlib import Path
 from bench_core import flops_per_position, gemm_gflops, load_sentences
@@ -48,9 +47,9 @@ start = time.perf_counter()
 model.embed(sentences, batch_size={batch})
 seconds = time.perf_counter() - start
 tokens = sum(len(s) for s in sentences)
-gflops = flops_per_position(read_model_config({folder!r})[0]) * (tokens + 2 * len(sentences)) / seconds / 1e9
+gflops = flops_per_position(model.options) * (tokens + 2 * len(sentences)) / seconds / 1e9
 print(json.dumps({{"load_s": load_s, "tokens_per_s": tokens / seconds, "gflops": gflops,
-                  "gemm_gflops": gemm_gflops(2048, 2048, 2048), "torch_threads": torch.get_num_threads()}}))
+                  "gemm_gflops": gemm_gflops(2048, 2048, 2048)}}))
 """
 
 
@@ -85,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.data = args.data if args.data.is_absolute() else REPO_ROOT / args.data
     folders = args.folders or [default_model_dir()]
-    flags = sorted({f for f in open("/proc/cpuinfo").read().split() if f.startswith(("avx", "fma"))})
+    flags = sorted({f for f in cpu_flags().split() if f.startswith(("avx", "fma"))})
     print(f"CPU {cpu_model()}; flags {' '.join(flags)}; {args.threads} threads; load average {load_average()}")
     print(f"{args.sentences} sentences of {args.data.name}, batch {args.batch_size}; best of {args.repeats} runs")
     best: dict[Path, dict] = {}

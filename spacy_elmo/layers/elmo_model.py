@@ -357,16 +357,14 @@ def _replace_listener_cfg(elmo_model_cfg: dict[str, Any], tok2vec_cfg: dict[str,
     Raises:
         ValueError: if the block holds no ELMo listener, or several (name one path at a time).
     """
-    listener_cfg = tok2vec_cfg if _is_listener_cfg(tok2vec_cfg) else None
-    if listener_cfg is None:
-        nested = list(_listener_cfgs(tok2vec_cfg))
-        if len(nested) != 1:
-            raise ValueError(
-                f"replace_listeners expected one spacy-elmo.ElmoListener block in the component's "
-                f"model.tok2vec config; found {len(nested)}. Give the listener's own path, e.g. "
-                f'"model.tok2vec" or "model.tok2vec.embed".'
-            )
-        listener_cfg = nested[0]
+    listeners = [tok2vec_cfg] if _is_listener_cfg(tok2vec_cfg) else list(_listener_cfgs(tok2vec_cfg))
+    if len(listeners) != 1:
+        raise ValueError(
+            f"replace_listeners expected one spacy-elmo.ElmoListener block in the component's "
+            f"model.tok2vec config; found {len(listeners)}. Give the listener's own path, e.g. "
+            f'"model.tok2vec" or "model.tok2vec.embed".'
+        )
+    listener_cfg = listeners[0]
     version = listener_cfg["@architectures"].rsplit(".", 1)[-1]  # "v1" or "v2": the same settings
     rest = {k: v for k, v in listener_cfg.items() if k not in ("@architectures", "upstream")}
     return {"@architectures": f"spacy-elmo.Tok2VecElmo.{version}", "elmo": dict(elmo_model_cfg), **rest}
