@@ -302,7 +302,13 @@ ClipNormOption = Annotated[float, typer.Option(help="Clip the gradient norm to t
 CheckpointEveryOption = Annotated[int, typer.Option(help="Save checkpoint and model folder every N steps.")]
 ValidateEveryOption = Annotated[int, typer.Option(help="Validation perplexity every N steps.")]
 LogEveryOption = Annotated[int, typer.Option(help="A train_log.jsonl row every N steps.")]
-TrainPrecisionOption = Annotated[str, typer.Option(help="auto (bf16 on CUDA, fp32 on CPU), fp32, bf16 or fp16.")]
+TrainPrecisionOption = Annotated[
+    str | None,
+    typer.Option(
+        help="auto (bf16 on CUDA, fp32 on CPU; the default), fp32, bf16 or fp16. With --resume: the "
+        "checkpoint's unless given, a new one from here on when given."
+    ),
+]
 TrainPretokenizedOption = Annotated[
     bool,
     typer.Option(help="Input is one tokenised sentence per line (see python -m elmo_core.training pretokenize)."),
@@ -342,7 +348,7 @@ def train(
     validate_every: ValidateEveryOption = 1000,
     log_every: LogEveryOption = 50,
     device: TorchrunDeviceOption = "cpu",
-    precision: TrainPrecisionOption = "auto",
+    precision: TrainPrecisionOption = None,
     pretokenized: TrainPretokenizedOption = False,
     seed: TrainSeedOption = 0,
     max_sentence_tokens: MaxSentenceTokensOption = 100,

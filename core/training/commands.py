@@ -128,7 +128,7 @@ class TrainingSettings:
     optimizer: str = TrainConfig.optimizer
     lr: float | None = TrainConfig.lr
     clip_norm: float = TrainConfig.clip_norm
-    precision: str = TrainConfig.precision
+    precision: str | None = None  # a new run: TrainConfig's "auto"; a resumed run: the checkpoint's
     # When to stop, validate, log and save.
     max_steps: int | None = TrainConfig.max_steps
     max_hours: float | None = TrainConfig.max_hours
@@ -173,8 +173,10 @@ class TrainingSettings:
 
     def resume_settings(self) -> dict[str, Any]:
         """The `TrainConfig` fields a resumed run takes from here rather than from its checkpoint:
-        `stop_settings`, and `lr` when it is given (a new rate for the rest of the run)."""
-        return {**self.stop_settings(), **({"lr": self.lr} if self.lr is not None else {})}
+        `stop_settings`, and `lr` and `precision` when given (for the rest of the run: neither
+        changes the data order, so the resume stays exact in everything else)."""
+        given = {name: getattr(self, name) for name in ("lr", "precision") if getattr(self, name) is not None}
+        return {**self.stop_settings(), **given}
 
     def data_settings(self) -> dict[str, Any]:
         """The data stream's settings, as every checkpoint stores them (globs expanded).
@@ -197,7 +199,7 @@ class TrainingSettings:
             optimizer=self.optimizer,
             lr=self.lr,
             clip_norm=self.clip_norm,
-            precision=self.precision,
+            precision=self.precision or TrainConfig.precision,
             seed=self.seed,
             **self.stop_settings(),
         )

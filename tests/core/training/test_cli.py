@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -108,6 +109,27 @@ def test_a_resumed_run_keeps_its_learning_rate_or_takes_a_new_one_for_good(
     elmo(*resume, "--max-steps", 5)  # no --lr: the checkpoint's, which is now the lower one
     rows = {r["step"]: r for r in map(json.loads, (out / "train_log.jsonl").read_text().splitlines())}
     assert [rows[step]["lr"] for step in (2, 3, 4, 5)] == [0.002, 0.002, 0.0005, 0.0005]
+
+
+def test_a_resumed_run_keeps_its_precision_or_takes_a_new_one_for_good(tmp_path, options_file, train_file, valid_file):
+    out = tmp_path / "run"
+    elmo(*train_args(out, train_file, valid_file, "--options", options_file, "--max-steps", 2))
+    other = tmp_path / "other"
+    shutil.copytree(out, other)
+
+    def resume(folder, *more):
+        elmo("train", "--out", folder, "--resume", folder / "checkpoint.pt", "--no-progress", "--log-every", 1, *more)
+        rows = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()]
+        config = torch.load(folder / "checkpoint.pt", map_location="cpu", weights_only=False)["config"]
+        return rows[-1], config["precision"]
+
+    kept, kept_precision = resume(out, "--max-steps", 3)  # no --precision: the checkpoint's ("auto": fp32 here)
+    changed, changed_precision = resume(other, "--max-steps", 3, "--precision", "bf16")
+    assert (kept_precision, changed_precision) == ("auto", "bf16")
+    # The same data and weights, computed in bf16: close to fp32's loss, but not equal to it.
+    assert changed["train_ppl"] != kept["train_ppl"]
+    assert changed["train_ppl"] == pytest.approx(kept["train_ppl"], rel=0.05)
+    assert resume(other, "--max-steps", 4)[1] == "bf16"  # no --precision: the checkpoint's, now bf16
 
 
 def test_train_needs_exactly_one_starting_point(tmp_path, options_file, train_file, valid_file):
