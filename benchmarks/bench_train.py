@@ -44,10 +44,18 @@ from bench_core import (  # noqa: E402
     load_sentences,
     shape_options,
 )
+from bench_memory import cpu_flags  # noqa: E402
 
 from elmo_core import BiLMOptions, batches_by_token_budget, set_recurrence  # noqa: E402
+from elmo_core.memory import (  # noqa: E402
+    MMAP_THRESHOLD,
+    TRAIN_MMAP_THRESHOLD,
+    release_free_memory,
+    use_mmap_for_large_blocks,
+)
 from elmo_core.training.data import make_batch  # noqa: E402
 from elmo_core.training.model import BiLMLanguageModel  # noqa: E402
+from elmo_core.training.trainer import RELEASE_EVERY  # noqa: E402
 from elmo_core.training.vocab import Vocabulary  # noqa: E402
 
 
@@ -71,9 +79,17 @@ def batches(sentences: list[list[str]], vocab: Vocabulary, batch_tokens: int) ->
 
 
 def run(
-    options: BiLMOptions, vocab_size: int, recurrence: str, precision: str, data: list, device: torch.device, steps: int
+    options: BiLMOptions,
+    vocab_size: int,
+    recurrence: str,
+    precision: str,
+    data: list,
+    device: torch.device,
+    steps: int,
+    release_every: int | None = None,
 ) -> float:
-    """Words per second over `steps` timed training steps (after 2 warm-up steps)."""
+    """Words per second over `steps` timed training steps (after 2 warm-up steps), with
+    `release_free_memory()` after every `release_every`-th step (None: never)."""
     torch.manual_seed(0)
     lm = BiLMLanguageModel(options, vocab_size, dropout=0.1).to(device).train()
     set_recurrence(lm, recurrence)
@@ -98,9 +114,18 @@ def run(
         batch = data[k % len(data)]
         step(batch)
         words += batch.num_words
+        if release_every and (k + 1) % release_every == 0:
+            release_free_memory()
     if device.type == "cuda":
         torch.cuda.synchronize()
     return words / (time.perf_counter() - start)
+
+
+ALLOCATORS = {  # name: (glibc mmap threshold or None for glibc's own, release_free_memory every N steps)
+    "elmo-train": (TRAIN_MMAP_THRESHOLD, RELEASE_EVERY),
+    "every-step": (MMAP_THRESHOLD, 1),
+    "glibc": (None, None),
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -115,7 +140,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=2, help="interleaved repeats; the best of each is kept")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument(
+        "--allocator",
+        choices=tuple(ALLOCATORS),
+        default="elmo-train",
+        help="glibc's settings, once per process (so one per run): elmo-train (what `elmo train` sets), "
+        "every-step (what it set before 2026-12-01) or glibc (glibc's defaults, no trimming)",
+    )
     args = parser.parse_args(argv)
+    threshold, release_every = ALLOCATORS[args.allocator]
+    if threshold is not None:
+        use_mmap_for_large_blocks(threshold)
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -123,6 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.backends.cudnn.allow_tf32 = False
     data_path = args.data if args.data.is_absolute() else (REPO_ROOT / args.data).resolve()
     sentences, source = load_sentences(data_path, args.sentences)
+    source = source.replace(str(data_path), str(args.data))  # as given: no machine's folders in results
     counts = Counter(w for s in sentences for w in s)
     vocab = Vocabulary(["<S>", "</S>", "<UNK>"] + [w for w, _ in counts.most_common(49_997)])
     data = batches(sentences, vocab, args.batch_tokens)
@@ -138,6 +174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"date     {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
     print(f"device   {where}; torch {torch.__version__}; {platform.machine()}")
     print(f"input    {source}; {len(sentences)} sentences in {len(data)} batches of <= {args.batch_tokens} positions")
+    if device.type == "cpu":
+        print("flags    " + " ".join(sorted(f for f in cpu_flags().split() if f.startswith(("avx", "fma", "amx")))))
+    print(f"memory   --allocator {args.allocator}: mmap threshold {threshold}, malloc_trim every {release_every} steps")
     print("GEMM     " + ", ".join(f"{p} {r:.2f} TFLOP/s" for p, r in rates.items()) + "\n", flush=True)
     configs = [
         (shape, precision, recurrence)
@@ -148,7 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     best: dict[tuple[str, str, str], float] = {}
     for repeat in range(args.repeats):  # interleaved, so that load from elsewhere hits every row alike
         for shape, precision, recurrence in configs:
-            words_per_s = run(shape_options(shape), len(vocab), recurrence, precision, data, device, args.steps)
+            words_per_s = run(
+                shape_options(shape), len(vocab), recurrence, precision, data, device, args.steps, release_every
+            )
             best[shape, precision, recurrence] = max(best.get((shape, precision, recurrence), 0.0), words_per_s)
             print(f"  repeat {repeat}: {shape} {recurrence} {precision} {words_per_s:,.0f} words/s", flush=True)
     words = sum(map(len, sentences))

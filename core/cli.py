@@ -24,7 +24,7 @@ from .elmo import Elmo
 from .embed_file import DEFAULT_PIECE_TOKENS, EmbedFileResult, embed_file
 from .embedding import DEFAULT_BATCH_TOKENS, check_layers
 from .errors import ElmoError
-from .memory import use_mmap_for_large_blocks
+from .memory import TRAIN_MMAP_THRESHOLD, use_mmap_for_large_blocks
 from .quantization import quantize_int8
 from .text_files import check_input_file
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS
@@ -365,6 +365,7 @@ def train(
     torchrun: `torchrun --nproc-per-node 2 -m elmo_core train ...`.
     """
     settings = _training_settings(locals())  # first, while the locals are exactly the options
+    use_mmap_for_large_blocks(TRAIN_MMAP_THRESHOLD)  # see elmo_core.memory
     for path, what in ((valid, "--valid"), (options, "--options"), (vocab, "--vocab"), (resume, "--resume")):
         if path is not None:
             check_input_file(path, what)

@@ -17,18 +17,22 @@ The fix has two parts, both here:
 
 - Every face (the `embed` functions and so `elmo embed`, the spaCy component's `pipe`,
   the Hugging Face feature-extraction pipeline, and the pretraining loop) calls
-  `release_free_memory()` after each batch: glibc's `malloc_trim(0)`, which returns
-  every whole free page of every heap arena to the OS (`madvise(MADV_DONTNEED)`). Live
-  memory is untouched and no allocator setting changes, so it is safe inside a user's
-  own program. This keeps the resident size flat over any number of batches.
+  `release_free_memory()` after each batch (the pretraining loop every `RELEASE_EVERY`
+  = 25 steps): glibc's `malloc_trim(0)`, which returns every whole free page of every
+  heap arena to the OS (`madvise(MADV_DONTNEED)`). Live memory is untouched and no
+  allocator setting changes, so it is safe inside a user's own program. This keeps the
+  resident size flat over any number of batches.
 - The `elmo` command, which owns its process (also under torchrun), calls
   `use_mmap_for_large_blocks()` once at start: glibc's `mallopt(M_MMAP_THRESHOLD)` with
   a fixed 256 kB, which also switches the raising of the threshold off. Every tensor of
   256 kB or more then gets its own mapping and goes back to the OS when freed, so the
   shapes of one batch cannot fragment the heap either, and the peak inside a batch is
-  close to what is alive. A library does not change a process-wide allocator setting
-  of the program it runs in, so the faces used from Python do not call this; a user
-  who wants it can.
+  close to what is alive. `elmo train` sets `TRAIN_MMAP_THRESHOLD` (32 MiB) instead: a
+  training step allocates far more than an inference batch, afresh each step, and with
+  256 kB and a trim after every step it trained at 0.5-0.8x the words/s of glibc's own
+  settings (`benchmarks/bench_train.py --allocator`). A library does not change a
+  process-wide allocator setting of the program it runs in, so the faces used from
+  Python do not call this; a user who wants it can.
 
 `benchmarks/bench_memory.py` measures the peaks (`elmo embed` on 100k and on 1M tokens).
 
@@ -41,11 +45,17 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 
-__all__ = ["MMAP_THRESHOLD", "release_free_memory", "use_mmap_for_large_blocks"]
+__all__ = ["MMAP_THRESHOLD", "TRAIN_MMAP_THRESHOLD", "release_free_memory", "use_mmap_for_large_blocks"]
 
 
 MMAP_THRESHOLD = 256 * 1024
 """Bytes from which `use_mmap_for_large_blocks` makes glibc map each block on its own."""
+
+TRAIN_MMAP_THRESHOLD = 32 * 1024 * 1024
+"""The threshold `elmo train` sets instead (glibc's largest): a training step allocates and
+frees the same large activations every step, which the heap reuses, while a block mapped
+on its own has its pages faulted in afresh each time (a sixth of bf16's words/s on the
+CPU). The trainer's `release_free_memory()` every few steps keeps the heap flat."""
 
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number (malloc.h)
 

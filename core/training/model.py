@@ -195,10 +195,15 @@ class BiLMLanguageModel(nn.Module):
         backward_hidden = top[:, 1:, P:][has_next]  # [N, P]: w1 .. </S>
         backward_targets = targets[:, :-1][has_next]  # [N]: <S> .. wn
         n = forward_targets.shape[0]
+        hidden = torch.cat([forward_hidden, backward_hidden])  # [2N, P]
+        device_type = hidden.device.type
+        if torch.is_autocast_enabled(device_type):
+            # torch's adaptive softmax copies its clusters' log-probs (autocast dtype) into a
+            # buffer of the input's dtype; on the CPU, where torch.lstm is not autocast, the
+            # fused and paired recurrences hand it float32.
+            hidden = hidden.to(torch.get_autocast_dtype(device_type))
         # One softmax call for both directions (the softmax is shared).
-        log_probs = self.softmax(
-            torch.cat([forward_hidden, backward_hidden]), torch.cat([forward_targets, backward_targets])
-        ).output.float()  # [2N], log p(target)
+        log_probs = self.softmax(hidden, torch.cat([forward_targets, backward_targets])).output.float()  # [2N]
         return LMOutput(-log_probs[:n].mean(), -log_probs[n:].mean(), n, n)
 
 

@@ -1,14 +1,16 @@
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from types import SimpleNamespace
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from elmo_core import BiLMOutput, load_model_folder, save_model_folder
+from elmo_core import BiLMOutput, load_model_folder, save_model_folder, set_recurrence
 from elmo_core.errors import WeightFileError
 from elmo_core.training import (
     BiLMLanguageModel,
@@ -36,6 +38,33 @@ def test_lm_output_counts_one_prediction_per_word_and_boundary(vocab):
     assert out.forward_tokens == out.backward_tokens == 2 + 3 + 2
     assert out.forward_loss.shape == () and out.forward_loss.dtype == torch.float32
     torch.testing.assert_close(out.loss, 0.5 * (out.forward_loss + out.backward_loss), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("recurrence", ["step", "fused", "paired"])
+def test_bf16_autocast_trains_on_the_cpu_with_every_recurrence(vocab, recurrence):
+    # The fused and paired paths return float32 on the CPU (torch.lstm is not autocast
+    # there), which torch's adaptive softmax could not mix with its bf16 cluster outputs.
+    options = make_lm_options()
+    options = dataclasses.replace(options, lstm=dataclasses.replace(options.lstm, cell_clip=None, proj_clip=None))
+    torch.manual_seed(0)
+    lm = set_recurrence(BiLMLanguageModel(options, len(vocab), cutoffs=[8]), recurrence).eval()
+    batch = make_batch([["the", "cat", "sat"], ["a", "dog", "ran", "home"], ["a"]], vocab)
+    assert (batch.targets >= 8).any() and (batch.targets < 8).any()  # the head and the tail cluster
+
+    def loss_and_grads(autocast: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        lm.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = lm(batch.char_ids, batch.mask, batch.targets).loss
+        loss.backward()
+        return loss.detach(), {n: p.grad.flatten() for n, p in lm.named_parameters() if p.grad is not None}
+
+    exact_loss, exact_grads = loss_and_grads(autocast=False)
+    loss, grads = loss_and_grads(autocast=True)
+    assert loss.dtype == torch.float32
+    torch.testing.assert_close(loss, exact_loss, rtol=2e-2, atol=0)
+    assert grads.keys() == exact_grads.keys()
+    for name, grad in exact_grads.items():  # bf16 keeps 8 bits of mantissa: the same directions
+        assert F.cosine_similarity(grads[name].float(), grad, dim=0) > 0.99, name
 
 
 def test_a_uniform_softmax_gives_perplexity_equal_to_the_vocabulary_size(vocab):

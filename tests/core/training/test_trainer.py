@@ -11,7 +11,15 @@ import torch
 import torch.distributed as dist
 
 from elmo_core.training import TrainingStream, Vocabulary, make_batch
-from elmo_core.training.trainer import CHECKPOINT_NAME, LOG_NAME, TrainConfig, Trainer, load_checkpoint_file
+from elmo_core.training import trainer as trainer_module
+from elmo_core.training.trainer import (
+    CHECKPOINT_NAME,
+    LOG_NAME,
+    RELEASE_EVERY,
+    TrainConfig,
+    Trainer,
+    load_checkpoint_file,
+)
 
 from .conftest import make_corpus, make_lm, write_lines
 
@@ -87,6 +95,14 @@ def test_trainer_stops_after_max_hours(tmp_path, train_file, vocab):
     trainer = make_trainer(tmp_path, vocab, train_file, out="run", max_steps=10_000)
     trainer.config.max_hours = 1e-9
     assert trainer.fit()["step"] == 0
+
+
+def test_the_trainer_hands_freed_heap_back_every_release_every_steps(tmp_path, train_file, vocab, monkeypatch):
+    calls = []
+    monkeypatch.setattr(trainer_module, "release_free_memory", lambda: calls.append(trainer.step))
+    trainer = make_trainer(tmp_path, vocab, train_file, out="run", max_steps=2 * RELEASE_EVERY + 3)
+    trainer.fit()
+    assert calls == [RELEASE_EVERY, 2 * RELEASE_EVERY]
 
 
 def test_train_config_explains_bad_settings():
