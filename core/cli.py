@@ -289,6 +289,10 @@ TrainBatchTokensOption = Annotated[
 ]
 MaxStepsOption = Annotated[int | None, typer.Option(help="Stop at this total number of steps.")]
 MaxHoursOption = Annotated[float | None, typer.Option(help="Stop after this many hours of this run.")]
+MaxEpochsOption = Annotated[
+    int | None,
+    typer.Option(help="Stop at the end of this many passes over the training files (counted across resumes)."),
+]
 TrainLrOption = Annotated[
     float | None,
     typer.Option(
@@ -340,6 +344,7 @@ def train(
     batch_tokens: TrainBatchTokensOption = 4096,
     max_steps: MaxStepsOption = None,
     max_hours: MaxHoursOption = None,
+    max_epochs: MaxEpochsOption = None,
     lr: TrainLrOption = None,
     optimizer: OptimizerOption = "adam",
     dropout: DropoutOption = 0.1,

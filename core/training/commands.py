@@ -132,6 +132,7 @@ class TrainingSettings:
     # When to stop, validate, log and save.
     max_steps: int | None = TrainConfig.max_steps
     max_hours: float | None = TrainConfig.max_hours
+    max_epochs: int | None = TrainConfig.max_epochs
     checkpoint_every: int = TrainConfig.checkpoint_every
     validate_every: int = TrainConfig.validate_every
     log_every: int = TrainConfig.log_every
@@ -154,6 +155,7 @@ class TrainingSettings:
         # Before the vocabulary is counted or anything is written, in the options' spelling.
         check_int("--batch-tokens", self.batch_tokens, error=ElmoError)
         check_int("--max-steps", self.max_steps, none_ok=True, error=ElmoError)
+        check_int("--max-epochs", self.max_epochs, none_ok=True, error=ElmoError)
         specials = "3 specials and 1 word"
         check_int("--vocab-size", self.vocab_size, minimum=4, none_ok=True, meaning=specials, error=ElmoError)
         check_int("--min-count", self.min_count, none_ok=True, error=ElmoError)
@@ -168,7 +170,7 @@ class TrainingSettings:
 
     def stop_settings(self) -> dict[str, Any]:
         """When to stop, validate, log and save: `TrainConfig` fields a run always takes from here."""
-        names = ("max_steps", "max_hours", "checkpoint_every", "validate_every", "log_every", "progress")
+        names = ("max_steps", "max_hours", "max_epochs", "checkpoint_every", "validate_every", "log_every", "progress")
         return {name: getattr(self, name) for name in names}
 
     def resume_settings(self) -> dict[str, Any]:
@@ -330,6 +332,7 @@ def _make_trainer(
         seed=data["seed"],
         rank=rank,
         world_size=world_size,
+        epochs=start.config.max_epochs,
         max_characters_per_token=start.lm.options.char_cnn.max_characters_per_token,
     )
     batches = PrefetchingStream(stream, prefetch) if prefetch else stream

@@ -99,6 +99,10 @@ class TrainConfig:
         max_steps: Stop at this total step count (counted across resumes). None = no
             step limit.
         max_hours: Stop after this many hours of this invocation. None = no limit.
+        max_epochs: Stop at the end of this many passes over the training files (the data
+            stream's epochs, counted across resumes; bilm-tf's `n_epochs`). None = no limit.
+            `elmo train` builds its stream to end there; a stream given to `Trainer`
+            directly ends where it ends.
         checkpoint_every: Write the checkpoint and the model folder every N steps (and
             at the end). 0 = only at the end.
         validate_every: Validation perplexity every N steps (and at the end); 0 = only
@@ -115,6 +119,7 @@ class TrainConfig:
     precision: str = "auto"
     max_steps: int | None = None
     max_hours: float | None = None
+    max_epochs: int | None = None
     checkpoint_every: int = 1000
     validate_every: int = 1000
     log_every: int = 50
@@ -127,8 +132,8 @@ class TrainConfig:
             raise ValueError(f"optimizer must be 'adam' or 'adagrad'; got {self.optimizer!r}.")
         if self.precision not in ("auto", "fp32", "bf16", "fp16"):
             raise ValueError(f"precision must be auto, fp32, bf16 or fp16; got {self.precision!r}.")
-        if self.max_steps is None and self.max_hours is None:
-            raise ValueError("give max_steps or max_hours (or both); otherwise training never stops.")
+        if self.max_steps is None and self.max_hours is None and self.max_epochs is None:
+            raise ValueError("give max_steps, max_hours or max_epochs (or several); otherwise training never stops.")
         for name in ("checkpoint_every", "validate_every", "log_every"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0; got {getattr(self, name)}.")
@@ -330,9 +335,8 @@ class Trainer:
             out_of_time = config.max_hours is not None and time.monotonic() - run.started > config.max_hours * 3600
             if self._agree(out_of_time):
                 break
-            try:
-                batch = next(self._iterator)
-            except StopIteration:
+            batch = next(self._iterator, None)
+            if self._agree(batch is None):  # a rank's stream has ended: all stop together
                 break
             result = self.train_step(batch)
             run.interval.add(result)

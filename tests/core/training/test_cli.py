@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from elmo_core import load_model_folder
 from elmo_core.cli import app
 from elmo_core.errors import ElmoError, WeightFileError
-from elmo_core.training import load_language_model
+from elmo_core.training import TrainingStream, load_language_model
 from elmo_core.training.__main__ import app as prepare_app
 from elmo_core.training.commands import TrainingSettings, run_perplexity, run_training
 
@@ -130,6 +130,26 @@ def test_a_resumed_run_keeps_its_precision_or_takes_a_new_one_for_good(tmp_path,
     assert changed["train_ppl"] != kept["train_ppl"]
     assert changed["train_ppl"] == pytest.approx(kept["train_ppl"], rel=0.05)
     assert resume(other, "--max-steps", 4)[1] == "bf16"  # no --precision: the checkpoint's, now bf16
+
+
+def test_max_epochs_stops_at_the_end_of_a_pass_and_counts_across_resumes(
+    tmp_path, options_file, train_file, valid_file, vocab
+):
+    def batches_in(epochs: int) -> int:  # the stream elmo train builds (its data settings, seed 0)
+        return sum(1 for _ in TrainingStream([train_file], vocab, 64, buffer_sentences=20_000, epochs=epochs))
+
+    out = tmp_path / "run"
+    elmo(*train_args(out, train_file, valid_file, "--options", options_file, "--max-epochs", 1))
+
+    def last_step() -> int:
+        return json.loads((out / "train_log.jsonl").read_text().splitlines()[-1])["step"]
+
+    assert last_step() == batches_in(1) > 1
+    resume = ["train", "--out", out, "--resume", out / "checkpoint.pt", "--no-progress"]
+    elmo(*resume, "--max-epochs", 1)  # the pass is complete: not one step more
+    assert last_step() == batches_in(1)
+    elmo(*resume, "--max-epochs", 2)
+    assert last_step() == batches_in(2)
 
 
 def test_train_needs_exactly_one_starting_point(tmp_path, options_file, train_file, valid_file):

@@ -106,7 +106,7 @@ def test_the_trainer_hands_freed_heap_back_every_release_every_steps(tmp_path, t
 
 
 def test_train_config_explains_bad_settings():
-    with pytest.raises(ValueError, match="give max_steps or max_hours"):
+    with pytest.raises(ValueError, match="give max_steps, max_hours or max_epochs"):
         TrainConfig()
     with pytest.raises(ValueError, match="optimizer must be 'adam' or 'adagrad'"):
         TrainConfig(max_steps=1, optimizer="sgd")
