@@ -54,8 +54,8 @@ MMAP_THRESHOLD = 256 * 1024
 TRAIN_MMAP_THRESHOLD = 32 * 1024 * 1024
 """The threshold `elmo train` sets instead (glibc's largest): a training step allocates and
 frees the same large activations every step, which the heap reuses, while a block mapped
-on its own has its pages faulted in afresh each time (a sixth of bf16's words/s on the
-CPU). The trainer's `release_free_memory()` every few steps keeps the heap flat."""
+on its own has its pages faulted in afresh each time. The trainer's `release_free_memory()`
+every `RELEASE_EVERY` steps bounds the heap (see the module docstring for the measurement)."""
 
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number (malloc.h)
 

@@ -272,7 +272,7 @@ class Trainer:
         # Every batch has new shapes: hand the freed heap back, or the resident size
         # grows over the run (1.1 -> 3.0 GB for the default model; elmo_core.memory).
         # Every RELEASE_EVERY steps, not every step: the pages handed back are faulted in
-        # again by the next step, which cost a fifth of bf16's words/s on the CPU.
+        # again by the next step (elmo_core.memory has the measurement).
         if self.step % RELEASE_EVERY == 0:
             release_free_memory()
         return result
