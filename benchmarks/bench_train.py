@@ -176,7 +176,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"input    {source}; {len(sentences)} sentences in {len(data)} batches of <= {args.batch_tokens} positions")
     if device.type == "cpu":
         print("flags    " + " ".join(sorted(f for f in cpu_flags().split() if f.startswith(("avx", "fma", "amx")))))
-    print(f"memory   --allocator {args.allocator}: mmap threshold {threshold}, malloc_trim every {release_every} steps")
+    trims = args.steps // release_every if release_every else 0
+    print(
+        f"memory   --allocator {args.allocator}: mmap threshold {threshold}, malloc_trim every {release_every} "
+        f"steps ({trims} in each configuration's {args.steps} timed steps)"
+    )
     print("GEMM     " + ", ".join(f"{p} {r:.2f} TFLOP/s" for p, r in rates.items()) + "\n", flush=True)
     configs = [
         (shape, precision, recurrence)

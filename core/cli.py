@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,7 +25,7 @@ from .elmo import Elmo
 from .embed_file import DEFAULT_PIECE_TOKENS, EmbedFileResult, embed_file
 from .embedding import DEFAULT_BATCH_TOKENS, check_layers
 from .errors import ElmoError
-from .memory import TRAIN_MMAP_THRESHOLD, use_mmap_for_large_blocks
+from .memory import MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD, use_mmap_for_large_blocks
 from .quantization import quantize_int8
 from .text_files import check_input_file
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS
@@ -291,7 +292,10 @@ MaxStepsOption = Annotated[int | None, typer.Option(help="Stop at this total num
 MaxHoursOption = Annotated[float | None, typer.Option(help="Stop after this many hours of this run.")]
 MaxEpochsOption = Annotated[
     int | None,
-    typer.Option(help="Stop at the end of this many passes over the training files (counted across resumes)."),
+    typer.Option(
+        help="Stop at the end of this many passes over the training files (counted across resumes; "
+        "under torchrun, when the first rank has read its share)."
+    ),
 ]
 TrainLrOption = Annotated[
     float | None,
@@ -370,7 +374,6 @@ def train(
     torchrun: `torchrun --nproc-per-node 2 -m elmo_core train ...`.
     """
     settings = _training_settings(locals())  # first, while the locals are exactly the options
-    use_mmap_for_large_blocks(TRAIN_MMAP_THRESHOLD)  # see elmo_core.memory
     for path, what in ((valid, "--valid"), (options, "--options"), (vocab, "--vocab"), (resume, "--resume")):
         if path is not None:
             check_input_file(path, what)
@@ -581,9 +584,10 @@ def main() -> None:
 
     The command owns its process, so it also fixes glibc's mmap threshold
     (`elmo_core.memory.use_mmap_for_large_blocks`): memory then stays close to what
-    is alive, batch after batch.
+    is alive, batch after batch; `elmo train` gets `TRAIN_MMAP_THRESHOLD` (see
+    `elmo_core.memory` for why).
     """
-    use_mmap_for_large_blocks()
+    use_mmap_for_large_blocks(TRAIN_MMAP_THRESHOLD if sys.argv[1:2] == ["train"] else MMAP_THRESHOLD)
     try:
         app()
     except (ElmoError, TypeError, ValueError, OSError) as err:  # OSError: files, the network

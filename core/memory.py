@@ -28,9 +28,11 @@ The fix has two parts, both here:
   256 kB or more then gets its own mapping and goes back to the OS when freed, so the
   shapes of one batch cannot fragment the heap either, and the peak inside a batch is
   close to what is alive. `elmo train` sets `TRAIN_MMAP_THRESHOLD` (32 MiB) instead: a
-  training step allocates far more than an inference batch, afresh each step, and with
-  256 kB and a trim after every step it trained at 0.5-0.8x the words/s of glibc's own
-  settings (`benchmarks/bench_train.py --allocator`). A library does not change a
+  training step allocates far more than an inference batch, afresh each step. With 256 kB
+  and a trim after every step, the default shape trained at 0.48-0.82x (fp32) and
+  0.64-0.77x (bf16) the words/s of 32 MiB (`benchmarks/bench_train.py --allocator`, 8
+  steps, 2 threads), and run 1 of issue 15 went from 3,100 to about 3,900 bf16 words/s.
+  Its resident size then stayed within 1.7-2.5 GB (1.4 GB before). A library does not change a
   process-wide allocator setting of the program it runs in, so the faces used from
   Python do not call this; a user who wants it can.
 

@@ -25,6 +25,7 @@ from .data import PrefetchingStream, TrainingStream
 from .model import BiLMLanguageModel, has_lm_head, load_language_model
 from .perplexity import Perplexity, evaluate
 from .trainer import (
+    PRECISIONS,
     TrainConfig,
     Trainer,
     config_from_checkpoint,
@@ -156,6 +157,8 @@ class TrainingSettings:
         check_int("--batch-tokens", self.batch_tokens, error=ElmoError)
         check_int("--max-steps", self.max_steps, none_ok=True, error=ElmoError)
         check_int("--max-epochs", self.max_epochs, none_ok=True, error=ElmoError)
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise ElmoError(f"--precision must be one of {', '.join(PRECISIONS)}; got {self.precision!r}.")
         specials = "3 specials and 1 word"
         check_int("--vocab-size", self.vocab_size, minimum=4, none_ok=True, meaning=specials, error=ElmoError)
         check_int("--min-count", self.min_count, none_ok=True, error=ElmoError)
@@ -332,7 +335,6 @@ def _make_trainer(
         seed=data["seed"],
         rank=rank,
         world_size=world_size,
-        epochs=start.config.max_epochs,
         max_characters_per_token=start.lm.options.char_cnn.max_characters_per_token,
     )
     batches = PrefetchingStream(stream, prefetch) if prefetch else stream

@@ -29,6 +29,7 @@ side loads it with `load_model_folder`) plus the language-model parts:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -196,15 +197,29 @@ class BiLMLanguageModel(nn.Module):
         backward_targets = targets[:, :-1][has_next]  # [N]: <S> .. wn
         n = forward_targets.shape[0]
         hidden = torch.cat([forward_hidden, backward_hidden])  # [2N, P]
-        device_type = hidden.device.type
-        if torch.is_autocast_enabled(device_type):
-            # torch's adaptive softmax copies its clusters' log-probs (autocast dtype) into a
-            # buffer of the input's dtype; on the CPU, where torch.lstm is not autocast, the
-            # fused and paired recurrences hand it float32.
-            hidden = hidden.to(torch.get_autocast_dtype(device_type))
+        if torch.is_autocast_enabled(hidden.device.type):
+            hidden = hidden.to(autocast_log_softmax_dtype(hidden.device))
         # One softmax call for both directions (the softmax is shared).
         log_probs = self.softmax(hidden, torch.cat([forward_targets, backward_targets])).output.float()  # [2N]
         return LMOutput(-log_probs[:n].mean(), -log_probs[n:].mean(), n, n)
+
+
+@functools.cache
+def _log_softmax_dtype(device: torch.device, autocast_dtype: torch.dtype) -> torch.dtype:
+    with torch.autocast(device.type, dtype=autocast_dtype):
+        return torch.log_softmax(torch.zeros(1, 2, device=device, dtype=autocast_dtype), dim=-1).dtype
+
+
+def autocast_log_softmax_dtype(device: torch.device) -> torch.dtype:
+    """The dtype `log_softmax` gives under the autocast active on `device`'s type: the
+    autocast dtype on the CPU, float32 on CUDA (its autocast runs log_softmax in float32).
+
+    torch's `AdaptiveLogSoftmaxWithLoss` copies each cluster's log-probs into a buffer of
+    its input's dtype, so its input must have this dtype, whichever the recurrence handed
+    over (float32 from the CPU's fused and paired paths, where `torch.lstm` is not
+    autocast; the autocast dtype from the step loop's linear layers).
+    """
+    return _log_softmax_dtype(device, torch.get_autocast_dtype(device.type))
 
 
 # ---------------------------------------------------------------------- model folders

@@ -62,6 +62,8 @@ from .vocab import Vocabulary
 __all__ = [
     "CHECKPOINT_NAME",
     "LOG_NAME",
+    "PRECISIONS",
+    "RELEASE_EVERY",
     "StepResult",
     "TrainConfig",
     "Trainer",
@@ -71,6 +73,9 @@ __all__ = [
     "load_checkpoint_file",
     "seed_everything",
 ]
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+"""`TrainConfig.precision` values."""
 
 RELEASE_EVERY = 25
 """Training steps between two `release_free_memory()` calls (glibc's `malloc_trim`)."""
@@ -101,8 +106,8 @@ class TrainConfig:
         max_hours: Stop after this many hours of this invocation. None = no limit.
         max_epochs: Stop at the end of this many passes over the training files (the data
             stream's epochs, counted across resumes; bilm-tf's `n_epochs`). None = no limit.
-            `elmo train` builds its stream to end there; a stream given to `Trainer`
-            directly ends where it ends.
+            `Trainer` sets it as its `TrainingStream`'s `epochs`. Under DDP every rank reads
+            its own share, and all stop when the first rank's share is done.
         checkpoint_every: Write the checkpoint and the model folder every N steps (and
             at the end). 0 = only at the end.
         validate_every: Validation perplexity every N steps (and at the end); 0 = only
@@ -130,8 +135,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.optimizer not in ("adam", "adagrad"):
             raise ValueError(f"optimizer must be 'adam' or 'adagrad'; got {self.optimizer!r}.")
-        if self.precision not in ("auto", "fp32", "bf16", "fp16"):
-            raise ValueError(f"precision must be auto, fp32, bf16 or fp16; got {self.precision!r}.")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got {self.precision!r}.")
         if self.max_steps is None and self.max_hours is None and self.max_epochs is None:
             raise ValueError("give max_steps, max_hours or max_epochs (or several); otherwise training never stops.")
         for name in ("checkpoint_every", "validate_every", "log_every"):
@@ -170,8 +175,8 @@ class Trainer:
             starts from the same weights (DDP also broadcasts rank 0's).
         vocab: Its softmax vocabulary (saved with the model folder).
         stream: This rank's batches: a `TrainingStream` or `PrefetchingStream`
-            (resumable), or any iterable of `Batch` (then checkpoints cannot restore the
-            data position).
+            (resumable; `config.max_epochs`, when set, becomes its `epochs`), or any
+            iterable of `Batch` (then checkpoints cannot restore the data position).
         config: `TrainConfig`.
         valid_sentences: Held-out tokenised sentences for validation perplexity (all of
             them; each rank scores its share).
@@ -229,6 +234,14 @@ class Trainer:
             self.optimizer = torch.optim.Adagrad(params, lr=config.learning_rate, initial_accumulator_value=1.0)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision == "fp16")
         self.stream = stream
+        if config.max_epochs is not None:
+            limited = getattr(stream, "stream", stream)  # a PrefetchingStream's TrainingStream
+            if not hasattr(limited, "epochs"):
+                raise ValueError(
+                    f"max_epochs needs a TrainingStream (or a PrefetchingStream of one), which counts its "
+                    f"passes; got {type(stream).__name__}. Stop it with max_steps or max_hours instead."
+                )
+            limited.epochs = config.max_epochs
         self.valid_sentences = list(valid_sentences) if valid_sentences is not None else None
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.elmo_settings = elmo_settings
@@ -325,6 +338,9 @@ class Trainer:
             if hasattr(self._iterator, "close"):  # a generator: the stream keeps its position
                 self._iterator.close()  # (and a prefetching worker stops)
                 self._iterator = None
+            if run.put_back is not None:
+                self.stream.load_state_dict(run.put_back)
+                self._iterator = None
         return self._finish_fit(run)
 
     def _train_until_stopped(self, run: _FitRun, bar: Any, callback: Callable[[int, StepResult], None] | None) -> None:
@@ -335,8 +351,11 @@ class Trainer:
             out_of_time = config.max_hours is not None and time.monotonic() - run.started > config.max_hours * 3600
             if self._agree(out_of_time):
                 break
+            before = self.stream.state_dict() if hasattr(self.stream, "state_dict") else None
             batch = next(self._iterator, None)
             if self._agree(batch is None):  # a rank's stream has ended: all stop together
+                if batch is not None:  # taken from this rank's stream but not trained: put it back
+                    run.put_back = before
                 break
             result = self.train_step(batch)
             run.interval.add(result)
@@ -493,7 +512,8 @@ class Trainer:
         if self.config.lr is not None:  # the checkpoint's rate, or a new one a resumed run was given
             for group in self.optimizer.param_groups:
                 group["lr"] = self.config.lr
-        self.scaler.load_state_dict(state["scaler"])
+        if state["scaler"]:  # empty when the checkpoint's run had no fp16 scaler: a new one starts here
+            self.scaler.load_state_dict(state["scaler"])
         self.step = state["step"]
         self.tokens_seen = state["tokens_seen"]
         self.elapsed_before = state["elapsed_s"]
@@ -546,6 +566,7 @@ class _FitRun:
     last_valid: Perplexity | None = None
     validated_at: int = -1
     saved_at: int = -1
+    put_back: dict[str, Any] | None = None  # the stream's position before a batch taken but not trained
 
 
 def seed_everything(seed: int) -> None:

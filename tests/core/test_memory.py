@@ -140,3 +140,16 @@ def test_embed_peak_memory_is_flat_in_the_input_size(tmp_path):
         )
         (tmp_path / "o.hdf5").unlink()
     assert peaks[1_000_000] <= 1.10 * peaks[100_000], peaks
+
+
+def test_the_elmo_command_keeps_training_blocks_in_the_heap(monkeypatch):
+    import elmo_core.cli as cli
+    from elmo_core.memory import MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD
+
+    thresholds = []
+    monkeypatch.setattr(cli, "use_mmap_for_large_blocks", thresholds.append)
+    monkeypatch.setattr(cli, "app", lambda: None)
+    for argv in (["elmo", "train", "--resume", "run/checkpoint.pt"], ["elmo", "embed", "in.txt", "out.hdf5"]):
+        monkeypatch.setattr(sys, "argv", argv)
+        cli.main()
+    assert thresholds == [TRAIN_MMAP_THRESHOLD, MMAP_THRESHOLD]

@@ -105,6 +105,39 @@ def test_the_trainer_hands_freed_heap_back_every_release_every_steps(tmp_path, t
     assert calls == [RELEASE_EVERY, 2 * RELEASE_EVERY]
 
 
+def test_a_batch_taken_but_not_trained_goes_back_to_the_stream(tmp_path, train_file, vocab):
+    # Under DDP all ranks stop together when one rank's stream ends: the others have then taken
+    # a batch they do not train, and their checkpoints must not skip it.
+    trainer = make_trainer(tmp_path, vocab, train_file, out="run", max_steps=100)
+    agreements = []
+
+    def another_rank_ran_out(flag: bool) -> bool:  # each step agrees twice: on the time, then on the data
+        agreements.append(flag)
+        return flag or (len(agreements) % 2 == 0 and trainer.step == 5)
+
+    trainer._agree = another_rank_ran_out
+    assert trainer.fit()["step"] == 5
+    fresh = TrainingStream([train_file], vocab, batch_tokens=48, buffer_sentences=7, seed=0)
+    batches = iter(fresh)
+    for _ in range(5):
+        next(batches)
+    assert trainer.stream.state_dict() == fresh.state_dict()
+    next(batches)  # the batch taken and put back: without the put-back the trainer would be here
+    assert trainer.stream.state_dict() != fresh.state_dict()
+
+
+def test_max_epochs_needs_a_stream_that_counts_its_passes(tmp_path, train_file, vocab):
+    config = TrainConfig(max_epochs=1, progress=False)
+    batches = [make_batch([["the", "cat"]], vocab)] * 3
+    with pytest.raises(ValueError, match="max_epochs needs a TrainingStream"):
+        Trainer(make_lm(vocab), vocab, batches, config)
+    stream = TrainingStream([train_file], vocab, batch_tokens=48, buffer_sentences=7, seed=0)
+    one_pass = sum(
+        1 for _ in TrainingStream([train_file], vocab, batch_tokens=48, buffer_sentences=7, seed=0, epochs=1)
+    )
+    assert Trainer(make_lm(vocab), vocab, stream, config).fit()["step"] == one_pass
+
+
 def test_train_config_explains_bad_settings():
     with pytest.raises(ValueError, match="give max_steps, max_hours or max_epochs"):
         TrainConfig()
