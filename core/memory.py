@@ -32,7 +32,9 @@ The fix has two parts, both here:
   and a trim after every step, the default shape trained at 0.48-0.82x (fp32) and
   0.64-0.77x (bf16) the words/s of 32 MiB (`benchmarks/bench_train.py --allocator`, 8
   steps, 2 threads), and run 1 of issue 15 went from 3,100 to about 3,900 bf16 words/s.
-  Its resident size then stayed within 1.7-2.5 GB (1.4 GB before). A library does not change a
+  The price is memory: its resident size, sampled each minute for an hour, moved between
+  1.1 and 3.2 GB (a sawtooth between trims, not growing), against 1.3-1.4 GB before. A
+  library does not change a
   process-wide allocator setting of the program it runs in, so the faces used from
   Python do not call this; a user who wants it can.
 
