@@ -34,9 +34,8 @@ The fix has two parts, both here:
   steps, 2 threads), and run 1 of issue 15 went from 3,100 to about 3,900 bf16 words/s.
   The price is memory: its resident size, sampled each minute for an hour, moved between
   1.1 and 3.2 GB (a sawtooth between trims, not growing), against 1.3-1.4 GB before. A
-  library does not change a
-  process-wide allocator setting of the program it runs in, so the faces used from
-  Python do not call this; a user who wants it can.
+  library does not change a process-wide allocator setting of the program it runs in,
+  so the faces used from Python do not call this; a user who wants it can.
 
 `benchmarks/bench_memory.py` measures the peaks (`elmo embed` on 100k and on 1M tokens).
 
