@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from bench_core import DEFAULT_DATA, REPO_ROOT, cpu_model, load_average
-from bench_memory import cpu_flags
+from bench_memory import simd_flags
 
 CHILD = """
 import json, sys, time
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.data = args.data if args.data.is_absolute() else REPO_ROOT / args.data
     folders = args.folders or [default_model_dir()]
-    flags = sorted({f for f in cpu_flags().split() if f.startswith(("avx", "fma"))})
+    flags = simd_flags()
     print(f"CPU {cpu_model()}; flags {' '.join(flags)}; {args.threads} threads; load average {load_average()}")
     print(f"{args.sentences} sentences of {args.data.name}, batch {args.batch_size}; best of {args.repeats} runs")
     best: dict[Path, dict] = {}

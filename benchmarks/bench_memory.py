@@ -61,6 +61,11 @@ def cpu_flags() -> str:
     return "unknown"
 
 
+def simd_flags() -> list[str]:
+    """The CPU's AVX, FMA and AMX flags, sorted (what decides the GEMM rates)."""
+    return sorted({f for f in cpu_flags().split() if f.startswith(("avx", "fma", "amx"))})
+
+
 # Runs the command and prints its own peak RSS and wall time. It must be a fresh, small
 # process: a process started straight from this one (vfork + exec) inherits this
 # process's peak as its ru_maxrss, which would hide the measured command's own.

@@ -44,7 +44,7 @@ from bench_core import (  # noqa: E402
     load_sentences,
     shape_options,
 )
-from bench_memory import cpu_flags  # noqa: E402
+from bench_memory import simd_flags  # noqa: E402
 
 from elmo_core import BiLMOptions, batches_by_token_budget, set_recurrence  # noqa: E402
 from elmo_core.memory import (  # noqa: E402
@@ -175,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"device   {where}; torch {torch.__version__}; {platform.machine()}")
     print(f"input    {source}; {len(sentences)} sentences in {len(data)} batches of <= {args.batch_tokens} positions")
     if device.type == "cpu":
-        print("flags    " + " ".join(sorted(f for f in cpu_flags().split() if f.startswith(("avx", "fma", "amx")))))
+        print("flags    " + " ".join(simd_flags()))
     trims = args.steps // release_every if release_every else 0
     print(
         f"memory   --allocator {args.allocator}: mmap threshold {threshold}, malloc_trim every {release_every} "
