@@ -17,7 +17,7 @@ other processes hits every folder alike. Nothing is asserted about speed.
     .venv/bin/python benchmarks/bench_default_model.py [FOLDER ...] --threads 2 --batch-size 32
 
 Without FOLDER: the shipped default model. To compare with the previous one:
-`mkdir -p OLD && git archive c53533d core/default_model | tar -x -C OLD` (c53533d: the last
+`mkdir -p OLD && git archive 50d1767 core/default_model | tar -x -C OLD` (50d1767: the last
 commit with the previous model) and pass OLD/core/default_model too.
 """
 
