@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,12 +23,12 @@ import typer
 
 from .checks import check_int
 from .elmo import Elmo
-from .embed_file import DEFAULT_PIECE_TOKENS, EmbedFileResult, embed_file
+from .embed_file import DEFAULT_PIECE_TOKENS, EmbedFileResult, check_embed_paths, embed_file, job_folder
 from .embedding import DEFAULT_BATCH_TOKENS, check_layers
 from .errors import ElmoError
 from .memory import MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD, use_mmap_for_large_blocks
 from .quantization import quantize_int8
-from .text_files import check_input_file
+from .text_files import check_input_file, check_output_spares_inputs
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS
 from .tokenizers import get_tokenizer
 from .windows import DEFAULT_WINDOW_TOKENS
@@ -55,13 +56,32 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     help="ELMo contextual word vectors.",
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"elmo-bilm {version('elmo-bilm')}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _commands() -> None:
+def _commands(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
     """ELMo contextual word vectors (elmo-bilm)."""
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 line`, `2 lines`, `0 lines`."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def load_model(model: Path | None, options: Path | None, weights: Path | None, device: str = "cpu") -> Elmo:
@@ -91,14 +111,6 @@ def _check_device(device: str) -> None:
         )
     if parsed.type not in ("cpu", "cuda"):
         raise ElmoError(f"--device {device}: only cpu and cuda devices are supported.")
-
-
-def _check_output(path: Path) -> None:
-    """Raise a one-line ElmoError if OUTPUT cannot be written, before any work is done."""
-    if path.is_dir():
-        raise ElmoError(f"OUTPUT {path} is a folder; give the path of the hdf5 file to write.")
-    if not path.parent.is_dir():
-        raise ElmoError(f"the folder of OUTPUT ({path.parent}) does not exist; create it first.")
 
 
 # `elmo embed`'s options.
@@ -143,7 +155,10 @@ PieceTokensOption = Annotated[
 
 @app.command()
 def embed(
-    input_file: Annotated[Path, typer.Argument(metavar="INPUT", help="Text file, one sentence per line.")],
+    input_file: Annotated[
+        Path,
+        typer.Argument(metavar="INPUT", help="Text file, one sentence per line (.xz, .gz, .bz2; - = standard input)."),
+    ],
     output_file: Annotated[Path, typer.Argument(metavar="OUTPUT", help="hdf5 file to write.")],
     layers: LayersOption = "all",
     model: ModelOption = None,
@@ -166,10 +181,11 @@ def embed(
     for --layers all and (tokens, dim) otherwise; its attribute "tokens" holds the line's tokens,
     one per row. A blank line gives a dataset with 0 tokens.
 
-    Work in progress lives in OUTPUT.partial/ and OUTPUT appears only when complete. An
-    interrupted run continues where it stopped when the same command is run again. For several
-    processes or machines, launch with torchrun: `torchrun --nproc-per-node 4 -m elmo_core embed
-    INPUT OUTPUT ...` (see the README's "Big corpora" section).
+    Work in progress lives in OUTPUT.partial/, which one run owns at a time, and OUTPUT appears
+    only when complete. An interrupted run continues where it stopped when the same command is
+    run again. For several processes or machines, launch with torchrun: `torchrun
+    --nproc-per-node 4 -m elmo_core embed INPUT OUTPUT ...` (see the README's "Big corpora"
+    section).
 
     A line longer than --window-tokens (a whole document on one line, say) is read in overlapping
     windows, so memory does not grow with its length; see the README's "Long documents" section
@@ -177,7 +193,7 @@ def embed(
     """
     layer_choice: str | int = int(layers) if layers.lstrip("-").isdigit() else layers
     _check_embed_options(precision, batch_tokens, window_tokens, piece_tokens, device, input_file, output_file)
-    with _process_group(device) as (rank, device):
+    with _resumable_on_interrupt(output_file), _process_group(device) as (rank, device):
         elmo = _embedding_model(model, options, weights, device, layer_choice, token_cache, precision)
         result = embed_file(
             elmo,
@@ -215,8 +231,34 @@ def _check_embed_options(
     check_int("--window-tokens", window_tokens, minimum=0, meaning="0 = no windows", error=ElmoError)
     check_int("--piece-tokens", piece_tokens, meaning="tokens", error=ElmoError)
     _check_device(device)
-    check_input_file(input_file, "INPUT")
-    _check_output(output_file)
+    check_embed_paths(input_file, output_file)
+
+
+@contextmanager
+def _resumable_on_interrupt(output_file: Path) -> Iterator[None]:
+    """Ctrl-C and SIGTERM (a scheduler's stop) end `elmo embed` with one line saying that
+    the same command resumes the job (exit status 130, or 143 for SIGTERM)."""
+    received: list[int] = []
+
+    def stop(signum: int, frame: object) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread (embed called from a thread): leave SIGTERM alone
+        previous = None
+    try:
+        yield
+    except KeyboardInterrupt:
+        if int(os.environ.get("RANK", "0")) == 0:
+            folder = job_folder(output_file)
+            kept = f"the finished pieces are kept in {folder}; " if folder.is_dir() else ""
+            typer.echo(f"interrupted: {output_file} was not written; {kept}run the same command to resume.", err=True)
+        raise SystemExit(128 + (received[0] if received else signal.SIGINT)) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 @contextmanager
@@ -258,8 +300,12 @@ def _report_embedding(result: EmbedFileResult, input_file: Path, output_file: Pa
     """What `elmo embed` wrote, on stderr (and a warning for an empty INPUT)."""
     if result.lines == 0:
         typer.echo(f"warning: INPUT {input_file} is empty; OUTPUT holds no sentences.", err=True)
-    resumed = f"; {result.pieces_resumed} of {result.pieces} pieces were already done" if result.pieces_resumed else ""
-    typer.echo(f"wrote {result.lines} lines ({result.tokens} tokens) to {output_file}{resumed}", err=True)
+    done = result.pieces_resumed
+    verb = "was" if done == 1 else "were"
+    resumed = f"; {done} of {plural(result.pieces, 'piece')} {verb} already done" if done else ""
+    typer.echo(
+        f"wrote {plural(result.lines, 'line')} ({plural(result.tokens, 'token')}) to {output_file}{resumed}", err=True
+    )
 
 
 # `elmo train`'s options (each is the `TrainingSettings` field of the same name).
@@ -399,7 +445,9 @@ def _training_settings(options: dict[str, Any]) -> TrainingSettings:
 
 @app.command()
 def perplexity(
-    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Text files (.txt or .txt.xz).")],
+    files: Annotated[
+        list[str], typer.Argument(metavar="FILE...", help="Text files (.xz, .gz, .bz2; - = standard input).")
+    ],
     model: Annotated[
         Path | None, typer.Option(help="Model folder with a language-model head (default: the default model).")
     ] = None,
@@ -408,21 +456,28 @@ def perplexity(
     ] = False,
     batch_tokens: BatchTokensOption = DEFAULT_BATCH_TOKENS,
     device: DeviceOption = "cpu",
+    progress: Annotated[bool, typer.Option(help="Show a progress bar per file, on stderr.")] = True,
 ) -> None:
     """Print forward, backward and average perplexity over each FILE's sentences.
 
     average = exp((forward loss + backward loss) / 2), bilm-tf's "average perplexity"
     (the geometric mean of the two). Raw text is split into sentences and tokenised
-    with spaCy's English rules, as for training. Output: one tab-separated row per file.
+    with spaCy's English rules, as for training. Output: one tab-separated row per file;
+    a file without sentences gets a warning instead of a row.
     """
     from .training.commands import run_perplexity
 
     check_int("--batch-tokens", batch_tokens, error=ElmoError)
     for path in files:
         check_input_file(path, "FILE")
-    results = run_perplexity(files, model=model, pretokenized=pretokenized, batch_tokens=batch_tokens, device=device)
+    results = run_perplexity(
+        files, model=model, pretokenized=pretokenized, batch_tokens=batch_tokens, device=device, progress=progress
+    )
     typer.echo("file\tforward_ppl\tbackward_ppl\taverage_ppl\tpredictions\tsentences\tunknown_words")
     for path, p in results:
+        if p.sentences == 0:
+            typer.echo(f"warning: FILE {path} holds no sentences, so it has no perplexity (no row).", err=True)
+            continue
         typer.echo(
             f"{path}\t{p.forward:.3f}\t{p.backward:.3f}\t{p.average:.3f}\t{p.tokens}\t{p.sentences}\t{p.unknown}"
         )
@@ -466,6 +521,7 @@ def convert(
     public storage and converts it on arrival.
     """
     _check_convert_paths(paths, to_hdf5, download)
+    _check_convert_spares_inputs(paths, to_hdf5, download)
     if to_hdf5:
         _write_bilm_tf_files(*paths)
         return
@@ -490,6 +546,27 @@ def _check_convert_paths(paths: list[Path], to_hdf5: bool, download: str | None)
         check_input_file(paths[1], "WEIGHTS")
 
 
+def _bilm_tf_paths(prefix: Path) -> tuple[Path, Path]:
+    """The files `elmo convert --to-hdf5 MODEL_DIR OUT_PREFIX` writes."""
+    return prefix.with_name(prefix.name + "_options.json"), prefix.with_name(prefix.name + "_weights.hdf5")
+
+
+def _check_convert_spares_inputs(paths: list[Path], to_hdf5: bool, download: str | None) -> None:
+    """Raise a one-line ElmoError if what `elmo convert` writes would replace one of its inputs."""
+    from .model_folder import MODEL_FOLDER_FILES
+
+    if to_hdf5:
+        model_dir, prefix = paths
+        inputs = [("a file of MODEL_DIR", p) for p in sorted(model_dir.glob("*")) if p.is_file()]
+        options_path, weights_path = _bilm_tf_paths(prefix)
+        outputs = [("OUT_PREFIX_options.json", options_path), ("OUT_PREFIX_weights.hdf5", weights_path)]
+        check_output_spares_inputs(outputs, inputs)
+    elif not download:
+        check_output_spares_inputs(
+            [], [("OPTIONS", paths[0]), ("WEIGHTS", paths[1])], folders=[("OUT_DIR", paths[2], MODEL_FOLDER_FILES)]
+        )
+
+
 def _write_bilm_tf_files(model_dir: Path, prefix: Path) -> None:
     """`elmo convert --to-hdf5`: OUT_PREFIX_options.json and OUT_PREFIX_weights.hdf5 from a model folder."""
     import json
@@ -498,8 +575,7 @@ def _write_bilm_tf_files(model_dir: Path, prefix: Path) -> None:
     from .weights import save_bilm_tf
 
     elmo = load_model_folder(model_dir)
-    options_path = prefix.with_name(prefix.name + "_options.json")
-    weights_path = prefix.with_name(prefix.name + "_weights.hdf5")
+    options_path, weights_path = _bilm_tf_paths(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     data = elmo.options.to_dict()  # bilm-tf's two sections only, as the published files
     options_path.write_text(json.dumps({k: data[k] for k in ("lstm", "char_cnn")}, indent=2) + "\n", encoding="utf-8")
@@ -524,13 +600,16 @@ def _hf_converter() -> Any:
 
 @app.command()
 def probe(
-    train_file: Annotated[Path, typer.Argument(metavar="TRAIN", help="CoNLL-format file to fit the probes on.")],
+    train_file: Annotated[
+        Path, typer.Argument(metavar="TRAIN", help="CoNLL-format file to fit the probes on (- = standard input).")
+    ],
     eval_file: Annotated[Path, typer.Argument(metavar="EVAL", help="CoNLL-format file to score them on.")],
     column: Annotated[
         int, typer.Option(help="Label column, Python style: 1 = second (CoNLL-2003 POS), -1 = last (NER).")
     ] = 1,
     plot: Annotated[
-        Path | None, typer.Option(help="Save a bar plot of the accuracies here (PNG; needs matplotlib).")
+        Path | None,
+        typer.Option(help="Save a bar plot of the accuracies here (.png unless another suffix; needs matplotlib)."),
     ] = None,
     title: Annotated[str, typer.Option(help="Title of the plot (default: the column and file names).")] = "",
     model: ModelOption = None,
@@ -550,13 +629,19 @@ def probe(
     in TRAIN count as wrong), with the majority-label baseline. Peters et al. (2018)
     found the first LSTM layer best for POS tags.
     """
-    from .probe import plot_probe, pyplot, read_conll_column, run_probe
+    from .probe import plot_path, plot_probe, read_conll_column, run_probe
 
     if column == 0:
         raise ElmoError("--column 0 is the token itself; give the label column (1 = second, -1 = last).")
     check_int("--batch-tokens", batch_tokens, error=ElmoError)
+    for path, what in ((train_file, "TRAIN"), (eval_file, "EVAL")):
+        check_input_file(path, what)
     if plot is not None:
-        pyplot()  # matplotlib is missing: say so now, not after the probe has run
+        plot = plot_path(plot)  # no matplotlib, or a suffix it cannot write: say so now, not after the probe
+        if not plot.parent.is_dir():
+            raise ElmoError(f"the folder of --plot ({plot.parent}) does not exist; create it first.")
+        inputs = [("TRAIN", train_file), ("EVAL", eval_file), ("--options", options), ("--weights", weights)]
+        check_output_spares_inputs([("--plot", plot)], inputs)
     elmo = load_model(model, options, weights, device)
     train_data = read_conll_column(train_file, column)
     eval_data = read_conll_column(eval_file, column)
@@ -575,8 +660,10 @@ def probe(
         typer.echo(f"{name}\t{accuracy:.4f}\t{correct}\t{result.num_tokens}")
     typer.echo(f"majority label\t{result.majority_accuracy:.4f}\t\t{result.num_tokens}")
     if plot is not None:
-        plot_probe(result, plot, title=title or f"linear probe, column {column}: {train_file.name} -> {eval_file.name}")
-        typer.echo(f"wrote {plot}", err=True)
+        written = plot_probe(
+            result, plot, title=title or f"linear probe, column {column}: {train_file.name} -> {eval_file.name}"
+        )
+        typer.echo(f"wrote the plot to {written}", err=True)
 
 
 def main() -> None:

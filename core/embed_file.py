@@ -10,6 +10,7 @@ A piece is the unit of work, of resuming and of sharing among processes:
                                                                rank with the fewest tokens)
 
     OUTPUT.partial/                      while running (clearly partial)
+        .lock                            held by the run that owns the job (flock)
         job.json                         the input's sha256, the settings and the pieces
         piece-000000.h5                  every line of piece 0; renamed into place only
         piece-000001.h5                  when complete, so present = complete
@@ -23,11 +24,20 @@ piece first, to the least loaded rank). Each rank embeds its pieces with the sam
 of processes (beyond float rounding of batches, about 1e-7). A process that fails
 makes every process stop; OUTPUT is not written, OUTPUT.partial stays.
 
-Running the same command again (same input, model and settings; any number of
-processes) skips the pieces already in OUTPUT.partial and redoes at most the pieces
-that were running. A different input or setting is refused with a message: finish the
+One run owns a job folder at a time (`elmo_core.folder_lock`): a second run on the same
+OUTPUT while the first is alive stops at once with an ElmoError, and deletes nothing.
+Running the same command again after a run stopped (same input, model and settings; any
+number of processes) skips the pieces already in OUTPUT.partial and redoes at most the
+pieces that were running. A different input or setting is refused with a message: finish the
 job or delete OUTPUT.partial. With several machines, OUTPUT's folder must be on a file
 system that every machine sees (as for a training checkpoint).
+
+The input is read by `elmo_core.text_files.open_binary`, as every command reads text: a
+`.xz`, `.gz` or `.bz2` file is decompressed on the fly (pieces are byte ranges of the
+decompressed text, read in order), and a stream (`-` for standard input, a pipe) is first
+copied to a hidden file beside OUTPUT, deleted at the end, so that its pieces can be read
+back and the job resumed with the same stream; several torchrun processes cannot share a
+stream, so they refuse it before reading.
 
 The output: one dataset per input line, named by its 0-based line number, of shape
 (layers, tokens, dim) for layers="all" and (tokens, dim) otherwise, with the line's
@@ -40,10 +50,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,14 +66,30 @@ from .atomic_files import atomic_path, atomic_write
 from .checks import check_int
 from .embedding import DEFAULT_BATCH_TOKENS, check_layers, iter_embeddings
 from .errors import ElmoError
-from .text_files import BYTE_ORDER_MARK, strip_line_end
+from .folder_lock import FolderLock
+from .text_files import (
+    BYTE_ORDER_MARK,
+    check_input_file,
+    check_output_spares_inputs,
+    is_stream,
+    open_binary,
+    strip_line_end,
+)
 from .token_cache import float64_sum
 from .windows import DEFAULT_WINDOW_TOKENS, check_window_settings
 
 if TYPE_CHECKING:
     from .elmo import Elmo
 
-__all__ = ["DEFAULT_PIECE_TOKENS", "EmbedFileResult", "Piece", "embed_file", "job_folder", "plan_pieces"]
+__all__ = [
+    "DEFAULT_PIECE_TOKENS",
+    "EmbedFileResult",
+    "Piece",
+    "check_embed_paths",
+    "embed_file",
+    "job_folder",
+    "plan_pieces",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -111,12 +139,32 @@ def job_folder(output: str | Path) -> Path:
     return output.with_name(output.name + ".partial")
 
 
-def plan_pieces(path: str | Path, piece_tokens: int = DEFAULT_PIECE_TOKENS) -> tuple[list[Piece], int, int, str]:
+def check_embed_paths(input_path: str | Path, output_path: str | Path) -> None:
+    """Raise a one-line ElmoError, before any work, unless INPUT can be read and OUTPUT
+    written without harm: INPUT is a readable file or a stream, OUTPUT is not a folder,
+    its folder exists, and OUTPUT is not INPUT (under any spelling) nor does its job
+    folder, which is deleted at the end, hold INPUT
+    (`elmo_core.text_files.check_output_spares_inputs`)."""
+    check_input_file(input_path, "INPUT")
+    output = Path(output_path)
+    if output.is_dir():
+        raise ElmoError(f"OUTPUT {output} is a folder; give the path of the hdf5 file to write.")
+    if not output.parent.is_dir():
+        raise ElmoError(f"the folder of OUTPUT ({output.parent}) does not exist; create it first.")
+    check_output_spares_inputs(
+        [("OUTPUT", output)], [("INPUT", input_path)], folders=[("OUTPUT's job folder", job_folder(output), None)]
+    )
+
+
+def plan_pieces(
+    path: str | Path, piece_tokens: int = DEFAULT_PIECE_TOKENS, name: str | None = None
+) -> tuple[list[Piece], int, int, str]:
     """Read the input once: check it is UTF-8, count tokens, cut it into pieces.
 
     Lines are split as `elmo embed` reads them: at "\\n", with a final newline ending the
     last line (not starting a blank one), a trailing "\\r" dropped and a UTF-8 byte order
-    mark at the start ignored. Tokens are counted with `str.split()`.
+    mark at the start ignored. Tokens are counted with `str.split()`. `name` is how errors
+    name the input (default: `path`; the stream's name when `path` is its copy).
 
     Returns:
         `(pieces, lines, tokens, sha256 of the file)`.
@@ -131,7 +179,7 @@ def plan_pieces(path: str | Path, piece_tokens: int = DEFAULT_PIECE_TOKENS) -> t
     line = tokens = offset = 0
     first_line = byte_start = cost = 0
     try:
-        handle = open(path, "rb")  # noqa: SIM115
+        handle = open_binary(path)
     except FileNotFoundError:
         raise ElmoError(f"input file {path} does not exist.") from None
     with handle:
@@ -140,7 +188,7 @@ def plan_pieces(path: str | Path, piece_tokens: int = DEFAULT_PIECE_TOKENS) -> t
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                raise ElmoError(f"{path} is not UTF-8 text (line {line + 1}: {err.reason}).") from None
+                raise ElmoError(f"{name or path} is not UTF-8 text (line {line + 1}: {err.reason}).") from None
             n = len(_split_line(text, line).split())
             if line > first_line and cost + n + 1 > piece_tokens:
                 pieces.append(Piece(len(pieces), first_line, line, byte_start, offset, cost))
@@ -162,10 +210,24 @@ def _split_line(text: str, line: int) -> str:
     return strip_line_end(text)
 
 
-def _read_piece(path: Path, piece: Piece) -> list[str]:
-    with open(path, "rb") as handle:
-        handle.seek(piece.byte_start)
-        data = handle.read(piece.byte_end - piece.byte_start)
+class _PieceReader:
+    """The input, open once for a rank's pieces: a piece is a byte range of the (decompressed)
+    text. The pieces come in order, so a compressed file is decompressed once (its forward
+    seeks skip ahead)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.handle = open_binary(path)
+
+    def read(self, piece: Piece) -> list[str]:
+        self.handle.seek(piece.byte_start)
+        return _piece_lines(self.path, piece, self.handle.read(piece.byte_end - piece.byte_start))
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def _piece_lines(path: Path, piece: Piece, data: bytes) -> list[str]:
     lines = data.decode("utf-8").split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the newline that ends the piece's last line
@@ -258,8 +320,38 @@ def embed_file(
         "window_tokens": window_tokens,
         "window_context": window_context,
     }
+    check_embed_paths(input_path, output_path)
     files = _JobFiles(Path(input_path), Path(output_path), piece_tokens)
+    if is_stream(input_path):
+        return _run_stream_job(model, files, job_settings, embed_kwargs, tokenize, progress)
     return _run_job(model, files, job_settings, embed_kwargs, tokenize, progress)
+
+
+def _run_stream_job(
+    model: Elmo,
+    files: _JobFiles,
+    job_settings: dict[str, Any],
+    embed_kwargs: dict[str, Any],
+    tokenize: Callable[[str], list[str]] | None,
+    progress: bool,
+) -> EmbedFileResult:
+    """A stream (standard input, a pipe): copied to a hidden file beside OUTPUT (deleted at
+    the end), then embedded as a file. The job folder records the stream's name and the
+    sha256 of what it gave, so the same command with the same stream resumes it."""
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        raise ElmoError(
+            f"INPUT {files.input_path} is a stream (standard input or a pipe), which several torchrun processes "
+            "cannot share; save it to a file first (cat > input.txt) and embed that."
+        )
+    output = files.output_path
+    fd, name = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.input-", suffix=".txt")
+    spool = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as copy, open_binary(files.input_path) as stream:
+            shutil.copyfileobj(stream, copy, 1 << 20)
+        return _run_job(model, replace(files, spool=spool), job_settings, embed_kwargs, tokenize, progress)
+    finally:
+        spool.unlink(missing_ok=True)
 
 
 def _check_arguments(
@@ -302,15 +394,22 @@ def _job_settings(
 
 @dataclass(frozen=True)
 class _JobFiles:
-    """The files of one `embed_file` job: INPUT, OUTPUT, OUTPUT.partial/ and the piece size."""
+    """The files of one `embed_file` job: INPUT, OUTPUT, OUTPUT.partial/ and the piece size;
+    `spool` is the copy of a stream INPUT, read in its place."""
 
     input_path: Path
     output_path: Path
     piece_tokens: int
+    spool: Path | None = None
 
     @property
     def folder(self) -> Path:
         return job_folder(self.output_path)
+
+    @property
+    def text(self) -> Path:
+        """The file the pieces are read from."""
+        return self.spool if self.spool is not None else self.input_path
 
 
 def _run_job(
@@ -328,48 +427,77 @@ def _run_job(
     rank = dist.get_rank() if distributed else 0
     world_size = dist.get_world_size() if distributed else 1
     folder = files.folder
-    job, todo = _open_job(files, job_settings, rank, distributed)
-    pieces = [Piece(**p) for p in job["pieces"]]
-    by_index = {p.index: p for p in pieces}
-    left = [by_index[i] for i in todo]
-    mine = _assign(left, world_size)[rank]
-    bar = _progress_bar(job, left, show=progress and rank == 0)
-    watcher = _PieceWatcher(folder, left, mine, bar) if rank == 0 else None
-    failure: BaseException | None = None
-    try:
-        for piece in mine:
-            _embed_piece(model, files.input_path, folder, piece, tokenize, embed_kwargs, bar, watcher, h5py)
-    except BaseException as err:  # noqa: BLE001 - reported to the other ranks, then raised
-        failure = err
-    _raise_unless_all_succeeded(failure, distributed, bar, files)
-    if watcher is not None:
-        watcher.finish()
-    bar.close()
-    if rank == 0:
-        _merge(folder, pieces, files.output_path, job, h5py)
+    job, todo, lock = _open_job(files, job_settings, rank, distributed)
+    try:  # rank 0 holds the job folder's lock until the job is merged or has failed
+        pieces = [Piece(**p) for p in job["pieces"]]
+        by_index = {p.index: p for p in pieces}
+        left = [by_index[i] for i in todo]
+        mine = _assign(left, world_size)[rank]
+        bar = _progress_bar(job, left, show=progress and rank == 0)
+        watcher = _PieceWatcher(folder, left, mine, bar) if rank == 0 else None
+        failure: BaseException | None = None
+        reader = _PieceReader(files.text) if mine else None
+        try:
+            for piece in mine:
+                _embed_piece(model, reader, folder, piece, tokenize, embed_kwargs, bar, watcher, h5py)
+        except BaseException as err:  # noqa: BLE001 - reported to the other ranks, then raised
+            failure = err
+        finally:
+            if reader is not None:
+                reader.close()
+        _raise_unless_all_succeeded(failure, distributed, bar, files)
+        if watcher is not None:
+            watcher.finish()
+        bar.close()
+        if rank == 0:
+            _merge(folder, pieces, files.output_path, job, h5py)
+    finally:
+        if lock is not None:
+            lock.release()
     return EmbedFileResult(job["lines"], job["tokens"], len(pieces), len(pieces) - len(todo))
 
 
 def _open_job(
     files: _JobFiles, job_settings: dict[str, Any], rank: int, distributed: bool
-) -> tuple[dict[str, Any], list[int]]:
-    """(job.json's content, indices of the pieces left to do), the same on every rank.
+) -> tuple[dict[str, Any], list[int], FolderLock | None]:
+    """(job.json's content, indices of the pieces left to do), the same on every rank, and
+    on rank 0 the job folder's lock (None elsewhere).
 
-    Rank 0 reads the input and prepares the job folder; the others wait for its answer
-    (or its error, raised on every rank).
+    Rank 0 takes the job folder's lock (or stops at once: another run owns it), reads the
+    input and prepares the job folder; the others wait for its answer (or its error,
+    raised on every rank). A folder this run created is removed again if it fails here.
     """
     message: list[Any] = [None]
+    lock = None
     if rank == 0:
         try:
-            message[0] = _prepare_job(files.input_path, files.folder, files.piece_tokens, job_settings)
+            if files.folder.is_file():  # an earlier version's temporary file under the same name
+                files.folder.unlink()
+            lock = FolderLock(files.folder, busy=_busy_message(files))
+            message[0] = _prepare_job(
+                files.text, files.folder, files.piece_tokens, job_settings, input_name=str(files.input_path)
+            )
         except (ElmoError, OSError, ValueError) as err:
             message[0] = err if isinstance(err, ElmoError) else ElmoError(str(err))
+            if lock is not None:
+                if lock.created and not (files.folder / JOB_NAME).exists():
+                    shutil.rmtree(files.folder, ignore_errors=True)
+                lock.release()
+                lock = None
     if distributed:
         dist.broadcast_object_list(message, src=0, device=_collective_device())
     if isinstance(message[0], ElmoError):
         raise message[0]
     job, todo = message[0]
-    return job, todo
+    return job, todo, lock
+
+
+def _busy_message(files: _JobFiles) -> str:
+    return (
+        f"another process is working on {files.output_path} (it holds {files.folder}): wait for it to finish "
+        "(if you stop it, this command resumes its job). To share one job among several processes, start them "
+        "together with torchrun: torchrun --nproc-per-node N -m elmo_core embed INPUT OUTPUT ..."
+    )
 
 
 def _progress_bar(job: dict[str, Any], left: Sequence[Piece], show: bool) -> Any:
@@ -417,14 +545,19 @@ def _all_agree(flag: bool, distributed: bool) -> bool:
     return bool(t.item())
 
 
-def _prepare_job(input_path: Path, folder: Path, piece_tokens: int, settings: dict[str, Any]):  # noqa: ANN202
-    """Plan a new job, or check and resume the one in `folder`; return (job, pieces to do)."""
-    if folder.is_file():  # an earlier version's temporary file under the same name
-        folder.unlink()
+def _prepare_job(  # noqa: ANN202
+    input_path: Path, folder: Path, piece_tokens: int, settings: dict[str, Any], input_name: str | None = None
+):
+    """Plan a new job, or check and resume the one in `folder`; return (job, pieces to do).
+
+    The caller owns `folder` (holds its lock), so the leftovers of a stopped run's pieces
+    are deleted here, never those of a live run. `input_name` is how job.json names the
+    input (the stream's name, when `input_path` is its copy).
+    """
     job_file = folder / JOB_NAME
     if job_file.is_file():
         job = json.loads(job_file.read_text(encoding="utf-8"))
-        _, lines, tokens, sha256 = plan_pieces(input_path, piece_tokens)
+        _, lines, tokens, sha256 = plan_pieces(input_path, piece_tokens, input_name)
         if job.get("format") != JOB_FORMAT or job.get("input_sha256") != sha256:
             raise ElmoError(
                 f"{folder} holds an unfinished job for another input (or another version of {input_path.name}). "
@@ -438,17 +571,17 @@ def _prepare_job(input_path: Path, folder: Path, piece_tokens: int, settings: di
                 f"{folder} holds an unfinished job with other settings ({details}). Run the same command "
                 f"as before to finish it, or delete {folder} to start over with the new settings."
             )
-        for leftover in folder.glob("*.partial*"):  # files that were being written when it stopped (atomic_path)
+        for leftover in folder.glob("*.partial*"):  # what the stopped run was writing (atomic_path)
             leftover.unlink()
         pieces = [Piece(**p) for p in job["pieces"]]
         todo = [p.index for p in pieces if not _piece_path(folder, p).is_file()]
         logger.info("resuming %s: %d of %d pieces left", folder, len(todo), len(pieces))
         return job, todo
-    pieces, lines, tokens, sha256 = plan_pieces(input_path, piece_tokens)
+    pieces, lines, tokens, sha256 = plan_pieces(input_path, piece_tokens, input_name)
     folder.mkdir(exist_ok=True)
     job = {
         "format": JOB_FORMAT,
-        "input": str(input_path),
+        "input": input_name or str(input_path),
         "input_sha256": sha256,
         "lines": lines,
         "tokens": tokens,
@@ -460,9 +593,9 @@ def _prepare_job(input_path: Path, folder: Path, piece_tokens: int, settings: di
     return job, [p.index for p in pieces]
 
 
-def _embed_piece(model, input_path, folder, piece, tokenize, embed_kwargs, bar, watcher, h5py) -> None:  # noqa: ANN001
+def _embed_piece(model, reader, folder, piece, tokenize, embed_kwargs, bar, watcher, h5py) -> None:  # noqa: ANN001
     """Embed one piece into its own file, written under a temporary name and renamed when complete."""
-    texts = _read_piece(input_path, piece)
+    texts = reader.read(piece)
     counts = [len(text.split()) for text in texts]
     if tokenize is None:
         sentences = [text.split() for text in texts]

@@ -65,6 +65,10 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
 MODEL_TYPE = "elmo"
+MODEL_FOLDER_FILES = ("*config.json", "special_tokens_map.json", "*.safetensors", "*.safetensors.index.json", "*.py")
+"""Name patterns of the files that writing a model folder may create or replace (ours, and
+transformers' `save_pretrained`: configs, weights and their shards and index, code);
+an input with such a name inside the folder is refused (`check_output_spares_inputs`)."""
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "default_model"
 """Where the package's own default model folder lives (inside the installed package)."""

@@ -33,7 +33,7 @@ from .text_files import check_input_file, iter_lines
 if TYPE_CHECKING:
     from .elmo import Elmo
 
-__all__ = ["ProbeResult", "read_conll_column", "run_probe", "plot_probe"]
+__all__ = ["ProbeResult", "plot_path", "plot_probe", "read_conll_column", "run_probe"]
 
 logger = logging.getLogger(__name__)
 
@@ -237,14 +237,39 @@ def pyplot() -> Any:
     return plt
 
 
-def plot_probe(result: ProbeResult, path: str | Path, title: str = "") -> Path:
-    """Save a bar plot of `result`'s accuracies (PNG, or any format matplotlib infers).
+def plot_path(path: str | Path) -> Path:
+    """The file a plot named `path` is written to: `path` itself when its suffix is a format
+    matplotlib writes (`.png`, `.pdf`, `.svg`, ...), `path` + `.png` when it has no suffix (as
+    matplotlib's `savefig` does). Call it before a long probe to fail early.
 
     Raises:
-        ElmoError: if matplotlib is not installed.
+        ElmoError: if matplotlib is missing, or it cannot write the suffix (names the formats).
     """
     plt = pyplot()
     path = Path(path)
+    if not path.suffix:
+        return path.with_name(path.name + ".png")
+    formats = sorted(plt.figure().canvas.get_supported_filetypes())
+    plt.close("all")
+    if path.suffix[1:].lower() not in formats:
+        raise ElmoError(
+            f"--plot {path}: matplotlib cannot write {path.suffix!r} files; give a name ending in one of "
+            f"{', '.join('.' + f for f in formats)} (.png is the usual one)."
+        )
+    return path
+
+
+def plot_probe(result: ProbeResult, path: str | Path, title: str = "") -> Path:
+    """Save a bar plot of `result`'s accuracies, to `plot_path(path)`.
+
+    Returns:
+        The file written (`plot_path(path)`).
+
+    Raises:
+        ElmoError: if matplotlib is missing or cannot write that suffix.
+    """
+    plt = pyplot()
+    path = plot_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     values = [100 * a for a in result.accuracy]
     fig, ax = plt.subplots(figsize=(5, 3.2), dpi=120)

@@ -8,21 +8,47 @@ rules hold everywhere:
   it is not part of the first token.
 - Windows line endings (CRLF) read like Unix ones (LF). A lone `\\r` inside a line is
   left alone, so line numbers are the same on every platform.
-- `.xz` files are decompressed on the fly.
+- `.xz`, `.gz` and `.bz2` files are decompressed on the fly (`open_binary`), and `-`
+  is standard input; a reader that must read a file twice (training epochs) refuses a
+  stream (`-`, a pipe) up front.
+- Bytes that are not UTF-8 give one `ElmoError` naming the file and the line.
 - A path that does not exist, is a folder, or cannot be read gives one `ElmoError`
   that names it and the fix, before any work is done.
+- No command writes over one of its inputs: `check_output_spares_inputs` compares
+  what a command will write with what it reads, under any spelling (relative or
+  absolute, `./x`, symlinks, hard links), before any work is done.
 """
 
 from __future__ import annotations
 
+import bz2
+import fnmatch
+import gzip
 import lzma
-from collections.abc import Iterator
+import os
+import stat
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import IO, Any, TextIO
 
 from .errors import ElmoError
 
-__all__ = ["BYTE_ORDER_MARK", "ENCODING", "check_input_file", "iter_lines", "open_text", "read_text", "strip_line_end"]
+__all__ = [
+    "BYTE_ORDER_MARK",
+    "COMPRESSIONS",
+    "ENCODING",
+    "STDIN",
+    "check_input_file",
+    "check_output_spares_inputs",
+    "is_stream",
+    "iter_lines",
+    "open_binary",
+    "open_text",
+    "read_text",
+    "same_file",
+    "strip_line_end",
+]
 
 ENCODING = "utf-8-sig"
 """UTF-8 that drops a leading byte-order mark (and reads a file without one as UTF-8)."""
@@ -30,19 +56,45 @@ ENCODING = "utf-8-sig"
 BYTE_ORDER_MARK = "\ufeff"
 """What a leading byte-order mark decodes to; for readers that decode lines themselves."""
 
+STDIN = "-"
+"""Standard input, as Unix tools spell it. `pathlib` reads `./-` as `-` too, so here `-`
+always means standard input (name a file called `-` by its absolute path)."""
 
-def check_input_file(path: str | Path, what: str = "input file") -> Path:
+COMPRESSIONS: dict[str, Callable[..., IO[Any]]] = {".xz": lzma.open, ".gz": gzip.open, ".bz2": bz2.open}
+"""File name suffix -> opener: the compressed files every reader decompresses on the fly."""
+
+
+def is_stream(path: str | Path) -> bool:
+    """True for standard input (`-`) and for anything that is not a regular file: a pipe,
+    `/dev/stdin` on a pipe, a process substitution (`<(...)`). A stream can be read once,
+    from the start, and not resumed."""
+    if str(path) == STDIN:
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def check_input_file(path: str | Path, what: str = "input file", *, streams: str | None = None) -> Path:
     """`path` as a Path, after checking that it names a readable file.
 
     Args:
-        path: The path a user gave.
+        path: The path a user gave; `-` is standard input.
         what: How the message names it ("INPUT", "CoNLL file", "--vocab", ...).
+        streams: None to accept a stream (standard input, a pipe: see `is_stream`), or
+            why this reader cannot take one (it is refused with that reason).
 
     Raises:
-        ElmoError: if it does not exist, is a folder, or cannot be read (one line,
-            naming the path and what to give instead).
+        ElmoError: if it does not exist, is a folder, cannot be read, or is a stream
+            where `streams` says why not (one line, naming the path and what to give instead).
     """
     path = Path(path)
+    if is_stream(path):
+        if streams is not None:
+            raise ElmoError(f"{what} {path} is a stream (standard input or a pipe), but {streams}; give a file.")
+        return path
     if path.is_dir():
         raise ElmoError(f"{what} {path} is a folder; give the path of a file.")
     if not path.exists():
@@ -55,20 +107,99 @@ def check_input_file(path: str | Path, what: str = "input file") -> Path:
     return path
 
 
-def open_text(path: str | Path, mode: str = "rt") -> TextIO:
-    """Open a UTF-8 text file (see the module rules), xz-compressed when the name ends in `.xz`.
+def open_binary(path: str | Path) -> IO[bytes]:
+    """A file's bytes, decompressed when its name ends in a suffix of `COMPRESSIONS`;
+    standard input for `-` (closing it leaves standard input open).
 
-    Lines end only at `\\n`; `iter_lines` also drops the `\\r` of a CRLF ending.
+    Every reader of users' text goes through this (`open_text` decodes it), so every
+    command reads the same files.
     """
-    path = Path(path)
-    encoding = ENCODING if "r" in mode else "utf-8"  # never write a BOM
-    if path.suffix == ".xz":
-        return lzma.open(path, mode, encoding=encoding, newline="\n")  # type: ignore[return-value]
-    return open(path, mode, encoding=encoding, newline="\n")
+    if str(path) == STDIN:
+        return _Unclosed(sys.stdin.buffer)
+    opener = COMPRESSIONS.get(Path(path).suffix)
+    return opener(path, "rb") if opener is not None else open(path, "rb")  # noqa: SIM115
+
+
+class _Unclosed:
+    """Standard input's binary stream, which `close()` (and `with`) leave open."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._stream)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> _Unclosed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def open_text(path: str | Path, mode: str = "rt") -> TextIO:
+    """Open a UTF-8 text file (see the module rules) to read, or (`mode="wt"`) to write:
+    compressed by its suffix (`COMPRESSIONS`), `-` for standard input.
+
+    Lines end only at `\\n`; `iter_lines` also drops the `\\r` of a CRLF ending. Read
+    lines are decoded one by one, so that bytes which are not UTF-8 raise an ElmoError
+    naming the file and the line.
+    """
+    if "r" not in mode:
+        opener = COMPRESSIONS.get(Path(path).suffix, open)
+        return opener(path, mode, encoding="utf-8", newline="\n")  # type: ignore[return-value]  # never a BOM
+    return _TextLines(path, open_binary(path))  # type: ignore[return-value]
+
+
+class _TextLines:
+    """A text file read line by line, like `io.TextIOWrapper(..., newline="\\n")`, that says
+    where it is not UTF-8: `ElmoError("{path} is not UTF-8 text (line N: reason).")`."""
+
+    def __init__(self, path: str | Path, raw: IO[bytes]) -> None:
+        self.name = str(path)
+        self._raw = raw
+        self._line = 0  # lines read so far
+
+    def readline(self) -> str:
+        data = self._raw.readline()
+        if not data:
+            return ""
+        self._line += 1
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ElmoError(f"{self.name} is not UTF-8 text (line {self._line}: {err.reason}).") from None
+        if self._line == 1 and text.startswith(BYTE_ORDER_MARK):
+            text = text[len(BYTE_ORDER_MARK) :]
+        return text
+
+    def read(self) -> str:
+        return "".join(iter(self.readline, ""))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.readline, "")
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def __enter__(self) -> _TextLines:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def iter_lines(path: str | Path) -> Iterator[str]:
-    """The lines of a text file, without their line endings (LF or CRLF)."""
+    """The lines of a text file, without their line endings (LF or CRLF).
+
+    Raises:
+        ElmoError: at the first line that is not UTF-8 (naming the file and the line).
+    """
     with open_text(path) as f:
         for line in f:
             yield strip_line_end(line)
@@ -85,9 +216,8 @@ def read_text(path: str | Path, what: str = "input file") -> str:
     try:
         with open_text(path) as f:
             text = f.read()
-    except UnicodeDecodeError as err:
-        line = path.read_bytes()[: err.start].count(b"\n") + 1
-        raise ElmoError(f"{what} {path} is not UTF-8 text (line {line}: {err.reason}).") from None
+    except ElmoError as err:
+        raise ElmoError(f"{what} {err}") from None
     return text.replace("\r\n", "\n")
 
 
@@ -98,3 +228,75 @@ def strip_line_end(line: str) -> str:
     if line.endswith("\r"):
         line = line[:-1]
     return line
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """True if both paths exist and name one file: the same path spelled two ways
+    (relative and absolute, `./x`), a symlink and its target, or two hard links
+    (`os.path.samefile`: the same device and inode). Standard input is no file."""
+    if STDIN in (str(a), str(b)):
+        return False
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _inside(path: str | Path, folder: str | Path, anywhere: bool) -> bool:
+    """True if `path` (followed through symlinks) is a file of `folder` (`anywhere`: at any depth)."""
+    if str(path) == STDIN or not Path(folder).is_dir():
+        return False
+    try:
+        resolved = Path(path).resolve()
+    except OSError:
+        return False
+    parents = resolved.parents if anywhere else [resolved.parent]
+    return any(same_file(parent, folder) for parent in parents)
+
+
+def check_output_spares_inputs(
+    outputs: Iterable[tuple[str, str | Path]],
+    inputs: Iterable[tuple[str, str | Path | None]],
+    *,
+    folders: Iterable[tuple[str, str | Path, Sequence[str] | None]] = (),
+) -> None:
+    """Refuse, before any work, a command whose output would destroy one of its inputs.
+
+    Every command that writes a file calls this once with what it writes and what it
+    reads. An output that exists and is an input under another spelling (`same_file`)
+    is refused; so is an input in a folder the command writes into, when its name is
+    one the command writes there, or anywhere inside a folder the command deletes.
+
+    Args:
+        outputs: `(how the message names it, path)` of each file the command writes.
+        inputs: `(how the message names it, path)` of each file it reads; None is skipped.
+        folders: `(name, folder, patterns)`: the `fnmatch` patterns of the names the command
+            writes in `folder`, or None for a folder it deletes at the end. A folder is an
+            output too (it must not be an input file).
+
+    Raises:
+        ElmoError: one line naming the output, the input and the fix.
+    """
+    inputs = [(name, path) for name, path in inputs if path is not None]
+    folders = list(folders)
+    for out_name, out in [*outputs, *((name, folder) for name, folder, _ in folders)]:
+        for in_name, path in inputs:
+            if same_file(out, path):
+                raise ElmoError(
+                    f"{out_name} {out} is {in_name} {path} (the same file): writing it would destroy the input. "
+                    f"Give another {out_name}."
+                )
+    for out_name, folder, patterns in folders:
+        for in_name, path in inputs:
+            if patterns is None and _inside(path, folder, anywhere=True):
+                raise ElmoError(
+                    f"{in_name} {path} is inside {out_name} {folder}, which this command deletes at the end: "
+                    f"it would destroy the input. Move the input, or give another {out_name.split()[0]}."
+                )
+            name = Path(path).name
+            written = patterns is not None and any(fnmatch.fnmatch(name, p) for p in patterns)
+            if written and _inside(path, folder, anywhere=False):
+                raise ElmoError(
+                    f"{in_name} {path} is in {out_name} {folder}, where this command writes {name!r}: "
+                    f"it would destroy the input. Give another {out_name}, or move the input."
+                )

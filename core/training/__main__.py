@@ -20,7 +20,11 @@ import typer
 from ..errors import ElmoError
 
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Prepare biLM training data."
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Prepare biLM training data.",
 )
 
 

@@ -21,7 +21,9 @@ import numpy as np
 import torch
 
 from ..atomic_files import atomic_write
+from ..errors import ElmoError
 from ..options import BiLMOptions
+from ..text_files import check_input_file
 from .model import BiLMLanguageModel
 from .vocab import Vocabulary
 
@@ -42,11 +44,21 @@ def load_checkpoint_file(path: str | Path) -> dict[str, Any]:
     """Read a checkpoint written by `Trainer.save` (tensors on the CPU).
 
     Raises:
-        ValueError: if the file is not a training checkpoint of this package.
+        ElmoError: (a ValueError) if the file is missing, empty, cut short or damaged, or
+            not a training checkpoint of this package: one line naming it and the fix.
     """
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    path = check_input_file(path, "checkpoint", streams="a checkpoint is read as a file")
+    if path.stat().st_size == 0:
+        raise ElmoError(f"checkpoint {path} is empty (0 bytes); resume from another checkpoint, or start again.")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 - torch raises RuntimeError, EOFError, UnpicklingError, ... (long, misleading)
+        raise ElmoError(
+            f"checkpoint {path} cannot be read by torch.load: it is cut short or damaged (a full disk, an "
+            "interrupted copy) or not a checkpoint. Resume from another checkpoint, or start again."
+        ) from None
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} is not an elmo-bilm training checkpoint (written by Trainer.save).")
+        raise ElmoError(f"{path} is not an elmo-bilm training checkpoint (written by Trainer.save).")
     return state
 
 

@@ -18,13 +18,16 @@ import torch.distributed as dist
 
 from ..checks import check_int
 from ..errors import ElmoError
-from ..model_folder import load_model_folder, read_model_config, resolve_model_source
+from ..model_folder import MODEL_FOLDER_FILES, load_model_folder, read_model_config, resolve_model_source
 from ..options import BiLMOptions
+from ..text_files import check_input_file, check_output_spares_inputs, is_stream
 from .corpus import DEFAULT_SPLITTER, Splitter, get_sentence_splitter, iter_sentences
 from .data import PrefetchingStream, TrainingStream
-from .model import BiLMLanguageModel, has_lm_head, load_language_model
+from .model import LM_HEAD_NAME, VOCAB_NAME, BiLMLanguageModel, has_lm_head, load_language_model
 from .perplexity import Perplexity, evaluate
 from .trainer import (
+    CHECKPOINT_NAME,
+    LOG_NAME,
     PRECISIONS,
     TrainConfig,
     Trainer,
@@ -49,9 +52,13 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_VOCAB_SIZE = 100_000
 
+TRAINING_FILES = (CHECKPOINT_NAME, LOG_NAME, VOCAB_NAME, LM_HEAD_NAME, *MODEL_FOLDER_FILES)
+"""Name patterns of the files `elmo train` writes in --out."""
+
 
 def expand_files(patterns: Sequence[str | Path]) -> list[Path]:
-    """Paths, with glob patterns (`train/*.txt.xz`) expanded in sorted order.
+    """Paths, with glob patterns (`train/*.txt.xz`) expanded in sorted order; a stream
+    (`-` for standard input, a pipe) is kept as it is.
 
     Raises:
         ElmoError: if a pattern matches nothing or a named file does not exist.
@@ -59,7 +66,9 @@ def expand_files(patterns: Sequence[str | Path]) -> list[Path]:
     files: list[Path] = []
     for pattern in patterns:
         text = str(pattern)
-        if any(c in text for c in "*?["):
+        if is_stream(text):
+            files.append(Path(text))
+        elif any(c in text for c in "*?["):
             matches = sorted(glob.glob(text))
             if not matches:
                 raise ElmoError(f"no file matches {text!r}.")
@@ -170,6 +179,22 @@ class TrainingSettings:
             raise ElmoError(f"--lr must be a positive learning rate; got {self.lr}.")
         if not 0.0 <= self.dropout < 1.0:
             raise ElmoError(f"--dropout must be in [0, 1); got {self.dropout}.")
+        self.check_files()
+
+    def check_files(self) -> None:
+        """Raise a one-line ElmoError, before anything is read or written, for a training file
+        that is a stream (it is read once per epoch), or an input that --out would replace:
+        --out itself, or a file there named as one the run writes (`TRAINING_FILES`). The
+        --resume checkpoint is the one file of --out a run reads and then replaces."""
+        reason = "elmo train reads its training files again on every epoch"
+        train = []
+        for pattern in self.train or []:
+            if is_stream(pattern):
+                check_input_file(pattern, "--train", streams=reason)
+            train.extend(("--train", p) for p in expand_files([pattern]))
+        others = [("--valid", self.valid), ("--options", self.options), ("--vocab", self.vocab)]
+        inputs = [*train, *others, ("--model", self.model)]
+        check_output_spares_inputs([], inputs, folders=[("--out", self.out, TRAINING_FILES)])
 
     def stop_settings(self) -> dict[str, Any]:
         """When to stop, validate, log and save: `TrainConfig` fields a run always takes from here."""
@@ -364,13 +389,15 @@ def run_perplexity(
     batch_tokens: int = 4096,
     device: str = "cpu",
     precision: str = "fp32",
+    progress: bool = False,
 ) -> list[tuple[Path, Perplexity]]:
     """Perplexity of a model folder's language model over each file's sentences.
 
     Args:
         files: Raw text (one paragraph per line; split by `splitter`) or, with
-            `pretokenized`, one tokenised sentence per line.
+            `pretokenized`, one tokenised sentence per line; `-` is standard input.
         model: A model folder with a language-model head; the default model when None.
+        progress: Show a progress bar per file on stderr (tqdm), in tokens.
 
     Raises:
         WeightFileError: if there is no such model, or it has no language-model head.
@@ -385,7 +412,13 @@ def run_perplexity(
             (
                 path,
                 evaluate(
-                    lm, sentences, vocab, batch_tokens=batch_tokens, device=torch.device(device), precision=precision
+                    lm,
+                    sentences,
+                    vocab,
+                    batch_tokens=batch_tokens,
+                    device=torch.device(device),
+                    precision=precision,
+                    progress=str(path) if progress else None,
                 ),
             )
         )

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
+from tqdm import tqdm
 
 from .data import eval_batches
 from .model import BiLMLanguageModel
@@ -94,6 +95,7 @@ def evaluate(
     batch_tokens: int = 4096,
     device: str | torch.device | None = None,
     precision: str = "fp32",
+    progress: str | None = None,
 ) -> Perplexity:
     """Score `sentences` (tokenised, without boundaries) with `lm` in eval mode.
 
@@ -104,6 +106,8 @@ def evaluate(
         batch_tokens: Padded positions per batch (memory, not results).
         device: Where to run; the model's device when None.
         precision: "fp32", "bf16" or "fp16" (autocast).
+        progress: A label to show a progress bar with (tqdm, on stderr, in predictions
+            per direction), or None for none.
 
     Returns:
         `Perplexity` sums; combine shards with `+`.
@@ -114,6 +118,8 @@ def evaluate(
     lm.eval()
     forward_nll = backward_nll = 0.0
     tokens = 0
+    total = sum(len(s) + 1 for s in sentences)  # predictions per direction: words + </S>
+    bar = tqdm(total=total, unit="tok", desc=progress, dynamic_ncols=True, disable=progress is None or not total)
     try:
         for batch in eval_batches(sentences, vocab, batch_tokens, lm.options.char_cnn.max_characters_per_token):
             batch = batch.to(device)
@@ -122,7 +128,9 @@ def evaluate(
             forward_nll += float(out.forward_loss) * out.forward_tokens
             backward_nll += float(out.backward_loss) * out.backward_tokens
             tokens += out.forward_tokens
+            bar.update(out.forward_tokens)
     finally:
+        bar.close()
         lm.train(was_training)
     unknown = sum(1 for s in sentences for w in s if w not in vocab)
     return Perplexity(forward_nll, backward_nll, tokens, len(sentences), unknown)

@@ -1,0 +1,88 @@
+"""One owner per job folder: an exclusive `fcntl.flock` on a lock file inside it.
+
+`elmo embed`'s job folder (`OUTPUT.partial/`) is worked on by one run at a time. The run
+that owns it (rank 0 of a torchrun job, or the only process) holds the lock for its whole
+life; a second run on the same OUTPUT (a scheduler's retry, a second terminal) finds it
+taken and stops at once, before it reads or deletes anything.
+
+The kernel releases a `flock` when its process dies, however it dies (SIGKILL, out of
+memory), so a killed run's folder is free for the next run to resume: there is no stale
+lock to clean up. The owner deletes the folder, lock file included, while it still holds
+the lock; a run that was waiting on the deleted file sees that the path no longer names
+the file it locked and starts again on a new folder.
+
+Locks are advisory and per open file (`flock(2)`): they hold between processes on one
+machine, and on network file systems that support them (NFSv4, Lustre, GPFS).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+from pathlib import Path
+
+from .errors import ElmoError
+
+__all__ = ["LOCK_NAME", "FolderLock"]
+
+LOCK_NAME = ".lock"
+
+
+class FolderLock:
+    """The exclusive lock of `folder` (created if needed), held until `release()`.
+
+    Args:
+        folder: The job folder.
+        busy: The message of the ElmoError raised when another process holds the lock.
+
+    Attributes:
+        created: True if this call created the folder (so a run that fails before it has
+            put anything there can remove it again, leaving nothing behind).
+
+    Raises:
+        ElmoError: `busy`, at once (the lock is never waited for), when another live
+            process holds it.
+    """
+
+    def __init__(self, folder: str | Path, busy: str) -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / LOCK_NAME
+        while True:
+            try:
+                self.folder.mkdir()
+                self.created = True
+            except FileExistsError:
+                self.created = False
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            except FileNotFoundError:  # the folder was removed by its finishing owner: again
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as err:
+                os.close(fd)
+                if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise ElmoError(busy) from None
+                raise
+            if self._still_names(fd):
+                self._fd: int | None = fd
+                return
+            os.close(fd)  # we locked a file its owner had deleted with the folder: again
+
+    def _still_names(self, fd: int) -> bool:
+        """True if `self.path` is still the file open as `fd` (same device and inode)."""
+        try:
+            on_disk = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(fd)
+        return (on_disk.st_dev, on_disk.st_ino) == (held.st_dev, held.st_ino)
+
+    def release(self) -> None:
+        """Give the lock up (after deleting the folder, if the job is done); idempotent."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)  # closing the file releases the flock
+            self._fd = None
