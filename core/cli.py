@@ -423,6 +423,7 @@ def train(
     for path, what in ((valid, "--valid"), (options, "--options"), (vocab, "--vocab"), (resume, "--resume")):
         if path is not None:
             check_input_file(path, what)
+    settings.check()  # before anything is read or written (run_training checks again)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     from .training.commands import run_training
 

@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -252,3 +256,218 @@ def test_embed_output_records_each_lines_tokens(tmp_path):
                 tokens = list(f[str(k)].attrs["tokens"])
                 assert tokens == split(line)
                 assert f[str(k)].shape[-2] == len(tokens)  # one row per token, in order
+
+
+# ---------------------------------------------------------------- no command writes over its input (R47)
+def _spellings(tmp_path):
+    """An input file, and OUTPUT paths that all name it: as given, ./x, absolute, a symlink, a hard link."""
+    data = tmp_path / "data.txt"
+    data.write_text("a b\nc d e\n", encoding="utf-8")
+    (tmp_path / "link.txt").symlink_to(data)
+    os.link(data, tmp_path / "hard.txt")
+    return data, [
+        data,
+        Path("data.txt"),
+        Path("./data.txt"),
+        data.resolve(),
+        tmp_path / "link.txt",
+        tmp_path / "hard.txt",
+    ]
+
+
+def test_embed_refuses_an_output_that_is_its_input_under_any_spelling(tmp_path, monkeypatch):
+    data, spellings = _spellings(tmp_path)
+    before = data.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    loaded = []
+    monkeypatch.setattr("elmo_core.cli.load_model", lambda *a, **k: loaded.append(1))
+    for output in spellings:
+        with pytest.raises(ElmoError, match=r"^OUTPUT .* is INPUT .* \(the same file\): writing it would destroy"):
+            runner.invoke(app, ["embed", "data.txt", str(output)], catch_exceptions=False)
+    # An INPUT inside OUTPUT's job folder, which is deleted when the job completes.
+    (tmp_path / "out.h5.partial").mkdir()
+    inside = tmp_path / "out.h5.partial" / "in.txt"
+    inside.write_bytes(before)
+    with pytest.raises(ElmoError, match=r"inside OUTPUT's job folder .* which this command deletes at the end"):
+        runner.invoke(app, ["embed", str(inside), "out.h5"], catch_exceptions=False)
+    assert loaded == [] and data.read_bytes() == before and inside.read_bytes() == before
+    result = cli("embed", data, tmp_path / "link.txt")  # the command line: one line, exit 2
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_every_command_that_writes_refuses_to_write_over_its_inputs(tmp_path, monkeypatch):
+    data, _ = _spellings(tmp_path)
+    model = tmp_path / "model"
+    save_model_folder(make_tiny_elmo(), model)
+    conll = tmp_path / "tags.conll"
+    conll.write_text("a X\nb Y\n", encoding="utf-8")
+    options, weights = tmp_path / "options.json", tmp_path / "weights.hdf5"
+    options.write_text("{}", encoding="utf-8")
+    weights.write_bytes(b"not read")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "config.json").write_text("{}", encoding="utf-8")  # bilm-tf options under HF's name
+    os.link(model / "config.json", tmp_path / "x_options.json")  # what --to-hdf5 x would replace
+    (tmp_path / "plot.png").symlink_to(conll)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "vocab.txt").write_text("<S>\n</S>\n<UNK>\na\n", encoding="utf-8")
+    new = ["--options", options]
+    cases = [
+        (["probe", conll, conll, "--plot", tmp_path / "plot.png"], r"^--plot .* is TRAIN .* \(the same file\)"),
+        (["convert", options, weights, options], r"^OUT_DIR .* is OPTIONS .* \(the same file\)"),
+        (["convert", tmp_path / "d" / "config.json", weights, tmp_path / "d"], r"^OPTIONS .* is in OUT_DIR .*"),
+        (["convert", "--to-hdf5", model, tmp_path / "x"], r"^OUT_PREFIX_options.json .* is a file of MODEL_DIR"),
+        (["train", "--out", data, "--train", data, *new], r"^--out .* is --train .* \(the same file\)"),
+        (
+            ["train", "--out", tmp_path / "run", "--train", data, "--vocab", tmp_path / "run" / "vocab.txt", *new],
+            r"^--vocab .* is in --out .* where this command writes 'vocab.txt'",
+        ),
+        (["train", "--out", model, "--train", data, "--model", model], r"^--out .* is --model .* \(the same file\)"),
+    ]
+    ran = []
+    monkeypatch.setattr("elmo_core.cli.load_model", lambda *a, **k: ran.append("model"))
+    monkeypatch.setattr("elmo_core.training.commands.run_training", lambda *a, **k: ran.append("train"))
+    files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    for args, match in cases:
+        with pytest.raises(ElmoError, match=match):
+            runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+    assert ran == []  # refused before any work
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == files
+
+
+# ---------------------------------------------------------------- help at 80 columns, --version
+COMMANDS = ["embed", "train", "perplexity", "convert", "probe"]
+
+
+def _help(*args: str) -> str:
+    env = {**os.environ, "COLUMNS": "80", "TERM": "dumb"}
+    exe = shutil.which("elmo") or str(Path(sys.executable).parent / "elmo")
+    result = subprocess.run([exe, *args, "--help"], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_at_80_columns_shows_every_option_whole_and_breaks_lines_only_where_they_are_full(command):
+    import click
+    import typer.main
+
+    text = _help(command)
+    lines = text.splitlines()
+    assert "…" not in text and max(map(len, lines)) <= 80
+    click_command = typer.main.get_command(app).commands[command]
+    flat = " ".join(text.split())
+    options = [p for p in click_command.params if isinstance(p, click.Option)]
+    for option in options:
+        for name in [*option.opts, *option.secondary_opts]:
+            assert name in text.split(), name  # the option's name, never cut
+        if option.help:
+            assert " ".join(option.help.split()) in flat, option.help  # its whole description
+    # Greedy wrapping: a line of a paragraph (the description, or one option's help) ends early
+    # only where the next word would not fit; an option row's name may stand on a line of its own.
+    width = 78  # click wraps at min(COLUMNS, 80) - 2
+    in_table = False
+    for line, after in zip(lines, lines[1:]):
+        in_table = in_table or line in ("Arguments:", "Options:")
+        indent = len(after) - len(after.lstrip())
+        continues = bool(after.strip()) and (indent > 2 if in_table else indent >= 1)
+        names_only = in_table and line.startswith("  -") and "  " not in line.strip()
+        if line.strip() and continues and not names_only and line not in ("Arguments:", "Options:"):
+            assert len(line.rstrip()) + 1 + len(after.split()[0]) > width, f"broken early:\n{line}\n{after}"
+
+
+def test_version_is_the_installed_package_version():
+    from importlib.metadata import version
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout == f"elmo-bilm {version('elmo-bilm')}\n"
+
+
+# ---------------------------------------------------------------- small things said right
+def test_wrote_says_line_and_token_in_the_singular_for_one(tmp_path):
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    (tmp_path / "one.txt").write_text("hello\n", encoding="utf-8")
+    result = runner.invoke(
+        app,
+        [
+            "embed",
+            str(tmp_path / "one.txt"),
+            str(tmp_path / "o.h5"),
+            "--model",
+            str(tmp_path / "model"),
+            "--no-progress",
+        ],
+    )
+    assert result.exit_code == 0 and f"wrote 1 line (1 token) to {tmp_path / 'o.h5'}" in result.stderr
+    (tmp_path / "two.txt").write_text("a b\n\n", encoding="utf-8")
+    result = runner.invoke(
+        app,
+        [
+            "embed",
+            str(tmp_path / "two.txt"),
+            str(tmp_path / "t.h5"),
+            "--model",
+            str(tmp_path / "model"),
+            "--no-progress",
+        ],
+    )
+    assert result.exit_code == 0 and "wrote 2 lines (2 tokens)" in result.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_an_interrupted_embed_says_that_the_same_command_resumes_it(tmp_path, sig):
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    rng = np.random.default_rng(0)
+    text = tmp_path / "in.txt"
+    text.write_text("".join(" ".join(rng.choice(list("abcdefgh"), 8)) + "\n" for _ in range(3000)), "utf-8")
+    exe = shutil.which("elmo") or str(Path(sys.executable).parent / "elmo")
+    command = [
+        exe,
+        "embed",
+        str(text),
+        str(tmp_path / "o.h5"),
+        "--model",
+        str(tmp_path / "model"),
+        "--piece-tokens",
+        "200",
+        "--no-progress",
+    ]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    folder = tmp_path / "o.h5.partial"
+    while not (folder / "piece-000001.h5").exists():
+        assert process.poll() is None, "finished before it could be interrupted"
+        time.sleep(0.005)
+    process.send_signal(sig)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + sig and "Traceback" not in stderr and "Aborted" not in stderr
+    assert stderr.strip().splitlines()[-1] == (
+        f"interrupted: {tmp_path / 'o.h5'} was not written; the finished pieces are kept in {folder}; "
+        "run the same command to resume."
+    )
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "pieces were already done" in again.stderr, again.stderr
+
+
+def test_probe_plot_checks_its_suffix_first_and_says_the_file_it_wrote(tmp_path, monkeypatch):
+    import elmo_core.probe
+
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    (tmp_path / "tags.txt").write_text("a X\nb Y\n\na Y\nb X\n", encoding="utf-8")
+    args = [
+        "probe",
+        str(tmp_path / "tags.txt"),
+        str(tmp_path / "tags.txt"),
+        "--model",
+        str(tmp_path / "model"),
+        "--epochs",
+        "1",
+    ]
+    ran = []
+    real = elmo_core.probe.run_probe
+    monkeypatch.setattr(elmo_core.probe, "run_probe", lambda *a, **k: ran.append(1) or real(*a, **k))
+    with pytest.raises(ElmoError, match=r"^--plot .*probe\.pgn: matplotlib cannot write '\.pgn' files; .*\.png"):
+        runner.invoke(app, [*args, "--plot", str(tmp_path / "probe.pgn")], catch_exceptions=False)
+    assert ran == [] and not list(tmp_path.glob("probe*"))
+    result = runner.invoke(app, [*args, "--plot", str(tmp_path / "probe")], catch_exceptions=False)
+    assert result.exit_code == 0 and ran == [1]
+    assert result.stderr.strip().splitlines()[-1] == f"wrote the plot to {tmp_path / 'probe.png'}"
+    assert (tmp_path / "probe.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not (tmp_path / "probe").exists()

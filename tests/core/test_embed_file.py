@@ -261,3 +261,125 @@ def test_bad_batch_or_window_arguments_fail_before_a_job_folder_exists(tmp_path)
         result = run(BIN / "elmo", "embed", tmp_path / "in.txt", out, "--model", tmp_path / "model", *extra)
         assert result.returncode == 2 and message in result.stderr, result.stderr
         assert not out.exists() and not job_folder(out).exists()
+
+
+def _many_lines(path: Path, n: int = 1500) -> Path:
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(300)]
+    path.write_text("".join(" ".join(rng.choice(words, rng.integers(3, 12))) + "\n" for _ in range(n)), "utf-8")
+    return path
+
+
+def test_a_second_run_on_the_same_output_stops_at_once_and_the_first_completes_alone(tmp_path):
+    # R43: a scheduler's retry, or a second terminal, on the job folder of a live run.
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    text = _many_lines(tmp_path / "in.txt")
+    common = ["--model", tmp_path / "model", "--piece-tokens", 200, "--no-progress"]
+    reference = run(BIN / "elmo", "embed", text, tmp_path / "reference.hdf5", *common)
+    assert reference.returncode == 0, reference.stderr
+    out = tmp_path / "out.hdf5"
+    folder = job_folder(out)
+    first = subprocess.Popen(
+        [str(a) for a in (BIN / "elmo", "embed", text, out, *common)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    deadline = time.monotonic() + TIMEOUT
+    while not (folder / "job.json").exists():
+        assert first.poll() is None and time.monotonic() < deadline, "finished before the second run started"
+        time.sleep(0.005)
+    first.send_signal(signal.SIGSTOP)  # alive and owning the job, with pieces in flight
+    try:
+        before = sorted(p.name for p in folder.iterdir())
+        second = run(BIN / "elmo", "embed", text, out, *common)
+        assert second.returncode == 2, second.stderr
+        [line] = second.stderr.strip().splitlines()
+        assert line.startswith(f"error: another process is working on {out}") and "torchrun" in line, line
+        assert sorted(p.name for p in folder.iterdir()) == before  # nothing of the first run deleted
+    finally:
+        first.send_signal(signal.SIGCONT)
+    _, stderr = first.communicate(timeout=TIMEOUT)
+    assert first.returncode == 0, stderr
+    assert "already done" not in stderr and not folder.exists()
+    assert_same_file(out, tmp_path / "reference.hdf5")
+
+
+def test_a_killed_runs_job_folder_is_free_for_the_next_run(tmp_path):
+    # The lock dies with its process: no stale lock keeps the job from being resumed.
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    text = _many_lines(tmp_path / "in.txt", 300)
+    common = ["--model", tmp_path / "model", "--piece-tokens", 200, "--no-progress"]
+    out = tmp_path / "out.hdf5"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from elmo_core.folder_lock import FolderLock; "
+            "lock = FolderLock(sys.argv[1], 'busy'); print('locked', flush=True); time.sleep(600)",
+            job_folder(out),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline() == "locked\n"
+    busy = run(BIN / "elmo", "embed", text, out, *common)
+    assert busy.returncode == 2 and "another process is working on" in busy.stderr
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=TIMEOUT)
+    holder.stdout.close()
+    again = run(BIN / "elmo", "embed", text, out, *common)
+    assert again.returncode == 0, again.stderr
+    assert not job_folder(out).exists() and read_file(out)[1]
+
+
+def _compress(path: Path, suffix: str) -> Path:
+    import bz2
+    import gzip
+    import lzma
+
+    opener = {".xz": lzma.open, ".gz": gzip.open, ".bz2": bz2.open}[suffix]
+    target = path.with_name(path.name + suffix)
+    with opener(target, "wb") as f:
+        f.write(path.read_bytes())
+    return target
+
+
+@pytest.mark.parametrize("form", [".xz", ".gz", ".bz2", "-", "/dev/stdin"])
+def test_embed_reads_compressed_files_and_standard_input_like_the_plain_file(tmp_path, form):
+    # R48: the inputs `elmo perplexity` and `elmo train` read; a stream is not resumable from the
+    # file, so it is copied aside, and nothing is left behind.
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    text = _many_lines(tmp_path / "in.txt", 120)
+    text.write_bytes(b"\xef\xbb\xbf" + text.read_bytes().replace(b"\n", b"\r\n", 3) + b"\n  \nlast")
+    common = ["--model", tmp_path / "model", "--piece-tokens", 100, "--no-progress"]
+    plain = run(BIN / "elmo", "embed", text, tmp_path / "plain.hdf5", *common)
+    assert plain.returncode == 0, plain.stderr
+    out = tmp_path / "out.hdf5"
+    if form.startswith("."):
+        result = run(BIN / "elmo", "embed", _compress(text, form), out, *common)
+    else:
+        result = subprocess.run(
+            [str(BIN / "elmo"), "embed", form, str(out), *map(str, common)],
+            input=text.read_bytes(),
+            capture_output=True,
+            timeout=TIMEOUT,
+        )
+        result.stderr = result.stderr.decode()
+    assert result.returncode == 0, result.stderr
+    assert_same_file(out, tmp_path / "plain.hdf5")
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted(["model", "in.txt", "plain.hdf5", "out.hdf5"] + ([f"in.txt{form}"] if "." in form else []))
+
+
+def test_a_stream_that_is_not_utf8_is_one_line_and_leaves_nothing_behind(tmp_path):
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    result = subprocess.run(
+        [str(BIN / "elmo"), "embed", "-", str(tmp_path / "out.hdf5"), "--model", str(tmp_path / "model")],
+        input=b"fine\ncaf\xe9\n",
+        capture_output=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 2
+    assert result.stderr.decode().strip() == "error: - is not UTF-8 text (line 2: invalid continuation byte)."
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]

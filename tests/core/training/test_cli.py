@@ -226,3 +226,112 @@ def test_prepare_commands_write_a_cache_and_a_vocabulary(tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert vocab.read_text(encoding="utf-8").splitlines()[:4] == ["<S>\t3", "</S>\t3", "<UNK>\t0", ".\t2"]
+
+
+# ---------------------------------------------------------------- every bad file gets one line
+def one_line_error(*args) -> str:
+    """Run the `elmo` command line as a user would; it must fail with one line and exit 2."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = shutil.which("elmo") or str(Path(sys.executable).parent / "elmo")
+    result = subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if not line.split(" ", 1)[0][:4].isdigit()]  # not logs
+    assert "Traceback" not in result.stderr and len(errors) == 1, result.stderr
+    return errors[0]
+
+
+@pytest.fixture
+def lm_folder(tmp_path, vocab):
+    from elmo_core.training.model import save_language_model
+
+    from .conftest import make_lm
+
+    save_language_model(make_lm(vocab), vocab, tmp_path / "lm")
+    return tmp_path / "lm"
+
+
+@pytest.mark.parametrize("how", ["empty", "truncated"])
+def test_a_truncated_or_empty_resume_checkpoint_is_one_line(tmp_path, options_file, train_file, valid_file, how):
+    out = tmp_path / "run"
+    elmo(*train_args(out, train_file, valid_file, "--options", options_file, "--max-steps", 2))
+    checkpoint = out / "checkpoint.pt"
+    data = checkpoint.read_bytes()
+    checkpoint.write_bytes(b"" if how == "empty" else data[: len(data) // 2])
+    message = one_line_error("train", "--out", out, "--resume", checkpoint, "--max-steps", 4, "--no-progress")
+    expected = "is empty (0 bytes)" if how == "empty" else "cannot be read by torch.load: it is cut short or damaged"
+    assert message.startswith(f"error: checkpoint {checkpoint} ") and expected in message, message
+    assert "Aborted" not in message
+
+
+def test_non_utf8_input_to_perplexity_probe_and_train_names_the_file_and_the_line(tmp_path, options_file, lm_folder):
+    from elmo_core import save_model_folder
+
+    from ...conftest import make_tiny_elmo
+
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"the cat sat\na dog ran\ncaf\xe9 au lait\n")
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    conll = tmp_path / "bad.conll"
+    conll.write_bytes(b"a X\nb Y\n\ncaf\xe9 Z\n")
+    expected = "is not UTF-8 text (line {}: invalid continuation byte)."
+    pretokenized = ["--pretokenized", "--max-steps", 1]
+    for args, path, line in (
+        (["perplexity", "--model", lm_folder, "--pretokenized", bad], bad, 3),
+        (["probe", conll, conll, "--model", tmp_path / "model"], conll, 4),
+        (["train", "--out", tmp_path / "run", "--train", bad, "--options", options_file, *pretokenized], bad, 3),
+    ):
+        message = one_line_error(*args)
+        assert message.startswith("error: ") and str(path) in message and expected.format(line) in message, message
+
+
+def test_perplexity_of_an_empty_file_warns_instead_of_printing_nan(tmp_path, lm_folder, valid_file):
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"\n\n")
+    result = runner.invoke(
+        app, ["perplexity", "--model", str(lm_folder), "--pretokenized", str(empty), str(valid_file), "--no-progress"]
+    )
+    assert result.exit_code == 0, result.output
+    rows = result.stdout.splitlines()
+    assert len(rows) == 2 and rows[1].startswith(f"{valid_file}\t") and "nan" not in result.stdout
+    assert result.stderr.strip() == f"warning: FILE {empty} holds no sentences, so it has no perplexity (no row)."
+
+
+def test_perplexity_shows_progress_on_stderr(tmp_path, lm_folder, valid_file):
+    result = runner.invoke(app, ["perplexity", "--model", str(lm_folder), "--pretokenized", str(valid_file)])
+    assert result.exit_code == 0, result.output
+    [(_, expected)] = run_perplexity([valid_file], model=lm_folder, pretokenized=True)
+    assert f"{expected.tokens}/{expected.tokens}" in result.stderr and "tok" in result.stderr  # tqdm's last update
+    assert "tok" not in result.stdout
+
+
+# ---------------------------------------------------------------- the inputs every command takes (R48)
+def test_perplexity_reads_compressed_files_and_standard_input_like_the_plain_file(tmp_path, lm_folder, valid_file):
+    import lzma
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    xz = tmp_path / "valid.txt.xz"
+    xz.write_bytes(lzma.compress(valid_file.read_bytes()))
+    exe = shutil.which("elmo") or str(Path(sys.executable).parent / "elmo")
+    rows = []
+    for path, stdin in ((valid_file, None), (xz, None), ("-", valid_file.read_bytes())):
+        result = subprocess.run(
+            [exe, "perplexity", "--model", str(lm_folder), "--pretokenized", "--no-progress", str(path)],
+            input=stdin,
+            capture_output=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stderr
+        rows.append(result.stdout.decode().splitlines()[1].split("\t", 1))
+    assert [r[0] for r in rows] == [str(valid_file), str(xz), "-"]
+    assert rows[0][1] == rows[1][1] == rows[2][1]
+
+
+def test_train_refuses_a_stream_as_training_text_before_reading_it(tmp_path, options_file):
+    with pytest.raises(ElmoError, match=r"^--train - is a stream .* reads its training files again on every epoch"):
+        run_training(train=["-"], valid=None, out=tmp_path / "run", options=options_file)
+    assert not (tmp_path / "run").exists()
