@@ -153,7 +153,7 @@ PieceTokensOption = Annotated[
 ]
 
 
-@app.command()
+@app.command(short_help="ELMo vectors for every line of a text file, into one hdf5 file.")
 def embed(
     input_file: Annotated[
         Path,
@@ -380,7 +380,7 @@ PrefetchOption = Annotated[
 TrainProgressOption = Annotated[bool, typer.Option(help="Show a progress bar.")]
 
 
-@app.command()
+@app.command(short_help="Pretrain a biLM language model (resumable; torchrun for more).")
 def train(
     out: OutOption,
     train_files: TrainFilesOption = None,
@@ -429,7 +429,8 @@ def train(
 
     summary = run_training(settings)
     if int(os.environ.get("RANK", "0")) == 0:
-        typer.echo(f"trained to step {summary['step']} ({summary['tokens']} tokens); model folder: {out}", err=True)
+        trained = f"trained to step {summary['step']} ({plural(summary['tokens'], 'token')})"
+        typer.echo(f"{trained}; model folder: {out}", err=True)
 
 
 def _training_settings(options: dict[str, Any]) -> TrainingSettings:
@@ -444,7 +445,7 @@ def _training_settings(options: dict[str, Any]) -> TrainingSettings:
     return TrainingSettings(train=options["train_files"], **fields)
 
 
-@app.command()
+@app.command(short_help="Forward, backward and average perplexity of text files.")
 def perplexity(
     files: Annotated[
         list[str], typer.Argument(metavar="FILE...", help="Text files (.xz, .gz, .bz2; - = standard input).")
@@ -484,7 +485,7 @@ def perplexity(
         )
 
 
-@app.command()
+@app.command(short_help="Convert between bilm-tf's files and a model folder.")
 def convert(
     paths: Annotated[
         list[Path],
@@ -599,7 +600,7 @@ def _hf_converter() -> Any:
     )
 
 
-@app.command()
+@app.command(short_help="Linear probe of each biLM layer on a CoNLL file's token labels.")
 def probe(
     train_file: Annotated[
         Path, typer.Argument(metavar="TRAIN", help="CoNLL-format file to fit the probes on (- = standard input).")

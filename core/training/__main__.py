@@ -17,7 +17,9 @@ from typing import Annotated
 
 import typer
 
+from ..cli import plural
 from ..errors import ElmoError
+from ..text_files import check_output_spares_inputs
 
 app = typer.Typer(
     add_completion=False,
@@ -28,7 +30,7 @@ app = typer.Typer(
 )
 
 
-@app.command()
+@app.command(short_help="Split raw paragraphs into tokenised sentences, once, into a cache.")
 def pretokenize(
     inputs: Annotated[
         list[str],
@@ -48,16 +50,17 @@ def pretokenize(
 
     started = time.monotonic()
     files = expand_files(inputs)
+    check_output_spares_inputs([("--out", out)], [("FILES", f) for f in files])
     sentences, tokens = pretokenize_files(files, out, splitter, jobs=jobs)
     seconds = time.monotonic() - started
     typer.echo(
-        f"wrote {sentences} sentences, {tokens} tokens from {len(files)} files to {out} "
-        f"in {seconds:.1f} s ({tokens / max(seconds, 1e-9):.0f} tokens/s)",
+        f"wrote {plural(sentences, 'sentence')}, {plural(tokens, 'token')} from {plural(len(files), 'file')} "
+        f"to {out} in {seconds:.1f} s ({tokens / max(seconds, 1e-9):.0f} tokens/s)",
         err=True,
     )
 
 
-@app.command()
+@app.command(short_help="Count the training text's words; write the softmax vocabulary.")
 def vocab(
     inputs: Annotated[list[str], typer.Argument(metavar="FILES...", help="Training text (globs allowed).")],
     out: Annotated[Path, typer.Option(help="vocab.txt to write (token<TAB>count per line).")],
@@ -75,11 +78,15 @@ def vocab(
     if vocab_size is not None and min_count is not None:
         raise ElmoError("give --vocab-size or --min-count, not both.")
     split = None if pretokenized else get_sentence_splitter(splitter)
-    vocabulary = build_vocabulary(expand_files(inputs), split, vocab_size=vocab_size, min_count=min_count)
+    files = expand_files(inputs)
+    check_output_spares_inputs([("--out", out)], [("FILES", f) for f in files])
+    vocabulary = build_vocabulary(files, split, vocab_size=vocab_size, min_count=min_count)
     vocabulary.save(out)
     assert vocabulary.counts is not None
     covered = sum(vocabulary.counts[3:]) / max(sum(vocabulary.counts[2:]), 1)
-    typer.echo(f"wrote {len(vocabulary)} tokens to {out}; they cover {covered:.2%} of the running words", err=True)
+    typer.echo(
+        f"wrote {plural(len(vocabulary), 'token')} to {out}; they cover {covered:.2%} of the running words", err=True
+    )
 
 
 def main() -> None:

@@ -375,6 +375,17 @@ def test_help_at_80_columns_shows_every_option_whole_and_breaks_lines_only_where
             assert len(line.rstrip()) + 1 + len(after.split()[0]) > width, f"broken early:\n{line}\n{after}"
 
 
+@pytest.mark.parametrize("program", [["elmo"], [sys.executable, "-m", "elmo_core.training"]])
+def test_the_list_of_commands_gives_each_summary_whole_at_80_columns(program):
+    if program == ["elmo"]:
+        program = [shutil.which("elmo") or str(Path(sys.executable).parent / "elmo")]
+    env = {**os.environ, "COLUMNS": "80", "TERM": "dumb"}
+    text = subprocess.run([*program, "--help"], capture_output=True, text=True, timeout=120, env=env).stdout
+    listed = text.split("Commands:\n", 1)[1].splitlines()
+    assert len(listed) >= 2 and all(len(line) <= 80 for line in listed)
+    assert not any(line.rstrip().endswith(("...", "…")) for line in listed), text
+
+
 def test_version_is_the_installed_package_version():
     from importlib.metadata import version
 

@@ -335,3 +335,16 @@ def test_train_refuses_a_stream_as_training_text_before_reading_it(tmp_path, opt
     with pytest.raises(ElmoError, match=r"^--train - is a stream .* reads its training files again on every epoch"):
         run_training(train=["-"], valid=None, out=tmp_path / "run", options=options_file)
     assert not (tmp_path / "run").exists()
+
+
+def test_prepare_commands_refuse_to_write_over_their_input(tmp_path, train_file):
+    before = train_file.read_bytes()
+    (tmp_path / "cache.txt").symlink_to(train_file)
+    commands = [
+        ["pretokenize", train_file, "--out", tmp_path / "cache.txt"],
+        ["vocab", train_file, "--out", train_file, "--pretokenized"],
+    ]
+    for command in commands:
+        with pytest.raises(ElmoError, match=r"^--out .* is FILES .* \(the same file\): writing it would destroy"):
+            runner.invoke(prepare_app, [str(a) for a in command], catch_exceptions=False)
+    assert train_file.read_bytes() == before
