@@ -65,7 +65,10 @@ class FolderLock:
                 os.close(fd)
                 if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     raise ElmoError(busy) from None
-                raise
+                raise ElmoError(
+                    f"cannot lock {self.path} ({err.strerror}): its file system has no file locks, so two runs "
+                    "could not be kept from working on one job. Write to a folder on a local disk (or on NFSv4)."
+                ) from None
             if self._still_names(fd):
                 self._fd: int | None = fd
                 return
