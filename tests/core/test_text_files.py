@@ -64,3 +64,27 @@ def test_input_file_checks_are_one_clear_line(tmp_path):
     (tmp_path / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
     with pytest.raises(ElmoError, match=r"is not UTF-8 text \(line 1"):
         read_text(tmp_path / "latin1.txt")
+
+
+@pytest.mark.parametrize("suffix", ["", ".xz", ".gz", ".bz2"])
+def test_every_reader_names_the_file_and_line_of_bytes_that_are_not_utf8(tmp_path, suffix):
+    import bz2
+    import gzip
+
+    data = b"<S>\t1\nthe\t2\ncaf\xe9\t3\n"
+    compress = {"": bytes, ".xz": lzma.compress, ".gz": gzip.compress, ".bz2": bz2.compress}[suffix]
+    path = tmp_path / f"bad.txt{suffix}"
+    path.write_bytes(compress(data))
+    readers = [
+        lambda: list(iter_lines(path)),
+        lambda: read_text(path),
+        lambda: list(iter_sentences([path])),
+        lambda: Vocabulary.load(path),
+        lambda: read_conll_column(path, 1),
+    ]
+    for read in readers:
+        with pytest.raises(ElmoError, match=rf"{path} is not UTF-8 text \(line 3: invalid continuation byte\)\.$"):
+            read()
+    good = tmp_path / f"good.txt{suffix}"
+    good.write_bytes(compress(b"\xef\xbb\xbfa b\r\nc\n"))
+    assert list(iter_lines(good)) == ["a b", "c"]
