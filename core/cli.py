@@ -3,7 +3,7 @@
 elmo --version
 elmo embed INPUT|- OUTPUT [--layers all|top|average|mix|K] [--model DIR |
              --options FILE --weights FILE] [--batch-tokens N] [--batch-size N] [--device cpu]
-           [--tokenize] [--window-tokens N] [--window-context N] [--piece-tokens N]
+             [--tokenize] [--window-tokens N] [--window-context N] [--piece-tokens N]
 torchrun --nproc-per-node N -m elmo_core embed INPUT OUTPUT ...   (several processes)
 elmo probe TRAIN EVAL [--column 1] [--plot probe.png] [--title T] [--model DIR] [--epochs 5] [--seed 0]
 """
