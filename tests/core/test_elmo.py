@@ -61,6 +61,76 @@ def test_requires_grad_trains_the_biLM_too():
     assert elmo.bilm.forward_layers.layers[0].input_linear.weight.grad is not None
 
 
+# Fine-tuning: trainability follows the parameters' requires_grad at call time (R44).
+SENTENCES = [["The", "river", "bank", "."], ["a", "bank", "loan"]]
+
+
+def _fine_tune(elmo, steps: int = 2, lr: float = 0.1) -> list[float]:
+    """`steps` SGD steps over all of `elmo.parameters()` on a fixed loss of the mixed output."""
+    optimizer = torch.optim.SGD(elmo.parameters(), lr=lr)
+    char_ids, mask = words_to_char_ids(SENTENCES)
+    elmo.train()
+    losses = []
+    for _ in range(steps):
+        mixed = elmo(char_ids, mask).representations[0]
+        loss = (mixed * torch.linspace(-1.0, 1.0, mixed.shape[-1])).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def test_biLM_unfrozen_after_construction_gets_gradients_and_changes():
+    from elmo_core import load_elmo
+
+    elmo = load_elmo(dropout=0.0)  # the default model, frozen as loaded
+    assert not elmo.requires_grad
+    elmo.bilm.requires_grad_(True)
+    assert elmo.requires_grad
+    before = {n: p.detach().clone() for n, p in elmo.bilm.named_parameters()}
+    _fine_tune(elmo, lr=0.01)
+    for name, p in elmo.bilm.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+        assert not torch.equal(p, before[name]), name
+
+
+SUBSETS = {
+    "char_cnn": lambda bilm: bilm.char_cnn,
+    "one_lstm_layer": lambda bilm: bilm.forward_layers.layers[1],
+    "backward_stack": lambda bilm: bilm.backward_layers,
+}
+
+
+@pytest.mark.parametrize("subset", sorted(SUBSETS))
+def test_unfrozen_subset_of_the_biLM_alone_gets_gradients_and_changes(subset):
+    elmo = make_tiny_elmo(dropout=0.0)
+    part = SUBSETS[subset](elmo.bilm)
+    part.requires_grad_(True)
+    unfrozen = {id(p) for p in part.parameters()}
+    before = {n: p.detach().clone() for n, p in elmo.bilm.named_parameters()}
+    _fine_tune(elmo)
+    for name, p in elmo.bilm.named_parameters():
+        if id(p) in unfrozen:
+            assert p.grad is not None and p.grad.abs().sum() > 0, name
+            assert not torch.equal(p, before[name]), name
+        else:
+            assert p.grad is None, name
+            assert torch.equal(p, before[name]), name
+
+
+def test_unfreezing_later_trains_as_requires_grad_at_construction():
+    built = make_tiny_elmo(dropout=0.0, requires_grad=True)
+    later = make_tiny_elmo(dropout=0.0)
+    later.requires_grad = True  # the property sets every biLM parameter
+    assert all(p.requires_grad for p in later.bilm.parameters())
+    assert _fine_tune(later) == _fine_tune(built)
+    for (name, a), b in zip(later.named_parameters(), built.parameters()):
+        torch.testing.assert_close(a, b, atol=0, rtol=0, msg=name)
+    later.requires_grad = False  # frozen again: no graph through the biLM
+    assert later(*words_to_char_ids(SENTENCES)).activations.grad_fn is None
+
+
 def test_dropout_only_in_training_mode():
     elmo = make_tiny_elmo(dropout=0.5)
     inputs = words_to_char_ids([["a", "b", "c"]])
