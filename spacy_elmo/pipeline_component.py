@@ -20,7 +20,7 @@ from thinc.types import Floats3d
 
 from elmo_core import Elmo, ElmoError, load_model_folder, release_free_memory, save_model_folder
 
-from .layers.elmo_model import ensure_loaded, is_loaded, set_dims_from_elmo, set_elmo
+from .layers.elmo_model import check_frozen_for_training, ensure_loaded, is_loaded, set_dims_from_elmo, set_elmo
 from .layers.listener import ElmoListener
 from .util import (
     ScalarMixWeights,
@@ -276,8 +276,14 @@ class ElmoComponent(TrainablePipe):
         component (`[training] annotating_components = ["elmo"]`, or
         `nlp.update(examples, annotates=["elmo"])`), or computed on request by the
         listeners when a Doc arrives without them. So this only records a zero loss.
+
+        Raises:
+            ValueError: if a biLM parameter has `requires_grad` (the user unfroze it):
+                spaCy would leave it unchanged, so training is refused with what to do
+                instead (`layers.elmo_model.check_frozen_for_training`).
         """
         validate_examples(examples, "ElmoComponent.update")
+        check_frozen_for_training(self.elmo)  # a biLM unfrozen by the user would silently stay frozen
         if losses is None:
             losses = {}
         losses.setdefault(self.name, 0.0)
