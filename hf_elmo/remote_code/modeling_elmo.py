@@ -1425,7 +1425,11 @@ class BiLM(nn.Module):
             fused paths; in batch order on the paired and captured ones).
         """
         stacks = (self.forward_layers, self.backward_layers)
-        needs_grad = torch.is_grad_enabled() and any(p.requires_grad for s in stacks for p in s.parameters())
+        # A gradient flows through the stacks when their weights train, or when only the
+        # char CNN does (its vectors `tokens` then carry the graph): either way no CUDA
+        # graph replay, which would cut the graph at its static input buffers.
+        trainable = tokens.requires_grad or any(p.requires_grad for s in stacks for p in s.parameters())
+        needs_grad = torch.is_grad_enabled() and trainable
         mode = getattr(self, "recurrence", "auto")  # biLMs pickled before the option existed
         path = resolve_recurrence(mode, stacks, tokens.device, needs_grad, self.stateful)
         if path in ("paired", "captured"):

@@ -119,6 +119,49 @@ def test_unfrozen_subset_of_the_biLM_alone_gets_gradients_and_changes(subset):
             assert torch.equal(p, before[name]), name
 
 
+def test_char_cnn_alone_unfrozen_keeps_the_lstms_on_a_differentiable_path(monkeypatch):
+    """With only the char CNN trainable, its gradient flows back through the frozen LSTMs:
+    the recurrence must be chosen as needing gradients (on a GPU, never a CUDA graph replay)."""
+    import elmo_core.bilm as bilm_module
+
+    seen = []
+    real = bilm_module.resolve_recurrence
+
+    def recording(mode, stacks, device, needs_grad, stateful):
+        seen.append(needs_grad)
+        return real(mode, stacks, device, needs_grad, stateful)
+
+    monkeypatch.setattr(bilm_module, "resolve_recurrence", recording)
+    elmo = make_tiny_elmo(dropout=0.0)
+    elmo.bilm.char_cnn.requires_grad_(True)
+    _fine_tune(elmo, steps=1)
+    with torch.no_grad():
+        elmo.eval()(*words_to_char_ids(SENTENCES))
+    assert seen == [True, False]
+
+
+@pytest.mark.gpu
+def test_char_cnn_alone_fine_tunes_on_the_gpu_as_on_the_cpu():
+    from elmo_core import BiLMOptions, CharCNNOptions, LSTMOptions, set_recurrence
+
+    options = BiLMOptions(  # clipped cells: "auto" would replay CUDA graphs without gradients
+        char_cnn=CharCNNOptions(embedding_dim=4, filters=((1, 4), (2, 8)), n_highway=1),
+        lstm=LSTMOptions(dim=16, projection_dim=8, n_layers=2, cell_clip=3.0, proj_clip=3.0),
+    )
+    grads = []
+    for device in ("cpu", "cuda"):
+        torch.manual_seed(0)
+        elmo = Elmo(options, dropout=0.0).to(device)
+        set_recurrence(elmo, "auto")
+        elmo.bilm.char_cnn.requires_grad_(True)
+        char_ids, mask = words_to_char_ids(SENTENCES)
+        mixed = elmo.train()(char_ids, mask).representations[0]
+        (mixed * torch.linspace(-1.0, 1.0, mixed.shape[-1], device=device)).sum().backward()
+        grads.append(elmo.bilm.char_cnn.char_embedding.grad.cpu())
+    assert grads[0].abs().sum() > 0
+    torch.testing.assert_close(grads[1], grads[0], atol=1e-4, rtol=1e-4)
+
+
 def test_unfreezing_later_trains_as_requires_grad_at_construction():
     built = make_tiny_elmo(dropout=0.0, requires_grad=True)
     later = make_tiny_elmo(dropout=0.0)
