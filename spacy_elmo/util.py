@@ -241,8 +241,9 @@ def similarity(obj: Doc | Span | Token, other: Doc | Span | Token) -> float:
 def restore_docs(docs: Iterable[Doc]) -> int:
     """Give deserialised Docs back `doc.tensor` and the similarity hooks.
 
-    For Docs from `DocBin.get_docs` (which drops `doc.tensor`), `Doc.from_bytes` or
-    `nlp.pipe(n_process>1)` (which drop hooks). The tensor is rebuilt from
+    For Docs from `DocBin.get_docs` (which drops `doc.tensor`) or `Doc.from_bytes`
+    (which drops hooks); `nlp.pipe(n_process>1)` needs no call, it puts the hooks back
+    itself (`PipeKeepingSimilarity`). The tensor is rebuilt from
     `doc._.elmo_layers` and `doc._.elmo_mix` with the component's own arithmetic, so it
     is bit-for-bit the original.
 

@@ -11,7 +11,9 @@
          (whitespace tokens get zero rows)
 
 The biLM is frozen: `forward` runs it under `torch.inference_mode` whatever `is_train`
-says, and its backprop returns nothing (Docs take no gradient). For the same reason a
+says, and its backprop returns nothing (Docs take no gradient). A biLM whose parameters
+the user set to `requires_grad=True` is refused for training (`is_train`) with a clear
+error rather than left unchanged silently (`check_frozen_for_training`). For the same reason a
 unit's layers can be kept: with `cache_bytes > 0` (`spacy-elmo.ElmoLayers.v2`) each
 unit's layers are stored in an `elmo_core.FeatureCache` keyed by its token texts, and
 the biLM only runs on units it has not seen (an NER trained for many epochs computes
