@@ -84,9 +84,11 @@ class BiLM(nn.Module):
         keep_sentence_boundaries: Return the `<S>`/`</S>` positions too (tokens + 2).
         dropout: Dropout on every LSTM layer's input during training (bilm-tf: 0.1).
         token_cache_words: Bound, in word types, of the LRU cache of layer 0 (see
-            `elmo_core.token_cache`); 0 switches it off. The cache is used only when no
-            gradient flows into the char CNN, so it never affects biLM training. It is
-            available as `self.token_cache` (None when off).
+            `elmo_core.token_cache`); 0 switches it off. The cache is skipped while the
+            char CNN trains (a char CNN parameter has `requires_grad`, in grad mode or
+            in training mode), and empties itself whenever the char CNN's weights
+            change, so it never serves a vector of older weights. It is available as
+            `self.token_cache` (None when off).
 
     Attributes:
         recurrence: How the LSTMs run: "auto" (default), "step", "fused", "paired" or
@@ -283,7 +285,13 @@ class BiLM(nn.Module):
         words, inverse = torch.unique(ids[mask], dim=0, return_inverse=True)  # [distinct, chars]
         cache = self.token_cache
         parameters = list(self.char_cnn.parameters())
-        if cache is None or (torch.is_grad_enabled() and any(p.requires_grad for p in parameters)):
+        # The char CNN is being trained: every word is recomputed. In a training step
+        # (grad mode) the vectors must carry the graph; in training mode under no_grad
+        # (e.g. a probe between steps) the weights change at the next step anyway, so
+        # filling the cache would only cost. The fingerprint below covers every other
+        # change (eval-mode calls between optimizer steps, weight loads, `.data` edits).
+        char_cnn_trains = any(p.requires_grad for p in parameters) and (torch.is_grad_enabled() or self.training)
+        if cache is None or char_cnn_trains:
             vectors = self.char_cnn(words)
         else:  # nothing to differentiate: reuse earlier vectors of the same words
             device_type = words.device.type
@@ -306,7 +314,11 @@ class BiLM(nn.Module):
             fused paths; in batch order on the paired and captured ones).
         """
         stacks = (self.forward_layers, self.backward_layers)
-        needs_grad = torch.is_grad_enabled() and any(p.requires_grad for s in stacks for p in s.parameters())
+        # A gradient flows through the stacks when their weights train, or when only the
+        # char CNN does (its vectors `tokens` then carry the graph): either way no CUDA
+        # graph replay, which would cut the graph at its static input buffers.
+        trainable = tokens.requires_grad or any(p.requires_grad for s in stacks for p in s.parameters())
+        needs_grad = torch.is_grad_enabled() and trainable
         mode = getattr(self, "recurrence", "auto")  # biLMs pickled before the option existed
         path = resolve_recurrence(mode, stacks, tokens.device, needs_grad, self.stateful)
         if path in ("paired", "captured"):

@@ -1,4 +1,4 @@
-"""ELMo = a frozen biLM + one scalar mix per output representation + dropout."""
+"""ELMo = a biLM (frozen unless unfrozen) + one scalar mix per output representation + dropout."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from .scalar_mix import ScalarMix
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS
 from .windows import DEFAULT_WINDOW_TOKENS
 
-__all__ = ["Elmo", "ElmoOutput", "mix_representations", "run_bilm"]
+__all__ = ["Elmo", "ElmoOutput", "bilm_is_trainable", "mix_representations", "run_bilm"]
 
 
 class ElmoOutput(NamedTuple):
@@ -51,15 +51,20 @@ class Elmo(nn.Module):
         layer_norm_scope: See `ScalarMix`: "sentence" (default, batch-invariant) or
             "batch" (bilm-tf's whole-batch statistics).
         keep_sentence_boundaries: Also return the `<S>`/`</S>` positions.
-        requires_grad: Train the biLM weights too. Off by default: the biLM is frozen,
-            runs without building an autograd graph, and only the scalar mixes (w and
-            gamma per representation) are trainable.
+        requires_grad: The biLM parameters' initial `requires_grad`. Off by default: the
+            biLM is frozen, runs without building an autograd graph, and only the scalar
+            mixes (w and gamma per representation) are trainable. Whether the biLM is
+            frozen is read from its parameters at every call, so unfreezing it later
+            (`elmo.bilm.requires_grad_(True)`, or any subset, such as
+            `elmo.bilm.char_cnn` or one LSTM layer) fine-tunes exactly those parameters.
         stateful: Carry LSTM states across batches as the original did (see `BiLM`).
         scalar_mix_parameters: Fixed mix weights w (one per layer). When given, the
             mixes are not trainable.
         token_cache_words: Bound of the biLM's layer-0 cache in word types (see
             `elmo_core.token_cache`); 0 switches it off. On by default: it changes no
-            value (atol 1e-6) and is skipped whenever the char CNN needs gradients.
+            value (atol 1e-6), is skipped whenever the char CNN needs gradients (a
+            char CNN parameter with `requires_grad` under grad mode or in training
+            mode), and empties itself when the char CNN's weights change.
 
     Shape:
         char_ids: [batch, tokens, chars] int64 (no <S>/</S>); mask: [batch, tokens] bool
@@ -85,7 +90,6 @@ class Elmo(nn.Module):
             raise ValueError(f"dropout must be in [0, 1); got {dropout}.")
         self.options = options
         self.dropout = dropout
-        self.requires_grad = requires_grad
         self.bilm = BiLM(
             options,
             stateful=stateful,
@@ -105,6 +109,18 @@ class Elmo(nn.Module):
         )
 
     @property
+    def requires_grad(self) -> bool:
+        """Whether any biLM parameter has `requires_grad` now (then `forward` builds a graph).
+
+        Setting it sets every biLM parameter's `requires_grad` (`bilm.requires_grad_`).
+        """
+        return bilm_is_trainable(self.bilm)
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.bilm.requires_grad_(bool(value))
+
+    @property
     def output_dim(self) -> int:
         """Width of the vectors: `2 * projection_dim`."""
         return self.options.output_dim
@@ -117,10 +133,14 @@ class Elmo(nn.Module):
     def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> ElmoOutput:
         """Run the biLM once and every scalar mix over it.
 
+        The biLM builds an autograd graph when any of its parameters has
+        `requires_grad` at this call (see `run_bilm`), so gradients reach exactly the
+        parameters the user unfroze, whenever they unfroze them.
+
         Raises:
             ValueError / TypeError: as `BiLM.forward`.
         """
-        out = run_bilm(self.bilm, char_ids, mask, frozen=not self.requires_grad)
+        out = run_bilm(self.bilm, char_ids, mask)
         layers = out.activations.unbind(0)
         representations = mix_representations(self.scalar_mixes, layers, out.mask, self.dropout, self.training)
         return ElmoOutput(representations, out.activations, out.mask)
@@ -151,14 +171,30 @@ class Elmo(nn.Module):
         )
 
 
-def run_bilm(bilm: BiLM, char_ids: torch.Tensor, mask: torch.Tensor | None, frozen: bool) -> BiLMOutput:
-    """`bilm(char_ids, mask)`, without an autograd graph when the biLM is `frozen`.
+def bilm_is_trainable(bilm: BiLM) -> bool:
+    """Whether any parameter of `bilm` has `requires_grad` now: the one rule for "frozen"."""
+    return any(p.requires_grad for p in bilm.parameters())
+
+
+def run_bilm(bilm: BiLM, char_ids: torch.Tensor, mask: torch.Tensor | None, frozen: bool | None = None) -> BiLMOutput:
+    """`bilm(char_ids, mask)`, without an autograd graph when the biLM is frozen.
 
     Shared by `Elmo.forward` and hf_elmo's `ElmoModel.forward`.
+
+    Args:
+        bilm: The biLM.
+        char_ids, mask: As `BiLM.forward`.
+        frozen: None (the default) reads it from the parameters at this call: frozen
+            when no biLM parameter has `requires_grad` (`bilm_is_trainable`). With some
+            unfrozen (all, the char CNN, one LSTM layer), the graph is built and only
+            those parameters get gradients; the others are constants in it, as in any
+            PyTorch module. True/False force it (True: no graph whatever the parameters).
 
     Raises:
         ValueError / TypeError: as `BiLM.forward`.
     """
+    if frozen is None:
+        frozen = not bilm_is_trainable(bilm)
     with torch.no_grad() if frozen else nullcontext():  # frozen: no graph through the biLM
         return bilm(char_ids, mask)
 

@@ -13,9 +13,11 @@ memory becomes resident when it is first used); the least recently used words ar
 evicted first.
 
 Correctness rules, enforced by `BiLM`:
-- The cache is only used when no gradient has to flow into the char CNN (inference, or a
-  downstream task training its scalar mix over the frozen biLM). While the biLM itself is
-  trained, every word is recomputed.
+- The cache is only used when the char CNN is not being trained: none of its parameters
+  has `requires_grad`, or the biLM is in eval mode under `torch.no_grad` (inference, a
+  downstream task training its scalar mix over a frozen or partly frozen biLM, an
+  evaluation between fine-tuning steps). While the char CNN trains, every word is
+  recomputed.
 - Entries are dropped whenever the char CNN's parameters change: the cache remembers a
   fingerprint of them (each tensor's identity, storage and in-place version counter,
   which every optimizer step, `load_state_dict`, `.to()` and weight import changes, and

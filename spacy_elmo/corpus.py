@@ -17,6 +17,14 @@ has some). A leading byte-order mark and Windows line endings change nothing
 (`elmo_core.text_files`). A file whose name ends in `.spacy` is read as a `DocBin`
 (entities, sentence starts and tokens as stored); anything else as CoNLL text. A file
 that is neither gives one `ValueError` naming it.
+
+Every route gives sentence-sized Docs: at most `n_sents` sentences each (sentence starts
+set), cut at sentence boundaries, never across a `-DOCSTART-` document boundary. spaCy's
+converter (and so `spacy convert`) makes one Doc of each whole document whenever a file
+has `-DOCSTART-` lines, whatever `-n` says; a file with a single `-DOCSTART-` became one
+Doc of thousands of tokens, which spaCy's NER then reads as one example (and its batcher
+as one oversized batch), so training slowed to a crawl. `.spacy` files written that way
+are cut the same way (a stored Doc without sentence starts stays whole).
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from spacy.util import registry
 from elmo_core.errors import ElmoError
 from elmo_core.text_files import check_input_file, read_text
 
-__all__ = ["ConllNerCorpus", "read_conll_ner", "read_docbin"]
+__all__ = ["ConllNerCorpus", "read_conll_ner", "read_docbin", "split_into_sentence_groups"]
 
 # The document separator spaCy's converter looks for.
 _DOC_DELIMITER = "-DOCSTART- -X- O O"
@@ -43,16 +51,19 @@ _BLANK_LINE = re.compile(r"^[ \t\r]+$", re.MULTILINE)
 
 
 def read_conll_ner(path: str | Path, n_sents: int = 10) -> list[Doc]:
-    """The documents of a CoNLL NER file, with entities and sentence starts.
+    """A CoNLL NER file as Docs of at most `n_sents` sentences, with entities and sentence starts.
 
     Args:
         path: The file.
-        n_sents: Sentences per Doc when the file has no `-DOCSTART-` lines (ignored when
-            it has them: each document is one Doc).
+        n_sents: Most sentences per Doc (1: one Doc per sentence). A Doc never spans
+            two `-DOCSTART-` documents. 0 keeps each document (or, without
+            `-DOCSTART-` lines, the whole file) as one Doc.
 
     Raises:
-        ValueError: if the file does not exist or has no tokens.
+        ValueError: if the file does not exist or has no tokens, or `n_sents` is not an
+            integer >= 0.
     """
+    _check_n_sents(n_sents)
     try:
         text = read_text(path, "CoNLL file")  # BOM dropped, CRLF read as LF
     except ElmoError as err:
@@ -72,15 +83,54 @@ def read_conll_ner(path: str | Path, n_sents: int = 10) -> list[Doc]:
         ) from None
     if not docs:
         raise ValueError(f"no sentences found in {path}; expected 'token ... TAG' lines.")
-    return docs
+    return split_into_sentence_groups(docs, n_sents)
 
 
-def read_docbin(path: str | Path, nlp: Language) -> list[Doc]:
-    """The documents of a `.spacy` file (spaCy's `DocBin`).
+def split_into_sentence_groups(docs: list[Doc], n_sents: int) -> list[Doc]:
+    """Each Doc cut at sentence starts into Docs of at most `n_sents` sentences (0: unchanged).
+
+    The pieces keep their tokens, whitespace, entities, tags and sentence starts
+    (`Span.as_doc`). A cut is never made inside an entity (an entity that runs over a
+    sentence start keeps both sentences in one piece). A Doc without sentence starts
+    stays whole.
+    """
+    if not n_sents:
+        return docs
+    pieces = []
+    for doc in docs:
+        if not len(doc) or not doc.has_annotation("SENT_START"):
+            pieces.append(doc)
+            continue
+        inside = {i for ent in doc.ents for i in range(ent.start + 1, ent.end)}
+        starts = [t.i for t in doc if t.i == 0 or (t.is_sent_start and t.i not in inside)]
+        cuts = starts[::n_sents] + [len(doc)]
+        if len(cuts) == 2:  # already small enough
+            pieces.append(doc)
+            continue
+        pieces.extend(doc[start:end].as_doc() for start, end in zip(cuts, cuts[1:]))
+    return pieces
+
+
+def _check_n_sents(n_sents: object) -> None:
+    if isinstance(n_sents, bool) or not isinstance(n_sents, int) or n_sents < 0:
+        raise ValueError(
+            f"n_sents must be an integer >= 0 (sentences per Doc; 1 = one Doc per sentence, 0 = whole "
+            f"documents); got {n_sents!r}."
+        )
+
+
+def read_docbin(path: str | Path, nlp: Language, n_sents: int = 0) -> list[Doc]:
+    """The documents of a `.spacy` file (spaCy's `DocBin`), cut into at most `n_sents` sentences.
+
+    Args:
+        path: The file.
+        nlp: Its vocab receives the Docs.
+        n_sents: As `read_conll_ner` (0, the default here: the Docs as stored).
 
     Raises:
         ValueError: if the file does not exist, is not a DocBin, or holds no tokens.
     """
+    _check_n_sents(n_sents)
     try:
         path = check_input_file(path, ".spacy file")
         docs = list(DocBin().from_disk(path).get_docs(nlp.vocab))
@@ -94,7 +144,7 @@ def read_docbin(path: str | Path, nlp: Language) -> list[Doc]:
         ) from None
     if not any(len(doc) for doc in docs):
         raise ValueError(f"no tokens found in {path}; the DocBin holds no documents with tokens.")
-    return docs
+    return split_into_sentence_groups(docs, n_sents)
 
 
 @registry.readers("spacy-elmo.ConllNerCorpus.v1")
@@ -102,9 +152,14 @@ def ConllNerCorpus(path: Path | None, n_sents: int = 10, limit: int = 0) -> Call
     """Examples from a CoNLL NER file or a `.spacy` DocBin; the Docs to predict keep the file's tokens.
 
     path (Path): The CoNLL file, or a `.spacy` file written by `spacy convert` / `DocBin.to_disk`.
-    n_sents (int): Sentences per Doc when a CoNLL file has no -DOCSTART- lines (unused for `.spacy`).
-    limit (int): Use only the first `limit` documents (0 = all).
+    n_sents (int): Most sentences per example Doc, for both kinds of file: 1 gives one Doc
+        per sentence (what ELMo reads, and the fastest to train); 10 (the default) keeps a
+        little document context for the NER. A Doc never spans two -DOCSTART- documents.
+        0 keeps whole documents, which for CoNLL-2003 means Docs of hundreds of tokens
+        and a slow NER; leave it at 1 to 10.
+    limit (int): Use only the first `limit` Docs, after the cutting (0 = all).
     """
+    _check_n_sents(n_sents)
 
     parsed: list[Doc] = []  # the file is converted once; spaCy reads a corpus many times
 
@@ -112,7 +167,10 @@ def ConllNerCorpus(path: Path | None, n_sents: int = 10, limit: int = 0) -> Call
         if path is None:
             raise ValueError("no CoNLL file given: set --paths.train and --paths.dev.")
         if not parsed:
-            docs = read_docbin(path, nlp) if Path(path).suffix == ".spacy" else read_conll_ner(path, n_sents)
+            if Path(path).suffix == ".spacy":
+                docs = read_docbin(path, nlp, n_sents)
+            else:
+                docs = read_conll_ner(path, n_sents)
             parsed.extend(docs[: limit or None])
         for doc in parsed:
             reference = Doc(nlp.vocab).from_bytes(doc.to_bytes())

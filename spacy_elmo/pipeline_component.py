@@ -20,9 +20,15 @@ from thinc.types import Floats3d
 
 from elmo_core import Elmo, ElmoError, load_model_folder, release_free_memory, save_model_folder
 
-from .layers.elmo_model import ensure_loaded, is_loaded, set_dims_from_elmo, set_elmo
+from .layers.elmo_model import check_frozen_for_training, ensure_loaded, is_loaded, set_dims_from_elmo, set_elmo
 from .layers.listener import ElmoListener
-from .util import ScalarMixWeights, install_extensions, mix_layers, set_similarity_hooks
+from .util import (
+    ScalarMixWeights,
+    install_extensions,
+    install_pipe_keeping_similarity,
+    mix_layers,
+    set_similarity_hooks,
+)
 
 __all__ = ["DEFAULT_CONFIG_STR", "ElmoComponent", "make_elmo"]
 
@@ -59,9 +65,12 @@ def make_elmo(nlp: Language, name: str, model: Model[list[Doc], list[Floats3d]])
     `doc.tensor` ([tokens, dim]), so that `token.vector`, `span.vector`, `doc.vector`
     (the mean over the Doc's tokens) and `similarity` (the cosine, through Doc hooks)
     give ELMo vectors, as long as the vocab has no static vectors, which spaCy would
-    prefer. Serialisation keeps the tensor and the layers but drops the hooks (spaCy
-    warns W109; `spacy_elmo.util.restore_docs` re-adds them, and rebuilds the tensor
-    after a DocBin, which never stores it). The mix is the
+    prefer. `nlp.pipe(texts, n_process=N)` gives the same Docs as one process, hooks
+    included (the factory makes `nlp.pipe` re-add them to the Docs that come back from
+    the workers: `spacy_elmo.util.PipeKeepingSimilarity`). Serialising a Doc yourself
+    keeps the tensor and the layers but drops the hooks (spaCy warns W109;
+    `spacy_elmo.restore_docs` re-adds them, and rebuilds the tensor after a DocBin,
+    which never stores it). The mix is the
     model folder's first scalar mix: w = 0 and gamma = 1, i.e. the average of the
     layers, unless the folder was saved with trained or fixed mix weights (a folder with
     no scalar mix gets the average too). Whitespace tokens are not shown to the biLM and
@@ -102,6 +111,7 @@ def make_elmo(nlp: Language, name: str, model: Model[list[Doc], list[Floats3d]])
             this, 1024 by default, is read in overlapping windows, so memory stays bounded
             for a Doc of any length; see `elmo_core.windows`).
     """
+    install_pipe_keeping_similarity(nlp)
     return ElmoComponent(nlp.vocab, model, name=name)
 
 
@@ -111,7 +121,11 @@ class ElmoComponent(TrainablePipe):
     Attributes:
         model: The `spacy-elmo.ElmoLayers.v2` layer (wraps the torch `Elmo`).
         listener_map: The listeners of each downstream component, by component name.
+        sets_similarity_hooks: True: the Docs it annotates get similarity hooks
+            (read by `spacy_elmo.util.PipeKeepingSimilarity`).
     """
+
+    sets_similarity_hooks = True
 
     def __init__(self, vocab: Vocab, model: Model[list[Doc], list[Floats3d]], name: str = "elmo") -> None:
         self.vocab = vocab
@@ -199,18 +213,22 @@ class ElmoComponent(TrainablePipe):
         except Exception as e:
             error_handler(self.name, self, [doc], e)
 
-    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128, similarity_hooks: bool = True) -> Iterator[Doc]:
         """Annotate a stream of Docs, `batch_size` Docs at a time.
 
         Inside each group the biLM runs on batches of at most `max_batch_tokens` padded
         positions (longest first), so memory is bounded whatever the Docs' lengths. After
         each group, freed heap memory is handed back to the OS (`elmo_core.release_free_memory`),
         so the resident size stays flat over a long stream.
+
+        `similarity_hooks=False` leaves the hooks out: `nlp.pipe(n_process>1)` passes it
+        to its worker processes, whose Docs cannot carry hooks back, and adds the hooks
+        in the calling process instead (`spacy_elmo.util.PipeKeepingSimilarity`).
         """
         error_handler = self.get_error_handler()
         for docs in util.minibatch(stream, size=batch_size):
             try:
-                self.set_annotations(docs, self.predict(docs))
+                self._annotate(docs, self.predict(docs), similarity_hooks)
                 release_free_memory()
                 yield from docs
             except Exception as e:
@@ -229,12 +247,16 @@ class ElmoComponent(TrainablePipe):
 
     def set_annotations(self, docs: Iterable[Doc], layers: list[Floats3d]) -> None:
         """Write `doc._.elmo_layers`, `doc._.elmo_mix`, `doc.tensor` (the mix) and the similarity hooks."""
+        self._annotate(docs, layers, similarity_hooks=True)
+
+    def _annotate(self, docs: Iterable[Doc], layers: list[Floats3d], similarity_hooks: bool) -> None:
         mix = self._tensor_mix()
         for doc, x in zip(docs, layers):
             doc._.elmo_layers = x
             doc._.elmo_mix = mix
             doc.tensor = mix_layers(x, mix)
-            set_similarity_hooks(doc)
+            if similarity_hooks:
+                set_similarity_hooks(doc)
 
     # ------------------------------------------------------------------ training
     def update(
@@ -254,8 +276,14 @@ class ElmoComponent(TrainablePipe):
         component (`[training] annotating_components = ["elmo"]`, or
         `nlp.update(examples, annotates=["elmo"])`), or computed on request by the
         listeners when a Doc arrives without them. So this only records a zero loss.
+
+        Raises:
+            ValueError: if a biLM parameter has `requires_grad` (the user unfroze it):
+                spaCy would leave it unchanged, so training is refused with what to do
+                instead (`layers.elmo_model.check_frozen_for_training`).
         """
         validate_examples(examples, "ElmoComponent.update")
+        check_frozen_for_training(self.elmo)  # a biLM unfrozen by the user would silently stay frozen
         if losses is None:
             losses = {}
         losses.setdefault(self.name, 0.0)
@@ -271,6 +299,8 @@ class ElmoComponent(TrainablePipe):
         The examples are not needed: nothing is fitted to data.
         """
         validate_get_examples(get_examples, "ElmoComponent.initialize")
+        if nlp is not None:  # e.g. a component sourced from another pipeline, built without this nlp
+            install_pipe_keeping_similarity(nlp)
         self.model.initialize()
         self._on_load()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,24 @@ from elmo_core import BiLMOptions, CharCNNOptions, Elmo, LSTMOptions, save_bilm_
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
-FIXTURE_DIR = SHARED / "fixtures" / "allennlp_elmo"
+FIXTURE_ENV = "ELMO_FIXTURE_DIR"
+"""Environment variable naming a folder with AllenNLP's ELMo test fixture (see `allennlp_fixture_dir`)."""
+
+
+def allennlp_fixture_dir() -> Path:
+    """Where the exactness tests find AllenNLP's ELMo test fixture.
+
+    `$ELMO_FIXTURE_DIR` when set, else `../shared/fixtures/allennlp_elmo` beside the
+    repository. The fixture is published in AllenNLP's repository
+    (github.com/allenai/allennlp, Apache-2.0) as `test_fixtures/elmo/` at tag v2.10.1
+    (`allennlp/tests/fixtures/elmo/` in releases 0.5 to 0.9): a clone's or a download's
+    copy of that folder works as it is.
+    """
+    override = os.environ.get(FIXTURE_ENV)
+    return Path(override).expanduser() if override else SHARED / "fixtures" / "allennlp_elmo"
+
+
+FIXTURE_DIR = allennlp_fixture_dir()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -31,12 +50,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
-@pytest.fixture
-def fixture_dir() -> Path:
-    """AllenNLP's ELMo test fixture in ../shared (skips when absent, e.g. in a user's clone)."""
+@pytest.fixture(scope="session")
+def _allennlp_fixture(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
     if not (FIXTURE_DIR / "lm_weights.hdf5").is_file():
-        pytest.skip(f"AllenNLP fixture not found at {FIXTURE_DIR} (it lives in ../shared, not in the repo)")
-    return FIXTURE_DIR
+        return None
+    if (FIXTURE_DIR / "sentences.txt").is_file():
+        return FIXTURE_DIR
+    # AllenNLP's current tree has no sentences.txt (deleted in 2018): it is the 30
+    # sentences of sentences.json, one per line, row by row of its 3 x 10 grid.
+    folder = tmp_path_factory.mktemp("allennlp_elmo")
+    for item in FIXTURE_DIR.iterdir():
+        (folder / item.name).symlink_to(item.resolve())
+    grid = json.loads((FIXTURE_DIR / "sentences.json").read_text(encoding="utf-8"))
+    lines = [sentence for row in grid for sentence in row]
+    (folder / "sentences.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def fixture_dir(_allennlp_fixture: Path | None) -> Path:
+    """AllenNLP's ELMo test fixture (skips when absent, e.g. in a user's clone)."""
+    if _allennlp_fixture is None:
+        pytest.skip(
+            f"AllenNLP's ELMo fixture not found at {FIXTURE_DIR}: set {FIXTURE_ENV} to a copy of "
+            "test_fixtures/elmo/ from github.com/allenai/allennlp (tag v2.10.1); see the README, Exactness."
+        )
+    return _allennlp_fixture
 
 
 def make_tiny_options() -> BiLMOptions:

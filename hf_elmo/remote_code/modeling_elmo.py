@@ -1195,9 +1195,11 @@ class BiLM(nn.Module):
         keep_sentence_boundaries: Return the `<S>`/`</S>` positions too (tokens + 2).
         dropout: Dropout on every LSTM layer's input during training (bilm-tf: 0.1).
         token_cache_words: Bound, in word types, of the LRU cache of layer 0 (see
-            `elmo_core.token_cache`); 0 switches it off. The cache is used only when no
-            gradient flows into the char CNN, so it never affects biLM training. It is
-            available as `self.token_cache` (None when off).
+            `elmo_core.token_cache`); 0 switches it off. The cache is skipped while the
+            char CNN trains (a char CNN parameter has `requires_grad`, in grad mode or
+            in training mode), and empties itself whenever the char CNN's weights
+            change, so it never serves a vector of older weights. It is available as
+            `self.token_cache` (None when off).
 
     Attributes:
         recurrence: How the LSTMs run: "auto" (default), "step", "fused", "paired" or
@@ -1394,7 +1396,13 @@ class BiLM(nn.Module):
         words, inverse = torch.unique(ids[mask], dim=0, return_inverse=True)  # [distinct, chars]
         cache = self.token_cache
         parameters = list(self.char_cnn.parameters())
-        if cache is None or (torch.is_grad_enabled() and any(p.requires_grad for p in parameters)):
+        # The char CNN is being trained: every word is recomputed. In a training step
+        # (grad mode) the vectors must carry the graph; in training mode under no_grad
+        # (e.g. a probe between steps) the weights change at the next step anyway, so
+        # filling the cache would only cost. The fingerprint below covers every other
+        # change (eval-mode calls between optimizer steps, weight loads, `.data` edits).
+        char_cnn_trains = any(p.requires_grad for p in parameters) and (torch.is_grad_enabled() or self.training)
+        if cache is None or char_cnn_trains:
             vectors = self.char_cnn(words)
         else:  # nothing to differentiate: reuse earlier vectors of the same words
             device_type = words.device.type
@@ -1417,7 +1425,11 @@ class BiLM(nn.Module):
             fused paths; in batch order on the paired and captured ones).
         """
         stacks = (self.forward_layers, self.backward_layers)
-        needs_grad = torch.is_grad_enabled() and any(p.requires_grad for s in stacks for p in s.parameters())
+        # A gradient flows through the stacks when their weights train, or when only the
+        # char CNN does (its vectors `tokens` then carry the graph): either way no CUDA
+        # graph replay, which would cut the graph at its static input buffers.
+        trainable = tokens.requires_grad or any(p.requires_grad for s in stacks for p in s.parameters())
+        needs_grad = torch.is_grad_enabled() and trainable
         mode = getattr(self, "recurrence", "auto")  # biLMs pickled before the option existed
         path = resolve_recurrence(mode, stacks, tokens.device, needs_grad, self.stateful)
         if path in ("paired", "captured"):
@@ -2135,15 +2147,20 @@ class Elmo(nn.Module):
         layer_norm_scope: See `ScalarMix`: "sentence" (default, batch-invariant) or
             "batch" (bilm-tf's whole-batch statistics).
         keep_sentence_boundaries: Also return the `<S>`/`</S>` positions.
-        requires_grad: Train the biLM weights too. Off by default: the biLM is frozen,
-            runs without building an autograd graph, and only the scalar mixes (w and
-            gamma per representation) are trainable.
+        requires_grad: The biLM parameters' initial `requires_grad`. Off by default: the
+            biLM is frozen, runs without building an autograd graph, and only the scalar
+            mixes (w and gamma per representation) are trainable. Whether the biLM is
+            frozen is read from its parameters at every call, so unfreezing it later
+            (`elmo.bilm.requires_grad_(True)`, or any subset, such as
+            `elmo.bilm.char_cnn` or one LSTM layer) fine-tunes exactly those parameters.
         stateful: Carry LSTM states across batches as the original did (see `BiLM`).
         scalar_mix_parameters: Fixed mix weights w (one per layer). When given, the
             mixes are not trainable.
         token_cache_words: Bound of the biLM's layer-0 cache in word types (see
             `elmo_core.token_cache`); 0 switches it off. On by default: it changes no
-            value (atol 1e-6) and is skipped whenever the char CNN needs gradients.
+            value (atol 1e-6), is skipped whenever the char CNN needs gradients (a
+            char CNN parameter with `requires_grad` under grad mode or in training
+            mode), and empties itself when the char CNN's weights change.
 
     Shape:
         char_ids: [batch, tokens, chars] int64 (no <S>/</S>); mask: [batch, tokens] bool
@@ -2169,7 +2186,6 @@ class Elmo(nn.Module):
             raise ValueError(f"dropout must be in [0, 1); got {dropout}.")
         self.options = options
         self.dropout = dropout
-        self.requires_grad = requires_grad
         self.bilm = BiLM(
             options,
             stateful=stateful,
@@ -2189,6 +2205,18 @@ class Elmo(nn.Module):
         )
 
     @property
+    def requires_grad(self) -> bool:
+        """Whether any biLM parameter has `requires_grad` now (then `forward` builds a graph).
+
+        Setting it sets every biLM parameter's `requires_grad` (`bilm.requires_grad_`).
+        """
+        return bilm_is_trainable(self.bilm)
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.bilm.requires_grad_(bool(value))
+
+    @property
     def output_dim(self) -> int:
         """Width of the vectors: `2 * projection_dim`."""
         return self.options.output_dim
@@ -2201,10 +2229,14 @@ class Elmo(nn.Module):
     def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> ElmoOutput:
         """Run the biLM once and every scalar mix over it.
 
+        The biLM builds an autograd graph when any of its parameters has
+        `requires_grad` at this call (see `run_bilm`), so gradients reach exactly the
+        parameters the user unfroze, whenever they unfroze them.
+
         Raises:
             ValueError / TypeError: as `BiLM.forward`.
         """
-        out = run_bilm(self.bilm, char_ids, mask, frozen=not self.requires_grad)
+        out = run_bilm(self.bilm, char_ids, mask)
         layers = out.activations.unbind(0)
         representations = mix_representations(self.scalar_mixes, layers, out.mask, self.dropout, self.training)
         return ElmoOutput(representations, out.activations, out.mask)
@@ -2235,14 +2267,30 @@ class Elmo(nn.Module):
         )
 
 
-def run_bilm(bilm: BiLM, char_ids: torch.Tensor, mask: torch.Tensor | None, frozen: bool) -> BiLMOutput:
-    """`bilm(char_ids, mask)`, without an autograd graph when the biLM is `frozen`.
+def bilm_is_trainable(bilm: BiLM) -> bool:
+    """Whether any parameter of `bilm` has `requires_grad` now: the one rule for "frozen"."""
+    return any(p.requires_grad for p in bilm.parameters())
+
+
+def run_bilm(bilm: BiLM, char_ids: torch.Tensor, mask: torch.Tensor | None, frozen: bool | None = None) -> BiLMOutput:
+    """`bilm(char_ids, mask)`, without an autograd graph when the biLM is frozen.
 
     Shared by `Elmo.forward` and hf_elmo's `ElmoModel.forward`.
+
+    Args:
+        bilm: The biLM.
+        char_ids, mask: As `BiLM.forward`.
+        frozen: None (the default) reads it from the parameters at this call: frozen
+            when no biLM parameter has `requires_grad` (`bilm_is_trainable`). With some
+            unfrozen (all, the char CNN, one LSTM layer), the graph is built and only
+            those parameters get gradients; the others are constants in it, as in any
+            PyTorch module. True/False force it (True: no graph whatever the parameters).
 
     Raises:
         ValueError / TypeError: as `BiLM.forward`.
     """
+    if frozen is None:
+        frozen = not bilm_is_trainable(bilm)
     with torch.no_grad() if frozen else nullcontext():  # frozen: no graph through the biLM
         return bilm(char_ids, mask)
 

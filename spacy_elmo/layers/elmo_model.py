@@ -11,7 +11,9 @@
          (whitespace tokens get zero rows)
 
 The biLM is frozen: `forward` runs it under `torch.inference_mode` whatever `is_train`
-says, and its backprop returns nothing (Docs take no gradient). For the same reason a
+says, and its backprop returns nothing (Docs take no gradient). A biLM whose parameters
+the user set to `requires_grad=True` is refused for training (`is_train`) with a clear
+error rather than left unchanged silently (`check_frozen_for_training`). For the same reason a
 unit's layers can be kept: with `cache_bytes > 0` (`spacy-elmo.ElmoLayers.v2`) each
 unit's layers are stored in an `elmo_core.FeatureCache` keyed by its token texts, and
 the biLM only runs on units it has not seen (an NER trained for many epochs computes
@@ -58,9 +60,11 @@ from elmo_core import (
     words_to_char_ids,
 )
 from elmo_core.checks import check_int
+from elmo_core.elmo import bilm_is_trainable
 
 __all__ = [
     "build_elmo_model",
+    "check_frozen_for_training",
     "elmo_module",
     "feature_cache",
     "ensure_loaded",
@@ -122,7 +126,9 @@ def build_elmo_model(
 
 
 def forward(model: Model[list[Doc], list[Floats3d]], docs: list[Doc], is_train: bool):
-    ensure_loaded(model)
+    elmo = ensure_loaded(model)
+    if is_train:
+        check_frozen_for_training(elmo)
     _follow_thinc_device(model)
     num_layers, dim = model.get_dim("nL"), model.get_dim("nO")
     outputs = [np.zeros((num_layers, len(doc), dim), dtype="float32") for doc in docs]
@@ -156,6 +162,29 @@ def forward(model: Model[list[Doc], list[Floats3d]], docs: list[Doc], is_train: 
         return []
 
     return outputs, backprop
+
+
+def check_frozen_for_training(elmo: Elmo) -> None:
+    """Refuse to train with a biLM the user unfroze: in spaCy it would stay frozen, silently.
+
+    The spaCy face runs the biLM under `torch.inference_mode` and its layers take no
+    gradient (see the module docstring), so parameters set to `requires_grad=True`
+    (e.g. `nlp.get_pipe("elmo").elmo.bilm.requires_grad_(True)`) would never change.
+    AllenNLP's maintainers chose a clear error over such silent freezing (allenai/allennlp
+    #1644). Inference with such a biLM is allowed: only training is refused.
+
+    Raises:
+        ValueError: if a biLM parameter has `requires_grad`.
+    """
+    if bilm_is_trainable(elmo.bilm):
+        trainable = [name for name, p in elmo.bilm.named_parameters() if p.requires_grad]
+        raise ValueError(
+            f"the ELMo biLM has {len(trainable)} parameter(s) with requires_grad=True (e.g. "
+            f"bilm.{trainable[0]}), but spaCy's ELMo layers run the biLM frozen, so training would not "
+            "change them. Fine-tune the biLM in PyTorch (elmo_core.Elmo or hf_elmo.ElmoModel; README, "
+            "'Fine-tuning the biLM'), save it with elmo_core.save_model_folder and set the component's "
+            "model path to that folder; or freeze it again: nlp.get_pipe('elmo').elmo.bilm.requires_grad_(False)."
+        )
 
 
 def init(model: Model[list[Doc], list[Floats3d]], X: Any = None, Y: Any = None) -> None:

@@ -61,6 +61,119 @@ def test_requires_grad_trains_the_biLM_too():
     assert elmo.bilm.forward_layers.layers[0].input_linear.weight.grad is not None
 
 
+# Fine-tuning: trainability follows the parameters' requires_grad at call time (R44).
+SENTENCES = [["The", "river", "bank", "."], ["a", "bank", "loan"]]
+
+
+def _fine_tune(elmo, steps: int = 2, lr: float = 0.1) -> list[float]:
+    """`steps` SGD steps over all of `elmo.parameters()` on a fixed loss of the mixed output."""
+    optimizer = torch.optim.SGD(elmo.parameters(), lr=lr)
+    char_ids, mask = words_to_char_ids(SENTENCES)
+    elmo.train()
+    losses = []
+    for _ in range(steps):
+        mixed = elmo(char_ids, mask).representations[0]
+        loss = (mixed * torch.linspace(-1.0, 1.0, mixed.shape[-1])).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def test_biLM_unfrozen_after_construction_gets_gradients_and_changes():
+    from elmo_core import load_elmo
+
+    elmo = load_elmo(dropout=0.0)  # the default model, frozen as loaded
+    assert not elmo.requires_grad
+    elmo.bilm.requires_grad_(True)
+    assert elmo.requires_grad
+    before = {n: p.detach().clone() for n, p in elmo.bilm.named_parameters()}
+    _fine_tune(elmo, lr=0.01)
+    for name, p in elmo.bilm.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+        assert not torch.equal(p, before[name]), name
+
+
+SUBSETS = {
+    "char_cnn": lambda bilm: bilm.char_cnn,
+    "one_lstm_layer": lambda bilm: bilm.forward_layers.layers[1],
+    "backward_stack": lambda bilm: bilm.backward_layers,
+}
+
+
+@pytest.mark.parametrize("subset", sorted(SUBSETS))
+def test_unfrozen_subset_of_the_biLM_alone_gets_gradients_and_changes(subset):
+    elmo = make_tiny_elmo(dropout=0.0)
+    part = SUBSETS[subset](elmo.bilm)
+    part.requires_grad_(True)
+    unfrozen = {id(p) for p in part.parameters()}
+    before = {n: p.detach().clone() for n, p in elmo.bilm.named_parameters()}
+    _fine_tune(elmo)
+    for name, p in elmo.bilm.named_parameters():
+        if id(p) in unfrozen:
+            assert p.grad is not None and p.grad.abs().sum() > 0, name
+            assert not torch.equal(p, before[name]), name
+        else:
+            assert p.grad is None, name
+            assert torch.equal(p, before[name]), name
+
+
+def test_char_cnn_alone_unfrozen_keeps_the_lstms_on_a_differentiable_path(monkeypatch):
+    """With only the char CNN trainable, its gradient flows back through the frozen LSTMs:
+    the recurrence must be chosen as needing gradients (on a GPU, never a CUDA graph replay)."""
+    import elmo_core.bilm as bilm_module
+
+    seen = []
+    real = bilm_module.resolve_recurrence
+
+    def recording(mode, stacks, device, needs_grad, stateful):
+        seen.append(needs_grad)
+        return real(mode, stacks, device, needs_grad, stateful)
+
+    monkeypatch.setattr(bilm_module, "resolve_recurrence", recording)
+    elmo = make_tiny_elmo(dropout=0.0)
+    elmo.bilm.char_cnn.requires_grad_(True)
+    _fine_tune(elmo, steps=1)
+    with torch.no_grad():
+        elmo.eval()(*words_to_char_ids(SENTENCES))
+    assert seen == [True, False]
+
+
+@pytest.mark.gpu
+def test_char_cnn_alone_fine_tunes_on_the_gpu_as_on_the_cpu():
+    from elmo_core import BiLMOptions, CharCNNOptions, LSTMOptions, set_recurrence
+
+    options = BiLMOptions(  # clipped cells: "auto" would replay CUDA graphs without gradients
+        char_cnn=CharCNNOptions(embedding_dim=4, filters=((1, 4), (2, 8)), n_highway=1),
+        lstm=LSTMOptions(dim=16, projection_dim=8, n_layers=2, cell_clip=3.0, proj_clip=3.0),
+    )
+    grads = []
+    for device in ("cpu", "cuda"):
+        torch.manual_seed(0)
+        elmo = Elmo(options, dropout=0.0).to(device)
+        set_recurrence(elmo, "auto")
+        elmo.bilm.char_cnn.requires_grad_(True)
+        char_ids, mask = words_to_char_ids(SENTENCES)
+        mixed = elmo.train()(char_ids, mask).representations[0]
+        (mixed * torch.linspace(-1.0, 1.0, mixed.shape[-1], device=device)).sum().backward()
+        grads.append(elmo.bilm.char_cnn.char_embedding.grad.cpu())
+    assert grads[0].abs().sum() > 0
+    torch.testing.assert_close(grads[1], grads[0], atol=1e-4, rtol=1e-4)
+
+
+def test_unfreezing_later_trains_as_requires_grad_at_construction():
+    built = make_tiny_elmo(dropout=0.0, requires_grad=True)
+    later = make_tiny_elmo(dropout=0.0)
+    later.requires_grad = True  # the property sets every biLM parameter
+    assert all(p.requires_grad for p in later.bilm.parameters())
+    assert _fine_tune(later) == _fine_tune(built)
+    for (name, a), b in zip(later.named_parameters(), built.parameters()):
+        torch.testing.assert_close(a, b, atol=0, rtol=0, msg=name)
+    later.requires_grad = False  # frozen again: no graph through the biLM
+    assert later(*words_to_char_ids(SENTENCES)).activations.grad_fn is None
+
+
 def test_dropout_only_in_training_mode():
     elmo = make_tiny_elmo(dropout=0.5)
     inputs = words_to_char_ids([["a", "b", "c"]])

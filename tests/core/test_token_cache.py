@@ -94,10 +94,44 @@ def test_training_the_char_cnn_bypasses_the_cache():
     assert (bilm.token_cache.hits, bilm.token_cache.misses) == (0, 0)
     assert bilm.char_cnn.char_embedding.grad is not None
     assert bilm.char_cnn.char_embedding.grad.abs().sum() > 0
-    # Under no_grad (e.g. validation during training) the cache is used.
+    # In training mode the cache stays unused even under no_grad: the next step changes the weights.
     with torch.no_grad():
         bilm(char_ids, mask)
+    assert (bilm.token_cache.hits, bilm.token_cache.misses) == (0, 0)
+    # In eval mode under no_grad (validation between steps) the cache is used.
+    with torch.no_grad():
+        bilm.eval()(char_ids, mask)
     assert bilm.token_cache.misses == _distinct_words(TEXT)
+
+
+def test_cache_never_serves_layer0_of_older_weights_while_the_char_cnn_fine_tunes():
+    elmo = make_tiny_elmo(dropout=0.0)  # frozen at construction, cache on
+    reference = make_tiny_elmo(dropout=0.0, token_cache_words=0)
+    embed_sentences(elmo, TEXT)  # the cache holds the starting weights' vectors
+    char_ids, mask = words_to_char_ids(TEXT, 50)
+    elmo.bilm.char_cnn.requires_grad_(True)
+    reference.bilm.char_cnn.requires_grad_(True)
+    start = elmo.bilm.char_cnn.char_embedding.detach().clone()
+    for model in (elmo, reference):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        for _ in range(2):
+            model.train()
+            hits = model.bilm.token_cache.hits if model.bilm.token_cache else 0
+            loss = (model(char_ids, mask).representations[0] * torch.linspace(-1, 1, 16)).sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            if model.bilm.token_cache is not None:
+                assert model.bilm.token_cache.hits == hits  # training: never a cached vector
+            # An evaluation between steps (eval mode, no_grad) may use the cache, never stale.
+            got = embed_sentences(model, TEXT, layers=0)
+            model.eval()
+            with torch.no_grad():
+                fresh = model.bilm.char_cnn(words_to_char_ids([["the"]], 50)[0][0])
+            np.testing.assert_allclose(got[0][0][:8], fresh[0].numpy(), atol=1e-6, rtol=1e-6)
+    assert not torch.equal(elmo.bilm.char_cnn.char_embedding, start)  # the char CNN did change
+    for g, e in zip(embed_sentences(elmo, TEXT, layers=0), embed_sentences(reference, TEXT, layers=0)):
+        np.testing.assert_allclose(g, e, atol=1e-5, rtol=1e-5)
 
 
 def test_pickle_and_deepcopy_keep_the_bound_and_drop_the_entries():

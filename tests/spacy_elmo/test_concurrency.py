@@ -128,3 +128,59 @@ def test_pipe_with_two_processes_matches_elmo_embed_of_the_same_lines(nlp, tiny_
         for i, text in enumerate(TEXTS):
             assert list(f[str(i)].attrs["tokens"]) == [t.text for t in nlp.make_doc(text)]
             np.testing.assert_allclose(f[str(i)][()], arrays[f"two{i}_tensor"], atol=1e-5, rtol=0)
+
+
+SIMILARITY_CHILD = textwrap.dedent(
+    """
+    import json
+    import multiprocessing
+    import sys
+
+    if __name__ == "__main__":
+        multiprocessing.set_start_method(sys.argv[1], force=True)
+        import spacy
+
+        def similarities(docs):
+            river, money = docs
+            return [
+                river[2].similarity(money[0]),  # the two "bank" tokens
+                river[2:3].similarity(money[0:1]),
+                river[1:3].similarity(money[0:2]),
+                river.similarity(money),
+                river[2].similarity(river[2]),
+            ]
+
+        nlp = spacy.load(sys.argv[2])
+        texts = ["The river bank .", "bank loan rates"]
+        one = similarities(list(nlp.pipe(texts, n_process=1)))
+        two = similarities(list(nlp.pipe(texts, n_process=2, batch_size=1)))
+        pairs = nlp.pipe([(t, i) for i, t in enumerate(texts)], as_tuples=True, n_process=2)
+        tuples = similarities([doc for doc, _ in pairs])
+        print(json.dumps({"one": one, "two": two, "tuples": tuples}))
+    """
+)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_pipe_with_two_processes_keeps_similarity_as_one_process(nlp, tmp_path, method):
+    """Docs sent back by spaCy's workers lose their user hooks (W109); nlp.pipe gives them back."""
+    if method == "fork" and sys.platform != "linux":
+        pytest.skip("fork is only the default, and only safe, on Linux")
+    nlp.to_disk(tmp_path / "pipeline")
+    script = tmp_path / "child.py"
+    script.write_text(SIMILARITY_CHILD, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script), method, str(tmp_path / "pipeline")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    one = report["one"]
+    assert one[0] < 0.999  # contextual: the two "bank"s differ (spaCy's own rule says 1.0)
+    assert one[1] == pytest.approx(one[0], abs=1e-6) and one[4] == pytest.approx(1.0, abs=1e-6)
+    for route in ("two", "tuples"):
+        assert report[route] == pytest.approx(one, abs=1e-5), route
+    assert "W109" not in done.stderr  # no advice to re-add hooks by hand

@@ -72,6 +72,82 @@ def test_reads_iob2_four_columns_in_groups_of_sentences(tmp_path):
     assert [(e.text, e.label_) for e in doc.ents] == [("Acme", "ORG"), ("Danish", "MISC"), ("Maria Lopez", "PER")]
 
 
+def _long_documents_conll(sentences_per_document: tuple[int, ...]) -> tuple[str, list[list[str]], list[tuple]]:
+    """A generated CoNLL file: -DOCSTART- lines, documents of many sentences.
+
+    Returns the text, its sentences (tokens) and its entities (text, label), in order.
+    """
+    lines, sentences, entities = [], [], []
+    for d, count in enumerate(sentences_per_document):
+        lines += ["-DOCSTART- -X- O O", ""]  # the delimiter spaCy's converter knows
+        for k in range(count):
+            words = [f"Name{d}x{k}", f"Other{d}x{k}", "met", f"Town{d}x{k}", "today", "."]
+            tags = ["B-PER", "I-PER", "O", "B-LOC", "O", "O"]
+            lines += [f"{w} NNP B-NP {t}" for w, t in zip(words, tags)] + [""]
+            sentences.append(words)
+            entities += [(f"Name{d}x{k} Other{d}x{k}", "PER"), (f"Town{d}x{k}", "LOC")]
+    return "\n".join(lines) + "\n", sentences, entities
+
+
+@pytest.mark.parametrize("route", ["conll", "spacy_convert_docbin"])
+@pytest.mark.parametrize("n_sents", [1, 10])
+def test_documents_of_many_sentences_become_docs_of_at_most_n_sents_sentences(tmp_path, route, n_sents):
+    from spacy.training.converters import conll_ner_to_docs
+
+    text, sentences, entities = _long_documents_conll((23, 3))
+    path = tmp_path / "docs.conll"
+    path.write_text(text, encoding="utf-8")
+    if route == "spacy_convert_docbin":  # what `spacy convert --converter ner` writes: whole documents
+        whole = list(conll_ner_to_docs(text, n_sents=n_sents, no_print=True))
+        assert [len(list(doc.sents)) for doc in whole] == [23, 3]
+        path = tmp_path / "docs.spacy"
+        DocBin(docs=whole).to_disk(path)
+    examples = list(ConllNerCorpus(path, n_sents=n_sents)(spacy.blank("en")))
+    docs = [eg.reference for eg in examples]
+    per_doc = [[[t.text for t in sent] for sent in doc.sents] for doc in docs]
+    # Document 0 (23 sentences) in groups of n_sents, then document 1 (3) on its own.
+    expected_sizes = [1] * 26 if n_sents == 1 else [10, 10, 3, 3]
+    assert [len(s) for s in per_doc] == expected_sizes
+    assert [sent for doc in per_doc for sent in doc] == sentences  # every sentence, in order, once
+    assert [(e.text, e.label_) for doc in docs for e in doc.ents] == entities
+    assert max(len(doc) for doc in docs) == 6 * min(n_sents, 23)
+    for eg in examples:
+        assert [t.text for t in eg.predicted] == [t.text for t in eg.reference]
+
+
+def test_a_cut_never_splits_an_entity_that_runs_over_a_sentence_start():
+    from spacy.tokens import Doc, Span
+
+    from spacy_elmo.corpus import split_into_sentence_groups
+
+    nlp = spacy.blank("en")
+    doc = Doc(nlp.vocab, words=["a", "b", "New", "York", "c", "d"], sent_starts=[1, 0, 0, 1, 0, 1])
+    doc.ents = [Span(doc, 2, 4, label="LOC")]
+    pieces = split_into_sentence_groups([doc], 1)
+    assert [[t.text for t in piece] for piece in pieces] == [["a", "b", "New", "York", "c"], ["d"]]
+    assert [(e.text, e.label_) for e in pieces[0].ents] == [("New York", "LOC")]
+    with pytest.raises(ValueError, match="n_sents must be an integer >= 0.*got -1"):
+        ConllNerCorpus(None, n_sents=-1)
+
+
+@pytest.mark.parametrize("config", ["ner_elmo.cfg", "add_elmo_to_pipeline.cfg"])
+def test_example_configs_cache_the_layers_and_read_sentence_sized_docs(tmp_path, config):
+    """The README's training advice, in the configs themselves: a feature cache, and sentence-sized Docs."""
+    from spacy.util import load_config, registry
+
+    cfg = load_config(REPO / "examples" / "spacy_elmo" / config, interpolate=False)
+    assert int(cfg["components"]["elmo"]["model"]["cache_bytes"]) >= 1 << 30  # CoNLL-2003 needs 0.8 GB
+    text, sentences, _ = _long_documents_conll((30,))
+    path = tmp_path / "one_document.conll"
+    path.write_text(text, encoding="utf-8")
+    for split in ("train", "dev"):
+        reader = dict(cfg["corpora"][split], path=str(path))
+        corpus = registry.resolve({"corpus": reader})["corpus"]
+        docs = [eg.reference for eg in corpus(spacy.blank("en"))]
+        assert sum(len(list(doc.sents)) for doc in docs) == len(sentences)
+        assert max(len(list(doc.sents)) for doc in docs) <= 10, split
+
+
 def test_reader_gives_examples_with_the_files_tokens(tmp_path):
     path = tmp_path / "a.conll"
     path.write_text(IOB1, encoding="utf-8")

@@ -352,3 +352,36 @@ def test_component_and_pipeline_pickle_and_deepcopy(tiny_model_dir):
     component = pickle.loads(pickle.dumps(nlp.get_pipe("elmo")))
     assert isinstance(component, ElmoComponent)
     np.testing.assert_allclose(component.predict([nlp.make_doc(text)])[0], expected._.elmo_layers, rtol=0, atol=1e-6)
+
+
+# ---------------------------------------------------------------- fine-tuning (R44)
+@pytest.mark.parametrize("route", ["listener", "tok2vec_elmo"])
+def test_training_with_a_biLM_the_user_unfroze_is_refused_not_silently_frozen(tiny_model_dir, route):
+    from spacy_elmo.layers.elmo_model import elmo_module
+
+    from .conftest import examples, hash_embed_cnn, ner_config
+
+    if route == "listener":
+        nlp = make_ner_nlp(tiny_model_dir, steps=0)
+        bilm = nlp.get_pipe("elmo").elmo.bilm
+    else:  # the NER's own biLM, no shared component
+        nlp = spacy.blank("en")
+        tok2vec = {
+            "@architectures": "spacy-elmo.Tok2VecElmo.v1",
+            "elmo": {"@architectures": "spacy-elmo.ElmoLayers.v2", "path": str(tiny_model_dir)},
+            "tok2vec": hash_embed_cnn(),
+        }
+        nlp.add_pipe("ner", config=ner_config(tok2vec=tok2vec))
+        nlp.initialize(lambda: examples(nlp))
+        (bilm,) = [elmo_module(node).bilm for node in nlp.get_pipe("ner").model.walk() if node.name == "elmo"]
+    text = "Mary lives in Paris ."
+    before = nlp(text).tensor.copy() if route == "listener" else None
+    nlp.update(examples(nlp), annotates=["elmo"] if route == "listener" else [])  # frozen: trains
+    bilm.char_cnn.requires_grad_(True)  # the user expects the char CNN to fine-tune
+    with pytest.raises(ValueError, match="requires_grad=True.*run the biLM frozen.*save_model_folder"):
+        nlp.update(examples(nlp), annotates=["elmo"] if route == "listener" else [])
+    doc = nlp(text)  # inference is unaffected
+    if before is not None:
+        np.testing.assert_allclose(doc.tensor, before, atol=1e-6, rtol=0)
+    bilm.requires_grad_(False)
+    nlp.update(examples(nlp), annotates=["elmo"] if route == "listener" else [])
