@@ -30,6 +30,7 @@ import ctypes.util
 import json
 import math
 import os
+import re
 import threading
 import warnings
 import weakref
@@ -2321,6 +2322,7 @@ def non_finite_error(source: object, what: str, count: int, fix: str) -> WeightF
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
+WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
 TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
 MODEL_TYPE = "elmo"
 
@@ -2365,30 +2367,153 @@ NON_FINITE_FIX = "The file is damaged or came from a diverged training run; save
 """How a saved model with NaN or infinite weights is put right (the end of `non_finite_error`'s message)."""
 
 
-def check_model_folder(path: str | Path) -> None:
-    """Raise the error `load_model_folder` would raise for this folder's files, cheaply.
+class WeightFiles(NamedTuple):
+    """Where a model folder's tensors are: one safetensors file, or the shards of an index.
 
-    Reads config.json and the safetensors header only (no weights are loaded; the
-    model is built on the meta device), so it costs nothing for a large model. Used
-    by hf_elmo to explain a failed `from_pretrained`.
+    Attributes:
+        source: The file that describes the weights: the one weights file, or the index
+            (named in errors about the set as a whole).
+        files: Each tensor's name in the files -> the safetensors file that holds it.
+        shapes: Each tensor's name -> its shape, read from the file headers.
+    """
+
+    source: Path
+    files: dict[str, Path]
+    shapes: dict[str, tuple[int, ...]]
+
+
+_VARIANT_FILE = re.compile(r"model\.(?P<variant>[^.]+)\.safetensors")
+_VARIANT_INDEX = re.compile(r"model\.safetensors\.index\.(?P<variant>[^.]+)\.json")
+_SHARD = re.compile(r".*-\d{5}-of-\d{5}")
+
+
+def weight_files(path: str | Path, variant: str | None = None) -> WeightFiles:
+    """Find a model folder's weights and read every file's header (no weights are loaded).
+
+    The layouts are transformers' (`save_pretrained`), read in its order:
+    `model.safetensors`, else `model.safetensors.index.json` (whose `weight_map` names
+    the shard of each tensor, `model-00001-of-00003.safetensors`, ...). With `variant`
+    (`save_pretrained(..., variant="fp16")`) the names are `model.fp16.safetensors` and
+    `model.safetensors.index.fp16.json`. Without `variant`, a folder that holds no plain
+    weights but exactly one variant is read as that variant, so that every face (the
+    command line, spaCy) reads it without a way to name it.
+
+    Args:
+        path: The model folder.
+        variant: The variant to read, or None (see above).
+
+    Returns:
+        `WeightFiles`: every tensor's file and shape, over all shards.
 
     Raises:
-        WeightFileError: for a missing or unreadable config.json or model.safetensors, a
-            `model_type` other than "elmo", or a missing or mis-shaped tensor.
-        OptionsError: for invalid options or Elmo settings in config.json.
+        WeightFileError: if the folder holds no weights (or several variants and no
+            `variant` was given); if the index is not JSON or has no `weight_map`, names
+            files the folder does not hold (all of them are listed), or a tensor its
+            shard does not hold; or if a file is not readable safetensors.
     """
+    folder = Path(path)
+    present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    if variant is None and WEIGHTS_NAME not in present and WEIGHTS_INDEX_NAME not in present:
+        variants = sorted(
+            {
+                match["variant"]
+                for name in present
+                for match in (_VARIANT_FILE.fullmatch(name), _VARIANT_INDEX.fullmatch(name))
+                if match and not _SHARD.fullmatch(match["variant"])
+            }
+        )
+        if len(variants) > 1:
+            raise WeightFileError(
+                f"model folder {folder} holds no {WEIGHTS_NAME} but weights of {len(variants)} variants "
+                f"({', '.join(variants)}); say which to read: load_model_folder(path, variant={variants[0]!r}), "
+                "or keep one variant in the folder."
+            )
+        variant = variants[0] if variants else None
+    single, index = _variant_name(WEIGHTS_NAME, variant), _variant_name(WEIGHTS_INDEX_NAME, variant)
+    if single in present:
+        shapes = _header(folder / single)
+        return WeightFiles(folder / single, dict.fromkeys(shapes, folder / single), shapes)
+    if index in present:
+        return _sharded(folder / index, present)
+    raise WeightFileError(
+        f"model folder {path} has no {single} (the weights), only {present}. Copy the whole folder again, "
+        f"or re-create it with save_model_folder / save_pretrained / elmo convert (sharded weights are "
+        f"read through {index}, which it lacks too)."
+    )
+
+
+def _variant_name(name: str, variant: str | None) -> str:
+    """transformers' `_add_variant`: the variant goes before the last suffix (`model.fp16.safetensors`)."""
+    if variant is None:
+        return name
+    stem, suffix = name.rsplit(".", 1)
+    return f"{stem}.{variant}.{suffix}"
+
+
+def _sharded(index_path: Path, present: list[str]) -> WeightFiles:
+    """The tensors of an index's shards, checked against the index."""
+    try:
+        weight_map = json.loads(index_path.read_text(encoding=ENCODING)).get("weight_map")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as err:
+        raise WeightFileError(f"{index_path} is not a safetensors index (JSON with a weight_map): {err}.") from None
+    if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
+        raise WeightFileError(
+            f"{index_path} has no weight_map (tensor name -> shard file); it is damaged. Save the folder again."
+        )
+    missing = sorted(set(weight_map.values()) - set(present))
+    if missing:
+        raise WeightFileError(
+            f"{index_path} names {len(missing)} shard file(s) the folder does not hold: {missing}. The copy "
+            "is incomplete (an interrupted download or copy): copy the whole folder again."
+        )
+    folder = index_path.parent
+    files = {name: folder / shard for name, shard in weight_map.items()}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for shard in sorted(set(weight_map.values())):
+        held = _header(folder / shard)
+        for name in (n for n, f in weight_map.items() if f == shard):
+            if name not in held:
+                raise WeightFileError(
+                    f"{index_path} puts tensor '{name}' in {shard}, which does not hold it. The shards do not "
+                    "belong to this index: copy the whole folder again."
+                )
+            shapes[name] = held[name]
+    return WeightFiles(index_path, files, shapes)
+
+
+def _header(weights_path: Path) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> shape, from a safetensors file's header."""
     from safetensors import safe_open
 
+    try:
+        with safe_open(str(weights_path), framework="pt", device="cpu") as f:
+            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    except Exception as err:  # SafetensorError, OSError, ValueError, ...: all mean "unreadable"
+        raise _unreadable(weights_path, err) from err
+
+
+def check_model_folder(path: str | Path, variant: str | None = None) -> None:
+    """Raise the error `load_model_folder` would raise for this folder's files, cheaply.
+
+    Reads config.json and the safetensors headers only, of every shard (no weights are
+    loaded; the model is built on the meta device), so it costs nothing for a large
+    model. Used by hf_elmo to explain a failed `from_pretrained`.
+
+    Args:
+        path: The model folder.
+        variant: As `load_model_folder`.
+
+    Raises:
+        WeightFileError: for a missing or unreadable config.json or weights file (any
+            shard, or the index), a `model_type` other than "elmo", or a missing or
+            mis-shaped tensor.
+        OptionsError: for invalid options or Elmo settings in config.json.
+    """
     options, settings = read_model_config(path)
     with torch.device("meta"):
         model = _build_elmo(options, settings, Path(path) / CONFIG_NAME)
-    weights_path = _weights_path(path)
-    try:
-        with safe_open(str(weights_path), framework="pt") as f:
-            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
-    except Exception as err:
-        raise _unreadable(weights_path, err) from err
-    _check_state({k: shapes[f] for k, f in _base_model_keys(shapes).items()}, model, weights_path)
+    weights = weight_files(path, variant)
+    _check_state({k: weights.shapes[f] for k, f in _base_model_keys(weights.shapes).items()}, model, weights.source)
 
 
 def _build_elmo(options: BiLMOptions, settings: dict[str, Any], config_path: Path) -> Elmo:
@@ -2399,17 +2524,6 @@ def _build_elmo(options: BiLMOptions, settings: dict[str, Any], config_path: Pat
             f"{config_path}: its Elmo settings cannot be used ({err}). Valid settings and defaults: "
             f"{ELMO_SETTINGS}; fix the value in {CONFIG_NAME} or pass it to load_model_folder as an override."
         ) from err
-
-
-def _weights_path(path: str | Path) -> Path:
-    weights_path = Path(path) / WEIGHTS_NAME
-    if not weights_path.is_file():
-        raise WeightFileError(
-            f"model folder {path} has no {WEIGHTS_NAME} (the weights), only "
-            f"{sorted(p.name for p in Path(path).iterdir())}. Copy the whole folder again, or "
-            "re-create it with save_model_folder / save_pretrained / elmo convert."
-        )
-    return weights_path
 
 
 def _unreadable(weights_path: Path, err: Exception) -> WeightFileError:
@@ -2440,6 +2554,7 @@ def _base_model_keys(keys: Iterable[str]) -> dict[str, str]:
 
 
 def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: Path) -> None:
+    """Every tensor of `model` is in `shapes` with its shape (`weights_path` names the weights in errors)."""
     for name, tensor in model.state_dict().items():
         if name not in shapes:
             if name.startswith("scalar_mixes."):

@@ -412,3 +412,63 @@ def test_layer_norm_mix_of_a_sentence_does_not_depend_on_its_batch_mates(tiny_to
     alone = original(**batch(tiny_tokenizer, [short])).last_hidden_state[0]
     together = original(**batch(tiny_tokenizer, [short, long])).last_hidden_state[0, :2]
     assert (together - alone).abs().max() > 1e-2
+
+
+# ----------------------------------------------- every folder save_pretrained writes, read by every face
+
+
+def test_a_sharded_save_pretrained_folder_gives_every_face_the_unsharded_vectors(tmp_path):
+    """R42: AutoModel...save_pretrained(d, max_shard_size="2MB") is read by the core, `elmo embed` and spaCy."""
+    import h5py
+    from typer.testing import CliRunner
+
+    from elmo_core.cli import app
+    from elmo_core.model_folder import check_model_folder, default_model_dir
+
+    source = default_model_dir()
+    sharded = tmp_path / "sharded"
+    AutoModel.from_pretrained(source).save_pretrained(sharded, max_shard_size="2MB")
+    tagger = tmp_path / "tagger"
+    AutoModelForTokenClassification.from_pretrained(source, num_labels=3).save_pretrained(
+        tagger, max_shard_size="2MB", variant="fp32"
+    )
+    assert len(json.loads((sharded / "model.safetensors.index.json").read_text())["weight_map"]) > 0
+    assert len(list(sharded.glob("model-*-of-*.safetensors"))) > 2 and not (sharded / "model.safetensors").exists()
+    assert (tagger / "model.safetensors.index.fp32.json").is_file()
+    sentences = [["The", "river", "bank", "."], ["Ada", "Lovelace", "wrote", "notes", "."]]
+    reference = load_model_folder(source, dropout=0.0).embed(sentences)  # [layers, tokens, dim] each
+    for folder in (sharded, tagger):
+        check_model_folder(folder)
+        for got, expected in zip(load_model_folder(folder, dropout=0.0).embed(sentences), reference):
+            torch.testing.assert_close(torch.from_numpy(got), torch.from_numpy(expected), rtol=0, atol=0)
+    # The command line.
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(" ".join(s) for s in sentences) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(
+        app, ["embed", str(text), str(tmp_path / "out.h5"), "--model", str(sharded), "--no-progress"]
+    )
+    assert result.exit_code == 0, result.output
+    with h5py.File(tmp_path / "out.h5", "r") as f:
+        for k, expected in enumerate(reference):
+            torch.testing.assert_close(torch.from_numpy(f[str(k)][()]), torch.from_numpy(expected), rtol=0, atol=1e-6)
+    # The spaCy component.
+    spacy = pytest.importorskip("spacy")
+    pytest.importorskip("spacy_elmo")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": {"path": str(sharded)}})
+    doc = nlp(" ".join(sentences[1]))
+    assert [t.text for t in doc] == sentences[1]
+    torch.testing.assert_close(torch.from_numpy(doc._.elmo_layers), torch.from_numpy(reference[1]), rtol=0, atol=1e-6)
+
+
+def test_a_missing_shard_is_one_clear_error_for_from_pretrained(tmp_path, tiny_hf_model):
+    from elmo_core import WeightFileError
+
+    tiny_hf_model.save_pretrained(tmp_path, max_shard_size="2KB")
+    shards = sorted(tmp_path.glob("model-*-of-*.safetensors"))
+    assert len(shards) > 2
+    shards[1].unlink()
+    with pytest.raises(
+        WeightFileError, match=rf"names 1 shard file\(s\) the folder does not hold: \['{shards[1].name}'\]"
+    ):
+        ElmoModel.from_pretrained(tmp_path)
