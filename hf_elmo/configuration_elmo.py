@@ -18,6 +18,7 @@ except ImportError:  # pragma: no cover - transformers 4 spelling
 
 from elmo_core.model_folder import ELMO_SETTINGS
 from elmo_core.options import BiLMOptions
+from elmo_core.windows import DEFAULT_WINDOW_TOKENS, check_window_settings
 
 # >>> hf_elmo only
 from hf_elmo.remote_code import save_generated_code  # absolute: transformers would copy a relative import
@@ -55,11 +56,20 @@ class ElmoConfig(PreTrainedConfig):
             by default: a sentence's vectors then depend on nothing but the sentence.
         scalar_mix_parameters: Fixed mix weights w, one per layer (`n_layers + 1`). When
             given, the mixes are not trainable.
+        window_tokens: A row longer than this many tokens is read in overlapping windows,
+            exactly as the core (`Elmo.embed`, `elmo embed`) and the spaCy component read a
+            long sentence (`elmo_core.windows`), so every face gives the same vectors at
+            any length and memory stays bounded. Default `DEFAULT_WINDOW_TOKENS` (1024),
+            the core's; None or 0 reads every row whole. Rows no longer than this are never
+            cut. A stateful model always reads whole (windows would break its carried state).
+        window_context: Context tokens on each side of a window's kept tokens (default
+            None = `window_tokens // 8`, the core's). Leave unset.
         **kwargs: Any key transformers writes or accepts (`architectures`, `num_labels`,
             `id2label`, ...) and any unknown key, kept as an attribute.
 
     Raises:
         OptionsError: if `lstm`/`char_cnn` are not valid bilm-tf options.
+        ValueError: for a bad `window_tokens` / `window_context`.
     """
 
     model_type = "elmo"
@@ -75,6 +85,8 @@ class ElmoConfig(PreTrainedConfig):
         keep_sentence_boundaries: bool = ELMO_SETTINGS["keep_sentence_boundaries"],
         stateful: bool = ELMO_SETTINGS["stateful"],
         scalar_mix_parameters: list[float] | None = ELMO_SETTINGS["scalar_mix_parameters"],
+        window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+        window_context: int | None = None,
         **kwargs: Any,
     ) -> None:
         defaults = BiLMOptions().to_dict()
@@ -94,6 +106,9 @@ class ElmoConfig(PreTrainedConfig):
         self.keep_sentence_boundaries = keep_sentence_boundaries
         self.stateful = stateful
         self.scalar_mix_parameters = None if scalar_mix_parameters is None else list(scalar_mix_parameters)
+        check_window_settings(window_tokens, window_context)  # 0 = None: read every row whole
+        self.window_tokens = window_tokens
+        self.window_context = window_context
         super().__init__(**kwargs)
 
     @classmethod

@@ -28,10 +28,12 @@ from transformers.utils import ModelOutput
 
 from elmo_core.bilm import BiLM
 from elmo_core.elmo import Elmo, mix_representations, run_bilm
+from elmo_core.embedding import DEFAULT_BATCH_TOKENS
 from elmo_core.highway import Highway
 from elmo_core.model_folder import NON_FINITE_FIX, check_model_folder
 from elmo_core.scalar_mix import ScalarMix
 from elmo_core.weights import count_non_finite, non_finite_error
+from elmo_core.windows import read_in_windows
 
 from .configuration_elmo import ElmoConfig
 
@@ -281,6 +283,14 @@ class ElmoModel(ElmoPreTrainedModel):
     ) -> ElmoModelOutput | tuple[torch.Tensor, ...]:
         """Run the biLM once and every scalar mix over it.
 
+        A row longer than `config.window_tokens` (1024) is read in the core's overlapping
+        windows (`elmo_core.windows`), so its vectors are those of `Elmo.embed`,
+        `elmo embed` and the spaCy component, and memory is bounded by the windows; shorter
+        rows are read whole, exactly as without windows. The assembled layers are what the
+        scalar mixes read and what `hidden_states` returns, so gradients reach the mixes
+        (and a trainable biLM, through every window) as usual; while training, the graphs
+        of all windows are kept until the backward pass.
+
         Args:
             input_ids: `ElmoTokenizer`'s one id per token [batch, tokens] (read only
                 for its shape: the biLM reads `char_ids`), or the character ids
@@ -318,17 +328,42 @@ class ElmoModel(ElmoPreTrainedModel):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         mask = attention_mask.bool() if isinstance(attention_mask, torch.Tensor) else attention_mask
         frozen = not any(p.requires_grad for p in self.bilm.parameters())
-        out = run_bilm(self.bilm, input_ids, mask, frozen)  # checks ids: shape, dtype, range
+        activations, out_mask = self._read(input_ids, mask, frozen)
         # The mixes read these very tensors: with a trainable biLM, their .grad exists (as for BERT).
-        hidden_states = out.activations.unbind(0)  # n_layers + 1 x [batch, tokens, 2P]
+        hidden_states = activations.unbind(0)  # n_layers + 1 x [batch, tokens, 2P]
         mixes, dropout = self.scalar_mixes, self.config.dropout
-        representations = mix_representations(mixes, hidden_states, out.mask, dropout, self.training)
+        representations = mix_representations(mixes, hidden_states, out_mask, dropout, self.training)
         output = ElmoModelOutput(
             last_hidden_state=representations[0],
             hidden_states=hidden_states if output_hidden_states else None,
             representations=tuple(representations) if len(representations) > 1 else None,
         )
         return output if return_dict else output.to_tuple()
+
+    def _read(
+        self, char_ids: torch.Tensor, mask: torch.Tensor | None, frozen: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The biLM's activations and mask, a row longer than `config.window_tokens` read in windows.
+
+        The windows are the core's (`elmo_core.windows.read_in_windows`, the plan of
+        `Elmo.embed` and the spaCy component); the scalar mixes then read the assembled
+        layers, so a trainable mix (and a trainable biLM, window by window) gets its
+        gradients as without windows.
+        """
+        window_tokens = None if self.config.stateful else self.config.window_tokens
+        windowed = read_in_windows(
+            lambda ids, piece_mask: run_bilm(self.bilm, ids, piece_mask, frozen).activations,
+            char_ids,
+            mask,
+            batch_tokens=DEFAULT_BATCH_TOKENS,
+            window_tokens=window_tokens,
+            window_context=self.config.window_context,
+            boundaries=self.bilm.keep_sentence_boundaries,
+        )
+        if windowed is not None:
+            return windowed
+        out = run_bilm(self.bilm, char_ids, mask, frozen)  # checks ids: shape, dtype, range
+        return out.activations, out.mask
 
 
 class ElmoForTokenClassification(ElmoPreTrainedModel):

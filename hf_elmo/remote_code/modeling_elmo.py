@@ -54,6 +54,7 @@ from transformers.utils import ModelOutput
 from .configuration_elmo import (
     BiLMOptions,
     CharCNNOptions,
+    DEFAULT_WINDOW_TOKENS,
     ELMO_SETTINGS,
     ENCODING,
     ElmoConfig,
@@ -61,8 +62,11 @@ from .configuration_elmo import (
     LSTMOptions,
     OptionsError,
     _ACTIVATIONS,
+    _check_window,
     _clip,
     check_int,
+    check_window_settings,
+    default_context,
 )
 
 
@@ -1537,11 +1541,6 @@ def release_free_memory() -> bool:
 
 # ---- elmo_core/windows.py -----------------------------------------------------
 
-DEFAULT_WINDOW_TOKENS = 1024
-"""Longest sequence read in one pass. Long enough for any real sentence and for a
-600-token paragraph; a 100,000-token document becomes about 130 windows."""
-
-
 class Window(NamedTuple):
     """One biLM pass over `tokens[start:end]`, keeping the vectors of `tokens[keep_start:keep_end]`."""
 
@@ -1549,30 +1548,6 @@ class Window(NamedTuple):
     end: int
     keep_start: int
     keep_end: int
-
-
-def default_context(window_tokens: int) -> int:
-    """Context tokens on each side of a window when none is given: `window_tokens // 8`."""
-    return window_tokens // 8
-
-
-def _check_window(window_tokens: object, context: object) -> int:
-    check_int(
-        "window_tokens",
-        window_tokens,
-        meaning="None reads every sequence whole",
-        hint=f"{DEFAULT_WINDOW_TOKENS} is a good value.",
-    )
-    if context is None:
-        return default_context(window_tokens)
-    check_int("window_context", context, minimum=0)
-    if 2 * context >= window_tokens:
-        raise ValueError(
-            f"window_context ({context}) must be less than half of window_tokens ({window_tokens}): "
-            "each window keeps window_tokens - 2 * window_context tokens. Lower the context or "
-            "raise window_tokens."
-        )
-    return context
 
 
 def plan_windows(
@@ -1607,23 +1582,6 @@ def plan_windows(
             return windows
         windows.append(Window(start, end, keep_start, end - context))
         keep_start = end - context
-
-
-def check_window_settings(window_tokens: int | None, window_context: int | None) -> int | None:
-    """Check the window settings up front; return `window_tokens`, with 0 read as None.
-
-    None, or 0 (as on the command line and in spaCy configs), reads every sequence
-    whole, however long.
-
-    Raises:
-        ValueError: if `window_tokens` is not a positive integer, 0 or None, or
-            `window_context` is negative or at least half of `window_tokens`.
-    """
-    if window_tokens == 0 and not isinstance(window_tokens, bool):
-        return None
-    if window_tokens is not None:
-        _check_window(window_tokens, window_context)
-    return window_tokens
 
 
 RunBatch = Callable[[list[Sequence[str]]], Sequence[np.ndarray]]
@@ -1698,6 +1656,103 @@ def _pieces(num_tokens: int, window_tokens: int | None, window_context: int | No
     if window_tokens is None:
         return [Window(0, num_tokens, 0, num_tokens)]
     return plan_windows(num_tokens, window_tokens, window_context)
+
+
+ReadPieces = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+"""Reads a batch of pieces: `(char_ids [pieces, tokens, chars], mask [pieces, tokens])` ->
+a tensor `[..., pieces, tokens (+ 2 with boundaries), dim]` (batch axis -3, token axis -2),
+e.g. a `BiLM`'s activations."""
+
+
+def read_in_windows(
+    read: ReadPieces,
+    char_ids: torch.Tensor,
+    mask: torch.Tensor | None,
+    *,
+    batch_tokens: int,
+    window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+    window_context: int | None = None,
+    boundaries: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """`run_in_windows` for a padded batch of tensors that may need gradients (hf_elmo's `ElmoModel`).
+
+    Each row longer than `window_tokens` is cut by `plan_windows`, exactly as
+    `run_in_windows` cuts a sequence, and each of its tokens keeps the vectors of the one
+    window that keeps it; shorter rows are read whole. The pieces of all rows are read in
+    batches of at most `batch_tokens` padded positions (`batches_by_token_budget`) and
+    assembled with torch operations (slices and concatenation), so autograd flows through
+    them: what `read` builds a graph for (a trainable biLM, or the layers a trainable
+    scalar mix reads afterwards) gets its gradients, window by window. While training,
+    though, every window's graph is kept until the backward pass, so the memory bound of
+    inference does not hold then.
+
+    Args:
+        read: See `ReadPieces`.
+        char_ids: [batch, tokens, chars], right-padded (checked by `read`, piece by piece).
+        mask: [batch, tokens] bool, True = real token; derived from `char_ids` (any id
+            non-zero) when None, as `BiLM.forward` does.
+        batch_tokens: Budget of padded positions per batch of pieces.
+        window_tokens, window_context: As `run_in_windows`; None or 0 reads every row whole.
+        boundaries: `read` returns the `<S>`/`</S>` positions too (`keep_sentence_boundaries`):
+            a long row keeps the `<S>` of its first window and the `</S>` of its last.
+
+    Returns:
+        None when no row is longer than `window_tokens` (read the batch as it is: its
+        vectors are exactly those of a run without windows); else the assembled output
+        `[..., batch, tokens (+ 2), dim]`, zero at padded positions, and its mask
+        `[batch, tokens (+ 2)]`.
+
+    Raises:
+        ValueError: for a bad budget or window setting, or a mask that is not right-padded.
+    """
+    window_tokens = check_window_settings(window_tokens, window_context)
+    if not isinstance(char_ids, torch.Tensor) or char_ids.dim() != 3 or window_tokens is None:
+        return None  # read whole (ids of the wrong kind get `read`'s error)
+    if char_ids.shape[1] <= window_tokens:
+        return None
+    if mask is not None and (not isinstance(mask, torch.Tensor) or tuple(mask.shape) != tuple(char_ids.shape[:2])):
+        return None  # `read` names the mask's problem
+    mask = (char_ids != 0).any(dim=-1) if mask is None else mask.bool()
+    lengths_tensor = mask.sum(dim=1)  # [batch]
+    if not torch.equal(mask, torch.arange(mask.shape[1], device=mask.device)[None, :] < lengths_tensor[:, None]):
+        raise ValueError(
+            "padding must be on the right: every row of the mask (or of non-zero char_ids) must be True "
+            "for its first n positions and False after. Build inputs with words_to_char_ids()."
+        )
+    lengths = [int(n) for n in lengths_tensor.tolist()]
+    if max(lengths, default=0) <= window_tokens:
+        return None
+    pieces = [(i, w) for i, n in enumerate(lengths) for w in plan_windows(n, window_tokens, window_context)]
+    kept: list[torch.Tensor | None] = [None] * len(pieces)
+    edge = int(boundaries)  # read output rows before a piece's first token
+    for batch in batches_by_token_budget([w.end - w.start for _, w in pieces], batch_tokens):
+        longest = max(pieces[k][1].end - pieces[k][1].start for k in batch)
+        piece_ids = char_ids.new_zeros((len(batch), longest, char_ids.shape[-1]))  # [pieces, longest, chars]
+        piece_mask = mask.new_zeros((len(batch), longest))
+        for row, k in enumerate(batch):
+            i, w = pieces[k]
+            piece_ids[row, : w.end - w.start] = char_ids[i, w.start : w.end]
+            piece_mask[row, : w.end - w.start] = True
+        out = read(piece_ids, piece_mask)  # [..., pieces, longest (+ 2), dim]
+        for row, k in enumerate(batch):
+            i, w = pieces[k]
+            first = w.keep_start - w.start + edge
+            last = w.keep_end - w.start + edge
+            if boundaries and w.keep_start == 0:
+                first = 0  # the row's <S>
+            if boundaries and w.keep_end == lengths[i]:
+                last += 1  # the row's </S>
+            kept[k] = out[..., row, first:last, :]  # [..., kept tokens, dim]
+    num_steps = char_ids.shape[1] + 2 * edge
+    rows = []
+    for i in range(len(lengths)):
+        row = torch.cat([kept[k] for k, (j, _) in enumerate(pieces) if j == i], dim=-2)  # [..., length, dim]
+        pad = row.new_zeros((*row.shape[:-2], num_steps - row.shape[-2], row.shape[-1]))
+        rows.append(torch.cat([row, pad], dim=-2))
+    output = torch.stack(rows, dim=-3)  # [..., batch, tokens (+ 2), dim]
+    positions = torch.arange(num_steps, device=mask.device)
+    out_mask = positions[None, :] < (torch.tensor(lengths, device=mask.device) + 2 * edge)[:, None]
+    return output, out_mask
 
 
 # ---- elmo_core/embedding.py ---------------------------------------------------
@@ -2809,6 +2864,14 @@ class ElmoModel(ElmoPreTrainedModel):
     ) -> ElmoModelOutput | tuple[torch.Tensor, ...]:
         """Run the biLM once and every scalar mix over it.
 
+        A row longer than `config.window_tokens` (1024) is read in the core's overlapping
+        windows (`elmo_core.windows`), so its vectors are those of `Elmo.embed`,
+        `elmo embed` and the spaCy component, and memory is bounded by the windows; shorter
+        rows are read whole, exactly as without windows. The assembled layers are what the
+        scalar mixes read and what `hidden_states` returns, so gradients reach the mixes
+        (and a trainable biLM, through every window) as usual; while training, the graphs
+        of all windows are kept until the backward pass.
+
         Args:
             input_ids: `ElmoTokenizer`'s one id per token [batch, tokens] (read only
                 for its shape: the biLM reads `char_ids`), or the character ids
@@ -2846,17 +2909,42 @@ class ElmoModel(ElmoPreTrainedModel):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         mask = attention_mask.bool() if isinstance(attention_mask, torch.Tensor) else attention_mask
         frozen = not any(p.requires_grad for p in self.bilm.parameters())
-        out = run_bilm(self.bilm, input_ids, mask, frozen)  # checks ids: shape, dtype, range
+        activations, out_mask = self._read(input_ids, mask, frozen)
         # The mixes read these very tensors: with a trainable biLM, their .grad exists (as for BERT).
-        hidden_states = out.activations.unbind(0)  # n_layers + 1 x [batch, tokens, 2P]
+        hidden_states = activations.unbind(0)  # n_layers + 1 x [batch, tokens, 2P]
         mixes, dropout = self.scalar_mixes, self.config.dropout
-        representations = mix_representations(mixes, hidden_states, out.mask, dropout, self.training)
+        representations = mix_representations(mixes, hidden_states, out_mask, dropout, self.training)
         output = ElmoModelOutput(
             last_hidden_state=representations[0],
             hidden_states=hidden_states if output_hidden_states else None,
             representations=tuple(representations) if len(representations) > 1 else None,
         )
         return output if return_dict else output.to_tuple()
+
+    def _read(
+        self, char_ids: torch.Tensor, mask: torch.Tensor | None, frozen: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The biLM's activations and mask, a row longer than `config.window_tokens` read in windows.
+
+        The windows are the core's (`elmo_core.windows.read_in_windows`, the plan of
+        `Elmo.embed` and the spaCy component); the scalar mixes then read the assembled
+        layers, so a trainable mix (and a trainable biLM, window by window) gets its
+        gradients as without windows.
+        """
+        window_tokens = None if self.config.stateful else self.config.window_tokens
+        windowed = read_in_windows(
+            lambda ids, piece_mask: run_bilm(self.bilm, ids, piece_mask, frozen).activations,
+            char_ids,
+            mask,
+            batch_tokens=DEFAULT_BATCH_TOKENS,
+            window_tokens=window_tokens,
+            window_context=self.config.window_context,
+            boundaries=self.bilm.keep_sentence_boundaries,
+        )
+        if windowed is not None:
+            return windowed
+        out = run_bilm(self.bilm, char_ids, mask, frozen)  # checks ids: shape, dtype, range
+        return out.activations, out.mask
 
 
 class ElmoForTokenClassification(ElmoPreTrainedModel):
