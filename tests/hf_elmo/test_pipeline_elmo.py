@@ -179,3 +179,21 @@ def json_config(folder) -> dict:
     import json
 
     return json.loads((folder / "config.json").read_text(encoding="utf-8"))
+
+
+def test_an_empty_string_gives_one_row_of_zero_tokens_of_the_full_width(saved_model_dir):
+    """[1, 0, hidden], as a tensor and as lists (which alone would read as [1, 0]), alone or in a batch."""
+    import json
+    import pickle
+
+    import numpy as np
+
+    extractor = feature_extraction_pipeline(model=saved_model_dir)
+    alone = extractor("")
+    assert np.asarray(alone).shape == (1, 0, 16) and alone == [[]] and json.dumps(alone) == "[[]]"
+    assert extractor("", return_tensors=True).shape == (1, 0, 16)
+    empty, two = extractor(["", "two words"])
+    assert np.asarray(empty).shape == (1, 0, 16) and np.asarray(two).shape == (1, 2, 16)
+    assert np.asarray(pickle.loads(pickle.dumps(empty))).shape == (1, 0, 16)
+    np.testing.assert_array_equal(np.asarray(two), np.array(list(two), dtype=np.float32))
+    assert np.asarray(feature_extraction_pipeline()("")).shape == (1, 0, 256)  # the default model
