@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from ._version import __version__
 from .atomic_files import atomic_write
 from .characters import (
     BEGINNING_OF_SENTENCE_CHARACTER,
@@ -260,7 +261,12 @@ def save_model_folder(model: Elmo, path: str | Path, *, extra_config: dict[str, 
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"{folder} is a file; a model folder is a directory. Give a new or existing folder path.")
     folder.mkdir(parents=True, exist_ok=True)
-    config = {"model_type": MODEL_TYPE, **model.options.to_dict(), **_elmo_settings(model)}
+    config = {
+        "model_type": MODEL_TYPE,
+        **model.options.to_dict(),
+        **_elmo_settings(model),
+        "elmo_bilm_version": __version__,  # which version wrote the folder (hf_elmo names it on a mismatch)
+    }
     if extra_config:
         config.update(extra_config)
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}

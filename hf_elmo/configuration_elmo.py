@@ -21,7 +21,11 @@ from elmo_core.options import BiLMOptions
 from elmo_core.windows import DEFAULT_WINDOW_TOKENS, check_window_settings
 
 # >>> hf_elmo only
-from hf_elmo.remote_code import save_generated_code  # absolute: transformers would copy a relative import
+from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
+    ELMO_BILM_VERSION,
+    note_which_code_runs,
+    save_generated_code,
+)
 
 # <<< hf_elmo only
 
@@ -169,10 +173,19 @@ class ElmoConfig(PreTrainedConfig):
         """As transformers', with the generated, self-contained `configuration_elmo.py`.
 
         transformers copies this module's file into the folder; it is replaced by its
-        generated copy, which needs no elmo-bilm (see `hf_elmo.remote_code`).
+        generated copy, which needs no elmo-bilm (see `hf_elmo.remote_code`). config.json
+        records the `elmo_bilm_version` that saved it.
         """
+        self.elmo_bilm_version = ELMO_BILM_VERSION  # which code wrote the folder (see note_which_code_runs)
         super().save_pretrained(save_directory, push_to_hub=push_to_hub, **kwargs)
         if self._auto_class is not None:
             save_generated_code(save_directory, "configuration_elmo.py")
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> Any:
+        """As transformers'; a folder saved by other code is named once (`note_which_code_runs`)."""
+        loaded = super().from_dict(config_dict, **kwargs)
+        note_which_code_runs(kwargs.get("name_or_path"))
+        return loaded
 
     # <<< hf_elmo only

@@ -39,7 +39,10 @@ from .configuration_elmo import ElmoConfig
 
 # >>> hf_elmo only
 # isort: split
-from hf_elmo.remote_code import save_generated_code  # absolute: transformers would copy a relative import
+from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
+    note_which_code_runs,
+    save_generated_code,
+)
 
 # <<< hf_elmo only
 
@@ -130,6 +133,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
             _explain_bad_folder(args[0] if args else kwargs.get("pretrained_model_name_or_path"), err)
             raise
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True
+        # >>> hf_elmo only: the installed code runs; say so once if the folder was saved by other code
+        note_which_code_runs(args[0] if args else kwargs.get("pretrained_model_name_or_path"))
+        # <<< hf_elmo only
         for name, tensor in model.state_dict().items():
             bad = count_non_finite(tensor)
             if bad:
