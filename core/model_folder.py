@@ -55,6 +55,7 @@ __all__ = [
     "WEIGHTS_INDEX_NAME",
     "WeightFiles",
     "weight_files",
+    "folder_variant",
     "TOKENIZER_CONFIG_NAME",
     "ELMO_SETTINGS",
     "save_model_folder",
@@ -412,22 +413,8 @@ def weight_files(path: str | Path, variant: str | None = None) -> WeightFiles:
     """
     folder = Path(path)
     present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
-    if variant is None and WEIGHTS_NAME not in present and WEIGHTS_INDEX_NAME not in present:
-        variants = sorted(
-            {
-                match["variant"]
-                for name in present
-                for match in (_VARIANT_FILE.fullmatch(name), _VARIANT_INDEX.fullmatch(name))
-                if match and not _SHARD.fullmatch(match["variant"])
-            }
-        )
-        if len(variants) > 1:
-            raise WeightFileError(
-                f"model folder {folder} holds no {WEIGHTS_NAME} but weights of {len(variants)} variants "
-                f"({', '.join(variants)}); say which to read: load_model_folder(path, variant={variants[0]!r}), "
-                "or keep one variant in the folder."
-            )
-        variant = variants[0] if variants else None
+    if variant is None:
+        variant = folder_variant(folder)
     single, index = _variant_name(WEIGHTS_NAME, variant), _variant_name(WEIGHTS_INDEX_NAME, variant)
     if single in present:
         shapes = _header(folder / single)
@@ -439,6 +426,38 @@ def weight_files(path: str | Path, variant: str | None = None) -> WeightFiles:
         f"or re-create it with save_model_folder / save_pretrained / elmo convert (sharded weights are "
         f"read through {index}, which it lacks too)."
     )
+
+
+def folder_variant(path: str | Path) -> str | None:
+    """The `variant=` a model folder's weights must be read with when none is named.
+
+    None when the folder holds plain weights (`model.safetensors` or its index), or no
+    weights at all; else its one variant (`"fp16"` for `model.fp16.safetensors` or
+    `model.safetensors.index.fp16.json`). hf_elmo's `from_pretrained` passes it on, so
+    that a variant-only folder loads there as in the core.
+
+    Raises:
+        WeightFileError: if the folder holds no plain weights but several variants.
+    """
+    folder = Path(path)
+    present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    if WEIGHTS_NAME in present or WEIGHTS_INDEX_NAME in present:
+        return None
+    variants = sorted(
+        {
+            match["variant"]
+            for name in present
+            for match in (_VARIANT_FILE.fullmatch(name), _VARIANT_INDEX.fullmatch(name))
+            if match and not _SHARD.fullmatch(match["variant"])
+        }
+    )
+    if len(variants) > 1:
+        raise WeightFileError(
+            f"model folder {folder} holds no {WEIGHTS_NAME} but weights of {len(variants)} variants "
+            f"({', '.join(variants)}); say which to read: load_model_folder(path, variant={variants[0]!r}) "
+            f"or from_pretrained(path, variant={variants[0]!r}), or keep one variant in the folder."
+        )
+    return variants[0] if variants else None
 
 
 def _variant_name(name: str, variant: str | None) -> str:

@@ -30,7 +30,7 @@ from elmo_core.bilm import BiLM
 from elmo_core.elmo import Elmo, mix_representations, run_bilm
 from elmo_core.embedding import DEFAULT_BATCH_TOKENS
 from elmo_core.highway import Highway
-from elmo_core.model_folder import NON_FINITE_FIX, check_model_folder
+from elmo_core.model_folder import NON_FINITE_FIX, check_model_folder, folder_variant
 from elmo_core.scalar_mix import ScalarMix
 from elmo_core.weights import count_non_finite, non_finite_error
 from elmo_core.windows import read_in_windows
@@ -120,10 +120,18 @@ class ElmoPreTrainedModel(PreTrainedModel):
     def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
         """As transformers', and the biLM (and a fixed scalar mix) stay frozen.
 
+        A local folder that holds one `variant=` of the weights and no plain ones is read
+        as that variant without naming it (`elmo_core.model_folder.folder_variant`), as
+        the core, the command line and spaCy read it.
+
         transformers 5 wraps every loaded tensor in a new `nn.Parameter` with
         `requires_grad=True`, which would silently make the frozen biLM trainable
         (only the scalar mix is meant to train); this puts the constructor's choice back.
         """
+        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        if kwargs.get("variant") is None and isinstance(source, (str, os.PathLike)) and os.path.isdir(source):
+            # A folder of one variant's weights only (save_pretrained(d, variant="fp16")) loads as in the core.
+            kwargs["variant"] = folder_variant(source)
         try:
             loaded = super().from_pretrained(*args, **kwargs)
         except Exception as err:

@@ -2468,22 +2468,8 @@ def weight_files(path: str | Path, variant: str | None = None) -> WeightFiles:
     """
     folder = Path(path)
     present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
-    if variant is None and WEIGHTS_NAME not in present and WEIGHTS_INDEX_NAME not in present:
-        variants = sorted(
-            {
-                match["variant"]
-                for name in present
-                for match in (_VARIANT_FILE.fullmatch(name), _VARIANT_INDEX.fullmatch(name))
-                if match and not _SHARD.fullmatch(match["variant"])
-            }
-        )
-        if len(variants) > 1:
-            raise WeightFileError(
-                f"model folder {folder} holds no {WEIGHTS_NAME} but weights of {len(variants)} variants "
-                f"({', '.join(variants)}); say which to read: load_model_folder(path, variant={variants[0]!r}), "
-                "or keep one variant in the folder."
-            )
-        variant = variants[0] if variants else None
+    if variant is None:
+        variant = folder_variant(folder)
     single, index = _variant_name(WEIGHTS_NAME, variant), _variant_name(WEIGHTS_INDEX_NAME, variant)
     if single in present:
         shapes = _header(folder / single)
@@ -2495,6 +2481,38 @@ def weight_files(path: str | Path, variant: str | None = None) -> WeightFiles:
         f"or re-create it with save_model_folder / save_pretrained / elmo convert (sharded weights are "
         f"read through {index}, which it lacks too)."
     )
+
+
+def folder_variant(path: str | Path) -> str | None:
+    """The `variant=` a model folder's weights must be read with when none is named.
+
+    None when the folder holds plain weights (`model.safetensors` or its index), or no
+    weights at all; else its one variant (`"fp16"` for `model.fp16.safetensors` or
+    `model.safetensors.index.fp16.json`). hf_elmo's `from_pretrained` passes it on, so
+    that a variant-only folder loads there as in the core.
+
+    Raises:
+        WeightFileError: if the folder holds no plain weights but several variants.
+    """
+    folder = Path(path)
+    present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    if WEIGHTS_NAME in present or WEIGHTS_INDEX_NAME in present:
+        return None
+    variants = sorted(
+        {
+            match["variant"]
+            for name in present
+            for match in (_VARIANT_FILE.fullmatch(name), _VARIANT_INDEX.fullmatch(name))
+            if match and not _SHARD.fullmatch(match["variant"])
+        }
+    )
+    if len(variants) > 1:
+        raise WeightFileError(
+            f"model folder {folder} holds no {WEIGHTS_NAME} but weights of {len(variants)} variants "
+            f"({', '.join(variants)}); say which to read: load_model_folder(path, variant={variants[0]!r}) "
+            f"or from_pretrained(path, variant={variants[0]!r}), or keep one variant in the folder."
+        )
+    return variants[0] if variants else None
 
 
 def _variant_name(name: str, variant: str | None) -> str:
@@ -2702,10 +2720,18 @@ class ElmoPreTrainedModel(PreTrainedModel):
     def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
         """As transformers', and the biLM (and a fixed scalar mix) stay frozen.
 
+        A local folder that holds one `variant=` of the weights and no plain ones is read
+        as that variant without naming it (`elmo_core.model_folder.folder_variant`), as
+        the core, the command line and spaCy read it.
+
         transformers 5 wraps every loaded tensor in a new `nn.Parameter` with
         `requires_grad=True`, which would silently make the frozen biLM trainable
         (only the scalar mix is meant to train); this puts the constructor's choice back.
         """
+        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        if kwargs.get("variant") is None and isinstance(source, (str, os.PathLike)) and os.path.isdir(source):
+            # A folder of one variant's weights only (save_pretrained(d, variant="fp16")) loads as in the core.
+            kwargs["variant"] = folder_variant(source)
         try:
             loaded = super().from_pretrained(*args, **kwargs)
         except Exception as err:

@@ -441,6 +441,14 @@ def test_a_sharded_save_pretrained_folder_gives_every_face_the_unsharded_vectors
         check_model_folder(folder)
         for got, expected in zip(load_model_folder(folder, dropout=0.0).embed(sentences), reference):
             torch.testing.assert_close(torch.from_numpy(got), torch.from_numpy(expected), rtol=0, atol=0)
+    # from_pretrained, the fp32-variant tagger without naming its variant (as the core reads it).
+    char_ids, mask = words_to_char_ids(sentences, 50)
+    for auto, folder in ((AutoModel, sharded), (AutoModelForTokenClassification, tagger)):
+        with torch.no_grad():
+            out = auto.from_pretrained(folder)(char_ids=char_ids, attention_mask=mask, output_hidden_states=True)
+        for k, expected in enumerate(reference):
+            got = torch.stack(out.hidden_states)[:, k, : expected.shape[1]]
+            torch.testing.assert_close(got, torch.from_numpy(expected), rtol=0, atol=1e-6)
     # The command line.
     text = tmp_path / "in.txt"
     text.write_text("\n".join(" ".join(s) for s in sentences) + "\n", encoding="utf-8")
