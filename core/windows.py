@@ -261,7 +261,7 @@ def read_in_windows(
         None when no row is longer than `window_tokens` (read the batch as it is: its
         vectors are exactly those of a run without windows); else the assembled output
         `[..., batch, tokens (+ 2), dim]`, zero at padded positions, and its mask
-        `[batch, tokens (+ 2)]`.
+        `[batch, tokens (+ 2)]` (on the output's device, as `BiLM.forward` returns it).
 
     Raises:
         ValueError: for a bad budget or window setting, or a mask that is not right-padded.
@@ -311,6 +311,6 @@ def read_in_windows(
         pad = row.new_zeros((*row.shape[:-2], num_steps - row.shape[-2], row.shape[-1]))
         rows.append(torch.cat([row, pad], dim=-2))
     output = torch.stack(rows, dim=-3)  # [..., batch, tokens (+ 2), dim]
-    positions = torch.arange(num_steps, device=mask.device)
-    out_mask = positions[None, :] < (torch.tensor(lengths, device=mask.device) + 2 * edge)[:, None]
+    positions = torch.arange(num_steps, device=output.device)  # the mask goes where `read` put the output
+    out_mask = positions[None, :] < (torch.tensor(lengths, device=output.device) + 2 * edge)[:, None]
     return output, out_mask

@@ -138,16 +138,15 @@ class ElmoPreTrainedModel(PreTrainedModel):
             # transformers' own errors for a broken folder come from deep inside it
             # ("look at the above report", a raw SafetensorError); a local folder gets
             # elmo_core's diagnosis instead, which names the file and the fix.
-            _explain_bad_folder(args[0] if args else kwargs.get("pretrained_model_name_or_path"), err)
+            _explain_bad_folder(source, err, kwargs.get("variant"))
             raise
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True
         # >>> hf_elmo only: the installed code runs; say so once if the folder was saved by other code
-        note_which_code_runs(args[0] if args else kwargs.get("pretrained_model_name_or_path"))
+        note_which_code_runs(source)
         # <<< hf_elmo only
         for name, tensor in model.state_dict().items():
             bad = count_non_finite(tensor)
             if bad:
-                source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
                 raise non_finite_error(source, f"tensor '{name}'", bad, NON_FINITE_FIX)
         model.freeze_bilm()
         return loaded
@@ -217,12 +216,12 @@ class ElmoPreTrainedModel(PreTrainedModel):
         # <<< hf_elmo only
 
 
-def _explain_bad_folder(path: Any, err: Exception) -> None:
+def _explain_bad_folder(path: Any, err: Exception, variant: str | None = None) -> None:
     """Raise elmo_core's clear error for a local model folder that failed to load, if it finds one."""
     if path is None or not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path):
         return
     try:
-        check_model_folder(path)
+        check_model_folder(path, variant)
     except ValueError as problem:  # WeightFileError / OptionsError
         raise problem from err
 

@@ -1700,7 +1700,7 @@ def read_in_windows(
         None when no row is longer than `window_tokens` (read the batch as it is: its
         vectors are exactly those of a run without windows); else the assembled output
         `[..., batch, tokens (+ 2), dim]`, zero at padded positions, and its mask
-        `[batch, tokens (+ 2)]`.
+        `[batch, tokens (+ 2)]` (on the output's device, as `BiLM.forward` returns it).
 
     Raises:
         ValueError: for a bad budget or window setting, or a mask that is not right-padded.
@@ -1750,8 +1750,8 @@ def read_in_windows(
         pad = row.new_zeros((*row.shape[:-2], num_steps - row.shape[-2], row.shape[-1]))
         rows.append(torch.cat([row, pad], dim=-2))
     output = torch.stack(rows, dim=-3)  # [..., batch, tokens (+ 2), dim]
-    positions = torch.arange(num_steps, device=mask.device)
-    out_mask = positions[None, :] < (torch.tensor(lengths, device=mask.device) + 2 * edge)[:, None]
+    positions = torch.arange(num_steps, device=output.device)  # the mask goes where `read` put the output
+    out_mask = positions[None, :] < (torch.tensor(lengths, device=output.device) + 2 * edge)[:, None]
     return output, out_mask
 
 
@@ -2738,13 +2738,12 @@ class ElmoPreTrainedModel(PreTrainedModel):
             # transformers' own errors for a broken folder come from deep inside it
             # ("look at the above report", a raw SafetensorError); a local folder gets
             # elmo_core's diagnosis instead, which names the file and the fix.
-            _explain_bad_folder(args[0] if args else kwargs.get("pretrained_model_name_or_path"), err)
+            _explain_bad_folder(source, err, kwargs.get("variant"))
             raise
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True
         for name, tensor in model.state_dict().items():
             bad = count_non_finite(tensor)
             if bad:
-                source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
                 raise non_finite_error(source, f"tensor '{name}'", bad, NON_FINITE_FIX)
         model.freeze_bilm()
         return loaded
@@ -2810,12 +2809,12 @@ class ElmoPreTrainedModel(PreTrainedModel):
         super().save_pretrained(save_directory, *args, **kwargs)
 
 
-def _explain_bad_folder(path: Any, err: Exception) -> None:
+def _explain_bad_folder(path: Any, err: Exception, variant: str | None = None) -> None:
     """Raise elmo_core's clear error for a local model folder that failed to load, if it finds one."""
     if path is None or not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path):
         return
     try:
-        check_model_folder(path)
+        check_model_folder(path, variant)
     except ValueError as problem:  # WeightFileError / OptionsError
         raise problem from err
 

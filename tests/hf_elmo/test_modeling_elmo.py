@@ -561,3 +561,14 @@ def test_window_settings_are_saved_with_the_folder_and_checked(tmp_path):
     assert ElmoModel.from_pretrained(tmp_path).config.window_tokens == 300
     with pytest.raises(ValueError, match=r"window_context \(200\) must be less than half of window_tokens \(300\)"):
         ElmoConfig(window_tokens=300, window_context=200)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_long_row_is_windowed_on_the_models_device_from_inputs_on_the_cpu(device):
+    model = windowed(make_tiny_hf_model())
+    char_ids, mask = long_batch(150)
+    with torch.no_grad():
+        expected = model(char_ids=char_ids, attention_mask=mask).last_hidden_state
+        got = model.to(device)(char_ids=char_ids, attention_mask=mask).last_hidden_state
+    assert got.device.type == torch.device(device).type
+    torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=0)
