@@ -37,7 +37,8 @@ folder's `auto_map`, even with `trust_remote_code=True`):
 The config records the `elmo_bilm_version` that saved it. When the installed classes
 load a folder saved by another version, or whose code files differ from this
 installation's, `note_which_code_runs` logs one warning per folder saying which code
-runs; the folder format is the same, so the vectors are too.
+runs; the folder format is the same, so the vectors are too, unless the two versions
+compute them differently.
 """
 
 from __future__ import annotations
@@ -135,7 +136,8 @@ def note_which_code_runs(folder: object) -> bool:
         f"{path} was saved by {saved_by}{files}. It runs with the installed elmo-bilm {ELMO_BILM_VERSION} "
         "(hf_elmo), not with the folder's own code: importing hf_elmo registered its classes, and "
         "transformers gives a registered class precedence over a folder's auto_map, even with "
-        "trust_remote_code=True. The folder format is the same, so the vectors are too. To run the "
-        "folder's own code, load it with trust_remote_code=True in a process that does not import hf_elmo."
+        "trust_remote_code=True. The folder format is the same, so the vectors are too unless the two "
+        "versions compute them differently. To run the folder's own code, load it with "
+        "trust_remote_code=True in a process that does not import hf_elmo."
     )
     return True
