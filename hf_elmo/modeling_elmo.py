@@ -298,7 +298,8 @@ class ElmoModel(ElmoPreTrainedModel):
 
         A row longer than `config.window_tokens` (1024) is read in the core's overlapping
         windows (`elmo_core.windows`), so its vectors are those of `Elmo.embed`,
-        `elmo embed` and the spaCy component, and memory is bounded by the windows; shorter
+        `elmo embed` and the spaCy component, and the biLM's working memory is bounded by a
+        batch of windows (`DEFAULT_BATCH_TOKENS` positions), not by the row; shorter
         rows are read whole, exactly as without windows. The assembled layers are what the
         scalar mixes read and what `hidden_states` returns, so gradients reach the mixes
         (and a trainable biLM, through every window) as usual; while training, the graphs
