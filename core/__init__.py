@@ -16,6 +16,7 @@ if __name__ != "elmo_core":  # pragma: no cover - packaging guard
         "(pip install -e .), which maps the folder core/ to elmo_core, and import elmo_core."
     )
 
+from ._version import __version__ as __version__
 from .batching import batches_by_token_budget
 from .bilm import BiLM, BiLMOutput
 from .char_cnn import CharCNN
@@ -42,8 +43,6 @@ from .scalar_mix import ScalarMix
 from .token_cache import TokenCache
 from .weights import load_bilm_tf, save_bilm_tf
 from .windows import DEFAULT_WINDOW_TOKENS, Window, check_window_settings, plan_windows, run_in_windows
-
-__version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_WINDOW_TOKENS",

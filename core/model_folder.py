@@ -10,7 +10,10 @@ A model folder is a Hugging Face-style directory::
 
 `elmo_core` reads and writes it without importing transformers; the Hugging Face
 classes add their own keys (`architectures`, `auto_map`, `transformers_version`), which
-the core ignores. Weights are stored with safetensors (no pickle).
+the core ignores. Weights are stored with safetensors (no pickle). The weights may
+also be in any layout `save_pretrained` writes: shards listed by
+`model.safetensors.index.json` (`max_shard_size`), and `variant=` names
+(`model.fp16.safetensors`, `model.safetensors.index.fp16.json`); see `weight_files`.
 
 `load_elmo` is the one loader every face uses to read "the model the user named": a
 model folder, bilm-tf's original options.json + hdf5 weights, or else the default model
@@ -22,12 +25,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
 
+from ._version import __version__
 from .atomic_files import atomic_write
 from .characters import (
     BEGINNING_OF_SENTENCE_CHARACTER,
@@ -47,6 +52,10 @@ from .weights import count_non_finite, load_bilm_tf, non_finite_error
 __all__ = [
     "CONFIG_NAME",
     "WEIGHTS_NAME",
+    "WEIGHTS_INDEX_NAME",
+    "WeightFiles",
+    "weight_files",
+    "folder_variant",
     "TOKENIZER_CONFIG_NAME",
     "ELMO_SETTINGS",
     "save_model_folder",
@@ -63,6 +72,7 @@ __all__ = [
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
+WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
 TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
 MODEL_TYPE = "elmo"
 MODEL_FOLDER_FILES = ("*config.json", "special_tokens_map.json", "*.safetensors", "*.safetensors.index.json", "*.py")
@@ -256,7 +266,12 @@ def save_model_folder(model: Elmo, path: str | Path, *, extra_config: dict[str, 
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"{folder} is a file; a model folder is a directory. Give a new or existing folder path.")
     folder.mkdir(parents=True, exist_ok=True)
-    config = {"model_type": MODEL_TYPE, **model.options.to_dict(), **_elmo_settings(model)}
+    config = {
+        "model_type": MODEL_TYPE,
+        **model.options.to_dict(),
+        **_elmo_settings(model),
+        "elmo_bilm_version": __version__,  # which version wrote the folder (hf_elmo names it on a mismatch)
+    }
     if extra_config:
         config.update(extra_config)
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
@@ -306,27 +321,38 @@ def read_model_config(path: str | Path) -> tuple[BiLMOptions, dict[str, Any]]:
     return options, settings
 
 
-def load_model_folder(path: str | Path, map_location: str | torch.device = "cpu", **overrides: Any) -> Elmo:
+def load_model_folder(
+    path: str | Path, map_location: str | torch.device = "cpu", *, variant: str | None = None, **overrides: Any
+) -> Elmo:
     """Build an `Elmo` from a model folder and load its weights.
+
+    Reads every weights layout transformers' `save_pretrained` writes (see
+    `weight_files`): one `model.safetensors`, shards listed by
+    `model.safetensors.index.json`, and their `variant=` names.
 
     Args:
         path: The folder (see module docstring).
         map_location: Device for the loaded model (default CPU, whatever device the
             model was saved from).
+        variant: Read the weights saved with `save_pretrained(..., variant=variant)`
+            (`model.<variant>.safetensors` or its shards). None reads the plain ones, or
+            the folder's one variant when it holds no plain weights.
         **overrides: `Elmo` settings that replace the stored ones (e.g. `dropout=0.0`,
             `num_output_representations=2`, or `token_cache_words=0`). Scalar mixes
-            missing from the file start at w = 0, gamma = 1.
+            missing from the file start at w = 0, gamma = 1. Weights stored in another
+            float dtype (a float16 variant) are converted to the model's float32.
 
     Raises:
-        WeightFileError: for a missing/corrupt file, a missing or mis-shaped tensor
-            (names the file, the tensor and both shapes), or weights that are not finite.
+        WeightFileError: for a missing/corrupt file (a shard included), a missing or
+            mis-shaped tensor (names the file, the tensor and both shapes), or weights
+            that are not finite.
         OptionsError: for invalid options or Elmo settings in config.json.
     """
     options, settings = read_model_config(path)
     _check_settings(overrides)
     settings.update(overrides)
     model = _build_elmo(options, settings, Path(path) / CONFIG_NAME)
-    _read_weights(model, _weights_path(path))
+    _read_weights(model, weight_files(path, variant))
     return model.to(map_location)
 
 
@@ -345,73 +371,209 @@ NON_FINITE_FIX = "The file is damaged or came from a diverged training run; save
 """How a saved model with NaN or infinite weights is put right (the end of `non_finite_error`'s message)."""
 
 
-def _read_weights(model: Elmo, weights_path: Path) -> None:
-    """Copy a model.safetensors into `model`'s own tensors, one tensor at a time.
+class WeightFiles(NamedTuple):
+    """Where a model folder's tensors are: one safetensors file, or the shards of an index.
+
+    Attributes:
+        source: The file that describes the weights: the one weights file, or the index
+            (named in errors about the set as a whole).
+        files: Each tensor's name in the files -> the safetensors file that holds it.
+        shapes: Each tensor's name -> its shape, read from the file headers.
+    """
+
+    source: Path
+    files: dict[str, Path]
+    shapes: dict[str, tuple[int, ...]]
+
+
+_VARIANT_FILE = re.compile(r"model\.(?P<variant>[^.]+)\.safetensors")
+_VARIANT_INDEX = re.compile(r"model\.safetensors\.index\.(?P<variant>[^.]+)\.json")
+_SHARD = re.compile(r".*-\d{5}-of-\d{5}")
+
+
+def weight_files(path: str | Path, variant: str | None = None) -> WeightFiles:
+    """Find a model folder's weights and read every file's header (no weights are loaded).
+
+    The layouts are transformers' (`save_pretrained`), read in its order:
+    `model.safetensors`, else `model.safetensors.index.json` (whose `weight_map` names
+    the shard of each tensor, `model-00001-of-00003.safetensors`, ...). With `variant`
+    (`save_pretrained(..., variant="fp16")`) the names are `model.fp16.safetensors` and
+    `model.safetensors.index.fp16.json`. Without `variant`, a folder that holds no plain
+    weights but exactly one variant is read as that variant, so that every face (the
+    command line, spaCy) reads it without a way to name it.
+
+    Args:
+        path: The model folder.
+        variant: The variant to read, or None (see above).
+
+    Returns:
+        `WeightFiles`: every tensor's file and shape, over all shards.
+
+    Raises:
+        WeightFileError: if the folder holds no weights (or several variants and no
+            `variant` was given); if the index is not JSON or has no `weight_map`, names
+            files the folder does not hold (all of them are listed), or a tensor its
+            shard does not hold; or if a file is not readable safetensors.
+    """
+    folder = Path(path)
+    present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    if variant is None:
+        variant = folder_variant(folder)
+    single, index = _variant_name(WEIGHTS_NAME, variant), _variant_name(WEIGHTS_INDEX_NAME, variant)
+    if single in present:
+        shapes = _header(folder / single)
+        return WeightFiles(folder / single, dict.fromkeys(shapes, folder / single), shapes)
+    if index in present:
+        return _sharded(folder / index, present)
+    raise WeightFileError(
+        f"model folder {path} has no {single} (the weights), only {present}. Copy the whole folder again, "
+        f"or re-create it with save_model_folder / save_pretrained / elmo convert (sharded weights are "
+        f"read through {index}, which it lacks too)."
+    )
+
+
+def folder_variant(path: str | Path) -> str | None:
+    """The `variant=` a model folder's weights must be read with when none is named.
+
+    None when the folder holds plain weights (`model.safetensors` or its index), or no
+    weights at all; else its one variant (`"fp16"` for `model.fp16.safetensors` or
+    `model.safetensors.index.fp16.json`). hf_elmo's `from_pretrained` passes it on, so
+    that a variant-only folder loads there as in the core.
+
+    Raises:
+        WeightFileError: if the folder holds no plain weights but several variants.
+    """
+    folder = Path(path)
+    present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    if WEIGHTS_NAME in present or WEIGHTS_INDEX_NAME in present:
+        return None
+    variants = sorted(
+        {
+            match["variant"]
+            for name in present
+            for match in (_VARIANT_FILE.fullmatch(name), _VARIANT_INDEX.fullmatch(name))
+            if match and not _SHARD.fullmatch(match["variant"])
+        }
+    )
+    if len(variants) > 1:
+        raise WeightFileError(
+            f"model folder {folder} holds no {WEIGHTS_NAME} but weights of {len(variants)} variants "
+            f"({', '.join(variants)}); say which to read: load_model_folder(path, variant={variants[0]!r}) "
+            f"or from_pretrained(path, variant={variants[0]!r}), or keep one variant in the folder."
+        )
+    return variants[0] if variants else None
+
+
+def _variant_name(name: str, variant: str | None) -> str:
+    """transformers' `_add_variant`: the variant goes before the last suffix (`model.fp16.safetensors`)."""
+    if variant is None:
+        return name
+    stem, suffix = name.rsplit(".", 1)
+    return f"{stem}.{variant}.{suffix}"
+
+
+def _sharded(index_path: Path, present: list[str]) -> WeightFiles:
+    """The tensors of an index's shards, checked against the index."""
+    try:
+        weight_map = json.loads(index_path.read_text(encoding=ENCODING)).get("weight_map")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as err:
+        raise WeightFileError(f"{index_path} is not a safetensors index (JSON with a weight_map): {err}.") from None
+    if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
+        raise WeightFileError(
+            f"{index_path} has no weight_map (tensor name -> shard file); it is damaged. Save the folder again."
+        )
+    missing = sorted(set(weight_map.values()) - set(present))
+    if missing:
+        raise WeightFileError(
+            f"{index_path} names {len(missing)} shard file(s) the folder does not hold: {missing}. The copy "
+            "is incomplete (an interrupted download or copy): copy the whole folder again."
+        )
+    folder = index_path.parent
+    files = {name: folder / shard for name, shard in weight_map.items()}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for shard in sorted(set(weight_map.values())):
+        held = _header(folder / shard)
+        for name in (n for n, f in weight_map.items() if f == shard):
+            if name not in held:
+                raise WeightFileError(
+                    f"{index_path} puts tensor '{name}' in {shard}, which does not hold it. The shards do not "
+                    "belong to this index: copy the whole folder again."
+                )
+            shapes[name] = held[name]
+    return WeightFiles(index_path, files, shapes)
+
+
+def _header(weights_path: Path) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> shape, from a safetensors file's header."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(weights_path), framework="pt", device="cpu") as f:
+            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    except Exception as err:  # SafetensorError, OSError, ValueError, ...: all mean "unreadable"
+        raise _unreadable(weights_path, err) from err
+
+
+def _read_weights(model: Elmo, weights: WeightFiles) -> None:
+    """Copy a folder's safetensors file(s) into `model`'s own tensors, one tensor at a time.
 
     safetensors maps the whole file, and every page a copy reads stays in the resident
     size until the mapping is closed: reading all tensors through one mapping (as
     `safetensors.torch.load_file` + `load_state_dict` do) holds every weight twice at the
     peak. A fresh mapping per block of at most `_READ_BLOCK_BYTES` holds each weight once,
-    plus one block.
+    plus one block. Each tensor is read from its own shard and checked for NaN or
+    infinite values there, so the check covers every shard.
     """
     from safetensors import safe_open
 
-    def open_file():  # noqa: ANN202
-        return safe_open(str(weights_path), framework="pt", device="cpu")
-
-    try:
-        with open_file() as f:
-            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
-    except Exception as err:  # SafetensorError, OSError, ValueError, ...: all mean "unreadable"
-        raise _unreadable(weights_path, err) from err
-    file_keys = _base_model_keys(shapes)  # model key -> key in the file
-    _check_state({k: shapes[f] for k, f in file_keys.items()}, model, weights_path)
+    file_keys = _base_model_keys(weights.shapes)  # model key -> key in the file
+    _check_state({k: weights.shapes[f] for k, f in file_keys.items()}, model, weights.source)
     with torch.no_grad():
         for name, tensor in model.state_dict().items():
             if name not in file_keys:
                 continue  # a scalar mix the file does not have: keeps its initial value
+            key = file_keys[name]
+            weights_path = weights.files[key]
             rows = tensor.shape[0] if tensor.dim() else 0
             row_bytes = tensor[0].numel() * tensor.element_size() if rows else 0
             step = max(1, _READ_BLOCK_BYTES // max(row_bytes, 1))
             try:
                 if rows <= step:  # small, or a scalar: in one piece
-                    with open_file() as f:
-                        tensor.copy_(f.get_tensor(file_keys[name]))
+                    with safe_open(str(weights_path), framework="pt", device="cpu") as f:
+                        tensor.copy_(f.get_tensor(key))
                 else:  # in blocks of rows, so the mapping never holds more than one block
                     for start in range(0, rows, step):
-                        with open_file() as f:
-                            tensor[start : start + step].copy_(f.get_slice(file_keys[name])[start : start + step])
+                        with safe_open(str(weights_path), framework="pt", device="cpu") as f:
+                            tensor[start : start + step].copy_(f.get_slice(key)[start : start + step])
             except Exception as err:
                 raise _unreadable(weights_path, err) from err
             bad = count_non_finite(tensor, step)  # in blocks: isfinite of a whole tensor is as large
             if bad:
-                raise non_finite_error(weights_path, f"tensor '{file_keys[name]}'", bad, NON_FINITE_FIX)
+                raise non_finite_error(weights_path, f"tensor '{key}'", bad, NON_FINITE_FIX)
 
 
-def check_model_folder(path: str | Path) -> None:
+def check_model_folder(path: str | Path, variant: str | None = None) -> None:
     """Raise the error `load_model_folder` would raise for this folder's files, cheaply.
 
-    Reads config.json and the safetensors header only (no weights are loaded; the
-    model is built on the meta device), so it costs nothing for a large model. Used
-    by hf_elmo to explain a failed `from_pretrained`.
+    Reads config.json and the safetensors headers only, of every shard (no weights are
+    loaded; the model is built on the meta device), so it costs nothing for a large
+    model. Used by hf_elmo to explain a failed `from_pretrained`.
+
+    Args:
+        path: The model folder.
+        variant: As `load_model_folder`.
 
     Raises:
-        WeightFileError: for a missing or unreadable config.json or model.safetensors, a
-            `model_type` other than "elmo", or a missing or mis-shaped tensor.
+        WeightFileError: for a missing or unreadable config.json or weights file (any
+            shard, or the index), a `model_type` other than "elmo", or a missing or
+            mis-shaped tensor.
         OptionsError: for invalid options or Elmo settings in config.json.
     """
-    from safetensors import safe_open
-
     options, settings = read_model_config(path)
     with torch.device("meta"):
         model = _build_elmo(options, settings, Path(path) / CONFIG_NAME)
-    weights_path = _weights_path(path)
-    try:
-        with safe_open(str(weights_path), framework="pt") as f:
-            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
-    except Exception as err:
-        raise _unreadable(weights_path, err) from err
-    _check_state({k: shapes[f] for k, f in _base_model_keys(shapes).items()}, model, weights_path)
+    weights = weight_files(path, variant)
+    _check_state({k: weights.shapes[f] for k, f in _base_model_keys(weights.shapes).items()}, model, weights.source)
 
 
 def _build_elmo(options: BiLMOptions, settings: dict[str, Any], config_path: Path) -> Elmo:
@@ -422,17 +584,6 @@ def _build_elmo(options: BiLMOptions, settings: dict[str, Any], config_path: Pat
             f"{config_path}: its Elmo settings cannot be used ({err}). Valid settings and defaults: "
             f"{ELMO_SETTINGS}; fix the value in {CONFIG_NAME} or pass it to load_model_folder as an override."
         ) from err
-
-
-def _weights_path(path: str | Path) -> Path:
-    weights_path = Path(path) / WEIGHTS_NAME
-    if not weights_path.is_file():
-        raise WeightFileError(
-            f"model folder {path} has no {WEIGHTS_NAME} (the weights), only "
-            f"{sorted(p.name for p in Path(path).iterdir())}. Copy the whole folder again, or "
-            "re-create it with save_model_folder / save_pretrained / elmo convert."
-        )
-    return weights_path
 
 
 def _unreadable(weights_path: Path, err: Exception) -> WeightFileError:
@@ -463,6 +614,7 @@ def _base_model_keys(keys: Iterable[str]) -> dict[str, str]:
 
 
 def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: Path) -> None:
+    """Every tensor of `model` is in `shapes` with its shape (`weights_path` names the weights in errors)."""
     for name, tensor in model.state_dict().items():
         if name not in shapes:
             if name.startswith("scalar_mixes."):

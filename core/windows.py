@@ -29,6 +29,8 @@ windows. `tests/core/test_windows.py` measures the differences on a small model.
 the windows of every sequence, cuts them into batches by a token budget, runs each
 batch through a caller's function (the core's `iter_embeddings` runs the `Elmo`; the
 spaCy layer runs its thinc wrapper) and assembles each sequence from its windows.
+`read_in_windows` applies the same plan to a padded batch of tensors (hf_elmo's
+`ElmoModel.forward`), keeping autograd intact.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
+import torch
 
 from .batching import batches_by_token_budget
 from .checks import check_int
@@ -49,6 +52,7 @@ __all__ = [
     "check_window_settings",
     "default_context",
     "plan_windows",
+    "read_in_windows",
     "run_in_windows",
 ]
 
@@ -213,3 +217,100 @@ def _pieces(num_tokens: int, window_tokens: int | None, window_context: int | No
     if window_tokens is None:
         return [Window(0, num_tokens, 0, num_tokens)]
     return plan_windows(num_tokens, window_tokens, window_context)
+
+
+ReadPieces = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+"""Reads a batch of pieces: `(char_ids [pieces, tokens, chars], mask [pieces, tokens])` ->
+a tensor `[..., pieces, tokens (+ 2 with boundaries), dim]` (batch axis -3, token axis -2),
+e.g. a `BiLM`'s activations."""
+
+
+def read_in_windows(
+    read: ReadPieces,
+    char_ids: torch.Tensor,
+    mask: torch.Tensor | None,
+    *,
+    batch_tokens: int,
+    window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+    window_context: int | None = None,
+    boundaries: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """`run_in_windows` for a padded batch of tensors that may need gradients (hf_elmo's `ElmoModel`).
+
+    Each row longer than `window_tokens` is cut by `plan_windows`, exactly as
+    `run_in_windows` cuts a sequence, and each of its tokens keeps the vectors of the one
+    window that keeps it; shorter rows are read whole. The pieces of all rows are read in
+    batches of at most `batch_tokens` padded positions (`batches_by_token_budget`) and
+    assembled with torch operations (slices and concatenation), so autograd flows through
+    them: what `read` builds a graph for (a trainable biLM, or the layers a trainable
+    scalar mix reads afterwards) gets its gradients, window by window. While training,
+    though, every window's graph is kept until the backward pass, so the memory bound of
+    inference does not hold then.
+
+    Args:
+        read: See `ReadPieces`.
+        char_ids: [batch, tokens, chars], right-padded (checked by `read`, piece by piece).
+        mask: [batch, tokens] bool, True = real token; derived from `char_ids` (any id
+            non-zero) when None, as `BiLM.forward` does.
+        batch_tokens: Budget of padded positions per batch of pieces.
+        window_tokens, window_context: As `run_in_windows`; None or 0 reads every row whole.
+        boundaries: `read` returns the `<S>`/`</S>` positions too (`keep_sentence_boundaries`):
+            a long row keeps the `<S>` of its first window and the `</S>` of its last.
+
+    Returns:
+        None when no row is longer than `window_tokens` (read the batch as it is: its
+        vectors are exactly those of a run without windows); else the assembled output
+        `[..., batch, tokens (+ 2), dim]`, zero at padded positions, and its mask
+        `[batch, tokens (+ 2)]` (on the output's device, as `BiLM.forward` returns it).
+
+    Raises:
+        ValueError: for a bad budget or window setting, or a mask that is not right-padded.
+    """
+    window_tokens = check_window_settings(window_tokens, window_context)
+    if not isinstance(char_ids, torch.Tensor) or char_ids.dim() != 3 or window_tokens is None:
+        return None  # read whole (ids of the wrong kind get `read`'s error)
+    if char_ids.shape[1] <= window_tokens:
+        return None
+    if mask is not None and (not isinstance(mask, torch.Tensor) or tuple(mask.shape) != tuple(char_ids.shape[:2])):
+        return None  # `read` names the mask's problem
+    mask = (char_ids != 0).any(dim=-1) if mask is None else mask.bool()
+    lengths_tensor = mask.sum(dim=1)  # [batch]
+    if not torch.equal(mask, torch.arange(mask.shape[1], device=mask.device)[None, :] < lengths_tensor[:, None]):
+        raise ValueError(
+            "padding must be on the right: every row of the mask (or of non-zero char_ids) must be True "
+            "for its first n positions and False after. Build inputs with words_to_char_ids()."
+        )
+    lengths = [int(n) for n in lengths_tensor.tolist()]
+    if max(lengths, default=0) <= window_tokens:
+        return None
+    pieces = [(i, w) for i, n in enumerate(lengths) for w in plan_windows(n, window_tokens, window_context)]
+    kept: list[torch.Tensor | None] = [None] * len(pieces)
+    edge = int(boundaries)  # read output rows before a piece's first token
+    for batch in batches_by_token_budget([w.end - w.start for _, w in pieces], batch_tokens):
+        longest = max(pieces[k][1].end - pieces[k][1].start for k in batch)
+        piece_ids = char_ids.new_zeros((len(batch), longest, char_ids.shape[-1]))  # [pieces, longest, chars]
+        piece_mask = mask.new_zeros((len(batch), longest))
+        for row, k in enumerate(batch):
+            i, w = pieces[k]
+            piece_ids[row, : w.end - w.start] = char_ids[i, w.start : w.end]
+            piece_mask[row, : w.end - w.start] = True
+        out = read(piece_ids, piece_mask)  # [..., pieces, longest (+ 2), dim]
+        for row, k in enumerate(batch):
+            i, w = pieces[k]
+            first = w.keep_start - w.start + edge
+            last = w.keep_end - w.start + edge
+            if boundaries and w.keep_start == 0:
+                first = 0  # the row's <S>
+            if boundaries and w.keep_end == lengths[i]:
+                last += 1  # the row's </S>
+            kept[k] = out[..., row, first:last, :]  # [..., kept tokens, dim]
+    num_steps = char_ids.shape[1] + 2 * edge
+    rows = []
+    for i in range(len(lengths)):
+        row = torch.cat([kept[k] for k, (j, _) in enumerate(pieces) if j == i], dim=-2)  # [..., length, dim]
+        pad = row.new_zeros((*row.shape[:-2], num_steps - row.shape[-2], row.shape[-1]))
+        rows.append(torch.cat([row, pad], dim=-2))
+    output = torch.stack(rows, dim=-3)  # [..., batch, tokens (+ 2), dim]
+    positions = torch.arange(num_steps, device=output.device)  # the mask goes where `read` put the output
+    out_mask = positions[None, :] < (torch.tensor(lengths, device=output.device) + 2 * edge)[:, None]
+    return output, out_mask

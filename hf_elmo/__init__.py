@@ -9,8 +9,9 @@ The classes here are built from `elmo_core` (an `ElmoModel` holds a real
 `elmo_core.BiLM`), and these modules are the one source of the HF face. A saved folder
 does not hold them, though: it holds `configuration_elmo.py`, `modeling_elmo.py` and
 `tokenization_elmo.py` generated from them, each with the core definitions it uses
-inlined, so that the folder needs no elmo-bilm and always runs its own code (see
-`hf_elmo.remote_code`, which also says how to regenerate them).
+inlined, so that the folder needs no elmo-bilm (see `hf_elmo.remote_code`, which also
+says how to regenerate them, and which code a loaded folder runs: after `import hf_elmo`,
+the installed classes take precedence over a folder's own code, as transformers rules).
 
     import hf_elmo
     from transformers import AutoModel, AutoTokenizer

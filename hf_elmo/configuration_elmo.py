@@ -18,9 +18,14 @@ except ImportError:  # pragma: no cover - transformers 4 spelling
 
 from elmo_core.model_folder import ELMO_SETTINGS
 from elmo_core.options import BiLMOptions
+from elmo_core.windows import DEFAULT_WINDOW_TOKENS, check_window_settings
 
 # >>> hf_elmo only
-from hf_elmo.remote_code import save_generated_code  # absolute: transformers would copy a relative import
+from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
+    ELMO_BILM_VERSION,
+    note_which_code_runs,
+    save_generated_code,
+)
 
 # <<< hf_elmo only
 
@@ -55,11 +60,20 @@ class ElmoConfig(PreTrainedConfig):
             by default: a sentence's vectors then depend on nothing but the sentence.
         scalar_mix_parameters: Fixed mix weights w, one per layer (`n_layers + 1`). When
             given, the mixes are not trainable.
+        window_tokens: A row longer than this many tokens is read in overlapping windows,
+            exactly as the core (`Elmo.embed`, `elmo embed`) and the spaCy component read a
+            long sentence (`elmo_core.windows`), so every face gives the same vectors at
+            any length and memory stays bounded. Default `DEFAULT_WINDOW_TOKENS` (1024),
+            the core's; None or 0 reads every row whole. Rows no longer than this are never
+            cut. A stateful model always reads whole (windows would break its carried state).
+        window_context: Context tokens on each side of a window's kept tokens (default
+            None = `window_tokens // 8`, the core's). Leave unset.
         **kwargs: Any key transformers writes or accepts (`architectures`, `num_labels`,
             `id2label`, ...) and any unknown key, kept as an attribute.
 
     Raises:
         OptionsError: if `lstm`/`char_cnn` are not valid bilm-tf options.
+        ValueError: for a bad `window_tokens` / `window_context`.
     """
 
     model_type = "elmo"
@@ -75,6 +89,8 @@ class ElmoConfig(PreTrainedConfig):
         keep_sentence_boundaries: bool = ELMO_SETTINGS["keep_sentence_boundaries"],
         stateful: bool = ELMO_SETTINGS["stateful"],
         scalar_mix_parameters: list[float] | None = ELMO_SETTINGS["scalar_mix_parameters"],
+        window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+        window_context: int | None = None,
         **kwargs: Any,
     ) -> None:
         defaults = BiLMOptions().to_dict()
@@ -94,6 +110,9 @@ class ElmoConfig(PreTrainedConfig):
         self.keep_sentence_boundaries = keep_sentence_boundaries
         self.stateful = stateful
         self.scalar_mix_parameters = None if scalar_mix_parameters is None else list(scalar_mix_parameters)
+        check_window_settings(window_tokens, window_context)  # 0 = None: read every row whole
+        self.window_tokens = window_tokens
+        self.window_context = window_context
         super().__init__(**kwargs)
 
     @classmethod
@@ -154,10 +173,19 @@ class ElmoConfig(PreTrainedConfig):
         """As transformers', with the generated, self-contained `configuration_elmo.py`.
 
         transformers copies this module's file into the folder; it is replaced by its
-        generated copy, which needs no elmo-bilm (see `hf_elmo.remote_code`).
+        generated copy, which needs no elmo-bilm (see `hf_elmo.remote_code`). config.json
+        records the `elmo_bilm_version` that saved it.
         """
+        self.elmo_bilm_version = ELMO_BILM_VERSION  # which code wrote the folder (see note_which_code_runs)
         super().save_pretrained(save_directory, push_to_hub=push_to_hub, **kwargs)
         if self._auto_class is not None:
             save_generated_code(save_directory, "configuration_elmo.py")
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> Any:
+        """As transformers'; a folder saved by other code is named once (`note_which_code_runs`)."""
+        loaded = super().from_dict(config_dict, **kwargs)
+        note_which_code_runs(kwargs.get("name_or_path"))
+        return loaded
 
     # <<< hf_elmo only

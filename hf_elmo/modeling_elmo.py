@@ -28,16 +28,21 @@ from transformers.utils import ModelOutput
 
 from elmo_core.bilm import BiLM
 from elmo_core.elmo import Elmo, mix_representations, run_bilm
+from elmo_core.embedding import DEFAULT_BATCH_TOKENS
 from elmo_core.highway import Highway
-from elmo_core.model_folder import NON_FINITE_FIX, check_model_folder
+from elmo_core.model_folder import NON_FINITE_FIX, check_model_folder, folder_variant
 from elmo_core.scalar_mix import ScalarMix
 from elmo_core.weights import count_non_finite, non_finite_error
+from elmo_core.windows import read_in_windows
 
 from .configuration_elmo import ElmoConfig
 
 # >>> hf_elmo only
 # isort: split
-from hf_elmo.remote_code import save_generated_code  # absolute: transformers would copy a relative import
+from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
+    note_which_code_runs,
+    save_generated_code,
+)
 
 # <<< hf_elmo only
 
@@ -115,23 +120,33 @@ class ElmoPreTrainedModel(PreTrainedModel):
     def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
         """As transformers', and the biLM (and a fixed scalar mix) stay frozen.
 
+        A local folder that holds one `variant=` of the weights and no plain ones is read
+        as that variant without naming it (`elmo_core.model_folder.folder_variant`), as
+        the core, the command line and spaCy read it.
+
         transformers 5 wraps every loaded tensor in a new `nn.Parameter` with
         `requires_grad=True`, which would silently make the frozen biLM trainable
         (only the scalar mix is meant to train); this puts the constructor's choice back.
         """
+        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        if kwargs.get("variant") is None and isinstance(source, (str, os.PathLike)) and os.path.isdir(source):
+            # A folder of one variant's weights only (save_pretrained(d, variant="fp16")) loads as in the core.
+            kwargs["variant"] = folder_variant(source)
         try:
             loaded = super().from_pretrained(*args, **kwargs)
         except Exception as err:
             # transformers' own errors for a broken folder come from deep inside it
             # ("look at the above report", a raw SafetensorError); a local folder gets
             # elmo_core's diagnosis instead, which names the file and the fix.
-            _explain_bad_folder(args[0] if args else kwargs.get("pretrained_model_name_or_path"), err)
+            _explain_bad_folder(source, err, kwargs.get("variant"))
             raise
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True
+        # >>> hf_elmo only: the installed code runs; say so once if the folder was saved by other code
+        note_which_code_runs(source)
+        # <<< hf_elmo only
         for name, tensor in model.state_dict().items():
             bad = count_non_finite(tensor)
             if bad:
-                source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
                 raise non_finite_error(source, f"tensor '{name}'", bad, NON_FINITE_FIX)
         model.freeze_bilm()
         return loaded
@@ -201,12 +216,12 @@ class ElmoPreTrainedModel(PreTrainedModel):
         # <<< hf_elmo only
 
 
-def _explain_bad_folder(path: Any, err: Exception) -> None:
+def _explain_bad_folder(path: Any, err: Exception, variant: str | None = None) -> None:
     """Raise elmo_core's clear error for a local model folder that failed to load, if it finds one."""
     if path is None or not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path):
         return
     try:
-        check_model_folder(path)
+        check_model_folder(path, variant)
     except ValueError as problem:  # WeightFileError / OptionsError
         raise problem from err
 
@@ -281,6 +296,15 @@ class ElmoModel(ElmoPreTrainedModel):
     ) -> ElmoModelOutput | tuple[torch.Tensor, ...]:
         """Run the biLM once and every scalar mix over it.
 
+        A row longer than `config.window_tokens` (1024) is read in the core's overlapping
+        windows (`elmo_core.windows`), so its vectors are those of `Elmo.embed`,
+        `elmo embed` and the spaCy component, and the biLM's working memory is bounded by a
+        batch of windows (`DEFAULT_BATCH_TOKENS` positions), not by the row; shorter
+        rows are read whole, exactly as without windows. The assembled layers are what the
+        scalar mixes read and what `hidden_states` returns, so gradients reach the mixes
+        (and a trainable biLM, through every window) as usual; while training, the graphs
+        of all windows are kept until the backward pass.
+
         Args:
             input_ids: `ElmoTokenizer`'s one id per token [batch, tokens] (read only
                 for its shape: the biLM reads `char_ids`), or the character ids
@@ -318,17 +342,42 @@ class ElmoModel(ElmoPreTrainedModel):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         mask = attention_mask.bool() if isinstance(attention_mask, torch.Tensor) else attention_mask
         frozen = not any(p.requires_grad for p in self.bilm.parameters())
-        out = run_bilm(self.bilm, input_ids, mask, frozen)  # checks ids: shape, dtype, range
+        activations, out_mask = self._read(input_ids, mask, frozen)
         # The mixes read these very tensors: with a trainable biLM, their .grad exists (as for BERT).
-        hidden_states = out.activations.unbind(0)  # n_layers + 1 x [batch, tokens, 2P]
+        hidden_states = activations.unbind(0)  # n_layers + 1 x [batch, tokens, 2P]
         mixes, dropout = self.scalar_mixes, self.config.dropout
-        representations = mix_representations(mixes, hidden_states, out.mask, dropout, self.training)
+        representations = mix_representations(mixes, hidden_states, out_mask, dropout, self.training)
         output = ElmoModelOutput(
             last_hidden_state=representations[0],
             hidden_states=hidden_states if output_hidden_states else None,
             representations=tuple(representations) if len(representations) > 1 else None,
         )
         return output if return_dict else output.to_tuple()
+
+    def _read(
+        self, char_ids: torch.Tensor, mask: torch.Tensor | None, frozen: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The biLM's activations and mask, a row longer than `config.window_tokens` read in windows.
+
+        The windows are the core's (`elmo_core.windows.read_in_windows`, the plan of
+        `Elmo.embed` and the spaCy component); the scalar mixes then read the assembled
+        layers, so a trainable mix (and a trainable biLM, window by window) gets its
+        gradients as without windows.
+        """
+        window_tokens = None if self.config.stateful else self.config.window_tokens
+        windowed = read_in_windows(
+            lambda ids, piece_mask: run_bilm(self.bilm, ids, piece_mask, frozen).activations,
+            char_ids,
+            mask,
+            batch_tokens=DEFAULT_BATCH_TOKENS,
+            window_tokens=window_tokens,
+            window_context=self.config.window_context,
+            boundaries=self.bilm.keep_sentence_boundaries,
+        )
+        if windowed is not None:
+            return windowed
+        out = run_bilm(self.bilm, char_ids, mask, frozen)  # checks ids: shape, dtype, range
+        return out.activations, out.mask
 
 
 class ElmoForTokenClassification(ElmoPreTrainedModel):

@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
+import torch
 from transformers import FeatureExtractionPipeline, pipeline
 
 from elmo_core.batching import batches_by_token_budget
@@ -27,17 +29,39 @@ from elmo_core.embedding import DEFAULT_BATCH_TOKENS
 from elmo_core.memory import release_free_memory
 from elmo_core.model_folder import resolve_model_source
 
-__all__ = ["ElmoFeatureExtractionPipeline", "feature_extraction_pipeline"]
+__all__ = ["ElmoFeatureExtractionPipeline", "FeatureList", "feature_extraction_pipeline"]
+
+
+class FeatureList(list):
+    """One result as nested lists, `[1][tokens][2 * projection_dim]`, that keeps its shape.
+
+    Nested lists lose the width of an input with no tokens (an empty string gives
+    `[[]]`, which numpy reads as shape `(1, 0)`): this list says its `shape`, and numpy
+    reads it with that shape and the model's float32 (`np.asarray(result).shape ==
+    (1, 0, 256)` for the default model). Otherwise it is the plain list transformers'
+    pipeline returns (equal to it, JSON-serialisable, picklable). For a tensor, call the
+    pipeline with `return_tensors=True`; `torch.tensor(result)` reads lists, not shapes.
+
+    Attributes:
+        shape: `(1, tokens, 2 * projection_dim)`.
+    """
+
+    def __init__(self, vectors: torch.Tensor) -> None:
+        super().__init__(vectors.tolist())
+        self.shape = tuple(vectors.shape)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        return np.array(list(self), dtype=dtype or np.float32).reshape(self.shape)
 
 
 class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
     """`FeatureExtractionPipeline` whose results hold the real tokens only.
 
     Each result is the ELMo vectors (the model's `last_hidden_state`) of one input,
-    `[1, tokens, 2 * projection_dim]` (a nested list, or a tensor with
-    `return_tensors=True`), where `tokens` is that input's own token count: padding
-    added to batch it with others is removed, so the result does not depend on
-    `batch_size` (beyond float rounding).
+    `[1, tokens, 2 * projection_dim]` (a nested list that keeps that shape for numpy even
+    for 0 tokens, `FeatureList`, or a tensor with `return_tensors=True`), where `tokens`
+    is that input's own token count: padding added to batch it with others is removed, so
+    the result does not depend on `batch_size` (beyond float rounding).
 
     Attributes:
         batch_tokens: Budget of padded positions per batch for a list of strings
@@ -92,7 +116,7 @@ class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
         if vectors.shape[1] == mask.shape[1] + 2:  # keep_sentence_boundaries: <S> ... </S>
             num_tokens += 2
         vectors = vectors[:, :num_tokens]
-        return vectors if return_tensors else vectors.tolist()
+        return vectors if return_tensors else FeatureList(vectors)
 
 
 def feature_extraction_pipeline(

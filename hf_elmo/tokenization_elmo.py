@@ -50,7 +50,10 @@ from elmo_core.options import BiLMOptions
 from elmo_core.tokenizers import DEFAULT_TOKENIZER, get_tokenizer, spacy_token_texts, token_offsets
 
 # >>> hf_elmo only
-from hf_elmo.remote_code import save_generated_code  # absolute: transformers would copy a relative import
+from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
+    note_which_code_runs,
+    save_generated_code,
+)
 
 # <<< hf_elmo only
 
@@ -545,6 +548,13 @@ class ElmoTokenizer(PreTrainedTokenizer):
         if self._auto_class is not None:
             save_generated_code(save_directory, "tokenization_elmo.py")
         return files
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *args: Any, **kwargs: Any) -> Any:
+        """As transformers'; a folder saved by other code is named once (`note_which_code_runs`)."""
+        tokenizer = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        note_which_code_runs(pretrained_model_name_or_path)
+        return tokenizer
 
     # <<< hf_elmo only
 

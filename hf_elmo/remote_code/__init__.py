@@ -24,17 +24,37 @@ hf_elmo's modules stay the one source: they import `elmo_core` like every other 
 of the core, and the generated files are committed beside this module and checked by
 `tests/hf_elmo/test_remote_code.py`, which fails, naming the command
 (`python -m hf_elmo.remote_code.generate`), whenever a change to hf_elmo or to a core
-definition they inline has not been regenerated. A loaded folder always runs its own
-code, whatever version of elmo-bilm is installed beside it.
+definition they inline has not been regenerated.
+
+Which code a loaded folder runs (transformers' rule, `auto_factory.py` and
+`configuration_auto.py`: a class registered in this process takes precedence over a
+folder's `auto_map`, even with `trust_remote_code=True`):
+
+- in a process that imported `hf_elmo` (which registers its classes), every folder runs
+  the installed hf_elmo, whatever version saved it;
+- elsewhere, `trust_remote_code=True` runs the folder's own files.
+
+The config records the `elmo_bilm_version` that saved it. When the installed classes
+load a folder saved by another version, or whose code files differ from this
+installation's, `note_which_code_runs` logs one warning per folder saying which code
+runs; the folder format is the same, so the vectors are too, unless the two versions
+compute them differently.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import shutil
+import threading
 from pathlib import Path
 
-__all__ = ["GENERATED_DIR", "GENERATED_FILES", "save_generated_code"]
+from elmo_core import __version__ as ELMO_BILM_VERSION
+
+__all__ = ["ELMO_BILM_VERSION", "GENERATED_DIR", "GENERATED_FILES", "note_which_code_runs", "save_generated_code"]
+
+logger = logging.getLogger("hf_elmo")
 
 GENERATED_DIR = Path(__file__).resolve().parent
 """Where the committed generated files live (this package)."""
@@ -68,3 +88,56 @@ def save_generated_code(folder: str | os.PathLike, *names: str) -> list[Path]:
         shutil.copyfile(GENERATED_DIR / name, target)
         written.append(target)
     return written
+
+
+_TOLD: set[tuple[str, tuple[str, ...], str | None]] = set()  # folders already told about
+_TOLD_LOCK = threading.Lock()
+
+
+def note_which_code_runs(folder: object) -> bool:
+    """Log, once per folder, that the installed hf_elmo runs a folder saved by other code.
+
+    Called by the installed `ElmoConfig` and `ElmoPreTrainedModel` when they load a local
+    folder (AutoConfig, AutoModel, AutoModelForTokenClassification, `pipeline(...)`):
+    that they run at all means this installation's code runs, not the folder's (see the
+    module docstring). A folder counts as saved by other code when its config.json
+    records another `elmo_bilm_version`, or one of its `*_elmo.py` files differs from the
+    generated file this installation would write. Anything else (a Hub id, a folder
+    without code files saved by this version) is silent.
+
+    Args:
+        folder: What `from_pretrained` was given.
+
+    Returns:
+        True if this call logged the warning.
+    """
+    if not isinstance(folder, (str, os.PathLike)) or not os.path.isdir(folder):
+        return False
+    path = Path(folder).resolve()
+    differing = tuple(
+        name
+        for name in GENERATED_FILES
+        if (path / name).is_file() and (path / name).read_bytes() != (GENERATED_DIR / name).read_bytes()
+    )
+    try:
+        recorded = json.loads((path / "config.json").read_text(encoding="utf-8")).get("elmo_bilm_version")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if not differing and recorded in (None, ELMO_BILM_VERSION):
+        return False
+    key = (str(path), differing, recorded)
+    with _TOLD_LOCK:
+        if key in _TOLD:
+            return False
+        _TOLD.add(key)
+    saved_by = f"elmo-bilm {recorded}" if recorded else "another version of elmo-bilm (none recorded)"
+    files = f"; its {', '.join(differing)} differ from this installation's" if differing else ""
+    logger.warning(
+        f"{path} was saved by {saved_by}{files}. It runs with the installed elmo-bilm {ELMO_BILM_VERSION} "
+        "(hf_elmo), not with the folder's own code: importing hf_elmo registered its classes, and "
+        "transformers gives a registered class precedence over a folder's auto_map, even with "
+        "trust_remote_code=True. The folder format is the same, so the vectors are too unless the two "
+        "versions compute them differently. To run the folder's own code, load it with "
+        "trust_remote_code=True in a process that does not import hf_elmo."
+    )
+    return True

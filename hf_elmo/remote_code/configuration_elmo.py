@@ -1,7 +1,8 @@
 # This file was generated from hf_elmo/configuration_elmo.py and the elmo_core
 # definitions it uses (elmo_core/checks.py, elmo_core/errors.py,
-# elmo_core/text_files.py, elmo_core/options.py, elmo_core/model_folder.py), so that a
-# saved model folder needs no elmo-bilm. Do not edit it: edit those files and run
+# elmo_core/text_files.py, elmo_core/options.py, elmo_core/windows.py,
+# elmo_core/model_folder.py), so that a saved model folder needs no elmo-bilm. Do not
+# edit it: edit those files and run
 #     python -m hf_elmo.remote_code.generate
 """ElmoConfig: bilm-tf's options plus the ELMo output settings, as a transformers config.
 
@@ -345,6 +346,54 @@ def _clip(value: Any) -> float | None:
     return value
 
 
+# ---- elmo_core/windows.py -----------------------------------------------------
+
+DEFAULT_WINDOW_TOKENS = 1024
+"""Longest sequence read in one pass. Long enough for any real sentence and for a
+600-token paragraph; a 100,000-token document becomes about 130 windows."""
+
+
+def default_context(window_tokens: int) -> int:
+    """Context tokens on each side of a window when none is given: `window_tokens // 8`."""
+    return window_tokens // 8
+
+
+def _check_window(window_tokens: object, context: object) -> int:
+    check_int(
+        "window_tokens",
+        window_tokens,
+        meaning="None reads every sequence whole",
+        hint=f"{DEFAULT_WINDOW_TOKENS} is a good value.",
+    )
+    if context is None:
+        return default_context(window_tokens)
+    check_int("window_context", context, minimum=0)
+    if 2 * context >= window_tokens:
+        raise ValueError(
+            f"window_context ({context}) must be less than half of window_tokens ({window_tokens}): "
+            "each window keeps window_tokens - 2 * window_context tokens. Lower the context or "
+            "raise window_tokens."
+        )
+    return context
+
+
+def check_window_settings(window_tokens: int | None, window_context: int | None) -> int | None:
+    """Check the window settings up front; return `window_tokens`, with 0 read as None.
+
+    None, or 0 (as on the command line and in spaCy configs), reads every sequence
+    whole, however long.
+
+    Raises:
+        ValueError: if `window_tokens` is not a positive integer, 0 or None, or
+            `window_context` is negative or at least half of `window_tokens`.
+    """
+    if window_tokens == 0 and not isinstance(window_tokens, bool):
+        return None
+    if window_tokens is not None:
+        _check_window(window_tokens, window_context)
+    return window_tokens
+
+
 # ---- elmo_core/model_folder.py ------------------------------------------------
 
 ELMO_SETTINGS: dict[str, Any] = {
@@ -392,11 +441,20 @@ class ElmoConfig(PreTrainedConfig):
             by default: a sentence's vectors then depend on nothing but the sentence.
         scalar_mix_parameters: Fixed mix weights w, one per layer (`n_layers + 1`). When
             given, the mixes are not trainable.
+        window_tokens: A row longer than this many tokens is read in overlapping windows,
+            exactly as the core (`Elmo.embed`, `elmo embed`) and the spaCy component read a
+            long sentence (`elmo_core.windows`), so every face gives the same vectors at
+            any length and memory stays bounded. Default `DEFAULT_WINDOW_TOKENS` (1024),
+            the core's; None or 0 reads every row whole. Rows no longer than this are never
+            cut. A stateful model always reads whole (windows would break its carried state).
+        window_context: Context tokens on each side of a window's kept tokens (default
+            None = `window_tokens // 8`, the core's). Leave unset.
         **kwargs: Any key transformers writes or accepts (`architectures`, `num_labels`,
             `id2label`, ...) and any unknown key, kept as an attribute.
 
     Raises:
         OptionsError: if `lstm`/`char_cnn` are not valid bilm-tf options.
+        ValueError: for a bad `window_tokens` / `window_context`.
     """
 
     model_type = "elmo"
@@ -412,6 +470,8 @@ class ElmoConfig(PreTrainedConfig):
         keep_sentence_boundaries: bool = ELMO_SETTINGS["keep_sentence_boundaries"],
         stateful: bool = ELMO_SETTINGS["stateful"],
         scalar_mix_parameters: list[float] | None = ELMO_SETTINGS["scalar_mix_parameters"],
+        window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+        window_context: int | None = None,
         **kwargs: Any,
     ) -> None:
         defaults = BiLMOptions().to_dict()
@@ -431,6 +491,9 @@ class ElmoConfig(PreTrainedConfig):
         self.keep_sentence_boundaries = keep_sentence_boundaries
         self.stateful = stateful
         self.scalar_mix_parameters = None if scalar_mix_parameters is None else list(scalar_mix_parameters)
+        check_window_settings(window_tokens, window_context)  # 0 = None: read every row whole
+        self.window_tokens = window_tokens
+        self.window_context = window_context
         super().__init__(**kwargs)
 
     @classmethod

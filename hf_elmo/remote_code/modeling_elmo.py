@@ -30,6 +30,7 @@ import ctypes.util
 import json
 import math
 import os
+import re
 import threading
 import warnings
 import weakref
@@ -53,6 +54,7 @@ from transformers.utils import ModelOutput
 from .configuration_elmo import (
     BiLMOptions,
     CharCNNOptions,
+    DEFAULT_WINDOW_TOKENS,
     ELMO_SETTINGS,
     ENCODING,
     ElmoConfig,
@@ -60,8 +62,11 @@ from .configuration_elmo import (
     LSTMOptions,
     OptionsError,
     _ACTIVATIONS,
+    _check_window,
     _clip,
     check_int,
+    check_window_settings,
+    default_context,
 )
 
 
@@ -1548,11 +1553,6 @@ def release_free_memory() -> bool:
 
 # ---- elmo_core/windows.py -----------------------------------------------------
 
-DEFAULT_WINDOW_TOKENS = 1024
-"""Longest sequence read in one pass. Long enough for any real sentence and for a
-600-token paragraph; a 100,000-token document becomes about 130 windows."""
-
-
 class Window(NamedTuple):
     """One biLM pass over `tokens[start:end]`, keeping the vectors of `tokens[keep_start:keep_end]`."""
 
@@ -1560,30 +1560,6 @@ class Window(NamedTuple):
     end: int
     keep_start: int
     keep_end: int
-
-
-def default_context(window_tokens: int) -> int:
-    """Context tokens on each side of a window when none is given: `window_tokens // 8`."""
-    return window_tokens // 8
-
-
-def _check_window(window_tokens: object, context: object) -> int:
-    check_int(
-        "window_tokens",
-        window_tokens,
-        meaning="None reads every sequence whole",
-        hint=f"{DEFAULT_WINDOW_TOKENS} is a good value.",
-    )
-    if context is None:
-        return default_context(window_tokens)
-    check_int("window_context", context, minimum=0)
-    if 2 * context >= window_tokens:
-        raise ValueError(
-            f"window_context ({context}) must be less than half of window_tokens ({window_tokens}): "
-            "each window keeps window_tokens - 2 * window_context tokens. Lower the context or "
-            "raise window_tokens."
-        )
-    return context
 
 
 def plan_windows(
@@ -1618,23 +1594,6 @@ def plan_windows(
             return windows
         windows.append(Window(start, end, keep_start, end - context))
         keep_start = end - context
-
-
-def check_window_settings(window_tokens: int | None, window_context: int | None) -> int | None:
-    """Check the window settings up front; return `window_tokens`, with 0 read as None.
-
-    None, or 0 (as on the command line and in spaCy configs), reads every sequence
-    whole, however long.
-
-    Raises:
-        ValueError: if `window_tokens` is not a positive integer, 0 or None, or
-            `window_context` is negative or at least half of `window_tokens`.
-    """
-    if window_tokens == 0 and not isinstance(window_tokens, bool):
-        return None
-    if window_tokens is not None:
-        _check_window(window_tokens, window_context)
-    return window_tokens
 
 
 RunBatch = Callable[[list[Sequence[str]]], Sequence[np.ndarray]]
@@ -1709,6 +1668,103 @@ def _pieces(num_tokens: int, window_tokens: int | None, window_context: int | No
     if window_tokens is None:
         return [Window(0, num_tokens, 0, num_tokens)]
     return plan_windows(num_tokens, window_tokens, window_context)
+
+
+ReadPieces = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+"""Reads a batch of pieces: `(char_ids [pieces, tokens, chars], mask [pieces, tokens])` ->
+a tensor `[..., pieces, tokens (+ 2 with boundaries), dim]` (batch axis -3, token axis -2),
+e.g. a `BiLM`'s activations."""
+
+
+def read_in_windows(
+    read: ReadPieces,
+    char_ids: torch.Tensor,
+    mask: torch.Tensor | None,
+    *,
+    batch_tokens: int,
+    window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+    window_context: int | None = None,
+    boundaries: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """`run_in_windows` for a padded batch of tensors that may need gradients (hf_elmo's `ElmoModel`).
+
+    Each row longer than `window_tokens` is cut by `plan_windows`, exactly as
+    `run_in_windows` cuts a sequence, and each of its tokens keeps the vectors of the one
+    window that keeps it; shorter rows are read whole. The pieces of all rows are read in
+    batches of at most `batch_tokens` padded positions (`batches_by_token_budget`) and
+    assembled with torch operations (slices and concatenation), so autograd flows through
+    them: what `read` builds a graph for (a trainable biLM, or the layers a trainable
+    scalar mix reads afterwards) gets its gradients, window by window. While training,
+    though, every window's graph is kept until the backward pass, so the memory bound of
+    inference does not hold then.
+
+    Args:
+        read: See `ReadPieces`.
+        char_ids: [batch, tokens, chars], right-padded (checked by `read`, piece by piece).
+        mask: [batch, tokens] bool, True = real token; derived from `char_ids` (any id
+            non-zero) when None, as `BiLM.forward` does.
+        batch_tokens: Budget of padded positions per batch of pieces.
+        window_tokens, window_context: As `run_in_windows`; None or 0 reads every row whole.
+        boundaries: `read` returns the `<S>`/`</S>` positions too (`keep_sentence_boundaries`):
+            a long row keeps the `<S>` of its first window and the `</S>` of its last.
+
+    Returns:
+        None when no row is longer than `window_tokens` (read the batch as it is: its
+        vectors are exactly those of a run without windows); else the assembled output
+        `[..., batch, tokens (+ 2), dim]`, zero at padded positions, and its mask
+        `[batch, tokens (+ 2)]` (on the output's device, as `BiLM.forward` returns it).
+
+    Raises:
+        ValueError: for a bad budget or window setting, or a mask that is not right-padded.
+    """
+    window_tokens = check_window_settings(window_tokens, window_context)
+    if not isinstance(char_ids, torch.Tensor) or char_ids.dim() != 3 or window_tokens is None:
+        return None  # read whole (ids of the wrong kind get `read`'s error)
+    if char_ids.shape[1] <= window_tokens:
+        return None
+    if mask is not None and (not isinstance(mask, torch.Tensor) or tuple(mask.shape) != tuple(char_ids.shape[:2])):
+        return None  # `read` names the mask's problem
+    mask = (char_ids != 0).any(dim=-1) if mask is None else mask.bool()
+    lengths_tensor = mask.sum(dim=1)  # [batch]
+    if not torch.equal(mask, torch.arange(mask.shape[1], device=mask.device)[None, :] < lengths_tensor[:, None]):
+        raise ValueError(
+            "padding must be on the right: every row of the mask (or of non-zero char_ids) must be True "
+            "for its first n positions and False after. Build inputs with words_to_char_ids()."
+        )
+    lengths = [int(n) for n in lengths_tensor.tolist()]
+    if max(lengths, default=0) <= window_tokens:
+        return None
+    pieces = [(i, w) for i, n in enumerate(lengths) for w in plan_windows(n, window_tokens, window_context)]
+    kept: list[torch.Tensor | None] = [None] * len(pieces)
+    edge = int(boundaries)  # read output rows before a piece's first token
+    for batch in batches_by_token_budget([w.end - w.start for _, w in pieces], batch_tokens):
+        longest = max(pieces[k][1].end - pieces[k][1].start for k in batch)
+        piece_ids = char_ids.new_zeros((len(batch), longest, char_ids.shape[-1]))  # [pieces, longest, chars]
+        piece_mask = mask.new_zeros((len(batch), longest))
+        for row, k in enumerate(batch):
+            i, w = pieces[k]
+            piece_ids[row, : w.end - w.start] = char_ids[i, w.start : w.end]
+            piece_mask[row, : w.end - w.start] = True
+        out = read(piece_ids, piece_mask)  # [..., pieces, longest (+ 2), dim]
+        for row, k in enumerate(batch):
+            i, w = pieces[k]
+            first = w.keep_start - w.start + edge
+            last = w.keep_end - w.start + edge
+            if boundaries and w.keep_start == 0:
+                first = 0  # the row's <S>
+            if boundaries and w.keep_end == lengths[i]:
+                last += 1  # the row's </S>
+            kept[k] = out[..., row, first:last, :]  # [..., kept tokens, dim]
+    num_steps = char_ids.shape[1] + 2 * edge
+    rows = []
+    for i in range(len(lengths)):
+        row = torch.cat([kept[k] for k, (j, _) in enumerate(pieces) if j == i], dim=-2)  # [..., length, dim]
+        pad = row.new_zeros((*row.shape[:-2], num_steps - row.shape[-2], row.shape[-1]))
+        rows.append(torch.cat([row, pad], dim=-2))
+    output = torch.stack(rows, dim=-3)  # [..., batch, tokens (+ 2), dim]
+    positions = torch.arange(num_steps, device=output.device)  # the mask goes where `read` put the output
+    out_mask = positions[None, :] < (torch.tensor(lengths, device=output.device) + 2 * edge)[:, None]
+    return output, out_mask
 
 
 # ---- elmo_core/embedding.py ---------------------------------------------------
@@ -2369,6 +2425,7 @@ def non_finite_error(source: object, what: str, count: int, fix: str) -> WeightF
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
+WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
 TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
 MODEL_TYPE = "elmo"
 
@@ -2413,30 +2470,171 @@ NON_FINITE_FIX = "The file is damaged or came from a diverged training run; save
 """How a saved model with NaN or infinite weights is put right (the end of `non_finite_error`'s message)."""
 
 
-def check_model_folder(path: str | Path) -> None:
-    """Raise the error `load_model_folder` would raise for this folder's files, cheaply.
+class WeightFiles(NamedTuple):
+    """Where a model folder's tensors are: one safetensors file, or the shards of an index.
 
-    Reads config.json and the safetensors header only (no weights are loaded; the
-    model is built on the meta device), so it costs nothing for a large model. Used
-    by hf_elmo to explain a failed `from_pretrained`.
+    Attributes:
+        source: The file that describes the weights: the one weights file, or the index
+            (named in errors about the set as a whole).
+        files: Each tensor's name in the files -> the safetensors file that holds it.
+        shapes: Each tensor's name -> its shape, read from the file headers.
+    """
+
+    source: Path
+    files: dict[str, Path]
+    shapes: dict[str, tuple[int, ...]]
+
+
+_VARIANT_FILE = re.compile(r"model\.(?P<variant>[^.]+)\.safetensors")
+_VARIANT_INDEX = re.compile(r"model\.safetensors\.index\.(?P<variant>[^.]+)\.json")
+_SHARD = re.compile(r".*-\d{5}-of-\d{5}")
+
+
+def weight_files(path: str | Path, variant: str | None = None) -> WeightFiles:
+    """Find a model folder's weights and read every file's header (no weights are loaded).
+
+    The layouts are transformers' (`save_pretrained`), read in its order:
+    `model.safetensors`, else `model.safetensors.index.json` (whose `weight_map` names
+    the shard of each tensor, `model-00001-of-00003.safetensors`, ...). With `variant`
+    (`save_pretrained(..., variant="fp16")`) the names are `model.fp16.safetensors` and
+    `model.safetensors.index.fp16.json`. Without `variant`, a folder that holds no plain
+    weights but exactly one variant is read as that variant, so that every face (the
+    command line, spaCy) reads it without a way to name it.
+
+    Args:
+        path: The model folder.
+        variant: The variant to read, or None (see above).
+
+    Returns:
+        `WeightFiles`: every tensor's file and shape, over all shards.
 
     Raises:
-        WeightFileError: for a missing or unreadable config.json or model.safetensors, a
-            `model_type` other than "elmo", or a missing or mis-shaped tensor.
-        OptionsError: for invalid options or Elmo settings in config.json.
+        WeightFileError: if the folder holds no weights (or several variants and no
+            `variant` was given); if the index is not JSON or has no `weight_map`, names
+            files the folder does not hold (all of them are listed), or a tensor its
+            shard does not hold; or if a file is not readable safetensors.
     """
+    folder = Path(path)
+    present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    if variant is None:
+        variant = folder_variant(folder)
+    single, index = _variant_name(WEIGHTS_NAME, variant), _variant_name(WEIGHTS_INDEX_NAME, variant)
+    if single in present:
+        shapes = _header(folder / single)
+        return WeightFiles(folder / single, dict.fromkeys(shapes, folder / single), shapes)
+    if index in present:
+        return _sharded(folder / index, present)
+    raise WeightFileError(
+        f"model folder {path} has no {single} (the weights), only {present}. Copy the whole folder again, "
+        f"or re-create it with save_model_folder / save_pretrained / elmo convert (sharded weights are "
+        f"read through {index}, which it lacks too)."
+    )
+
+
+def folder_variant(path: str | Path) -> str | None:
+    """The `variant=` a model folder's weights must be read with when none is named.
+
+    None when the folder holds plain weights (`model.safetensors` or its index), or no
+    weights at all; else its one variant (`"fp16"` for `model.fp16.safetensors` or
+    `model.safetensors.index.fp16.json`). hf_elmo's `from_pretrained` passes it on, so
+    that a variant-only folder loads there as in the core.
+
+    Raises:
+        WeightFileError: if the folder holds no plain weights but several variants.
+    """
+    folder = Path(path)
+    present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    if WEIGHTS_NAME in present or WEIGHTS_INDEX_NAME in present:
+        return None
+    variants = sorted(
+        {
+            match["variant"]
+            for name in present
+            for match in (_VARIANT_FILE.fullmatch(name), _VARIANT_INDEX.fullmatch(name))
+            if match and not _SHARD.fullmatch(match["variant"])
+        }
+    )
+    if len(variants) > 1:
+        raise WeightFileError(
+            f"model folder {folder} holds no {WEIGHTS_NAME} but weights of {len(variants)} variants "
+            f"({', '.join(variants)}); say which to read: load_model_folder(path, variant={variants[0]!r}) "
+            f"or from_pretrained(path, variant={variants[0]!r}), or keep one variant in the folder."
+        )
+    return variants[0] if variants else None
+
+
+def _variant_name(name: str, variant: str | None) -> str:
+    """transformers' `_add_variant`: the variant goes before the last suffix (`model.fp16.safetensors`)."""
+    if variant is None:
+        return name
+    stem, suffix = name.rsplit(".", 1)
+    return f"{stem}.{variant}.{suffix}"
+
+
+def _sharded(index_path: Path, present: list[str]) -> WeightFiles:
+    """The tensors of an index's shards, checked against the index."""
+    try:
+        weight_map = json.loads(index_path.read_text(encoding=ENCODING)).get("weight_map")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as err:
+        raise WeightFileError(f"{index_path} is not a safetensors index (JSON with a weight_map): {err}.") from None
+    if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
+        raise WeightFileError(
+            f"{index_path} has no weight_map (tensor name -> shard file); it is damaged. Save the folder again."
+        )
+    missing = sorted(set(weight_map.values()) - set(present))
+    if missing:
+        raise WeightFileError(
+            f"{index_path} names {len(missing)} shard file(s) the folder does not hold: {missing}. The copy "
+            "is incomplete (an interrupted download or copy): copy the whole folder again."
+        )
+    folder = index_path.parent
+    files = {name: folder / shard for name, shard in weight_map.items()}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for shard in sorted(set(weight_map.values())):
+        held = _header(folder / shard)
+        for name in (n for n, f in weight_map.items() if f == shard):
+            if name not in held:
+                raise WeightFileError(
+                    f"{index_path} puts tensor '{name}' in {shard}, which does not hold it. The shards do not "
+                    "belong to this index: copy the whole folder again."
+                )
+            shapes[name] = held[name]
+    return WeightFiles(index_path, files, shapes)
+
+
+def _header(weights_path: Path) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> shape, from a safetensors file's header."""
     from safetensors import safe_open
 
+    try:
+        with safe_open(str(weights_path), framework="pt", device="cpu") as f:
+            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    except Exception as err:  # SafetensorError, OSError, ValueError, ...: all mean "unreadable"
+        raise _unreadable(weights_path, err) from err
+
+
+def check_model_folder(path: str | Path, variant: str | None = None) -> None:
+    """Raise the error `load_model_folder` would raise for this folder's files, cheaply.
+
+    Reads config.json and the safetensors headers only, of every shard (no weights are
+    loaded; the model is built on the meta device), so it costs nothing for a large
+    model. Used by hf_elmo to explain a failed `from_pretrained`.
+
+    Args:
+        path: The model folder.
+        variant: As `load_model_folder`.
+
+    Raises:
+        WeightFileError: for a missing or unreadable config.json or weights file (any
+            shard, or the index), a `model_type` other than "elmo", or a missing or
+            mis-shaped tensor.
+        OptionsError: for invalid options or Elmo settings in config.json.
+    """
     options, settings = read_model_config(path)
     with torch.device("meta"):
         model = _build_elmo(options, settings, Path(path) / CONFIG_NAME)
-    weights_path = _weights_path(path)
-    try:
-        with safe_open(str(weights_path), framework="pt") as f:
-            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
-    except Exception as err:
-        raise _unreadable(weights_path, err) from err
-    _check_state({k: shapes[f] for k, f in _base_model_keys(shapes).items()}, model, weights_path)
+    weights = weight_files(path, variant)
+    _check_state({k: weights.shapes[f] for k, f in _base_model_keys(weights.shapes).items()}, model, weights.source)
 
 
 def _build_elmo(options: BiLMOptions, settings: dict[str, Any], config_path: Path) -> Elmo:
@@ -2447,17 +2645,6 @@ def _build_elmo(options: BiLMOptions, settings: dict[str, Any], config_path: Pat
             f"{config_path}: its Elmo settings cannot be used ({err}). Valid settings and defaults: "
             f"{ELMO_SETTINGS}; fix the value in {CONFIG_NAME} or pass it to load_model_folder as an override."
         ) from err
-
-
-def _weights_path(path: str | Path) -> Path:
-    weights_path = Path(path) / WEIGHTS_NAME
-    if not weights_path.is_file():
-        raise WeightFileError(
-            f"model folder {path} has no {WEIGHTS_NAME} (the weights), only "
-            f"{sorted(p.name for p in Path(path).iterdir())}. Copy the whole folder again, or "
-            "re-create it with save_model_folder / save_pretrained / elmo convert."
-        )
-    return weights_path
 
 
 def _unreadable(weights_path: Path, err: Exception) -> WeightFileError:
@@ -2488,6 +2675,7 @@ def _base_model_keys(keys: Iterable[str]) -> dict[str, str]:
 
 
 def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: Path) -> None:
+    """Every tensor of `model` is in `shapes` with its shape (`weights_path` names the weights in errors)."""
     for name, tensor in model.state_dict().items():
         if name not in shapes:
             if name.startswith("scalar_mixes."):
@@ -2580,23 +2768,30 @@ class ElmoPreTrainedModel(PreTrainedModel):
     def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
         """As transformers', and the biLM (and a fixed scalar mix) stay frozen.
 
+        A local folder that holds one `variant=` of the weights and no plain ones is read
+        as that variant without naming it (`elmo_core.model_folder.folder_variant`), as
+        the core, the command line and spaCy read it.
+
         transformers 5 wraps every loaded tensor in a new `nn.Parameter` with
         `requires_grad=True`, which would silently make the frozen biLM trainable
         (only the scalar mix is meant to train); this puts the constructor's choice back.
         """
+        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        if kwargs.get("variant") is None and isinstance(source, (str, os.PathLike)) and os.path.isdir(source):
+            # A folder of one variant's weights only (save_pretrained(d, variant="fp16")) loads as in the core.
+            kwargs["variant"] = folder_variant(source)
         try:
             loaded = super().from_pretrained(*args, **kwargs)
         except Exception as err:
             # transformers' own errors for a broken folder come from deep inside it
             # ("look at the above report", a raw SafetensorError); a local folder gets
             # elmo_core's diagnosis instead, which names the file and the fix.
-            _explain_bad_folder(args[0] if args else kwargs.get("pretrained_model_name_or_path"), err)
+            _explain_bad_folder(source, err, kwargs.get("variant"))
             raise
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True
         for name, tensor in model.state_dict().items():
             bad = count_non_finite(tensor)
             if bad:
-                source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
                 raise non_finite_error(source, f"tensor '{name}'", bad, NON_FINITE_FIX)
         model.freeze_bilm()
         return loaded
@@ -2662,12 +2857,12 @@ class ElmoPreTrainedModel(PreTrainedModel):
         super().save_pretrained(save_directory, *args, **kwargs)
 
 
-def _explain_bad_folder(path: Any, err: Exception) -> None:
+def _explain_bad_folder(path: Any, err: Exception, variant: str | None = None) -> None:
     """Raise elmo_core's clear error for a local model folder that failed to load, if it finds one."""
     if path is None or not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path):
         return
     try:
-        check_model_folder(path)
+        check_model_folder(path, variant)
     except ValueError as problem:  # WeightFileError / OptionsError
         raise problem from err
 
@@ -2742,6 +2937,15 @@ class ElmoModel(ElmoPreTrainedModel):
     ) -> ElmoModelOutput | tuple[torch.Tensor, ...]:
         """Run the biLM once and every scalar mix over it.
 
+        A row longer than `config.window_tokens` (1024) is read in the core's overlapping
+        windows (`elmo_core.windows`), so its vectors are those of `Elmo.embed`,
+        `elmo embed` and the spaCy component, and the biLM's working memory is bounded by a
+        batch of windows (`DEFAULT_BATCH_TOKENS` positions), not by the row; shorter
+        rows are read whole, exactly as without windows. The assembled layers are what the
+        scalar mixes read and what `hidden_states` returns, so gradients reach the mixes
+        (and a trainable biLM, through every window) as usual; while training, the graphs
+        of all windows are kept until the backward pass.
+
         Args:
             input_ids: `ElmoTokenizer`'s one id per token [batch, tokens] (read only
                 for its shape: the biLM reads `char_ids`), or the character ids
@@ -2779,17 +2983,42 @@ class ElmoModel(ElmoPreTrainedModel):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         mask = attention_mask.bool() if isinstance(attention_mask, torch.Tensor) else attention_mask
         frozen = not any(p.requires_grad for p in self.bilm.parameters())
-        out = run_bilm(self.bilm, input_ids, mask, frozen)  # checks ids: shape, dtype, range
+        activations, out_mask = self._read(input_ids, mask, frozen)
         # The mixes read these very tensors: with a trainable biLM, their .grad exists (as for BERT).
-        hidden_states = out.activations.unbind(0)  # n_layers + 1 x [batch, tokens, 2P]
+        hidden_states = activations.unbind(0)  # n_layers + 1 x [batch, tokens, 2P]
         mixes, dropout = self.scalar_mixes, self.config.dropout
-        representations = mix_representations(mixes, hidden_states, out.mask, dropout, self.training)
+        representations = mix_representations(mixes, hidden_states, out_mask, dropout, self.training)
         output = ElmoModelOutput(
             last_hidden_state=representations[0],
             hidden_states=hidden_states if output_hidden_states else None,
             representations=tuple(representations) if len(representations) > 1 else None,
         )
         return output if return_dict else output.to_tuple()
+
+    def _read(
+        self, char_ids: torch.Tensor, mask: torch.Tensor | None, frozen: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The biLM's activations and mask, a row longer than `config.window_tokens` read in windows.
+
+        The windows are the core's (`elmo_core.windows.read_in_windows`, the plan of
+        `Elmo.embed` and the spaCy component); the scalar mixes then read the assembled
+        layers, so a trainable mix (and a trainable biLM, window by window) gets its
+        gradients as without windows.
+        """
+        window_tokens = None if self.config.stateful else self.config.window_tokens
+        windowed = read_in_windows(
+            lambda ids, piece_mask: run_bilm(self.bilm, ids, piece_mask, frozen).activations,
+            char_ids,
+            mask,
+            batch_tokens=DEFAULT_BATCH_TOKENS,
+            window_tokens=window_tokens,
+            window_context=self.config.window_context,
+            boundaries=self.bilm.keep_sentence_boundaries,
+        )
+        if windowed is not None:
+            return windowed
+        out = run_bilm(self.bilm, char_ids, mask, frozen)  # checks ids: shape, dtype, range
+        return out.activations, out.mask
 
 
 class ElmoForTokenClassification(ElmoPreTrainedModel):

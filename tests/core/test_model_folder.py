@@ -18,6 +18,7 @@ from elmo_core import (
     resolve_model_source,
     save_model_folder,
 )
+from elmo_core.model_folder import check_model_folder
 
 from ..conftest import make_tiny_elmo
 
@@ -215,3 +216,118 @@ def test_load_elmo_names_a_missing_folder_or_file(tmp_path):
         load_elmo(tmp_path / "nowhere")
     with pytest.raises(OptionsError, match="missing.json"):
         load_elmo(options=tmp_path / "missing.json", weights=tmp_path / "w.hdf5")
+
+
+# ---------------------------------------------------------------- the layouts of save_pretrained
+
+
+def write_transformers_layout(elmo, folder, *, shards: int = 1, variant: str | None = None, prefix: str = "") -> None:
+    """Write `elmo` as transformers' `save_pretrained` lays out its weights, without transformers.
+
+    `shards` > 1: `model-0000k-of-0000n.safetensors` + `model.safetensors.index.json`;
+    `variant`: `model.<variant>.safetensors`, `model.safetensors.index.<variant>.json` and
+    `model.<variant>-0000k-of-0000n.safetensors` (transformers' `_add_variant`); `prefix`:
+    the keys as a task model holding the Elmo under that name saves them, with its head.
+    """
+    save_model_folder(elmo, folder)
+    (folder / "model.safetensors").unlink()
+    state = {f"{prefix}{k}": v.contiguous() for k, v in elmo.state_dict().items()}
+    if prefix:
+        state["classifier.weight"] = torch.ones(3, elmo.output_dim)
+    stem = "model" if variant is None else f"model.{variant}"
+    if shards == 1:
+        save_file(state, folder / f"{stem}.safetensors", metadata={"format": "pt"})
+        return
+    names = list(state)
+    weight_map = {}
+    for k in range(shards):
+        shard = f"{stem}-{k + 1:05d}-of-{shards:05d}.safetensors"
+        part = {name: state[name] for name in names[k::shards]}
+        save_file(part, folder / shard, metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(part, shard))
+    index = "model.safetensors.index.json" if variant is None else f"model.safetensors.index.{variant}.json"
+    (folder / index).write_text(json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}))
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {"shards": 3},
+        {"variant": "fp16"},
+        {"shards": 3, "variant": "fp16"},
+        {"shards": 4, "prefix": "elmo."},  # a sharded tagger folder (ElmoForTokenClassification)
+    ],
+    ids=["sharded", "variant", "sharded-variant", "sharded-tagger"],
+)
+def test_every_weights_layout_of_save_pretrained_loads_with_the_single_files_vectors(tmp_path, layout):
+    elmo = make_tiny_elmo(dropout=0.0)
+    write_transformers_layout(elmo, tmp_path, **layout)
+    assert not (tmp_path / "model.safetensors").exists()
+    check_model_folder(tmp_path)  # every shard's header, no error
+    loaded = load_model_folder(tmp_path)
+    for (name, a), (_, b) in zip(elmo.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a, b), name
+    sentences = [["The", "river", "bank", "."], ["a"]]
+    for got, expected in zip(loaded.embed(sentences, layers="mix"), elmo.embed(sentences, layers="mix")):
+        np.testing.assert_array_equal(got, expected)
+    if "variant" in layout:  # and named explicitly, as save_pretrained(variant=...) was
+        assert torch.equal(
+            load_model_folder(tmp_path, variant="fp16").bilm.char_cnn.projection.weight,
+            elmo.bilm.char_cnn.projection.weight,
+        )
+
+
+def test_a_float16_variant_is_read_into_the_float32_model(tmp_path):
+    elmo = make_tiny_elmo(dropout=0.0)
+    half = make_tiny_elmo(dropout=0.0).half()
+    write_transformers_layout(half, tmp_path, shards=2, variant="fp16")
+    loaded = load_model_folder(tmp_path)
+    assert loaded.bilm.char_cnn.projection.weight.dtype == torch.float32
+    torch.testing.assert_close(
+        loaded.bilm.char_cnn.projection.weight, elmo.bilm.char_cnn.projection.weight.half().float(), rtol=0, atol=0
+    )
+
+
+def test_a_missing_shard_or_a_shard_without_its_tensors_is_one_clear_error(tmp_path):
+    write_transformers_layout(make_tiny_elmo(), tmp_path, shards=3)
+    (tmp_path / "model-00002-of-00003.safetensors").unlink()
+    for load in (load_model_folder, check_model_folder):
+        with pytest.raises(
+            WeightFileError,
+            match=r"model.safetensors.index.json names 1 shard file\(s\) the folder does not hold: "
+            r"\['model-00002-of-00003.safetensors'\].*copy the whole folder again",
+        ):
+            load(tmp_path)
+    # A shard that is there but holds other tensors than the index says.
+    save_file({"other": torch.zeros(1)}, tmp_path / "model-00002-of-00003.safetensors")
+    with pytest.raises(WeightFileError, match=r"puts tensor '.*' in model-00002-of-00003.safetensors, which does not"):
+        check_model_folder(tmp_path)
+    (tmp_path / "model.safetensors.index.json").write_text("{not json")
+    with pytest.raises(WeightFileError, match=r"model.safetensors.index.json is not a safetensors index"):
+        load_model_folder(tmp_path)
+
+
+def test_the_weight_checks_cover_every_shard(tmp_path):
+    elmo = make_tiny_elmo()
+    write_transformers_layout(elmo, tmp_path, shards=3)
+    last = tmp_path / "model-00003-of-00003.safetensors"
+    state = load_file(last)
+    name = sorted(state)[-1]
+    state[name] = torch.full_like(state[name], float("nan"))
+    save_file(state, last)
+    with pytest.raises(WeightFileError, match=rf"model-00003-of-00003.safetensors: tensor '{name}' holds \d+ NaN"):
+        load_model_folder(tmp_path)
+    last.write_bytes(last.read_bytes()[:40])  # truncated: its header is unreadable
+    with pytest.raises(WeightFileError, match=r"model-00003-of-00003.safetensors is not a readable safetensors"):
+        check_model_folder(tmp_path)
+
+
+def test_a_folder_of_several_variants_asks_which(tmp_path):
+    elmo = make_tiny_elmo()
+    write_transformers_layout(elmo, tmp_path, variant="fp16")
+    write_transformers_layout(elmo, tmp_path, variant="bf16")
+    with pytest.raises(WeightFileError, match=r"weights of 2 variants \(bf16, fp16\); say which to read"):
+        load_model_folder(tmp_path)
+    load_model_folder(tmp_path, variant="bf16")
+    with pytest.raises(WeightFileError, match=r"has no model.int8.safetensors \(the weights\)"):
+        load_model_folder(tmp_path, variant="int8")

@@ -275,3 +275,33 @@ def test_cli_refuses_a_bad_window_with_a_one_line_error(tmp_path):
 def test_cli_embeds_a_100000_token_line_in_bounded_passes(monkeypatch, tmp_path):
     _, vectors, longest = _cli_embed(monkeypatch, tmp_path, words(100_000))
     assert vectors.shape == (100_000, 16) and longest <= DEFAULT_WINDOW_TOKENS
+
+
+@pytest.mark.parametrize("budget", [64, 100_000])
+def test_read_in_windows_gives_a_padded_batch_the_vectors_of_run_in_windows(budget):
+    """The tensor form (hf_elmo's ElmoModel) cuts and keeps exactly as `embed` does; padding stays zero."""
+    import torch
+
+    from elmo_core import words_to_char_ids
+    from elmo_core.windows import read_in_windows
+
+    elmo = make_tiny_elmo()
+    words = ["river", "bank", "Ada", ",", "notes", "the", "was", "steep"]
+    sentences = [[words[(i * 5) % 8] + str(i % 4) for i in range(n)] for n in (150, 7, 0, 97)]
+    char_ids, mask = words_to_char_ids(sentences, 50)
+    with torch.no_grad():
+        out, out_mask = read_in_windows(
+            lambda c, m: elmo.bilm(c, m).activations, char_ids, None, batch_tokens=budget, window_tokens=40
+        )
+    assert out.shape == (3, 4, 150, 16) and torch.equal(out_mask, mask)
+    for row, expected in enumerate(elmo.embed(sentences, window_tokens=40)):
+        n = len(sentences[row])
+        np.testing.assert_allclose(out[:, row, :n].numpy(), expected, atol=1e-5, rtol=0)
+        if n < 150:
+            assert out[:, row, n:].abs().max() == 0
+    # Nothing to cut: None (the caller reads the batch as it is); a mask that is not right-padded: refused.
+    assert read_in_windows(lambda c, m: None, char_ids, mask, batch_tokens=budget, window_tokens=150) is None
+    bad = mask.clone()
+    bad[0, 3] = False
+    with pytest.raises(ValueError, match="padding must be on the right"):
+        read_in_windows(lambda c, m: None, char_ids, bad, batch_tokens=budget, window_tokens=40)

@@ -412,3 +412,163 @@ def test_layer_norm_mix_of_a_sentence_does_not_depend_on_its_batch_mates(tiny_to
     alone = original(**batch(tiny_tokenizer, [short])).last_hidden_state[0]
     together = original(**batch(tiny_tokenizer, [short, long])).last_hidden_state[0, :2]
     assert (together - alone).abs().max() > 1e-2
+
+
+# ----------------------------------------------- every folder save_pretrained writes, read by every face
+
+
+def test_a_sharded_save_pretrained_folder_gives_every_face_the_unsharded_vectors(tmp_path):
+    """R42: AutoModel...save_pretrained(d, max_shard_size="2MB") is read by the core, `elmo embed` and spaCy."""
+    import h5py
+    from typer.testing import CliRunner
+
+    from elmo_core.cli import app
+    from elmo_core.model_folder import check_model_folder, default_model_dir
+
+    source = default_model_dir()
+    sharded = tmp_path / "sharded"
+    AutoModel.from_pretrained(source).save_pretrained(sharded, max_shard_size="2MB")
+    tagger = tmp_path / "tagger"
+    AutoModelForTokenClassification.from_pretrained(source, num_labels=3).save_pretrained(
+        tagger, max_shard_size="2MB", variant="fp32"
+    )
+    assert len(json.loads((sharded / "model.safetensors.index.json").read_text())["weight_map"]) > 0
+    assert len(list(sharded.glob("model-*-of-*.safetensors"))) > 2 and not (sharded / "model.safetensors").exists()
+    assert (tagger / "model.safetensors.index.fp32.json").is_file()
+    sentences = [["The", "river", "bank", "."], ["Ada", "Lovelace", "wrote", "notes", "."]]
+    reference = load_model_folder(source, dropout=0.0).embed(sentences)  # [layers, tokens, dim] each
+    for folder in (sharded, tagger):
+        check_model_folder(folder)
+        for got, expected in zip(load_model_folder(folder, dropout=0.0).embed(sentences), reference):
+            torch.testing.assert_close(torch.from_numpy(got), torch.from_numpy(expected), rtol=0, atol=0)
+    # from_pretrained, the fp32-variant tagger without naming its variant (as the core reads it).
+    char_ids, mask = words_to_char_ids(sentences, 50)
+    for auto, folder in ((AutoModel, sharded), (AutoModelForTokenClassification, tagger)):
+        with torch.no_grad():
+            out = auto.from_pretrained(folder)(char_ids=char_ids, attention_mask=mask, output_hidden_states=True)
+        for k, expected in enumerate(reference):
+            got = torch.stack(out.hidden_states)[:, k, : expected.shape[1]]
+            torch.testing.assert_close(got, torch.from_numpy(expected), rtol=0, atol=1e-6)
+    # The command line.
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(" ".join(s) for s in sentences) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(
+        app, ["embed", str(text), str(tmp_path / "out.h5"), "--model", str(sharded), "--no-progress"]
+    )
+    assert result.exit_code == 0, result.output
+    with h5py.File(tmp_path / "out.h5", "r") as f:
+        for k, expected in enumerate(reference):
+            torch.testing.assert_close(torch.from_numpy(f[str(k)][()]), torch.from_numpy(expected), rtol=0, atol=1e-6)
+    # The spaCy component.
+    spacy = pytest.importorskip("spacy")
+    pytest.importorskip("spacy_elmo")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": {"path": str(sharded)}})
+    doc = nlp(" ".join(sentences[1]))
+    assert [t.text for t in doc] == sentences[1]
+    torch.testing.assert_close(torch.from_numpy(doc._.elmo_layers), torch.from_numpy(reference[1]), rtol=0, atol=1e-6)
+
+
+def test_a_missing_shard_is_one_clear_error_for_from_pretrained(tmp_path, tiny_hf_model):
+    from elmo_core import WeightFileError
+
+    tiny_hf_model.save_pretrained(tmp_path, max_shard_size="2KB")
+    shards = sorted(tmp_path.glob("model-*-of-*.safetensors"))
+    assert len(shards) > 2
+    shards[1].unlink()
+    with pytest.raises(
+        WeightFileError, match=rf"names 1 shard file\(s\) the folder does not hold: \['{shards[1].name}'\]"
+    ):
+        ElmoModel.from_pretrained(tmp_path)
+
+
+# ------------------------------------------------------------------ long rows: the core's windows
+
+
+def windowed(model: ElmoModel, window_tokens: int = 64) -> ElmoModel:
+    model.config.window_tokens = window_tokens
+    return model
+
+
+def long_words(num_tokens: int) -> list[str]:
+    words = ["river", "bank", "Ada", ",", "notes", "the", "was", "steep"]
+    return [words[(i * 7) % len(words)] + str(i % 3) for i in range(num_tokens)]
+
+
+def long_batch(num_tokens: int, short: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
+    long = long_words(num_tokens)
+    return words_to_char_ids([long, long[:short]], 50)
+
+
+def test_a_long_row_trains_the_scalar_mix_and_a_trainable_bilm_through_every_window():
+    """The mix reads the assembled windows: its gradient is the one over the core's windowed layers."""
+    from elmo_core import ScalarMix
+
+    model = windowed(make_tiny_hf_model())
+    with torch.no_grad():
+        model.scalar_mixes[0].scalar_weights.copy_(torch.tensor([0.5, -1.0, 2.0]))
+    char_ids, mask = long_batch(200)
+    out = model(char_ids=char_ids, attention_mask=mask, output_hidden_states=True)
+    out.last_hidden_state.square().sum().backward()
+    # The reference: the core's own windows (Elmo.embed), mixed by a fresh ScalarMix with the same weights.
+    long = long_words(200)
+    layers = make_tiny_elmo().embed([long, long[:5]], window_tokens=64)  # [3, tokens, 16] each
+    for row, expected in enumerate(layers):
+        n = expected.shape[1]
+        for k in range(3):
+            torch.testing.assert_close(
+                out.hidden_states[k][row, :n].detach(), torch.from_numpy(expected[k]), atol=1e-5, rtol=0
+            )
+    reference = ScalarMix(3, initial_scalar_parameters=[0.5, -1.0, 2.0])
+    mixed = [reference([torch.from_numpy(x[k])[None] for k in range(3)]) for x in layers]
+    sum(m.square().sum() for m in mixed).backward()
+    torch.testing.assert_close(
+        model.scalar_mixes[0].scalar_weights.grad, reference.scalar_weights.grad, atol=1e-4, rtol=1e-4
+    )
+    torch.testing.assert_close(model.scalar_mixes[0].gamma.grad, reference.gamma.grad, atol=1e-4, rtol=1e-4)
+    # A trainable biLM gets gradients through the windows too (every LSTM layer and the char CNN).
+    model.zero_grad()
+    model.bilm.requires_grad_(True)
+    model(char_ids=char_ids, attention_mask=mask).last_hidden_state.square().sum().backward()
+    for name, parameter in model.bilm.named_parameters():
+        if parameter.requires_grad:
+            assert parameter.grad is not None and parameter.grad.abs().sum() > 0, name
+
+
+def test_a_long_row_keeps_the_sentence_boundaries_of_its_first_and_last_window():
+    plain = windowed(make_tiny_hf_model())
+    bounded = windowed(make_tiny_hf_model(keep_sentence_boundaries=True))
+    char_ids, mask = long_batch(200)
+    with torch.no_grad():
+        inner = plain(char_ids=char_ids, attention_mask=mask).last_hidden_state
+        out = bounded(char_ids=char_ids, attention_mask=mask, output_hidden_states=True)
+        first = bounded.bilm(char_ids[:1, :64]).activations  # the first window, read alone
+        last = bounded.bilm(char_ids[:1, 200 - 64 :]).activations  # the last window
+    assert out.last_hidden_state.shape == (2, 202, 16)
+    torch.testing.assert_close(out.last_hidden_state[0, 1:201], inner[0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.last_hidden_state[1, 1:6], inner[1, :5], atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.hidden_states[2][0, 0], first[2, 0, 0], atol=1e-5, rtol=0)  # <S>
+    torch.testing.assert_close(out.hidden_states[2][0, 201], last[2, 0, -1], atol=1e-5, rtol=0)  # </S>
+    assert out.last_hidden_state[1, 7:].abs().max() == 0  # the short row's padding
+
+
+def test_window_settings_are_saved_with_the_folder_and_checked(tmp_path):
+    model = windowed(make_tiny_hf_model(), 300)
+    model.config.window_context = 20
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert (config["window_tokens"], config["window_context"]) == (300, 20)
+    assert ElmoModel.from_pretrained(tmp_path).config.window_tokens == 300
+    with pytest.raises(ValueError, match=r"window_context \(200\) must be less than half of window_tokens \(300\)"):
+        ElmoConfig(window_tokens=300, window_context=200)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_long_row_is_windowed_on_the_models_device_from_inputs_on_the_cpu(device):
+    model = windowed(make_tiny_hf_model())
+    char_ids, mask = long_batch(150)
+    with torch.no_grad():
+        expected = model(char_ids=char_ids, attention_mask=mask).last_hidden_state
+        got = model.to(device)(char_ids=char_ids, attention_mask=mask).last_hidden_state
+    assert got.device.type == torch.device(device).type
+    torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=0)

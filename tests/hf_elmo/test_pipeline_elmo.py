@@ -118,3 +118,82 @@ def test_pipeline_results_match_elmo_embed_of_the_same_lines(saved_model_dir, tm
         for i, (text, result) in enumerate(zip(TEXTS, results)):
             assert list(f[str(i)].attrs["tokens"]) == extractor.tokenizer.tokenize(text)
             torch.testing.assert_close(torch.tensor(result[0]), torch.from_numpy(f[str(i)][()]), atol=1e-5, rtol=0)
+
+
+def test_every_face_gives_a_2501_token_line_the_same_vectors(tmp_path, tiny_tokenizer):
+    """R45: a line past `window_tokens` is windowed as the core does, in every face (mix included)."""
+    import h5py
+    from transformers import AutoModel, AutoTokenizer
+    from typer.testing import CliRunner
+
+    from elmo_core import load_model_folder
+    from elmo_core.cli import app
+
+    from .conftest import make_tiny_hf_model
+
+    model = make_tiny_hf_model()
+    with torch.no_grad():
+        model.scalar_mixes[0].scalar_weights.copy_(torch.tensor([0.5, -1.0, 2.0]))
+        model.scalar_mixes[0].gamma.fill_(1.5)
+    folder = tmp_path / "model"
+    model.save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    assert json_config(folder)["window_tokens"] == 1024 and json_config(folder)["window_context"] is None
+    words = ["The", "river", "bank", "was", "steep", ",", "and", "Ada", "walked", "on"]
+    text = " ".join(words[i % len(words)] for i in range(2500)) + " ."
+    tokens = tiny_tokenizer.tokenize(text)
+    assert len(tokens) == 2501
+    expected = load_model_folder(folder, dropout=0.0).embed([tokens], layers="mix")[0]  # [2501, 16]
+    expected = torch.from_numpy(expected)
+
+    def same(got: torch.Tensor) -> None:
+        torch.testing.assert_close(got.reshape(expected.shape), expected, atol=1e-5, rtol=0)
+
+    same(feature_extraction_pipeline(model=folder)(text, return_tensors=True)[0])
+    same(pipeline("feature-extraction", model=str(folder))(text, return_tensors=True)[0])
+    auto_model, auto_tokenizer = AutoModel.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+    with torch.no_grad():
+        batched = auto_model(**auto_tokenizer([text, "a short one"], padding=True, return_tensors="pt"))
+    same(batched.last_hidden_state[0])
+    assert batched.last_hidden_state[1, 3:].abs().max() == 0  # the short row's padding stays zero
+    (tmp_path / "line.txt").write_text(text + "\n", encoding="utf-8")
+    args = ["embed", str(tmp_path / "line.txt"), str(tmp_path / "out.h5"), "--model", str(folder)]
+    done = CliRunner().invoke(app, [*args, "--tokenize", "--layers", "mix", "--no-progress"])
+    assert done.exit_code == 0, done.output
+    with h5py.File(tmp_path / "out.h5", "r") as f:
+        same(torch.from_numpy(f["0"][()]))
+    spacy = pytest.importorskip("spacy")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": {"path": str(folder)}})
+    doc = nlp(text)
+    assert [t.text for t in doc] == tokens
+    same(torch.from_numpy(doc.tensor))
+    # Windows matter here: read whole, the vectors differ (so the agreement above is the windows').
+    whole = AutoModel.from_pretrained(folder, window_tokens=None)
+    with torch.no_grad():
+        read_whole = whole(**auto_tokenizer(text, return_tensors="pt")).last_hidden_state[0]
+    assert (read_whole - expected).abs().max() > 1e-2
+
+
+def json_config(folder) -> dict:
+    import json
+
+    return json.loads((folder / "config.json").read_text(encoding="utf-8"))
+
+
+def test_an_empty_string_gives_one_row_of_zero_tokens_of_the_full_width(saved_model_dir):
+    """[1, 0, hidden], as a tensor and as lists (which alone would read as [1, 0]), alone or in a batch."""
+    import json
+    import pickle
+
+    import numpy as np
+
+    extractor = feature_extraction_pipeline(model=saved_model_dir)
+    alone = extractor("")
+    assert np.asarray(alone).shape == (1, 0, 16) and alone == [[]] and json.dumps(alone) == "[[]]"
+    assert extractor("", return_tensors=True).shape == (1, 0, 16)
+    empty, two = extractor(["", "two words"])
+    assert np.asarray(empty).shape == (1, 0, 16) and np.asarray(two).shape == (1, 2, 16)
+    assert np.asarray(pickle.loads(pickle.dumps(empty))).shape == (1, 0, 16)
+    np.testing.assert_array_equal(np.asarray(two), np.array(list(two), dtype=np.float32))
+    assert np.asarray(feature_extraction_pipeline()("")).shape == (1, 0, 256)  # the default model

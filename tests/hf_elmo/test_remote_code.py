@@ -248,3 +248,95 @@ def test_saved_folder_tokenises_raw_text_where_only_spacy_is_installed(
     assert got["tokens"] == [expected.tokens(k) for k in range(len(texts))]  # the same tokens as a full install
     assert got["char_ids"] == expected["char_ids"]
     assert got["offset_mapping"] == [[list(o) for o in row] for row in expected["offset_mapping"]]
+
+
+# ------------------------------------------------------------------ which code a folder runs
+
+
+def saved_tagger(folder: Path, tiny_tokenizer) -> Path:
+    from hf_elmo import ElmoConfig, ElmoForTokenClassification
+
+    from ..conftest import make_tiny_elmo
+
+    core = make_tiny_elmo(dropout=0.0)
+    tagger = ElmoForTokenClassification(ElmoConfig.from_options(core.options, dropout=0.0, num_labels=3))
+    tagger.elmo.load_state_dict(core.state_dict())
+    tagger.save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_after_import_hf_elmo_a_folder_of_other_code_runs_the_installed_code_and_says_so_once(
+    tmp_path, tiny_tokenizer, caplog
+):
+    """R46: transformers gives the registered classes precedence over auto_map; the README says so, and
+    loading a folder saved by other code (a marker in its modeling_elmo.py) warns once, in every route."""
+    import logging
+
+    from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer, pipeline
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    import elmo_core
+    import hf_elmo
+
+    folder = saved_tagger(tmp_path / "tagger", tiny_tokenizer)
+    assert json.loads((folder / "config.json").read_text())["elmo_bilm_version"] == elmo_core.__version__
+    with caplog.at_level(logging.WARNING, logger="hf_elmo"):
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
+        model = AutoModel.from_pretrained(folder, trust_remote_code=True)
+        tagger = AutoModelForTokenClassification.from_pretrained(folder, trust_remote_code=True)
+    assert not [r for r in caplog.records if r.name == "hf_elmo"]  # saved by this very code: nothing to say
+    with (folder / "modeling_elmo.py").open("a", encoding="utf-8") as f:
+        f.write('\nMARKER = "written by another version of elmo-bilm"\n')
+    tokenizer_only = tmp_path / "tokenizer"
+    tiny_tokenizer.save_pretrained(tokenizer_only)
+    with (tokenizer_only / "tokenization_elmo.py").open("a", encoding="utf-8") as f:
+        f.write('\nMARKER = "written by another version of elmo-bilm"\n')
+    with caplog.at_level(logging.WARNING, logger="hf_elmo"):
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
+        model = AutoModel.from_pretrained(folder, trust_remote_code=True)
+        tagger = AutoModelForTokenClassification.from_pretrained(folder, trust_remote_code=True)
+        extractor = pipeline("feature-extraction", model=str(folder), trust_remote_code=True)
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_only, trust_remote_code=True)
+    assert (type(config), type(model), type(tagger), type(extractor.model)) == (
+        hf_elmo.ElmoConfig,
+        hf_elmo.ElmoModel,
+        hf_elmo.ElmoForTokenClassification,
+        hf_elmo.ElmoModel,
+    )
+    assert type(tokenizer) is hf_elmo.ElmoTokenizer
+    told = [r for r in caplog.records if r.name == "hf_elmo"]
+    assert len(told) == 2, [r.getMessage() for r in told]  # once for the tagger's folder, once for the tokenizer's
+    assert "tokenization_elmo.py differ" in told[1].getMessage()
+    message = told[0].getMessage()
+    assert str(folder.resolve()) in message and "modeling_elmo.py differ" in message
+    assert f"runs with the installed elmo-bilm {elmo_core.__version__}" in message
+    assert "in a process that does not import hf_elmo" in message
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8").split())
+    assert "A folder always runs its own code" not in readme
+    assert "takes precedence over a folder's `auto_map`, even with `trust_remote_code=True`" in readme
+    # The folder's own code (what runs where hf_elmo is not imported) gives the same vectors.
+    own = get_class_from_dynamic_module("modeling_elmo.ElmoModel", str(folder))
+    assert own.__module__.startswith("transformers_modules.") and hasattr(
+        __import__(own.__module__, fromlist=["x"]), "MARKER"
+    )
+    with torch.no_grad():
+        expected = model(**batch(tiny_tokenizer)).last_hidden_state
+        got = own.from_pretrained(folder).eval()(**batch(tiny_tokenizer)).last_hidden_state
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+
+
+def test_a_folder_recording_another_version_is_named_with_that_version(tmp_path, tiny_tokenizer, caplog):
+    import logging
+
+    from transformers import AutoModel
+
+    folder = saved_tagger(tmp_path / "old", tiny_tokenizer)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "elmo_bilm_version": "0.0.1"}))
+    with caplog.at_level(logging.WARNING, logger="hf_elmo"):
+        AutoModel.from_pretrained(folder)
+        AutoModel.from_pretrained(folder)
+    assert [r.getMessage().split(". It runs")[0] for r in caplog.records if r.name == "hf_elmo"] == [
+        f"{folder.resolve()} was saved by elmo-bilm 0.0.1"
+    ]
