@@ -102,7 +102,9 @@ def resolve_recurrence(
     can_capture = device.type == "cuda" and not needs_grad and not stateful and not _quantized(cells)
     if mode == "auto":
         if device.type != "cuda":
-            return "step"
+            # Training a clip-free biLM: both directions per step and a written-out
+            # backward (`elmo_core.paired_bptt`); everything else keeps the step loop.
+            return "paired" if needs_grad and can_fuse and not stateful else "step"
         if can_fuse:
             return "fused"
         return "captured" if can_capture else "step"
@@ -219,6 +221,12 @@ def paired_stacks(
         length; residual connections and dropout as in `LSTMStack.forward`.
     """
     forward_stack, backward_stack = stacks
+    cells = [cell for stack in stacks for cell in stack.layers]
+    needs_grad = torch.is_grad_enabled() and any(p.requires_grad for s in stacks for p in s.parameters())
+    if needs_grad and all(cell.can_fuse for cell in cells) and bool((lengths > 0).all()):
+        from .paired_bptt import paired_training_stacks  # it imports this module
+
+        return paired_training_stacks(stacks, tokens, lengths)
     num_steps = tokens.shape[1]
     x = tokens.transpose(0, 1)  # [steps, batch, P]
     reverse = reverse_index(lengths, num_steps)[..., None]  # [steps, batch, 1]
