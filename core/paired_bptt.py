@@ -117,6 +117,7 @@ class _PairedRecurrence(torch.autograd.Function):
             d_h_all = out.new_empty(2, num_steps, batch_size, P)  # dh_t, for dW_P
             d_h = out.new_zeros(2, batch_size, P, dtype=torch.float32)  # from step t + 1
             d_c = out.new_zeros(2, batch_size, D, dtype=torch.float32)
+            ds_buffer = out.new_empty(2, batch_size, 3 * D, dtype=torch.float32)
             w_h_t, w_p_t = w_h.transpose(1, 2), w_p.transpose(1, 2)
             for t in range(num_steps - 1, -1, -1):
                 n = batch_sizes[t]
@@ -129,7 +130,10 @@ class _PairedRecurrence(torch.autograd.Function):
                 )
                 dg = torch.bmm(dh, w_p_t).float()  # [2, n, D]
                 dc = torch.addcmul(d_c[:, :n], dg * o, 1 - tanh_c * tanh_c)
-                ds = torch.cat([dc * j, dc * c_prev, dg * tanh_c], dim=-1)  # [2, n, 3D]: d i, d f, d o
+                ds = ds_buffer[:, :n]  # [2, n, 3D]: d i, d f, d o
+                torch.mul(dc, j, out=ds[..., :D])
+                torch.mul(dc, c_prev, out=ds[..., D : 2 * D])
+                torch.mul(dg, tanh_c, out=ds[..., 2 * D :])
                 dz = d_pre[:, t, :n]
                 dz[..., : 3 * D] = ds.mul_(s).mul_(1 - s)
                 dz[..., 3 * D :] = (dc * i).mul_(1 - j * j)
