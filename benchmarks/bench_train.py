@@ -70,6 +70,7 @@ from elmo_core.memory import (  # noqa: E402
 from elmo_core.training.data import make_batch  # noqa: E402
 from elmo_core.training.model import BiLMLanguageModel, LMOutput, autocast_log_softmax_dtype  # noqa: E402
 from elmo_core.training.perplexity import evaluate  # noqa: E402
+from elmo_core.training.softmax import adaptive_log_prob  # noqa: E402
 from elmo_core.training.trainer import RELEASE_EVERY  # noqa: E402
 from elmo_core.training.vocab import Vocabulary  # noqa: E402
 
@@ -216,6 +217,53 @@ def train_and_score(
     return loss, evaluate(lm, heldout, vocab, batch_tokens=4096, device=device, precision="fp32").average
 
 
+def breakdown(
+    options: BiLMOptions, vocab_size: int, path: str, precision: str, data: list, device: torch.device, steps: int
+) -> dict[str, float]:
+    """Milliseconds per batch of each part of a training step, forward + backward, each part
+    timed on its own over the first `steps` batches: the char CNN (distinct words of the
+    batch), both LSTM stacks, the softmax, the clip + Adam update, and the whole step."""
+    torch.manual_seed(0)
+    lm = use_path(BiLMLanguageModel(options, vocab_size, dropout=0.1).to(device).train(), path)
+    optimizer = torch.optim.Adam(lm.parameters(), lr=1e-3)
+    step = make_step(lm, optimizer, precision, device)
+    dtype = {"bf16": torch.bfloat16, "fp32": None}[precision]
+    bilm = lm.bilm
+    times = dict.fromkeys(("char CNN", "LSTMs", "softmax", "clip + Adam", "whole step"), 0.0)
+    clock = [time.perf_counter()]
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        times[name] += (now - clock[0]) * 1e3 / steps
+        clock[0] = now
+
+    step(data[0].to(device))  # warm-up
+    for k in range(steps):
+        batch = data[k % len(data)].to(device)
+        ids, lengths, full_mask = bilm._add_sentence_boundaries(batch.char_ids, batch.mask)
+        targets = batch.targets[:, 1:][full_mask[:, 1:]].repeat(2)  # as many as the step predicts
+        hidden = torch.randn(targets.shape[0], options.lstm.projection_dim, requires_grad=True)
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            tokens = bilm._token_embedding(ids, full_mask).detach().requires_grad_(True)
+            clock[0] = time.perf_counter()
+            bilm._token_embedding(ids, full_mask).float().sum().backward()
+            lap("char CNN")
+            sum(y.float().sum() for y in bilm._run_stacks(tokens, lengths)[1]).backward()
+            lap("LSTMs")
+            if path == "old":
+                log_probs = lm.softmax(hidden.to(autocast_log_softmax_dtype(device)) if dtype else hidden, targets)
+                (-log_probs.output.float().mean()).backward()
+            else:
+                (-adaptive_log_prob(lm.softmax, hidden, targets).mean()).backward()
+            lap("softmax")
+        torch.nn.utils.clip_grad_norm_(lm.parameters(), 10.0)
+        optimizer.step()
+        lap("clip + Adam")
+        step(batch)
+        lap("whole step")
+    return times
+
+
 ALLOCATORS = {  # name: (glibc mmap threshold or None for glibc's own, release_free_memory every N steps)
     "elmo-train": (TRAIN_MMAP_THRESHOLD, RELEASE_EVERY),
     "every-step": (MMAP_THRESHOLD, 1),
@@ -241,6 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         default=0,
         help="also train old and new for this many steps (same seed, same batches) and score held-out text",
+    )
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also print ms per batch of each part of the step, per path"
     )
     parser.add_argument("--heldout", type=Path, default=Path("../shared/data/lm/enwiki2015/test.txt.xz"))
     parser.add_argument("--heldout-sentences", type=int, default=1000)
@@ -322,6 +373,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     headers = ["shape", "path", "recurrence", "precision", "words/s", "ratio to GEMM of its dtype", "vs old"]
     print(format_table(headers, rows))
+    if args.breakdown:
+        print("\nms per batch, forward + backward, each part timed on its own (first --steps batches)")
+        parts_rows = []
+        for shape, precision, path in configs:
+            parts = breakdown(shape_options(shape), len(vocab), path, precision, data, device, args.steps)
+            parts_rows.append([shape, path, precision, *(f"{v:.0f}" for v in parts.values())])
+        print(format_table(["shape", "path", "precision", *parts], parts_rows))
     if args.perplexity_steps:
         heldout_path = args.heldout if args.heldout.is_absolute() else (REPO_ROOT / args.heldout).resolve()
         heldout, heldout_source = load_sentences(heldout_path, args.heldout_sentences)
