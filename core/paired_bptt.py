@@ -94,7 +94,7 @@ class _PairedRecurrence(torch.autograd.Function):
                 c = torch.addcmul(f * c_prev, i, j)  # [2, n, D]
                 tanh_c = torch.tanh(c)
                 g = gated[:, t, :n]
-                torch.mul(o, tanh_c, out=g) if g.dtype == torch.float32 else g.copy_(o * tanh_c)
+                g.copy_(o * tanh_c)  # in the products' dtype
                 h = out[:, t, :n]
                 torch.bmm(g, w_p, out=h)  # [2, n, P]
                 if n < batch_size:
@@ -125,9 +125,7 @@ class _PairedRecurrence(torch.autograd.Function):
                 saved[t] = None  # freed as soon as it is used
                 i, f, o = s.chunk(3, dim=-1)
                 dh = d_h_all[:, t, :n]
-                torch.add(d_out[:, t, :n], d_h[:, :n], out=dh) if dh.dtype == d_out.dtype else dh.copy_(
-                    d_out[:, t, :n] + d_h[:, :n]
-                )
+                dh.copy_(d_out[:, t, :n] + d_h[:, :n])  # in the products' dtype
                 dg = torch.bmm(dh, w_p_t).float()  # [2, n, D]
                 dc = torch.addcmul(d_c[:, :n], dg * o, 1 - tanh_c * tanh_c)
                 ds = ds_buffer[:, :n]  # [2, n, 3D]: d i, d f, d o

@@ -17,13 +17,16 @@ Four ways to compute the same thing (`BiLM.recurrence`, set with `set_recurrence
                 (`torch.cuda.CUDAGraph`) and replayed: one launch per batch, no Python
                 per step. CUDA only; inference only (no gradient, not stateful).
 
-    "auto" (the default) keeps the step loop on the CPU, for every model, bit for bit as
-    before: measured there (`benchmarks/bench_core.py`, `bench_train.py`; one thread),
+    "auto" (the default) keeps the step loop on the CPU for inference, for every model,
+    bit for bit as before: measured there (`benchmarks/bench_core.py`; one thread),
     torch's CPU LSTM with projections is a per-step loop too, and "fused" was 14-37%
-    slower for inference (the padded batch computes the padding) and 3% faster for
-    training. On CUDA it picks "fused" (cuDNN) for clip-free float cells and, for cells
-    with clips (the published models, which cuDNN cannot compute), "captured" when
-    nothing needs a gradient and the biLM is not stateful, else "step".
+    slower (the padded batch computes the padding). Training a clip-free, stateless biLM
+    on the CPU (a gradient flows into the LSTMs) takes "paired", which then runs
+    `elmo_core.paired_bptt`: one autograd Function per layer with the backward through
+    time written out (`benchmarks/bench_train.py`). On CUDA it picks "fused" (cuDNN)
+    for clip-free float cells and, for cells with clips (the published models, which
+    cuDNN cannot compute), "captured" when nothing needs a gradient and the biLM is not
+    stateful, else "step".
 
 All four agree up to float rounding (tested at atol 2e-6 on the CPU); clips, the +1
 forget bias, the residual connection and dropout are applied as in `LSTMStack`.
