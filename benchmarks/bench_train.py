@@ -1,23 +1,31 @@
-"""Pretraining throughput of the biLM language model, per recurrence path, on the CPU or a GPU.
+"""Pretraining throughput of the biLM language model, old and new training step, on the CPU or a GPU.
 
-For each (shape, recurrence, precision) this times full training steps of
+For each (shape, precision, path) this times full training steps of
 `BiLMLanguageModel` (forward of both directions, the shared adaptive softmax, backward,
 gradient clipping at 10 and an Adam update, as `Trainer.train_step` does) on batches of
 real sentences, and prints words/s (the trainer's "tokens": words, without <S>/</S>)
 and the achieved rate of the biLM's spec FLOPs (3 x the forward count of
-`bench_core.flops_per_position`, softmax excluded) over the same-process GEMM rate of
-that dtype.
+`bench_core.flops_per_position`: char CNN over all 50 character slots, softmax
+excluded; the same count for both paths, so the two ratios compare like the words/s)
+over the same-process GEMM rate of that dtype.
+
+Paths, both in every run: "new" is the library as it is (`recurrence` "auto", which
+trains a clip-free biLM on the CPU with `elmo_core.paired_bptt`; the char CNN over the
+batch's longest word; `elmo_core.training.softmax`); "old" is the training step as it
+was on 2026-12-01 (issue 25), kept here as a frozen copy: the step loop, the char CNN
+over all 50 slots in blocks of 32 tokens with `amax`, and the module's own adaptive
+softmax. `--perplexity-steps N` also trains old and new from the same seed for N steps
+on the same batches and prints both held-out perplexities.
 
 Shapes: "default" (the shipped model's shape and clips as its config.json says: on until
 issue 15, off since, so that it now equals "default-noclip"), "default-noclip" (the same
-without cell_clip/proj_clip, which the fused `torch.lstm` path computes exactly) and any
-`PUBLISHED_OPTIONS` name ("small": the published small shape, clips on). Recurrences:
-"step" (the loop every version before had), "paired", "auto" (see
-`elmo_core.recurrence`). Random weights, a 50,000-word vocabulary built from the input.
+without cell_clip/proj_clip) and any `PUBLISHED_OPTIONS` name ("small": the published
+small shape, clips on). Random weights, a 50,000-word vocabulary built from the input.
 
 Usage (from the repository root):
 
-    python benchmarks/bench_train.py                       # CPU, default shapes
+    python benchmarks/bench_train.py --precisions fp32,bf16 --threads 2
+    python benchmarks/bench_train.py --precisions bf16 --threads 2 --perplexity-steps 60
     python benchmarks/bench_train.py --device cuda --precisions fp32,bf16 --batch-tokens 65536
 """
 
@@ -25,18 +33,23 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import math
 import platform
 import sys
 import time
+import types
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import (  # noqa: E402
     DEFAULT_DATA,
+    MAX_TOKENS,
+    MIN_TOKENS,
     REPO_ROOT,
     cpu_model,
     flops_per_position,
@@ -47,6 +60,7 @@ from bench_core import (  # noqa: E402
 from bench_memory import simd_flags  # noqa: E402
 
 from elmo_core import BiLMOptions, batches_by_token_budget, set_recurrence  # noqa: E402
+from elmo_core.char_cnn import BLOCK_TOKENS  # noqa: E402
 from elmo_core.memory import (  # noqa: E402
     MMAP_THRESHOLD,
     TRAIN_MMAP_THRESHOLD,
@@ -54,7 +68,9 @@ from elmo_core.memory import (  # noqa: E402
     use_mmap_for_large_blocks,
 )
 from elmo_core.training.data import make_batch  # noqa: E402
-from elmo_core.training.model import BiLMLanguageModel  # noqa: E402
+from elmo_core.training.model import BiLMLanguageModel, LMOutput, autocast_log_softmax_dtype  # noqa: E402
+from elmo_core.training.perplexity import evaluate  # noqa: E402
+from elmo_core.training.softmax import adaptive_log_prob  # noqa: E402
 from elmo_core.training.trainer import RELEASE_EVERY  # noqa: E402
 from elmo_core.training.vocab import Vocabulary  # noqa: E402
 
@@ -78,9 +94,78 @@ def batches(sentences: list[list[str]], vocab: Vocabulary, batch_tokens: int) ->
     return [make_batch([sentences[i] for i in group], vocab) for group in groups]
 
 
+# ------------------------------------------------------------------ the old step, frozen
+def _old_char_cnn_forward(self, char_ids: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+    """`CharCNN.forward` as of 2026-12-01: all 50 slots, blocks of 32 tokens, `amax`."""
+    table = self.embedding_table()
+
+    def encode(ids: torch.Tensor) -> torch.Tensor:
+        x = F.embedding(ids, table).transpose(1, 2)  # [tokens, E, chars]
+        pooled = []
+        for conv in self.convolutions:
+            y = conv(x).amax(dim=2)  # [tokens, count]
+            pooled.append(torch.relu(y) if self.activation == "relu" else torch.tanh(y))
+        return self.projection(self.highway(torch.cat(pooled, dim=1)))  # [tokens, P]
+
+    if char_ids.shape[0] <= BLOCK_TOKENS:
+        return encode(char_ids)
+    return torch.cat([encode(block) for block in char_ids.split(BLOCK_TOKENS)])
+
+
+def _old_lm_forward(self, char_ids: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor) -> LMOutput:  # noqa: ANN001
+    """`BiLMLanguageModel.forward` as of 2026-12-01: the module's own adaptive softmax."""
+    out = self.bilm(char_ids, mask)
+    full_mask = out.mask
+    targets = targets.to(full_mask.device)
+    P = self.options.lstm.projection_dim
+    top = F.dropout(out.activations[-1], self.dropout, self.training)
+    has_next = full_mask[:, 1:]
+    forward_hidden, forward_targets = top[:, :-1, :P][has_next], targets[:, 1:][has_next]
+    backward_hidden, backward_targets = top[:, 1:, P:][has_next], targets[:, :-1][has_next]
+    n = forward_targets.shape[0]
+    hidden = torch.cat([forward_hidden, backward_hidden])
+    if torch.is_autocast_enabled(hidden.device.type):
+        hidden = hidden.to(autocast_log_softmax_dtype(hidden.device))
+    log_probs = self.softmax(hidden, torch.cat([forward_targets, backward_targets])).output.float()
+    return LMOutput(-log_probs[:n].mean(), -log_probs[n:].mean(), n, n)
+
+
+def use_path(lm: BiLMLanguageModel, path: str, recurrence: str = "auto") -> BiLMLanguageModel:
+    """Switch `lm` to the "old" (frozen 2026-12-01) or the "new" (library) training step."""
+    for module, name in ((lm, "forward"), (lm.bilm.char_cnn, "forward")):
+        module.__dict__.pop(name, None)  # back to the class's method
+    if path == "old":
+        set_recurrence(lm, "step")
+        lm.bilm.char_cnn.forward = types.MethodType(_old_char_cnn_forward, lm.bilm.char_cnn)
+        lm.forward = types.MethodType(_old_lm_forward, lm)
+    else:
+        set_recurrence(lm, recurrence)
+    return lm
+
+
+# ------------------------------------------------------------------ timing
+def make_step(lm: BiLMLanguageModel, optimizer: torch.optim.Optimizer, precision: str, device: torch.device):
+    """One training step as `Trainer.train_step` takes it (mean of both directions' losses)."""
+    dtype = {"bf16": torch.bfloat16, "fp32": None}[precision]
+
+    def step(batch) -> float:  # noqa: ANN001
+        batch = batch.to(device)
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            out = lm(batch.char_ids, batch.mask, batch.targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss = (out.forward_loss + out.backward_loss) / 2
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(lm.parameters(), 10.0)
+        optimizer.step()
+        return loss.item()
+
+    return step
+
+
 def run(
     options: BiLMOptions,
     vocab_size: int,
+    path: str,
     recurrence: str,
     precision: str,
     data: list,
@@ -91,20 +176,8 @@ def run(
     """Words per second over `steps` timed training steps (after 2 warm-up steps), with
     `release_free_memory()` after every `release_every`-th step (None: never)."""
     torch.manual_seed(0)
-    lm = BiLMLanguageModel(options, vocab_size, dropout=0.1).to(device).train()
-    set_recurrence(lm, recurrence)
-    optimizer = torch.optim.Adam(lm.parameters(), lr=1e-3)
-    dtype = {"bf16": torch.bfloat16, "fp32": None}[precision]
-
-    def step(batch) -> None:  # noqa: ANN001
-        batch = batch.to(device)
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            out = lm(batch.char_ids, batch.mask, batch.targets)
-        optimizer.zero_grad(set_to_none=True)
-        ((out.forward_loss + out.backward_loss) / 2).backward()
-        torch.nn.utils.clip_grad_norm_(lm.parameters(), 10.0)
-        optimizer.step()
-
+    lm = use_path(BiLMLanguageModel(options, vocab_size, dropout=0.1).to(device).train(), path, recurrence)
+    step = make_step(lm, torch.optim.Adam(lm.parameters(), lr=1e-3), precision, device)
     for batch in data[:2]:
         step(batch)
     if device.type == "cuda":
@@ -121,6 +194,76 @@ def run(
     return words / (time.perf_counter() - start)
 
 
+def train_and_score(
+    options: BiLMOptions,
+    vocab: Vocabulary,
+    path: str,
+    precision: str,
+    data: list,
+    heldout: list[list[str]],
+    device: torch.device,
+    steps: int,
+) -> tuple[float, float]:
+    """Train from seed 0 for `steps` steps over `data` in order; (last training loss,
+    held-out average perplexity). Both paths are scored by the library's `evaluate` in
+    float32, so only the training differs."""
+    torch.manual_seed(0)
+    lm = use_path(BiLMLanguageModel(options, len(vocab), dropout=0.1).to(device).train(), path)
+    step = make_step(lm, torch.optim.Adam(lm.parameters(), lr=1e-3), precision, device)
+    loss = math.nan
+    for k in range(steps):
+        loss = step(data[k % len(data)])
+    use_path(lm, "new")
+    return loss, evaluate(lm, heldout, vocab, batch_tokens=4096, device=device, precision="fp32").average
+
+
+def breakdown(
+    options: BiLMOptions, vocab_size: int, path: str, precision: str, data: list, device: torch.device, steps: int
+) -> dict[str, float]:
+    """Milliseconds per batch of each part of a training step, forward + backward, each part
+    timed on its own over the first `steps` batches: the char CNN (distinct words of the
+    batch), both LSTM stacks, the softmax, the clip + Adam update, and the whole step."""
+    torch.manual_seed(0)
+    lm = use_path(BiLMLanguageModel(options, vocab_size, dropout=0.1).to(device).train(), path)
+    optimizer = torch.optim.Adam(lm.parameters(), lr=1e-3)
+    step = make_step(lm, optimizer, precision, device)
+    dtype = {"bf16": torch.bfloat16, "fp32": None}[precision]
+    bilm = lm.bilm
+    times = dict.fromkeys(("char CNN", "LSTMs", "softmax", "clip + Adam", "whole step"), 0.0)
+    clock = [time.perf_counter()]
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        times[name] += (now - clock[0]) * 1e3 / steps
+        clock[0] = now
+
+    step(data[0].to(device))  # warm-up
+    for k in range(steps):
+        batch = data[k % len(data)].to(device)
+        ids, lengths, full_mask = bilm._add_sentence_boundaries(batch.char_ids, batch.mask)
+        targets = batch.targets[:, 1:][full_mask[:, 1:]].repeat(2)  # as many as the step predicts
+        hidden = torch.randn(targets.shape[0], options.lstm.projection_dim, requires_grad=True)
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            tokens = bilm._token_embedding(ids, full_mask).detach().requires_grad_(True)
+            clock[0] = time.perf_counter()
+            bilm._token_embedding(ids, full_mask).float().sum().backward()
+            lap("char CNN")
+            sum(y.float().sum() for y in bilm._run_stacks(tokens, lengths)[1]).backward()
+            lap("LSTMs")
+            if path == "old":
+                log_probs = lm.softmax(hidden.to(autocast_log_softmax_dtype(device)) if dtype else hidden, targets)
+                (-log_probs.output.float().mean()).backward()
+            else:
+                (-adaptive_log_prob(lm.softmax, hidden, targets).mean()).backward()
+            lap("softmax")
+        torch.nn.utils.clip_grad_norm_(lm.parameters(), 10.0)
+        optimizer.step()
+        lap("clip + Adam")
+        step(batch)
+        lap("whole step")
+    return times
+
+
 ALLOCATORS = {  # name: (glibc mmap threshold or None for glibc's own, release_free_memory every N steps)
     "elmo-train": (TRAIN_MMAP_THRESHOLD, RELEASE_EVERY),
     "every-step": (MMAP_THRESHOLD, 1),
@@ -133,13 +276,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--sentences", type=int, default=2048)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--shapes", default="default,default-noclip,small")
-    parser.add_argument("--recurrences", default="step,auto")
-    parser.add_argument("--precisions", default="fp32")
+    parser.add_argument("--shapes", default="default")
+    parser.add_argument("--paths", default="old,new", help="old (the frozen 2026-12-01 step), new (the library)")
+    parser.add_argument("--recurrence", default="auto", help="the new path's recurrence (see elmo_core.recurrence)")
+    parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--batch-tokens", type=int, default=4096)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=2, help="interleaved repeats; the best of each is kept")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument(
+        "--perplexity-steps",
+        type=int,
+        default=0,
+        help="also train old and new for this many steps (same seed, same batches) and score held-out text",
+    )
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also print ms per batch of each part of the step, per path"
+    )
+    parser.add_argument("--heldout", type=Path, default=Path("../shared/data/lm/enwiki2015/test.txt.xz"))
+    parser.add_argument("--heldout-sentences", type=int, default=1000)
     parser.add_argument(
         "--allocator",
         choices=tuple(ALLOCATORS),
@@ -183,27 +338,81 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print("GEMM     " + ", ".join(f"{p} {r:.2f} TFLOP/s" for p, r in rates.items()) + "\n", flush=True)
     configs = [
-        (shape, precision, recurrence)
+        (shape, precision, path)
         for shape in args.shapes.split(",")
         for precision in args.precisions.split(",")
-        for recurrence in args.recurrences.split(",")
+        for path in args.paths.split(",")
     ]
     best: dict[tuple[str, str, str], float] = {}
     for repeat in range(args.repeats):  # interleaved, so that load from elsewhere hits every row alike
-        for shape, precision, recurrence in configs:
+        for shape, precision, path in configs:
             words_per_s = run(
-                shape_options(shape), len(vocab), recurrence, precision, data, device, args.steps, release_every
+                shape_options(shape),
+                len(vocab),
+                path,
+                args.recurrence,
+                precision,
+                data,
+                device,
+                args.steps,
+                release_every,
             )
-            best[shape, precision, recurrence] = max(best.get((shape, precision, recurrence), 0.0), words_per_s)
-            print(f"  repeat {repeat}: {shape} {recurrence} {precision} {words_per_s:,.0f} words/s", flush=True)
+            best[shape, precision, path] = max(best.get((shape, precision, path), 0.0), words_per_s)
+            print(f"  repeat {repeat}: {shape} {path} {precision} {words_per_s:,.0f} words/s", flush=True)
     words = sum(map(len, sentences))
     rows = []
-    for (shape, precision, recurrence), words_per_s in best.items():
+    for (shape, precision, path), words_per_s in best.items():
         flops_per_word = 3 * flops_per_position(shape_options(shape)) * (words + 2 * len(sentences)) / words
         rate = words_per_s * flops_per_word / 1e12
-        rows.append([shape, recurrence, precision, f"{words_per_s:,.0f}", f"{rate / rates[precision]:.4f}"])
+        old = best.get((shape, precision, "old"))
+        speedup = f"{words_per_s / old:.2f}x" if old else "-"
+        recurrence = "step (frozen)" if path == "old" else args.recurrence
+        rows.append(
+            [shape, path, recurrence, precision, f"{words_per_s:,.0f}", f"{rate / rates[precision]:.4f}", speedup]
+        )
     print()
-    print(format_table(["shape", "recurrence", "precision", "words/s", "ratio to GEMM of its dtype"], rows))
+    headers = ["shape", "path", "recurrence", "precision", "words/s", "ratio to GEMM of its dtype", "vs old"]
+    print(format_table(headers, rows))
+    if args.breakdown:
+        print("\nms per batch, forward + backward, each part timed on its own (first --steps batches)")
+        parts_rows = []
+        for shape, precision, path in configs:
+            parts = breakdown(shape_options(shape), len(vocab), path, precision, data, device, args.steps)
+            parts_rows.append([shape, path, precision, *(f"{v:.0f}" for v in parts.values())])
+        print(format_table(["shape", "path", "precision", *parts], parts_rows))
+    if args.perplexity_steps:
+        heldout_path = args.heldout if args.heldout.is_absolute() else (REPO_ROOT / args.heldout).resolve()
+        heldout, heldout_source = load_sentences(heldout_path, args.heldout_sentences)
+        heldout_source = heldout_source.replace(str(heldout_path), str(args.heldout))
+        print(
+            f"\nperplexity: {args.perplexity_steps} steps from seed 0 over the batches above in order, "
+            f"dropout 0.1, Adam 1e-3; held-out {heldout_source}: {len(heldout)} sentences "
+            f"({MIN_TOKENS}..{MAX_TOKENS} tokens), scored in fp32 by elmo_core.training.perplexity.evaluate"
+        )
+        ppl_rows = []
+        for shape, precision, _ in [c for c in configs if c[2] == "old"]:
+            scores = {
+                path: train_and_score(
+                    shape_options(shape), vocab, path, precision, data, heldout, device, args.perplexity_steps
+                )
+                for path in ("old", "new")
+            }
+            (old_loss, old_ppl), (new_loss, new_ppl) = scores["old"], scores["new"]
+            ppl_rows.append(
+                [
+                    shape,
+                    precision,
+                    f"{old_loss:.4f}",
+                    f"{new_loss:.4f}",
+                    f"{old_ppl:.2f}",
+                    f"{new_ppl:.2f}",
+                    f"{100 * (new_ppl / old_ppl - 1):+.2f}%",
+                ]
+            )
+            print(f"  {shape} {precision}: old {old_ppl:.2f}, new {new_ppl:.2f}", flush=True)
+        print()
+        headers = ["shape", "precision", "last loss old", "last loss new", "ppl old", "ppl new", "new vs old"]
+        print(format_table(headers, ppl_rows))
     return 0
 
 

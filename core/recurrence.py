@@ -17,13 +17,16 @@ Four ways to compute the same thing (`BiLM.recurrence`, set with `set_recurrence
                 (`torch.cuda.CUDAGraph`) and replayed: one launch per batch, no Python
                 per step. CUDA only; inference only (no gradient, not stateful).
 
-    "auto" (the default) keeps the step loop on the CPU, for every model, bit for bit as
-    before: measured there (`benchmarks/bench_core.py`, `bench_train.py`; one thread),
+    "auto" (the default) keeps the step loop on the CPU for inference, for every model,
+    bit for bit as before: measured there (`benchmarks/bench_core.py`; one thread),
     torch's CPU LSTM with projections is a per-step loop too, and "fused" was 14-37%
-    slower for inference (the padded batch computes the padding) and 3% faster for
-    training. On CUDA it picks "fused" (cuDNN) for clip-free float cells and, for cells
-    with clips (the published models, which cuDNN cannot compute), "captured" when
-    nothing needs a gradient and the biLM is not stateful, else "step".
+    slower (the padded batch computes the padding). Training a clip-free, stateless biLM
+    on the CPU (a gradient flows into the LSTMs) takes "paired", which then runs
+    `elmo_core.paired_bptt`: one autograd Function per layer with the backward through
+    time written out (`benchmarks/bench_train.py`). On CUDA it picks "fused" (cuDNN)
+    for clip-free float cells and, for cells with clips (the published models, which
+    cuDNN cannot compute), "captured" when nothing needs a gradient and the biLM is not
+    stateful, else "step".
 
 All four agree up to float rounding (tested at atol 2e-6 on the CPU); clips, the +1
 forget bias, the residual connection and dropout are applied as in `LSTMStack`.
@@ -102,7 +105,9 @@ def resolve_recurrence(
     can_capture = device.type == "cuda" and not needs_grad and not stateful and not _quantized(cells)
     if mode == "auto":
         if device.type != "cuda":
-            return "step"
+            # Training a clip-free biLM: both directions per step and a written-out
+            # backward (`elmo_core.paired_bptt`); everything else keeps the step loop.
+            return "paired" if needs_grad and can_fuse and not stateful else "step"
         if can_fuse:
             return "fused"
         return "captured" if can_capture else "step"
@@ -219,6 +224,12 @@ def paired_stacks(
         length; residual connections and dropout as in `LSTMStack.forward`.
     """
     forward_stack, backward_stack = stacks
+    cells = [cell for stack in stacks for cell in stack.layers]
+    needs_grad = torch.is_grad_enabled() and any(p.requires_grad for s in stacks for p in s.parameters())
+    if needs_grad and all(cell.can_fuse for cell in cells) and bool((lengths > 0).all()):
+        from .paired_bptt import paired_training_stacks  # it imports this module
+
+        return paired_training_stacks(stacks, tokens, lengths)
     num_steps = tokens.shape[1]
     x = tokens.transpose(0, 1)  # [steps, batch, P]
     reverse = reverse_index(lengths, num_steps)[..., None]  # [steps, batch, 1]

@@ -47,6 +47,7 @@ from ..elmo import Elmo
 from ..errors import WeightFileError
 from ..model_folder import ELMO_SETTINGS, load_model_folder, read_model_config, save_model_folder
 from ..options import BiLMOptions
+from .softmax import adaptive_log_prob
 from .vocab import Vocabulary
 
 __all__ = [
@@ -197,10 +198,9 @@ class BiLMLanguageModel(nn.Module):
         backward_targets = targets[:, :-1][has_next]  # [N]: <S> .. wn
         n = forward_targets.shape[0]
         hidden = torch.cat([forward_hidden, backward_hidden])  # [2N, P]
-        if torch.is_autocast_enabled(hidden.device.type):
-            hidden = hidden.to(autocast_log_softmax_dtype(hidden.device))
-        # One softmax call for both directions (the softmax is shared).
-        log_probs = self.softmax(hidden, torch.cat([forward_targets, backward_targets])).output.float()  # [2N]
+        # One softmax call for both directions (the softmax is shared); the module's
+        # numbers, without its full log-softmax tensors (see softmax.py).
+        log_probs = adaptive_log_prob(self.softmax, hidden, torch.cat([forward_targets, backward_targets]))  # [2N]
         return LMOutput(-log_probs[:n].mean(), -log_probs[n:].mean(), n, n)
 
 

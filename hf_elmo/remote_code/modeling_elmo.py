@@ -1,11 +1,11 @@
 # This file was generated from hf_elmo/modeling_elmo.py and the elmo_core definitions it
-# uses (elmo_core/batching.py, elmo_core/highway.py, elmo_core/errors.py,
-# elmo_core/char_cnn.py, elmo_core/characters.py, elmo_core/lstm.py,
+# uses (elmo_core/batching.py, elmo_core/characters.py, elmo_core/highway.py,
+# elmo_core/errors.py, elmo_core/char_cnn.py, elmo_core/lstm.py,
 # elmo_core/recurrence.py, elmo_core/token_cache.py, elmo_core/bilm.py,
 # elmo_core/quantization.py, elmo_core/memory.py, elmo_core/windows.py,
 # elmo_core/embedding.py, elmo_core/scalar_mix.py, elmo_core/elmo.py,
-# elmo_core/weights.py, elmo_core/model_folder.py), so that a saved model folder needs
-# no elmo-bilm. Do not edit it: edit those files and run
+# elmo_core/weights.py, elmo_core/model_folder.py, elmo_core/paired_bptt.py), so that a
+# saved model folder needs no elmo-bilm. Do not edit it: edit those files and run
 #     python -m hf_elmo.remote_code.generate
 """ELMo as a transformers model: ElmoPreTrainedModel, ElmoModel, ElmoForTokenClassification.
 
@@ -114,142 +114,6 @@ def batches_by_token_budget(
     if current:
         batches.append(current)
     return batches
-
-
-# ---- elmo_core/highway.py -----------------------------------------------------
-
-class Highway(nn.Module):
-    """A stack of highway layers with a ReLU candidate.
-
-    For each layer, with `x` of width F::
-
-        candidate = relu(x @ W_transform + b_transform)
-        gate      = sigmoid(x @ W_carry + b_carry)
-        y         = gate * candidate + (1 - gate) * x
-
-    Despite its name, bilm-tf's "carry" matrix produces the gate that admits the
-    *transformed* value. Both matrices are held in one `Linear(F, 2F)` per layer so that
-    a layer costs one matrix product: rows `[:F]` are the candidate (`W_transform`), rows
-    `[F:]` the gate (`W_carry`). The non-linearity is ReLU whatever the char CNN's
-    activation option says, as in bilm-tf.
-
-    Args:
-        size: F, the width of the input and output (the char CNN's `n_filters`).
-        n_highway: How many highway layers are stacked (bilm-tf's option `n_highway`;
-            2 in the published models). 0 makes the stack the identity.
-
-    Shape:
-        x: [..., F] -> [..., F]
-    """
-
-    def __init__(self, size: int, n_highway: int) -> None:
-        super().__init__()
-        self.size = size
-        self.layers = nn.ModuleList(nn.Linear(size, 2 * size) for _ in range(n_highway))
-        for layer in self.layers:
-            self.init_carry_bias(layer)
-
-    def init_carry_bias(self, layer: nn.Linear) -> None:
-        """Set b_carry (the gate half of `layer`'s bias, rows [F:]) to its starting value, -2.
-
-        bilm-tf initialised b_carry to -2 so that a new layer starts by mostly passing
-        its input through; it only matters when training from scratch. The rest of the
-        layer keeps torch's default initialisation.
-        """
-        nn.init.constant_(layer.bias[self.size :], -2.0)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.layers:
-            candidate, gate = layer(x).chunk(2, dim=-1)  # 2 x [..., F]
-            gate = torch.sigmoid(gate)
-            x = gate * torch.relu(candidate) + (1 - gate) * x
-        return x
-
-
-# ---- elmo_core/errors.py ------------------------------------------------------
-
-class WeightFileError(ElmoError):
-    """A weight file (bilm-tf hdf5, safetensors) or model folder cannot be used.
-
-    The message names the file and, for a dataset or tensor, its name and both shapes.
-    """
-
-
-# ---- elmo_core/char_cnn.py ----------------------------------------------------
-
-BLOCK_TOKENS = 32
-"""Tokens per block of the convolutions (see `CharCNN.forward`)."""
-
-
-class CharCNN(nn.Module):
-    """Token vectors from character ids, one token at a time (no context).
-
-    Parameters, with their bilm-tf hdf5 names:
-
-    - `char_embedding` [n_characters - 1, embedding_dim] (`char_embed`): rows for ids
-      1..261. Id 0 marks a padded position and always embeds to zeros; it is a fixed
-      zero row, not a parameter, which is why the published parameter counts use 261
-      rows.
-    - `convolutions[i]` Conv1d(embedding_dim, count_i, width_i) (`CNN/W_cnn_i`, `b_cnn_i`).
-    - `highway` (`CNN_high_k`), see `Highway`.
-    - `projection` Linear(F, projection_dim) (`CNN_proj`). As in bilm-tf it exists only
-      when F != projection_dim (true for every published model); otherwise it is the
-      identity.
-
-    Shape:
-        char_ids: [num_tokens, max_characters_per_token] int64 -> [num_tokens, projection_dim]
-    """
-
-    def __init__(self, options: BiLMOptions) -> None:
-        super().__init__()
-        cc = options.char_cnn
-        self.max_characters_per_token = cc.max_characters_per_token
-        self.n_characters = cc.n_characters
-        self.char_embedding = nn.Parameter(torch.empty(cc.n_characters - 1, cc.embedding_dim))
-        self.reset_parameters()
-        self.convolutions = nn.ModuleList(nn.Conv1d(cc.embedding_dim, count, width) for width, count in cc.filters)
-        self.activation = cc.activation
-        self.highway = Highway(cc.n_filters, cc.n_highway)
-        projection_dim = options.lstm.projection_dim
-        self.projection: nn.Module = (
-            nn.Linear(cc.n_filters, projection_dim) if cc.n_filters != projection_dim else nn.Identity()
-        )
-
-    def reset_parameters(self) -> None:
-        """Draw `char_embedding` afresh, uniform in [-1, 1] (bilm-tf's initialiser).
-
-        Covers the char CNN's own parameter only; its convolutions, highway and
-        projection are torch modules with their own initialisation.
-        """
-        nn.init.uniform_(self.char_embedding, -1.0, 1.0)
-
-    def embedding_table(self) -> torch.Tensor:
-        """The full [n_characters, embedding_dim] table, with the zero row for id 0."""
-        zero = self.char_embedding.new_zeros(1, self.char_embedding.shape[1])
-        return torch.cat([zero, self.char_embedding], dim=0)
-
-    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
-        table = self.embedding_table()
-        if char_ids.shape[0] <= BLOCK_TOKENS:
-            return self._encode(table, char_ids)
-        # Every token is encoded on its own, so the tokens can go BLOCK_TOKENS at a time:
-        # a bank's full output is [tokens, count, chars - width + 1] before the max-pool
-        # (180 kB per token for the original model's width-7 bank) and the highway's
-        # [tokens, 2F] is another 16 kB, so a block bounds those buffers at about 25 MB
-        # whatever the batch, and fits the cache better than a whole batch.
-        return torch.cat([self._encode(table, block) for block in char_ids.split(BLOCK_TOKENS)])  # [tokens, P]
-
-    def _encode(self, table: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
-        x = F.embedding(char_ids, table)  # [tokens, chars, E]
-        x = x.transpose(1, 2)  # [tokens, E, chars]: Conv1d wants channels first
-        pooled = []
-        for conv in self.convolutions:
-            # Max over all `chars - width + 1` windows, padding-char slots included,
-            # then the activation (TF order; both are monotone, so order is immaterial).
-            y = conv(x).amax(dim=2)  # [tokens, count]
-            pooled.append(torch.relu(y) if self.activation == "relu" else torch.tanh(y))
-        features = torch.cat(pooled, dim=1)  # [tokens, F]
-        return self.projection(self.highway(features))  # [tokens, P]
 
 
 # ---- elmo_core/characters.py --------------------------------------------------
@@ -375,6 +239,172 @@ def words_to_char_ids(
         ids = np.frombuffer(flat, dtype=np.int16).reshape(-1, C)
         char_ids[mask] = torch.from_numpy(ids.astype(np.int64))  # row-major: sentence by sentence
     return char_ids, mask
+
+
+# ---- elmo_core/highway.py -----------------------------------------------------
+
+class Highway(nn.Module):
+    """A stack of highway layers with a ReLU candidate.
+
+    For each layer, with `x` of width F::
+
+        candidate = relu(x @ W_transform + b_transform)
+        gate      = sigmoid(x @ W_carry + b_carry)
+        y         = gate * candidate + (1 - gate) * x
+
+    Despite its name, bilm-tf's "carry" matrix produces the gate that admits the
+    *transformed* value. Both matrices are held in one `Linear(F, 2F)` per layer so that
+    a layer costs one matrix product: rows `[:F]` are the candidate (`W_transform`), rows
+    `[F:]` the gate (`W_carry`). The non-linearity is ReLU whatever the char CNN's
+    activation option says, as in bilm-tf.
+
+    Args:
+        size: F, the width of the input and output (the char CNN's `n_filters`).
+        n_highway: How many highway layers are stacked (bilm-tf's option `n_highway`;
+            2 in the published models). 0 makes the stack the identity.
+
+    Shape:
+        x: [..., F] -> [..., F]
+    """
+
+    def __init__(self, size: int, n_highway: int) -> None:
+        super().__init__()
+        self.size = size
+        self.layers = nn.ModuleList(nn.Linear(size, 2 * size) for _ in range(n_highway))
+        for layer in self.layers:
+            self.init_carry_bias(layer)
+
+    def init_carry_bias(self, layer: nn.Linear) -> None:
+        """Set b_carry (the gate half of `layer`'s bias, rows [F:]) to its starting value, -2.
+
+        bilm-tf initialised b_carry to -2 so that a new layer starts by mostly passing
+        its input through; it only matters when training from scratch. The rest of the
+        layer keeps torch's default initialisation.
+        """
+        nn.init.constant_(layer.bias[self.size :], -2.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            candidate, gate = layer(x).chunk(2, dim=-1)  # 2 x [..., F]
+            gate = torch.sigmoid(gate)
+            x = gate * torch.relu(candidate) + (1 - gate) * x
+        return x
+
+
+# ---- elmo_core/errors.py ------------------------------------------------------
+
+class WeightFileError(ElmoError):
+    """A weight file (bilm-tf hdf5, safetensors) or model folder cannot be used.
+
+    The message names the file and, for a dataset or tensor, its name and both shapes.
+    """
+
+
+# ---- elmo_core/char_cnn.py ----------------------------------------------------
+
+BLOCK_TOKENS = 32
+"""Tokens per block of the convolutions without a gradient (see `CharCNN.forward`)."""
+
+TRAIN_BLOCK_TOKENS = 1024
+"""Tokens per block of the convolutions when a gradient flows (see `CharCNN.forward`)."""
+
+PADDING_ID = PADDING_CHARACTER + CHAR_ID_OFFSET
+"""The id of the padding character that fills a token's slots after its end-of-word mark."""
+
+
+class CharCNN(nn.Module):
+    """Token vectors from character ids, one token at a time (no context).
+
+    Parameters, with their bilm-tf hdf5 names:
+
+    - `char_embedding` [n_characters - 1, embedding_dim] (`char_embed`): rows for ids
+      1..261. Id 0 marks a padded position and always embeds to zeros; it is a fixed
+      zero row, not a parameter, which is why the published parameter counts use 261
+      rows.
+    - `convolutions[i]` Conv1d(embedding_dim, count_i, width_i) (`CNN/W_cnn_i`, `b_cnn_i`).
+    - `highway` (`CNN_high_k`), see `Highway`.
+    - `projection` Linear(F, projection_dim) (`CNN_proj`). As in bilm-tf it exists only
+      when F != projection_dim (true for every published model); otherwise it is the
+      identity.
+
+    Shape:
+        char_ids: [num_tokens, max_characters_per_token] int64 -> [num_tokens, projection_dim]
+    """
+
+    def __init__(self, options: BiLMOptions) -> None:
+        super().__init__()
+        cc = options.char_cnn
+        self.max_characters_per_token = cc.max_characters_per_token
+        self.n_characters = cc.n_characters
+        self.char_embedding = nn.Parameter(torch.empty(cc.n_characters - 1, cc.embedding_dim))
+        self.reset_parameters()
+        self.convolutions = nn.ModuleList(nn.Conv1d(cc.embedding_dim, count, width) for width, count in cc.filters)
+        self.activation = cc.activation
+        self.highway = Highway(cc.n_filters, cc.n_highway)
+        projection_dim = options.lstm.projection_dim
+        self.projection: nn.Module = (
+            nn.Linear(cc.n_filters, projection_dim) if cc.n_filters != projection_dim else nn.Identity()
+        )
+
+    def reset_parameters(self) -> None:
+        """Draw `char_embedding` afresh, uniform in [-1, 1] (bilm-tf's initialiser).
+
+        Covers the char CNN's own parameter only; its convolutions, highway and
+        projection are torch modules with their own initialisation.
+        """
+        nn.init.uniform_(self.char_embedding, -1.0, 1.0)
+
+    def embedding_table(self) -> torch.Tensor:
+        """The full [n_characters, embedding_dim] table, with the zero row for id 0."""
+        zero = self.char_embedding.new_zeros(1, self.char_embedding.shape[1])
+        return torch.cat([zero, self.char_embedding], dim=0)
+
+    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        table = self.embedding_table()
+        if torch.is_grad_enabled() and char_ids.shape[0]:
+            return self._encode_for_training(table, char_ids)
+        if char_ids.shape[0] <= BLOCK_TOKENS:
+            return self._encode(table, char_ids)
+        # Every token is encoded on its own, so the tokens can go BLOCK_TOKENS at a time:
+        # a bank's full output is [tokens, count, chars - width + 1] before the max-pool
+        # (180 kB per token for the original model's width-7 bank) and the highway's
+        # [tokens, 2F] is another 16 kB, so a block bounds those buffers at about 25 MB
+        # whatever the batch, and fits the cache better than a whole batch.
+        return torch.cat([self._encode(table, block) for block in char_ids.split(BLOCK_TOKENS)])  # [tokens, P]
+
+    def _encode_for_training(self, table: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
+        """`forward` with a gradient: the same values, over fewer character slots.
+
+        Every slot after a token's end-of-word mark holds the padding character, so every
+        window that starts at or after the longest token's last real slot (`longest`)
+        sees the same `width` padding characters and gives the same value. Cutting the
+        slots to `longest + max width` keeps every window that overlaps a real character
+        and one all-padding window per bank: the max-pool, and so the output and its
+        gradient, are those of all `max_characters_per_token` slots (up to float
+        rounding), for 2-3x less convolution on real text (words of 5-15 bytes). The
+        blocks are larger than without a gradient: under autograd the max-pool keeps
+        only its argmax per filter, so a bank's full output is transient either way, and
+        fewer, larger blocks cost fewer operator launches forward and backward.
+        """
+        longest = int((char_ids != PADDING_ID).sum(dim=1).max())  # real slots, marks included
+        widest = max(conv.kernel_size[0] for conv in self.convolutions)
+        char_ids = char_ids[:, : min(char_ids.shape[1], longest + widest)]  # [tokens, kept chars]
+        return torch.cat([self._encode(table, block) for block in char_ids.split(TRAIN_BLOCK_TOKENS)])
+
+    def _encode(self, table: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
+        x = F.embedding(char_ids, table)  # [tokens, chars, E]
+        x = x.transpose(1, 2)  # [tokens, E, chars]: Conv1d wants channels first
+        grad = torch.is_grad_enabled()
+        pooled = []
+        for conv in self.convolutions:
+            # Max over all `chars - width + 1` windows, padding-char slots included,
+            # then the activation (TF order; both are monotone, so order is immaterial).
+            # With a gradient, `max` (which keeps the argmax for its backward) rather than
+            # `amax` (whose backward compares the whole bank output with the max again).
+            y = conv(x).max(dim=2).values if grad else conv(x).amax(dim=2)  # [tokens, count]
+            pooled.append(torch.relu(y) if self.activation == "relu" else torch.tanh(y))
+        features = torch.cat(pooled, dim=1)  # [tokens, F]
+        return self.projection(self.highway(features))  # [tokens, P]
 
 
 # ---- elmo_core/lstm.py --------------------------------------------------------
@@ -744,7 +774,9 @@ def resolve_recurrence(
     can_capture = device.type == "cuda" and not needs_grad and not stateful and not _quantized(cells)
     if mode == "auto":
         if device.type != "cuda":
-            return "step"
+            # Training a clip-free biLM: both directions per step and a written-out
+            # backward (`elmo_core.paired_bptt`); everything else keeps the step loop.
+            return "paired" if needs_grad and can_fuse and not stateful else "step"
         if can_fuse:
             return "fused"
         return "captured" if can_capture else "step"
@@ -861,6 +893,11 @@ def paired_stacks(
         length; residual connections and dropout as in `LSTMStack.forward`.
     """
     forward_stack, backward_stack = stacks
+    cells = [cell for stack in stacks for cell in stack.layers]
+    needs_grad = torch.is_grad_enabled() and any(p.requires_grad for s in stacks for p in s.parameters())
+    if needs_grad and all(cell.can_fuse for cell in cells) and bool((lengths > 0).all()):
+
+        return paired_training_stacks(stacks, tokens, lengths)
     num_steps = tokens.shape[1]
     x = tokens.transpose(0, 1)  # [steps, batch, P]
     reverse = reverse_index(lengths, num_steps)[..., None]  # [steps, batch, 1]
@@ -2690,6 +2727,168 @@ def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: 
                 f"{tuple(tensor.shape)}. The options in {CONFIG_NAME} do not match these weights: use the "
                 f"{CONFIG_NAME} saved with them."
             )
+
+
+# ---- elmo_core/paired_bptt.py -------------------------------------------------
+
+def _gate_order(w: torch.Tensor) -> torch.Tensor:
+    """Rows (or entries) in blocks i, j, f, o (bilm-tf) -> i, f, o, j: the three sigmoid
+    blocks side by side, so that one `sigmoid` and one `tanh` cover a step's gates."""
+    i, j, f, o = w.chunk(4, dim=0)
+    return torch.cat([i, f, o, j])
+
+
+def _layer_weights(forward_cell, backward_cell, dtype: torch.dtype):  # noqa: ANN001, ANN202
+    """Both directions' weights stacked on a leading axis of 2, right-hand operands, in
+    gate order i, f, o, j, the forget bias added; differentiable functions of the cells'
+    parameters (autograd carries their gradients back through the stack and the cast).
+
+    Shape: W_x [2, in, 4D], B [2, 1, 4D], W_h [2, P, 4D], W_P [2, D, P], all in `dtype`
+    """
+    cells = (forward_cell, backward_cell)
+    D = forward_cell.dim
+    forget = torch.zeros(4 * D, device=forward_cell.input_linear.bias.device)
+    forget[D : 2 * D] = FORGET_BIAS  # block f in the order i, f, o, j
+    w_x = torch.stack([_gate_order(c.input_linear.weight).t() for c in cells])
+    bias = torch.stack([_gate_order(c.input_linear.bias) + forget for c in cells])[:, None, :]
+    w_h = torch.stack([_gate_order(c.state_linear.weight).t() for c in cells])
+    w_p = torch.stack([c.state_projection.weight.t() for c in cells])
+    return tuple(w.to(dtype) for w in (w_x, bias, w_h, w_p))
+
+
+class _PairedRecurrence(torch.autograd.Function):
+    """The recurrent part of one layer, both directions (see the module docstring).
+
+    Shape: pre [2, steps, batch, 4D], W_h [2, P, 4D], W_P [2, D, P] (one dtype, the
+    products' one) -> out [2, steps, batch, P] in that dtype, zero where a row has ended.
+    `batch_sizes[t]` rows run at step t (rows sorted longest first).
+    """
+
+    @staticmethod
+    def forward(ctx, pre, w_h, w_p, batch_sizes):  # noqa: ANN001, ANN205
+        with torch.autocast(pre.device.type, enabled=False):
+            _, num_steps, batch_size, _ = pre.shape
+            D, P = w_p.shape[1], w_p.shape[2]
+            # Rows past their end are written as zeros step by step (not zero-filled first).
+            out = pre.new_empty(2, num_steps, batch_size, P)
+            gated = pre.new_empty(2, num_steps, batch_size, D)  # g_t, for dW_P
+            h = pre.new_zeros(2, batch_size, P)
+            c = pre.new_zeros(2, batch_size, D, dtype=torch.float32)
+            saved = []  # per step: (sigmoid(i, f, o), tanh(j), c_prev, tanh(c)), float32
+            for t in range(num_steps):
+                n = batch_sizes[t]
+                z = torch.baddbmm(pre[:, t, :n], h[:, :n], w_h).float()  # [2, n, 4D]
+                s = torch.sigmoid(z[..., : 3 * D])  # [2, n, 3D]: i, f, o
+                j = torch.tanh(z[..., 3 * D :])  # [2, n, D]
+                i, f, o = s.chunk(3, dim=-1)
+                c_prev = c[:, :n]
+                c = torch.addcmul(f * c_prev, i, j)  # [2, n, D]
+                tanh_c = torch.tanh(c)
+                g = gated[:, t, :n]
+                g.copy_(o * tanh_c)  # in the products' dtype
+                h = out[:, t, :n]
+                torch.bmm(g, w_p, out=h)  # [2, n, P]
+                if n < batch_size:
+                    out[:, t, n:] = 0
+                    gated[:, t, n:] = 0
+                saved.append((s, j, c_prev, tanh_c))
+        ctx.saved = saved
+        ctx.batch_sizes = batch_sizes
+        ctx.save_for_backward(w_h, w_p, out, gated)
+        return out
+
+    @staticmethod
+    def backward(ctx, d_out):  # noqa: ANN001, ANN205
+        w_h, w_p, out, gated = ctx.saved_tensors
+        saved, batch_sizes = ctx.saved, ctx.batch_sizes
+        with torch.autocast(out.device.type, enabled=False):
+            _, num_steps, batch_size, P = out.shape
+            D = w_p.shape[1]
+            d_pre = out.new_empty(2, num_steps, batch_size, 4 * D)  # dz_t; zero where a row has ended
+            d_h_all = out.new_empty(2, num_steps, batch_size, P)  # dh_t, for dW_P
+            d_h = out.new_zeros(2, batch_size, P, dtype=torch.float32)  # from step t + 1
+            d_c = out.new_zeros(2, batch_size, D, dtype=torch.float32)
+            ds_buffer = out.new_empty(2, batch_size, 3 * D, dtype=torch.float32)
+            w_h_t, w_p_t = w_h.transpose(1, 2), w_p.transpose(1, 2)
+            for t in range(num_steps - 1, -1, -1):
+                n = batch_sizes[t]
+                s, j, c_prev, tanh_c = saved[t]
+                saved[t] = None  # freed as soon as it is used
+                i, f, o = s.chunk(3, dim=-1)
+                dh = d_h_all[:, t, :n]
+                dh.copy_(d_out[:, t, :n] + d_h[:, :n])  # in the products' dtype
+                dg = torch.bmm(dh, w_p_t).float()  # [2, n, D]
+                dc = torch.addcmul(d_c[:, :n], dg * o, 1 - tanh_c * tanh_c)
+                ds = ds_buffer[:, :n]  # [2, n, 3D]: d i, d f, d o
+                torch.mul(dc, j, out=ds[..., :D])
+                torch.mul(dc, c_prev, out=ds[..., D : 2 * D])
+                torch.mul(dg, tanh_c, out=ds[..., 2 * D :])
+                dz = d_pre[:, t, :n]
+                dz[..., : 3 * D] = ds.mul_(s).mul_(1 - s)
+                dz[..., 3 * D :] = (dc * i).mul_(1 - j * j)
+                d_h[:, :n] = torch.bmm(dz, w_h_t)
+                torch.mul(dc, f, out=d_c[:, :n])
+                if n < batch_size:
+                    d_pre[:, t, n:] = 0
+                    d_h_all[:, t, n:] = 0
+            ctx.saved = None
+            h_prev = torch.cat([out.new_zeros(2, 1, batch_size, P), out[:, :-1]], dim=1)  # h_{t-1}
+            d_w_h = torch.bmm(h_prev.view(2, -1, P).transpose(1, 2), d_pre.view(2, -1, 4 * D))  # [2, P, 4D]
+            d_w_p = torch.bmm(gated.view(2, -1, D).transpose(1, 2), d_h_all.view(2, -1, P))  # [2, D, P]
+        return d_pre, d_w_h, d_w_p, None
+
+
+def paired_training_stacks(
+    stacks: tuple[LSTMStack, LSTMStack], tokens: torch.Tensor, lengths: torch.Tensor
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Both clip-free LSTM stacks over a batch, for training (same contract as `paired_stacks`).
+
+    Args:
+        stacks: `(forward_layers, backward_layers)` of a `BiLM`; cells without clips.
+        tokens: Token vectors (layer 0), batch-major, right-padded.
+        lengths: Real positions per row, each >= 1.
+
+    Returns:
+        `(forward outputs, backward outputs)`, one tensor per layer, each time-major
+        [steps, batch, P] in the input's row order and time direction, zero past a row's
+        length, in the autocast dtype under autocast (float32 otherwise); residual
+        connections and dropout as in `LSTMStack.forward`.
+    """
+    forward_stack, backward_stack = stacks
+    batch_size, num_steps, _ = tokens.shape
+    device_type = tokens.device.type
+    dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else tokens.dtype
+    sorted_lengths, order = lengths.sort(descending=True, stable=True)
+    steps = torch.arange(num_steps, device=lengths.device)
+    batch_sizes = (sorted_lengths[None, :] > steps[:, None]).sum(dim=1).tolist()  # rows running at step t
+    in_order = torch.equal(order, torch.arange(batch_size, device=order.device))  # batches come sorted
+    x = (tokens if in_order else tokens.index_select(0, order)).transpose(0, 1)  # [steps, batch, P], sorted
+    reverse = reverse_index(sorted_lengths, num_steps)[..., None]  # [steps, batch, 1]
+
+    def flip(t: torch.Tensor) -> torch.Tensor:  # each row reversed over its own length
+        return t.gather(0, reverse.expand(-1, -1, t.shape[-1]))
+
+    layer_input = torch.stack([x, flip(x)]).to(dtype)  # [2, steps, batch, P]
+    outputs = []
+    for k, (fc, bc) in enumerate(zip(forward_stack.layers, backward_stack.layers)):
+        if forward_stack.dropout:
+            layer_input = F.dropout(layer_input, forward_stack.dropout, forward_stack.training)
+        w_x, bias, w_h, w_p = _layer_weights(fc, bc, dtype)
+        with torch.autocast(device_type, enabled=False):
+            pre = torch.baddbmm(bias, layer_input.reshape(2, num_steps * batch_size, -1), w_x)  # [2, steps*batch, 4D]
+        y = _PairedRecurrence.apply(pre.view(2, num_steps, batch_size, -1), w_h, w_p, batch_sizes)
+        if k > 0 and forward_stack.use_skip_connections:
+            y = y + layer_input  # the residual adds the (dropped-out) input, as LSTMStack does
+        outputs.append(y)
+        layer_input = y
+    if in_order:
+        return [y[0] for y in outputs], [flip(y[1]) for y in outputs]
+    restore = torch.empty_like(order)
+    restore[order] = torch.arange(batch_size, device=order.device)  # sorted row of each batch row
+    return (
+        [y[0].index_select(1, restore) for y in outputs],
+        [flip(y[1]).index_select(1, restore) for y in outputs],
+    )
 
 
 # ---- hf_elmo/modeling_elmo.py -------------------------------------------------

@@ -79,14 +79,16 @@ def test_clipped_and_int8_cells_cannot_fuse_and_say_why():
             resolve_recurrence(mode, stacks, torch.device("cpu"), False, False)
 
 
-def test_auto_keeps_every_model_on_the_step_loop_on_the_cpu():
+def test_auto_keeps_every_model_on_the_step_loop_on_the_cpu_except_clip_free_training():
     elmo = make_tiny_elmo()  # clips 3 by default, as the published models
     stacks = (elmo.bilm.forward_layers, elmo.bilm.backward_layers)
     assert resolve_recurrence("auto", stacks, torch.device("cpu"), False, False) == "step"
     assert resolve_recurrence("auto", stacks, torch.device("cpu"), True, False) == "step"
     clip_free = _clip_free_elmo()
     stacks = (clip_free.bilm.forward_layers, clip_free.bilm.backward_layers)
-    assert resolve_recurrence("auto", stacks, torch.device("cpu"), True, False) == "step"
+    assert resolve_recurrence("auto", stacks, torch.device("cpu"), False, False) == "step"
+    # Training a clip-free biLM: the paired recurrence with its written-out backward.
+    assert resolve_recurrence("auto", stacks, torch.device("cpu"), True, False) == "paired"
     assert resolve_recurrence("fused", stacks, torch.device("cpu"), True, False) == "fused"
     with pytest.raises(ValueError, match="CUDA"):
         resolve_recurrence("captured", stacks, torch.device("cpu"), False, False)

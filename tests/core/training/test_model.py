@@ -3,7 +3,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -20,6 +19,7 @@ from elmo_core.training import (
     make_batch,
     save_language_model,
 )
+from elmo_core.training import model as model_module
 from elmo_core.training.model import autocast_log_softmax_dtype
 from elmo_core.training.trainer import TrainConfig, Trainer
 
@@ -111,15 +111,15 @@ class FakeBiLM(nn.Module):
         return BiLMOutput(self.top[None], self.mask)
 
 
-class RecordingSoftmax(nn.Module):
-    """Stands in for the softmax: records what it is asked to predict from what."""
+class RecordingSoftmax:
+    """Stands in for the softmax's log-probabilities: records what it is asked to predict from what."""
 
-    def forward(self, hidden, target):
+    def __call__(self, softmax, hidden, target):
         self.hidden, self.target = hidden, target
-        return SimpleNamespace(output=torch.zeros(target.shape[0]))
+        return torch.zeros(target.shape[0])
 
 
-def test_forward_predicts_the_next_token_and_backward_the_previous(vocab):
+def test_forward_predicts_the_next_token_and_backward_the_previous(vocab, monkeypatch):
     lm = make_lm(vocab).eval()
     P = lm.options.lstm.projection_dim
     batch = make_batch([["the", "cat", "sat"], ["it"]], vocab)
@@ -128,17 +128,18 @@ def test_forward_predicts_the_next_token_and_backward_the_previous(vocab):
     top = torch.cat([positions.expand(2, 5, P), -positions.expand(2, 5, P)], dim=-1)
     mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
     lm.bilm = FakeBiLM(top, mask)
-    lm.softmax = RecordingSoftmax()
+    recorded = RecordingSoftmax()
+    monkeypatch.setattr(model_module, "adaptive_log_prob", recorded)
     lm(batch.char_ids, batch.mask, batch.targets)
     n = 4 + 2
-    forward_from = lm.softmax.hidden[:n, 0].tolist()
-    backward_from = (-lm.softmax.hidden[n:, 0]).tolist()
+    forward_from = recorded.hidden[:n, 0].tolist()
+    backward_from = (-recorded.hidden[n:, 0]).tolist()
     the, cat, sat, it = vocab.encode(["the", "cat", "sat", "it"])
     # Row 0: <S> the cat sat </S>; row 1: <S> it </S> (rows flattened in row-major order).
     assert forward_from == [0, 1, 2, 3, 0, 1]
-    assert lm.softmax.target[:n].tolist() == [the, cat, sat, 1, it, 1]
+    assert recorded.target[:n].tolist() == [the, cat, sat, 1, it, 1]
     assert backward_from == [1, 2, 3, 4, 1, 2]
-    assert lm.softmax.target[n:].tolist() == [0, the, cat, sat, 0, it]
+    assert recorded.target[n:].tolist() == [0, the, cat, sat, 0, it]
 
 
 def test_losses_do_not_depend_on_batch_mates_or_padding(vocab):

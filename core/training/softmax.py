@@ -1,0 +1,126 @@
+"""The adaptive softmax's log-probabilities of the targets, computed without the full
+log-softmax tensors (training and evaluation of `BiLMLanguageModel`).
+
+`torch.nn.AdaptiveLogSoftmaxWithLoss` (Grave et al. 2017) computes, per prediction with
+target t in cluster k (k = 0 for the head's shortlist):
+
+    log p(t) = log_softmax(head(x))[t]                                  k = 0
+             = log_softmax(head(x))[shortlist + k - 1]
+               + log_softmax(tail_k(x))[t - cutoff_k]                   k >= 1
+
+Its forward writes the whole [predictions, classes] log-softmax of the head (and of each
+cluster), gathers one column, and its backward scatters the gradient into a zero tensor
+of that size and runs the log-softmax backward over it: on the CPU that was 186 ms of a
+4,096-position bf16 training step, 25 ms of it matrix products
+(`benchmarks/bench_train.py`). `adaptive_log_prob` computes the same numbers from the
+same parameters with one product per layer, a float32 `logsumexp` per block of rows and
+a backward that turns the stored logits into their gradient in place,
+`softmax(logits) - onehot(t)` times the incoming gradient. Under autocast the products
+run in its dtype and the log-sum-exp in float32 (the module's log-softmax ran in the
+autocast dtype on the CPU, so bf16 losses are now closer to float32 ones).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["ROW_BLOCK", "adaptive_log_prob"]
+
+ROW_BLOCK = 64
+"""Rows per block of the float32 log-sum-exp and its backward (a block of head logits,
+64 x 4,002 float32 values, is 1 MB: it stays in a core's cache from one pass to the next)."""
+
+
+class _LogSoftmaxAt(torch.autograd.Function):
+    """`log_softmax(x @ W^T + b)[r, target[r]]` per row r, float32, without the full log-softmax.
+
+    Shape: x [rows, F], weight [C, F], bias [C] or None (one dtype), target [rows] int64
+    -> [rows] float32
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, target):  # noqa: ANN001, ANN205
+        logits = F.linear(x, weight, bias)  # [rows, C], x's dtype
+        lse = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
+        picked = logits.gather(1, target[:, None]).squeeze(1).float()  # [rows]
+        for start in range(0, x.shape[0], ROW_BLOCK):
+            block = slice(start, start + ROW_BLOCK)
+            top = logits[block].amax(dim=1, keepdim=True).float()  # [block, 1], exact in any dtype
+            # float32 from here: the subtraction promotes the logits in the same pass.
+            lse[block] = (logits[block] - top).exp_().sum(dim=1).log_() + top.squeeze(1)
+        ctx.save_for_backward(x, weight, target, logits, lse)
+        ctx.has_bias = bias is not None
+        ctx.done = False
+        return picked - lse
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: ANN001, ANN205
+        if ctx.done:
+            raise RuntimeError(
+                "the adaptive softmax's backward reuses its stored logits and runs once per forward; "
+                "run the forward again instead of backward(retain_graph=True)."
+            )
+        ctx.done = True
+        x, weight, target, logits, lse = ctx.saved_tensors
+        grad = grad.float()
+        d_bias = torch.zeros(weight.shape[0], dtype=torch.float32, device=x.device) if ctx.has_bias else None
+        d_logits = logits  # overwritten block by block: the logits are not needed after their block
+        for start in range(0, x.shape[0], ROW_BLOCK):
+            block = slice(start, start + ROW_BLOCK)
+            g = grad[block, None]  # [block, 1]
+            d = (logits[block] - lse[block, None]).exp_().mul_(-g)  # -g * softmax, float32
+            d.scatter_add_(1, target[block, None], g)  # + g at the target
+            if d_bias is not None:
+                d_bias += d.sum(dim=0)
+            d_logits[block] = d
+        d_x = d_logits @ weight  # [rows, F]
+        d_weight = d_logits.t() @ x  # [C, F]
+        return d_x, d_weight, (d_bias.to(weight.dtype) if d_bias is not None else None), None
+
+
+def adaptive_log_prob(
+    softmax: nn.AdaptiveLogSoftmaxWithLoss, hidden: torch.Tensor, target: torch.Tensor
+) -> torch.Tensor:
+    """`softmax(hidden, target).output`: the log-probability of each target, in float32.
+
+    Args:
+        softmax: The module whose parameters are used (its `forward` is not called).
+        hidden: One feature vector per prediction; autocast (when on) sets the products' dtype.
+        target: Class ids in [0, softmax.n_classes).
+
+    Returns:
+        Natural-log probabilities, float32; differentiable in `hidden` and the parameters.
+
+    Shape:
+        hidden: [rows, in_features]; target: [rows] int64 -> [rows] float32
+
+    Raises:
+        ValueError: for a target outside [0, n_classes), as the module does.
+    """
+    if target.numel() and (int(target.min()) < 0 or int(target.max()) >= softmax.n_classes):
+        raise ValueError(
+            f"targets must lie in [0, {softmax.n_classes}); found values from {int(target.min())} to "
+            f"{int(target.max())}."
+        )
+    device_type = hidden.device.type
+    dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else hidden.dtype
+    with torch.autocast(device_type, enabled=False):
+        x = hidden.to(dtype)
+        cutoffs = torch.tensor(softmax.cutoffs, device=target.device)  # [c_0, .., n_classes]
+        cluster = torch.bucketize(target, cutoffs, right=True)  # 0 = the head's shortlist, k = tail k
+        in_head = cluster == 0
+        head_target = torch.where(in_head, target, softmax.shortlist_size + cluster - 1)
+        head = softmax.head
+        bias = head.bias.to(dtype) if head.bias is not None else None
+        log_prob = _LogSoftmaxAt.apply(x, head.weight.to(dtype), bias, head_target)  # [rows]
+        for k, (projection, output) in enumerate(softmax.tail, start=1):
+            rows = (cluster == k).nonzero().squeeze(1)
+            if rows.numel() == 0:
+                continue
+            features = F.linear(x.index_select(0, rows), projection.weight.to(dtype))  # [n_k, F / div^k]
+            relative = target.index_select(0, rows) - softmax.cutoffs[k - 1]
+            in_cluster = _LogSoftmaxAt.apply(features, output.weight.to(dtype), None, relative)  # [n_k]
+            log_prob = log_prob.index_add(0, rows, in_cluster)
+    return log_prob

@@ -1,0 +1,136 @@
+"""The training recurrence (`elmo_core.paired_bptt`) and the char CNN's training path
+compute the step loop's loss and gradients."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from elmo_core import CharCNN, set_recurrence
+from elmo_core.paired_bptt import paired_training_stacks
+from elmo_core.recurrence import resolve_recurrence
+from elmo_core.training.data import make_batch
+from elmo_core.training.model import BiLMLanguageModel
+from elmo_core.training.vocab import Vocabulary
+
+from ..conftest import make_tiny_options
+
+SENTENCES = [  # rows deliberately not sorted by length, one word at the 50-slot limit
+    ["a", "b"],
+    ["the", "cat", "sat", "on", "the", "mat", "."],
+    ["x" * 60, "y"],
+    ["w"],
+    ["one", "two", "three", "four"],
+]
+
+
+def _clip_free_lm(seed: int = 0) -> BiLMLanguageModel:
+    options = make_tiny_options()
+    options = dataclasses.replace(options, lstm=dataclasses.replace(options.lstm, cell_clip=None, proj_clip=None))
+    torch.manual_seed(seed)
+    vocab = _vocab()
+    lm = BiLMLanguageModel(options, len(vocab), dropout=0.0)
+    with torch.no_grad():
+        for p in lm.bilm.parameters():
+            p.normal_(0.0, 0.5)  # larger than the default init, so that gates saturate somewhere
+    return lm.train()
+
+
+def _vocab() -> Vocabulary:
+    words = sorted({w for s in SENTENCES for w in s})
+    return Vocabulary(["<S>", "</S>", "<UNK>", *words])
+
+
+def _loss_and_grads(lm: BiLMLanguageModel, recurrence: str, dtype: torch.dtype | None = None):
+    set_recurrence(lm, recurrence)
+    lm.zero_grad(set_to_none=True)
+    batch = make_batch(SENTENCES, _vocab())
+    with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
+        out = lm(batch.char_ids, batch.mask, batch.targets)
+    out.loss.backward()
+    return out.loss.detach(), {name: p.grad.clone() for name, p in lm.named_parameters() if p.grad is not None}
+
+
+def test_auto_trains_a_clip_free_biLM_on_the_cpu_with_the_paired_recurrence():
+    lm = _clip_free_lm()
+    stacks = (lm.bilm.forward_layers, lm.bilm.backward_layers)
+    cpu = torch.device("cpu")
+    assert resolve_recurrence("auto", stacks, cpu, True, False) == "paired"
+    assert resolve_recurrence("auto", stacks, cpu, False, False) == "step"  # inference: unchanged
+    assert resolve_recurrence("auto", stacks, cpu, True, True) == "step"  # stateful: the carry-over
+
+
+def test_paired_training_step_equals_the_step_loop_in_float32():
+    lm = _clip_free_lm()
+    loss_step, grads_step = _loss_and_grads(lm, "step")
+    loss_new, grads_new = _loss_and_grads(lm, "auto")
+    torch.testing.assert_close(loss_new, loss_step, atol=1e-5, rtol=1e-5)
+    assert grads_new.keys() == grads_step.keys()
+    for name, g in grads_step.items():
+        torch.testing.assert_close(grads_new[name], g, atol=2e-5, rtol=1e-4, msg=name)
+
+
+def test_paired_training_stacks_give_each_row_what_it_gives_alone():
+    lm = _clip_free_lm()
+    stacks = (lm.bilm.forward_layers, lm.bilm.backward_layers)
+    torch.manual_seed(1)
+    tokens = torch.randn(3, 5, 8)
+    lengths = torch.tensor([2, 5, 3])  # not sorted: the function sorts and restores the rows
+    tokens[0, 2:] = tokens[2, 3:] = 0
+    forward_out, backward_out = paired_training_stacks(stacks, tokens, lengths)
+    for row in range(3):
+        n = int(lengths[row])
+        alone_f, alone_b = paired_training_stacks(stacks, tokens[row : row + 1, :n], lengths[row : row + 1])
+        for got, alone in zip(forward_out + backward_out, alone_f + alone_b):
+            torch.testing.assert_close(got[:n, row], alone[:, 0], atol=2e-6, rtol=1e-5)
+            assert got[n:, row].abs().max() == 0 if n < 5 else True  # zero past the row's end
+
+
+def test_paired_training_step_under_bf16_autocast_stays_within_its_stated_tolerance():
+    """bf16 products, float32 state: the loss within 0.1% of the float32 step loop's, every
+    gradient within 10% of it (in norm; 5% at most on this model), and on average over the
+    parameters no further from it than 1.5x the step loop's own bf16 gradients are."""
+    lm = _clip_free_lm()
+    loss_ref, grads_ref = _loss_and_grads(lm, "step")
+    loss_new, grads_new = _loss_and_grads(lm, "auto", torch.bfloat16)
+    _, grads_old = _loss_and_grads(lm, "step", torch.bfloat16)
+    assert abs(loss_new.item() / loss_ref.item() - 1) < 1e-3
+
+    def errors(grads: dict[str, torch.Tensor]) -> torch.Tensor:
+        return torch.stack([(grads[name] - g).norm() / g.norm().clamp_min(1e-12) for name, g in grads_ref.items()])
+
+    new, old = errors(grads_new), errors(grads_old)
+    assert new.max() < 0.1, new.max()
+    assert new.mean() < 1.5 * old.mean(), (new.mean(), old.mean())
+
+
+@pytest.mark.parametrize("longest", [3, 12, 47, 50])
+def test_char_cnn_training_path_convolves_only_the_slots_it_needs_and_equals_all_50(longest):
+    options = make_tiny_options()
+    torch.manual_seed(0)
+    cnn = CharCNN(options)
+    words = [["a", "x" * (longest - 2), "c"]]  # slots: begin, bytes, end (then padding)
+    char_ids = make_batch(words, _vocab()).char_ids[0]  # [3, 50]
+    widths = []
+    hook = cnn.convolutions[0].register_forward_hook(lambda m, args, out: widths.append(args[0].shape[-1]))
+    out = cnn(char_ids)
+    hook.remove()
+    assert widths == [min(50, longest + 2)]  # longest slots + widest filter (2)
+    weights = torch.linspace(-1, 1, out.numel()).view_as(out)
+    (out * weights).sum().backward()
+    grads = [p.grad.clone() for p in cnn.parameters()]
+    cnn.zero_grad()
+    reference = _char_cnn_all_slots(cnn, char_ids)  # the inference formula, all 50 slots, amax
+    (reference * weights).sum().backward()
+    torch.testing.assert_close(out, reference, atol=1e-6, rtol=1e-6)
+    for got, expected in zip(grads, (p.grad for p in cnn.parameters())):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+def _char_cnn_all_slots(cnn: CharCNN, char_ids: torch.Tensor) -> torch.Tensor:
+    x = F.embedding(char_ids, cnn.embedding_table()).transpose(1, 2)  # [tokens, E, 50]
+    features = torch.cat([torch.relu(conv(x).amax(dim=2)) for conv in cnn.convolutions], dim=1)
+    return cnn.projection(cnn.highway(features))
