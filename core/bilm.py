@@ -30,6 +30,7 @@ from .checks import check_int
 from .lstm import LSTMStack, LSTMState
 from .options import BiLMOptions
 from .recurrence import CapturedRecurrence, paired_stacks, resolve_recurrence, reverse_index
+from .threads import forward_threads
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS, TokenCache, parameter_fingerprint
 
 __all__ = ["BiLM", "BiLMOutput", "check_char_ids"]
@@ -192,6 +193,11 @@ class BiLM(nn.Module):
         C = self.options.char_cnn.max_characters_per_token
         check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
         device = self.bos_char_ids.device
+        # No more CPU threads than there are free CPUs (a taken core stalls every step).
+        with forward_threads(device):
+            return self._forward(char_ids, mask, device)
+
+    def _forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None, device: torch.device) -> BiLMOutput:
         char_ids = char_ids.to(device)
         real = (char_ids != 0).any(dim=-1) if mask is None else _check_mask(mask, char_ids).to(device)
         ids, full_lengths, full_mask = self._add_sentence_boundaries(char_ids, real)
