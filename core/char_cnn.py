@@ -13,6 +13,7 @@ from torch import nn
 
 from .highway import Highway
 from .options import BiLMOptions
+from .precision import bf16_linear, bf16_weight, cpu_bf16_active
 
 __all__ = ["BLOCK_TOKENS", "CharCNN"]
 
@@ -81,11 +82,20 @@ class CharCNN(nn.Module):
     def _encode(self, table: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
         x = F.embedding(char_ids, table)  # [tokens, chars, E]
         x = x.transpose(1, 2)  # [tokens, E, chars]: Conv1d wants channels first
+        bf16 = cpu_bf16_active(x)  # bf16 products, float32 results (elmo_core.precision)
+        if bf16:
+            x = x.to(torch.bfloat16)
         pooled = []
         for conv in self.convolutions:
             # Max over all `chars - width + 1` windows, padding-char slots included,
             # then the activation (TF order; both are monotone, so order is immaterial).
-            y = conv(x).amax(dim=2)  # [tokens, count]
+            if bf16:  # the bias is the same in every window: added after the max, in float32
+                y = F.conv1d(x, bf16_weight(conv.weight)).amax(dim=2).float() + conv.bias
+            else:
+                y = conv(x).amax(dim=2)  # [tokens, count]
             pooled.append(torch.relu(y) if self.activation == "relu" else torch.tanh(y))
         features = torch.cat(pooled, dim=1)  # [tokens, F]
-        return self.projection(self.highway(features))  # [tokens, P]
+        highway = self.highway(features)
+        if bf16 and isinstance(self.projection, nn.Linear):
+            return bf16_linear(highway, self.projection)
+        return self.projection(highway)  # [tokens, P]

@@ -1,11 +1,12 @@
 # This file was generated from hf_elmo/modeling_elmo.py and the elmo_core definitions it
-# uses (elmo_core/batching.py, elmo_core/highway.py, elmo_core/errors.py,
-# elmo_core/char_cnn.py, elmo_core/characters.py, elmo_core/lstm.py,
-# elmo_core/recurrence.py, elmo_core/threads.py, elmo_core/token_cache.py,
-# elmo_core/bilm.py, elmo_core/quantization.py, elmo_core/memory.py,
-# elmo_core/windows.py, elmo_core/embedding.py, elmo_core/scalar_mix.py,
-# elmo_core/elmo.py, elmo_core/weights.py, elmo_core/model_folder.py), so that a saved
-# model folder needs no elmo-bilm. Do not edit it: edit those files and run
+# uses (elmo_core/batching.py, elmo_core/precision.py, elmo_core/highway.py,
+# elmo_core/errors.py, elmo_core/char_cnn.py, elmo_core/characters.py,
+# elmo_core/lstm.py, elmo_core/recurrence.py, elmo_core/threads.py,
+# elmo_core/token_cache.py, elmo_core/bilm.py, elmo_core/quantization.py,
+# elmo_core/memory.py, elmo_core/windows.py, elmo_core/embedding.py,
+# elmo_core/scalar_mix.py, elmo_core/elmo.py, elmo_core/weights.py,
+# elmo_core/model_folder.py), so that a saved model folder needs no elmo-bilm. Do not
+# edit it: edit those files and run
 #     python -m hf_elmo.remote_code.generate
 """ELMo as a transformers model: ElmoPreTrainedModel, ElmoModel, ElmoForTokenClassification.
 
@@ -113,6 +114,84 @@ def batches_by_token_budget(
     return batches
 
 
+# ---- elmo_core/precision.py ---------------------------------------------------
+
+_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+@functools.cache
+def cpu_bf16_support() -> str | None:
+    """The CPU's native bf16 instructions ("amx_bf16" or "avx512_bf16"), or None.
+
+    From `/proc/cpuinfo` on Linux; elsewhere from oneDNN's own check (which does not name
+    the instructions: "native").
+    """
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                return next((f for f in _BF16_FLAGS if f in flags), None)
+    except OSError:
+        pass
+    try:
+        return "native" if torch.ops.mkldnn._is_mkldnn_bf16_supported() else None
+    except (AttributeError, RuntimeError):  # pragma: no cover - depends on the build
+        return None
+
+
+def check_cpu_bf16() -> None:
+    """Raise `ValueError` unless this CPU computes bf16 natively (see the module docstring)."""
+    if cpu_bf16_support() is None:
+        raise ValueError(
+            "bf16 on the CPU needs native bf16 instructions (AVX512-BF16 or AMX), which this CPU "
+            "does not have: it would run slower than float32 here. Use float32 (the default; "
+            "--precision fp32) or int8 (--precision int8), or bf16 on a GPU."
+        )
+
+
+def cpu_bf16_active(x: torch.Tensor) -> bool:
+    """True when `x`'s products should take the bf16 path: CPU, bf16 autocast, no autograd."""
+    return (
+        x.device.type == "cpu"
+        and torch.is_autocast_enabled("cpu")
+        and torch.get_autocast_dtype("cpu") == torch.bfloat16
+        and not torch.is_grad_enabled()
+    )
+
+
+# id(weight) -> (a weak reference to it, the key it was copied under, its bf16 copy). Not a
+# WeakKeyDictionary (tensors compare element-wise) nor an attribute of the weight (it would
+# be pickled with the weight, e.g. by torch.save of a state_dict).
+_COPIES: dict[int, tuple[weakref.ref, tuple, torch.Tensor]] = {}
+
+
+def bf16_weight(weight: torch.Tensor) -> torch.Tensor:
+    """A bf16 copy of `weight`, made once and kept until the weight changes or is freed."""
+    key = (weight._version, weight.data_ptr(), weight.device, weight.shape)
+    kept = _COPIES.get(id(weight))
+    if kept is None or kept[0]() is not weight or kept[1] != key:
+        with torch.autocast("cpu", enabled=False), torch.no_grad():
+            copy = weight.detach().to(torch.bfloat16)
+        ident = id(weight)
+        kept = (weakref.ref(weight, lambda _, ident=ident: _COPIES.pop(ident, None)), key, copy)
+        _COPIES[ident] = kept
+    return kept[2]
+
+
+def bf16_linear(x: torch.Tensor, layer: nn.Linear, bias: bool = True) -> torch.Tensor:
+    """`layer(x)` with a bf16 product and a float32 result (bias added in float32).
+
+    Shape: x [..., in] (any float dtype) -> [..., out] float32
+    """
+    # As one 2-D product: a strided 3-D bf16 input would go through a batched product
+    # that copies the weight once per batch entry.
+    rows = x.to(torch.bfloat16).reshape(-1, x.shape[-1])  # [rows, in]
+    y = F.linear(rows, bf16_weight(layer.weight)).float().reshape(*x.shape[:-1], -1)
+    if bias and layer.bias is not None:
+        y += layer.bias
+    return y
+
+
 # ---- elmo_core/highway.py -----------------------------------------------------
 
 class Highway(nn.Module):
@@ -156,8 +235,9 @@ class Highway(nn.Module):
         nn.init.constant_(layer.bias[self.size :], -2.0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bf16 = cpu_bf16_active(x)  # bf16 products, float32 gating (elmo_core.precision)
         for layer in self.layers:
-            candidate, gate = layer(x).chunk(2, dim=-1)  # 2 x [..., F]
+            candidate, gate = (bf16_linear(x, layer) if bf16 else layer(x)).chunk(2, dim=-1)  # 2 x [..., F]
             gate = torch.sigmoid(gate)
             x = gate * torch.relu(candidate) + (1 - gate) * x
         return x
@@ -239,14 +319,23 @@ class CharCNN(nn.Module):
     def _encode(self, table: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
         x = F.embedding(char_ids, table)  # [tokens, chars, E]
         x = x.transpose(1, 2)  # [tokens, E, chars]: Conv1d wants channels first
+        bf16 = cpu_bf16_active(x)  # bf16 products, float32 results (elmo_core.precision)
+        if bf16:
+            x = x.to(torch.bfloat16)
         pooled = []
         for conv in self.convolutions:
             # Max over all `chars - width + 1` windows, padding-char slots included,
             # then the activation (TF order; both are monotone, so order is immaterial).
-            y = conv(x).amax(dim=2)  # [tokens, count]
+            if bf16:  # the bias is the same in every window: added after the max, in float32
+                y = F.conv1d(x, bf16_weight(conv.weight)).amax(dim=2).float() + conv.bias
+            else:
+                y = conv(x).amax(dim=2)  # [tokens, count]
             pooled.append(torch.relu(y) if self.activation == "relu" else torch.tanh(y))
         features = torch.cat(pooled, dim=1)  # [tokens, F]
-        return self.projection(self.highway(features))  # [tokens, P]
+        highway = self.highway(features)
+        if bf16 and isinstance(self.projection, nn.Linear):
+            return bf16_linear(highway, self.projection)
+        return self.projection(highway)  # [tokens, P]
 
 
 # ---- elmo_core/characters.py --------------------------------------------------
@@ -524,21 +613,26 @@ class LSTMCellWithProjection(nn.Module):
             gates = _compiled_gates()
         else:
             gates = lstm_gates if grad else _lstm_gates_in_place
+        # bf16 products with float32 pre-activations, gates and state (elmo_core.precision).
+        bf16 = cpu_bf16_active(inputs) and self.has_float_linears
+        recurrent = bf16_weight(self.state_linear.weight) if bf16 else None
         pre: tuple[torch.Tensor, ...] | None = None
         block = max(1, -(-INPUT_BLOCK_ROWS // max(batch_size, 1)))  # steps per input product
         for t in range(num_steps):
             if t % block == 0:
                 pre = pre_t = None  # free the last block before computing the next
-                pre = self._input_products(inputs[t : t + block]).unbind(0)
+                pre = self._input_products(inputs[t : t + block], bf16).unbind(0)
             n = batch_sizes[t]
             pre_t = pre[t % block]
             if grad:
                 z = pre_t[:n] + self.state_linear(h[:n])  # [n, 4D]
+            elif bf16:  # a bf16 [n, 4D] product, added to the float32 pre-activations
+                z = pre_t[:n] + F.linear(h[:n].to(torch.bfloat16), recurrent)
             else:
                 z = self.state_linear(h[:n])
                 z += pre_t[:n]  # in place: one [n, 4D] tensor per step, not two
             c_t, gated = gates(z, c[:n], self.cell_clip)  # [n, D] each
-            h_t = self.state_projection(gated)  # [n, P]
+            h_t = bf16_linear(gated, self.state_projection) if bf16 else self.state_projection(gated)  # [n, P]
             if self.proj_clip:
                 h_t = h_t.clamp(-self.proj_clip, self.proj_clip)
             if n == batch_size:
@@ -556,7 +650,7 @@ class LSTMCellWithProjection(nn.Module):
             return inputs.new_zeros(0, batch_size, self.projection_dim), (h, c)
         return (torch.stack(outputs) if outputs else output), (h, c)
 
-    def _input_products(self, inputs: torch.Tensor) -> torch.Tensor:
+    def _input_products(self, inputs: torch.Tensor, bf16: bool = False) -> torch.Tensor:
         """`x @ W_x + B` plus the forget bias, for a block of steps.
 
         The products are computed a block of at least `INPUT_BLOCK_ROWS` rows at a time:
@@ -570,7 +664,7 @@ class LSTMCellWithProjection(nn.Module):
         """
         # Through the Linear module (not its weight), so that int8 dynamic quantisation
         # (`elmo_core.quantization`) replaces it too.
-        pre = self.input_linear(inputs)
+        pre = bf16_linear(inputs, self.input_linear) if bf16 else self.input_linear(inputs)
         pre[..., 2 * self.dim : 3 * self.dim] += FORGET_BIAS  # block order i, j, f, o; in place: no copy
         return pre
 
@@ -2108,6 +2202,8 @@ def _autocast(device: torch.device, dtype: torch.dtype | None):
         return contextlib.nullcontext()
     if dtype not in (torch.bfloat16, torch.float16):
         raise ValueError(f"autocast_dtype must be torch.bfloat16, torch.float16 or None; got {dtype!r}.")
+    if device.type == "cpu" and dtype == torch.bfloat16:
+        check_cpu_bf16()  # bf16 products with float32 state where the CPU has them (elmo_core.precision)
     return torch.autocast(device.type, dtype=dtype)
 
 
@@ -2140,7 +2236,10 @@ def embed_sentences(
         autocast_dtype: Run under `torch.autocast` in this dtype (`torch.bfloat16` or
             `torch.float16`), e.g. on a GPU: matrix products in half precision, about
             3 significant digits; outputs are still float32 arrays. None (default):
-            the model's own dtype.
+            the model's own dtype. On the CPU, `torch.bfloat16` runs the char CNN,
+            highway and LSTM products in bf16 with float32 accumulation, gates and
+            state, on CPUs with AVX512-BF16 or AMX (`elmo_core.precision`), and is
+            refused on others, where it would be slower than float32.
         window_tokens: A sentence longer than this is read in overlapping windows of this many
             tokens (see `elmo_core.windows`), so memory does not grow with its length; shorter
             ones are read whole and are not affected. None (or 0) reads every sentence whole.
@@ -2153,7 +2252,8 @@ def embed_sentences(
     Raises:
         TypeError: if `sentences` is not a list of lists of str.
         ValueError: for an unknown `layers` value, a bad budget or window, a stateful
-            model, or an `autocast_dtype` other than bfloat16/float16.
+            model, an `autocast_dtype` other than bfloat16/float16, or bfloat16 on a CPU
+            without native bf16.
     """
     check_sentences(sentences)
     out: list[np.ndarray | None] = [None] * len(sentences)
