@@ -106,7 +106,7 @@ def bf16_linear(x: torch.Tensor, layer: nn.Linear, bias: bool = True) -> torch.T
     # As one 2-D product: a strided 3-D bf16 input would go through a batched product
     # that copies the weight once per batch entry.
     rows = x.to(torch.bfloat16).reshape(-1, x.shape[-1])  # [rows, in]
-    y = F.linear(rows, bf16_weight(layer.weight)).float().reshape(*x.shape[:-1], -1)
+    y = F.linear(rows, bf16_weight(layer.weight)).float().reshape(*x.shape[:-1], layer.out_features)
     if bias and layer.bias is not None:
         y += layer.bias
     return y

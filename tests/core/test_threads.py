@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -155,3 +156,26 @@ def test_forward_threads_leaves_other_devices_alone(policy, monkeypatch):
     monkeypatch.setattr(threads, "other_load", lambda: 1.0)
     with forward_threads(torch.device("meta")) as chosen:
         assert chosen == 2 == torch.get_num_threads()
+
+
+def test_directions_side_by_side_give_the_sequential_vectors(sentences, policy, monkeypatch):
+    from elmo_core import embed_sentences
+
+    from ..conftest import make_tiny_elmo
+
+    model = make_tiny_elmo(token_cache_words=0)
+    torch.set_num_threads(2)
+    monkeypatch.setattr(threads, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(threads, "other_load", lambda: 0.0)
+    sequential = embed_sentences(model, sentences, layers="all")
+    monkeypatch.setattr(threads, "SIDE_BY_SIDE_MIN_WEIGHTS", 0)  # the tiny model's layers qualify
+    names: list[str] = []
+    handle = model.bilm.backward_layers.register_forward_hook(
+        lambda *_: names.append(threads.threading.current_thread().name)
+    )
+    side_by_side = embed_sentences(model, sentences, layers="all")
+    handle.remove()
+    assert names and all(name == "elmo-backward-direction" for name in names)
+    for a, b in zip(sequential, side_by_side):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    assert torch.get_num_threads() == 2
