@@ -40,6 +40,7 @@ from .options import PUBLISHED_OPTIONS, BiLMOptions, CharCNNOptions, LSTMOptions
 from .quantization import is_quantized, quantize_int8
 from .recurrence import RECURRENCES, set_recurrence
 from .scalar_mix import ScalarMix
+from .threads import set_thread_policy
 from .token_cache import TokenCache
 from .weights import load_bilm_tf, save_bilm_tf
 from .windows import DEFAULT_WINDOW_TOKENS, Window, check_window_settings, plan_windows, run_in_windows
@@ -71,6 +72,7 @@ __all__ = [
     "check_window_settings",
     "compile_recurrence",
     "set_recurrence",
+    "set_thread_policy",
     "RECURRENCES",
     "embed_sentences",
     "is_quantized",

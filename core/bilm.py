@@ -30,6 +30,7 @@ from .checks import check_int
 from .lstm import LSTMStack, LSTMState
 from .options import BiLMOptions
 from .recurrence import CapturedRecurrence, paired_stacks, resolve_recurrence, reverse_index
+from .threads import directions_side_by_side, forward_threads, run_side_by_side
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS, TokenCache, parameter_fingerprint
 
 __all__ = ["BiLM", "BiLMOutput", "check_char_ids"]
@@ -194,6 +195,11 @@ class BiLM(nn.Module):
         C = self.options.char_cnn.max_characters_per_token
         check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
         device = self.bos_char_ids.device
+        # No more CPU threads than there are free CPUs (a taken core stalls every step).
+        with forward_threads(device):
+            return self._forward(char_ids, mask, device)
+
+    def _forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None, device: torch.device) -> BiLMOutput:
         char_ids = char_ids.to(device)
         real = (char_ids != 0).any(dim=-1) if mask is None else _check_mask(mask, char_ids).to(device)
         ids, full_lengths, full_mask = self._add_sentence_boundaries(char_ids, real)
@@ -342,9 +348,19 @@ class BiLM(nn.Module):
 
         forward_init, backward_init = self._initial_states(order, batch_size)
         run = {"fused": fused, "final_state": self.stateful}  # final states feed only the carry-over
-        forward_out, forward_final = self.forward_layers(x, batch_sizes, forward_init, **run)
-        x = flip(x)  # the sorted input is not needed any more: one copy alive, not two
-        backward_out, backward_final = self.backward_layers(x, batch_sizes, backward_init, **run)
+        cell = self.forward_layers.layers[0]
+        split = directions_side_by_side(tokens.device, 4 * cell.dim * cell.projection_dim)
+        if split:  # each direction on its own core(s): see elmo_core.threads
+            backward_x = flip(x)
+            (forward_out, forward_final), (backward_out, backward_final) = run_side_by_side(
+                lambda: self.forward_layers(x, batch_sizes, forward_init, **run),
+                lambda: self.backward_layers(backward_x, batch_sizes, backward_init, **run),
+                split,
+            )
+        else:
+            forward_out, forward_final = self.forward_layers(x, batch_sizes, forward_init, **run)
+            x = flip(x)  # the sorted input is not needed any more: one copy alive, not two
+            backward_out, backward_final = self.backward_layers(x, batch_sizes, backward_init, **run)
         backward_out = [flip(y) for y in backward_out]
         if self.stateful:
             self._store_states(order, forward_final, backward_final)

@@ -14,8 +14,9 @@ from torch import nn
 from .characters import CHAR_ID_OFFSET, PADDING_CHARACTER
 from .highway import Highway
 from .options import BiLMOptions
+from .precision import bf16_linear, bf16_weight, cpu_bf16_active
 
-__all__ = ["BLOCK_TOKENS", "TRAIN_BLOCK_TOKENS", "CharCNN"]
+__all__ = ["BLOCK_TOKENS", "HIGHWAY_BLOCK_TOKENS", "TRAIN_BLOCK_TOKENS", "CharCNN"]
 
 BLOCK_TOKENS = 32
 """Tokens per block of the convolutions without a gradient (see `CharCNN.forward`)."""
@@ -25,6 +26,9 @@ TRAIN_BLOCK_TOKENS = 1024
 
 PADDING_ID = PADDING_CHARACTER + CHAR_ID_OFFSET
 """The id of the padding character that fills a token's slots after its end-of-word mark."""
+
+HIGHWAY_BLOCK_TOKENS = 256
+"""Tokens per block of the highway layers and the projection (see `CharCNN.forward`)."""
 
 
 class CharCNN(nn.Module):
@@ -78,14 +82,17 @@ class CharCNN(nn.Module):
         table = self.embedding_table()
         if torch.is_grad_enabled() and char_ids.shape[0]:
             return self._encode_for_training(table, char_ids)
-        if char_ids.shape[0] <= BLOCK_TOKENS:
-            return self._encode(table, char_ids)
-        # Every token is encoded on its own, so the tokens can go BLOCK_TOKENS at a time:
-        # a bank's full output is [tokens, count, chars - width + 1] before the max-pool
-        # (180 kB per token for the original model's width-7 bank) and the highway's
-        # [tokens, 2F] is another 16 kB, so a block bounds those buffers at about 25 MB
-        # whatever the batch, and fits the cache better than a whole batch.
-        return torch.cat([self._encode(table, block) for block in char_ids.split(BLOCK_TOKENS)])  # [tokens, P]
+        bf16 = cpu_bf16_active(table)  # bf16 products, float32 results (elmo_core.precision)
+        # Every token is encoded on its own, so the tokens can go in blocks. The
+        # convolutions go BLOCK_TOKENS at a time: a bank's full output is
+        # [tokens, count, chars - width + 1] before the max-pool (180 kB per token for the
+        # original model's width-7 bank), so a block bounds it at about 6 MB whatever the
+        # batch. The highway and projection go HIGHWAY_BLOCK_TOKENS at a time: their
+        # weights (32 MB per highway layer of the original model) are read once per block,
+        # so small blocks cost a full read of them per 32 tokens (measured: half the char
+        # CNN's time), while the highway's [tokens, 2F] output is 16 kB per token.
+        features = torch.cat([self._convolve(table, block, bf16) for block in char_ids.split(BLOCK_TOKENS)])
+        return torch.cat([self._project(block, bf16) for block in features.split(HIGHWAY_BLOCK_TOKENS)])
 
     def _encode_for_training(self, table: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
         """`forward` with a gradient: the same values, over fewer character slots.
@@ -104,19 +111,34 @@ class CharCNN(nn.Module):
         longest = int((char_ids != PADDING_ID).sum(dim=1).max())  # real slots, marks included
         widest = max(conv.kernel_size[0] for conv in self.convolutions)
         char_ids = char_ids[:, : min(char_ids.shape[1], longest + widest)]  # [tokens, kept chars]
-        return torch.cat([self._encode(table, block) for block in char_ids.split(TRAIN_BLOCK_TOKENS)])
+        blocks = char_ids.split(TRAIN_BLOCK_TOKENS)
+        return torch.cat([self._project(self._convolve(table, block, False), False) for block in blocks])
 
-    def _encode(self, table: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
+    def _convolve(self, table: torch.Tensor, char_ids: torch.Tensor, bf16: bool) -> torch.Tensor:
+        """Char embedding, convolutions, max-pool and activation. Shape: [tokens, chars] -> [tokens, F]"""
         x = F.embedding(char_ids, table)  # [tokens, chars, E]
         x = x.transpose(1, 2)  # [tokens, E, chars]: Conv1d wants channels first
+        if bf16:
+            x = x.to(torch.bfloat16)
         grad = torch.is_grad_enabled()
         pooled = []
         for conv in self.convolutions:
             # Max over all `chars - width + 1` windows, padding-char slots included,
             # then the activation (TF order; both are monotone, so order is immaterial).
-            # With a gradient, `max` (which keeps the argmax for its backward) rather than
-            # `amax` (whose backward compares the whole bank output with the max again).
-            y = conv(x).max(dim=2).values if grad else conv(x).amax(dim=2)  # [tokens, count]
+            if bf16:  # the bias is the same in every window: added after the max, in float32
+                y = F.conv1d(x, bf16_weight(conv.weight)).amax(dim=2).float() + conv.bias
+            elif grad:
+                # With a gradient, `max` (which keeps the argmax for its backward) rather than
+                # `amax` (whose backward compares the whole bank output with the max again).
+                y = conv(x).max(dim=2).values  # [tokens, count]
+            else:
+                y = conv(x).amax(dim=2)  # [tokens, count]
             pooled.append(torch.relu(y) if self.activation == "relu" else torch.tanh(y))
-        features = torch.cat(pooled, dim=1)  # [tokens, F]
-        return self.projection(self.highway(features))  # [tokens, P]
+        return torch.cat(pooled, dim=1)  # [tokens, F]
+
+    def _project(self, features: torch.Tensor, bf16: bool) -> torch.Tensor:
+        """Highway layers, then the projection. Shape: [tokens, F] -> [tokens, P]"""
+        highway = self.highway(features)
+        if bf16 and isinstance(self.projection, nn.Linear):
+            return bf16_linear(highway, self.projection)
+        return self.projection(highway)

@@ -28,6 +28,7 @@ from .embed_file import DEFAULT_PIECE_TOKENS, EmbedFileResult, check_embed_paths
 from .embedding import DEFAULT_BATCH_TOKENS, check_layers
 from .errors import ElmoError
 from .memory import MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD, use_mmap_for_large_blocks
+from .precision import check_cpu_bf16
 from .quantization import quantize_int8
 from .text_files import check_input_file, check_output_spares_inputs
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS
@@ -139,7 +140,7 @@ EmbedPrecisionOption = Annotated[
     str,
     typer.Option(
         help="fp32 (exact), int8 (CPU: int8 LSTMs, 1.2-2.8x faster, cosine about 0.9998), "
-        "bf16 or fp16 (autocast, for GPUs)."
+        "bf16 (GPUs, and CPUs with AVX512-BF16 or AMX: bf16 products, float32 state) or fp16 (GPUs)."
     ),
 ]
 TokenCacheOption = Annotated[
@@ -232,6 +233,8 @@ def _check_embed_options(
     check_int("--window-tokens", window_tokens, minimum=0, meaning="0 = no windows", error=ElmoError)
     check_int("--piece-tokens", piece_tokens, meaning="tokens", error=ElmoError)
     _check_device(device)
+    if precision == "bf16" and torch.device(device).type == "cpu":
+        check_cpu_bf16()  # refused where the CPU has no native bf16: it would be slower than fp32
     check_embed_paths(input_file, output_file)
 
 

@@ -13,6 +13,7 @@ import torch
 
 from .characters import check_sentences, words_to_char_ids
 from .checks import check_int
+from .precision import check_cpu_bf16
 from .quantization import is_quantized
 from .windows import DEFAULT_WINDOW_TOKENS, RunBatch, check_window_settings, run_in_windows
 
@@ -188,6 +189,8 @@ def _autocast(device: torch.device, dtype: torch.dtype | None):
         return contextlib.nullcontext()
     if dtype not in (torch.bfloat16, torch.float16):
         raise ValueError(f"autocast_dtype must be torch.bfloat16, torch.float16 or None; got {dtype!r}.")
+    if device.type == "cpu" and dtype == torch.bfloat16:
+        check_cpu_bf16()  # bf16 products with float32 state where the CPU has them (elmo_core.precision)
     return torch.autocast(device.type, dtype=dtype)
 
 
@@ -220,7 +223,10 @@ def embed_sentences(
         autocast_dtype: Run under `torch.autocast` in this dtype (`torch.bfloat16` or
             `torch.float16`), e.g. on a GPU: matrix products in half precision, about
             3 significant digits; outputs are still float32 arrays. None (default):
-            the model's own dtype.
+            the model's own dtype. On the CPU, `torch.bfloat16` runs the char CNN,
+            highway and LSTM products in bf16 with float32 accumulation, gates and
+            state, on CPUs with AVX512-BF16 or AMX (`elmo_core.precision`), and is
+            refused on others, where it would be slower than float32.
         window_tokens: A sentence longer than this is read in overlapping windows of this many
             tokens (see `elmo_core.windows`), so memory does not grow with its length; shorter
             ones are read whole and are not affected. None (or 0) reads every sentence whole.
@@ -233,7 +239,8 @@ def embed_sentences(
     Raises:
         TypeError: if `sentences` is not a list of lists of str.
         ValueError: for an unknown `layers` value, a bad budget or window, a stateful
-            model, or an `autocast_dtype` other than bfloat16/float16.
+            model, an `autocast_dtype` other than bfloat16/float16, or bfloat16 on a CPU
+            without native bf16.
     """
     check_sentences(sentences)
     out: list[np.ndarray | None] = [None] * len(sentences)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .precision import bf16_linear, cpu_bf16_active
+
 __all__ = ["Highway"]
 
 
@@ -49,8 +51,9 @@ class Highway(nn.Module):
         nn.init.constant_(layer.bias[self.size :], -2.0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bf16 = cpu_bf16_active(x)  # bf16 products, float32 gating (elmo_core.precision)
         for layer in self.layers:
-            candidate, gate = layer(x).chunk(2, dim=-1)  # 2 x [..., F]
+            candidate, gate = (bf16_linear(x, layer) if bf16 else layer(x)).chunk(2, dim=-1)  # 2 x [..., F]
             gate = torch.sigmoid(gate)
             x = gate * torch.relu(candidate) + (1 - gate) * x
         return x

@@ -35,6 +35,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from .precision import bf16_linear, bf16_weight, cpu_bf16_active
+
 __all__ = [
     "LSTMCellWithProjection",
     "LSTMStack",
@@ -48,7 +50,7 @@ LSTMState = tuple[torch.Tensor, torch.Tensor]
 
 FORGET_BIAS = 1.0  # TensorFlow LSTMCell's default, added at run time
 
-INPUT_BLOCK_ROWS = 64
+INPUT_BLOCK_ROWS = 128
 """Rows (steps x batch) per input product: large enough for an efficient matrix product,
 small enough that the block's pre-activations stay small (4 MB for the original model)."""
 
@@ -216,21 +218,29 @@ class LSTMCellWithProjection(nn.Module):
             gates = _compiled_gates()
         else:
             gates = lstm_gates if grad else _lstm_gates_in_place
+        # bf16 products with float32 pre-activations, gates and state (elmo_core.precision).
+        float_linears = self.has_float_linears
+        bf16 = cpu_bf16_active(inputs) and float_linears
+        recurrent = bf16_weight(self.state_linear.weight) if bf16 else None
         pre: tuple[torch.Tensor, ...] | None = None
         block = max(1, -(-INPUT_BLOCK_ROWS // max(batch_size, 1)))  # steps per input product
         for t in range(num_steps):
             if t % block == 0:
                 pre = pre_t = None  # free the last block before computing the next
-                pre = self._input_products(inputs[t : t + block]).unbind(0)
+                pre = self._input_products(inputs[t : t + block], bf16).unbind(0)
             n = batch_sizes[t]
             pre_t = pre[t % block]
             if grad:
                 z = pre_t[:n] + self.state_linear(h[:n])  # [n, 4D]
-            else:
+            elif bf16:  # a bf16 [n, 4D] product, added to the float32 pre-activations
+                z = pre_t[:n] + F.linear(h[:n].to(torch.bfloat16), recurrent)
+            elif float_linears:  # pre + h @ W_h in one product: one [n, 4D] tensor per step
+                z = torch.addmm(pre_t[:n], h[:n], self.state_linear.weight.t())
+            else:  # int8 layers (elmo_core.quantization): through the module
                 z = self.state_linear(h[:n])
                 z += pre_t[:n]  # in place: one [n, 4D] tensor per step, not two
             c_t, gated = gates(z, c[:n], self.cell_clip)  # [n, D] each
-            h_t = self.state_projection(gated)  # [n, P]
+            h_t = bf16_linear(gated, self.state_projection) if bf16 else self.state_projection(gated)  # [n, P]
             if self.proj_clip:
                 h_t = h_t.clamp(-self.proj_clip, self.proj_clip)
             if n == batch_size:
@@ -248,7 +258,7 @@ class LSTMCellWithProjection(nn.Module):
             return inputs.new_zeros(0, batch_size, self.projection_dim), (h, c)
         return (torch.stack(outputs) if outputs else output), (h, c)
 
-    def _input_products(self, inputs: torch.Tensor) -> torch.Tensor:
+    def _input_products(self, inputs: torch.Tensor, bf16: bool = False) -> torch.Tensor:
         """`x @ W_x + B` plus the forget bias, for a block of steps.
 
         The products are computed a block of at least `INPUT_BLOCK_ROWS` rows at a time:
@@ -262,7 +272,10 @@ class LSTMCellWithProjection(nn.Module):
         """
         # Through the Linear module (not its weight), so that int8 dynamic quantisation
         # (`elmo_core.quantization`) replaces it too.
-        pre = self.input_linear(inputs)
+        if bf16:
+            pre = bf16_linear(inputs, self.input_linear)
+        else:  # as one 2-D product: a strided 3-D input would take a slower batched product
+            pre = self.input_linear(inputs.reshape(-1, inputs.shape[-1])).view(*inputs.shape[:-1], 4 * self.dim)
         pre[..., 2 * self.dim : 3 * self.dim] += FORGET_BIAS  # block order i, j, f, o; in place: no copy
         return pre
 

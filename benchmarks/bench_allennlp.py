@@ -1,0 +1,177 @@
+"""This project's biLM against AllenNLP's `_ElmoBiLm`, side by side in one process (fp32, CPU).
+
+AllenNLP 2.10.1 pins an old torch, so it is not installed: its plain-torch ELMo modules
+(`modules/elmo.py`, `elmo_lstm.py`, `lstm_cell_with_projection.py`, `encoder_base.py`,
+`highway.py`, `scalar_mix.py`, `nn/util.py`, `nn/initializers.py`, `common/checks.py`,
+`data/token_indexers/elmo_indexer.py`) are read from its wheel into a temporary folder,
+beside small stand-ins for the framework parts those files import but `_ElmoBiLm` never
+calls (registries, file caching, the data pipeline). Get the wheel with
+`pip download allennlp==2.10.1 --no-deps -d DIR`.
+
+Both models read the same random weights, written in the published bilm-tf layout
+(`save_bilm_tf`) with the original shape's options; the script first checks that their
+activations agree (max difference printed). Both get the same length-sorted batches of 32
+sentences of enwiki text: AllenNLP as `_ElmoBiLm(char_ids)` under `torch.no_grad`, this
+project as `embed_sentences(model, sentences, layers="all", batch_size=32)` (the numpy
+copies included), with the token cache on (the default) and off. They alternate, and the
+best of `--repeats` runs counts.
+
+    .venv/bin/python benchmarks/bench_allennlp.py --wheel DIR/allennlp-2.10.1-py3-none-any.whl
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import torch
+from bench_core import DEFAULT_DATA, REPO_ROOT, cpu_model, load_average, load_sentences, shape_options
+from bench_memory import simd_flags
+
+from elmo_core import Elmo, embed_sentences, load_bilm_tf, save_bilm_tf, words_to_char_ids
+
+FILES = [
+    "allennlp/modules/elmo.py",
+    "allennlp/modules/elmo_lstm.py",
+    "allennlp/modules/lstm_cell_with_projection.py",
+    "allennlp/modules/encoder_base.py",
+    "allennlp/modules/highway.py",
+    "allennlp/modules/scalar_mix.py",
+    "allennlp/nn/util.py",
+    "allennlp/nn/initializers.py",
+    "allennlp/common/checks.py",
+    "allennlp/data/token_indexers/elmo_indexer.py",
+]
+
+# Stand-ins for what those files import but the biLM never runs.
+STUBS = {
+    "allennlp/__init__.py": "",
+    "allennlp/modules/__init__.py": "",
+    "allennlp/nn/__init__.py": "",
+    "allennlp/data/__init__.py": "",
+    "allennlp/data/fields/__init__.py": "class TextField: pass\n",
+    "allennlp/data/instance.py": "class Instance: pass\n",
+    "allennlp/data/vocabulary.py": "class Vocabulary: pass\n",
+    "allennlp/data/batch.py": "class Batch: pass\n",
+    "allennlp/data/tokenizers/__init__.py": "class Token: pass\n",
+    "allennlp/data/tokenizers/token_class.py": "class Token: pass\n",
+    "allennlp/data/token_indexers/__init__.py": "",
+    "allennlp/data/token_indexers/token_indexer.py": (
+        "IndexedTokenList = dict\n"
+        "class TokenIndexer:\n"
+        "    @classmethod\n"
+        "    def register(cls, *a, **k): return lambda c: c\n"
+    ),
+    "allennlp/common/__init__.py": (
+        "class FromParams: pass\n"
+        "class Registrable(FromParams):\n"
+        "    @classmethod\n"
+        "    def register(cls, *a, **k): return lambda c: c\n"
+    ),
+    "allennlp/common/file_utils.py": "def cached_path(p, *a, **k): return p\n",
+    "allennlp/common/util.py": (
+        "def lazy_groups_of(iterable, n): raise NotImplementedError\n"
+        "def pad_sequence_to_length(*a, **k): raise NotImplementedError\n"
+        "def int_to_device(d): return d\n"
+        "def is_distributed(): return False\n"
+        "def is_global_primary(): return True\n"
+    ),
+}
+
+
+def unpack(wheel: Path, folder: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        for name in FILES:
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(archive.read(name))
+    for name, text in STUBS.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--wheel", type=Path, required=True, help="allennlp-2.10.1-py3-none-any.whl")
+    parser.add_argument("--sentences", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--out", type=Path, help="also write the report here")
+    args = parser.parse_args(argv)
+    data = args.data if args.data.is_absolute() else REPO_ROOT / args.data
+    sentences, source = load_sentences(data, args.sentences)
+    source = source.replace(str(data), str(args.data))
+    tokens = sum(map(len, sentences))
+    options = shape_options("original")
+    with tempfile.TemporaryDirectory() as workdir:
+        folder = Path(workdir)
+        unpack(args.wheel, folder / "lib")
+        sys.path.insert(0, str(folder / "lib"))
+        from allennlp.modules.elmo import _ElmoBiLm
+
+        torch.manual_seed(0)
+        source_model = Elmo(options, dropout=0.0)
+        save_bilm_tf(source_model, folder / "weights.hdf5")
+        del source_model
+        options.to_json(folder / "options.json")
+        ours = Elmo(options, dropout=0.0).eval()
+        load_bilm_tf(ours, folder / "weights.hdf5")
+        allen = _ElmoBiLm(str(folder / "options.json"), str(folder / "weights.hdf5"), requires_grad=False).eval()
+
+    order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
+    batches = [[sentences[i] for i in order[k : k + 32]] for k in range(0, len(order), 32)]
+    char_ids, mask = words_to_char_ids(batches[0], options.char_cnn.max_characters_per_token)
+    with torch.no_grad():
+        theirs = allen(char_ids)["activations"]
+    with torch.inference_mode():
+        mine = ours.bilm(char_ids, mask).activations
+    real = mask[..., None].float()
+    max_diff = max(float(((theirs[k][:, 1:-1] - mine[k]) * real).abs().max()) for k in range(len(theirs)))
+
+    def run_allennlp() -> None:
+        with torch.no_grad():
+            for batch in batches:
+                allen(words_to_char_ids(batch, options.char_cnn.max_characters_per_token)[0])
+
+    def run_ours(cache: int) -> None:
+        ours.bilm.set_token_cache(cache)
+        embed_sentences(ours, sentences, layers="all", batch_size=32, batch_tokens=10**9)
+
+    runs = {"AllenNLP _ElmoBiLm": run_allennlp, "ours, token cache on": lambda: run_ours(50_000)}
+    runs["ours, token cache off"] = lambda: run_ours(0)
+    best = dict.fromkeys(runs, 0.0)
+    for run in runs.values():
+        run()  # warm-up
+    for _ in range(args.repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            best[name] = max(best[name], tokens / (time.perf_counter() - start))
+    lines = [
+        f"bench_allennlp {datetime.date.today().isoformat()}: original shape, fp32, batch 32, "
+        f"{torch.get_num_threads()} threads, best of {args.repeats} alternating runs",
+        f"CPU: {cpu_model()}; torch {torch.__version__}; load average {load_average()}; "
+        f"ELMO_THREADS={os.environ.get('ELMO_THREADS', 'auto')}",
+        f"SIMD flags: {' '.join(simd_flags())}",
+        f"text: {source}; {len(sentences)} sentences, {tokens} tokens",
+        f"max |difference| of the activations (first batch, real tokens): {max_diff:.2e}",
+        f"{'run':<24} {'tokens/s':>9} {'vs AllenNLP':>11}",
+    ]
+    for name, rate in best.items():
+        lines.append(f"{name:<24} {rate:>9.0f} {rate / best['AllenNLP _ElmoBiLm']:>10.2f}x")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+    print(json.dumps(best), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,282 @@
+"""Speed when another process holds a core, and fp32 against bf16 on the CPU, in one run.
+
+Contention part: the library face (`load_elmo().embed(sentences)`, the shipped model) and
+`elmo embed` (the whole command, `python -m elmo_core embed IN OUT`: start, load, embed,
+write) on the same enwiki text, each in a fresh process, first on the machine as it is
+("idle") and then with one busy-looping process (`while True: pass`) pinned to the last
+usable CPU ("busy"). The ratio busy / idle is what a user keeps of their speed when, say,
+a browser holds a core. Each face runs with the thread policy in force (`ELMO_THREADS`,
+default "auto", `elmo_core.threads`), and, on a shorter text, with `ELMO_THREADS=torch`
+(torch's own thread count, the behaviour before `elmo_core.threads`) for comparison.
+
+Precision part (`--precision-shapes`): for each shape, a random model (original: the
+published layout's shape) runs `embed(..., layers="all", batch_size=32)` with the token
+cache off, in fp32 and with `autocast_dtype=torch.bfloat16`; tokens/s of both, their
+ratio, and each layer's mean and least cosine between the bf16 and fp32 vectors (per
+token). Also the same-process fp32 and bf16 GEMM rates (2048^3), and the CPU flags.
+
+Nothing is asserted; run it on an otherwise idle machine (the idle rows need one).
+
+    .venv/bin/python benchmarks/bench_contention.py
+    .venv/bin/python benchmarks/bench_contention.py --skip-contention --precision-shapes original
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from bench_core import DEFAULT_DATA, REPO_ROOT, cpu_model, load_average, load_sentences
+from bench_memory import simd_flags
+
+# One measurement of the library face, in a fresh process: sentences (JSON) on stdin.
+_LIBRARY = """
+import json, sys, time
+import torch
+from elmo_core import load_elmo
+sentences = json.load(sys.stdin)
+model = load_elmo()
+model.embed(sentences[:32])  # warm-up (also fills part of the token cache, as a user's run would)
+start = time.perf_counter()
+model.embed(sentences)
+seconds = time.perf_counter() - start
+print(json.dumps({"seconds": seconds, "torch_threads": torch.get_num_threads()}))
+"""
+
+# One precision comparison, in a fresh process: argv = shape, sentences file.
+_PRECISION = """
+import json, sys, time
+import torch
+import torch.nn.functional as F
+from bench_core import shape_options
+from elmo_core import Elmo, embed_sentences
+from elmo_core.precision import cpu_bf16_support
+shape, path = sys.argv[1], sys.argv[2]
+sentences = json.load(open(path))
+torch.manual_seed(0)
+model = Elmo(shape_options(shape), dropout=0.0, token_cache_words=0).eval()
+def gemm(dtype):
+    a = torch.randn(2048, 2048).to(dtype); b = torch.randn(2048, 2048).to(dtype)
+    a @ b
+    start = time.perf_counter()
+    for _ in range(5):
+        a @ b
+    return 5 * 2 * 2048**3 / (time.perf_counter() - start) / 1e9
+def run(dtype):
+    embed_sentences(model, sentences[:32], batch_size=32, autocast_dtype=dtype)  # warm-up
+    best, out = None, None
+    for _ in range(2):
+        start = time.perf_counter()
+        out = embed_sentences(model, sentences, batch_size=32, batch_tokens=10**9, autocast_dtype=dtype)
+        took = time.perf_counter() - start
+        best = took if best is None else min(best, took)
+    return best, out
+tokens = sum(len(s) for s in sentences)
+fp32_s, fp32 = run(None)
+bf16_s, bf16 = run(torch.bfloat16)
+layers = []
+for k in range(fp32[0].shape[0]):
+    a = torch.cat([torch.from_numpy(v[k]) for v in fp32]); b = torch.cat([torch.from_numpy(v[k]) for v in bf16])
+    cos = F.cosine_similarity(a, b, dim=-1)
+    layers.append({"layer": k, "mean_cos": cos.mean().item(), "min_cos": cos.min().item()})
+print(json.dumps({
+    "shape": shape, "tokens": tokens, "fp32_tok_s": tokens / fp32_s, "bf16_tok_s": tokens / bf16_s,
+    "layers": layers, "gemm_fp32": gemm(torch.float32), "gemm_bf16": gemm(torch.bfloat16),
+    "bf16_support": cpu_bf16_support(), "threads": torch.get_num_threads(),
+}))
+"""
+
+
+def _env(policy: str) -> dict[str, str]:
+    env = dict(os.environ, ELMO_THREADS=policy)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent), env.get("PYTHONPATH")]))
+    return env
+
+
+def run_library(sentences: list[list[str]], policy: str) -> float:
+    """Tokens/s of `load_elmo().embed(sentences)` in a fresh process."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LIBRARY], input=json.dumps(sentences), capture_output=True, text=True, env=_env(policy)
+    )
+    if done.returncode:
+        raise RuntimeError(f"library face failed:\n{done.stderr}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return sum(map(len, sentences)) / result["seconds"]
+
+
+def run_command(sentences: list[list[str]], policy: str, workdir: Path) -> float:
+    """Tokens/s of the whole `elmo embed IN OUT` command (start to exit)."""
+    source, output = workdir / "input.txt", workdir / "vectors.hdf5"
+    source.write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
+    output.unlink(missing_ok=True)
+    start = time.perf_counter()
+    command = [sys.executable, "-m", "elmo_core", "embed", str(source), str(output), "--no-progress"]
+    done = subprocess.run(command, capture_output=True, text=True, env=_env(policy))
+    seconds = time.perf_counter() - start
+    if done.returncode:
+        raise RuntimeError(f"elmo embed failed:\n{done.stderr}")
+    return sum(map(len, sentences)) / seconds
+
+
+def _cpu_busy() -> tuple[float, float]:
+    """(busy CPU-seconds of all CPUs from /proc/stat, CPU-seconds of our waited-for children)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (sum(fields) - fields[3] - fields[4]) / ticks, children.ru_utime + children.ru_stime
+
+
+def measured(run, *args) -> tuple[float, float]:  # noqa: ANN001
+    """`run(*args)` (tokens/s) and the CPUs' worth of work others did meanwhile (not its process)."""
+    busy0, own0 = _cpu_busy()
+    start = time.perf_counter()
+    rate = run(*args)
+    busy1, own1 = _cpu_busy()
+    return rate, max(0.0, (busy1 - busy0) - (own1 - own0)) / (time.perf_counter() - start)
+
+
+class BusyLoop:
+    """A `while True: pass` process pinned to one CPU, for the length of a `with` block."""
+
+    def __init__(self, cpu: int) -> None:
+        self.cpu = cpu
+
+    def __enter__(self) -> BusyLoop:
+        self.process = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        os.sched_setaffinity(self.process.pid, {self.cpu})
+        time.sleep(0.5)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+def contention(sentences: list[list[str]], before: list[list[str]], policy: str) -> list[dict]:
+    cpu = max(os.sched_getaffinity(0))
+    rows = []
+    with tempfile.TemporaryDirectory() as workdir:
+        for name, text, rule in (("main", sentences, policy), ("before", before, "torch")):
+            for face, run in (
+                ("load_elmo().embed", lambda t, r: run_library(t, r)),
+                ("elmo embed", lambda t, r: run_command(t, r, Path(workdir))),
+            ):
+                idle, others_idle = measured(run, text, rule)
+                with BusyLoop(cpu):
+                    busy, others_busy = measured(run, text, rule)
+                rows.append(
+                    {
+                        "text": name,
+                        "tokens": sum(map(len, text)),
+                        "policy": rule,
+                        "face": face,
+                        "idle": idle,
+                        "busy": busy,
+                        "ratio": busy / idle,
+                        "others_idle": others_idle,
+                        "others_busy": others_busy,
+                    }
+                )
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
+def precision(shapes: Sequence[str], sentences: list[list[str]]) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory() as workdir:
+        path = Path(workdir) / "sentences.json"
+        path.write_text(json.dumps(sentences))
+        for shape in shapes:
+            done = subprocess.run(
+                [sys.executable, "-c", _PRECISION, shape, str(path)], capture_output=True, text=True, env=_env("auto")
+            )
+            if done.returncode:
+                raise RuntimeError(f"precision run for {shape} failed:\n{done.stderr}")
+            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
+def report(args: argparse.Namespace, source: str, rows: list[dict], prec: list[dict]) -> str:
+    lines = [
+        f"bench_contention {datetime.date.today().isoformat()}",
+        f"CPU: {cpu_model()}; usable CPUs {len(os.sched_getaffinity(0))}; torch {torch.__version__}; "
+        f"load average before {load_average()}",
+        f"SIMD flags: {' '.join(simd_flags())}",
+        f"text: {source}",
+        "",
+    ]
+    if rows:
+        lines += [
+            "Contention: tokens/s on the machine as it is (idle) and with a busy-looping process pinned to one "
+            "CPU (busy); fresh process per cell; shipped model, default settings",
+            f"{'face':<20} {'threads policy':<15} {'tokens':>7} {'idle':>9} {'busy':>9} {'busy/idle':>9}  "
+            "others' CPUs (idle, busy)",
+        ]
+        for r in rows:
+            policy = f"{r['policy']}" + (" (before)" if r["text"] == "before" else "")
+            rates = f"{r['idle']:>9.0f} {r['busy']:>9.0f} {r['ratio']:>9.2f}"
+            others = f"{r['others_idle']:.2f}, {r['others_busy']:.2f}"
+            lines.append(f"{r['face']:<20} {policy:<15} {r['tokens']:>7} {rates}  {others}")
+        lines += [
+            "others' CPUs: CPU time of other processes during the cell (/proc/stat minus the measured process), "
+            "in CPUs; the busy loop is 1.0 of it",
+            "",
+        ]
+    if prec:
+        lines += [
+            "Precision: embed(layers='all', batch_size=32), token cache off, random weights; best of 2 runs",
+            f"{'shape':<10} {'tokens':>7} {'fp32 tok/s':>10} {'bf16 tok/s':>10} {'bf16/fp32':>9} "
+            f"{'GEMM fp32':>9} {'GEMM bf16':>9}  bf16 path / per layer cosine to fp32 (mean, least)",
+        ]
+        for r in prec:
+            cos = "; ".join(f"L{x['layer']} {x['mean_cos']:.6f}, {x['min_cos']:.5f}" for x in r["layers"])
+            lines.append(
+                f"{r['shape']:<10} {r['tokens']:>7} {r['fp32_tok_s']:>10.0f} {r['bf16_tok_s']:>10.0f} "
+                f"{r['bf16_tok_s'] / r['fp32_tok_s']:>9.2f} {r['gemm_fp32']:>9.0f} {r['gemm_bf16']:>9.0f}  "
+                f"{r['bf16_support']}; {cos}"
+            )
+        lines.append("(GEMM: GFLOP/s of 2048^3 torch.mm in the same process, fp32 and bf16)")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sentences", type=int, default=550, help="sentences of the contention text (~12k tokens)")
+    parser.add_argument("--before-sentences", type=int, default=60, help="sentences for the ELMO_THREADS=torch rows")
+    parser.add_argument("--policy", default="auto", help="ELMO_THREADS for the main rows (default auto)")
+    parser.add_argument("--skip-contention", action="store_true")
+    parser.add_argument("--precision-shapes", default="", help="comma-separated shapes, e.g. original,default")
+    parser.add_argument("--precision-sentences", type=int, default=128)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--out", type=Path, help="also write the report here")
+    args = parser.parse_args(argv)
+    data = args.data if args.data.is_absolute() else REPO_ROOT / args.data
+    sentences, source = load_sentences(data, max(args.sentences, args.precision_sentences))
+    source = source.replace(str(data), str(args.data))  # no machine-specific path in the report
+    rows = (
+        []
+        if args.skip_contention
+        else contention(sentences[: args.sentences], sentences[: args.before_sentences], args.policy)
+    )
+    shapes = [s for s in args.precision_shapes.split(",") if s]
+    prec = precision(shapes, sentences[: args.precision_sentences]) if shapes else []
+    text = report(args, source, rows, prec)
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,397 @@
+"""How many CPU threads a biLM forward uses: no more than the CPUs that are free.
+
+Why. torch runs each operation's parallel part on a team of OpenMP threads, one per core
+by default, and every operation ends at a barrier where the team waits for its slowest
+thread. The biLM's LSTMs are thousands of small operations per batch (a few per time
+step and layer), so a batch crosses thousands of barriers. When another process holds one
+of the cores (a browser, a second job on a shared CI runner), one thread of the team
+waits for a time slice of that core at every barrier while the other spins: measured on
+the project's 2-core CPU with the shipped model and one busy-looping process beside it,
+`embed` fell from 17,700 tokens/s to 980 with torch's default two threads, against
+12,100 with one thread. Letting idle threads sleep instead of spin (`OMP_WAIT_POLICY=PASSIVE`,
+`GOMP_SPINCOUNT=0`) recovered only 10,900 there and cost the idle machine more than half
+(7,400-7,600 tokens/s): every barrier then pays a wake-up. The one choice that is good on
+both is the number of threads: as many as there are free CPUs.
+
+What. `forward_threads()` wraps each `BiLM.forward` on the CPU (so `embed`, `elmo embed`,
+the spaCy component and the Hugging Face model all go through it). It sets torch's
+intra-op thread count (`torch.set_num_threads`) for the call to
+
+    min(torch's own count, usable CPUs, round(usable CPUs - other processes' load)),
+
+shared among the forwards running at once in this process (at least 1 each), and puts
+torch's count back when the call ends. "Usable" is the process's CPU affinity
+(`os.sched_getaffinity`) capped by a cgroup CPU quota (`cpu.max`, whole CPUs). "Other
+processes' load" is the CPU time of those usable CPUs that this process did not use,
+from `/proc/stat`, over the time since the last look (at least `MIN_INTERVAL_S`); on the
+first call, or after a pause longer than `STALE_AFTER_S`, it is the number of runnable
+tasks now (`/proc/loadavg`) that are not threads of this process, scaled to our share of
+the machine's CPUs. It never raises torch's count: `torch.set_num_threads(1)` or
+`OMP_NUM_THREADS=1` (which torchrun sets) stays 1. Without `/proc` (macOS, Windows) only
+the affinity and torch's count apply.
+
+What is global. `torch.set_num_threads` belongs to the whole process. With torch's
+OpenMP backend it takes effect for the calling thread (and threads that have not run a
+parallel operation yet), and MKL's count is process-wide; a program that runs its own
+torch work in other threads during a biLM forward may see that count lowered until the
+forward returns. `set_thread_policy("torch")` (or `ELMO_THREADS=torch`) switches all of
+this off; `set_thread_policy(N)` (or `ELMO_THREADS=N`) runs every forward with exactly N
+threads. Inter-op threads are not touched: the biLM runs no inter-op work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import torch
+
+__all__ = [
+    "SIDE_BY_SIDE_MIN_WEIGHTS",
+    "ThreadPolicy",
+    "choose_threads",
+    "directions_side_by_side",
+    "run_side_by_side",
+    "forward_threads",
+    "other_load",
+    "set_thread_policy",
+    "thread_policy",
+    "usable_cpus",
+]
+
+ThreadPolicy = str | int
+"""`"auto"` (the default), `"torch"` (leave torch's count alone) or a whole number of threads."""
+
+ENV_VAR = "ELMO_THREADS"
+MIN_INTERVAL_S = 0.1
+"""Shortest interval over which `/proc/stat` is read (10 clock ticks per CPU at 100 Hz)."""
+STALE_AFTER_S = 2.0
+"""After a pause this long the last interval says little about now: look at runnable tasks."""
+
+_PROC = Path("/proc")
+_CGROUP = Path("/sys/fs/cgroup")
+
+
+def _parse_policy(value: object, source: str) -> ThreadPolicy:
+    if isinstance(value, str) and value.strip().lower() in ("auto", "torch"):
+        return value.strip().lower()
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    raise ValueError(
+        f"{source} must be 'auto', 'torch' or a whole number of threads >= 1; got {value!r}. "
+        "Use 'auto' to follow the free CPUs, 'torch' to keep torch's own setting."
+    )
+
+
+_policy: ThreadPolicy = _parse_policy(os.environ.get(ENV_VAR, "auto"), ENV_VAR)
+
+
+def set_thread_policy(policy: ThreadPolicy) -> None:
+    """Choose how biLM forwards on the CPU pick their thread count, for this process.
+
+    Args:
+        policy: `"auto"` (default): as many threads as there are free usable CPUs, never
+            more than torch's own count (see the module docstring). `"torch"`: leave
+            torch's count alone (what plain torch does; collapses when a core is busy).
+            An int N >= 1: exactly N threads during every forward. The environment
+            variable `ELMO_THREADS` sets the same at import.
+
+    Raises:
+        ValueError: for anything else.
+    """
+    global _policy
+    _policy = _parse_policy(policy, "the thread policy")
+
+
+def thread_policy() -> ThreadPolicy:
+    """The policy in force (`set_thread_policy`, else `ELMO_THREADS`, else "auto")."""
+    return _policy
+
+
+# ---------------------------------------------------------------- usable CPUs
+def _affinity() -> set[int] | None:
+    try:
+        return os.sched_getaffinity(0)
+    except (AttributeError, OSError):  # not Linux
+        return None
+
+
+def _cgroup_quota(proc: Path | None = None, cgroup: Path | None = None) -> float | None:
+    """The tightest CPU quota (in CPUs) of this process's cgroup and its parents, or None.
+
+    cgroup v2: `cpu.max` = "QUOTA PERIOD" or "max PERIOD"; v1: `cpu.cfs_quota_us` (-1 = none)
+    over `cpu.cfs_period_us`.
+    """
+    proc, cgroup = proc or _PROC, cgroup or _CGROUP
+    try:
+        lines = (proc / "self" / "cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    quotas: list[float] = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2: walk from the process's group up to the root
+            folder = cgroup / path.lstrip("/")
+            while True:
+                with contextlib.suppress(OSError, ValueError):
+                    quota, period = (folder / "cpu.max").read_text().split()
+                    if quota != "max":
+                        quotas.append(int(quota) / int(period))
+                if folder == cgroup or cgroup not in folder.parents:
+                    break
+                folder = folder.parent
+        elif "cpu" in controllers.split(","):
+            for folder in (cgroup / "cpu" / path.lstrip("/"), cgroup / "cpu,cpuacct" / path.lstrip("/")):
+                with contextlib.suppress(OSError, ValueError):
+                    quota_us = int((folder / "cpu.cfs_quota_us").read_text())
+                    period_us = int((folder / "cpu.cfs_period_us").read_text())
+                    if quota_us > 0:
+                        quotas.append(quota_us / period_us)
+    return min(quotas) if quotas else None
+
+
+@functools.cache
+def _quota() -> float | None:
+    return _cgroup_quota()  # read once: a process's cgroup rarely changes
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on: its affinity, capped by a cgroup quota (at least 1).
+
+    A quota of 1.5 CPUs counts as 1: a thread per whole CPU the quota pays for.
+    """
+    affinity = _affinity()
+    count = len(affinity) if affinity else (os.cpu_count() or 1)
+    quota = _quota()
+    if quota is not None:
+        count = min(count, math.floor(quota))
+    return max(1, count)
+
+
+# ---------------------------------------------------------------- other processes' load
+@dataclass(frozen=True)
+class _Sample:
+    wall: float  # time.monotonic()
+    busy_ticks: int  # summed over the usable CPUs
+    total_ticks: int
+    cpus: int
+    own_cpu_s: float  # time.process_time(): every thread of this process
+
+
+def _read_stat(cpus: set[int] | None, proc: Path | None = None) -> tuple[int, int, int] | None:
+    """(busy, total, number of CPUs) clock ticks of `cpus` (all when None) from /proc/stat."""
+    try:
+        text = ((proc or _PROC) / "stat").read_text()
+    except OSError:
+        return None
+    busy = total = count = 0
+    for line in text.splitlines():
+        if not line.startswith("cpu") or line.startswith("cpu "):
+            continue
+        name, *fields = line.split()
+        if cpus is not None and int(name[3:]) not in cpus:
+            continue
+        # user nice system idle iowait irq softirq steal [guest guest_nice: inside user]
+        values = [int(v) for v in fields[:8]]
+        total += sum(values)
+        busy += total_busy(values)
+        count += 1
+    return (busy, total, count) if count else None
+
+
+def total_busy(values: list[int]) -> int:
+    """Busy ticks of one /proc/stat CPU line: all but idle and iowait (steal counts as taken)."""
+    return sum(values) - values[3] - values[4]
+
+
+def _runnable_others(cpus: int, proc: Path | None = None) -> float | None:
+    """Runnable tasks now that are not this process's threads, scaled to `cpus` of the machine."""
+    proc = proc or _PROC
+    try:
+        running = int((proc / "loadavg").read_text().split()[3].split("/")[0])
+        own = 0
+        for task in (proc / "self" / "task").iterdir():
+            with contextlib.suppress(OSError):
+                stat = (task / "stat").read_text()
+                own += stat[stat.rindex(")") + 2] == "R"
+    except (OSError, ValueError, IndexError):
+        return None
+    online = os.cpu_count() or cpus
+    return max(0, running - max(own, 1)) * min(1.0, cpus / online)
+
+
+_lock = threading.Lock()
+_last: _Sample | None = None
+_last_others: float = 0.0
+_active = 0  # forwards running now in this process
+
+
+def other_load(cpus: set[int] | None = None, now: float | None = None) -> float:
+    """CPUs' worth of work that other processes are doing on `cpus` (default: our affinity).
+
+    From `/proc/stat` over the time since the previous call (kept when shorter than
+    `MIN_INTERVAL_S`); from the runnable tasks now on the first call or after a pause
+    longer than `STALE_AFTER_S`. 0.0 where neither can be read.
+
+    Returns:
+        A non-negative float, in CPUs (1.0 = one CPU kept busy all the time).
+    """
+    global _last, _last_others
+    cpus = _affinity() if cpus is None else cpus
+    now = time.monotonic() if now is None else now
+    with _lock:
+        last = _last
+        if last is not None and now - last.wall < MIN_INTERVAL_S:
+            return _last_others
+        stat = _read_stat(cpus)
+        own = time.process_time()
+        if stat is None:
+            return 0.0
+        sample = _Sample(now, stat[0], stat[1], stat[2], own)
+        if last is None or now - last.wall > STALE_AFTER_S or last.cpus != sample.cpus:
+            others = _runnable_others(sample.cpus)
+            others = 0.0 if others is None else others
+        else:
+            ticks = sample.total_ticks - last.total_ticks
+            busy_cpus = (sample.busy_ticks - last.busy_ticks) / ticks * sample.cpus if ticks > 0 else 0.0
+            own_cpus = (sample.own_cpu_s - last.own_cpu_s) / (sample.wall - last.wall)
+            others = max(0.0, busy_cpus - own_cpus)
+        _last, _last_others = sample, others
+        return others
+
+
+def choose_threads(ceiling: int, usable: int, others: float, running: int = 1) -> int:
+    """The thread count for one forward: the free CPUs, shared among running forwards.
+
+    Args:
+        ceiling: torch's own count (`torch.get_num_threads()`); never exceeded.
+        usable: `usable_cpus()`.
+        others: `other_load()`, in CPUs.
+        running: forwards running at once in this process, this one included.
+
+    Returns:
+        `max(1, min(ceiling, usable, round(usable - others)) // running)`; a CPU counts
+        as taken from half a CPU of other work on.
+    """
+    free = math.floor(usable - others + 0.5)
+    return max(1, min(ceiling, usable, free) // max(1, running))
+
+
+@contextlib.contextmanager
+def forward_threads(device: torch.device) -> Iterator[int]:
+    """Run the block with the thread count of the policy in force (see the module docstring).
+
+    Does nothing for a device other than the CPU, for the policy "torch", or inside another
+    `forward_threads` block of the same thread.
+
+    Yields:
+        The number of intra-op threads the block runs with.
+    """
+    global _active
+    if device.type != "cpu" or _policy == "torch" or getattr(_nesting, "depth", 0):
+        yield torch.get_num_threads()
+        return
+    before = torch.get_num_threads()
+    with _lock:
+        _active += 1
+        running = _active
+    try:
+        if isinstance(_policy, int):
+            chosen = _policy
+        else:
+            chosen = choose_threads(before, usable_cpus(), other_load(), running)
+        if chosen != before:
+            torch.set_num_threads(chosen)
+        _nesting.depth = 1
+        try:
+            yield chosen
+        finally:
+            _nesting.depth = 0
+            if chosen != before:
+                torch.set_num_threads(before)
+    finally:
+        with _lock:
+            _active -= 1
+
+
+_nesting = threading.local()
+
+
+# ---------------------------------------------------------------- the two directions at once
+SIDE_BY_SIDE_MIN_WEIGHTS = 1 << 20
+"""Recurrent weights (4 * dim * projection_dim) from which the two LSTM directions run side by
+side. Measured on the project's 2-core CPU, batch 32, 50 steps, both stacks: 0.80x the time of
+one after the other for the original shape (4096/512), 0.90x for 1024/256, and no gain (within
+noise) for the shipped 512/128, whose steps are too short for two Python threads."""
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+def directions_side_by_side(device: torch.device, recurrent_weights: int) -> int:
+    """Threads per direction when the two LSTM directions should run at once, else 0.
+
+    On the CPU, without autograd, with at least two threads chosen for this forward and a
+    layer large enough (`SIDE_BY_SIDE_MIN_WEIGHTS`): each direction then runs on its own
+    core(s), so the per-step products (too small to share two cores well: every one ends
+    at a barrier) each keep one core busy. Not under the policy "torch".
+    """
+    threads = torch.get_num_threads()
+    if device.type != "cpu" or torch.is_grad_enabled() or _policy == "torch" or threads < 2:
+        return 0
+    return threads // 2 if recurrent_weights >= SIDE_BY_SIDE_MIN_WEIGHTS else 0
+
+
+def run_side_by_side(first: Callable[[], T], second: Callable[[], U], threads: int) -> tuple[T, U]:
+    """`(first(), second())`, `second` in a new thread; each with `threads` intra-op threads.
+
+    The worker gets the caller's inference mode and CPU autocast state (both are per
+    thread in torch); torch's count in the calling thread is put back afterwards.
+    """
+    inference = torch.is_inference_mode_enabled()
+    autocast = torch.is_autocast_enabled("cpu")
+    dtype = torch.get_autocast_dtype("cpu")
+    results: list = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            torch.set_num_threads(threads)
+            with torch.inference_mode(inference), torch.no_grad(), torch.autocast("cpu", dtype, enabled=autocast):
+                results.append(second())
+        except BaseException as err:  # noqa: BLE001 - re-raised in the caller
+            errors.append(err)
+
+    before = torch.get_num_threads()
+    worker = threading.Thread(target=work, name="elmo-backward-direction")
+    worker.start()
+    try:
+        torch.set_num_threads(threads)
+        with _nested():
+            first_result = first()
+    finally:
+        worker.join()
+        torch.set_num_threads(before)  # also MKL's count, which is process-wide
+    if errors:
+        raise errors[0]
+    return first_result, results[0]
+
+
+@contextlib.contextmanager
+def _nested() -> Iterator[None]:
+    depth = getattr(_nesting, "depth", 0)
+    _nesting.depth = depth + 1
+    try:
+        yield
+    finally:
+        _nesting.depth = depth

@@ -1,0 +1,87 @@
+"""bf16 inference on the CPU: bf16 products, float32 state; refused without native bf16."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from elmo_core import embed_sentences, save_model_folder
+from elmo_core import precision as precision_module
+from elmo_core.lstm import LSTMCellWithProjection
+from elmo_core.precision import bf16_weight, cpu_bf16_support
+
+from ..conftest import make_tiny_elmo
+
+native_bf16 = pytest.mark.skipif(cpu_bf16_support() is None, reason="this CPU has no native bf16")
+
+
+def _cosines(a: list[np.ndarray], b: list[np.ndarray]) -> np.ndarray:
+    """Mean cosine per layer over all tokens; arrays [layers, tokens, dim]."""
+    x, y = np.concatenate(a, axis=1), np.concatenate(b, axis=1)
+    cos = (x * y).sum(-1) / (np.linalg.norm(x, axis=-1) * np.linalg.norm(y, axis=-1) + 1e-30)
+    return cos.mean(axis=1)
+
+
+@native_bf16
+def test_cpu_bf16_lstm_keeps_float32_state_and_outputs():
+    torch.manual_seed(0)
+    cell = LSTMCellWithProjection(16, 64, 16, cell_clip=3.0, proj_clip=3.0).eval()
+    x = torch.randn(5, 3, 16)
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        out, (h, c) = cell(x, [3, 3, 2, 2, 1])
+    assert out.dtype == h.dtype == c.dtype == torch.float32
+    with torch.inference_mode():
+        reference, _ = cell(x, [3, 3, 2, 2, 1])
+    assert not torch.equal(out, reference)  # the products did run in bf16
+    torch.testing.assert_close(out, reference, rtol=0, atol=2e-2)
+
+
+@native_bf16
+def test_cpu_bf16_embed_matches_fp32_per_layer(sentences):
+    model = make_tiny_elmo(token_cache_words=0)
+    fp32 = embed_sentences(model, sentences * 4, layers="all")
+    bf16 = embed_sentences(model, sentences * 4, layers="all", autocast_dtype=torch.bfloat16)
+    assert all(v.dtype == np.float32 for v in bf16)
+    cosines = _cosines(fp32, bf16)
+    assert cosines.shape == (3,)
+    # Every layer within bf16's product rounding of float32 (the issue's bound is 0.9999;
+    # the original shape's numbers are in benchmarks/results/bench_contention_*.txt).
+    assert (cosines >= 0.99995).all(), cosines
+    assert not all(np.array_equal(a, b) for a, b in zip(fp32, bf16))
+
+
+def test_bf16_weight_is_copied_once_and_follows_changes():
+    weight = torch.nn.Parameter(torch.randn(8, 4))
+    first = bf16_weight(weight)
+    assert first.dtype == torch.bfloat16
+    assert bf16_weight(weight) is first  # kept, not converted again per call
+    with torch.no_grad():
+        weight.add_(1.0)  # an in-place update (an optimizer step, load_state_dict)
+    second = bf16_weight(weight)
+    assert second is not first
+    torch.testing.assert_close(second.float(), weight.detach(), rtol=1e-2, atol=1e-2)
+
+
+def test_embed_refuses_cpu_bf16_without_native_bf16(sentences, monkeypatch):
+    monkeypatch.setattr(precision_module, "cpu_bf16_support", lambda: None)
+    with pytest.raises(ValueError, match=r"needs native bf16 instructions \(AVX512-BF16 or AMX\)"):
+        embed_sentences(make_tiny_elmo(), sentences, autocast_dtype=torch.bfloat16)
+
+
+def test_elmo_embed_refuses_bf16_on_such_a_cpu_in_one_line(tmp_path):
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    (tmp_path / "in.txt").write_text("a b c\n", encoding="utf-8")
+    script = (
+        "import sys, elmo_core.precision as p; p.cpu_bf16_support = lambda: None; "
+        "from elmo_core.cli import main; sys.argv = ['elmo'] + sys.argv[1:]; main()"
+    )
+    args = ["embed", tmp_path / "in.txt", tmp_path / "out.hdf5", "--model", tmp_path / "model", "--precision", "bf16"]
+    done = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0
+    assert "needs native bf16 instructions" in done.stderr
+    assert not (tmp_path / "out.hdf5").exists()
