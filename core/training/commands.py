@@ -198,7 +198,7 @@ class TrainingSettings:
         others = [("--valid", self.valid), ("--options", self.options), ("--vocab", self.vocab)]
         inputs = [*train, *others, ("--model", self.model)]
         check_output_spares_inputs([], inputs, folders=[("--out", self.out, TRAINING_FILES)])
-        if self.out is not None and Path(self.out).exists() and not Path(self.out).is_dir():
+        if Path(self.out).exists() and not Path(self.out).is_dir():
             raise ElmoError(f"--out {self.out} is a file; give the folder to write the model into.")
         valid = self.valid
         if valid is not None and not is_stream(valid) and Path(valid).is_file():

@@ -400,3 +400,11 @@ def test_train_refuses_an_empty_valid_file_before_it_trains(tmp_path, options_fi
         "give held-out text, or leave --valid out to train without validation."
     )
     assert not out.exists()
+
+
+def test_train_refuses_an_out_that_is_a_file_before_it_trains(tmp_path, options_file, train_file):
+    out = tmp_path / "notes.txt"
+    out.write_text("keep me\n")
+    with pytest.raises(ElmoError, match=r"^--out .*notes.txt is a file; give the folder to write the model into\.$"):
+        run_training(train=[train_file], valid=None, out=out, options=options_file, pretokenized=True, max_steps=1)
+    assert out.read_text() == "keep me\n"
