@@ -408,3 +408,38 @@ def test_train_refuses_an_out_that_is_a_file_before_it_trains(tmp_path, options_
     with pytest.raises(ElmoError, match=r"^--out .*notes.txt is a file; give the folder to write the model into\.$"):
         run_training(train=[train_file], valid=None, out=out, options=options_file, pretokenized=True, max_steps=1)
     assert out.read_text() == "keep me\n"
+
+
+def test_under_torchrun_the_writing_rank_owns_out_and_every_rank_stops_when_it_is_taken(
+    tmp_path, options_file, train_file, valid_file
+):
+    import os
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from elmo_core.folder_lock import FolderLock
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    torchrun = [Path(sys.executable).parent / "torchrun", "--nproc-per-node", 2, "--master-port", port]
+    out = tmp_path / "run"
+    args = train_args(out, train_file, valid_file, "--options", options_file, "--max-steps", 2)
+
+    def launch() -> subprocess.CompletedProcess:
+        command = [str(a) for a in [*torchrun, "-m", "elmo_core", *args]]
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+
+    other = FolderLock(out, busy="busy")  # another run holds --out
+    try:
+        busy = launch()
+    finally:
+        other.release()
+    assert busy.returncode != 0 and busy.stderr.count("error: another elmo train is running in --out") == 2
+    assert not (out / "checkpoint.pt").exists()  # no rank wrote anything
+    done = launch()
+    assert done.returncode == 0, done.stderr
+    assert (out / "checkpoint.pt").is_file() and not (out / ".lock").exists()
