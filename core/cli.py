@@ -420,8 +420,9 @@ def train(
 
     Writes a model folder (loadable by every `elmo` command, plus vocab.txt and
     lm_head.safetensors), checkpoint.pt and train_log.jsonl to --out, every
-    --checkpoint-every steps and at the end. For several processes, launch with
-    torchrun: `torchrun --nproc-per-node 2 -m elmo_core train ...`.
+    --checkpoint-every steps and at the end. One run owns --out at a time: a second
+    run on it stops at once. For several processes, launch with torchrun:
+    `torchrun --nproc-per-node 2 -m elmo_core train ...`.
     """
     settings = _training_settings(locals())  # first, while the locals are exactly the options
     for path, what in ((valid, "--valid"), (options, "--options"), (vocab, "--vocab"), (resume, "--resume")):

@@ -1,15 +1,16 @@
 """One owner per job folder: an exclusive `fcntl.flock` on a lock file inside it.
 
-`elmo embed`'s job folder (`OUTPUT.partial/`) is worked on by one run at a time. The run
-that owns it (rank 0 of a torchrun job, or the only process) holds the lock for its whole
-life; a second run on the same OUTPUT (a scheduler's retry, a second terminal) finds it
-taken and stops at once, before it reads or deletes anything.
+`elmo embed`'s job folder (`OUTPUT.partial/`) and `elmo train`'s `--out` are worked on by
+one run at a time. The run that owns one (rank 0 of a torchrun job, or the only process)
+holds the lock for its whole life; a second run on the same folder (a scheduler's retry, a
+second terminal) finds it taken and stops at once, before it reads or writes anything.
 
 The kernel releases a `flock` when its process dies, however it dies (SIGKILL, out of
 memory), so a killed run's folder is free for the next run to resume: there is no stale
-lock to clean up. The owner deletes the folder, lock file included, while it still holds
-the lock; a run that was waiting on the deleted file sees that the path no longer names
-the file it locked and starts again on a new folder.
+lock to clean up. The owner deletes the folder, lock file included (or, for a folder that
+stays, the lock file: `release(delete=True)`), while it still holds the lock; a run that
+was waiting on the deleted file sees that the path no longer names the file it locked and
+starts again (with a new lock file).
 
 Locks are advisory and per open file (`flock(2)`): they hold between processes on one
 machine, and on network file systems that support them (NFSv4, Lustre, GPFS).
@@ -83,8 +84,20 @@ class FolderLock:
         held = os.fstat(fd)
         return (on_disk.st_dev, on_disk.st_ino) == (held.st_dev, held.st_ino)
 
-    def release(self) -> None:
-        """Give the lock up (after deleting the folder, if the job is done); idempotent."""
+    def release(self, delete: bool = False) -> None:
+        """Give the lock up (after deleting the folder, if the job is done); idempotent.
+
+        Args:
+            delete: First delete the lock file, so that a folder that stays (a trained
+                model folder) holds only its own files, and the folder too if this lock
+                created it and nothing else is in it (a run that failed before writing).
+        """
+        if self._fd is not None and delete:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            if self.created:
+                with contextlib.suppress(OSError):
+                    self.folder.rmdir()  # only if empty
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._fd)  # closing the file releases the flock

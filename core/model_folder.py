@@ -46,7 +46,7 @@ from .elmo import Elmo
 from .errors import ElmoError, OptionsError, WeightFileError
 from .options import BiLMOptions
 from .quantization import is_quantized
-from .text_files import ENCODING
+from .text_files import read_json
 from .weights import count_non_finite, load_bilm_tf, non_finite_error
 
 __all__ = [
@@ -303,10 +303,7 @@ def read_model_config(path: str | Path) -> tuple[BiLMOptions, dict[str, Any]]:
             f"{CONFIG_NAME}, {WEIGHTS_NAME} and {TOKENIZER_CONFIG_NAME}; for original bilm-tf files "
             "pass options.json and the hdf5 weights instead."
         )
-    try:
-        config = json.loads(config_path.read_text(encoding=ENCODING))  # a BOM is dropped
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise WeightFileError(f"{config_path} is not valid JSON: {err}.") from None
+    config = read_json(config_path, "model config", error=WeightFileError)
     if not isinstance(config, dict) or config.get("model_type") != MODEL_TYPE:
         found = config.get("model_type") if isinstance(config, dict) else type(config).__name__
         raise WeightFileError(f"{config_path} has model_type {found!r}; an ELMo model folder has model_type 'elmo'.")

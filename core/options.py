@@ -24,7 +24,7 @@ from typing import Any
 
 from .checks import check_int
 from .errors import OptionsError
-from .text_files import ENCODING
+from .text_files import read_json
 
 __all__ = ["BiLMOptions", "CharCNNOptions", "LSTMOptions", "PUBLISHED_OPTIONS"]
 
@@ -226,17 +226,11 @@ class BiLMOptions:
         """Read a bilm-tf `options.json` file.
 
         Raises:
-            OptionsError: if the file is not JSON or lacks a required key (names the file).
+            OptionsError: if the file is missing, not UTF-8 or not JSON (names the file, and
+                the line and column: `elmo_core.text_files.read_json`), or lacks a required key.
         """
         path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding=ENCODING))  # a BOM is dropped
-        except (FileNotFoundError, IsADirectoryError):
-            raise OptionsError(
-                f"options file {path} does not exist or is a folder; give the options.json file."
-            ) from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise OptionsError(f"options file {path} is not valid JSON: {err}.") from None
+        data = read_json(path, "options file", error=OptionsError)
         try:
             return cls.from_dict(data)
         except OptionsError as err:

@@ -11,7 +11,9 @@ rules hold everywhere:
 - `.xz`, `.gz` and `.bz2` files are decompressed on the fly (`open_binary`), and `-`
   is standard input; a reader that must read a file twice (training epochs) refuses a
   stream (`-`, a pipe) up front.
-- Bytes that are not UTF-8 give one `ElmoError` naming the file and the line.
+- Bytes that are not UTF-8 give one `ElmoError` naming the file and the line; a JSON
+  file (`read_json`: options.json, a model folder's config.json) that is not JSON names
+  the file, the line and the column.
 - A path that does not exist, is a folder, or cannot be read gives one `ElmoError`
   that names it and the fix, before any work is done.
 - No command writes over one of its inputs: `check_output_spares_inputs` compares
@@ -24,6 +26,7 @@ from __future__ import annotations
 import bz2
 import fnmatch
 import gzip
+import json
 import lzma
 import os
 import stat
@@ -45,6 +48,7 @@ __all__ = [
     "iter_lines",
     "open_binary",
     "open_text",
+    "read_json",
     "read_text",
     "same_file",
     "strip_line_end",
@@ -219,6 +223,31 @@ def read_text(path: str | Path, what: str = "input file") -> str:
     except ElmoError as err:
         raise ElmoError(f"{what} {err}") from None
     return text.replace("\r\n", "\n")
+
+
+def read_json(path: str | Path, what: str = "JSON file", error: type[ElmoError] = ElmoError) -> Any:
+    """The value in a JSON file (UTF-8, read by `read_text`), as `json.loads` gives it.
+
+    The one reader of the project's JSON files (options.json, a model folder's config.json).
+
+    Args:
+        path: The file.
+        what: How the message names it ("options file", "model config").
+        error: The ElmoError subclass to raise (OptionsError, WeightFileError).
+
+    Raises:
+        ElmoError: (`error`) one line naming the file: missing, a folder, unreadable,
+            not UTF-8 (and the line), or not JSON (the line, the column and what the
+            parser expected there).
+    """
+    try:
+        text = read_text(path, what)
+    except ElmoError as err:
+        raise error(str(err)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise error(f"{what} {path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg}).") from None
 
 
 def strip_line_end(line: str) -> str:

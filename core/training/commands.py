@@ -18,9 +18,10 @@ import torch.distributed as dist
 
 from ..checks import check_int
 from ..errors import ElmoError
+from ..folder_lock import LOCK_NAME, FolderLock
 from ..model_folder import MODEL_FOLDER_FILES, load_model_folder, read_model_config, resolve_model_source
 from ..options import BiLMOptions
-from ..text_files import check_input_file, check_output_spares_inputs, is_stream
+from ..text_files import check_input_file, check_output_spares_inputs, is_stream, iter_lines
 from .corpus import DEFAULT_SPLITTER, Splitter, get_sentence_splitter, iter_sentences
 from .data import PrefetchingStream, TrainingStream
 from .model import LM_HEAD_NAME, VOCAB_NAME, BiLMLanguageModel, has_lm_head, load_language_model
@@ -184,8 +185,10 @@ class TrainingSettings:
     def check_files(self) -> None:
         """Raise a one-line ElmoError, before anything is read or written, for a training file
         that is a stream (it is read once per epoch), or an input that --out would replace:
-        --out itself, or a file there named as one the run writes (`TRAINING_FILES`). The
-        --resume checkpoint is the one file of --out a run reads and then replaces."""
+        --out itself, or a file there named as one the run writes (`TRAINING_FILES`); an --out
+        that is a file; a --valid file without sentences (only blank lines: the run would have
+        no validation perplexity). The --resume checkpoint is the one file of --out a run
+        reads and then replaces."""
         reason = "elmo train reads its training files again on every epoch"
         train = []
         for pattern in self.train or []:
@@ -195,6 +198,12 @@ class TrainingSettings:
         others = [("--valid", self.valid), ("--options", self.options), ("--vocab", self.vocab)]
         inputs = [*train, *others, ("--model", self.model)]
         check_output_spares_inputs([], inputs, folders=[("--out", self.out, TRAINING_FILES)])
+        if Path(self.out).exists() and not Path(self.out).is_dir():
+            raise ElmoError(f"--out {self.out} is a file; give the folder to write the model into.")
+        valid = self.valid
+        if valid is not None and not is_stream(valid) and Path(valid).is_file():
+            if not any(line.strip() for line in iter_lines(valid)):  # reads up to the first words
+                raise ElmoError(_no_validation_sentences(valid))
 
     def stop_settings(self) -> dict[str, Any]:
         """When to stop, validate, log and save: `TrainConfig` fields a run always takes from here."""
@@ -258,7 +267,9 @@ def run_training(settings: TrainingSettings | None = None, /, **fields: Any) -> 
     settings.check()
     rank, world_size, device = init_distributed(settings.device)
     distributed = world_size > 1
+    lock = None
     try:
+        lock = _own_out_folder(Path(settings.out), rank, distributed)
         if settings.resume is not None:
             start = _start_from_checkpoint(settings.resume, settings.train, settings.resume_settings())
         else:
@@ -272,8 +283,51 @@ def run_training(settings: TrainingSettings | None = None, /, **fields: Any) -> 
             dist.barrier()  # leave together: gloo can abort a process whose peer has gone
         return summary
     finally:
+        if lock is not None:
+            lock.release(delete=True)
         if distributed:
             dist.destroy_process_group()
+
+
+def _no_validation_sentences(valid: str | Path) -> str:
+    """The message for a --valid file without sentences: refused, since a run that was
+    asked for validation perplexity would train for hours without any."""
+    return (
+        f"--valid {valid} holds no sentences, so there would be no validation perplexity; "
+        "give held-out text, or leave --valid out to train without validation."
+    )
+
+
+def _own_out_folder(out: Path, rank: int, distributed: bool) -> FolderLock | None:
+    """Rank 0 (the process that writes) takes --out's `FolderLock` for the run's life, before
+    anything is read or written; the other ranks learn its answer. A killed run's lock dies
+    with it, so the next run resumes its folder.
+
+    Raises:
+        ElmoError: on every rank, at once, when another run holds --out.
+    """
+    answer: list[str | None] = [None]
+    lock = None
+    if rank == 0:
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            lock = FolderLock(out, busy=_busy_message(out))
+        except ElmoError as err:
+            answer[0] = str(err)
+    if distributed:
+        dist.broadcast_object_list(answer, src=0)
+    if answer[0] is not None:
+        raise ElmoError(answer[0])
+    return lock
+
+
+def _busy_message(out: Path) -> str:
+    return (
+        f"another elmo train is running in --out {out} (it holds {out / LOCK_NAME}): wait for it to finish "
+        f"(if it stops, --resume {out / CHECKPOINT_NAME} continues it), or give another --out. To train on "
+        "several processes or GPUs at once, start them together with torchrun: "
+        "torchrun --nproc-per-node N -m elmo_core train ..."
+    )
 
 
 @dataclass
@@ -364,6 +418,8 @@ def _make_trainer(
     )
     batches = PrefetchingStream(stream, prefetch) if prefetch else stream
     valid_sentences = list(iter_sentences([Path(valid)], split)) if valid is not None else None
+    if valid is not None and not valid_sentences:  # a stream, checked only now it is read
+        raise ElmoError(_no_validation_sentences(valid))
     trainer = Trainer(
         start.lm,
         start.vocabulary,

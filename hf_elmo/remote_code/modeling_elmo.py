@@ -26,13 +26,18 @@ The modules are elmo_core's (`BiLM`, `ScalarMix`), held directly as `self.bilm` 
 
 from __future__ import annotations
 
+import bz2
 import contextlib
 import ctypes.util
 import functools
+import gzip
 import json
+import lzma
 import math
 import os
 import re
+import stat
+import sys
 import threading
 import time
 import warnings
@@ -43,7 +48,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, IO, Literal, NamedTuple, TextIO, TypeVar
 
 import numpy as np
 import torch
@@ -55,21 +60,31 @@ from transformers.modeling_outputs import TokenClassifierOutput
 from transformers.utils import ModelOutput
 
 from .configuration_elmo import (
+    BYTE_ORDER_MARK,
     BiLMOptions,
+    COMPRESSIONS,
     CharCNNOptions,
     DEFAULT_WINDOW_TOKENS,
     ELMO_SETTINGS,
-    ENCODING,
     ElmoConfig,
     ElmoError,
     LSTMOptions,
     OptionsError,
+    STDIN,
     _ACTIVATIONS,
+    _TextLines,
+    _Unclosed,
     _check_window,
     _clip,
+    check_input_file,
     check_int,
     check_window_settings,
     default_context,
+    is_stream,
+    open_binary,
+    open_text,
+    read_json,
+    read_text,
 )
 
 
@@ -2930,10 +2945,7 @@ def read_model_config(path: str | Path) -> tuple[BiLMOptions, dict[str, Any]]:
             f"{CONFIG_NAME}, {WEIGHTS_NAME} and {TOKENIZER_CONFIG_NAME}; for original bilm-tf files "
             "pass options.json and the hdf5 weights instead."
         )
-    try:
-        config = json.loads(config_path.read_text(encoding=ENCODING))  # a BOM is dropped
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise WeightFileError(f"{config_path} is not valid JSON: {err}.") from None
+    config = read_json(config_path, "model config", error=WeightFileError)
     if not isinstance(config, dict) or config.get("model_type") != MODEL_TYPE:
         found = config.get("model_type") if isinstance(config, dict) else type(config).__name__
         raise WeightFileError(f"{config_path} has model_type {found!r}; an ELMo model folder has model_type 'elmo'.")

@@ -31,13 +31,19 @@ with all-zero rows.
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
+import lzma
 import math
-from collections.abc import Callable, Iterable, Sequence
+import os
+import stat
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, IO, TextIO
 
 import torch
 from transformers import BatchEncoding, PreTrainedTokenizer
@@ -170,8 +176,186 @@ class OptionsError(ElmoError):
 
 # ---- elmo_core/text_files.py --------------------------------------------------
 
-ENCODING = "utf-8-sig"
-"""UTF-8 that drops a leading byte-order mark (and reads a file without one as UTF-8)."""
+BYTE_ORDER_MARK = "\ufeff"
+"""What a leading byte-order mark decodes to; for readers that decode lines themselves."""
+
+STDIN = "-"
+"""Standard input, as Unix tools spell it. `pathlib` reads `./-` as `-` too, so here `-`
+always means standard input (name a file called `-` by its absolute path)."""
+
+COMPRESSIONS: dict[str, Callable[..., IO[Any]]] = {".xz": lzma.open, ".gz": gzip.open, ".bz2": bz2.open}
+"""File name suffix -> opener: the compressed files every reader decompresses on the fly."""
+
+
+def is_stream(path: str | Path) -> bool:
+    """True for standard input (`-`) and for anything that is not a regular file: a pipe,
+    `/dev/stdin` on a pipe, a process substitution (`<(...)`). A stream can be read once,
+    from the start, and not resumed."""
+    if str(path) == STDIN:
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def check_input_file(path: str | Path, what: str = "input file", *, streams: str | None = None) -> Path:
+    """`path` as a Path, after checking that it names a readable file.
+
+    Args:
+        path: The path a user gave; `-` is standard input.
+        what: How the message names it ("INPUT", "CoNLL file", "--vocab", ...).
+        streams: None to accept a stream (standard input, a pipe: see `is_stream`), or
+            why this reader cannot take one (it is refused with that reason).
+
+    Raises:
+        ElmoError: if it does not exist, is a folder, cannot be read, or is a stream
+            where `streams` says why not (one line, naming the path and what to give instead).
+    """
+    path = Path(path)
+    if is_stream(path):
+        if streams is not None:
+            raise ElmoError(f"{what} {path} is a stream (standard input or a pipe), but {streams}; give a file.")
+        return path
+    if path.is_dir():
+        raise ElmoError(f"{what} {path} is a folder; give the path of a file.")
+    if not path.exists():
+        raise ElmoError(f"{what} {path} does not exist.")
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as err:
+        raise ElmoError(f"{what} {path} cannot be read ({err.strerror or err}).") from None
+    return path
+
+
+def open_binary(path: str | Path) -> IO[bytes]:
+    """A file's bytes, decompressed when its name ends in a suffix of `COMPRESSIONS`;
+    standard input for `-` (closing it leaves standard input open).
+
+    Every reader of users' text goes through this (`open_text` decodes it), so every
+    command reads the same files.
+    """
+    if str(path) == STDIN:
+        return _Unclosed(sys.stdin.buffer)
+    opener = COMPRESSIONS.get(Path(path).suffix)
+    return opener(path, "rb") if opener is not None else open(path, "rb")  # noqa: SIM115
+
+
+class _Unclosed:
+    """Standard input's binary stream, which `close()` (and `with`) leave open."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._stream)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> _Unclosed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def open_text(path: str | Path, mode: str = "rt") -> TextIO:
+    """Open a UTF-8 text file (see the module rules) to read, or (`mode="wt"`) to write:
+    compressed by its suffix (`COMPRESSIONS`), `-` for standard input.
+
+    Lines end only at `\\n`; `iter_lines` also drops the `\\r` of a CRLF ending. Read
+    lines are decoded one by one, so that bytes which are not UTF-8 raise an ElmoError
+    naming the file and the line.
+    """
+    if "r" not in mode:
+        opener = COMPRESSIONS.get(Path(path).suffix, open)
+        return opener(path, mode, encoding="utf-8", newline="\n")  # type: ignore[return-value]  # never a BOM
+    return _TextLines(path, open_binary(path))  # type: ignore[return-value]
+
+
+class _TextLines:
+    """A text file read line by line, like `io.TextIOWrapper(..., newline="\\n")`, that says
+    where it is not UTF-8: `ElmoError("{path} is not UTF-8 text (line N: reason).")`."""
+
+    def __init__(self, path: str | Path, raw: IO[bytes]) -> None:
+        self.name = str(path)
+        self._raw = raw
+        self._line = 0  # lines read so far
+
+    def readline(self) -> str:
+        data = self._raw.readline()
+        if not data:
+            return ""
+        self._line += 1
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ElmoError(f"{self.name} is not UTF-8 text (line {self._line}: {err.reason}).") from None
+        if self._line == 1 and text.startswith(BYTE_ORDER_MARK):
+            text = text[len(BYTE_ORDER_MARK) :]
+        return text
+
+    def read(self) -> str:
+        return "".join(iter(self.readline, ""))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.readline, "")
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def __enter__(self) -> _TextLines:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_text(path: str | Path, what: str = "input file") -> str:
+    """The whole text of a file, BOM dropped and CRLF endings read as LF.
+
+    Raises:
+        ElmoError: if the file is missing, a folder, unreadable, or not UTF-8 (names
+            the line of the first bad byte).
+    """
+    path = check_input_file(path, what)
+    try:
+        with open_text(path) as f:
+            text = f.read()
+    except ElmoError as err:
+        raise ElmoError(f"{what} {err}") from None
+    return text.replace("\r\n", "\n")
+
+
+def read_json(path: str | Path, what: str = "JSON file", error: type[ElmoError] = ElmoError) -> Any:
+    """The value in a JSON file (UTF-8, read by `read_text`), as `json.loads` gives it.
+
+    The one reader of the project's JSON files (options.json, a model folder's config.json).
+
+    Args:
+        path: The file.
+        what: How the message names it ("options file", "model config").
+        error: The ElmoError subclass to raise (OptionsError, WeightFileError).
+
+    Raises:
+        ElmoError: (`error`) one line naming the file: missing, a folder, unreadable,
+            not UTF-8 (and the line), or not JSON (the line, the column and what the
+            parser expected there).
+    """
+    try:
+        text = read_text(path, what)
+    except ElmoError as err:
+        raise error(str(err)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise error(f"{what} {path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg}).") from None
 
 
 # ---- elmo_core/options.py -----------------------------------------------------
@@ -374,17 +558,11 @@ class BiLMOptions:
         """Read a bilm-tf `options.json` file.
 
         Raises:
-            OptionsError: if the file is not JSON or lacks a required key (names the file).
+            OptionsError: if the file is missing, not UTF-8 or not JSON (names the file, and
+                the line and column: `elmo_core.text_files.read_json`), or lacks a required key.
         """
         path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding=ENCODING))  # a BOM is dropped
-        except (FileNotFoundError, IsADirectoryError):
-            raise OptionsError(
-                f"options file {path} does not exist or is a folder; give the options.json file."
-            ) from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise OptionsError(f"options file {path} is not valid JSON: {err}.") from None
+        data = read_json(path, "options file", error=OptionsError)
         try:
             return cls.from_dict(data)
         except OptionsError as err:

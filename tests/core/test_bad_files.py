@@ -180,13 +180,24 @@ def test_model_folder_with_a_missing_file(folder, name, match):
         load_model_folder(folder)
 
 
-def test_config_that_is_not_json(folder):
-    (folder / "config.json").write_text('{"model_type": "elmo", ')
-    with pytest.raises(WeightFileError, match=r"config.json is not valid JSON: Expecting property name"):
-        load_model_folder(folder)
-    (folder / "config.json").write_bytes(b"\xff\xfe\x00 binary")
-    with pytest.raises(WeightFileError, match=r"config.json is not valid JSON: 'utf-8' codec can't decode"):
-        load_model_folder(folder)
+def test_a_json_file_that_is_not_json_or_not_utf8_names_the_file_the_line_and_the_column(folder, tmp_path):
+    # options.json and a model folder's config.json are read by one reader (`read_json`).
+    options = tmp_path / "options.json"
+    config = folder / "config.json"
+    for read, path, what, error in (
+        (lambda: BiLMOptions.from_json(options), options, "options file", OptionsError),
+        (lambda: load_model_folder(folder), config, "model config", WeightFileError),
+    ):
+        path.write_text('{"lstm": {\n  "dim": 16,\n}\n', encoding="utf-8")
+        with pytest.raises(error) as err:
+            read()
+        assert str(err.value) == (
+            f"{what} {path} is not valid JSON (line 3, column 1: Expecting property name enclosed in double quotes)."
+        )
+        path.write_bytes(b'{"lstm": {\n  "name": "caf\xe9"\n}}\n')
+        with pytest.raises(error) as err:
+            read()
+        assert str(err.value) == f"{what} {path} is not UTF-8 text (line 2: invalid continuation byte)."
 
 
 def test_weights_of_another_model_in_the_folder(folder, tmp_path):

@@ -348,3 +348,98 @@ def test_prepare_commands_refuse_to_write_over_their_input(tmp_path, train_file)
         with pytest.raises(ElmoError, match=r"^--out .* is FILES .* \(the same file\): writing it would destroy"):
             runner.invoke(prepare_app, [str(a) for a in command], catch_exceptions=False)
     assert train_file.read_bytes() == before
+
+
+# ---------------------------------------------------------------- one run owns a job folder (R43)
+def test_a_second_train_on_the_same_out_stops_at_once_and_a_killed_runs_folder_resumes(
+    tmp_path, options_file, train_file, valid_file
+):
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from elmo_core.training.checkpoint import load_checkpoint_file
+
+    exe = shutil.which("elmo") or str(Path(sys.executable).parent / "elmo")
+    out = tmp_path / "run"
+    args = train_args(out, train_file, valid_file, "--options", options_file, "--max-steps", 10**9)
+    first = subprocess.Popen([exe, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        checkpoint = out / "checkpoint.pt"
+        for _ in range(6000):  # until the first run has saved a checkpoint (it is still training)
+            if checkpoint.is_file() or first.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert first.poll() is None and checkpoint.is_file(), first.stderr.read() if first.poll() is not None else ""
+        log_rows = (out / "train_log.jsonl").read_text().count("\n")
+        message = one_line_error(*train_args(out, train_file, valid_file, "--options", options_file, "--max-steps", 2))
+        assert message.startswith(f"error: another elmo train is running in --out {out} ") and "torchrun" in message
+        assert "wait for it to finish" in message and "another --out" in message, message
+        assert (out / "train_log.jsonl").read_text().count("\n") >= log_rows  # the first run's log is intact
+    finally:
+        first.send_signal(signal.SIGKILL)  # killed, as by a scheduler or the OOM killer: no clean-up
+        first.wait(timeout=300)
+        first.stderr.close()
+    step = load_checkpoint_file(checkpoint)["step"]
+    resume = ["train", "--out", out, "--resume", checkpoint, "--max-steps", step + 1, "--no-progress"]
+    elmo(*resume)  # the killed run's lock died with it
+    assert load_checkpoint_file(checkpoint)["step"] == step + 1
+    assert not (out / ".lock").exists()  # a finished run leaves a clean model folder
+
+
+@pytest.mark.parametrize("content", [b"", b"\n \n\n"], ids=["zero bytes", "blank lines"])
+def test_train_refuses_an_empty_valid_file_before_it_trains(tmp_path, options_file, train_file, content):
+    empty = tmp_path / "valid.txt"
+    empty.write_bytes(content)
+    out = tmp_path / "run"
+    message = one_line_error(*train_args(out, train_file, empty, "--options", options_file, "--max-steps", 2))
+    assert message == (
+        f"error: --valid {empty} holds no sentences, so there would be no validation perplexity; "
+        "give held-out text, or leave --valid out to train without validation."
+    )
+    assert not out.exists()
+
+
+def test_train_refuses_an_out_that_is_a_file_before_it_trains(tmp_path, options_file, train_file):
+    out = tmp_path / "notes.txt"
+    out.write_text("keep me\n")
+    with pytest.raises(ElmoError, match=r"^--out .*notes.txt is a file; give the folder to write the model into\.$"):
+        run_training(train=[train_file], valid=None, out=out, options=options_file, pretokenized=True, max_steps=1)
+    assert out.read_text() == "keep me\n"
+
+
+def test_under_torchrun_the_writing_rank_owns_out_and_every_rank_stops_when_it_is_taken(
+    tmp_path, options_file, train_file, valid_file
+):
+    import os
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from elmo_core.folder_lock import FolderLock
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    torchrun = [Path(sys.executable).parent / "torchrun", "--nproc-per-node", 2, "--master-port", port]
+    out = tmp_path / "run"
+    args = train_args(out, train_file, valid_file, "--options", options_file, "--max-steps", 2)
+
+    def launch() -> subprocess.CompletedProcess:
+        command = [str(a) for a in [*torchrun, "-m", "elmo_core", *args]]
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+
+    other = FolderLock(out, busy="busy")  # another run holds --out
+    try:
+        busy = launch()
+    finally:
+        other.release()
+    assert busy.returncode != 0 and busy.stderr.count("error: another elmo train is running in --out") == 2
+    assert not (out / "checkpoint.pt").exists()  # no rank wrote anything
+    done = launch()
+    assert done.returncode == 0, done.stderr
+    assert (out / "checkpoint.pt").is_file() and not (out / ".lock").exists()
