@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ..atomic_files import atomic_write
 from ..checks import check_int
 from ..text_files import iter_lines
 
@@ -161,12 +162,16 @@ class Vocabulary:
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | Path) -> None:
-        """Write bilm-tf's `vocab.txt` (plus a tab and the count when counts are known)."""
+        """Write bilm-tf's `vocab.txt` (plus a tab and the count when counts are known).
+
+        The file appears whole or not at all (`atomic_files.atomic_write`): a run killed
+        while writing leaves any earlier `path` as it was, never a cut-short vocabulary.
+        """
         if self.counts is None:
             lines = [f"{t}\n" for t in self.tokens]
         else:
             lines = [f"{t}\t{n}\n" for t, n in zip(self.tokens, self.counts)]
-        Path(path).write_text("".join(lines), encoding="utf-8")
+        atomic_write(path, lambda tmp: tmp.write_text("".join(lines), encoding="utf-8"))
 
     @classmethod
     def load(cls, path: str | Path) -> Vocabulary:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from elmo_core.training import Vocabulary
@@ -61,3 +63,21 @@ def test_vocabulary_rejects_repeated_and_unsaveable_tokens():
         Vocabulary(list(SPECIAL_TOKENS) + ["a\tb"])
     with pytest.raises(ValueError, match="max_size"):
         Vocabulary.build([["a"]], max_size=3)
+
+
+def test_a_save_that_fails_midway_leaves_the_earlier_vocab_file_whole(tmp_path, monkeypatch):
+    path = tmp_path / "vocab.txt"
+    Vocabulary([*SPECIAL_TOKENS, "a", "b"]).save(path)
+    before = path.read_bytes()
+
+    def write_half_then_die(self, text, encoding=None):
+        with open(self, "w", encoding=encoding) as f:
+            f.write(text[: len(text) // 2])
+        raise KeyboardInterrupt  # a Ctrl-C halfway through the write
+
+    monkeypatch.setattr(Path, "write_text", write_half_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        Vocabulary([*SPECIAL_TOKENS, "a", "b", "c", "d"]).save(path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vocab.txt"]
