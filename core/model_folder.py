@@ -471,10 +471,8 @@ def _variant_name(name: str, variant: str | None) -> str:
 
 def _sharded(index_path: Path, present: list[str]) -> WeightFiles:
     """The tensors of an index's shards, checked against the index."""
-    try:
-        weight_map = json.loads(index_path.read_text(encoding=ENCODING)).get("weight_map")
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as err:
-        raise WeightFileError(f"{index_path} is not a safetensors index (JSON with a weight_map): {err}.") from None
+    index = read_json(index_path, "safetensors index", error=WeightFileError)
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
         raise WeightFileError(
             f"{index_path} has no weight_map (tensor name -> shard file); it is damaged. Save the folder again."
