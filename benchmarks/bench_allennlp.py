@@ -14,7 +14,9 @@ activations agree (max difference printed). Both get the same length-sorted batc
 sentences of enwiki text: AllenNLP as `_ElmoBiLm(char_ids)` under `torch.no_grad`, this
 project as `embed_sentences(model, sentences, layers="all", batch_size=32)` (the numpy
 copies included), with the token cache on (the default) and off. They alternate, and the
-best of `--repeats` runs counts.
+best of `--repeats` runs counts. Then each model runs once more alone in a fresh process
+(`--only`, the same weights file and batches, token cache on for ours) whose peak resident
+memory (`VmHWM`: loading, weights and the run) is reported beside its rate.
 
     .venv/bin/python benchmarks/bench_allennlp.py --wheel DIR/allennlp-2.10.1-py3-none-any.whl
 """
@@ -25,6 +27,7 @@ import argparse
 import datetime
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -103,26 +106,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--out", type=Path, help="also write the report here")
+    parser.add_argument("--only", choices=["allennlp", "ours"], help=argparse.SUPPRESS)
+    parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.only:
+        return alone(args)
     data = args.data if args.data.is_absolute() else REPO_ROOT / args.data
     sentences, source = load_sentences(data, args.sentences)
     source = source.replace(str(data), str(args.data))
     tokens = sum(map(len, sentences))
     options = shape_options("original")
-    with tempfile.TemporaryDirectory() as workdir:
-        folder = Path(workdir)
-        unpack(args.wheel, folder / "lib")
-        sys.path.insert(0, str(folder / "lib"))
-        from allennlp.modules.elmo import _ElmoBiLm
+    workdir = tempfile.TemporaryDirectory()
+    folder = Path(workdir.name)
+    unpack(args.wheel, folder / "lib")
+    sys.path.insert(0, str(folder / "lib"))
+    from allennlp.modules.elmo import _ElmoBiLm
 
-        torch.manual_seed(0)
-        source_model = Elmo(options, dropout=0.0)
-        save_bilm_tf(source_model, folder / "weights.hdf5")
-        del source_model
-        options.to_json(folder / "options.json")
-        ours = Elmo(options, dropout=0.0).eval()
-        load_bilm_tf(ours, folder / "weights.hdf5")
-        allen = _ElmoBiLm(str(folder / "options.json"), str(folder / "weights.hdf5"), requires_grad=False).eval()
+    torch.manual_seed(0)
+    source_model = Elmo(options, dropout=0.0)
+    save_bilm_tf(source_model, folder / "weights.hdf5")
+    del source_model
+    options.to_json(folder / "options.json")
+    ours = Elmo(options, dropout=0.0).eval()
+    load_bilm_tf(ours, folder / "weights.hdf5")
+    allen = _ElmoBiLm(str(folder / "options.json"), str(folder / "weights.hdf5"), requires_grad=False).eval()
 
     order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
     batches = [[sentences[i] for i in order[k : k + 32]] for k in range(0, len(order), 32)]
@@ -165,11 +172,55 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for name, rate in best.items():
         lines.append(f"{name:<24} {rate:>9.0f} {rate / best['AllenNLP _ElmoBiLm']:>10.2f}x")
+    lines.append(f"alone, fresh process each: {'tokens/s':>9} {'peak RSS MiB':>12}")
+    for which in ("allennlp", "ours"):
+        command = [sys.executable, __file__, "--wheel", str(args.wheel), "--sentences", str(args.sentences)]
+        command += ["--data", str(data), "--only", which, "--folder", str(folder)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"the {which} process failed:\n{done.stderr}")
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        lines.append(f"{which:<26} {result['tok_s']:>9.0f} {result['peak_rss_mib']:>12.0f}")
+    workdir.cleanup()
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
         args.out.write_text(text)
     print(json.dumps(best), file=sys.stderr)
+    return 0
+
+
+def alone(args: argparse.Namespace) -> int:
+    """One model, alone in this process, from `--folder`: tokens/s of one run and the peak RSS."""
+    sentences, _ = load_sentences(args.data, args.sentences)
+    folder = args.folder
+    options = shape_options("original")
+    order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
+    batches = [[sentences[i] for i in order[k : k + 32]] for k in range(0, len(order), 32)]
+    if args.only == "allennlp":
+        sys.path.insert(0, str(folder / "lib"))
+        from allennlp.modules.elmo import _ElmoBiLm
+
+        allen = _ElmoBiLm(str(folder / "options.json"), str(folder / "weights.hdf5"), requires_grad=False).eval()
+
+        def run() -> None:
+            with torch.no_grad():
+                for batch in batches:
+                    allen(words_to_char_ids(batch, options.char_cnn.max_characters_per_token)[0])
+    else:
+        ours = Elmo(options, dropout=0.0).eval()
+        load_bilm_tf(ours, folder / "weights.hdf5")
+
+        def run() -> None:
+            embed_sentences(ours, sentences, layers="all", batch_size=32, batch_tokens=10**9)
+
+    start = time.perf_counter()
+    run()
+    rate = sum(map(len, sentences)) / (time.perf_counter() - start)
+    # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across exec, so it would show the parent's peak.
+    status = Path("/proc/self/status").read_text().split("VmHWM:")[1].split()
+    peak = int(status[0]) / 1024  # kB
+    print(json.dumps({"tok_s": rate, "peak_rss_mib": peak}))
     return 0
 
 

@@ -1,8 +1,15 @@
 """Speed when another process holds a core, and fp32 against bf16 on the CPU, in one run.
 
-Contention part: the library face (`load_elmo().embed(sentences)`, the shipped model) and
-`elmo embed` (the whole command, `python -m elmo_core embed IN OUT`: start, load, embed,
-write) on the same enwiki text, each in a fresh process, first on the machine as it is
+Contention part: every face, each in a fresh process, on the same enwiki text: the library
+(`load_elmo().embed(sentences)`, the shipped model), `elmo embed` (the whole command,
+`python -m elmo_core embed IN OUT`: start, load, embed, write), the spaCy component
+(`spacy.blank("en")` + `nlp.add_pipe("elmo")`, `list(nlp.pipe(docs))` over Docs of the same
+tokens, one sentence each), the Hugging Face model (`AutoModel` + `AutoTokenizer` from a
+folder saved from the shipped model, feature extraction in batches of 32 sentences sorted by
+length, `is_split_into_words=True`), and `spacy train` of `examples/spacy_elmo/ner_elmo.cfg`
+for a fixed number of steps (`--train-steps`, the whole command; steps/s) on the first
+sentences of WikiGold (`--ner-data`; CC BY) or, where that is missing, on generated
+sentences; first on the machine as it is
 ("idle") and then with one busy-looping process (`while True: pass`) pinned to the last
 usable CPU ("busy"). The ratio busy / idle is what a user keeps of their speed when, say,
 a browser holds a core. Each face runs with the thread policy in force (`ELMO_THREADS`,
@@ -18,6 +25,7 @@ token). Also the same-process fp32 and bf16 GEMM rates (2048^3), and the CPU fla
 Nothing is asserted; run it on an otherwise idle machine (the idle rows need one).
 
     .venv/bin/python benchmarks/bench_contention.py
+    .venv/bin/python benchmarks/bench_contention.py --faces spacy,hf,train
     .venv/bin/python benchmarks/bench_contention.py --skip-contention --precision-shapes original
 """
 
@@ -51,6 +59,56 @@ start = time.perf_counter()
 model.embed(sentences)
 seconds = time.perf_counter() - start
 print(json.dumps({"seconds": seconds, "torch_threads": torch.get_num_threads()}))
+"""
+
+# One measurement of the spaCy component, in a fresh process: sentences (JSON) on stdin.
+_SPACY = """
+import json, sys, time
+import spacy, torch
+from spacy.tokens import Doc
+sentences = json.load(sys.stdin)
+nlp = spacy.blank("en")
+nlp.add_pipe("elmo")
+nlp.initialize()
+def docs(part):
+    return [Doc(nlp.vocab, words=s, sent_starts=[True] + [False] * (len(s) - 1)) for s in part]
+list(nlp.pipe(docs(sentences[:32])))  # warm-up
+start = time.perf_counter()
+list(nlp.pipe(docs(sentences)))
+seconds = time.perf_counter() - start
+print(json.dumps({"seconds": seconds, "torch_threads": torch.get_num_threads()}))
+"""
+
+# One measurement of the Hugging Face model, in a fresh process: argv = folder, sentences on stdin.
+_HF = """
+import json, sys, time
+import torch
+import hf_elmo
+from transformers import AutoModel, AutoTokenizer
+sentences = json.load(sys.stdin)
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1])
+model = AutoModel.from_pretrained(sys.argv[1]).eval()
+ordered = sorted(sentences, key=len)
+def extract(part):
+    with torch.no_grad():
+        for i in range(0, len(part), 32):
+            batch = tokenizer(part[i : i + 32], is_split_into_words=True, padding=True, return_tensors="pt")
+            model(**batch).last_hidden_state
+extract(ordered[:32])  # warm-up
+start = time.perf_counter()
+extract(ordered)
+seconds = time.perf_counter() - start
+print(json.dumps({"seconds": seconds, "torch_threads": torch.get_num_threads()}))
+"""
+
+# A folder saved from the shipped model (as a user's save_pretrained writes it): argv = folder.
+_SAVE_HF = """
+import sys
+import hf_elmo
+from transformers import AutoModel, AutoTokenizer
+from elmo_core.model_folder import default_model_dir
+AutoModel.from_pretrained(default_model_dir()).save_pretrained(sys.argv[1])
+AutoTokenizer.from_pretrained(default_model_dir()).save_pretrained(sys.argv[1])
 """
 
 # One precision comparison, in a fresh process: argv = shape, sentences file.
@@ -128,6 +186,82 @@ def run_command(sentences: list[list[str]], policy: str, workdir: Path) -> float
     return sum(map(len, sentences)) / seconds
 
 
+def run_spacy(sentences: list[list[str]], policy: str) -> float:
+    """Tokens/s of `list(nlp.pipe(docs))` with `nlp.add_pipe("elmo")`, in a fresh process."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SPACY], input=json.dumps(sentences), capture_output=True, text=True, env=_env(policy)
+    )
+    if done.returncode:
+        raise RuntimeError(f"spaCy face failed:\n{done.stderr}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return sum(map(len, sentences)) / result["seconds"]
+
+
+def run_hf(sentences: list[list[str]], policy: str, folder: Path) -> float:
+    """Tokens/s of `AutoModel` feature extraction from a saved folder, in a fresh process."""
+    if not (folder / "config.json").is_file():
+        done = subprocess.run([sys.executable, "-c", _SAVE_HF, str(folder)], capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"saving the Hugging Face folder failed:\n{done.stderr}")
+    done = subprocess.run(
+        [sys.executable, "-c", _HF, str(folder)],
+        input=json.dumps(sentences),
+        capture_output=True,
+        text=True,
+        env=_env(policy),
+    )
+    if done.returncode:
+        raise RuntimeError(f"Hugging Face face failed:\n{done.stderr}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return sum(map(len, sentences)) / result["seconds"]
+
+
+def ner_sentences(path: Path, count: int) -> list[list[tuple[str, str]]]:
+    """The first `count` sentences (token, tag) of a CoNLL file; generated ones where it is missing."""
+    sentences: list[list[tuple[str, str]]] = []
+    if path.is_file():
+        current: list[tuple[str, str]] = []
+        for line in path.read_text(encoding="utf-8").splitlines() + [""]:
+            fields = line.split()
+            if not fields or fields[0] == "-DOCSTART-":
+                if current:
+                    sentences.append(current)
+                current = []
+            else:
+                current.append((fields[0], fields[-1]))
+            if len(sentences) == count:
+                return sentences
+    words = ["Anna", "met", "Bob", "in", "Paris", "on", "Monday", "with", "the", "Acme", "team", "."]
+    tags = ["I-PER", "O", "I-PER", "O", "I-LOC", "O", "O", "O", "O", "I-ORG", "O", "O"]
+    while len(sentences) < count:
+        shift = len(sentences) % 5
+        sentences.append(list(zip(words[shift:] + words[:shift], tags[shift:] + tags[:shift], strict=True)))
+    return sentences[:count]
+
+
+def run_train(steps: int, policy: str, workdir: Path, ner_data: Path) -> float:
+    """Steps/s of the whole `spacy train examples/spacy_elmo/ner_elmo.cfg` command (start to exit)."""
+    train, dev = workdir / "train.conll", workdir / "dev.conll"
+    if not train.is_file():
+        sentences = ner_sentences(ner_data, 340)
+        for path, part in ((train, sentences[:300]), (dev, sentences[300:])):
+            path.write_text("".join("".join(f"{w} {t}\n" for w, t in s) + "\n" for s in part), encoding="utf-8")
+    command = [
+        sys.executable, "-m", "spacy", "train", str(REPO_ROOT / "examples" / "spacy_elmo" / "ner_elmo.cfg"),
+        "--output", str(workdir / "out"), "--paths.train", str(train), "--paths.dev", str(dev),
+        "--training.max_steps", str(steps), "--training.eval_frequency", str(steps),
+    ]  # fmt: skip
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=_env(policy))
+    seconds = time.perf_counter() - start
+    if done.returncode:
+        raise RuntimeError(f"spacy train failed:\n{done.stderr[-4000:]}")
+    return steps / seconds
+
+
+FACES = ("library", "cli", "spacy", "hf", "train")
+
+
 def _cpu_busy() -> tuple[float, float]:
     """(busy CPU-seconds of all CPUs from /proc/stat, CPU-seconds of our waited-for children)."""
     ticks = os.sysconf("SC_CLK_TCK")
@@ -162,22 +296,33 @@ class BusyLoop:
         self.process.wait()
 
 
-def contention(sentences: list[list[str]], before: list[list[str]], policy: str) -> list[dict]:
+def contention(
+    sentences: list[list[str]], before: list[list[str]], policy: str, args: argparse.Namespace
+) -> list[dict]:
     cpu = max(os.sched_getaffinity(0))
     rows = []
+    ner_data = args.ner_data if args.ner_data.is_absolute() else REPO_ROOT / args.ner_data
     with tempfile.TemporaryDirectory() as workdir:
+        faces = {
+            "library": ("load_elmo().embed", lambda t, r: run_library(t, r), "tok/s"),
+            "cli": ("elmo embed", lambda t, r: run_command(t, r, Path(workdir)), "tok/s"),
+            "spacy": ("nlp.pipe (elmo)", lambda t, r: run_spacy(t, r), "tok/s"),
+            "hf": ("AutoModel (HF)", lambda t, r: run_hf(t, r, Path(workdir) / "hf"), "tok/s"),
+            "train": ("spacy train", lambda t, r: run_train(args.train_steps, r, Path(workdir), ner_data), "steps/s"),
+        }
+        chosen = [faces[f] for f in args.faces.split(",") if f]
         for name, text, rule in (("main", sentences, policy), ("before", before, "torch")):
-            for face, run in (
-                ("load_elmo().embed", lambda t, r: run_library(t, r)),
-                ("elmo embed", lambda t, r: run_command(t, r, Path(workdir))),
-            ):
+            if name == "before" and args.before_sentences == 0:
+                continue
+            for face, run, unit in chosen:
                 idle, others_idle = measured(run, text, rule)
                 with BusyLoop(cpu):
                     busy, others_busy = measured(run, text, rule)
                 rows.append(
                     {
                         "text": name,
-                        "tokens": sum(map(len, text)),
+                        "tokens": args.train_steps if unit == "steps/s" else sum(map(len, text)),
+                        "unit": unit,
                         "policy": rule,
                         "face": face,
                         "idle": idle,
@@ -219,13 +364,15 @@ def report(args: argparse.Namespace, source: str, rows: list[dict], prec: list[d
     if rows:
         lines += [
             "Contention: tokens/s on the machine as it is (idle) and with a busy-looping process pinned to one "
-            "CPU (busy); fresh process per cell; shipped model, default settings",
+            "CPU (busy); fresh process per cell; shipped model, default settings; spacy train: steps/s of the "
+            "whole command, 'tokens' = steps",
             f"{'face':<20} {'threads policy':<15} {'tokens':>7} {'idle':>9} {'busy':>9} {'busy/idle':>9}  "
             "others' CPUs (idle, busy)",
         ]
         for r in rows:
             policy = f"{r['policy']}" + (" (before)" if r["text"] == "before" else "")
-            rates = f"{r['idle']:>9.0f} {r['busy']:>9.0f} {r['ratio']:>9.2f}"
+            digits = 3 if r.get("unit") == "steps/s" else 0
+            rates = f"{r['idle']:>9.{digits}f} {r['busy']:>9.{digits}f} {r['ratio']:>9.2f}"
             others = f"{r['others_idle']:.2f}, {r['others_busy']:.2f}"
             lines.append(f"{r['face']:<20} {policy:<15} {r['tokens']:>7} {rates}  {others}")
         lines += [
@@ -255,6 +402,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sentences", type=int, default=550, help="sentences of the contention text (~12k tokens)")
     parser.add_argument("--before-sentences", type=int, default=60, help="sentences for the ELMO_THREADS=torch rows")
     parser.add_argument("--policy", default="auto", help="ELMO_THREADS for the main rows (default auto)")
+    parser.add_argument("--faces", default=",".join(FACES), help=f"comma-separated, of {','.join(FACES)}")
+    parser.add_argument("--train-steps", type=int, default=30, help="steps of the spacy train face")
+    parser.add_argument(
+        "--ner-data", type=Path, default=Path("../shared/data/ner/wikigold/wikigold.conll.txt"),
+        help="CoNLL file for the spacy train face (generated sentences where missing)",
+    )  # fmt: skip
     parser.add_argument("--skip-contention", action="store_true")
     parser.add_argument("--precision-shapes", default="", help="comma-separated shapes, e.g. original,default")
     parser.add_argument("--precision-sentences", type=int, default=128)
@@ -267,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = (
         []
         if args.skip_contention
-        else contention(sentences[: args.sentences], sentences[: args.before_sentences], args.policy)
+        else contention(sentences[: args.sentences], sentences[: args.before_sentences], args.policy, args)
     )
     shapes = [s for s in args.precision_shapes.split(",") if s]
     prec = precision(shapes, sentences[: args.precision_sentences]) if shapes else []
