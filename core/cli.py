@@ -14,7 +14,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -195,7 +195,7 @@ def embed(
     """
     layer_choice: str | int = int(layers) if layers.lstrip("-").isdigit() else layers
     _check_embed_options(precision, batch_tokens, window_tokens, piece_tokens, device, input_file, output_file)
-    with _resumable_on_interrupt(output_file), _process_group(device) as (rank, device):
+    with _resumable_on_interrupt(output_file) as stopped, _process_group(device) as (rank, device):
         elmo = _embedding_model(model, options, weights, device, layer_choice, token_cache, precision)
         result = embed_file(
             elmo,
@@ -212,6 +212,7 @@ def embed(
             tokenize=get_tokenizer() if tokenize else None,
             progress=progress,
             settings={"tokenize": "spacy-en" if tokenize else None, "precision": precision},
+            stop_requested=stopped,
         )
     if rank == 0:
         _report_embedding(result, input_file, output_file)
@@ -239,21 +240,27 @@ def _check_embed_options(
 
 
 @contextmanager
-def _resumable_on_interrupt(output_file: Path) -> Iterator[None]:
+def _resumable_on_interrupt(output_file: Path) -> Iterator[Callable[[], bool]]:
     """Ctrl-C and SIGTERM (a scheduler's stop) end `elmo embed` with one line saying that
-    the same command resumes the job (exit status 130, or 143 for SIGTERM)."""
+    the same command resumes the job (exit status 130, or 143 for SIGTERM).
+
+    Yields the `stop_requested` check for `embed_file`: the handler raises KeyboardInterrupt
+    at once, and records the signal too, so that `embed_file` stops at its next line even
+    where Python drops the raised KeyboardInterrupt (a signal that lands in a finalizer)."""
     received: list[int] = []
 
     def stop(signum: int, frame: object) -> None:
         received.append(signum)
         raise KeyboardInterrupt
 
+    previous: dict[int, Any] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[signum] = signal.signal(signum, stop)
+        except ValueError:  # not the main thread (embed called from a thread): leave the signals alone
+            break
     try:
-        previous = signal.signal(signal.SIGTERM, stop)
-    except ValueError:  # not the main thread (embed called from a thread): leave SIGTERM alone
-        previous = None
-    try:
-        yield
+        yield lambda: bool(received)
     except KeyboardInterrupt:
         if int(os.environ.get("RANK", "0")) == 0:
             folder = job_folder(output_file)
@@ -261,8 +268,8 @@ def _resumable_on_interrupt(output_file: Path) -> Iterator[None]:
             typer.echo(f"interrupted: {output_file} was not written; {kept}run the same command to resume.", err=True)
         raise SystemExit(128 + (received[0] if received else signal.SIGINT)) from None
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 @contextmanager

@@ -280,6 +280,7 @@ def embed_file(
     piece_tokens: int = DEFAULT_PIECE_TOKENS,
     settings: dict[str, Any] | None = None,
     progress: bool = False,
+    stop_requested: Callable[[], bool] | None = None,
 ) -> EmbedFileResult:
     """Write ELMo vectors for every line of a text file to one hdf5 file (see module docstring).
 
@@ -299,6 +300,10 @@ def embed_file(
         settings: Anything else that changes the vectors (recorded in job.json, and
             checked when resuming), e.g. the tokenizer's name and the precision.
         progress: Show a progress bar (rank 0 only), in tokens of all ranks.
+        stop_requested: Asked after every line written; True stops the job with
+            KeyboardInterrupt (the finished pieces stay, and the same call resumes). `elmo
+            embed` sets it from SIGINT/SIGTERM, so a stop is kept even where Python drops
+            the KeyboardInterrupt a signal handler raised (inside a finalizer, say).
 
     Returns:
         `EmbedFileResult`.
@@ -323,8 +328,8 @@ def embed_file(
     check_embed_paths(input_path, output_path)
     files = _JobFiles(Path(input_path), Path(output_path), piece_tokens)
     if is_stream(input_path):
-        return _run_stream_job(model, files, job_settings, embed_kwargs, tokenize, progress)
-    return _run_job(model, files, job_settings, embed_kwargs, tokenize, progress)
+        return _run_stream_job(model, files, job_settings, embed_kwargs, tokenize, progress, stop_requested)
+    return _run_job(model, files, job_settings, embed_kwargs, tokenize, progress, stop_requested)
 
 
 def _run_stream_job(
@@ -334,6 +339,7 @@ def _run_stream_job(
     embed_kwargs: dict[str, Any],
     tokenize: Callable[[str], list[str]] | None,
     progress: bool,
+    stop_requested: Callable[[], bool] | None,
 ) -> EmbedFileResult:
     """A stream (standard input, a pipe): copied to a hidden file beside OUTPUT (deleted at
     the end), then embedded as a file. The job folder records the stream's name and the
@@ -349,7 +355,8 @@ def _run_stream_job(
     try:
         with os.fdopen(fd, "wb") as copy, open_binary(files.input_path) as stream:
             shutil.copyfileobj(stream, copy, 1 << 20)
-        return _run_job(model, replace(files, spool=spool), job_settings, embed_kwargs, tokenize, progress)
+        spooled = replace(files, spool=spool)
+        return _run_job(model, spooled, job_settings, embed_kwargs, tokenize, progress, stop_requested)
     finally:
         spool.unlink(missing_ok=True)
 
@@ -419,6 +426,7 @@ def _run_job(
     embed_kwargs: dict[str, Any],
     tokenize: Callable[[str], list[str]] | None,
     progress: bool,
+    stop_requested: Callable[[], bool] | None,
 ) -> EmbedFileResult:
     """This process's share of the pieces left to do; then rank 0 merges every piece into OUTPUT."""
     import h5py
@@ -439,7 +447,7 @@ def _run_job(
         reader = _PieceReader(files.text) if mine else None
         try:
             for piece in mine:
-                _embed_piece(model, reader, folder, piece, tokenize, embed_kwargs, bar, watcher, h5py)
+                _embed_piece(model, reader, folder, piece, tokenize, embed_kwargs, bar, watcher, stop_requested, h5py)
         except BaseException as err:  # noqa: BLE001 - reported to the other ranks, then raised
             failure = err
         finally:
@@ -593,7 +601,7 @@ def _prepare_job(  # noqa: ANN202
     return job, [p.index for p in pieces]
 
 
-def _embed_piece(model, reader, folder, piece, tokenize, embed_kwargs, bar, watcher, h5py) -> None:  # noqa: ANN001
+def _embed_piece(model, reader, folder, piece, tokenize, embed_kwargs, bar, watcher, stop_requested, h5py) -> None:  # noqa: ANN001
     """Embed one piece into its own file, written under a temporary name and renamed when complete."""
     texts = reader.read(piece)
     counts = [len(text.split()) for text in texts]
@@ -611,6 +619,8 @@ def _embed_piece(model, reader, folder, piece, tokenize, embed_kwargs, bar, watc
             bar.update(counts[i])
             if watcher is not None:
                 watcher.poll()
+            if stop_requested is not None and stop_requested():
+                raise KeyboardInterrupt  # the piece's temporary file is removed; finished pieces stay
 
 
 def _storable(tokens: Sequence[str]) -> list[str]:

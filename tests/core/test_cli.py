@@ -482,3 +482,24 @@ def test_probe_plot_checks_its_suffix_first_and_says_the_file_it_wrote(tmp_path,
     assert result.exit_code == 0 and ran == [1]
     assert result.stderr.strip().splitlines()[-1] == f"wrote the plot to {tmp_path / 'probe.png'}"
     assert (tmp_path / "probe.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not (tmp_path / "probe").exists()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_stop_signal_is_kept_where_python_drops_the_interrupt_its_handler_raised(tmp_path):
+    # A signal that lands while a finalizer runs: Python prints "Exception ignored in ..." and
+    # drops the KeyboardInterrupt, so the run would carry on to the end. The recorded stop
+    # makes embed_file stop at its next line instead.
+    from elmo_core.cli import _resumable_on_interrupt
+
+    class SignalledInAFinalizer:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.01)  # the handler runs here, inside __del__
+
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    with _resumable_on_interrupt(tmp_path / "out.h5") as stop_requested:
+        assert not stop_requested()
+        dropped = SignalledInAFinalizer()
+        del dropped  # the KeyboardInterrupt raised in its __del__ is dropped by Python
+        assert stop_requested()
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before

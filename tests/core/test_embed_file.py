@@ -383,3 +383,27 @@ def test_a_stream_that_is_not_utf8_is_one_line_and_leaves_nothing_behind(tmp_pat
     assert result.returncode == 2
     assert result.stderr.decode().strip() == "error: - is not UTF-8 text (line 2: invalid continuation byte)."
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_a_stop_request_ends_the_job_at_the_next_line_and_the_same_call_resumes_it(tmp_path):
+    # The check elmo embed's signal handler sets: a stop is kept even where Python drops the
+    # KeyboardInterrupt the handler raised (see test_cli's test of the handler itself).
+    from elmo_core.embed_file import embed_file
+
+    elmo = make_tiny_elmo()
+    text = _many_lines(tmp_path / "in.txt", 300)
+    out, reference = tmp_path / "out.hdf5", tmp_path / "reference.hdf5"
+    embed_file(elmo, text, reference, piece_tokens=200)
+    asked: list[int] = []
+
+    def stop_after_two_pieces() -> bool:
+        asked.append(1)
+        return len(list(job_folder(out).glob("piece-*.h5"))) >= 2
+
+    with pytest.raises(KeyboardInterrupt):
+        embed_file(elmo, text, out, piece_tokens=200, stop_requested=stop_after_two_pieces)
+    assert not out.exists() and asked
+    assert sorted(p.name for p in job_folder(out).glob("piece-*")) == ["piece-000000.h5", "piece-000001.h5"]
+    result = embed_file(elmo, text, out, piece_tokens=200)
+    assert result.pieces_resumed == 2 and not job_folder(out).exists()
+    assert_same_file(out, reference)
