@@ -31,6 +31,7 @@ from .memory import MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD, use_mmap_for_large_blo
 from .precision import check_cpu_bf16
 from .quantization import quantize_int8
 from .text_files import check_input_file, check_output_spares_inputs
+from .threads import thread_policy
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS
 from .tokenizers import get_tokenizer
 from .windows import DEFAULT_WINDOW_TOKENS
@@ -690,6 +691,7 @@ def main() -> None:
     """
     use_mmap_for_large_blocks(TRAIN_MMAP_THRESHOLD if sys.argv[1:2] == ["train"] else MMAP_THRESHOLD)
     try:
+        thread_policy()  # a bad ELMO_THREADS is one line before any work
         app()
     except (ElmoError, TypeError, ValueError, OSError) as err:  # OSError: files, the network
         typer.echo(f"error: {err}", err=True)

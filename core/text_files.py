@@ -262,13 +262,18 @@ def strip_line_end(line: str) -> str:
 def same_file(a: str | Path, b: str | Path) -> bool:
     """True if both paths exist and name one file: the same path spelled two ways
     (relative and absolute, `./x`), a symlink and its target, or two hard links
-    (`os.path.samefile`: the same device and inode). Standard input is no file."""
-    if STDIN in (str(a), str(b)):
-        return False
+    (`os.path.samefile`: the same device and inode). `-` stands for the file behind
+    standard input, so `elmo embed - data.txt < data.txt` is caught too."""
     try:
-        return os.path.samefile(a, b)
-    except OSError:
+        first, second = _stat_of(a), _stat_of(b)
+    except (OSError, ValueError, AttributeError):  # no such file; no standard input (a daemon, pytest)
         return False
+    return os.path.samestat(first, second)
+
+
+def _stat_of(path: str | Path) -> os.stat_result:
+    """`os.stat(path)`, or for `-` the stat of standard input's file descriptor."""
+    return os.fstat(sys.stdin.fileno()) if str(path) == STDIN else os.stat(path)
 
 
 def _inside(path: str | Path, folder: str | Path, anywhere: bool) -> bool:

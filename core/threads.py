@@ -93,7 +93,7 @@ def _parse_policy(value: object, source: str) -> ThreadPolicy:
     )
 
 
-_policy: ThreadPolicy = _parse_policy(os.environ.get(ENV_VAR, "auto"), ENV_VAR)
+_policy: ThreadPolicy | None = None  # None: not chosen yet; ELMO_THREADS is read at first use
 
 
 def set_thread_policy(policy: ThreadPolicy) -> None:
@@ -104,7 +104,8 @@ def set_thread_policy(policy: ThreadPolicy) -> None:
             more than torch's own count (see the module docstring). `"torch"`: leave
             torch's count alone (what plain torch does; collapses when a core is busy).
             An int N >= 1: exactly N threads during every forward. The environment
-            variable `ELMO_THREADS` sets the same at import.
+            variable `ELMO_THREADS` sets the same, read at the first forward (so a bad
+            value fails there, with this message, not at import).
 
     Raises:
         ValueError: for anything else.
@@ -114,7 +115,14 @@ def set_thread_policy(policy: ThreadPolicy) -> None:
 
 
 def thread_policy() -> ThreadPolicy:
-    """The policy in force (`set_thread_policy`, else `ELMO_THREADS`, else "auto")."""
+    """The policy in force (`set_thread_policy`, else `ELMO_THREADS`, else "auto").
+
+    Raises:
+        ValueError: for an `ELMO_THREADS` that is not "auto", "torch" or a whole number >= 1.
+    """
+    global _policy
+    if _policy is None:
+        _policy = _parse_policy(os.environ.get(ENV_VAR, "auto"), ENV_VAR)
     return _policy
 
 
@@ -298,7 +306,8 @@ def forward_threads(device: torch.device) -> Iterator[int]:
         The number of intra-op threads the block runs with.
     """
     global _active
-    if device.type != "cpu" or _policy == "torch" or getattr(_nesting, "depth", 0):
+    policy = thread_policy()
+    if device.type != "cpu" or policy == "torch" or getattr(_nesting, "depth", 0):
         yield torch.get_num_threads()
         return
     before = torch.get_num_threads()
@@ -306,8 +315,8 @@ def forward_threads(device: torch.device) -> Iterator[int]:
         _active += 1
         running = _active
     try:
-        if isinstance(_policy, int):
-            chosen = _policy
+        if isinstance(policy, int):
+            chosen = policy
         else:
             chosen = choose_threads(before, usable_cpus(), other_load(), running)
         if chosen != before:
@@ -347,7 +356,7 @@ def directions_side_by_side(device: torch.device, recurrent_weights: int) -> int
     at a barrier) each keep one core busy. Not under the policy "torch".
     """
     threads = torch.get_num_threads()
-    if device.type != "cpu" or torch.is_grad_enabled() or _policy == "torch" or threads < 2:
+    if device.type != "cpu" or torch.is_grad_enabled() or thread_policy() == "torch" or threads < 2:
         return 0
     return threads // 2 if recurrent_weights >= SIDE_BY_SIDE_MIN_WEIGHTS else 0
 

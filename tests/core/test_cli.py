@@ -503,3 +503,23 @@ def test_a_stop_signal_is_kept_where_python_drops_the_interrupt_its_handler_rais
         del dropped  # the KeyboardInterrupt raised in its __del__ is dropped by Python
         assert stop_requested()
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+@pytest.mark.parametrize("command", ["embed", "probe"])
+def test_an_output_that_is_the_file_behind_standard_input_is_refused(tmp_path, command):
+    # `elmo embed - data.txt < data.txt`: '-' names standard input's file, so it is an INPUT too.
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    data = tmp_path / "data.txt"
+    data.write_text("a X\nb Y\n\na Y\nb X\n", encoding="utf-8")
+    before = data.read_bytes()
+    exe = shutil.which("elmo") or str(Path(sys.executable).parent / "elmo")
+    if command == "embed":
+        args = ["embed", "-", data, "--model", tmp_path / "model"]
+    else:
+        (tmp_path / "plot.png").write_bytes(before)
+        data = tmp_path / "plot.png"  # the probe's TRAIN file arrives as standard input, --plot names it
+        args = ["probe", "-", tmp_path / "data.txt", "--plot", data, "--model", tmp_path / "model", "--epochs", "1"]
+    with open(data, "rb") as stdin:
+        result = subprocess.run([exe, *map(str, args)], stdin=stdin, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "(the same file): writing it would destroy" in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1 and data.read_bytes() == before

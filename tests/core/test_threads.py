@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -179,3 +180,23 @@ def test_directions_side_by_side_give_the_sequential_vectors(sentences, policy, 
     for a, b in zip(sequential, side_by_side):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
     assert torch.get_num_threads() == 2
+
+
+def test_a_bad_ELMO_THREADS_fails_at_first_use_and_is_one_line_from_the_cli(tmp_path):
+    # Not at import: `import elmo_core` works, and the command says what is wrong in one line.
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ELMO_THREADS": "bogus"}
+    imported = subprocess.run([sys.executable, "-c", "import elmo_core"], capture_output=True, text=True, env=env)
+    assert imported.returncode == 0, imported.stderr
+    text = tmp_path / "in.txt"
+    text.write_text("a b\n", encoding="utf-8")
+    elmo = Path(sys.executable).parent / "elmo"
+    ran = subprocess.run([elmo, "embed", text, tmp_path / "out.h5"], capture_output=True, text=True, env=env)
+    assert ran.returncode == 2 and "Traceback" not in ran.stderr, ran.stderr
+    assert ran.stderr.strip().splitlines() == [
+        "error: ELMO_THREADS must be 'auto', 'torch' or a whole number of threads >= 1; got 'bogus'. "
+        "Use 'auto' to follow the free CPUs, 'torch' to keep torch's own setting."
+    ]
+    assert not (tmp_path / "out.h5").exists()
