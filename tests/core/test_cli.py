@@ -523,3 +523,18 @@ def test_an_output_that_is_the_file_behind_standard_input_is_refused(tmp_path, c
         result = subprocess.run([exe, *map(str, args)], stdin=stdin, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "(the same file): writing it would destroy" in result.stderr, result.stderr
     assert result.stderr.count("\n") == 1 and data.read_bytes() == before
+
+
+def test_a_cut_short_archive_is_one_line_for_embed_and_leaves_no_job_folder(tmp_path):
+    import gzip
+
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    rng = np.random.default_rng(0)
+    text = "".join(" ".join(rng.choice(["a", "bb", "ccc"], 12)) + "\n" for _ in range(3000)).encode()
+    packed = gzip.compress(text)
+    (tmp_path / "in.txt.gz").write_bytes(packed[: len(packed) // 2])
+    out = tmp_path / "out.h5"
+    result = cli("embed", tmp_path / "in.txt.gz", out, "--model", tmp_path / "model", "--no-progress")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "in.txt.gz is a damaged or cut-short .gz file (after line" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt.gz", "model"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import lzma
 
+import numpy as np
 import pytest
 
 from elmo_core import BiLMOptions, ElmoError
@@ -88,3 +89,28 @@ def test_every_reader_names_the_file_and_line_of_bytes_that_are_not_utf8(tmp_pat
     good = tmp_path / f"good.txt{suffix}"
     good.write_bytes(compress(b"\xef\xbb\xbfa b\r\nc\n"))
     assert list(iter_lines(good)) == ["a b", "c"]
+
+
+@pytest.mark.parametrize("suffix", [".xz", ".gz", ".bz2"])
+@pytest.mark.parametrize("damage", ["cut short", "garbled"])
+def test_a_cut_short_or_damaged_archive_is_one_error_naming_the_file_in_every_reader(tmp_path, suffix, damage):
+    import bz2
+    import gzip
+
+    from elmo_core.embed_file import plan_pieces
+
+    rng = np.random.default_rng(0)
+    text = "".join(" ".join(rng.choice(["a", "bb", "ccc", "dddd"], 12)) + "\n" for _ in range(3000)).encode()
+    compress = {".xz": lzma.compress, ".gz": gzip.compress, ".bz2": bz2.compress}[suffix]
+    packed = compress(text)
+    if damage == "cut short":
+        packed = packed[: len(packed) // 2]
+    else:  # bytes in the middle overwritten
+        middle = len(packed) // 2
+        packed = packed[:middle] + bytes(64) + packed[middle + 64 :]
+    path = tmp_path / f"in.txt{suffix}"
+    path.write_bytes(packed)
+    readers = [lambda: list(iter_lines(path)), lambda: read_text(path), lambda: plan_pieces(path)]
+    for read in readers:
+        with pytest.raises(ElmoError, match=rf"{path} is a damaged or cut-short \{suffix} file \(after line \d+: "):
+            read()
