@@ -6,8 +6,10 @@ everything else is here, so that it can be called and tested without a shell.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -55,6 +57,23 @@ DEFAULT_VOCAB_SIZE = 100_000
 
 TRAINING_FILES = (CHECKPOINT_NAME, LOG_NAME, VOCAB_NAME, LM_HEAD_NAME, *MODEL_FOLDER_FILES)
 """Name patterns of the files `elmo train` writes in --out."""
+
+
+def _check_glob_spares_out(pattern: str, out: Path) -> None:
+    """Refuse a --train glob that would pick up what the run writes in --out (`tg/*.txt`
+    with `--out tg` reads the run's own vocab.txt as training text when it is resumed)."""
+    folder, name = os.path.split(pattern)
+    if not any(c in name for c in "*?[") or any(c in folder for c in "*?["):
+        return
+    if Path(folder or ".").resolve() != out.resolve():
+        return
+    written = [w.replace("*", "") for w in TRAINING_FILES]  # a name of each kind the run writes
+    caught = [w for w in written if fnmatch.fnmatch(w, name)]
+    if caught:
+        raise ElmoError(
+            f"--train {pattern!r} is a pattern in --out {out}, where this command writes {caught[0]!r}: a resumed "
+            "run would read it as training text. Keep the training text in another folder, or give another --out."
+        )
 
 
 def expand_files(patterns: Sequence[str | Path]) -> list[Path]:
@@ -194,6 +213,7 @@ class TrainingSettings:
         for pattern in self.train or []:
             if is_stream(pattern):
                 check_input_file(pattern, "--train", streams=reason)
+            _check_glob_spares_out(str(pattern), Path(self.out))
             train.extend(("--train", p) for p in expand_files([pattern]))
         others = [("--valid", self.valid), ("--options", self.options), ("--vocab", self.vocab)]
         inputs = [*train, *others, ("--model", self.model)]

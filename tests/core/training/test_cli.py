@@ -443,3 +443,18 @@ def test_under_torchrun_the_writing_rank_owns_out_and_every_rank_stops_when_it_i
     done = launch()
     assert done.returncode == 0, done.stderr
     assert (out / "checkpoint.pt").is_file() and not (out / ".lock").exists()
+
+
+@pytest.mark.parametrize("spelling", ["{out}/*.txt", "./{name}/*.txt", "{out}/*"])
+def test_a_train_glob_that_would_match_what_the_run_writes_in_out_is_refused_up_front(
+    tmp_path, options_file, train_file, valid_file, spelling, monkeypatch
+):
+    # The first run would pass, and its resume fail: the glob then matches the run's own vocab.txt.
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "a.txt").write_bytes(train_file.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    pattern = spelling.format(out=out, name=out.name)
+    message = one_line_error(*train_args(out, pattern, valid_file, "--options", options_file, "--max-steps", 1))
+    assert message.startswith(f"error: --train {pattern!r} is a pattern in --out {out}, where this command writes ")
+    assert sorted(p.name for p in out.iterdir()) == ["a.txt"]
