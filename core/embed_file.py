@@ -659,4 +659,8 @@ def _merge(folder: Path, pieces: Sequence[Piece], output_path: Path, job: dict[s
             with h5py.File(_piece_path(folder, piece), "r") as source:
                 for line in range(piece.first_line, piece.end_line):
                     source.copy(source[str(line)], out, name=str(line))
-    shutil.rmtree(folder)
+    # Renamed first (atomic, under the lock): a run that starts now finds no folder and makes
+    # a new one, instead of locking a new .lock inside a folder that is being deleted.
+    doomed = folder.with_name(f".{folder.name}.done-{os.getpid()}")
+    os.replace(folder, doomed)
+    shutil.rmtree(doomed)

@@ -50,7 +50,7 @@ class FolderLock:
     def __init__(self, folder: str | Path, busy: str) -> None:
         self.folder = Path(folder)
         self.path = self.folder / LOCK_NAME
-        while True:
+        for _ in range(100):  # a finishing owner removes the folder at most once per try
             try:
                 self.folder.mkdir()
                 self.created = True
@@ -58,8 +58,13 @@ class FolderLock:
                 self.created = False
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-            except FileNotFoundError:  # the folder was removed by its finishing owner: again
-                continue
+            except (FileNotFoundError, NotADirectoryError):
+                if os.path.lexists(self.folder) and not self.folder.is_dir():
+                    raise ElmoError(
+                        f"{self.folder} exists but is not a folder (a file, or a link to a missing place); "
+                        "remove it, or write elsewhere."
+                    ) from None
+                continue  # the folder was removed by its finishing owner: again
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as err:
@@ -74,6 +79,7 @@ class FolderLock:
                 self._fd: int | None = fd
                 return
             os.close(fd)  # we locked a file its owner had deleted with the folder: again
+        raise ElmoError(f"could not lock {self.path}: its folder kept disappearing; try again.")
 
     def _still_names(self, fd: int) -> bool:
         """True if `self.path` is still the file open as `fd` (same device and inode)."""

@@ -332,7 +332,7 @@ def _own_out_folder(out: Path, rank: int, distributed: bool) -> FolderLock | Non
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
             lock = FolderLock(out, busy=_busy_message(out))
-        except ElmoError as err:
+        except (ElmoError, OSError) as err:  # an OSError too: the other ranks must hear of it, not hang
             answer[0] = str(err)
     if distributed:
         dist.broadcast_object_list(answer, src=0)

@@ -22,6 +22,7 @@ import math
 import os
 import stat
 import sys
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -149,7 +150,62 @@ def open_binary(path: str | Path) -> IO[bytes]:
     if str(path) == STDIN:
         return _Unclosed(sys.stdin.buffer)
     opener = COMPRESSIONS.get(Path(path).suffix)
-    return opener(path, "rb") if opener is not None else open(path, "rb")  # noqa: SIM115
+    if opener is None:
+        return open(path, "rb")  # noqa: SIM115
+    return _Decompressed(path, opener(path, "rb"))  # type: ignore[return-value]
+
+
+DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError, zlib.error, OSError)
+"""What gzip, lzma and bz2 raise for a cut-short or damaged file (gzip.BadGzipFile and bz2's
+"Invalid data stream" are OSErrors; a stream that ends early is an EOFError)."""
+
+
+class _Decompressed:
+    """A compressed file's decompressed bytes, where a cut-short or damaged file is one
+    ElmoError naming the file and the line (an EOFError would reach click as "Aborted!")."""
+
+    def __init__(self, path: str | Path, raw: IO[bytes]) -> None:
+        self.name = str(path)
+        self._raw = raw
+        self._lines: int | None = 0  # newlines read so far (None after a seek into the middle)
+
+    def _call(self, method: str, *args: Any) -> Any:
+        try:
+            data = getattr(self._raw, method)(*args)
+        except DECOMPRESSION_ERRORS as err:
+            where = f"after line {self._lines}: " if self._lines is not None else ""
+            raise ElmoError(
+                f"{self.name} is a damaged or cut-short {Path(self.name).suffix} file ({where}{err}); copy or "
+                "download it again, or test it with its tool (xz -t, gzip -t, bzip2 -t)."
+            ) from None
+        if isinstance(data, bytes) and self._lines is not None:
+            self._lines += data.count(b"\n")
+        return data
+
+    def read(self, size: int = -1) -> bytes:
+        return self._call("read", size)
+
+    def readline(self, size: int = -1) -> bytes:
+        return self._call("readline", size)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._lines = 0 if (offset, whence) == (0, 0) else None
+        return self._call("seek", offset, whence)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.readline, b"")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def __enter__(self) -> _Decompressed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class _Unclosed:

@@ -42,6 +42,7 @@ import threading
 import time
 import warnings
 import weakref
+import zlib
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext
@@ -64,6 +65,7 @@ from .configuration_elmo import (
     BiLMOptions,
     COMPRESSIONS,
     CharCNNOptions,
+    DECOMPRESSION_ERRORS,
     DEFAULT_WINDOW_TOKENS,
     ELMO_SETTINGS,
     ElmoConfig,
@@ -72,6 +74,7 @@ from .configuration_elmo import (
     OptionsError,
     STDIN,
     _ACTIVATIONS,
+    _Decompressed,
     _TextLines,
     _Unclosed,
     _check_window,
@@ -1160,7 +1163,19 @@ def _parse_policy(value: object, source: str) -> ThreadPolicy:
     )
 
 
-_policy: ThreadPolicy = _parse_policy(os.environ.get(ENV_VAR, "auto"), ENV_VAR)
+_policy: ThreadPolicy | None = None  # None: not chosen yet; ELMO_THREADS is read at first use
+
+
+def thread_policy() -> ThreadPolicy:
+    """The policy in force (`set_thread_policy`, else `ELMO_THREADS`, else "auto").
+
+    Raises:
+        ValueError: for an `ELMO_THREADS` that is not "auto", "torch" or a whole number >= 1.
+    """
+    global _policy
+    if _policy is None:
+        _policy = _parse_policy(os.environ.get(ENV_VAR, "auto"), ENV_VAR)
+    return _policy
 
 
 # ---------------------------------------------------------------- usable CPUs
@@ -1343,7 +1358,8 @@ def forward_threads(device: torch.device) -> Iterator[int]:
         The number of intra-op threads the block runs with.
     """
     global _active
-    if device.type != "cpu" or _policy == "torch" or getattr(_nesting, "depth", 0):
+    policy = thread_policy()
+    if device.type != "cpu" or policy == "torch" or getattr(_nesting, "depth", 0):
         yield torch.get_num_threads()
         return
     before = torch.get_num_threads()
@@ -1351,8 +1367,8 @@ def forward_threads(device: torch.device) -> Iterator[int]:
         _active += 1
         running = _active
     try:
-        if isinstance(_policy, int):
-            chosen = _policy
+        if isinstance(policy, int):
+            chosen = policy
         else:
             chosen = choose_threads(before, usable_cpus(), other_load(), running)
         if chosen != before:
@@ -1392,7 +1408,7 @@ def directions_side_by_side(device: torch.device, recurrent_weights: int) -> int
     at a barrier) each keep one core busy. Not under the policy "torch".
     """
     threads = torch.get_num_threads()
-    if device.type != "cpu" or torch.is_grad_enabled() or _policy == "torch" or threads < 2:
+    if device.type != "cpu" or torch.is_grad_enabled() or thread_policy() == "torch" or threads < 2:
         return 0
     return threads // 2 if recurrent_weights >= SIDE_BY_SIDE_MIN_WEIGHTS else 0
 

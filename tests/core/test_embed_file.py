@@ -407,3 +407,16 @@ def test_a_stop_request_ends_the_job_at_the_next_line_and_the_same_call_resumes_
     result = embed_file(elmo, text, out, piece_tokens=200)
     assert result.pieces_resumed == 2 and not job_folder(out).exists()
     assert_same_file(out, reference)
+
+
+def test_a_job_folder_that_is_a_broken_link_is_one_error_not_a_hang(tmp_path):
+    from elmo_core.errors import ElmoError
+    from elmo_core.folder_lock import FolderLock
+
+    link = tmp_path / "out.h5.partial"
+    link.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(ElmoError, match=r"exists but is not a folder \(a file, or a link to a missing place\)"):
+        FolderLock(link, busy="busy")
+    (tmp_path / "file.partial").write_text("x")
+    with pytest.raises(ElmoError, match=r"exists but is not a folder"):
+        FolderLock(tmp_path / "file.partial", busy="busy")
