@@ -52,10 +52,12 @@ def load_checkpoint_file(path: str | Path) -> dict[str, Any]:
         raise ElmoError(f"checkpoint {path} is empty (0 bytes); resume from another checkpoint, or start again.")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception:  # noqa: BLE001 - torch raises RuntimeError, EOFError, UnpicklingError, ... (long, misleading)
+    except Exception as err:  # noqa: BLE001 - torch raises RuntimeError, EOFError, UnpicklingError, ... (long)
+        first = str(err).strip().splitlines()[0][:160] if str(err).strip() else ""
         raise ElmoError(
-            f"checkpoint {path} cannot be read by torch.load: it is cut short or damaged (a full disk, an "
-            "interrupted copy) or not a checkpoint. Resume from another checkpoint, or start again."
+            f"checkpoint {path} cannot be read by torch.load ({type(err).__name__}{': ' + first if first else ''}): "
+            "it is cut short or damaged (a full disk, an interrupted copy) or not a checkpoint. Resume from "
+            "another checkpoint, or start again."
         ) from None
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise ElmoError(f"{path} is not an elmo-bilm training checkpoint (written by Trainer.save).")

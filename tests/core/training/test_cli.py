@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -261,8 +262,9 @@ def test_a_truncated_or_empty_resume_checkpoint_is_one_line(tmp_path, options_fi
     data = checkpoint.read_bytes()
     checkpoint.write_bytes(b"" if how == "empty" else data[: len(data) // 2])
     message = one_line_error("train", "--out", out, "--resume", checkpoint, "--max-steps", 4, "--no-progress")
-    expected = "is empty (0 bytes)" if how == "empty" else "cannot be read by torch.load: it is cut short or damaged"
-    assert message.startswith(f"error: checkpoint {checkpoint} ") and expected in message, message
+    damaged = r"cannot be read by torch.load \(\w+Error: .+\): it is cut short"
+    expected = r"is empty \(0 bytes\)" if how == "empty" else damaged
+    assert message.startswith(f"error: checkpoint {checkpoint} ") and re.search(expected, message), message
     assert "Aborted" not in message
 
 
