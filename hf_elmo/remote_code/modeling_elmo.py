@@ -3652,7 +3652,7 @@ class ElmoModel(ElmoPreTrainedModel):
             output_hidden_states = self.config.output_hidden_states
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         mask = attention_mask.bool() if isinstance(attention_mask, torch.Tensor) else attention_mask
-        frozen = not any(p.requires_grad for p in self.bilm.parameters())
+        frozen = not bilm_is_trainable(self.bilm)  # the core's one rule for "frozen"
         activations, out_mask = self._read(input_ids, mask, frozen)
         # The mixes read these very tensors: with a trainable biLM, their .grad exists (as for BERT).
         hidden_states = activations.unbind(0)  # n_layers + 1 x [batch, tokens, 2P]
