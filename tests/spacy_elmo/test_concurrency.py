@@ -76,7 +76,8 @@ def test_pipe_with_two_processes_matches_one_process(nlp, tmp_path, method):
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report == {"method": method, "texts": TEXTS}
-    arrays = np.load(out)
+    with np.load(out) as npz:  # closed here: a GC'd NpzFile is a ResourceWarning in a later test
+        arrays = dict(npz)
     for name in ("one", "two"):
         for i, doc in enumerate(expected):
             tensor = arrays[f"{name}{i}_tensor"]
@@ -107,7 +108,8 @@ def test_pipe_with_two_processes_matches_elmo_embed_of_the_same_lines(nlp, tiny_
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    arrays = np.load(tmp_path / "out.npz")
+    with np.load(tmp_path / "out.npz") as npz:
+        arrays = dict(npz)
     (tmp_path / "lines.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     result = CliRunner().invoke(
         app,

@@ -56,7 +56,8 @@ def test_saved_pipeline_loads_and_pipes_with_two_processes_in_a_fresh_process(nl
     # Found through the spacy_factories entry point, not an import.
     assert report == {**report, "imported_before_load": False, "imported_after_load": True}
     assert report["texts_B"] == TEXTS and report["seconds"] < 120
-    arrays = np.load(out)
+    with np.load(out) as npz:  # closed here: a GC'd NpzFile is a ResourceWarning in a later test
+        arrays = dict(npz)
     np.testing.assert_allclose(arrays["single"], nlp("a b").tensor, rtol=0, atol=1e-6)
     for name in ("A", "B"):
         for i, doc in enumerate(expected):
