@@ -247,12 +247,21 @@ def _resumable_on_interrupt(output_file: Path) -> Iterator[Callable[[], bool]]:
 
     Yields the `stop_requested` check for `embed_file`: the handler raises KeyboardInterrupt
     at once, and records the signal too, so that `embed_file` stops at its next line even
-    where Python drops the raised KeyboardInterrupt (a signal that lands in a finalizer)."""
+    where Python drops the raised KeyboardInterrupt (a signal that lands in a finalizer or a
+    weakref callback). Python would print such a dropped interrupt as "Exception ignored in
+    ..." with a traceback; the recorded stop already stands for it, so it is not printed."""
     received: list[int] = []
+    unraisable_hook = sys.unraisablehook
 
     def stop(signum: int, frame: object) -> None:
         received.append(signum)
         raise KeyboardInterrupt
+
+    def drop_recorded_interrupts(unraisable: Any) -> None:
+        if not (received and isinstance(unraisable.exc_value, KeyboardInterrupt)):
+            unraisable_hook(unraisable)
+
+    sys.unraisablehook = drop_recorded_interrupts
 
     previous: dict[int, Any] = {}
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -271,6 +280,7 @@ def _resumable_on_interrupt(output_file: Path) -> Iterator[Callable[[], bool]]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        sys.unraisablehook = unraisable_hook
 
 
 @contextmanager
