@@ -38,7 +38,7 @@ import torch
 from bench_core import DEFAULT_DATA, REPO_ROOT, cpu_model, load_average, load_sentences, shape_options
 from bench_memory import simd_flags
 
-from elmo_core import Elmo, embed_sentences, load_bilm_tf, save_bilm_tf, words_to_char_ids
+from elmo_core import Elmo, embed_sentences, load_bilm_tf, save_bilm_tf, set_token_cache, words_to_char_ids
 
 FILES = [
     "allennlp/modules/elmo.py",
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 allen(words_to_char_ids(batch, options.char_cnn.max_characters_per_token)[0])
 
     def run_ours(cache: int) -> None:
-        ours.bilm.set_token_cache(cache)
+        set_token_cache(ours, cache)
         embed_sentences(ours, sentences, layers="all", batch_size=32, batch_tokens=10**9)
 
     runs = {"AllenNLP _ElmoBiLm": run_allennlp, "ours, token cache on": lambda: run_ours(50_000)}

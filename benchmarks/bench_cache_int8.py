@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from elmo_core import embed_sentences, load_model_folder, quantize_int8
-from elmo_core.model_folder import default_model_dir
+from elmo_core.files.model_folder import default_model_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import format_table  # noqa: E402

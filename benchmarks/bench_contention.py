@@ -1,7 +1,7 @@
 """Speed when another process holds a core, and fp32 against bf16 on the CPU, in one run.
 
 Contention part: every face, each in a fresh process, on the same enwiki text: the library
-(`load_elmo().embed(sentences)`, the shipped model), `elmo embed` (the whole command,
+(`embed_sentences(load_elmo(), sentences)`, the shipped model), `elmo embed` (the whole command,
 `python -m elmo_core embed IN OUT`: start, load, embed, write), the spaCy component
 (`spacy.blank("en")` + `nlp.add_pipe("elmo")`, `list(nlp.pipe(docs))` over Docs of the same
 tokens, one sentence each), the Hugging Face model (`AutoModel` + `AutoTokenizer` from a
@@ -13,8 +13,8 @@ sentences; first on the machine as it is
 ("idle") and then with one busy-looping process (`while True: pass`) pinned to the last
 usable CPU ("busy"). The ratio busy / idle is what a user keeps of their speed when, say,
 a browser holds a core. Each face runs with the thread policy in force (`ELMO_THREADS`,
-default "auto", `elmo_core.threads`), and, on a shorter text, with `ELMO_THREADS=torch`
-(torch's own thread count, the behaviour before `elmo_core.threads`) for comparison.
+default "auto", `elmo_core.runtime.threads`), and, on a shorter text, with `ELMO_THREADS=torch`
+(torch's own thread count, the behaviour before `elmo_core.runtime.threads`) for comparison.
 
 Precision part (`--precision-shapes`): for each shape, a random model (original: the
 published layout's shape) runs `embed(..., layers="all", batch_size=32)` with the token
@@ -51,12 +51,12 @@ from bench_memory import simd_flags
 _LIBRARY = """
 import json, sys, time
 import torch
-from elmo_core import load_elmo
+from elmo_core import embed_sentences, load_elmo
 sentences = json.load(sys.stdin)
 model = load_elmo()
-model.embed(sentences[:32])  # warm-up (also fills part of the token cache, as a user's run would)
+embed_sentences(model, sentences[:32])  # warm-up (also fills part of the token cache, as a user's run would)
 start = time.perf_counter()
-model.embed(sentences)
+embed_sentences(model, sentences)
 seconds = time.perf_counter() - start
 print(json.dumps({"seconds": seconds, "torch_threads": torch.get_num_threads()}))
 """
@@ -106,7 +106,7 @@ _SAVE_HF = """
 import sys
 import hf_elmo
 from transformers import AutoModel, AutoTokenizer
-from elmo_core.model_folder import default_model_dir
+from elmo_core.files.model_folder import default_model_dir
 AutoModel.from_pretrained(default_model_dir()).save_pretrained(sys.argv[1])
 AutoTokenizer.from_pretrained(default_model_dir()).save_pretrained(sys.argv[1])
 """
@@ -117,12 +117,12 @@ import json, sys, time
 import torch
 import torch.nn.functional as F
 from bench_core import shape_options
-from elmo_core import Elmo, embed_sentences
-from elmo_core.precision import cpu_bf16_support
+from elmo_core import Elmo, attach_runtime, embed_sentences
+from elmo_core.model.precision import cpu_bf16_support
 shape, path = sys.argv[1], sys.argv[2]
 sentences = json.load(open(path))
 torch.manual_seed(0)
-model = Elmo(shape_options(shape), dropout=0.0, token_cache_words=0).eval()
+model = attach_runtime(Elmo(shape_options(shape), dropout=0.0), token_cache_words=0).eval()
 def gemm(dtype):
     a = torch.randn(2048, 2048).to(dtype); b = torch.randn(2048, 2048).to(dtype)
     a @ b
@@ -162,7 +162,7 @@ def _env(policy: str) -> dict[str, str]:
 
 
 def run_library(sentences: list[list[str]], policy: str) -> float:
-    """Tokens/s of `load_elmo().embed(sentences)` in a fresh process."""
+    """Tokens/s of `embed_sentences(load_elmo(), sentences)` in a fresh process."""
     done = subprocess.run(
         [sys.executable, "-c", _LIBRARY], input=json.dumps(sentences), capture_output=True, text=True, env=_env(policy)
     )

@@ -70,11 +70,12 @@ from elmo_core import (
     read_model_config,
     save_bilm_tf,
     set_recurrence,
+    set_token_cache,
     word_to_char_ids,
 )
-from elmo_core.characters import BOS_TOKEN, EOS_TOKEN
-from elmo_core.model_folder import default_model_dir
-from elmo_core.quantization import quantize_linear_layers
+from elmo_core.files.model_folder import default_model_dir
+from elmo_core.model.characters import BOS_TOKEN, EOS_TOKEN
+from elmo_core.runtime.quantization import quantize_linear_layers
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = Path("../shared/data/lm/enwiki2015/valid.txt.xz")  # relative to REPO_ROOT
@@ -102,7 +103,7 @@ def shape_options(shape: str) -> BiLMOptions:
     """A `PUBLISHED_OPTIONS` shape, or "default": the shipped default model's shape.
 
     A "-noclip" suffix switches `cell_clip` and `proj_clip` off (such cells run as fused
-    `torch.lstm` calls; see `elmo_core.recurrence`).
+    `torch.lstm` calls; see `elmo_core.runtime.recurrence`).
     """
     if shape.endswith("-noclip"):
         options = shape_options(shape.removesuffix("-noclip"))
@@ -357,7 +358,7 @@ def run_one(shape: str, batch_size: int, mode: str, sentences: list[list[str]], 
     with tempfile.TemporaryDirectory(prefix="bench_core_") as workdir:
         model, load_s = build_model(options, Path(workdir))
     if mode == "fp32":
-        model.bilm.set_token_cache(0)
+        set_token_cache(model, 0)
     elif mode == "int8":
         model = quantize_int8(model)
     elif mode == "fp32-fused":

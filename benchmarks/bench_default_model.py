@@ -4,7 +4,7 @@ What is measured, per model folder, each in a fresh process:
 
 - load s: `import elmo_core` + `load_model_folder(folder)`, as a user's first call pays it
   (interpreter start-up excluded);
-- tokens/s: `model.embed(sentences, layers="all", batch_size=B)` on real enwiki2015
+- tokens/s: `embed_sentences(model, sentences, layers="all", batch_size=B)` on real enwiki2015
   validation sentences (the sample `bench_core.py` takes), real tokens only, after one
   warm-up batch;
 - the ratio of the model's spec GFLOP/s (docs/bilm_tf.md section 11, as in `bench_core.py`)
@@ -42,9 +42,9 @@ from bench_core import flops_per_position, gemm_gflops, load_sentences
 model = elmo_core.load_model_folder({folder!r}, dropout=0.0)
 load_s = time.perf_counter() - start
 sentences, _ = load_sentences(Path({data!r}), {count})
-model.embed(sentences[:{batch}], batch_size={batch})
+elmo_core.embed_sentences(model, sentences[:{batch}], batch_size={batch})
 start = time.perf_counter()
-model.embed(sentences, batch_size={batch})
+elmo_core.embed_sentences(model, sentences, batch_size={batch})
 seconds = time.perf_counter() - start
 tokens = sum(len(s) for s in sentences)
 gflops = flops_per_position(model.options) * (tokens + 2 * len(sentences)) / seconds / 1e9
@@ -70,7 +70,7 @@ def measure(folder: Path, args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from elmo_core.model_folder import default_model_dir
+    from elmo_core.files.model_folder import default_model_dir
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="*", type=Path, help="model folders (default: the shipped default model)")

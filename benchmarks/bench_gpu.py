@@ -8,7 +8,7 @@ fp32 without TF32, and bf16). A mode is RECURRENCE-DTYPE[-compiled]:
 
 - RECURRENCE: "step" (the per-step loop every earlier version ran), "paired", "auto"
   (the default: "captured" CUDA graphs for models with clips, cuDNN's fused LSTM for
-  clip-free ones); see `elmo_core.recurrence`;
+  clip-free ones); see `elmo_core.runtime.recurrence`;
 - DTYPE: fp32 (TF32 off) or bf16 (`autocast_dtype=torch.bfloat16`);
 - -compiled: after `compile_recurrence(model)` (the step loop's element-wise part fused
   by torch.compile; compiled once, before timing).
@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import DEFAULT_DATA, REPO_ROOT, flops_per_position, format_table, load_sentences, shape_options  # noqa: E402
 
 from elmo_core import Elmo, compile_recurrence, embed_sentences, load_model_folder, set_recurrence  # noqa: E402
-from elmo_core.model_folder import default_model_dir  # noqa: E402
+from elmo_core.files.model_folder import default_model_dir  # noqa: E402
 
 MODES = ("step-fp32", "step-bf16", "auto-fp32", "auto-bf16")
 

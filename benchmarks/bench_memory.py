@@ -8,7 +8,7 @@ weights.hdf5, and the same weights as a model folder) and the shipped default mo
   stops (the baseline), and of one that also builds the model (which holds each weight
   once, by construction);
 - the peak RSS of a process that loads the model the way `elmo embed` does
-  (`elmo_core.cli.load_model`), and how much more than the built model that is;
+  (`elmo_core.apps.cli.load_model`), and how much more than the built model that is;
 - the peak RSS and wall time of `elmo embed` (all layers, 512 sentences of enwiki2015
   validation text, 5..60 tokens, as `bench_core.py` samples them) at
   `--batch-size 32` and `--batch-size 256`.
@@ -114,7 +114,7 @@ def load_command(model_args: list[str]) -> list[str]:
     """A fresh process that loads the model as `elmo embed` does, then exits."""
     values = dict(zip(model_args[::2], model_args[1::2]))
     code = (
-        "import sys; from pathlib import Path; from elmo_core.cli import load_model; "
+        "import sys; from pathlib import Path; from elmo_core.apps.cli import load_model; "
         "a = [None if x == '-' else Path(x) for x in sys.argv[1:]]; load_model(*a)"
     )
     return [
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"input    {source}: {len(sentences)} sentences, {sum(map(len, sentences))} tokens")
         print()
 
-        from elmo_core.model_folder import default_model_dir
+        from elmo_core.files.model_folder import default_model_dir
 
         models: list[tuple[str, str, list[str], int]] = []
         if not args.skip_original:
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         default_params = sum(p.numel() for p in load_model_folder(default_model_dir()).parameters())
         models.append(("default", "folder", ["--model", str(default_model_dir())], default_params))
 
-        imports = "import elmo_core.cli, h5py, safetensors.torch"
+        imports = "import elmo_core.apps.cli, h5py, safetensors.torch"
         base, _, _ = measure([sys.executable, "-c", imports], env)
         rows = []
         for shape, source_kind, model_args, params in models:
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                     "-c",
                     (
                         f"{imports}; from elmo_core import Elmo, PUBLISHED_OPTIONS, read_model_config; "
-                        f"from elmo_core.model_folder import default_model_dir; Elmo({options})"
+                        f"from elmo_core.files.model_folder import default_model_dir; Elmo({options})"
                     ),
                 ],
                 env,

@@ -10,8 +10,8 @@ excluded; the same count for both paths, so the two ratios compare like the word
 over the same-process GEMM rate of that dtype.
 
 Paths, both in every run: "new" is the library as it is (`recurrence` "auto", which
-trains a clip-free biLM on the CPU with `elmo_core.paired_bptt`; the char CNN over the
-batch's longest word; `elmo_core.training.softmax`); "old" is the training step as it
+trains a clip-free biLM on the CPU with `elmo_core.runtime.paired_bptt`; the char CNN over the
+batch's longest word; `elmo_core.apps.training.softmax`); "old" is the training step as it
 was on 2026-12-01 (issue 25), kept here as a frozen copy: the step loop, the char CNN
 over all 50 slots in blocks of 32 tokens with `amax`, and the module's own adaptive
 softmax. `--perplexity-steps N` also trains old and new from the same seed for N steps
@@ -60,19 +60,19 @@ from bench_core import (  # noqa: E402
 from bench_memory import simd_flags  # noqa: E402
 
 from elmo_core import BiLMOptions, batches_by_token_budget, set_recurrence  # noqa: E402
-from elmo_core.char_cnn import BLOCK_TOKENS  # noqa: E402
-from elmo_core.memory import (  # noqa: E402
+from elmo_core.apps.training.data import make_batch  # noqa: E402
+from elmo_core.apps.training.model import BiLMLanguageModel, LMOutput, autocast_log_softmax_dtype  # noqa: E402
+from elmo_core.apps.training.perplexity import evaluate  # noqa: E402
+from elmo_core.apps.training.softmax import adaptive_log_prob  # noqa: E402
+from elmo_core.apps.training.trainer import RELEASE_EVERY  # noqa: E402
+from elmo_core.apps.training.vocab import Vocabulary  # noqa: E402
+from elmo_core.model.char_cnn import BLOCK_TOKENS  # noqa: E402
+from elmo_core.runtime.memory import (  # noqa: E402
     MMAP_THRESHOLD,
     TRAIN_MMAP_THRESHOLD,
     release_free_memory,
     use_mmap_for_large_blocks,
 )
-from elmo_core.training.data import make_batch  # noqa: E402
-from elmo_core.training.model import BiLMLanguageModel, LMOutput, autocast_log_softmax_dtype  # noqa: E402
-from elmo_core.training.perplexity import evaluate  # noqa: E402
-from elmo_core.training.softmax import adaptive_log_prob  # noqa: E402
-from elmo_core.training.trainer import RELEASE_EVERY  # noqa: E402
-from elmo_core.training.vocab import Vocabulary  # noqa: E402
 
 
 def gemm_tflops(device: torch.device, dtype: torch.dtype, seconds: float = 1.0) -> float:
@@ -278,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--shapes", default="default")
     parser.add_argument("--paths", default="old,new", help="old (the frozen 2026-12-01 step), new (the library)")
-    parser.add_argument("--recurrence", default="auto", help="the new path's recurrence (see elmo_core.recurrence)")
+    parser.add_argument("--recurrence", default="auto", help="the new path's recurrence (elmo_core.runtime.recurrence)")
     parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--batch-tokens", type=int, default=4096)
     parser.add_argument("--steps", type=int, default=10)
@@ -387,7 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"\nperplexity: {args.perplexity_steps} steps from seed 0 over the batches above in order, "
             f"dropout 0.1, Adam 1e-3; held-out {heldout_source}: {len(heldout)} sentences "
-            f"({MIN_TOKENS}..{MAX_TOKENS} tokens), scored in fp32 by elmo_core.training.perplexity.evaluate"
+            f"({MIN_TOKENS}..{MAX_TOKENS} tokens), scored in fp32 by elmo_core.apps.training.perplexity.evaluate"
         )
         ppl_rows = []
         for shape, precision, _ in [c for c in configs if c[2] == "old"]:

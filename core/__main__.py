@@ -1,5 +1,5 @@
 """`python -m elmo_core` = the `elmo` command."""
 
-from .cli import main
+from .apps.cli import main
 
 main()

@@ -1,6 +1,6 @@
 """ElmoConfig: bilm-tf's options plus the ELMo output settings, as a transformers config.
 
-`config.json` is the model folder format of `elmo_core.model_folder`: bilm-tf's
+`config.json` is the model folder format of `elmo_core.files.model_folder`: bilm-tf's
 `options.json` keys verbatim (`lstm`, `char_cnn`), `model_type: "elmo"`, the `Elmo`
 settings, and the keys transformers adds itself (`architectures`, `auto_map`,
 `transformers_version`, ...), which the core ignores.
@@ -16,9 +16,8 @@ try:  # transformers 5 spelling
 except ImportError:  # pragma: no cover - transformers 4 spelling
     from transformers import PretrainedConfig as PreTrainedConfig
 
-from elmo_core.model_folder import ELMO_SETTINGS
-from elmo_core.options import BiLMOptions
-from elmo_core.windows import DEFAULT_WINDOW_TOKENS, check_window_settings
+from elmo_core.files import ELMO_SETTINGS
+from elmo_core.model import DEFAULT_WINDOW_TOKENS, BiLMOptions, check_window_settings
 
 # >>> hf_elmo only
 from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
@@ -35,7 +34,7 @@ __all__ = ["ElmoConfig"]
 class ElmoConfig(PreTrainedConfig):
     """Configuration of `ElmoModel` and `ElmoForTokenClassification`.
 
-    Build it from bilm-tf options with `ElmoConfig.from_options(BiLMOptions.from_json(
+    Build it from bilm-tf options with `ElmoConfig.from_options(read_options(
     "options.json"))`; `to_options()` gives them back. These two are the only bridge
     between the config and `elmo_core.BiLMOptions`.
 
@@ -62,7 +61,7 @@ class ElmoConfig(PreTrainedConfig):
             given, the mixes are not trainable.
         window_tokens: A row longer than this many tokens is read in overlapping windows,
             exactly as the core (`Elmo.embed`, `elmo embed`) and the spaCy component read a
-            long sentence (`elmo_core.windows`), so every face gives the same vectors at
+            long sentence (`elmo_core.runtime.windows`), so every face gives the same vectors at
             any length and memory stays bounded. Default `DEFAULT_WINDOW_TOKENS` (1024),
             the core's; None or 0 reads every row whole. Rows no longer than this are never
             cut. A stateful model always reads whole (windows would break its carried state).

@@ -10,7 +10,7 @@
 The folder is exactly what `ElmoModel.save_pretrained` + `ElmoTokenizer.save_pretrained`
 write, so it loads with `AutoModel.from_pretrained(OUT_DIR, trust_remote_code=True)`
 anywhere transformers is installed, and with `elmo_core.load_model_folder`. The weights
-are copied exactly (`elmo_core.weights`); `elmo convert --to-hdf5 MODEL_DIR OUT_PREFIX`
+are copied exactly (`elmo_core.files.weights`); `elmo convert --to-hdf5 MODEL_DIR OUT_PREFIX`
 writes them back to the original layout.
 
 Command line: `elmo convert OPTIONS WEIGHTS OUT_DIR`, `elmo convert --download small
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from elmo_core import BiLMOptions, load_bilm_tf
+from elmo_core import load_bilm_tf, read_options
 
 from .configuration_elmo import ElmoConfig
 from .modeling_elmo import ElmoModel
@@ -68,7 +68,7 @@ def convert_bilm_tf_to_hf(
         WeightFileError: for a missing/unreadable weight file or a dataset whose shape
             does not match the options (names the dataset and both shapes).
     """
-    options = BiLMOptions.from_json(options_file)
+    options = read_options(options_file)
     model = ElmoModel(ElmoConfig.from_options(options, **settings))
     load_bilm_tf(model, weight_file)  # fills model.bilm exactly; the mixes keep w = 0, gamma = 1
     out = Path(out_dir)

@@ -26,19 +26,26 @@ from transformers import PreTrainedModel
 from transformers.modeling_outputs import TokenClassifierOutput
 from transformers.utils import ModelOutput
 
-from elmo_core.bilm import BiLM
-from elmo_core.elmo import Elmo, bilm_is_trainable, mix_representations, run_bilm
-from elmo_core.embedding import DEFAULT_BATCH_TOKENS
-from elmo_core.highway import Highway
-from elmo_core.model_folder import NON_FINITE_FIX, check_model_folder, folder_variant
-from elmo_core.scalar_mix import ScalarMix
-from elmo_core.weights import count_non_finite, non_finite_error
-from elmo_core.windows import read_in_windows
+from elmo_core.files import NON_FINITE_FIX, count_non_finite, non_finite_error
+from elmo_core.model import (
+    BiLM,
+    Elmo,
+    Highway,
+    ScalarMix,
+    bilm_is_trainable,
+    mix_representations,
+    read_in_windows,
+    run_bilm,
+)
 
 from .configuration_elmo import ElmoConfig
 
-# >>> hf_elmo only
+# >>> hf_elmo only: the installed code runs with the runtime; a saved folder's copy runs the model alone
 # isort: split
+from functools import partial
+
+from elmo_core.files import check_model_folder, folder_variant
+from elmo_core.runtime import DEFAULT_BATCH_TOKENS, attach_runtime, batches_by_token_budget
 from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
     note_which_code_runs,
     save_generated_code,
@@ -120,26 +127,20 @@ class ElmoPreTrainedModel(PreTrainedModel):
     def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
         """As transformers', and the biLM (and a fixed scalar mix) stay frozen.
 
-        A local folder that holds one `variant=` of the weights and no plain ones is read
-        as that variant without naming it (`elmo_core.model_folder.folder_variant`), as
-        the core, the command line and spaCy read it.
+        With elmo-bilm installed, a local folder is read as the core reads it
+        (`_read_as_the_core_reads`: its one `variant=` of the weights without naming it,
+        and the core's diagnosis of a broken folder).
 
         transformers 5 wraps every loaded tensor in a new `nn.Parameter` with
         `requires_grad=True`, which would silently make the frozen biLM trainable
         (only the scalar mix is meant to train); this puts the constructor's choice back.
         """
         source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        if kwargs.get("variant") is None and isinstance(source, (str, os.PathLike)) and os.path.isdir(source):
-            # A folder of one variant's weights only (save_pretrained(d, variant="fp16")) loads as in the core.
-            kwargs["variant"] = folder_variant(source)
-        try:
-            loaded = super().from_pretrained(*args, **kwargs)
-        except Exception as err:
-            # transformers' own errors for a broken folder come from deep inside it
-            # ("look at the above report", a raw SafetensorError); a local folder gets
-            # elmo_core's diagnosis instead, which names the file and the fix.
-            _explain_bad_folder(source, err, kwargs.get("variant"))
-            raise
+        load = super().from_pretrained
+        # >>> hf_elmo only: the core's reading of a local folder (a saved folder's own code leaves it to transformers)
+        load = _read_as_the_core_reads(load, source)
+        # <<< hf_elmo only
+        loaded = load(*args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True
         # >>> hf_elmo only: the installed code runs; say so once if the folder was saved by other code
         note_which_code_runs(source)
@@ -216,14 +217,35 @@ class ElmoPreTrainedModel(PreTrainedModel):
         # <<< hf_elmo only
 
 
-def _explain_bad_folder(path: Any, err: Exception, variant: str | None = None) -> None:
-    """Raise elmo_core's clear error for a local model folder that failed to load, if it finds one."""
-    if path is None or not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path):
-        return
-    try:
-        check_model_folder(path, variant)
-    except ValueError as problem:  # WeightFileError / OptionsError
-        raise problem from err
+# >>> hf_elmo only: the core's diagnosis of local folders
+def _read_as_the_core_reads(load: Any, source: Any) -> Any:
+    """`load` (transformers' `from_pretrained`), reading a local folder as the core reads it.
+
+    A folder of one variant's weights only (`save_pretrained(d, variant="fp16")`) is read
+    as that variant without naming it (`elmo_core.files.folder_variant`). transformers'
+    own errors for a broken folder come from deep inside it ("look at the above report",
+    a raw SafetensorError); a local folder gets elmo_core's diagnosis instead
+    (`check_model_folder`), which names the file and the fix.
+    """
+    if not isinstance(source, (str, os.PathLike)) or not os.path.isdir(source):
+        return load
+
+    def read(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("variant") is None:
+            kwargs["variant"] = folder_variant(source)
+        try:
+            return load(*args, **kwargs)
+        except Exception as err:
+            try:
+                check_model_folder(source, kwargs.get("variant"))
+            except ValueError as problem:  # WeightFileError / OptionsError
+                raise problem from err
+            raise
+
+    return read
+
+
+# <<< hf_elmo only
 
 
 def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None) -> torch.Tensor:
@@ -282,6 +304,13 @@ class ElmoModel(ElmoPreTrainedModel):
         core = Elmo(config.to_options(), **config.elmo_settings())  # the core's construction rules
         self.bilm: BiLM = core.bilm
         self.scalar_mixes: nn.ModuleList = core.scalar_mixes
+        # Rows are stateless: reading the windows of a long input all at once or in budgeted
+        # batches gives the same vectors; the budget bounds memory.
+        self._window_batches = None
+        # >>> hf_elmo only: the runtime (recurrence path, thread rule, layer-0 cache), as every face gets it
+        attach_runtime(self.bilm)
+        self._window_batches = partial(batches_by_token_budget, max_tokens=DEFAULT_BATCH_TOKENS)
+        # <<< hf_elmo only
         self.post_init()
 
     def forward(
@@ -297,9 +326,10 @@ class ElmoModel(ElmoPreTrainedModel):
         """Run the biLM once and every scalar mix over it.
 
         A row longer than `config.window_tokens` (1024) is read in the core's overlapping
-        windows (`elmo_core.windows`), so its vectors are those of `Elmo.embed`,
+        windows (`elmo_core.model.windows`), so its vectors are those of `embed_sentences`,
         `elmo embed` and the spaCy component, and the biLM's working memory is bounded by a
-        batch of windows (`DEFAULT_BATCH_TOKENS` positions), not by the row; shorter
+        batch of windows (the runtime's `DEFAULT_BATCH_TOKENS` positions; a saved folder's
+        own code, run where elmo-bilm is not installed, reads them all at once), not by the row; shorter
         rows are read whole, exactly as without windows. The assembled layers are what the
         scalar mixes read and what `hidden_states` returns, so gradients reach the mixes
         (and a trainable biLM, through every window) as usual; while training, the graphs
@@ -359,8 +389,8 @@ class ElmoModel(ElmoPreTrainedModel):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The biLM's activations and mask, a row longer than `config.window_tokens` read in windows.
 
-        The windows are the core's (`elmo_core.windows.read_in_windows`, the plan of
-        `Elmo.embed` and the spaCy component); the scalar mixes then read the assembled
+        The windows are the core's (`elmo_core.model.windows.read_in_windows`, the plan of
+        `embed_sentences` and the spaCy component); the scalar mixes then read the assembled
         layers, so a trainable mix (and a trainable biLM, window by window) gets its
         gradients as without windows.
         """
@@ -369,7 +399,7 @@ class ElmoModel(ElmoPreTrainedModel):
             lambda ids, piece_mask: run_bilm(self.bilm, ids, piece_mask, frozen).activations,
             char_ids,
             mask,
-            batch_tokens=DEFAULT_BATCH_TOKENS,
+            batches=self._window_batches,
             window_tokens=window_tokens,
             window_context=self.config.window_context,
             boundaries=self.bilm.keep_sentence_boundaries,

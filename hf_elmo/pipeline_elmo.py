@@ -23,11 +23,9 @@ import numpy as np
 import torch
 from transformers import FeatureExtractionPipeline, pipeline
 
-from elmo_core.batching import batches_by_token_budget
-from elmo_core.checks import check_int
-from elmo_core.embedding import DEFAULT_BATCH_TOKENS
-from elmo_core.memory import release_free_memory
-from elmo_core.model_folder import resolve_model_source
+from elmo_core.files import resolve_model_source
+from elmo_core.model import check_int
+from elmo_core.runtime import DEFAULT_BATCH_TOKENS, batches_by_token_budget, release_free_memory
 
 __all__ = ["ElmoFeatureExtractionPipeline", "FeatureList", "feature_extraction_pipeline"]
 
@@ -65,7 +63,7 @@ class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
 
     Attributes:
         batch_tokens: Budget of padded positions per batch for a list of strings
-            (default `elmo_core.embedding.DEFAULT_BATCH_TOKENS`, 4096). Lengths are
+            (default `elmo_core.runtime.embedding.DEFAULT_BATCH_TOKENS`, 4096). Lengths are
             counted with the tokenizer before batching, so each string is tokenised
             twice; the second time is what the model reads.
     """
@@ -104,7 +102,7 @@ class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
         result = {"last_hidden_state": outputs.last_hidden_state, "attention_mask": model_inputs["attention_mask"]}
         del outputs  # the other layers: freed before the trim below
         # Every batch has new shapes: hand the freed heap back, or the resident size
-        # creeps up over a long stream (elmo_core.memory).
+        # creeps up over a long stream (elmo_core.runtime.memory).
         release_free_memory()
         # Keep the mask with the vectors so that postprocess can cut each row's padding.
         return result

@@ -1,7 +1,7 @@
 """ElmoTokenizer: text or token lists to ELMo's character ids. No vocabulary file.
 
 ELMo reads characters, not a word vocabulary: each token becomes 50 ids (the UTF-8
-bytes + 1 between begin/end-of-word markers; see `elmo_core.characters`), so there is
+bytes + 1 between begin/end-of-word markers; see `elmo_core.model.characters`), so there is
 nothing to save but the character settings, which go into `tokenizer_config.json`.
 
     "The river bank."  --spaCy English rules-->  ["The", "river", "bank", "."]
@@ -16,7 +16,7 @@ own ids (2, 3, ...) for tokens added with `add_tokens`, which are never split. T
 reads `char_ids`; `ElmoModel` also accepts the char ids themselves as `input_ids`.
 
 Raw text is split with the rules the pretraining data was tokenised with
-(`elmo_core.tokenizers.get_tokenizer("spacy-en")`: spaCy's English tokenizer, loaded
+(`elmo_core.files.tokenizers.get_tokenizer("spacy-en")`: spaCy's English tokenizer, loaded
 on first use; a saved folder uses spaCy directly where elmo-bilm is not installed);
 pass `is_split_into_words=True` to give token lists yourself. The biLM adds
 `<S>`/`</S>` itself, so no special tokens are added. Padding is always on the right,
@@ -34,22 +34,23 @@ from transformers import BatchEncoding, PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 from transformers.utils import to_py_obj
 
-from elmo_core.characters import (
+from elmo_core.files import DEFAULT_TOKENIZER, spacy_token_texts, token_offsets
+from elmo_core.model import (
     BEGINNING_OF_SENTENCE_CHARACTER,
     BEGINNING_OF_WORD_CHARACTER,
     CHAR_ID_OFFSET,
     END_OF_SENTENCE_CHARACTER,
     END_OF_WORD_CHARACTER,
     PADDING_CHARACTER,
+    ElmoError,
     check_sentences,
     word_to_char_ids,
 )
-from elmo_core.errors import ElmoError
-from elmo_core.model_folder import tokenizer_settings
-from elmo_core.options import BiLMOptions
-from elmo_core.tokenizers import DEFAULT_TOKENIZER, get_tokenizer, spacy_token_texts, token_offsets
 
-# >>> hf_elmo only
+# >>> hf_elmo only: the installed code also reads the core's options and tokenizer plug-ins
+# isort: split
+from elmo_core.files import get_tokenizer, tokenizer_settings
+from elmo_core.model import BiLMOptions
 from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
     note_which_code_runs,
     save_generated_code,
@@ -137,11 +138,18 @@ def _load_text_tokenizer(name: str) -> Callable[[str], list[str]]:
     the core's `spacy_token_texts`) are then built from spaCy directly, when spaCy is
     importable, so raw text gives the same tokens as in a full install.
     """
+    # >>> hf_elmo only: the installed plug-ins
     try:
         return get_tokenizer(name)
     except ElmoError:
         if name != DEFAULT_TOKENIZER:
             raise
+    # <<< hf_elmo only
+    if name != DEFAULT_TOKENIZER:
+        raise ElmoError(
+            f"text_tokenizer {name!r} is an elmo-bilm plug-in, which is not installed here: pip install "
+            f"elmo-bilm, or use the default {DEFAULT_TOKENIZER!r}."
+        )
     try:
         import spacy
     except ImportError:
@@ -238,10 +246,13 @@ class ElmoTokenizer(PreTrainedTokenizer):
             **kwargs,
         )
 
+    # >>> hf_elmo only: built from the core's options (conversion); a saved folder's copy is loaded
     @classmethod
     def from_options(cls, options: BiLMOptions, **kwargs: Any) -> ElmoTokenizer:
         """The tokenizer for a model with these biLM options."""
         return cls(**tokenizer_settings(options), **kwargs)
+
+    # <<< hf_elmo only
 
     @property
     def is_fast(self) -> bool:
@@ -546,7 +557,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         """
         files = super().save_pretrained(save_directory, *args, **kwargs)
         if self._auto_class is not None:
-            save_generated_code(save_directory, "tokenization_elmo.py")
+            save_generated_code(save_directory, "tokenization_elmo.py", "configuration_elmo.py")
         return files
 
     @classmethod

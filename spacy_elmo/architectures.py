@@ -37,7 +37,7 @@ from thinc.api import Dropout, Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Floats3d
 
 from elmo_core import DEFAULT_WINDOW_TOKENS
-from elmo_core.checks import check_int
+from elmo_core.model import check_int
 
 from .layers.elmo_model import build_elmo_model
 from .layers.feature_dropout import ElmoFeatureDropout
@@ -109,7 +109,7 @@ def ElmoLayers_v2(
         600-token paragraph whole; units no longer than the window are never affected.
         0 reads every unit whole, however long, as v1 does (memory then grows with the
         longest unit). Vectors near a cut differ a little from a whole-Doc run; see
-        `elmo_core.windows` and the README.
+        `elmo_core.runtime.windows` and the README.
     window_context (int | None): Tokens of context on each side of a window's kept
         tokens. null (default) = window_tokens // 8. Leave unset.
     cache_bytes (int): Memory for cached layers, in bytes; the least recently used sentence

@@ -14,7 +14,7 @@ column and the IOB tag in the last (IOB1 or IOB2), a blank line between sentence
 `-DOCSTART-` lines between documents (as in CoNLL-2003 and WikiGold, whichever columns
 follow the `-DOCSTART-`). Lines of only whitespace count as blank (WNUT-17's train file
 has some). A leading byte-order mark and Windows line endings change nothing
-(`elmo_core.text_files`). A file whose name ends in `.spacy` is read as a `DocBin`
+(`elmo_core.files.text_files`). A file whose name ends in `.spacy` is read as a `DocBin`
 (entities, sentence starts and tokens as stored); anything else as CoNLL text. A file
 that is neither gives one `ValueError` naming it.
 
@@ -39,8 +39,8 @@ from spacy.training import Example
 from spacy.training.converters import conll_ner_to_docs
 from spacy.util import registry
 
-from elmo_core.errors import ElmoError
-from elmo_core.text_files import check_input_file, read_text
+from elmo_core.files import check_input_file, read_text
+from elmo_core.model import ElmoError
 
 __all__ = ["ConllNerCorpus", "read_conll_ner", "read_docbin", "split_into_sentence_groups"]
 

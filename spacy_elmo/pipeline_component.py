@@ -109,7 +109,7 @@ def make_elmo(nlp: Language, name: str, model: Model[list[Doc], list[Floats3d]])
             sentence boundaries, as ELMo was trained; leave on, and put a `sentencizer` or
             parser before `elmo` for long texts) and `window_tokens` (a unit longer than
             this, 1024 by default, is read in overlapping windows, so memory stays bounded
-            for a Doc of any length; see `elmo_core.windows`).
+            for a Doc of any length; see `elmo_core.runtime.windows`).
     """
     install_pipe_keeping_similarity(nlp)
     return ElmoComponent(nlp.vocab, model, name=name)

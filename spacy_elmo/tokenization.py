@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from elmo_core.tokenizers import spacy_token_texts
+from elmo_core.files import spacy_token_texts
 
 __all__ = ["english_sentences", "english_tokenizer"]
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from elmo_core import BiLMOptions, CharCNNOptions, Elmo, LSTMOptions, save_bilm_tf
+from elmo_core import BiLMOptions, CharCNNOptions, Elmo, LSTMOptions, attach_runtime, save_bilm_tf
+from elmo_core.runtime.token_cache import DEFAULT_TOKEN_CACHE_WORDS
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -92,9 +93,10 @@ def tiny_options() -> BiLMOptions:
     return make_tiny_options()
 
 
-def make_tiny_elmo(seed: int = 0, **kwargs) -> Elmo:
+def make_tiny_elmo(seed: int = 0, token_cache_words: int = DEFAULT_TOKEN_CACHE_WORDS, **kwargs) -> Elmo:
+    """A tiny `Elmo` with random weights, handed the runtime as the loaders hand it."""
     torch.manual_seed(seed)
-    elmo = Elmo(make_tiny_options(), **kwargs)
+    elmo = attach_runtime(Elmo(make_tiny_options(), **kwargs), token_cache_words=token_cache_words)
     # Larger random weights than the default init, so that clips and gates are exercised.
     with torch.no_grad():
         for p in elmo.bilm.parameters():

@@ -41,5 +41,5 @@ def test_wheel_has_every_module_under_its_import_name(wheel):
 def test_wheel_declares_the_console_script_and_entry_points(wheel):
     (entry_points,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
     text = wheel.read(entry_points).decode()
-    assert "elmo = elmo_core.cli:main" in text
+    assert "elmo = elmo_core.apps.cli:main" in text
     assert "[elmo_core.tokenizers]" in text

@@ -33,13 +33,13 @@ def test_readme_snippets_are_found():
 
 @pytest.mark.parametrize("shape", ["small"])
 def test_readme_pretraining_options_command_writes_a_readable_options_json(tmp_path, shape):
-    from elmo_core import PUBLISHED_OPTIONS, BiLMOptions
+    from elmo_core import PUBLISHED_OPTIONS, read_options
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     command = f"PUBLISHED_OPTIONS['{shape}'].to_json('options.json')"
     assert command in readme
     PUBLISHED_OPTIONS[shape].to_json(tmp_path / "options.json")
-    assert BiLMOptions.from_json(tmp_path / "options.json") == PUBLISHED_OPTIONS[shape]
+    assert read_options(tmp_path / "options.json") == PUBLISHED_OPTIONS[shape]
 
 
 def test_allennlp_fixture_location_follows_ELMO_FIXTURE_DIR(monkeypatch, tmp_path):

@@ -1,4 +1,4 @@
-"""Every face's biLM work runs under the core's thread rule (`elmo_core.threads`), not torch's count.
+"""Every face's biLM work runs under the core's thread rule (`elmo_core.runtime.threads`), not torch's count.
 
 The rule's choice is patched to a count no face would pick by itself (torch's count is 3,
 the rule says 2), and the count torch has while the biLM computes is recorded from inside
@@ -11,9 +11,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from elmo_core import threads
-from elmo_core.bilm import BiLM
-from elmo_core.model_folder import default_model_dir, load_elmo
+from elmo_core import embed_sentences
+from elmo_core.files.model_folder import default_model_dir, load_elmo
+from elmo_core.model.bilm import BiLM
+from elmo_core.runtime import threads
 
 CEILING, CHOSEN = 3, 2
 SENTENCES = [["The", "river", "bank", "."], ["Stocks", "fell", "on", "Monday", "in", "New", "York", "."]]
@@ -46,7 +47,7 @@ def _check(seen: list[int]) -> None:
 
 
 def test_library_embed_runs_under_the_thread_rule(observed):
-    load_elmo().embed(SENTENCES)
+    embed_sentences(load_elmo(), SENTENCES)
     _check(observed)
 
 

@@ -1,12 +1,12 @@
 # This file was generated from hf_elmo/configuration_elmo.py and the elmo_core
-# definitions it uses (elmo_core/checks.py, elmo_core/errors.py,
-# elmo_core/text_files.py, elmo_core/options.py, elmo_core/windows.py,
-# elmo_core/model_folder.py), so that a saved model folder needs no elmo-bilm. Do not
-# edit it: edit those files and run
+# definitions it uses (elmo_core/model/characters.py, elmo_core/model/checks.py,
+# elmo_core/model/errors.py, elmo_core/model/options.py,
+# elmo_core/files/model_folder.py, elmo_core/model/windows.py), so that a saved model
+# folder needs no elmo-bilm. Do not edit it: edit those files and run
 #     python -m hf_elmo.remote_code.generate
 """ElmoConfig: bilm-tf's options plus the ELMo output settings, as a transformers config.
 
-`config.json` is the model folder format of `elmo_core.model_folder`: bilm-tf's
+`config.json` is the model folder format of `elmo_core.files.model_folder`: bilm-tf's
 `options.json` keys verbatim (`lstm`, `char_cnn`), `model_type: "elmo"`, the `Elmo`
 settings, and the keys transformers adds itself (`architectures`, `auto_map`,
 `transformers_version`, ...), which the core ignores.
@@ -14,19 +14,11 @@ settings, and the keys transformers adds itself (`architectures`, `auto_map`,
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import json
-import lzma
 import math
-import os
-import stat
-import sys
-import zlib
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, IO, TextIO
+from typing import Any
 
 try:  # transformers 5 spelling
     from transformers import PreTrainedConfig
@@ -34,7 +26,46 @@ except ImportError:  # pragma: no cover - transformers 4 spelling
     from transformers import PretrainedConfig as PreTrainedConfig
 
 
-# ---- elmo_core/checks.py ------------------------------------------------------
+# ---- elmo_core/model/characters.py --------------------------------------------
+
+BEGINNING_OF_SENTENCE_CHARACTER = 256
+END_OF_SENTENCE_CHARACTER = 257
+BEGINNING_OF_WORD_CHARACTER = 258
+END_OF_WORD_CHARACTER = 259
+PADDING_CHARACTER = 260
+CHAR_ID_OFFSET = 1  # every id is shifted by one so that 0 = padded position
+
+BOS_TOKEN = "<S>"
+EOS_TOKEN = "</S>"
+
+
+def _marker_word(character: int, max_characters_per_token: int) -> tuple[int, ...]:
+    ids = [PADDING_CHARACTER] * max_characters_per_token
+    ids[0] = BEGINNING_OF_WORD_CHARACTER
+    ids[1] = character
+    ids[2] = END_OF_WORD_CHARACTER
+    return tuple(i + CHAR_ID_OFFSET for i in ids)
+
+
+def word_to_char_ids(word: str, max_characters_per_token: int = 50) -> tuple[int, ...]:
+    if not isinstance(word, str):
+        raise TypeError(
+            f"tokens must be str; got {type(word).__name__} {word!r}. Pass each sentence as a list of token strings."
+        )
+    if word == BOS_TOKEN:
+        return _marker_word(BEGINNING_OF_SENTENCE_CHARACTER, max_characters_per_token)
+    if word == EOS_TOKEN:
+        return _marker_word(END_OF_SENTENCE_CHARACTER, max_characters_per_token)
+    max_bytes = max_characters_per_token - 2
+    data = word[:max_bytes].encode("utf-8", "ignore")[:max_bytes]
+    ids = [PADDING_CHARACTER] * max_characters_per_token
+    ids[0] = BEGINNING_OF_WORD_CHARACTER
+    ids[1 : len(data) + 1] = data
+    ids[len(data) + 1] = END_OF_WORD_CHARACTER
+    return tuple(i + CHAR_ID_OFFSET for i in ids)
+
+
+# ---- elmo_core/model/checks.py ------------------------------------------------
 
 def check_int(
     name: str,
@@ -46,23 +77,6 @@ def check_int(
     hint: str = "",
     error: type[Exception] = ValueError,
 ) -> None:
-    """Raise `error` unless `value` is an `int` (not a `bool`) of at least `minimum`.
-
-    Args:
-        name: The argument's name as the caller knows it (`"max_tokens"`, `"--piece-tokens"`).
-        value: What arrived.
-        minimum: The smallest allowed value: 1 reads "a positive integer", 0 "a non-negative
-            integer", anything else "an integer >= minimum".
-        none_ok: Also accept None (the message then says "or None").
-        meaning: What the number counts or what a special value does, in parentheses after
-            the expectation, e.g. "0 = no cache".
-        hint: A sentence appended to the message, e.g. how to fix it.
-        error: The exception class to raise (`ValueError` unless a caller's own error
-            class, such as `OptionsError`, is what its users catch).
-
-    Raises:
-        error: e.g. `ValueError("max_tokens must be a positive integer; got 0.")`.
-    """
     if value is None and none_ok:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
@@ -74,279 +88,23 @@ def check_int(
         raise error(f"{name} must be {expected}; got {value!r}." + (f" {hint}" if hint else ""))
 
 
-# ---- elmo_core/errors.py ------------------------------------------------------
+# ---- elmo_core/model/errors.py ------------------------------------------------
 
 class ElmoError(ValueError):
-    """Base class of the errors raised by `elmo_core`."""
+    pass
 
 
 class OptionsError(ElmoError):
-    """The biLM options are inconsistent, incomplete or of the wrong type."""
+    pass
 
 
-# ---- elmo_core/text_files.py --------------------------------------------------
-
-BYTE_ORDER_MARK = "\ufeff"
-"""What a leading byte-order mark decodes to; for readers that decode lines themselves."""
-
-STDIN = "-"
-"""Standard input, as Unix tools spell it. `pathlib` reads `./-` as `-` too, so here `-`
-always means standard input (name a file called `-` by its absolute path)."""
-
-COMPRESSIONS: dict[str, Callable[..., IO[Any]]] = {".xz": lzma.open, ".gz": gzip.open, ".bz2": bz2.open}
-"""File name suffix -> opener: the compressed files every reader decompresses on the fly."""
-
-
-def is_stream(path: str | Path) -> bool:
-    """True for standard input (`-`) and for anything that is not a regular file: a pipe,
-    `/dev/stdin` on a pipe, a process substitution (`<(...)`). A stream can be read once,
-    from the start, and not resumed."""
-    if str(path) == STDIN:
-        return True
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
-
-
-def check_input_file(path: str | Path, what: str = "input file", *, streams: str | None = None) -> Path:
-    """`path` as a Path, after checking that it names a readable file.
-
-    Args:
-        path: The path a user gave; `-` is standard input.
-        what: How the message names it ("INPUT", "CoNLL file", "--vocab", ...).
-        streams: None to accept a stream (standard input, a pipe: see `is_stream`), or
-            why this reader cannot take one (it is refused with that reason).
-
-    Raises:
-        ElmoError: if it does not exist, is a folder, cannot be read, or is a stream
-            where `streams` says why not (one line, naming the path and what to give instead).
-    """
-    path = Path(path)
-    if is_stream(path):
-        if streams is not None:
-            raise ElmoError(f"{what} {path} is a stream (standard input or a pipe), but {streams}; give a file.")
-        return path
-    if path.is_dir():
-        raise ElmoError(f"{what} {path} is a folder; give the path of a file.")
-    if not path.exists():
-        raise ElmoError(f"{what} {path} does not exist.")
-    try:
-        with open(path, "rb"):
-            pass
-    except OSError as err:
-        raise ElmoError(f"{what} {path} cannot be read ({err.strerror or err}).") from None
-    return path
-
-
-def open_binary(path: str | Path) -> IO[bytes]:
-    """A file's bytes, decompressed when its name ends in a suffix of `COMPRESSIONS`;
-    standard input for `-` (closing it leaves standard input open).
-
-    Every reader of users' text goes through this (`open_text` decodes it), so every
-    command reads the same files.
-    """
-    if str(path) == STDIN:
-        return _Unclosed(sys.stdin.buffer)
-    opener = COMPRESSIONS.get(Path(path).suffix)
-    if opener is None:
-        return open(path, "rb")  # noqa: SIM115
-    return _Decompressed(path, opener(path, "rb"))  # type: ignore[return-value]
-
-
-DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError, zlib.error, OSError)
-"""What gzip, lzma and bz2 raise for a cut-short or damaged file (gzip.BadGzipFile and bz2's
-"Invalid data stream" are OSErrors; a stream that ends early is an EOFError)."""
-
-
-class _Decompressed:
-    """A compressed file's decompressed bytes, where a cut-short or damaged file is one
-    ElmoError naming the file and the line (an EOFError would reach click as "Aborted!")."""
-
-    def __init__(self, path: str | Path, raw: IO[bytes]) -> None:
-        self.name = str(path)
-        self._raw = raw
-        self._lines: int | None = 0  # newlines read so far (None after a seek into the middle)
-
-    def _call(self, method: str, *args: Any) -> Any:
-        try:
-            data = getattr(self._raw, method)(*args)
-        except DECOMPRESSION_ERRORS as err:
-            where = f"after line {self._lines}: " if self._lines is not None else ""
-            raise ElmoError(
-                f"{self.name} is a damaged or cut-short {Path(self.name).suffix} file ({where}{err}); copy or "
-                "download it again, or test it with its tool (xz -t, gzip -t, bzip2 -t)."
-            ) from None
-        if isinstance(data, bytes) and self._lines is not None:
-            self._lines += data.count(b"\n")
-        return data
-
-    def read(self, size: int = -1) -> bytes:
-        return self._call("read", size)
-
-    def readline(self, size: int = -1) -> bytes:
-        return self._call("readline", size)
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        self._lines = 0 if (offset, whence) == (0, 0) else None
-        return self._call("seek", offset, whence)
-
-    def __iter__(self) -> Iterator[bytes]:
-        return iter(self.readline, b"")
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._raw, name)
-
-    def close(self) -> None:
-        self._raw.close()
-
-    def __enter__(self) -> _Decompressed:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class _Unclosed:
-    """Standard input's binary stream, which `close()` (and `with`) leave open."""
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self._stream = stream
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-    def __iter__(self) -> Iterator[bytes]:
-        return iter(self._stream)
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self) -> _Unclosed:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-
-def open_text(path: str | Path, mode: str = "rt") -> TextIO:
-    """Open a UTF-8 text file (see the module rules) to read, or (`mode="wt"`) to write:
-    compressed by its suffix (`COMPRESSIONS`), `-` for standard input.
-
-    Lines end only at `\\n`; `iter_lines` also drops the `\\r` of a CRLF ending. Read
-    lines are decoded one by one, so that bytes which are not UTF-8 raise an ElmoError
-    naming the file and the line.
-    """
-    if "r" not in mode:
-        opener = COMPRESSIONS.get(Path(path).suffix, open)
-        return opener(path, mode, encoding="utf-8", newline="\n")  # type: ignore[return-value]  # never a BOM
-    return _TextLines(path, open_binary(path))  # type: ignore[return-value]
-
-
-class _TextLines:
-    """A text file read line by line, like `io.TextIOWrapper(..., newline="\\n")`, that says
-    where it is not UTF-8: `ElmoError("{path} is not UTF-8 text (line N: reason).")`."""
-
-    def __init__(self, path: str | Path, raw: IO[bytes]) -> None:
-        self.name = str(path)
-        self._raw = raw
-        self._line = 0  # lines read so far
-
-    def readline(self) -> str:
-        data = self._raw.readline()
-        if not data:
-            return ""
-        self._line += 1
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise ElmoError(f"{self.name} is not UTF-8 text (line {self._line}: {err.reason}).") from None
-        if self._line == 1 and text.startswith(BYTE_ORDER_MARK):
-            text = text[len(BYTE_ORDER_MARK) :]
-        return text
-
-    def read(self) -> str:
-        return "".join(iter(self.readline, ""))
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.readline, "")
-
-    def close(self) -> None:
-        self._raw.close()
-
-    def __enter__(self) -> _TextLines:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def read_text(path: str | Path, what: str = "input file") -> str:
-    """The whole text of a file, BOM dropped and CRLF endings read as LF.
-
-    Raises:
-        ElmoError: if the file is missing, a folder, unreadable, or not UTF-8 (names
-            the line of the first bad byte).
-    """
-    path = check_input_file(path, what)
-    try:
-        with open_text(path) as f:
-            text = f.read()
-    except ElmoError as err:
-        raise ElmoError(f"{what} {err}") from None
-    return text.replace("\r\n", "\n")
-
-
-def read_json(path: str | Path, what: str = "JSON file", error: type[ElmoError] = ElmoError) -> Any:
-    """The value in a JSON file (UTF-8, read by `read_text`), as `json.loads` gives it.
-
-    The one reader of the project's JSON files (options.json, a model folder's config.json).
-
-    Args:
-        path: The file.
-        what: How the message names it ("options file", "model config").
-        error: The ElmoError subclass to raise (OptionsError, WeightFileError).
-
-    Raises:
-        ElmoError: (`error`) one line naming the file: missing, a folder, unreadable,
-            not UTF-8 (and the line), or not JSON (the line, the column and what the
-            parser expected there).
-    """
-    try:
-        text = read_text(path, what)
-    except ElmoError as err:
-        raise error(str(err)) from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise error(f"{what} {path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg}).") from None
-
-
-# ---- elmo_core/options.py -----------------------------------------------------
+# ---- elmo_core/model/options.py -----------------------------------------------
 
 _ACTIVATIONS = ("relu", "tanh")
 
 
 @dataclass(frozen=True)
 class CharCNNOptions:
-    """The context-independent token encoder (docs/bilm_tf.md §3).
-
-    Attributes:
-        embedding_dim: Size of each character embedding (`embedding.dim`; 16 in every
-            published model, 4 in the AllenNLP fixture).
-        filters: `(width, count)` per convolution bank, in file order. The published
-            models use widths 1..7 with 2048 filters in total.
-        n_highway: Number of highway layers (2 for the original model, 1 for small
-            and medium). 0 is allowed and means none.
-        n_characters: Size of the character vocabulary including the padding id 0:
-            262 at inference. bilm-tf's training files say 261 (it had no padding id);
-            that value is accepted and read as 262.
-        max_characters_per_token: Character slots per token, including the
-            begin/end-of-word markers (50; so at most 48 UTF-8 bytes of a word are seen).
-        activation: `"relu"` (all published models) or `"tanh"`, applied after
-            max-pooling each bank.
-    """
 
     embedding_dim: int = 16
     filters: tuple[tuple[int, int], ...] = (
@@ -365,25 +123,11 @@ class CharCNNOptions:
 
     @property
     def n_filters(self) -> int:
-        """Total number of convolution filters F (the char CNN's output width)."""
         return sum(count for _, count in self.filters)
 
 
 @dataclass(frozen=True)
 class LSTMOptions:
-    """The two LSTM stacks (docs/bilm_tf.md §4 and §5).
-
-    Attributes:
-        dim: Memory cell size D (4096 original, 2048 medium, 1024 small).
-        projection_dim: Size P of each direction's projected output; ELMo vectors have
-            `2 * projection_dim` values.
-        n_layers: LSTM layers per direction (2 in every published model).
-        cell_clip: The memory cell is clipped to [-cell_clip, cell_clip] at every step
-            (3). 0 or None disables the clip.
-        proj_clip: The projected output is clipped likewise (3). 0 or None disables it.
-        use_skip_connections: Residual connection around every layer but the first.
-            Required by AllenNLP; bilm-tf also supports models without it.
-    """
 
     dim: int = 4096
     projection_dim: int = 512
@@ -395,12 +139,6 @@ class LSTMOptions:
 
 @dataclass(frozen=True)
 class BiLMOptions:
-    """All hyperparameters of a biLM, as in bilm-tf's `options.json`.
-
-    The defaults are the original model (`elmo_2x4096_512_2048cnn_2xhighway`).
-    Construct from a file with `BiLMOptions.from_json(path)`; a constructor never reads
-    files. Instances are frozen; use `dataclasses.replace` to derive a variant.
-    """
 
     char_cnn: CharCNNOptions = field(default_factory=CharCNNOptions)
     lstm: LSTMOptions = field(default_factory=LSTMOptions)
@@ -409,9 +147,7 @@ class BiLMOptions:
     def __post_init__(self) -> None:
         self.validate()
 
-    # ------------------------------------------------------------------ validation
     def validate(self) -> None:
-        """Check every option; raise `OptionsError` naming the key, the value and a fix."""
         cc, lstm = self.char_cnn, self.lstm
         check_int("char_cnn.embedding.dim", cc.embedding_dim, error=OptionsError)
         check_int("char_cnn.max_characters_per_token", cc.max_characters_per_token, error=OptionsError)
@@ -452,29 +188,16 @@ class BiLMOptions:
         if not isinstance(lstm.use_skip_connections, bool):
             raise OptionsError(f"lstm.use_skip_connections must be true or false; got {lstm.use_skip_connections!r}.")
 
-    # ------------------------------------------------------------------ derived sizes
     @property
     def output_dim(self) -> int:
-        """Width of every biLM layer and of the ELMo vectors: `2 * projection_dim`."""
         return 2 * self.lstm.projection_dim
 
     @property
     def num_layers(self) -> int:
-        """Number of output layers a model returns: `n_layers + 1` (layer 0 = token layer, then each LSTM layer).
-
-        Everywhere in elmo-bilm, `num_layers` means this count of output layers; the
-        number of LSTM layers is the option `n_layers`, and of highway layers `n_highway`.
-        """
         return self.lstm.n_layers + 1
 
-    # ------------------------------------------------------------------ (de)serialisation
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BiLMOptions:
-        """Read a parsed bilm-tf `options.json` (or a model folder's `config.json`).
-
-        Raises:
-            OptionsError: if a required key is missing or has the wrong type.
-        """
         if not isinstance(data, dict):
             raise OptionsError(f"options must be a JSON object; got {type(data).__name__}.")
         for section in ("lstm", "char_cnn"):
@@ -518,23 +241,7 @@ class BiLMOptions:
             extra["lstm"] = lstm
         return cls(char_cnn=char_cnn, lstm=lstm_options, extra=extra)
 
-    @classmethod
-    def from_json(cls, path: str | Path) -> BiLMOptions:
-        """Read a bilm-tf `options.json` file.
-
-        Raises:
-            OptionsError: if the file is missing, not UTF-8 or not JSON (names the file, and
-                the line and column: `elmo_core.text_files.read_json`), or lacks a required key.
-        """
-        path = Path(path)
-        data = read_json(path, "options file", error=OptionsError)
-        try:
-            return cls.from_dict(data)
-        except OptionsError as err:
-            raise OptionsError(f"{path}: {err}") from None
-
     def to_dict(self, *, include_extra: bool = True) -> dict[str, Any]:
-        """The bilm-tf `options.json` object (plus preserved extra keys)."""
         cc, lstm = self.char_cnn, self.lstm
         out: dict[str, Any] = {
             "lstm": {
@@ -563,33 +270,40 @@ class BiLMOptions:
         return out
 
     def to_json(self, path: str | Path | None = None, *, include_extra: bool = True) -> str:
-        """Serialise as bilm-tf `options.json`; also write it to `path` when given."""
         text = json.dumps(self.to_dict(include_extra=include_extra), indent=2) + "\n"
         if path is not None:
             Path(path).write_text(text, encoding="utf-8")
         return text
 
     def replace(self, **changes: Any) -> BiLMOptions:
-        """A copy with `char_cnn`/`lstm`/`extra` replaced (see `dataclasses.replace`)."""
         return replace(self, **changes)
 
 
 def _clip(value: Any) -> float | None:
-    # bilm-tf and AllenNLP both treat a clip of 0/None as "no clip".
     if value is None or value == 0:
         return None
     return value
 
 
-# ---- elmo_core/windows.py -----------------------------------------------------
+# ---- elmo_core/files/model_folder.py ------------------------------------------
+
+ELMO_SETTINGS: dict[str, Any] = {
+    "num_output_representations": 1,
+    "dropout": 0.5,
+    "do_layer_norm": False,
+    "layer_norm_scope": "sentence",
+    "keep_sentence_boundaries": False,
+    "stateful": False,
+    "scalar_mix_parameters": None,
+}
+
+
+# ---- elmo_core/model/windows.py -----------------------------------------------
 
 DEFAULT_WINDOW_TOKENS = 1024
-"""Longest sequence read in one pass. Long enough for any real sentence and for a
-600-token paragraph; a 100,000-token document becomes about 130 windows."""
 
 
 def default_context(window_tokens: int) -> int:
-    """Context tokens on each side of a window when none is given: `window_tokens // 8`."""
     return window_tokens // 8
 
 
@@ -613,34 +327,11 @@ def _check_window(window_tokens: object, context: object) -> int:
 
 
 def check_window_settings(window_tokens: int | None, window_context: int | None) -> int | None:
-    """Check the window settings up front; return `window_tokens`, with 0 read as None.
-
-    None, or 0 (as on the command line and in spaCy configs), reads every sequence
-    whole, however long.
-
-    Raises:
-        ValueError: if `window_tokens` is not a positive integer, 0 or None, or
-            `window_context` is negative or at least half of `window_tokens`.
-    """
     if window_tokens == 0 and not isinstance(window_tokens, bool):
         return None
     if window_tokens is not None:
         _check_window(window_tokens, window_context)
     return window_tokens
-
-
-# ---- elmo_core/model_folder.py ------------------------------------------------
-
-ELMO_SETTINGS: dict[str, Any] = {
-    "num_output_representations": 1,
-    "dropout": 0.5,
-    "do_layer_norm": False,
-    "layer_norm_scope": "sentence",
-    "keep_sentence_boundaries": False,
-    "stateful": False,
-    "scalar_mix_parameters": None,
-}
-"""The `Elmo` constructor settings stored in config.json, with their defaults."""
 
 
 # ---- hf_elmo/configuration_elmo.py --------------------------------------------
@@ -651,7 +342,7 @@ __all__ = ["ElmoConfig"]
 class ElmoConfig(PreTrainedConfig):
     """Configuration of `ElmoModel` and `ElmoForTokenClassification`.
 
-    Build it from bilm-tf options with `ElmoConfig.from_options(BiLMOptions.from_json(
+    Build it from bilm-tf options with `ElmoConfig.from_options(read_options(
     "options.json"))`; `to_options()` gives them back. These two are the only bridge
     between the config and `elmo_core.BiLMOptions`.
 
@@ -678,7 +369,7 @@ class ElmoConfig(PreTrainedConfig):
             given, the mixes are not trainable.
         window_tokens: A row longer than this many tokens is read in overlapping windows,
             exactly as the core (`Elmo.embed`, `elmo embed`) and the spaCy component read a
-            long sentence (`elmo_core.windows`), so every face gives the same vectors at
+            long sentence (`elmo_core.runtime.windows`), so every face gives the same vectors at
             any length and memory stays bounded. Default `DEFAULT_WINDOW_TOKENS` (1024),
             the core's; None or 0 reads every row whole. Rows no longer than this are never
             cut. A stateful model always reads whole (windows would break its carried state).

@@ -11,8 +11,9 @@ that it imports nothing from elmo-bilm (see `hf_elmo.remote_code` for why):
 2. Every name it imports from `elmo_core` is looked up in the core's source, and with
    it, transitively, every top-level definition (class, function, constant) that
    definition refers to, across the core's relative imports, including the lazy ones
-   inside functions. Definitions come out verbatim, with their comments, in the order
-   Python would execute them (a module after the modules it imports, source order
+   inside functions. Definitions come out as their code, without their docstrings and
+   comments (`_code_only`: those stay in the core's source, which each section names),
+   in the order Python would execute them (a module after the modules it imports, source order
    inside a module). Standard and third-party imports are merged at the top.
 3. `modeling_elmo.py` imports what it shares with `configuration_elmo.py` from
    `.configuration_elmo` instead of inlining it again; `tokenization_elmo.py` stands
@@ -25,13 +26,11 @@ definitions of one name, a `from . import module`), rather than guess.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import importlib.util
 import re
 import sys
 import textwrap
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,10 +42,12 @@ OUT_DIR = Path(__file__).resolve().parent
 COMMAND = "python -m hf_elmo.remote_code.generate"
 
 # Generated file -> the sibling it may import from (relative imports are what transformers copies).
+# The configuration holds every core definition the other two share, so each is written once.
+BASE = "configuration_elmo"
 TARGETS: dict[str, str | None] = {
-    "configuration_elmo": None,
-    "modeling_elmo": "configuration_elmo",
-    "tokenization_elmo": None,
+    BASE: None,
+    "modeling_elmo": BASE,
+    "tokenization_elmo": BASE,
 }
 
 _PACKAGE_ONLY = re.compile(r"^[ \t]*# >>> hf_elmo only.*?^[ \t]*# <<< hf_elmo only[^\n]*\n", re.M | re.S)
@@ -84,15 +85,21 @@ class _Module:
     header_lines: set[int] = field(default_factory=set)  # docstring and imports: not part of the body
 
 
-def _core_module(import_from: ast.ImportFrom, in_core: bool, where: str) -> str | None:
-    """The core module an import reads from (`"bilm"`, `"__init__"`), or None if not the core."""
-    if in_core and import_from.level == 1:
+def _core_module(import_from: ast.ImportFrom, in_core: bool, where: str, importer: str = "") -> str | None:
+    """The core module an import reads from, as a dotted path inside elmo_core (`"model.bilm"`;
+    a package is its `__init__`: `"model.__init__"`, `"__init__"`), or None if not the core.
+
+    `importer` is the importing core module's dotted path (for relative imports)."""
+    if in_core and import_from.level >= 1:
         if import_from.module is None:
             raise GenerationError(f"{where}: `from . import ...` cannot be flattened; import the names.")
-        return import_from.module
+        package = importer.split(".")[:-1]  # a module's package; a package's __init__ is its own
+        if import_from.level - 1 > len(package):
+            raise GenerationError(f"{where}: a relative import above elmo_core.")
+        base = package[: len(package) - (import_from.level - 1)]
+        return ".".join([*base, *import_from.module.split(".")])
     if import_from.level == 0 and import_from.module and import_from.module.split(".")[0] == "elmo_core":
-        parts = import_from.module.split(".")
-        return ".".join(parts[1:]) or "__init__"
+        return ".".join(import_from.module.split(".")[1:]) or "__init__"
     return None
 
 
@@ -154,7 +161,7 @@ def _record_import(module: _Module, node: ast.Import | ast.ImportFrom, in_core: 
         return
     if node.module == "__future__":
         return
-    core = _core_module(node, in_core, where)
+    core = _core_module(node, in_core, where, module.name)
     for alias in node.names:
         local = alias.asname or alias.name
         if core is not None:
@@ -188,7 +195,7 @@ def _collect_uses(node: ast.stmt, statement: _Statement, in_core: bool, where: s
         if isinstance(child, ast.Name):
             statement.uses.add(child.id)
         elif isinstance(child, ast.ImportFrom) and child is not node:
-            core = _core_module(child, in_core, where)
+            core = _core_module(child, in_core, where, statement.module)
             if core is not None:  # a lazy import of the core, inside a function: dropped below
                 for alias in child.names:
                     if alias.asname not in (None, alias.name):
@@ -216,11 +223,15 @@ class _Flattener:
         self.core: dict[str, _Module] = {}
 
     def module(self, name: str) -> _Module:
+        """The parsed core module `name` ("model.bilm"); a package ("model") is its `__init__`."""
         if name not in self.core:
-            path = self.core_dir / ("__init__.py" if name == "__init__" else f"{name.replace('.', '/')}.py")
+            real = f"{name}.__init__" if (self.core_dir / name.replace(".", "/")).is_dir() else name
+            path = self.core_dir / f"{real.replace('.', '/')}.py"
             if not path.is_file():
                 raise GenerationError(f"elmo_core module {name!r} not found at {path}.")
-            self.core[name] = _parse(name, path.read_text(encoding="utf-8"), in_core=True)
+            if real not in self.core:
+                self.core[real] = _parse(real, path.read_text(encoding="utf-8"), in_core=True)
+            self.core[name] = self.core[real]
         return self.core[name]
 
     def resolve(self, module: _Module, name: str, lazy: dict[str, tuple[str, str]] | None = None) -> tuple | None:
@@ -305,10 +316,15 @@ def _format_imports(imports: dict[str, tuple]) -> str:
     return "\n\n".join("\n".join(sections[std]) for std in (True, False) if sections[std])
 
 
+def _file(module: str) -> str:
+    """A core module's file inside elmo_core: "model.bilm" -> "model/bilm.py"."""
+    return module.replace(".", "/") + ".py"
+
+
 def _banner(name: str, core_modules: list[str]) -> str:
     text = (
         f"This file was generated from hf_elmo/{name}.py and the elmo_core definitions it uses "
-        f"({', '.join(f'elmo_core/{m}.py' for m in core_modules)}), so that a saved model folder needs "
+        f"({', '.join(f'elmo_core/{_file(m)}' for m in core_modules)}), so that a saved model folder needs "
         "no elmo-bilm. Do not edit it: edit those files and run"
     )
     return "".join(f"# {line}\n" for line in textwrap.wrap(text, 86, break_on_hyphens=False)) + f"#     {COMMAND}\n"
@@ -345,16 +361,34 @@ def generated_sources(hf_dir: Path = HF_DIR, core_dir: Path = CORE_DIR) -> dict[
     """
     flattener = _Flattener(Path(core_dir))
     out: dict[str, str] = {}
-    shared: dict[str, set[int]] = {}
+    sources = {
+        name: _PACKAGE_ONLY.sub("", (Path(hf_dir) / f"{name}.py").read_text(encoding="utf-8")) for name in TARGETS
+    }
+    modules = {name: _parse(name, source, in_core=False) for name, source in sources.items()}
+    needed = {name: flattener.needs(module) for name, module in modules.items()}
+    # The base holds what it needs and every core definition two files need (a closed set:
+    # what such a definition reads, both files need too); the others import those from it.
+    users: dict[int, int] = {}
+    for statements, _, _ in needed.values():
+        for statement in statements:
+            users[id(statement)] = users.get(id(statement), 0) + 1
+    base_ids = {id(s) for s in needed[BASE][0]} | {key for key, count in users.items() if count > 1}
     for name, sibling in TARGETS.items():
-        source = _PACKAGE_ONLY.sub("", (Path(hf_dir) / f"{name}.py").read_text(encoding="utf-8"))
-        module = _parse(name, source, in_core=False)
-        statements, imports, guarded = flattener.needs(module)
+        source, module = sources[name], modules[name]
+        statements, imports, guarded = needed[name]
         from_sibling: set[str] = set()
-        if sibling is not None:  # what the sibling already defines is imported from it, not inlined again
-            from_sibling = {n for s in statements if id(s) in shared[sibling] for n in s.binds}
-            from_sibling |= _relative_names(source, sibling)
-            statements = [s for s in statements if id(s) not in shared[sibling]]
+        if sibling is None:  # the base: its own definitions and the shared ones, in execution order
+            every = {id(s): s for statements_, _, _ in needed.values() for s in statements_}
+            statements = flattener._in_execution_order([every[key] for key in base_ids])
+            read = _uses(statements)
+            imports = {k: v for _, imports_, _ in needed.values() for k, v in imports_.items() if k in read}
+            imports |= needed[BASE][1]
+        else:  # what the base defines is imported from it, not inlined again; only what is read here
+            statements = [s for s in statements if id(s) not in base_ids]
+            read_here = _uses(statements) | _uses(module.statements) | _uses(list(module.guarded.values()))
+            from_base = {n for s in needed[name][0] if id(s) in base_ids for n in s.binds}
+            from_sibling = (from_base & read_here) | _relative_names(source, sibling)
+            imports = {k: v for k, v in imports.items() if k in read_here}
         unique: list[_Statement] = []
         texts: set[str] = set()
         for statement in statements:  # the same line in two modules (`logger = ...`) comes out once
@@ -362,10 +396,10 @@ def generated_sources(hf_dir: Path = HF_DIR, core_dir: Path = CORE_DIR) -> dict[
                 texts.add(statement.text)
                 unique.append(statement)
         _check_names(
-            [(f"elmo_core/{s.module}.py", n) for s in unique for n in s.binds]
+            [(f"elmo_core/{_file(s.module)}", n) for s in unique for n in s.binds]
             + [(f"hf_elmo/{name}.py", n) for n in module.defined]
+            + [(f"{sibling}.py", n) for n in from_sibling if sibling is not None]
         )
-        shared[name] = {id(s) for s in statements}
         core_modules = list(dict.fromkeys(s.module for s in unique))
         parts = [_banner(name, core_modules) + module.docstring.rstrip("\n"), "from __future__ import annotations"]
         parts.append(_format_imports(imports))
@@ -380,6 +414,35 @@ def generated_sources(hf_dir: Path = HF_DIR, core_dir: Path = CORE_DIR) -> dict[
     return out
 
 
+def _code_only(text: str) -> str:
+    """A core statement without its docstrings and full-line comments (the folder carries the
+    code; the documentation is the core's). A body left empty gets `pass`."""
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    drop: set[int] = set()  # 0-based lines
+    empty: dict[int, str] = {}  # line of a removed docstring that was a whole body -> its indent
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        for k, child in enumerate(body):
+            if not (isinstance(child, ast.Expr) and isinstance(child.value, ast.Constant)):
+                continue
+            after_assignment = k and isinstance(body[k - 1], (ast.Assign, ast.AnnAssign))
+            if not isinstance(child.value.value, str) or (k and not after_assignment):
+                continue  # only docstrings: a body's first string, or an attribute's string after it
+            drop.update(range(child.lineno - 1, child.end_lineno or child.lineno))
+            if len(body) == 1:
+                empty[child.lineno - 1] = lines[child.lineno - 1][: child.col_offset]
+    kept = []
+    for i, line in enumerate(lines):
+        if i in empty:
+            kept.append(f"{empty[i]}pass\n")
+        elif i not in drop and not line.lstrip().startswith("#"):
+            kept.append(line)
+    return "".join(kept)
+
+
 def _definitions(statements: list[_Statement]) -> str:
     """The inlined core statements under one heading per module, spaced as in their source."""
     text, previous = "", None
@@ -387,14 +450,19 @@ def _definitions(statements: list[_Statement]) -> str:
         if previous is None or statement.module != previous.module:
             if previous is not None:
                 text += "\n\n"
-            text += f"# ---- elmo_core/{statement.module}.py " + "-" * (60 - len(statement.module)) + "\n\n"
+            text += f"# ---- elmo_core/{_file(statement.module)} " + "-" * (63 - len(_file(statement.module))) + "\n\n"
         elif statement.lines[0] - previous.lines[1] <= 1:  # neighbours in the source (constants)
             text += "\n" * (statement.lines[0] - previous.lines[1])
         else:
             text += "\n\n"
-        text += statement.text.rstrip("\n") + "\n"
+        text += _code_only(statement.text).rstrip("\n") + "\n"
         previous = statement
     return text + "\n\n" if text else ""
+
+
+def _uses(statements: list[_Statement]) -> set[str]:
+    """Every name the statements read."""
+    return {name for statement in statements for name in statement.uses}
 
 
 def _relative_names(source: str, sibling: str) -> set[str]:
@@ -420,13 +488,10 @@ def generate(out_dir: str | Path = OUT_DIR) -> list[Path]:
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """`python -m hf_elmo.remote_code.generate [--out DIR]`."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=OUT_DIR, help="folder to write (default: hf_elmo/remote_code)")
-    args = parser.parse_args(argv)
-    for path in generate(args.out):
-        print(path)  # noqa: T201 - a command-line tool's output
+def main() -> None:
+    """`python -m hf_elmo.remote_code.generate`: rewrite the committed files (a developer's step)."""
+    for path in generate():
+        print(path)  # noqa: T201 - a developer tool's output
 
 
 if __name__ == "__main__":

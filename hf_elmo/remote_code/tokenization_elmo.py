@@ -1,13 +1,11 @@
 # This file was generated from hf_elmo/tokenization_elmo.py and the elmo_core
-# definitions it uses (elmo_core/characters.py, elmo_core/checks.py,
-# elmo_core/errors.py, elmo_core/text_files.py, elmo_core/options.py,
-# elmo_core/model_folder.py, elmo_core/plugins.py, elmo_core/tokenizers.py), so that a
-# saved model folder needs no elmo-bilm. Do not edit it: edit those files and run
+# definitions it uses (elmo_core/files/tokenizers.py, elmo_core/model/characters.py), so
+# that a saved model folder needs no elmo-bilm. Do not edit it: edit those files and run
 #     python -m hf_elmo.remote_code.generate
 """ElmoTokenizer: text or token lists to ELMo's character ids. No vocabulary file.
 
 ELMo reads characters, not a word vocabulary: each token becomes 50 ids (the UTF-8
-bytes + 1 between begin/end-of-word markers; see `elmo_core.characters`), so there is
+bytes + 1 between begin/end-of-word markers; see `elmo_core.model.characters`), so there is
 nothing to save but the character settings, which go into `tokenizer_config.json`.
 
     "The river bank."  --spaCy English rules-->  ["The", "river", "bank", "."]
@@ -22,7 +20,7 @@ own ids (2, 3, ...) for tokens added with `add_tokens`, which are never split. T
 reads `char_ids`; `ElmoModel` also accepts the char ids themselves as `input_ids`.
 
 Raw text is split with the rules the pretraining data was tokenised with
-(`elmo_core.tokenizers.get_tokenizer("spacy-en")`: spaCy's English tokenizer, loaded
+(`elmo_core.files.tokenizers.get_tokenizer("spacy-en")`: spaCy's English tokenizer, loaded
 on first use; a saved folder uses spaCy directly where elmo-bilm is not installed);
 pass `is_split_into_words=True` to give token lists yourself. The biLM adds
 `<S>`/`</S>` itself, so no special tokens are added. Padding is always on the right,
@@ -31,84 +29,53 @@ with all-zero rows.
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import json
-import lzma
-import math
-import os
-import stat
-import sys
-import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from importlib.metadata import entry_points
-from pathlib import Path
-from typing import Any, IO, TextIO
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import torch
 from transformers import BatchEncoding, PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 from transformers.utils import to_py_obj
 
-
-# ---- elmo_core/characters.py --------------------------------------------------
-
-# Raw ids, before the +1 offset (bilm-tf's UnicodeCharsVocabulary numbering).
-BEGINNING_OF_SENTENCE_CHARACTER = 256
-END_OF_SENTENCE_CHARACTER = 257
-BEGINNING_OF_WORD_CHARACTER = 258
-END_OF_WORD_CHARACTER = 259
-PADDING_CHARACTER = 260
-CHAR_ID_OFFSET = 1  # every id is shifted by one so that 0 = padded position
-
-BOS_TOKEN = "<S>"
-EOS_TOKEN = "</S>"
+from .configuration_elmo import (
+    BEGINNING_OF_SENTENCE_CHARACTER,
+    BEGINNING_OF_WORD_CHARACTER,
+    CHAR_ID_OFFSET,
+    END_OF_SENTENCE_CHARACTER,
+    END_OF_WORD_CHARACTER,
+    ElmoError,
+    PADDING_CHARACTER,
+    word_to_char_ids,
+)
 
 
-def _marker_word(character: int, max_characters_per_token: int) -> tuple[int, ...]:
-    ids = [PADDING_CHARACTER] * max_characters_per_token
-    ids[0] = BEGINNING_OF_WORD_CHARACTER
-    ids[1] = character
-    ids[2] = END_OF_WORD_CHARACTER
-    return tuple(i + CHAR_ID_OFFSET for i in ids)
+# ---- elmo_core/files/tokenizers.py --------------------------------------------
+
+DEFAULT_TOKENIZER = "spacy-en"
 
 
-def word_to_char_ids(word: str, max_characters_per_token: int = 50) -> tuple[int, ...]:
-    """Character ids of one token, offset included.
+def spacy_token_texts(tokens: Iterable[Any]) -> list[str]:
+    return [token.text for token in tokens if not token.is_space]
 
-    Args:
-        word: Any string, including the empty string (-> begin/end-of-word only).
-        max_characters_per_token: Slots per token; at most `max - 2` UTF-8 bytes are kept.
 
-    Returns:
-        A tuple of `max_characters_per_token` ints in `[1, 261]`.
+def token_offsets(text: str, tokens: Sequence[str]) -> list[tuple[int, int]]:
+    offsets, position = [], 0
+    for token in tokens:
+        start = text.find(token, position)
+        if start < 0:
+            raise ValueError(
+                f"token {token!r} is not in the text after position {position}, so it has no character "
+                "offsets; the raw-text tokenizer changed the text. Use a tokenizer whose tokens are "
+                "substrings of the text (spaCy's are), or pass is_split_into_words=True."
+            )
+        offsets.append((start, start + len(token)))
+        position = start + len(token)
+    return offsets
 
-    Raises:
-        TypeError: if `word` is not a `str`.
-    """
-    if not isinstance(word, str):
-        raise TypeError(
-            f"tokens must be str; got {type(word).__name__} {word!r}. Pass each sentence as a list of token strings."
-        )
-    if word == BOS_TOKEN:
-        return _marker_word(BEGINNING_OF_SENTENCE_CHARACTER, max_characters_per_token)
-    if word == EOS_TOKEN:
-        return _marker_word(END_OF_SENTENCE_CHARACTER, max_characters_per_token)
-    max_bytes = max_characters_per_token - 2
-    # A character is at most 4 UTF-8 bytes, so cutting the string first bounds the work
-    # for very long tokens without changing which bytes are kept. Lone surrogates cannot
-    # be encoded and are dropped, as in the originals.
-    data = word[:max_bytes].encode("utf-8", "ignore")[:max_bytes]
-    ids = [PADDING_CHARACTER] * max_characters_per_token
-    ids[0] = BEGINNING_OF_WORD_CHARACTER
-    ids[1 : len(data) + 1] = data
-    ids[len(data) + 1] = END_OF_WORD_CHARACTER
-    return tuple(i + CHAR_ID_OFFSET for i in ids)
 
+# ---- elmo_core/model/characters.py --------------------------------------------
 
 def check_sentences(sentences: object) -> None:
-    """Raise a clear `TypeError` unless `sentences` is a sequence of token-string sequences."""
     if isinstance(sentences, (str, bytes)) or not isinstance(sentences, Sequence):
         raise TypeError(
             "sentences must be a list of sentences, each a list of token strings, e.g. "
@@ -123,645 +90,6 @@ def check_sentences(sentences: object) -> None:
         for token in sentence:
             if not isinstance(token, str):
                 raise TypeError(f"sentence {k} holds a {type(token).__name__} ({token!r}); every token must be a str.")
-
-
-# ---- elmo_core/checks.py ------------------------------------------------------
-
-def check_int(
-    name: str,
-    value: object,
-    *,
-    minimum: int = 1,
-    none_ok: bool = False,
-    meaning: str = "",
-    hint: str = "",
-    error: type[Exception] = ValueError,
-) -> None:
-    """Raise `error` unless `value` is an `int` (not a `bool`) of at least `minimum`.
-
-    Args:
-        name: The argument's name as the caller knows it (`"max_tokens"`, `"--piece-tokens"`).
-        value: What arrived.
-        minimum: The smallest allowed value: 1 reads "a positive integer", 0 "a non-negative
-            integer", anything else "an integer >= minimum".
-        none_ok: Also accept None (the message then says "or None").
-        meaning: What the number counts or what a special value does, in parentheses after
-            the expectation, e.g. "0 = no cache".
-        hint: A sentence appended to the message, e.g. how to fix it.
-        error: The exception class to raise (`ValueError` unless a caller's own error
-            class, such as `OptionsError`, is what its users catch).
-
-    Raises:
-        error: e.g. `ValueError("max_tokens must be a positive integer; got 0.")`.
-    """
-    if value is None and none_ok:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        expected = {1: "a positive integer", 0: "a non-negative integer"}.get(minimum, f"an integer >= {minimum}")
-        if meaning:
-            expected += f" ({meaning})"
-        if none_ok:
-            expected += " or None"
-        raise error(f"{name} must be {expected}; got {value!r}." + (f" {hint}" if hint else ""))
-
-
-# ---- elmo_core/errors.py ------------------------------------------------------
-
-class ElmoError(ValueError):
-    """Base class of the errors raised by `elmo_core`."""
-
-
-class OptionsError(ElmoError):
-    """The biLM options are inconsistent, incomplete or of the wrong type."""
-
-
-# ---- elmo_core/text_files.py --------------------------------------------------
-
-BYTE_ORDER_MARK = "\ufeff"
-"""What a leading byte-order mark decodes to; for readers that decode lines themselves."""
-
-STDIN = "-"
-"""Standard input, as Unix tools spell it. `pathlib` reads `./-` as `-` too, so here `-`
-always means standard input (name a file called `-` by its absolute path)."""
-
-COMPRESSIONS: dict[str, Callable[..., IO[Any]]] = {".xz": lzma.open, ".gz": gzip.open, ".bz2": bz2.open}
-"""File name suffix -> opener: the compressed files every reader decompresses on the fly."""
-
-
-def is_stream(path: str | Path) -> bool:
-    """True for standard input (`-`) and for anything that is not a regular file: a pipe,
-    `/dev/stdin` on a pipe, a process substitution (`<(...)`). A stream can be read once,
-    from the start, and not resumed."""
-    if str(path) == STDIN:
-        return True
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
-
-
-def check_input_file(path: str | Path, what: str = "input file", *, streams: str | None = None) -> Path:
-    """`path` as a Path, after checking that it names a readable file.
-
-    Args:
-        path: The path a user gave; `-` is standard input.
-        what: How the message names it ("INPUT", "CoNLL file", "--vocab", ...).
-        streams: None to accept a stream (standard input, a pipe: see `is_stream`), or
-            why this reader cannot take one (it is refused with that reason).
-
-    Raises:
-        ElmoError: if it does not exist, is a folder, cannot be read, or is a stream
-            where `streams` says why not (one line, naming the path and what to give instead).
-    """
-    path = Path(path)
-    if is_stream(path):
-        if streams is not None:
-            raise ElmoError(f"{what} {path} is a stream (standard input or a pipe), but {streams}; give a file.")
-        return path
-    if path.is_dir():
-        raise ElmoError(f"{what} {path} is a folder; give the path of a file.")
-    if not path.exists():
-        raise ElmoError(f"{what} {path} does not exist.")
-    try:
-        with open(path, "rb"):
-            pass
-    except OSError as err:
-        raise ElmoError(f"{what} {path} cannot be read ({err.strerror or err}).") from None
-    return path
-
-
-def open_binary(path: str | Path) -> IO[bytes]:
-    """A file's bytes, decompressed when its name ends in a suffix of `COMPRESSIONS`;
-    standard input for `-` (closing it leaves standard input open).
-
-    Every reader of users' text goes through this (`open_text` decodes it), so every
-    command reads the same files.
-    """
-    if str(path) == STDIN:
-        return _Unclosed(sys.stdin.buffer)
-    opener = COMPRESSIONS.get(Path(path).suffix)
-    if opener is None:
-        return open(path, "rb")  # noqa: SIM115
-    return _Decompressed(path, opener(path, "rb"))  # type: ignore[return-value]
-
-
-DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError, zlib.error, OSError)
-"""What gzip, lzma and bz2 raise for a cut-short or damaged file (gzip.BadGzipFile and bz2's
-"Invalid data stream" are OSErrors; a stream that ends early is an EOFError)."""
-
-
-class _Decompressed:
-    """A compressed file's decompressed bytes, where a cut-short or damaged file is one
-    ElmoError naming the file and the line (an EOFError would reach click as "Aborted!")."""
-
-    def __init__(self, path: str | Path, raw: IO[bytes]) -> None:
-        self.name = str(path)
-        self._raw = raw
-        self._lines: int | None = 0  # newlines read so far (None after a seek into the middle)
-
-    def _call(self, method: str, *args: Any) -> Any:
-        try:
-            data = getattr(self._raw, method)(*args)
-        except DECOMPRESSION_ERRORS as err:
-            where = f"after line {self._lines}: " if self._lines is not None else ""
-            raise ElmoError(
-                f"{self.name} is a damaged or cut-short {Path(self.name).suffix} file ({where}{err}); copy or "
-                "download it again, or test it with its tool (xz -t, gzip -t, bzip2 -t)."
-            ) from None
-        if isinstance(data, bytes) and self._lines is not None:
-            self._lines += data.count(b"\n")
-        return data
-
-    def read(self, size: int = -1) -> bytes:
-        return self._call("read", size)
-
-    def readline(self, size: int = -1) -> bytes:
-        return self._call("readline", size)
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        self._lines = 0 if (offset, whence) == (0, 0) else None
-        return self._call("seek", offset, whence)
-
-    def __iter__(self) -> Iterator[bytes]:
-        return iter(self.readline, b"")
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._raw, name)
-
-    def close(self) -> None:
-        self._raw.close()
-
-    def __enter__(self) -> _Decompressed:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class _Unclosed:
-    """Standard input's binary stream, which `close()` (and `with`) leave open."""
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self._stream = stream
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-    def __iter__(self) -> Iterator[bytes]:
-        return iter(self._stream)
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self) -> _Unclosed:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-
-def open_text(path: str | Path, mode: str = "rt") -> TextIO:
-    """Open a UTF-8 text file (see the module rules) to read, or (`mode="wt"`) to write:
-    compressed by its suffix (`COMPRESSIONS`), `-` for standard input.
-
-    Lines end only at `\\n`; `iter_lines` also drops the `\\r` of a CRLF ending. Read
-    lines are decoded one by one, so that bytes which are not UTF-8 raise an ElmoError
-    naming the file and the line.
-    """
-    if "r" not in mode:
-        opener = COMPRESSIONS.get(Path(path).suffix, open)
-        return opener(path, mode, encoding="utf-8", newline="\n")  # type: ignore[return-value]  # never a BOM
-    return _TextLines(path, open_binary(path))  # type: ignore[return-value]
-
-
-class _TextLines:
-    """A text file read line by line, like `io.TextIOWrapper(..., newline="\\n")`, that says
-    where it is not UTF-8: `ElmoError("{path} is not UTF-8 text (line N: reason).")`."""
-
-    def __init__(self, path: str | Path, raw: IO[bytes]) -> None:
-        self.name = str(path)
-        self._raw = raw
-        self._line = 0  # lines read so far
-
-    def readline(self) -> str:
-        data = self._raw.readline()
-        if not data:
-            return ""
-        self._line += 1
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise ElmoError(f"{self.name} is not UTF-8 text (line {self._line}: {err.reason}).") from None
-        if self._line == 1 and text.startswith(BYTE_ORDER_MARK):
-            text = text[len(BYTE_ORDER_MARK) :]
-        return text
-
-    def read(self) -> str:
-        return "".join(iter(self.readline, ""))
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.readline, "")
-
-    def close(self) -> None:
-        self._raw.close()
-
-    def __enter__(self) -> _TextLines:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def read_text(path: str | Path, what: str = "input file") -> str:
-    """The whole text of a file, BOM dropped and CRLF endings read as LF.
-
-    Raises:
-        ElmoError: if the file is missing, a folder, unreadable, or not UTF-8 (names
-            the line of the first bad byte).
-    """
-    path = check_input_file(path, what)
-    try:
-        with open_text(path) as f:
-            text = f.read()
-    except ElmoError as err:
-        raise ElmoError(f"{what} {err}") from None
-    return text.replace("\r\n", "\n")
-
-
-def read_json(path: str | Path, what: str = "JSON file", error: type[ElmoError] = ElmoError) -> Any:
-    """The value in a JSON file (UTF-8, read by `read_text`), as `json.loads` gives it.
-
-    The one reader of the project's JSON files (options.json, a model folder's config.json).
-
-    Args:
-        path: The file.
-        what: How the message names it ("options file", "model config").
-        error: The ElmoError subclass to raise (OptionsError, WeightFileError).
-
-    Raises:
-        ElmoError: (`error`) one line naming the file: missing, a folder, unreadable,
-            not UTF-8 (and the line), or not JSON (the line, the column and what the
-            parser expected there).
-    """
-    try:
-        text = read_text(path, what)
-    except ElmoError as err:
-        raise error(str(err)) from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise error(f"{what} {path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg}).") from None
-
-
-# ---- elmo_core/options.py -----------------------------------------------------
-
-_ACTIVATIONS = ("relu", "tanh")
-
-
-@dataclass(frozen=True)
-class CharCNNOptions:
-    """The context-independent token encoder (docs/bilm_tf.md §3).
-
-    Attributes:
-        embedding_dim: Size of each character embedding (`embedding.dim`; 16 in every
-            published model, 4 in the AllenNLP fixture).
-        filters: `(width, count)` per convolution bank, in file order. The published
-            models use widths 1..7 with 2048 filters in total.
-        n_highway: Number of highway layers (2 for the original model, 1 for small
-            and medium). 0 is allowed and means none.
-        n_characters: Size of the character vocabulary including the padding id 0:
-            262 at inference. bilm-tf's training files say 261 (it had no padding id);
-            that value is accepted and read as 262.
-        max_characters_per_token: Character slots per token, including the
-            begin/end-of-word markers (50; so at most 48 UTF-8 bytes of a word are seen).
-        activation: `"relu"` (all published models) or `"tanh"`, applied after
-            max-pooling each bank.
-    """
-
-    embedding_dim: int = 16
-    filters: tuple[tuple[int, int], ...] = (
-        (1, 32),
-        (2, 32),
-        (3, 64),
-        (4, 128),
-        (5, 256),
-        (6, 512),
-        (7, 1024),
-    )
-    n_highway: int = 2
-    n_characters: int = 262
-    max_characters_per_token: int = 50
-    activation: str = "relu"
-
-    @property
-    def n_filters(self) -> int:
-        """Total number of convolution filters F (the char CNN's output width)."""
-        return sum(count for _, count in self.filters)
-
-
-@dataclass(frozen=True)
-class LSTMOptions:
-    """The two LSTM stacks (docs/bilm_tf.md §4 and §5).
-
-    Attributes:
-        dim: Memory cell size D (4096 original, 2048 medium, 1024 small).
-        projection_dim: Size P of each direction's projected output; ELMo vectors have
-            `2 * projection_dim` values.
-        n_layers: LSTM layers per direction (2 in every published model).
-        cell_clip: The memory cell is clipped to [-cell_clip, cell_clip] at every step
-            (3). 0 or None disables the clip.
-        proj_clip: The projected output is clipped likewise (3). 0 or None disables it.
-        use_skip_connections: Residual connection around every layer but the first.
-            Required by AllenNLP; bilm-tf also supports models without it.
-    """
-
-    dim: int = 4096
-    projection_dim: int = 512
-    n_layers: int = 2
-    cell_clip: float | None = 3.0
-    proj_clip: float | None = 3.0
-    use_skip_connections: bool = True
-
-
-@dataclass(frozen=True)
-class BiLMOptions:
-    """All hyperparameters of a biLM, as in bilm-tf's `options.json`.
-
-    The defaults are the original model (`elmo_2x4096_512_2048cnn_2xhighway`).
-    Construct from a file with `BiLMOptions.from_json(path)`; a constructor never reads
-    files. Instances are frozen; use `dataclasses.replace` to derive a variant.
-    """
-
-    char_cnn: CharCNNOptions = field(default_factory=CharCNNOptions)
-    lstm: LSTMOptions = field(default_factory=LSTMOptions)
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
-
-    def __post_init__(self) -> None:
-        self.validate()
-
-    # ------------------------------------------------------------------ validation
-    def validate(self) -> None:
-        """Check every option; raise `OptionsError` naming the key, the value and a fix."""
-        cc, lstm = self.char_cnn, self.lstm
-        check_int("char_cnn.embedding.dim", cc.embedding_dim, error=OptionsError)
-        check_int("char_cnn.max_characters_per_token", cc.max_characters_per_token, error=OptionsError)
-        if cc.max_characters_per_token < 3:
-            raise OptionsError(
-                "char_cnn.max_characters_per_token must be at least 3 (begin-of-word, one "
-                f"byte, end-of-word); got {cc.max_characters_per_token}. The published models use 50."
-            )
-        if cc.n_characters != 262:
-            raise OptionsError(
-                f"char_cnn.n_characters must be 262 (256 bytes, 5 markers, padding id 0); got "
-                f"{cc.n_characters!r}. bilm-tf training files say 261; from_dict() reads that as 262."
-            )
-        check_int("char_cnn.n_highway", cc.n_highway, minimum=0, error=OptionsError)
-        if cc.activation not in _ACTIVATIONS:
-            raise OptionsError(f"char_cnn.activation must be one of {_ACTIVATIONS}; got {cc.activation!r}.")
-        if not cc.filters:
-            raise OptionsError("char_cnn.filters must list at least one [width, count] bank; got [].")
-        for k, bank in enumerate(cc.filters):
-            if len(bank) != 2:
-                raise OptionsError(f"char_cnn.filters[{k}] must be [width, count]; got {list(bank)!r}.")
-            width, count = bank
-            check_int(f"char_cnn.filters[{k}] width", width, error=OptionsError)
-            check_int(f"char_cnn.filters[{k}] count", count, error=OptionsError)
-            if width > cc.max_characters_per_token:
-                raise OptionsError(
-                    f"char_cnn.filters[{k}] is {width} characters wide, wider than "
-                    f"max_characters_per_token={cc.max_characters_per_token}."
-                )
-        check_int("lstm.dim", lstm.dim, error=OptionsError)
-        check_int("lstm.projection_dim", lstm.projection_dim, error=OptionsError)
-        check_int("lstm.n_layers", lstm.n_layers, error=OptionsError)
-        for name, value in (("lstm.cell_clip", lstm.cell_clip), ("lstm.proj_clip", lstm.proj_clip)):
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value)
-            ):
-                raise OptionsError(f"{name} must be a finite number >= 0 or null; got {value!r}.")
-        if not isinstance(lstm.use_skip_connections, bool):
-            raise OptionsError(f"lstm.use_skip_connections must be true or false; got {lstm.use_skip_connections!r}.")
-
-    # ------------------------------------------------------------------ derived sizes
-    @property
-    def output_dim(self) -> int:
-        """Width of every biLM layer and of the ELMo vectors: `2 * projection_dim`."""
-        return 2 * self.lstm.projection_dim
-
-    @property
-    def num_layers(self) -> int:
-        """Number of output layers a model returns: `n_layers + 1` (layer 0 = token layer, then each LSTM layer).
-
-        Everywhere in elmo-bilm, `num_layers` means this count of output layers; the
-        number of LSTM layers is the option `n_layers`, and of highway layers `n_highway`.
-        """
-        return self.lstm.n_layers + 1
-
-    # ------------------------------------------------------------------ (de)serialisation
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BiLMOptions:
-        """Read a parsed bilm-tf `options.json` (or a model folder's `config.json`).
-
-        Raises:
-            OptionsError: if a required key is missing or has the wrong type.
-        """
-        if not isinstance(data, dict):
-            raise OptionsError(f"options must be a JSON object; got {type(data).__name__}.")
-        for section in ("lstm", "char_cnn"):
-            if not isinstance(data.get(section), dict):
-                raise OptionsError(
-                    f"options must have a '{section}' object, as bilm-tf's options.json does; "
-                    f"found keys {sorted(data)}."
-                )
-        cc, lstm = dict(data["char_cnn"]), dict(data["lstm"])
-        try:
-            embedding = cc.pop("embedding")
-            n_characters = cc.pop("n_characters")
-            char_cnn = CharCNNOptions(
-                embedding_dim=embedding["dim"],
-                filters=tuple(tuple(bank) for bank in cc.pop("filters")),
-                n_highway=cc.pop("n_highway"),
-                n_characters=262 if n_characters == 261 else n_characters,
-                max_characters_per_token=cc.pop("max_characters_per_token"),
-                activation=cc.pop("activation"),
-            )
-            lstm_options = LSTMOptions(
-                dim=lstm.pop("dim"),
-                projection_dim=lstm.pop("projection_dim"),
-                n_layers=lstm.pop("n_layers"),
-                cell_clip=_clip(lstm.pop("cell_clip", None)),
-                proj_clip=_clip(lstm.pop("proj_clip", None)),
-                use_skip_connections=lstm.pop("use_skip_connections", False),
-            )
-        except KeyError as err:
-            raise OptionsError(
-                f"options are missing the key {err.args[0]!r}; bilm-tf's options.json has "
-                "lstm.{dim, projection_dim, n_layers, cell_clip, proj_clip, use_skip_connections} and "
-                "char_cnn.{embedding.dim, filters, n_highway, n_characters, max_characters_per_token, activation}."
-            ) from None
-        except TypeError as err:
-            raise OptionsError(f"options have a value of the wrong type: {err}") from None
-        extra = {k: v for k, v in data.items() if k not in ("lstm", "char_cnn")}
-        if cc:
-            extra["char_cnn"] = cc
-        if lstm:
-            extra["lstm"] = lstm
-        return cls(char_cnn=char_cnn, lstm=lstm_options, extra=extra)
-
-    @classmethod
-    def from_json(cls, path: str | Path) -> BiLMOptions:
-        """Read a bilm-tf `options.json` file.
-
-        Raises:
-            OptionsError: if the file is missing, not UTF-8 or not JSON (names the file, and
-                the line and column: `elmo_core.text_files.read_json`), or lacks a required key.
-        """
-        path = Path(path)
-        data = read_json(path, "options file", error=OptionsError)
-        try:
-            return cls.from_dict(data)
-        except OptionsError as err:
-            raise OptionsError(f"{path}: {err}") from None
-
-    def to_dict(self, *, include_extra: bool = True) -> dict[str, Any]:
-        """The bilm-tf `options.json` object (plus preserved extra keys)."""
-        cc, lstm = self.char_cnn, self.lstm
-        out: dict[str, Any] = {
-            "lstm": {
-                "use_skip_connections": lstm.use_skip_connections,
-                "projection_dim": lstm.projection_dim,
-                "cell_clip": lstm.cell_clip,
-                "proj_clip": lstm.proj_clip,
-                "dim": lstm.dim,
-                "n_layers": lstm.n_layers,
-            },
-            "char_cnn": {
-                "activation": cc.activation,
-                "filters": [list(bank) for bank in cc.filters],
-                "n_highway": cc.n_highway,
-                "embedding": {"dim": cc.embedding_dim},
-                "n_characters": cc.n_characters,
-                "max_characters_per_token": cc.max_characters_per_token,
-            },
-        }
-        if include_extra:
-            for key, value in self.extra.items():
-                if key in out:
-                    out[key] = {**value, **out[key]}
-                else:
-                    out[key] = value
-        return out
-
-    def to_json(self, path: str | Path | None = None, *, include_extra: bool = True) -> str:
-        """Serialise as bilm-tf `options.json`; also write it to `path` when given."""
-        text = json.dumps(self.to_dict(include_extra=include_extra), indent=2) + "\n"
-        if path is not None:
-            Path(path).write_text(text, encoding="utf-8")
-        return text
-
-    def replace(self, **changes: Any) -> BiLMOptions:
-        """A copy with `char_cnn`/`lstm`/`extra` replaced (see `dataclasses.replace`)."""
-        return replace(self, **changes)
-
-
-def _clip(value: Any) -> float | None:
-    # bilm-tf and AllenNLP both treat a clip of 0/None as "no clip".
-    if value is None or value == 0:
-        return None
-    return value
-
-
-# ---- elmo_core/model_folder.py ------------------------------------------------
-
-def tokenizer_settings(options: BiLMOptions) -> dict[str, Any]:
-    """The character-id settings a tokenizer needs (written to tokenizer_config.json)."""
-    return {
-        "max_characters_per_token": options.char_cnn.max_characters_per_token,
-        "char_id_offset": CHAR_ID_OFFSET,
-        "beginning_of_sentence_character": BEGINNING_OF_SENTENCE_CHARACTER,
-        "end_of_sentence_character": END_OF_SENTENCE_CHARACTER,
-        "beginning_of_word_character": BEGINNING_OF_WORD_CHARACTER,
-        "end_of_word_character": END_OF_WORD_CHARACTER,
-        "padding_character": PADDING_CHARACTER,
-    }
-
-
-# ---- elmo_core/plugins.py -----------------------------------------------------
-
-def load_plugin(group: str, name: str, install_hint: str) -> Any:
-    """Load the object registered as `name` in `group`.
-
-    Raises:
-        ElmoError: if nothing of that name is installed, or it needs a missing package;
-            the message lists what is installed and says how to install the rest.
-    """
-    found = {ep.name: ep for ep in entry_points(group=group)}
-    if name not in found:
-        raise ElmoError(
-            f"no {group} plug-in named {name!r} is installed (found: {sorted(found) or 'none'}). {install_hint}"
-        )
-    try:
-        return found[name].load()
-    except ImportError as err:
-        raise ElmoError(
-            f"the {group} plug-in {name!r} needs a package that is not installed ({err}). {install_hint}"
-        ) from None
-
-
-# ---- elmo_core/tokenizers.py --------------------------------------------------
-
-TOKENIZER_ENTRY_POINTS = "elmo_core.tokenizers"
-DEFAULT_TOKENIZER = "spacy-en"
-
-
-def get_tokenizer(name: str = DEFAULT_TOKENIZER) -> Callable[[str], list]:
-    """Build the tokenizer registered under `name`.
-
-    Each entry point is a zero-argument factory returning the tokenizer function.
-
-    Raises:
-        ElmoError: if no tokenizer of that name is installed (says what is and how to
-            install spaCy).
-    """
-    factory = load_plugin(
-        TOKENIZER_ENTRY_POINTS, name, "Raw-text tokenisation needs spaCy: pip install 'elmo-bilm[spacy]'."
-    )
-    return factory()
-
-
-def spacy_token_texts(tokens: Iterable[Any]) -> list[str]:
-    """ELMo's tokens from spaCy tokens: their texts, whitespace tokens dropped.
-
-    spaCy keeps runs of extra spaces (and newlines) as tokens; the biLM has no use for
-    them. `tokens` is a spaCy `Doc` or any iterable of objects with `.text` and
-    `.is_space` (duck-typed: the core never imports spaCy).
-    """
-    return [token.text for token in tokens if not token.is_space]
-
-
-def token_offsets(text: str, tokens: Sequence[str]) -> list[tuple[int, int]]:
-    """Character span `(start, end)` of each token in `text`, so `text[start:end] == token`.
-
-    Tokens are looked up left to right, each after the end of the previous one (spaCy's
-    tokens are exact substrings of the text, in order).
-
-    Raises:
-        ValueError: if a token is not found in order in `text` (a tokenizer that
-            changes the text, e.g. one that normalises characters, has no offsets).
-    """
-    offsets, position = [], 0
-    for token in tokens:
-        start = text.find(token, position)
-        if start < 0:
-            raise ValueError(
-                f"token {token!r} is not in the text after position {position}, so it has no character "
-                "offsets; the raw-text tokenizer changed the text. Use a tokenizer whose tokens are "
-                "substrings of the text (spaCy's are), or pass is_split_into_words=True."
-            )
-        offsets.append((start, start + len(token)))
-        position = start + len(token)
-    return offsets
 
 
 # ---- hf_elmo/tokenization_elmo.py ---------------------------------------------
@@ -846,11 +174,11 @@ def _load_text_tokenizer(name: str) -> Callable[[str], list[str]]:
     the core's `spacy_token_texts`) are then built from spaCy directly, when spaCy is
     importable, so raw text gives the same tokens as in a full install.
     """
-    try:
-        return get_tokenizer(name)
-    except ElmoError:
-        if name != DEFAULT_TOKENIZER:
-            raise
+    if name != DEFAULT_TOKENIZER:
+        raise ElmoError(
+            f"text_tokenizer {name!r} is an elmo-bilm plug-in, which is not installed here: pip install "
+            f"elmo-bilm, or use the default {DEFAULT_TOKENIZER!r}."
+        )
     try:
         import spacy
     except ImportError:
@@ -947,10 +275,6 @@ class ElmoTokenizer(PreTrainedTokenizer):
             **kwargs,
         )
 
-    @classmethod
-    def from_options(cls, options: BiLMOptions, **kwargs: Any) -> ElmoTokenizer:
-        """The tokenizer for a model with these biLM options."""
-        return cls(**tokenizer_settings(options), **kwargs)
 
     @property
     def is_fast(self) -> bool:

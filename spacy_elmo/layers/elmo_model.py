@@ -59,8 +59,7 @@ from elmo_core import (
     save_model_folder,
     words_to_char_ids,
 )
-from elmo_core.checks import check_int
-from elmo_core.elmo import bilm_is_trainable
+from elmo_core.model import bilm_is_trainable, check_int
 
 __all__ = [
     "build_elmo_model",

@@ -1,4 +1,4 @@
-"""Files appear only when complete (`elmo_core.atomic_files`)."""
+"""Files appear only when complete (`elmo_core.files.atomic_files`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from elmo_core.atomic_files import atomic_path, atomic_write
+from elmo_core.files.atomic_files import atomic_path, atomic_write
 
 
 def test_a_file_appears_whole_with_the_usual_permissions_and_replaces_the_old_one(tmp_path):

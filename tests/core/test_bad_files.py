@@ -18,11 +18,13 @@ from elmo_core import (
     LSTMOptions,
     OptionsError,
     WeightFileError,
+    embed_sentences,
     load_bilm_tf,
     load_model_folder,
+    read_options,
     save_model_folder,
 )
-from elmo_core.model_folder import check_model_folder
+from elmo_core.files.model_folder import check_model_folder
 
 from ..conftest import make_tiny_elmo, make_tiny_options
 
@@ -185,7 +187,7 @@ def test_a_json_file_that_is_not_json_or_not_utf8_names_the_file_the_line_and_th
     options = tmp_path / "options.json"
     config = folder / "config.json"
     for read, path, what, error in (
-        (lambda: BiLMOptions.from_json(options), options, "options file", OptionsError),
+        (lambda: read_options(options), options, "options file", OptionsError),
         (lambda: load_model_folder(folder), config, "model config", WeightFileError),
     ):
         path.write_text('{"lstm": {\n  "dim": 16,\n}\n', encoding="utf-8")
@@ -216,4 +218,6 @@ def test_weights_of_another_model_in_the_folder(folder, tmp_path):
 
 def test_a_good_folder_passes_the_check(folder):
     check_model_folder(folder)  # no exception, nothing loaded
-    np.testing.assert_array_equal(load_model_folder(folder).embed([["a"]])[0], make_tiny_elmo().embed([["a"]])[0])
+    np.testing.assert_array_equal(
+        embed_sentences(load_model_folder(folder), [["a"]])[0], embed_sentences(make_tiny_elmo(), [["a"]])[0]
+    )

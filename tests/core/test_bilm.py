@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from elmo_core import BiLM, BiLMOptions, load_bilm_tf, words_to_char_ids
-from elmo_core.characters import word_to_char_ids
+from elmo_core import BiLM, load_bilm_tf, read_options, words_to_char_ids
+from elmo_core.model.characters import word_to_char_ids
 
 from ..conftest import DEVICES, make_tiny_elmo
 
 
 def fixture_bilm(fixture_dir, **kwargs) -> BiLM:
-    bilm = BiLM(BiLMOptions.from_json(fixture_dir / "options.json"), **kwargs)
+    bilm = BiLM(read_options(fixture_dir / "options.json"), **kwargs)
     load_bilm_tf(bilm, fixture_dir / "lm_weights.hdf5")
     return bilm.eval()
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from elmo_core import words_to_char_ids
-from elmo_core.characters import word_to_char_ids
+from elmo_core.model.characters import word_to_char_ids
 
 BOW, EOW, PAD = 259, 260, 261  # after the +1 offset
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from elmo_core.checks import check_int
-from elmo_core.errors import OptionsError
+from elmo_core.model.checks import check_int
+from elmo_core.model.errors import OptionsError
 
 
 @pytest.mark.parametrize("value", [1, 7, 10**12])

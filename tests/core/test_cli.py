@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from elmo_core import BiLMOptions, Elmo, load_bilm_tf, quantize_int8, save_model_folder
-from elmo_core.cli import app
-from elmo_core.errors import ElmoError
+from elmo_core import Elmo, embed_sentences, load_bilm_tf, quantize_int8, read_options, save_model_folder
+from elmo_core.apps.cli import app
+from elmo_core.model.errors import ElmoError
 
 from ..conftest import make_tiny_elmo
 
@@ -44,9 +44,9 @@ def test_fixture_vectors_do_not_depend_on_batch_tokens(fixture_dir, tmp_path):
         for name, vectors in read_all(tmp_path / f"{budget}.hdf5").items():
             np.testing.assert_allclose(vectors, reference[name], atol=1e-5, rtol=1e-4)
     # And they are the core's vectors for that line.
-    elmo = Elmo(BiLMOptions.from_json(fixture_dir / "options.json"), dropout=0.0)
+    elmo = Elmo(read_options(fixture_dir / "options.json"), dropout=0.0)
     load_bilm_tf(elmo, fixture_dir / "lm_weights.hdf5")
-    np.testing.assert_allclose(reference["7"], elmo.embed([lines[7].split()])[0], atol=1e-6, rtol=0)
+    np.testing.assert_allclose(reference["7"], embed_sentences(elmo, [lines[7].split()])[0], atol=1e-6, rtol=0)
     assert reference["7"].shape == (3, len(lines[7].split()), 32)
 
 
@@ -63,7 +63,7 @@ def test_blank_lines_give_empty_datasets_and_nothing_shifts(tmp_path):
         "3": (0, 16),
         "4": (1, 16),
     }
-    expected = elmo.embed([["d", "e"]], layers="top")[0]
+    expected = embed_sentences(elmo, [["d", "e"]], layers="top")[0]
     np.testing.assert_allclose(out["2"], expected, atol=1e-6)
 
 
@@ -117,11 +117,11 @@ def test_a_zero_batch_budget_is_one_line_in_the_options_spelling(tmp_path):
 
 
 def test_a_probe_plot_without_matplotlib_fails_before_the_probe_runs(tmp_path, monkeypatch):
-    import elmo_core.probe
+    import elmo_core.apps.probe
 
     ran = []
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
-    monkeypatch.setattr(elmo_core.probe, "run_probe", lambda *a, **k: ran.append(1))
+    monkeypatch.setattr(elmo_core.apps.probe, "run_probe", lambda *a, **k: ran.append(1))
     save_model_folder(make_tiny_elmo(), tmp_path / "model")
     (tmp_path / "tags.txt").write_text("a X\nb Y\n", encoding="utf-8")
     args = ["probe", tmp_path / "tags.txt", tmp_path / "tags.txt", "--model", tmp_path / "model"]
@@ -131,9 +131,9 @@ def test_a_probe_plot_without_matplotlib_fails_before_the_probe_runs(tmp_path, m
 
 
 def test_without_a_model_the_default_is_used_or_a_clear_error_given(tmp_path, monkeypatch):
-    import elmo_core.model_folder as model_folder
+    import elmo_core.files.model_folder as model_folder
     from elmo_core import WeightFileError
-    from elmo_core.cli import load_model
+    from elmo_core.apps.cli import load_model
 
     monkeypatch.setattr(model_folder, "DEFAULT_MODEL_DIR", tmp_path / "none")
     with pytest.raises(WeightFileError, match="no default model is installed"):
@@ -152,7 +152,7 @@ def test_precision_and_token_cache_options(tmp_path):
     embed(tmp_path / "in.txt", tmp_path / "nocache.hdf5", *model, "--token-cache", 0)
     embed(tmp_path / "in.txt", tmp_path / "int8.hdf5", *model, "--precision", "int8")
     fp32, nocache, int8 = (read_all(tmp_path / f"{n}.hdf5") for n in ("fp32", "nocache", "int8"))
-    quantized = quantize_int8(elmo).embed([line.split() for line in lines])
+    quantized = embed_sentences(quantize_int8(elmo), [line.split() for line in lines])
     for k in range(len(lines)):
         np.testing.assert_allclose(nocache[str(k)], fp32[str(k)], atol=1e-6, rtol=0)
         np.testing.assert_allclose(int8[str(k)], quantized[k], atol=1e-6, rtol=0)  # the int8 model's own vectors
@@ -280,7 +280,7 @@ def test_embed_refuses_an_output_that_is_its_input_under_any_spelling(tmp_path, 
     before = data.read_bytes()
     monkeypatch.chdir(tmp_path)
     loaded = []
-    monkeypatch.setattr("elmo_core.cli.load_model", lambda *a, **k: loaded.append(1))
+    monkeypatch.setattr("elmo_core.apps.cli.load_model", lambda *a, **k: loaded.append(1))
     for output in spellings:
         with pytest.raises(ElmoError, match=r"^OUTPUT .* is INPUT .* \(the same file\): writing it would destroy"):
             runner.invoke(app, ["embed", "data.txt", str(output)], catch_exceptions=False)
@@ -324,8 +324,8 @@ def test_every_command_that_writes_refuses_to_write_over_its_inputs(tmp_path, mo
         (["train", "--out", model, "--train", data, "--model", model], r"^--out .* is --model .* \(the same file\)"),
     ]
     ran = []
-    monkeypatch.setattr("elmo_core.cli.load_model", lambda *a, **k: ran.append("model"))
-    monkeypatch.setattr("elmo_core.training.commands.run_training", lambda *a, **k: ran.append("train"))
+    monkeypatch.setattr("elmo_core.apps.cli.load_model", lambda *a, **k: ran.append("model"))
+    monkeypatch.setattr("elmo_core.apps.training.commands.run_training", lambda *a, **k: ran.append("train"))
     files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     for args, match in cases:
         with pytest.raises(ElmoError, match=match):
@@ -375,7 +375,7 @@ def test_help_at_80_columns_shows_every_option_whole_and_breaks_lines_only_where
             assert len(line.rstrip()) + 1 + len(after.split()[0]) > width, f"broken early:\n{line}\n{after}"
 
 
-@pytest.mark.parametrize("program", [["elmo"], [sys.executable, "-m", "elmo_core.training"]])
+@pytest.mark.parametrize("program", [["elmo"], [sys.executable, "-m", "elmo_core.apps.training"]])
 def test_the_list_of_commands_gives_each_summary_whole_at_80_columns(program):
     if program == ["elmo"]:
         program = [shutil.which("elmo") or str(Path(sys.executable).parent / "elmo")]
@@ -459,7 +459,7 @@ def test_an_interrupted_embed_says_that_the_same_command_resumes_it(tmp_path, si
 
 
 def test_probe_plot_checks_its_suffix_first_and_says_the_file_it_wrote(tmp_path, monkeypatch):
-    import elmo_core.probe
+    import elmo_core.apps.probe
 
     save_model_folder(make_tiny_elmo(), tmp_path / "model")
     (tmp_path / "tags.txt").write_text("a X\nb Y\n\na Y\nb X\n", encoding="utf-8")
@@ -473,8 +473,8 @@ def test_probe_plot_checks_its_suffix_first_and_says_the_file_it_wrote(tmp_path,
         "1",
     ]
     ran = []
-    real = elmo_core.probe.run_probe
-    monkeypatch.setattr(elmo_core.probe, "run_probe", lambda *a, **k: ran.append(1) or real(*a, **k))
+    real = elmo_core.apps.probe.run_probe
+    monkeypatch.setattr(elmo_core.apps.probe, "run_probe", lambda *a, **k: ran.append(1) or real(*a, **k))
     with pytest.raises(ElmoError, match=r"^--plot .*probe\.pgn: matplotlib cannot write '\.pgn' files; .*\.png"):
         runner.invoke(app, [*args, "--plot", str(tmp_path / "probe.pgn")], catch_exceptions=False)
     assert ran == [] and not list(tmp_path.glob("probe*"))
@@ -489,7 +489,7 @@ def test_a_stop_signal_is_kept_where_python_drops_the_interrupt_its_handler_rais
     # would print "Exception ignored in ..." with a traceback), so the run would carry on to
     # the end. The recorded stop makes embed_file stop at its next line instead, and the
     # dropped interrupt is not printed (CI once saw its traceback from a weakref callback).
-    from elmo_core.cli import _resumable_on_interrupt
+    from elmo_core.apps.cli import _resumable_on_interrupt
 
     class SignalledInAFinalizer:
         def __del__(self) -> None:

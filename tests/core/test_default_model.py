@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from elmo_core import load_model_folder
-from elmo_core.model_folder import DEFAULT_MODEL_DIR, default_model_dir
+from elmo_core import embed_sentences, load_model_folder
+from elmo_core.files.model_folder import DEFAULT_MODEL_DIR, default_model_dir
 
 from ..conftest import SHARED
 
@@ -35,9 +35,9 @@ def test_folder_is_complete_and_small():
 
 def test_loads_offline_in_a_fresh_process_and_embeds_real_text():
     code = (
-        "import elmo_core; from elmo_core.model_folder import default_model_dir; "
+        "import elmo_core; from elmo_core.files.model_folder import default_model_dir; "
         "m = elmo_core.load_model_folder(default_model_dir(), dropout=0.0); "
-        "v = m.embed([['The', 'river', 'bank', 'flooded', '.']], layers='mix')[0]; "
+        "v = elmo_core.embed_sentences(m, [['The', 'river', 'bank', 'flooded', '.']], layers='mix')[0]; "
         "print(v.shape, float(abs(v).sum()) > 0)"
     )
     env = {"HF_HUB_OFFLINE": "1", "PATH": "", "OMP_NUM_THREADS": "1"}
@@ -49,7 +49,8 @@ def test_loads_offline_in_a_fresh_process_and_embeds_real_text():
 
 def test_vectors_are_contextual():
     model = load_model_folder(default_model_dir(), dropout=0.0)
-    river, money = model.embed(
+    river, money = embed_sentences(
+        model,
         [
             ["We", "sat", "on", "the", "bank", "of", "the", "river", "."],
             ["She", "asked", "the", "bank", "for", "a", "loan", "."],
@@ -68,7 +69,7 @@ def test_perplexity_command_reproduces_the_model_card():
     card = json.loads((default_model_dir() / "eval_results.json").read_text())["test"]
     from typer.testing import CliRunner
 
-    from elmo_core.cli import app
+    from elmo_core.apps.cli import app
 
     result = CliRunner().invoke(app, ["perplexity", str(test_file)], catch_exceptions=False)
     assert result.exit_code == 0, result.output

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from elmo_core import embed_sentences, words_to_char_ids
-from elmo_core.embedding import DEFAULT_BATCH_TOKENS
+from elmo_core.runtime.embedding import DEFAULT_BATCH_TOKENS
 
 from ..conftest import DEVICES, REPO, make_tiny_elmo
 
@@ -28,21 +28,21 @@ ODD_TOKENS = ["中华人民共和国", "中" * 16, "中" * 17, "😀" * 13, "a" 
 # ---------------------------------------------------------------- odd and huge tokens
 def test_all_listed_tokens_run_together_with_finite_outputs():
     elmo = make_tiny_elmo()
-    out = elmo.embed([ODD_TOKENS], layers="all")[0]
+    out = embed_sentences(elmo, [ODD_TOKENS], layers="all")[0]
     assert out.shape == (3, len(ODD_TOKENS), 16) and np.isfinite(out).all()
-    alone = [elmo.embed([[t]], layers="all")[0][:, 0] for t in ODD_TOKENS]
+    alone = [embed_sentences(elmo, [[t]], layers="all")[0][:, 0] for t in ODD_TOKENS]
     np.testing.assert_allclose(out[0], np.stack([a[0] for a in alone]), atol=1e-6, rtol=0)  # layer 0: token alone
     np.testing.assert_array_equal(out[0, 4], out[0, 5])  # "a" * 48 and "a" * 49 collide, as documented
 
 
 def _peak_python_memory(word: str) -> int:
     elmo = make_tiny_elmo()
-    elmo.embed([["warm", "up"]])
+    embed_sentences(elmo, [["warm", "up"]])
     gc.collect()
     tracemalloc.start()
     try:
         words_to_char_ids([[word]])
-        elmo.embed([[word]], layers="all")
+        embed_sentences(elmo, [[word]], layers="all")
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -59,9 +59,9 @@ def test_a_10000_character_token_costs_no_more_memory_than_a_50_character_one():
 @pytest.mark.parametrize("device", DEVICES)
 def test_cpu_inputs_with_the_model_on_any_device(device):
     elmo = make_tiny_elmo()
-    expected = elmo.embed([["a", "b"]], layers="all")[0]
+    expected = embed_sentences(elmo, [["a", "b"]], layers="all")[0]
     elmo.to(device)
-    out = elmo.embed([["a", "b"]], layers="all")[0]  # (1) CPU float32 numpy, whatever the device
+    out = embed_sentences(elmo, [["a", "b"]], layers="all")[0]  # (1) CPU float32 numpy, whatever the device
     assert isinstance(out, np.ndarray) and out.dtype == np.float32
     np.testing.assert_allclose(out, expected, atol=1e-4, rtol=1e-3)
     char_ids, mask = words_to_char_ids([["a", "b"]])  # (2) CPU ids: moved to the model's device
@@ -74,8 +74,8 @@ def test_cpu_inputs_with_the_model_on_any_device(device):
 @pytest.mark.gpu
 def test_an_explicit_device_string_is_honoured():
     elmo = make_tiny_elmo()
-    expected = elmo.embed([["a", "b", "c"]], layers="mix")[0]
-    out = elmo.embed([["a", "b", "c"]], layers="mix", device="cuda:0")[0]
+    expected = embed_sentences(elmo, [["a", "b", "c"]], layers="mix")[0]
+    out = embed_sentences(elmo, [["a", "b", "c"]], layers="mix", device="cuda:0")[0]
     assert all(p.device == torch.device("cuda:0") for p in elmo.parameters())
     assert isinstance(out, np.ndarray)
     np.testing.assert_allclose(out, expected, atol=1e-4, rtol=1e-3)
@@ -90,13 +90,14 @@ MANY_SENTENCES_CHILD = textwrap.dedent(
     import torch
     sys.path.insert(0, sys.argv[1])
     from tests.conftest import make_tiny_elmo
+    from elmo_core import embed_sentences
 
     torch.set_num_threads(1)
     elmo = make_tiny_elmo()
     sentences = [[f"w{(i * 7 + j) % 997}" for j in range(10)] for i in range(12_000)]
-    first = elmo.embed(sentences[:64])
+    first = embed_sentences(elmo, sentences[:64])
     peak_64 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    out = elmo.embed(sentences)
+    out = embed_sentences(elmo, sentences)
     peak_all = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"peak_64": peak_64, "peak_all": peak_all, "returned": sum(o.nbytes for o in out),
                       "count": len(out), "shapes": sorted({o.shape for o in out})}))
@@ -166,10 +167,10 @@ def test_embed_does_not_grow_memory_and_returns_no_graphs():
     rng = np.random.default_rng(0)
     texts = [[f"w{j % 50}" for j in range(int(rng.integers(50, 201)))] for _ in range(210)]
     for sentence in texts[:10]:
-        elmo.embed([sentence])
+        embed_sentences(elmo, [sentence])
     gc.collect()
     before = _rss_bytes()
-    outputs = [elmo.embed([sentence], layers=layers) for sentence in texts[10:] for layers in ("mix",)]
+    outputs = [embed_sentences(elmo, [sentence], layers=layers) for sentence in texts[10:] for layers in ("mix",)]
     gc.collect()
     after = _rss_bytes()
     assert after <= 1.1 * before + 50 * 2**20, (before / 2**20, after / 2**20)

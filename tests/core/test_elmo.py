@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from elmo_core import Elmo, words_to_char_ids
-from elmo_core.elmo import mix_representations, run_bilm
+from elmo_core.model.elmo import mix_representations, run_bilm
 
 from ..conftest import make_tiny_elmo
 
@@ -122,16 +122,16 @@ def test_unfrozen_subset_of_the_biLM_alone_gets_gradients_and_changes(subset):
 def test_char_cnn_alone_unfrozen_keeps_the_lstms_on_a_differentiable_path(monkeypatch):
     """With only the char CNN trainable, its gradient flows back through the frozen LSTMs:
     the recurrence must be chosen as needing gradients (on a GPU, never a CUDA graph replay)."""
-    import elmo_core.bilm as bilm_module
+    import elmo_core.runtime.recurrence as recurrence_module
 
     seen = []
-    real = bilm_module.resolve_recurrence
+    real = recurrence_module.resolve_recurrence
 
     def recording(mode, stacks, device, needs_grad, stateful):
         seen.append(needs_grad)
         return real(mode, stacks, device, needs_grad, stateful)
 
-    monkeypatch.setattr(bilm_module, "resolve_recurrence", recording)
+    monkeypatch.setattr(recurrence_module, "resolve_recurrence", recording)
     elmo = make_tiny_elmo(dropout=0.0)
     elmo.bilm.char_cnn.requires_grad_(True)
     _fine_tune(elmo, steps=1)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from elmo_core import save_model_folder
-from elmo_core.embed_file import Piece, _assign, job_folder, plan_pieces
+from elmo_core.apps.embed_file import Piece, _assign, job_folder, plan_pieces
 
 from ..conftest import make_tiny_elmo
 
@@ -151,14 +151,14 @@ def test_a_failing_process_leaves_no_output_and_the_job_resumes(fixture_model, f
     # Rank 1 fails on its first piece, as a full disk or a bad node would make it.
     script = tmp_path / "failing_rank.py"
     script.write_text(
-        "import os, elmo_core.embed_file as ef\n"
+        "import os, elmo_core.apps.embed_file as ef\n"
         "real = ef._embed_piece\n"
         "def embed_piece(*args, **kwargs):\n"
         "    if os.environ['RANK'] == '1':\n"
         "        raise OSError('no space left on device (injected)')\n"
         "    return real(*args, **kwargs)\n"
         "ef._embed_piece = embed_piece\n"
-        "from elmo_core.cli import main\n"
+        "from elmo_core.apps.cli import main\n"
         "main()\n",
         encoding="utf-8",
     )
@@ -186,7 +186,7 @@ def test_resuming_with_other_settings_or_input_is_refused(tmp_path):
     out = tmp_path / "out.hdf5"
     folder = job_folder(out)
     # An unfinished job: plan it, as a killed run would have left it.
-    from elmo_core.embed_file import _prepare_job
+    from elmo_core.apps.embed_file import _prepare_job
 
     _prepare_job(text, folder, 100, {"layers": "all"})
     other = run(BIN / "elmo", "embed", text, out, "--model", tmp_path / "model", "--layers", "top")
@@ -315,7 +315,7 @@ def test_a_killed_runs_job_folder_is_free_for_the_next_run(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, time; from elmo_core.folder_lock import FolderLock; "
+            "import sys, time; from elmo_core.files.folder_lock import FolderLock; "
             "lock = FolderLock(sys.argv[1], 'busy'); print('locked', flush=True); time.sleep(600)",
             job_folder(out),
         ],
@@ -388,7 +388,7 @@ def test_a_stream_that_is_not_utf8_is_one_line_and_leaves_nothing_behind(tmp_pat
 def test_a_stop_request_ends_the_job_at_the_next_line_and_the_same_call_resumes_it(tmp_path):
     # The check elmo embed's signal handler sets: a stop is kept even where Python drops the
     # KeyboardInterrupt the handler raised (see test_cli's test of the handler itself).
-    from elmo_core.embed_file import embed_file
+    from elmo_core.apps.embed_file import embed_file
 
     elmo = make_tiny_elmo()
     text = _many_lines(tmp_path / "in.txt", 300)
@@ -410,8 +410,8 @@ def test_a_stop_request_ends_the_job_at_the_next_line_and_the_same_call_resumes_
 
 
 def test_a_job_folder_that_is_a_broken_link_is_one_error_not_a_hang(tmp_path):
-    from elmo_core.errors import ElmoError
-    from elmo_core.folder_lock import FolderLock
+    from elmo_core.files.folder_lock import FolderLock
+    from elmo_core.model.errors import ElmoError
 
     link = tmp_path / "out.h5.partial"
     link.symlink_to(tmp_path / "nowhere")

@@ -16,11 +16,11 @@ def test_same_sentence_same_vectors_across_calls_and_instances(tmp_path):
     elmo.train()  # embed() must not apply dropout even if the module is left in training mode
     save_model_folder(elmo, tmp_path / "m")
     for layers in ("all", "mix", 0, 1, 2):
-        a = elmo.embed([S], layers=layers)[0]
-        b = elmo.embed([S], layers=layers)[0]
-        elmo.embed([["unrelated", "filler", "words"]] * 8, layers=layers)
-        d = elmo.embed([S], layers=layers)[0]
-        g = load_model_folder(tmp_path / "m").embed([S], layers=layers)[0]
+        a = embed_sentences(elmo, [S], layers=layers)[0]
+        b = embed_sentences(elmo, [S], layers=layers)[0]
+        embed_sentences(elmo, [["unrelated", "filler", "words"]] * 8, layers=layers)
+        d = embed_sentences(elmo, [S], layers=layers)[0]
+        g = embed_sentences(load_model_folder(tmp_path / "m"), [S], layers=layers)[0]
         for other in (b, d, g):
             np.testing.assert_allclose(other, a, atol=1e-6, rtol=0)
     assert elmo.training  # the caller's mode is restored
@@ -30,7 +30,7 @@ def test_same_sentence_same_vectors_across_calls_and_instances(tmp_path):
 def test_batch_size_does_not_change_vectors():
     elmo = make_tiny_elmo()
     sentences = [[f"w{j}" for j in range(1 + k % 12)] for k in range(40)]
-    runs = {b: elmo.embed(sentences, layers="all", batch_size=b) for b in (1, 7, 32, 40)}
+    runs = {b: embed_sentences(elmo, sentences, layers="all", batch_size=b) for b in (1, 7, 32, 40)}
     for k, sentence in enumerate(sentences):
         assert runs[1][k].shape == (3, len(sentence), 16)
         for b in (7, 32, 40):
@@ -40,41 +40,41 @@ def test_batch_size_does_not_change_vectors():
 def test_token_budget_does_not_change_vectors():
     elmo = make_tiny_elmo()
     sentences = [[f"w{j}" for j in range(1 + (7 * k) % 23)] for k in range(30)]
-    reference = elmo.embed(sentences, layers="mix", batch_tokens=100_000)
+    reference = embed_sentences(elmo, sentences, layers="mix", batch_tokens=100_000)
     for budget in (1, 30, 257):
-        for got, want in zip(elmo.embed(sentences, layers="mix", batch_tokens=budget), reference):
+        for got, want in zip(embed_sentences(elmo, sentences, layers="mix", batch_tokens=budget), reference):
             np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-4)
 
 
 # Empty sentences stay aligned and never crash.
 def test_empty_sentences_keep_alignment():
     elmo = make_tiny_elmo()
-    without = elmo.embed([["a", "b"], ["c"]], layers="all")
+    without = embed_sentences(elmo, [["a", "b"], ["c"]], layers="all")
     for batch_size in (1, 3):
-        out = elmo.embed([["a", "b"], [], ["c"]], layers="all", batch_size=batch_size)
+        out = embed_sentences(elmo, [["a", "b"], [], ["c"]], layers="all", batch_size=batch_size)
         assert len(out) == 3
         assert out[1].shape == (3, 0, 16) and out[1].dtype == np.float32
         np.testing.assert_allclose(out[0], without[0], atol=1e-5)
         np.testing.assert_allclose(out[2], without[1], atol=1e-5)
-    only = elmo.embed([[]], layers="mix")
+    only = embed_sentences(elmo, [[]], layers="mix")
     assert len(only) == 1 and only[0].shape == (0, 16) and only[0].dtype == np.float32
-    assert elmo.embed([]) == []
+    assert embed_sentences(elmo, []) == []
 
 
 # Every layer selector means one thing; sentinels never index from the end.
 def test_layer_selectors():
     elmo = make_tiny_elmo()
     sentence = [["a", "b", "c"]]
-    every = elmo.embed(sentence, layers="all")[0]
+    every = embed_sentences(elmo, sentence, layers="all")[0]
     assert every.shape == (3, 3, 16)
-    assert elmo.embed(sentence, layers="mix")[0].shape == (3, 16)
-    np.testing.assert_array_equal(elmo.embed(sentence, layers="top")[0], every[2])
-    np.testing.assert_allclose(elmo.embed(sentence, layers="average")[0], every.mean(0), atol=1e-6)
+    assert embed_sentences(elmo, sentence, layers="mix")[0].shape == (3, 16)
+    np.testing.assert_array_equal(embed_sentences(elmo, sentence, layers="top")[0], every[2])
+    np.testing.assert_allclose(embed_sentences(elmo, sentence, layers="average")[0], every.mean(0), atol=1e-6)
     for k in (0, 1, 2):
-        np.testing.assert_array_equal(elmo.embed(sentence, layers=k)[0], every[k])
+        np.testing.assert_array_equal(embed_sentences(elmo, sentence, layers=k)[0], every[k])
     for bad in (-1, -2, 3, "bogus", 1.0, True):
         with pytest.raises(ValueError, match="'all', 'top', 'average', 'mix' or a layer index 0..2"):
-            elmo.embed(sentence, layers=bad)
+            embed_sentences(elmo, sentence, layers=bad)
 
 
 # One call of many sentences is cut into bounded batches.
@@ -83,7 +83,7 @@ def test_large_calls_are_batched_by_the_token_budget():
     sizes = []
     elmo.bilm.register_forward_hook(lambda module, args, out: sizes.append(out.activations.shape[1:3]))
     sentences = [["w"] * 10] * 1200
-    out = elmo.embed(sentences, layers="top", batch_tokens=600)
+    out = embed_sentences(elmo, sentences, layers="top", batch_tokens=600)
     assert len(out) == 1200
     assert all(rows * (tokens + 2) <= 600 for rows, tokens in sizes)
     assert len(sizes) == 1200 // (600 // 12)
@@ -98,12 +98,12 @@ def test_outputs_are_cpu_float32_numpy_without_graph():
 def test_stateful_models_are_refused():
     elmo = make_tiny_elmo(stateful=True)
     with pytest.raises(ValueError, match="stateful"):
-        elmo.embed([["a"]])
+        embed_sentences(elmo, [["a"]])
 
 
 def test_string_instead_of_token_list_is_refused():
     with pytest.raises(TypeError, match="Split raw text into tokens first"):
-        make_tiny_elmo().embed(["hello world"])
+        embed_sentences(make_tiny_elmo(), ["hello world"])
 
 
 def test_argument_errors_name_the_argument_the_caller_gave(tmp_path):
@@ -130,8 +130,8 @@ def test_layer_norm_mix_does_not_depend_on_batch_mates_or_batch_size():
     elmo = make_tiny_elmo(do_layer_norm=True, dropout=0.0)
     short = ["the", "bank", "of", "the", "river"]
     mate = ["a", "much", "longer", "sentence", "about", "money", "and", "banks", "with", "many", "words", "."]
-    alone = elmo.embed([short], layers="mix")[0]
-    together = elmo.embed([short, mate], layers="mix")[0]
-    one_by_one = elmo.embed([short, mate], layers="mix", batch_tokens=1)[0]
+    alone = embed_sentences(elmo, [short], layers="mix")[0]
+    together = embed_sentences(elmo, [short, mate], layers="mix")[0]
+    one_by_one = embed_sentences(elmo, [short, mate], layers="mix", batch_tokens=1)[0]
     np.testing.assert_allclose(together, alone, atol=1e-5, rtol=1e-5)
     np.testing.assert_allclose(one_by_one, alone, atol=1e-5, rtol=1e-5)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from elmo_core import compile_recurrence, embed_sentences
-from elmo_core.lstm import lstm_gates
+from elmo_core.model.lstm import lstm_gates
 
 from ..conftest import make_tiny_elmo
 

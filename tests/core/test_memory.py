@@ -71,13 +71,13 @@ def test_loading_holds_each_weight_once(tmp_path):
     (tmp_path / "options.json").write_text(json.dumps({k: data[k] for k in ("lstm", "char_cnn")}), encoding="utf-8")
     save_model_folder(elmo, tmp_path / "model")
     del elmo
-    load = "from pathlib import Path; from elmo_core.cli import load_model; load_model({})"
+    load = "from pathlib import Path; from elmo_core.apps.cli import load_model; load_model({})"
     # A process that only builds the model holds each weight once, by construction.
     built = least_peak_rss_mib(
         [
             sys.executable,
             "-c",
-            "import elmo_core.cli, h5py, safetensors; from elmo_core import Elmo, "
+            "import elmo_core.apps.cli, h5py, safetensors; from elmo_core import Elmo, "
             "PUBLISHED_OPTIONS; Elmo(PUBLISHED_OPTIONS['small'])",
         ]
     )
@@ -109,7 +109,7 @@ def test_release_free_memory_hands_freed_heap_pages_back():
     # one freed leaves holes between live blocks that glibc keeps until trimmed.
     code = (
         "import ctypes, os\n"
-        "from elmo_core.memory import release_free_memory\n"
+        "from elmo_core.runtime.memory import release_free_memory\n"
         "def rss(): return int(open('/proc/self/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE') / 2**20\n"
         "blocks = [ctypes.create_string_buffer(100_000) for _ in range(1000)]\n"
         "del blocks[::2]\n"
@@ -143,8 +143,8 @@ def test_embed_peak_memory_is_flat_in_the_input_size(tmp_path):
 
 
 def test_the_elmo_command_keeps_training_blocks_in_the_heap(monkeypatch):
-    import elmo_core.cli as cli
-    from elmo_core.memory import MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD
+    import elmo_core.apps.cli as cli
+    from elmo_core.runtime.memory import MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD
 
     thresholds = []
     monkeypatch.setattr(cli, "use_mmap_for_large_blocks", thresholds.append)

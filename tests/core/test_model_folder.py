@@ -12,13 +12,14 @@ from elmo_core import (
     ModelSource,
     OptionsError,
     WeightFileError,
+    embed_sentences,
     load_elmo,
     load_model_folder,
     read_model_config,
     resolve_model_source,
     save_model_folder,
 )
-from elmo_core.model_folder import check_model_folder
+from elmo_core.files.model_folder import check_model_folder
 
 from ..conftest import make_tiny_elmo
 
@@ -77,8 +78,8 @@ def test_overrides_and_an_elmo_nested_in_a_task_model(tmp_path):
     save_file(state, tmp_path / "model.safetensors", metadata={"format": "pt"})
     loaded = load_model_folder(tmp_path, dropout=0.0, num_output_representations=2)
     assert loaded.dropout == 0.0 and len(loaded.scalar_mixes) == 2
-    a = elmo.embed([["x", "y"]])[0]
-    np.testing.assert_array_equal(loaded.embed([["x", "y"]])[0], a)
+    a = embed_sentences(elmo, [["x", "y"]])[0]
+    np.testing.assert_array_equal(embed_sentences(loaded, [["x", "y"]])[0], a)
 
 
 def test_missing_folder_and_files_are_named(tmp_path):
@@ -169,7 +170,7 @@ def test_load_elmo_reads_a_bilm_tf_pair_with_settings_for_the_constructor(tiny_b
 
 
 def test_load_elmo_without_a_source_loads_the_default_model_or_says_none_is_installed(tmp_path, monkeypatch):
-    import elmo_core.model_folder as model_folder
+    import elmo_core.files.model_folder as model_folder
 
     monkeypatch.setattr(model_folder, "DEFAULT_MODEL_DIR", tmp_path / "default")
     with pytest.raises(WeightFileError, match="no default model is installed"):
@@ -268,7 +269,9 @@ def test_every_weights_layout_of_save_pretrained_loads_with_the_single_files_vec
     for (name, a), (_, b) in zip(elmo.state_dict().items(), loaded.state_dict().items()):
         assert torch.equal(a, b), name
     sentences = [["The", "river", "bank", "."], ["a"]]
-    for got, expected in zip(loaded.embed(sentences, layers="mix"), elmo.embed(sentences, layers="mix")):
+    for got, expected in zip(
+        embed_sentences(loaded, sentences, layers="mix"), embed_sentences(elmo, sentences, layers="mix")
+    ):
         np.testing.assert_array_equal(got, expected)
     if "variant" in layout:  # and named explicitly, as save_pretrained(variant=...) was
         assert torch.equal(

@@ -1,4 +1,4 @@
-"""The training recurrence (`elmo_core.paired_bptt`) and the char CNN's training path
+"""The training recurrence (`elmo_core.runtime.paired_bptt`) and the char CNN's training path
 compute the step loop's loss and gradients."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import torch
 import torch.nn.functional as F
 
 from elmo_core import CharCNN, set_recurrence
-from elmo_core.paired_bptt import paired_training_stacks
-from elmo_core.recurrence import resolve_recurrence
-from elmo_core.training.data import make_batch
-from elmo_core.training.model import BiLMLanguageModel
-from elmo_core.training.vocab import Vocabulary
+from elmo_core.apps.training.data import make_batch
+from elmo_core.apps.training.model import BiLMLanguageModel
+from elmo_core.apps.training.vocab import Vocabulary
+from elmo_core.runtime.paired_bptt import paired_training_stacks
+from elmo_core.runtime.recurrence import resolve_recurrence
 
 from ..conftest import make_tiny_options
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from elmo_core import embed_sentences, save_model_folder
-from elmo_core import precision as precision_module
-from elmo_core.lstm import LSTMCellWithProjection
-from elmo_core.precision import bf16_weight, cpu_bf16_support
+from elmo_core.model import precision as precision_module
+from elmo_core.model.lstm import LSTMCellWithProjection
+from elmo_core.model.precision import bf16_weight, cpu_bf16_support
 
 from ..conftest import make_tiny_elmo
 
@@ -76,8 +76,8 @@ def test_elmo_embed_refuses_bf16_on_such_a_cpu_in_one_line(tmp_path):
     save_model_folder(make_tiny_elmo(), tmp_path / "model")
     (tmp_path / "in.txt").write_text("a b c\n", encoding="utf-8")
     script = (
-        "import sys, elmo_core.precision as p; p.cpu_bf16_support = lambda: None; "
-        "from elmo_core.cli import main; sys.argv = ['elmo'] + sys.argv[1:]; main()"
+        "import sys, elmo_core.model.precision as p; p.cpu_bf16_support = lambda: None; "
+        "from elmo_core.apps.cli import main; sys.argv = ['elmo'] + sys.argv[1:]; main()"
     )
     args = ["embed", tmp_path / "in.txt", tmp_path / "out.hdf5", "--model", tmp_path / "model", "--precision", "bf16"]
     done = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True)

@@ -4,8 +4,8 @@ import pytest
 from typer.testing import CliRunner
 
 from elmo_core import ElmoError, save_model_folder
-from elmo_core.cli import app
-from elmo_core.probe import plot_probe, read_conll_column, run_probe
+from elmo_core.apps.cli import app
+from elmo_core.apps.probe import plot_probe, read_conll_column, run_probe
 
 from ..conftest import make_tiny_elmo
 

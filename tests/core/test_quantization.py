@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from elmo_core import embed_sentences, is_quantized, quantize_int8, save_model_folder
-from elmo_core.lstm import LSTMCellWithProjection
+from elmo_core.model.lstm import LSTMCellWithProjection
 
 from ..conftest import make_tiny_elmo
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from elmo_core import Elmo, embed_sentences, quantize_int8, set_recurrence
-from elmo_core.lstm import LSTMCellWithProjection
-from elmo_core.recurrence import bucket_shape, resolve_recurrence, reverse_index
+from elmo_core import Elmo, attach_runtime, embed_sentences, quantize_int8, set_recurrence
+from elmo_core.model.lstm import LSTMCellWithProjection
+from elmo_core.runtime.recurrence import bucket_shape, resolve_recurrence, reverse_index
 
 from ..conftest import make_tiny_elmo, make_tiny_options
 
@@ -21,7 +21,7 @@ def _clip_free_elmo(**kwargs) -> Elmo:
     options = make_tiny_options()
     options = dataclasses.replace(options, lstm=dataclasses.replace(options.lstm, cell_clip=None, proj_clip=None))
     torch.manual_seed(0)
-    elmo = Elmo(options, token_cache_words=0, **kwargs).eval()
+    elmo = attach_runtime(Elmo(options, **kwargs), token_cache_words=0).eval()
     with torch.no_grad():
         for p in elmo.bilm.parameters():
             p.normal_(0.0, 0.5)
@@ -202,9 +202,9 @@ def _gpu_against_cpu(model: Elmo, sentences: list[list[str]], atol: float) -> No
 def test_gpu_default_path_equals_the_cpu_on_the_fixture_model(fixture_dir):
     import json
 
-    from elmo_core import BiLMOptions, load_bilm_tf
+    from elmo_core import load_bilm_tf, read_options
 
-    model = Elmo(BiLMOptions.from_json(fixture_dir / "options.json"), dropout=0.0).eval()
+    model = Elmo(read_options(fixture_dir / "options.json"), dropout=0.0).eval()
     load_bilm_tf(model, fixture_dir / "lm_weights.hdf5")
     grid = json.loads((fixture_dir / "sentences.json").read_text())
     sentences = [s.split() for batch in grid for s in batch]
@@ -214,7 +214,7 @@ def test_gpu_default_path_equals_the_cpu_on_the_fixture_model(fixture_dir):
 @pytest.mark.gpu
 def test_gpu_default_path_equals_the_cpu_on_the_shipped_model():
     from elmo_core import load_model_folder
-    from elmo_core.model_folder import default_model_dir
+    from elmo_core.files.model_folder import default_model_dir
 
     _gpu_against_cpu(load_model_folder(default_model_dir()), TEXT * 3, atol=1e-4)
 
@@ -224,7 +224,7 @@ def test_bf16_on_the_gpu_keeps_cosine_0999_per_layer_on_2000_real_sentences():
     import lzma
 
     from elmo_core import load_model_folder
-    from elmo_core.model_folder import default_model_dir
+    from elmo_core.files.model_folder import default_model_dir
 
     from ..conftest import SHARED
 

@@ -7,11 +7,11 @@ import lzma
 import numpy as np
 import pytest
 
-from elmo_core import BiLMOptions, ElmoError
-from elmo_core.probe import read_conll_column
-from elmo_core.text_files import check_input_file, iter_lines, read_text
-from elmo_core.training.corpus import iter_sentences
-from elmo_core.training.vocab import Vocabulary
+from elmo_core import ElmoError, read_options
+from elmo_core.apps.probe import read_conll_column
+from elmo_core.apps.training.corpus import iter_sentences
+from elmo_core.apps.training.vocab import Vocabulary
+from elmo_core.files.text_files import check_input_file, iter_lines, read_text
 
 from ..conftest import make_tiny_options
 
@@ -53,7 +53,7 @@ def test_training_text_conll_vocabulary_and_options_files_ignore_bom_and_crlf(tm
     import json
 
     options = json.dumps(make_tiny_options().to_dict(), indent=1)
-    loaded = [BiLMOptions.from_json(p) for p in variants(tmp_path, "options.json", options)]
+    loaded = [read_options(p) for p in variants(tmp_path, "options.json", options)]
     assert loaded[0] == loaded[1] == loaded[2] == make_tiny_options()
 
 
@@ -97,7 +97,7 @@ def test_a_cut_short_or_damaged_archive_is_one_error_naming_the_file_in_every_re
     import bz2
     import gzip
 
-    from elmo_core.embed_file import plan_pieces
+    from elmo_core.apps.embed_file import plan_pieces
 
     rng = np.random.default_rng(0)
     text = "".join(" ".join(rng.choice(["a", "bb", "ccc", "dddd"], 12)) + "\n" for _ in range(3000)).encode()

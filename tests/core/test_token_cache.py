@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from elmo_core import BiLM, TokenCache, embed_sentences, words_to_char_ids
+from elmo_core import BiLM, TokenCache, attach_runtime, embed_sentences, words_to_char_ids
 
 from ..conftest import make_tiny_elmo, make_tiny_options
 
@@ -86,7 +86,7 @@ def test_changed_weights_are_never_served_from_the_cache():
 
 
 def test_training_the_char_cnn_bypasses_the_cache():
-    bilm = BiLM(make_tiny_options())  # trainable, cache on
+    bilm = attach_runtime(BiLM(make_tiny_options()))  # trainable, cache on
     bilm.train()
     char_ids, mask = words_to_char_ids(TEXT, 50)
     for _ in range(2):

@@ -1,4 +1,4 @@
-"""Long inputs in overlapping windows (elmo_core.windows): plan, exactness, edge effects, memory."""
+"""Long inputs in overlapping windows (elmo_core.runtime.windows): plan, exactness, edge effects, memory."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import elmo_core.cli
-import elmo_core.windows
+import elmo_core.apps.cli
+import elmo_core.runtime.windows
 from elmo_core import DEFAULT_WINDOW_TOKENS, check_window_settings, embed_sentences, plan_windows, run_in_windows
-from elmo_core.cli import app
+from elmo_core.apps.cli import app
 
 from ..conftest import make_tiny_elmo
 
@@ -58,7 +58,7 @@ def test_bad_window_arguments_are_refused_with_the_fix():
     with pytest.raises(ValueError, match="window_context must be a non-negative integer"):
         plan_windows(10, 8, -1)
     with pytest.raises(ValueError, match="window_tokens must be a positive integer"):
-        make_tiny_elmo().embed([["a"]], window_tokens=-5)
+        embed_sentences(make_tiny_elmo(), [["a"]], window_tokens=-5)
 
 
 # ---------------------------------------------------------------- what windows do to vectors
@@ -103,7 +103,7 @@ def test_run_in_windows_keeps_each_token_from_the_window_that_keeps_it(window, c
 
 def test_run_in_windows_hands_memory_back_after_every_batch(monkeypatch):
     trims = []
-    monkeypatch.setattr(elmo_core.windows, "release_free_memory", lambda: trims.append(1))
+    monkeypatch.setattr(elmo_core.runtime.windows, "release_free_memory", lambda: trims.append(1))
     sequences = [["1", "2"], ["3"], ["4", "5", "6"]]
     out = list(run_in_windows(sequences, position_features, batch_tokens=5, window_tokens=None))
     assert len(out) == 3 and len(trims) == 3  # one sequence per batch under this budget
@@ -123,8 +123,8 @@ def test_inputs_no_longer_than_the_window_are_read_whole_exactly():
     elmo = make_tiny_elmo()
     for n in (1, 63, 64):
         sentence = words(n)
-        whole = elmo.embed([sentence], layers="all", window_tokens=None)[0]
-        np.testing.assert_array_equal(elmo.embed([sentence], layers="all", window_tokens=64)[0], whole)
+        whole = embed_sentences(elmo, [sentence], layers="all", window_tokens=None)[0]
+        np.testing.assert_array_equal(embed_sentences(elmo, [sentence], layers="all", window_tokens=64)[0], whole)
 
 
 def test_600_token_document_default_window_equals_a_window_longer_than_the_document():
@@ -132,9 +132,11 @@ def test_600_token_document_default_window_equals_a_window_longer_than_the_docum
     assert DEFAULT_WINDOW_TOKENS >= 600
     elmo = make_tiny_elmo()
     doc = words(600)
-    reference = elmo.embed([doc], layers="all", window_tokens=5000)[0]
+    reference = embed_sentences(elmo, [doc], layers="all", window_tokens=5000)[0]
     for kwargs in ({}, {"window_tokens": 600}, {"window_tokens": None}):
-        np.testing.assert_allclose(elmo.embed([doc], layers="all", **kwargs)[0], reference, atol=1e-5, rtol=1e-4)
+        np.testing.assert_allclose(
+            embed_sentences(elmo, [doc], layers="all", **kwargs)[0], reference, atol=1e-5, rtol=1e-4
+        )
 
 
 def _distance_to_a_cut(num_tokens: int, window: int, context: int) -> np.ndarray:
@@ -155,8 +157,8 @@ def test_edge_effects_decay_with_the_distance_to_the_cut():
     # [0, 8): 1.46, [8, 32): 0.71, [32, 64): 0.4, [64, 128): 0.2, [128, 256): 0.04.
     elmo = make_tiny_elmo()
     doc = words(1500)
-    whole = elmo.embed([doc], layers="all", window_tokens=None)[0]
-    cut = elmo.embed([doc], layers="all", window_tokens=512, window_context=0)[0]
+    whole = embed_sentences(elmo, [doc], layers="all", window_tokens=None)[0]
+    cut = embed_sentences(elmo, [doc], layers="all", window_tokens=512, window_context=0)[0]
     diff = np.abs(cut - whole).max(axis=2)  # [layers, tokens]
     np.testing.assert_allclose(cut[0], whole[0], atol=1e-6, rtol=0)  # layer 0: the token alone
     distance = _distance_to_a_cut(len(doc), 512, 0)
@@ -172,9 +174,9 @@ def test_default_context_keeps_vectors_close_to_a_whole_document_run():
     # 0.047, mean 0.0004 (against 1.3 / 0.006 without context); LSTM outputs are ~0.8 in size.
     elmo = make_tiny_elmo()
     doc = words(3000)
-    whole = elmo.embed([doc], layers="all", window_tokens=None)[0]
-    with_context = np.abs(elmo.embed([doc], layers="all")[0] - whole)
-    without = np.abs(elmo.embed([doc], layers="all", window_context=0)[0] - whole)
+    whole = embed_sentences(elmo, [doc], layers="all", window_tokens=None)[0]
+    with_context = np.abs(embed_sentences(elmo, [doc], layers="all")[0] - whole)
+    without = np.abs(embed_sentences(elmo, [doc], layers="all", window_context=0)[0] - whole)
     assert with_context.max() < 0.1 and with_context[1:].mean() < 0.005
     assert with_context.max() < without.max() / 10
 
@@ -182,11 +184,11 @@ def test_default_context_keeps_vectors_close_to_a_whole_document_run():
 def test_windows_do_not_depend_on_batch_mates_or_budget():
     elmo = make_tiny_elmo()
     doc, short = words(700), words(5, seed=1)
-    alone = elmo.embed([doc], layers="mix", window_tokens=128)[0]
+    alone = embed_sentences(elmo, [doc], layers="mix", window_tokens=128)[0]
     for budget in (200, 4096):
-        together = elmo.embed([short, doc, short], layers="mix", window_tokens=128, batch_tokens=budget)
+        together = embed_sentences(elmo, [short, doc, short], layers="mix", window_tokens=128, batch_tokens=budget)
         np.testing.assert_allclose(together[1], alone, atol=1e-5, rtol=1e-4)
-        np.testing.assert_allclose(together[0], elmo.embed([short], layers="mix")[0], atol=1e-5, rtol=1e-4)
+        np.testing.assert_allclose(together[0], embed_sentences(elmo, [short], layers="mix")[0], atol=1e-5, rtol=1e-4)
 
 
 # ---------------------------------------------------------------- bounded memory
@@ -195,7 +197,7 @@ def _longest_pass(elmo, sentences, **kwargs) -> tuple[int, int]:
     seen = []
     handle = elmo.bilm.register_forward_hook(lambda module, args, out: seen.append(tuple(out.activations.shape[1:3])))
     try:
-        out = elmo.embed(sentences, layers="mix", **kwargs)
+        out = embed_sentences(elmo, sentences, layers="mix", **kwargs)
     finally:
         handle.remove()
     assert [len(o) for o in out] == [len(s) for s in sentences]
@@ -225,7 +227,7 @@ def _cli_embed(monkeypatch, tmp_path, doc: list[str], *options: str):
     elmo = make_tiny_elmo(dropout=0.0)
     seen = []
     elmo.bilm.register_forward_hook(lambda module, args, out: seen.append(out.activations.shape[2]))
-    monkeypatch.setattr(elmo_core.cli, "load_model", lambda *args, **kwargs: elmo)
+    monkeypatch.setattr(elmo_core.apps.cli, "load_model", lambda *args, **kwargs: elmo)
     (tmp_path / "in.txt").write_text(" ".join(doc) + "\nshort line\n", encoding="utf-8")
     result = CliRunner().invoke(
         app,
@@ -277,31 +279,31 @@ def test_cli_embeds_a_100000_token_line_in_bounded_passes(monkeypatch, tmp_path)
     assert vectors.shape == (100_000, 16) and longest <= DEFAULT_WINDOW_TOKENS
 
 
-@pytest.mark.parametrize("budget", [64, 100_000])
+@pytest.mark.parametrize("budget", [64, 100_000, None])
 def test_read_in_windows_gives_a_padded_batch_the_vectors_of_run_in_windows(budget):
     """The tensor form (hf_elmo's ElmoModel) cuts and keeps exactly as `embed` does; padding stays zero."""
     import torch
 
-    from elmo_core import words_to_char_ids
-    from elmo_core.windows import read_in_windows
+    from elmo_core import batches_by_token_budget, read_in_windows, words_to_char_ids
 
     elmo = make_tiny_elmo()
     words = ["river", "bank", "Ada", ",", "notes", "the", "was", "steep"]
     sentences = [[words[(i * 5) % 8] + str(i % 4) for i in range(n)] for n in (150, 7, 0, 97)]
     char_ids, mask = words_to_char_ids(sentences, 50)
+    batches = None if budget is None else (lambda lengths: batches_by_token_budget(lengths, budget))
     with torch.no_grad():
         out, out_mask = read_in_windows(
-            lambda c, m: elmo.bilm(c, m).activations, char_ids, None, batch_tokens=budget, window_tokens=40
+            lambda c, m: elmo.bilm(c, m).activations, char_ids, None, batches=batches, window_tokens=40
         )
     assert out.shape == (3, 4, 150, 16) and torch.equal(out_mask, mask)
-    for row, expected in enumerate(elmo.embed(sentences, window_tokens=40)):
+    for row, expected in enumerate(embed_sentences(elmo, sentences, window_tokens=40)):
         n = len(sentences[row])
         np.testing.assert_allclose(out[:, row, :n].numpy(), expected, atol=1e-5, rtol=0)
         if n < 150:
             assert out[:, row, n:].abs().max() == 0
     # Nothing to cut: None (the caller reads the batch as it is); a mask that is not right-padded: refused.
-    assert read_in_windows(lambda c, m: None, char_ids, mask, batch_tokens=budget, window_tokens=150) is None
+    assert read_in_windows(lambda c, m: None, char_ids, mask, batches=batches, window_tokens=150) is None
     bad = mask.clone()
     bad[0, 3] = False
     with pytest.raises(ValueError, match="padding must be on the right"):
-        read_in_windows(lambda c, m: None, char_ids, bad, batch_tokens=budget, window_tokens=40)
+        read_in_windows(lambda c, m: None, char_ids, bad, batches=batches, window_tokens=40)

@@ -6,7 +6,7 @@ import pytest
 from transformers import AutoConfig
 
 from elmo_core import BiLMOptions, OptionsError, read_model_config
-from elmo_core.model_folder import ELMO_SETTINGS
+from elmo_core.files.model_folder import ELMO_SETTINGS
 from hf_elmo import ElmoConfig
 
 from ..conftest import make_tiny_options

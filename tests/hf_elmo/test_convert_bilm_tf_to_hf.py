@@ -13,14 +13,14 @@ from typer.testing import CliRunner
 
 from elmo_core import (
     PUBLISHED_OPTIONS,
-    BiLMOptions,
     Elmo,
     ElmoError,
     load_bilm_tf,
     load_model_folder,
+    read_options,
     words_to_char_ids,
 )
-from elmo_core.cli import app
+from elmo_core.apps.cli import app
 from hf_elmo import convert_bilm_tf_to_hf as converter
 
 from ..conftest import make_tiny_elmo
@@ -50,7 +50,7 @@ def test_fixture_weights_through_auto_model_give_the_cores_activations(fixture_d
     convert(fixture_dir / "options.json", fixture_dir / "lm_weights.hdf5", tmp_path / "model")
     model = AutoModel.from_pretrained(tmp_path / "model", trust_remote_code=True)
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "model", trust_remote_code=True)
-    core = Elmo(BiLMOptions.from_json(fixture_dir / "options.json"), dropout=0.0).eval()
+    core = Elmo(read_options(fixture_dir / "options.json"), dropout=0.0).eval()
     load_bilm_tf(core, fixture_dir / "lm_weights.hdf5")
     batches = fixture_sentences(fixture_dir)
     sentences = [s for b in batches[:2] for s in b]  # 6 sentences of 11 to 53 tokens
@@ -87,7 +87,7 @@ def test_hdf5_to_folder_to_hdf5_is_exact_for_every_dataset(source, tiny_bilm_hdf
     for name, values in original.items():
         assert back[name].dtype == np.float32 and back[name].shape == values.shape, name
         assert np.array_equal(back[name], values.astype(np.float32)), name
-    assert BiLMOptions.from_json(tmp_path / "back" / "elmo_options.json") == BiLMOptions.from_json(options)
+    assert read_options(tmp_path / "back" / "elmo_options.json") == read_options(options)
 
 
 def test_converted_folder_is_a_complete_save_pretrained_folder(tiny_bilm_hdf5, saved_model_dir, tmp_path):

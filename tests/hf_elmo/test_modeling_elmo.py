@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoModelForTokenClassification
 
-from elmo_core import load_model_folder, save_model_folder, words_to_char_ids
+from elmo_core import embed_sentences, load_model_folder, save_model_folder, words_to_char_ids
 from hf_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel, ElmoModelOutput, ElmoTokenizer
 
 from ..conftest import DEVICES, make_tiny_elmo, make_tiny_options
@@ -422,8 +422,8 @@ def test_a_sharded_save_pretrained_folder_gives_every_face_the_unsharded_vectors
     import h5py
     from typer.testing import CliRunner
 
-    from elmo_core.cli import app
-    from elmo_core.model_folder import check_model_folder, default_model_dir
+    from elmo_core.apps.cli import app
+    from elmo_core.files.model_folder import check_model_folder, default_model_dir
 
     source = default_model_dir()
     sharded = tmp_path / "sharded"
@@ -436,10 +436,10 @@ def test_a_sharded_save_pretrained_folder_gives_every_face_the_unsharded_vectors
     assert len(list(sharded.glob("model-*-of-*.safetensors"))) > 2 and not (sharded / "model.safetensors").exists()
     assert (tagger / "model.safetensors.index.fp32.json").is_file()
     sentences = [["The", "river", "bank", "."], ["Ada", "Lovelace", "wrote", "notes", "."]]
-    reference = load_model_folder(source, dropout=0.0).embed(sentences)  # [layers, tokens, dim] each
+    reference = embed_sentences(load_model_folder(source, dropout=0.0), sentences)  # [layers, tokens, dim] each
     for folder in (sharded, tagger):
         check_model_folder(folder)
-        for got, expected in zip(load_model_folder(folder, dropout=0.0).embed(sentences), reference):
+        for got, expected in zip(embed_sentences(load_model_folder(folder, dropout=0.0), sentences), reference):
             torch.testing.assert_close(torch.from_numpy(got), torch.from_numpy(expected), rtol=0, atol=0)
     # from_pretrained, the fp32-variant tagger without naming its variant (as the core reads it).
     char_ids, mask = words_to_char_ids(sentences, 50)
@@ -512,7 +512,7 @@ def test_a_long_row_trains_the_scalar_mix_and_a_trainable_bilm_through_every_win
     out.last_hidden_state.square().sum().backward()
     # The reference: the core's own windows (Elmo.embed), mixed by a fresh ScalarMix with the same weights.
     long = long_words(200)
-    layers = make_tiny_elmo().embed([long, long[:5]], window_tokens=64)  # [3, tokens, 16] each
+    layers = embed_sentences(make_tiny_elmo(), [long, long[:5]], window_tokens=64)  # [3, tokens, 16] each
     for row, expected in enumerate(layers):
         n = expected.shape[1]
         for k in range(3):

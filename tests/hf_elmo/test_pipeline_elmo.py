@@ -4,8 +4,8 @@ import pytest
 import torch
 from transformers import pipeline
 
-from elmo_core import WeightFileError, batches_by_token_budget
-from elmo_core.model_folder import default_model_dir
+from elmo_core import WeightFileError, batches_by_token_budget, embed_sentences
+from elmo_core.files.model_folder import default_model_dir
 from hf_elmo import ElmoFeatureExtractionPipeline, feature_extraction_pipeline
 
 TEXTS = ["Hello world.", "Don't stop-me now, the river bank is near!", "A", "Two words"]
@@ -94,7 +94,7 @@ def test_pipeline_results_match_elmo_embed_of_the_same_lines(saved_model_dir, tm
     import h5py
     from typer.testing import CliRunner
 
-    from elmo_core.cli import app
+    from elmo_core.apps.cli import app
 
     extractor = feature_extraction_pipeline(model=saved_model_dir)
     results = extractor(TEXTS, batch_size=2)
@@ -127,7 +127,7 @@ def test_every_face_gives_a_2501_token_line_the_same_vectors(tmp_path, tiny_toke
     from typer.testing import CliRunner
 
     from elmo_core import load_model_folder
-    from elmo_core.cli import app
+    from elmo_core.apps.cli import app
 
     from .conftest import make_tiny_hf_model
 
@@ -143,7 +143,7 @@ def test_every_face_gives_a_2501_token_line_the_same_vectors(tmp_path, tiny_toke
     text = " ".join(words[i % len(words)] for i in range(2500)) + " ."
     tokens = tiny_tokenizer.tokenize(text)
     assert len(tokens) == 2501
-    expected = load_model_folder(folder, dropout=0.0).embed([tokens], layers="mix")[0]  # [2501, 16]
+    expected = embed_sentences(load_model_folder(folder, dropout=0.0), [tokens], layers="mix")[0]  # [2501, 16]
     expected = torch.from_numpy(expected)
 
     def same(got: torch.Tensor) -> None:

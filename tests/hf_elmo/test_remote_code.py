@@ -10,7 +10,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from elmo_core.cli import app
+from elmo_core.apps.cli import app
 from hf_elmo import remote_code
 from hf_elmo.remote_code import generate
 
@@ -121,8 +121,12 @@ def test_saved_folder_holds_config_weights_tokenizer_and_the_three_code_files(sa
 def test_saved_code_files_are_the_generated_ones(saved_model_dir, tmp_path, tiny_tokenizer):
     for name in remote_code.GENERATED_FILES:
         assert (saved_model_dir / name).read_bytes() == (remote_code.GENERATED_DIR / name).read_bytes(), name
-    tiny_tokenizer.save_pretrained(tmp_path / "tokenizer")  # a tokenizer alone: its own file only
-    assert {p.name for p in (tmp_path / "tokenizer").iterdir()} == {"tokenizer_config.json", "tokenization_elmo.py"}
+    tiny_tokenizer.save_pretrained(tmp_path / "tokenizer")  # a tokenizer alone: its file and the shared definitions
+    assert {p.name for p in (tmp_path / "tokenizer").iterdir()} == {
+        "tokenizer_config.json",
+        "tokenization_elmo.py",
+        "configuration_elmo.py",
+    }
 
 
 def test_generated_code_files_are_up_to_date():
@@ -147,15 +151,24 @@ def test_generated_code_files_import_nothing_from_elmo_bilm_and_only_the_configu
             elif isinstance(node, ast.ImportFrom):
                 (relative if node.level else absolute).add((node.module or "").split(".")[0])
         assert absolute & {"elmo_core", "hf_elmo", "spacy_elmo", "core"} == set(), name
-        assert relative == ({"configuration_elmo"} if name == "modeling_elmo.py" else set()), name
+        assert relative == (set() if name == "configuration_elmo.py" else {"configuration_elmo"}), name
 
 
-def test_generated_modeling_file_shares_the_configurations_definitions():
-    """One BiLMOptions per folder: the model file imports it from the configuration file, never redefines it."""
-    modeling = ast.parse((remote_code.GENERATED_DIR / "modeling_elmo.py").read_text(encoding="utf-8"))
-    defined = {node.name for node in modeling.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
-    assert {"BiLM", "Elmo", "ScalarMix", "ElmoModel"} <= defined
-    assert not defined & {"BiLMOptions", "ElmoConfig", "OptionsError"}
+def test_each_definition_is_written_once_across_the_folder():
+    """The model and tokenizer files import what they share from the configuration file (BiLMOptions,
+    the character ids, the errors), never define it again."""
+    defined: dict[str, list[str]] = {}
+    for name in remote_code.GENERATED_FILES:
+        tree = ast.parse((remote_code.GENERATED_DIR / name).read_text(encoding="utf-8"))
+        for node in tree.body:
+            targets = [node.name] if isinstance(node, (ast.ClassDef, ast.FunctionDef)) else []
+            if isinstance(node, ast.Assign):
+                targets = [t.id for t in node.targets if isinstance(t, ast.Name) and t.id != "__all__"]
+            for target in targets:
+                defined.setdefault(target, []).append(name)
+    assert {k: v for k, v in defined.items() if len(v) > 1} == {}
+    assert defined["BiLMOptions"] == ["configuration_elmo.py"] and defined["BiLM"] == ["modeling_elmo.py"]
+    assert defined["word_to_char_ids"] == ["configuration_elmo.py"]
 
 
 def test_save_generated_code_rejects_unknown_file_names(tmp_path):
@@ -340,3 +353,45 @@ def test_a_folder_recording_another_version_is_named_with_that_version(tmp_path,
     assert [r.getMessage().split(". It runs")[0] for r in caplog.records if r.name == "hf_elmo"] == [
         f"{folder.resolve()} was saved by elmo-bilm 0.0.1"
     ]
+
+
+RUNTIME_NAMES = (
+    "run_in_windows",  # the runtime's windowed inference loop (the model's window plan is in the folder)
+    "iter_embeddings",
+    "embed_sentences",
+    "batches_by_token_budget",
+    "malloc_trim",
+    "release_free_memory",
+    "forward_threads",
+    "attach_runtime",
+    "TokenCache",
+    "CapturedRecurrence",
+    "quantize_int8",
+    "paired_training_stacks",
+)
+
+
+def test_a_saved_folder_carries_the_model_only_in_at_most_2500_lines(saved_model_dir):
+    """What ElmoModel, ElmoForTokenClassification, ElmoConfig and ElmoTokenizer run, none of the
+    runtime (its recurrence paths, caches, thread rule, batching, embed drivers, glibc calls)."""
+    code = {p.name: p.read_text(encoding="utf-8") for p in saved_model_dir.glob("*.py")}
+    assert sorted(code) == sorted(remote_code.GENERATED_FILES)
+    assert sum(text.count("\n") for text in code.values()) <= 2500
+    found = {(name, word) for name, text in code.items() for word in identifiers(text) & set(RUNTIME_NAMES)}
+    assert found == set()
+    assert all("ctypes" not in identifiers(text) for text in code.values())  # no glibc calls
+
+
+def identifiers(source: str) -> set[str]:
+    """Every name the code defines, reads or imports (not the words of its docstrings)."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {part for alias in node.names for part in alias.name.split(".")}
+    return names

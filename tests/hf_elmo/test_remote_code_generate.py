@@ -120,25 +120,48 @@ def test_generated_files_run_without_the_core_and_compute_what_the_sources_do(ge
     assert modeling.run(1.0) == pytest.approx((2.0 * 1.0 + 1.0) * 2.0 * 2.0)
 
 
-def test_only_needed_definitions_come_verbatim_with_comments_and_docstrings(generated):
+def test_only_needed_definitions_come_as_code_without_docstrings_and_comments(generated):
     sources, _ = generated
     configuration = sources["configuration_elmo.py"]
-    assert 'SCALE = 2.0\n"""The factor."""' in configuration
+    assert "SCALE = 2.0\n" in configuration and "The factor." not in configuration
     assert "UNUSED" not in configuration and "__all__" not in configuration
     assert "hf_elmo only" not in configuration and "save_generated_code" not in configuration
     modeling = sources["modeling_elmo.py"]
-    assert "# a comment that travels with the definition" in modeling
+    assert "def scale(x: float) -> float:\n    return x * SCALE" in modeling
+    assert "# a comment that travels with the definition" not in modeling
     assert "def unused" not in modeling and "from .c import" not in modeling
     assert "import math" in modeling and "elmo_core" not in modeling.split("# ---- elmo_core")[0].split('"""')[-1]
 
 
-def test_modules_come_in_import_order_and_the_model_reuses_the_configurations_definitions(generated):
+def test_an_emptied_body_keeps_a_pass(tmp_path):
+    core = {
+        **CORE,
+        "c.py": 'class OffsetError(ValueError):\n    """Only a docstring."""\n\n\n'
+        "def offset() -> float:\n    return 1.0\n",
+    }
+    face = {
+        **FACE,
+        "tokenization_elmo.py": FACE["tokenization_elmo.py"].replace("import offset", "import OffsetError, offset"),
+    }
+    face["tokenization_elmo.py"] = face["tokenization_elmo.py"].replace(
+        "return offset()", "return offset() if OffsetError else 0.0"
+    )
+    sources = generated_sources(write_tree(tmp_path / "face", face), write_tree(tmp_path / "core", core))
+    assert "class OffsetError(ValueError):\n    pass\n" in sources["tokenization_elmo.py"]
+
+
+def test_modules_come_in_import_order_and_shared_definitions_are_written_once_in_the_configuration(generated):
     sources, _ = generated
-    modeling = sources["modeling_elmo.py"]
+    configuration, modeling, tokenization = (
+        sources[f"{n}_elmo.py"] for n in ("configuration", "modeling", "tokenization")
+    )
     assert modeling.index("# ---- elmo_core/z_base.py") < modeling.index("# ---- elmo_core/b.py")
-    assert "from .configuration_elmo import (\n    ElmoConfig,\n    SCALE,\n)" in modeling
-    assert "SCALE = 2.0" not in modeling
-    assert "from ." not in sources["tokenization_elmo.py"] and "def offset" in sources["tokenization_elmo.py"]
+    # SCALE (configuration and model) and offset (model and tokenizer) are the configuration's.
+    assert "SCALE = 2.0" in configuration and "def offset" in configuration
+    assert "from .configuration_elmo import (\n    ElmoConfig,\n    SCALE,\n    offset,\n)" in modeling
+    assert "from .configuration_elmo import (\n    offset,\n)" in tokenization
+    for name in ("SCALE = 2.0", "def offset"):
+        assert (configuration + modeling + tokenization).count(name) == 1
 
 
 def test_two_definitions_of_one_name_are_refused(tmp_path):

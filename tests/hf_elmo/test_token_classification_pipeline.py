@@ -188,7 +188,7 @@ def test_tagger_fine_tuned_on_wikigold_finds_entities_at_their_characters():
     pytest.importorskip("spacy")
     from transformers import AutoModelForTokenClassification, AutoTokenizer, DataCollatorForTokenClassification
 
-    from elmo_core.model_folder import default_model_dir
+    from elmo_core.files.model_folder import default_model_dir
 
     sentences = read_conll(WIKIGOLD, limit=600)
     train, held_out = sentences[:500], sentences[500:]

@@ -9,7 +9,7 @@ import torch
 from transformers import AutoTokenizer, DataCollatorForTokenClassification
 
 from elmo_core import words_to_char_ids
-from elmo_core.model_folder import tokenizer_settings
+from elmo_core.files.model_folder import tokenizer_settings
 from hf_elmo import ElmoBatchEncoding, ElmoTokenizer
 
 from ..conftest import make_tiny_options

@@ -93,7 +93,7 @@ def test_pipe_with_two_processes_matches_elmo_embed_of_the_same_lines(nlp, tiny_
     import h5py
     from typer.testing import CliRunner
 
-    from elmo_core.cli import app
+    from elmo_core.apps.cli import app
 
     if sys.platform != "linux":
         pytest.skip("the fork start method is Linux's default")

@@ -21,7 +21,7 @@ def test_contextual_vectors_example_runs(tiny_model_dir, capsys):
 
 
 def test_contextual_vectors_example_explains_a_missing_default_model(monkeypatch, tmp_path, capsys):
-    import elmo_core.model_folder as model_folder
+    import elmo_core.files.model_folder as model_folder
 
     monkeypatch.setattr(model_folder, "DEFAULT_MODEL_DIR", tmp_path / "missing")
     main = runpy.run_path(str(SCRIPT))["main"]

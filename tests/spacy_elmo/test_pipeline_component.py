@@ -247,7 +247,7 @@ def test_original_options_and_hdf5_pair_as_source(tiny_bilm_hdf5, tiny_model_dir
 
 
 def test_no_source_means_the_default_model_with_a_clear_error_when_absent(monkeypatch, tmp_path):
-    import elmo_core.model_folder as model_folder
+    import elmo_core.files.model_folder as model_folder
 
     monkeypatch.setattr(model_folder, "DEFAULT_MODEL_DIR", tmp_path / "missing")
     nlp = spacy.blank("en")
@@ -257,7 +257,7 @@ def test_no_source_means_the_default_model_with_a_clear_error_when_absent(monkey
 
 
 def test_default_model_is_loaded_when_installed(monkeypatch, tiny_model_dir):
-    import elmo_core.model_folder as model_folder
+    import elmo_core.files.model_folder as model_folder
 
     monkeypatch.setattr(model_folder, "DEFAULT_MODEL_DIR", tiny_model_dir)
     nlp = spacy.blank("en")

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from elmo_core import BiLMOptions, CharCNNOptions, LSTMOptions
-from elmo_core.training import BiLMLanguageModel, Vocabulary
+from elmo_core.apps.training import BiLMLanguageModel, Vocabulary
 
 WORDS = "the cat sat on a mat and dog ran to big red house . , it was".split()
 

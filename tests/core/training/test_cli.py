@@ -9,11 +9,11 @@ import torch
 from typer.testing import CliRunner
 
 from elmo_core import load_model_folder
-from elmo_core.cli import app
-from elmo_core.errors import ElmoError, WeightFileError
-from elmo_core.training import TrainingStream, load_language_model
-from elmo_core.training.__main__ import app as prepare_app
-from elmo_core.training.commands import TrainingSettings, run_perplexity, run_training
+from elmo_core.apps.cli import app
+from elmo_core.apps.training import TrainingStream, load_language_model
+from elmo_core.apps.training.__main__ import app as prepare_app
+from elmo_core.apps.training.commands import TrainingSettings, run_perplexity, run_training
+from elmo_core.model.errors import ElmoError, WeightFileError
 
 from .conftest import make_lm_options
 
@@ -166,7 +166,7 @@ def test_every_train_option_is_the_training_settings_field_of_its_name():
     import inspect
     from dataclasses import fields
 
-    from elmo_core.cli import train
+    from elmo_core.apps.cli import train
 
     options = set(inspect.signature(train).parameters) - {"train_files"} | {"train"}  # --train: `train` is taken
     assert options == {f.name for f in fields(TrainingSettings)} - {"splitter"}  # the splitter has no option
@@ -206,9 +206,9 @@ def test_run_training_refuses_bad_settings_before_starting(tmp_path, options_fil
 
 
 def test_perplexity_without_a_model_names_the_missing_default_model(tmp_path, valid_file, monkeypatch):
-    import elmo_core.model_folder
+    import elmo_core.files.model_folder
 
-    monkeypatch.setattr(elmo_core.model_folder, "DEFAULT_MODEL_DIR", tmp_path / "nowhere")
+    monkeypatch.setattr(elmo_core.files.model_folder, "DEFAULT_MODEL_DIR", tmp_path / "nowhere")
     with pytest.raises(WeightFileError, match="no default model is installed"):
         runner.invoke(app, ["perplexity", "--pretokenized", str(valid_file)], catch_exceptions=False)
 
@@ -246,7 +246,7 @@ def one_line_error(*args) -> str:
 
 @pytest.fixture
 def lm_folder(tmp_path, vocab):
-    from elmo_core.training.model import save_language_model
+    from elmo_core.apps.training.model import save_language_model
 
     from .conftest import make_lm
 
@@ -362,7 +362,7 @@ def test_a_second_train_on_the_same_out_stops_at_once_and_a_killed_runs_folder_r
     import time
     from pathlib import Path
 
-    from elmo_core.training.checkpoint import load_checkpoint_file
+    from elmo_core.apps.training.checkpoint import load_checkpoint_file
 
     exe = shutil.which("elmo") or str(Path(sys.executable).parent / "elmo")
     out = tmp_path / "run"
@@ -421,7 +421,7 @@ def test_under_torchrun_the_writing_rank_owns_out_and_every_rank_stops_when_it_i
     import sys
     from pathlib import Path
 
-    from elmo_core.folder_lock import FolderLock
+    from elmo_core.files.folder_lock import FolderLock
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

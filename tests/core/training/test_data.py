@@ -6,9 +6,9 @@ import lzma
 import pytest
 import torch
 
-from elmo_core.training import TrainingStream, Vocabulary, iter_sentences, make_batch, pretokenize_files
-from elmo_core.training.corpus import cut_sentence
-from elmo_core.training.data import PAD_TARGET
+from elmo_core.apps.training import TrainingStream, Vocabulary, iter_sentences, make_batch, pretokenize_files
+from elmo_core.apps.training.corpus import cut_sentence
+from elmo_core.apps.training.data import PAD_TARGET
 
 from .conftest import make_corpus, write_lines
 
@@ -148,7 +148,7 @@ def test_xz_and_plain_files_read_the_same_and_pretokenize_round_trips(tmp_path, 
 
 def test_training_stream_runs_on_raw_text_with_the_spacy_splitter(tmp_path):
     pytest.importorskip("spacy")
-    from elmo_core.training import get_sentence_splitter
+    from elmo_core.apps.training import get_sentence_splitter
 
     split = get_sentence_splitter("spacy-en-sentences")
     assert split("Dr. Smith arrived. It rained!  Then it stopped.") == [
@@ -163,7 +163,7 @@ def test_training_stream_runs_on_raw_text_with_the_spacy_splitter(tmp_path):
 
 
 def test_prefetching_stream_yields_the_same_batches_and_positions(train_file, vocab):
-    from elmo_core.training.data import PrefetchingStream
+    from elmo_core.apps.training.data import PrefetchingStream
 
     def make():
         return TrainingStream([train_file], vocab, batch_tokens=64, buffer_sentences=13, seed=2)

@@ -6,8 +6,8 @@ import sys
 
 def test_training_code_imports_no_tokenizer_or_framework():
     code = (
-        "import sys, elmo_core.training, elmo_core.training.commands, elmo_core.training.trainer, "
-        "elmo_core.training.__main__; "
+        "import sys, elmo_core.apps.training, elmo_core.apps.training.commands, elmo_core.apps.training.trainer, "
+        "elmo_core.apps.training.__main__; "
         "print(sorted(m for m in ('spacy', 'thinc', 'transformers', 'h5py') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -10,8 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from elmo_core import BiLMOutput, load_model_folder, save_model_folder, set_recurrence
-from elmo_core.errors import WeightFileError
-from elmo_core.training import (
+from elmo_core.apps.training import (
     BiLMLanguageModel,
     Vocabulary,
     default_cutoffs,
@@ -19,9 +18,10 @@ from elmo_core.training import (
     make_batch,
     save_language_model,
 )
-from elmo_core.training import model as model_module
-from elmo_core.training.model import autocast_log_softmax_dtype
-from elmo_core.training.trainer import TrainConfig, Trainer
+from elmo_core.apps.training import model as model_module
+from elmo_core.apps.training.model import autocast_log_softmax_dtype
+from elmo_core.apps.training.trainer import TrainConfig, Trainer
+from elmo_core.model.errors import WeightFileError
 
 from .conftest import make_lm, make_lm_options
 

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from elmo_core.training import make_batch
-from elmo_core.training.perplexity import Perplexity, evaluate
+from elmo_core.apps.training import make_batch
+from elmo_core.apps.training.perplexity import Perplexity, evaluate
 
 from .conftest import make_lm
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from elmo_core.training import softmax as softmax_module
-from elmo_core.training.softmax import adaptive_log_prob
+from elmo_core.apps.training import softmax as softmax_module
+from elmo_core.apps.training.softmax import adaptive_log_prob
 
 
 def _softmax() -> nn.AdaptiveLogSoftmaxWithLoss:

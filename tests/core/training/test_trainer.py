@@ -10,9 +10,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from elmo_core.training import TrainingStream, Vocabulary, make_batch
-from elmo_core.training import trainer as trainer_module
-from elmo_core.training.trainer import (
+from elmo_core.apps.training import TrainingStream, Vocabulary, make_batch
+from elmo_core.apps.training import trainer as trainer_module
+from elmo_core.apps.training.trainer import (
     CHECKPOINT_NAME,
     LOG_NAME,
     RELEASE_EVERY,
@@ -222,7 +222,7 @@ def test_two_gloo_processes_match_one_process_on_the_combined_batch(tmp_path):
 
 
 def test_fitting_twice_continues_where_the_first_fit_stopped(tmp_path, train_file, vocab):
-    from elmo_core.training import PrefetchingStream
+    from elmo_core.apps.training import PrefetchingStream
 
     once: list[float] = []
     make_trainer(tmp_path, vocab, train_file, out="once", max_steps=6).fit(callback=lambda s, r: once.append(r.loss))

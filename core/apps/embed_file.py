@@ -1,0 +1,666 @@
+"""`elmo embed`: a text file in, one hdf5 file out; resumable, and shared across torchrun processes.
+
+The input's lines are cut into *pieces*: runs of consecutive lines of about
+`piece_tokens` tokens (a line is never split; a longer line is a piece of its own).
+A piece is the unit of work, of resuming and of sharing among processes:
+
+    INPUT    line 0 .. line 11 | line 12 .. line 30 | line 31 .. line 40 | ...
+    pieces   piece 0            piece 1              piece 2
+    ranks    rank 0             rank 1               rank 1    (largest first, each to the
+                                                               rank with the fewest tokens)
+
+    OUTPUT.partial/                      while running (clearly partial)
+        .lock                            held by the run that owns the job (flock)
+        job.json                         the input's sha256, the settings and the pieces
+        piece-000000.h5                  every line of piece 0; renamed into place only
+        piece-000001.h5                  when complete, so present = complete
+    OUTPUT                               at the end: rank 0 copies the pieces into one
+                                         file, renames it to OUTPUT, deletes OUTPUT.partial
+
+Under torchrun, every process runs the same command; rank 0 reads the input, writes
+job.json and tells the others the pieces left to do, balanced by token count (largest
+piece first, to the least loaded rank). Each rank embeds its pieces with the same
+`iter_embeddings` a single process uses, so the output does not depend on the number
+of processes (beyond float rounding of batches, about 1e-7). A process that fails
+makes every process stop; OUTPUT is not written, OUTPUT.partial stays.
+
+One run owns a job folder at a time (`elmo_core.files.folder_lock`): a second run on the same
+OUTPUT while the first is alive stops at once with an ElmoError, and deletes nothing.
+Running the same command again after a run stopped (same input, model and settings; any
+number of processes) skips the pieces already in OUTPUT.partial and redoes at most the
+pieces that were running. A different input or setting is refused with a message: finish the
+job or delete OUTPUT.partial. With several machines, OUTPUT's folder must be on a file
+system that every machine sees (as for a training checkpoint).
+
+The input is read by `elmo_core.files.text_files.open_binary`, as every command reads text: a
+`.xz`, `.gz` or `.bz2` file is decompressed on the fly (pieces are byte ranges of the
+decompressed text, read in order), and a stream (`-` for standard input, a pipe) is first
+copied to a hidden file beside OUTPUT, deleted at the end, so that its pieces can be read
+back and the job resumed with the same stream; several torchrun processes cannot share a
+stream, so they refuse it before reading.
+
+The output: one dataset per input line, named by its 0-based line number, of shape
+(layers, tokens, dim) for layers="all" and (tokens, dim) otherwise, with the line's
+tokens in its attribute "tokens" (an array of str, one per row; see README "Reading
+the output"). File attributes "layers" and "dim" record the settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+
+from ..files.atomic_files import atomic_path, atomic_write
+from ..files.folder_lock import FolderLock
+from ..files.text_files import (
+    BYTE_ORDER_MARK,
+    check_input_file,
+    check_output_spares_inputs,
+    is_stream,
+    open_binary,
+    strip_line_end,
+)
+from ..model.checks import check_int
+from ..model.errors import ElmoError
+from ..model.windows import DEFAULT_WINDOW_TOKENS, check_window_settings
+from ..runtime.embedding import DEFAULT_BATCH_TOKENS, check_layers, iter_embeddings
+from ..runtime.token_cache import float64_sum
+
+if TYPE_CHECKING:
+    from ..model.elmo import Elmo
+
+__all__ = [
+    "DEFAULT_PIECE_TOKENS",
+    "EmbedFileResult",
+    "Piece",
+    "check_embed_paths",
+    "embed_file",
+    "job_folder",
+    "plan_pieces",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PIECE_TOKENS = 50_000
+"""Tokens per piece: what an interrupted job redoes at most (per process), and the unit
+processes share. A few seconds of work for the default model, two minutes for the
+original on one CPU core."""
+
+JOB_FORMAT = 1
+JOB_NAME = "job.json"
+NUL_REPLACEMENT = "\ufffd"  # HDF5 strings end at U+0000; a token's U+0000 is stored as U+FFFD
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Lines `[first_line, end_line)` of the input, bytes `[byte_start, byte_end)`.
+
+    `cost` = tokens + 1 per line (so that blank lines also count), used to balance ranks.
+    """
+
+    index: int
+    first_line: int
+    end_line: int
+    byte_start: int
+    byte_end: int
+    cost: int
+
+    @property
+    def tokens(self) -> int:
+        """Whitespace-separated words of the piece's lines."""
+        return self.cost - (self.end_line - self.first_line)
+
+
+@dataclass(frozen=True)
+class EmbedFileResult:
+    """What `embed_file` did: lines and tokens of the input, and pieces done before this run."""
+
+    lines: int
+    tokens: int
+    pieces: int
+    pieces_resumed: int
+
+
+def job_folder(output: str | Path) -> Path:
+    """Where the pieces of OUTPUT live until the job completes: `OUTPUT.partial/`."""
+    output = Path(output)
+    return output.with_name(output.name + ".partial")
+
+
+def check_embed_paths(input_path: str | Path, output_path: str | Path) -> None:
+    """Raise a one-line ElmoError, before any work, unless INPUT can be read and OUTPUT
+    written without harm: INPUT is a readable file or a stream, OUTPUT is not a folder,
+    its folder exists, and OUTPUT is not INPUT (under any spelling) nor does its job
+    folder, which is deleted at the end, hold INPUT
+    (`elmo_core.files.text_files.check_output_spares_inputs`)."""
+    check_input_file(input_path, "INPUT")
+    output = Path(output_path)
+    if output.is_dir():
+        raise ElmoError(f"OUTPUT {output} is a folder; give the path of the hdf5 file to write.")
+    if not output.parent.is_dir():
+        raise ElmoError(f"the folder of OUTPUT ({output.parent}) does not exist; create it first.")
+    check_output_spares_inputs(
+        [("OUTPUT", output)], [("INPUT", input_path)], folders=[("OUTPUT's job folder", job_folder(output), None)]
+    )
+
+
+def plan_pieces(
+    path: str | Path, piece_tokens: int = DEFAULT_PIECE_TOKENS, name: str | None = None
+) -> tuple[list[Piece], int, int, str]:
+    """Read the input once: check it is UTF-8, count tokens, cut it into pieces.
+
+    Lines are split as `elmo embed` reads them: at "\\n", with a final newline ending the
+    last line (not starting a blank one), a trailing "\\r" dropped and a UTF-8 byte order
+    mark at the start ignored. Tokens are counted with `str.split()`. `name` is how errors
+    name the input (default: `path`; the stream's name when `path` is its copy).
+
+    Returns:
+        `(pieces, lines, tokens, sha256 of the file)`.
+
+    Raises:
+        ElmoError: if the file does not exist or is not UTF-8 (names the line).
+    """
+    check_int("piece_tokens", piece_tokens)
+    path = Path(path)
+    digest = hashlib.sha256()
+    pieces: list[Piece] = []
+    line = tokens = offset = 0
+    first_line = byte_start = cost = 0
+    try:
+        handle = open_binary(path)
+    except FileNotFoundError:
+        raise ElmoError(f"input file {path} does not exist.") from None
+    with handle:
+        for raw in handle:
+            digest.update(raw)
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ElmoError(f"{name or path} is not UTF-8 text (line {line + 1}: {err.reason}).") from None
+            n = len(_split_line(text, line).split())
+            if line > first_line and cost + n + 1 > piece_tokens:
+                pieces.append(Piece(len(pieces), first_line, line, byte_start, offset, cost))
+                first_line, byte_start, cost = line, offset, 0
+            cost += n + 1
+            tokens += n
+            offset += len(raw)
+            line += 1
+    if line > first_line:
+        pieces.append(Piece(len(pieces), first_line, line, byte_start, offset, cost))
+    return pieces, line, tokens, digest.hexdigest()
+
+
+def _split_line(text: str, line: int) -> str:
+    """One line's text without its end of line (and without a BOM on line 0), by the
+    rules of `elmo_core.files.text_files`."""
+    if line == 0 and text.startswith(BYTE_ORDER_MARK):
+        text = text[len(BYTE_ORDER_MARK) :]
+    return strip_line_end(text)
+
+
+class _PieceReader:
+    """The input, open once for a rank's pieces: a piece is a byte range of the (decompressed)
+    text. The pieces come in order, so a compressed file is decompressed once (its forward
+    seeks skip ahead)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.handle = open_binary(path)
+
+    def read(self, piece: Piece) -> list[str]:
+        self.handle.seek(piece.byte_start)
+        return _piece_lines(self.path, piece, self.handle.read(piece.byte_end - piece.byte_start))
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def _piece_lines(path: Path, piece: Piece, data: bytes) -> list[str]:
+    lines = data.decode("utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the piece's last line
+    if len(lines) != piece.end_line - piece.first_line:
+        raise ElmoError(
+            f"{path} changed while it was being embedded (lines {piece.first_line}..{piece.end_line - 1} "
+            "are no longer where they were). Embed a file that nothing writes to."
+        )
+    return [_split_line(text, piece.first_line + k) for k, text in enumerate(lines)]
+
+
+def _assign(pieces: Sequence[Piece], world_size: int) -> list[list[Piece]]:
+    """Largest piece first, each to the rank with the smallest total so far (ties: lower rank)."""
+    loads = [0] * world_size
+    shares: list[list[Piece]] = [[] for _ in range(world_size)]
+    for piece in sorted(pieces, key=lambda p: (-p.cost, p.index)):
+        rank = min(range(world_size), key=lambda r: (loads[r], r))
+        shares[rank].append(piece)
+        loads[rank] += piece.cost
+    return [sorted(share, key=lambda p: p.index) for share in shares]
+
+
+def _piece_path(folder: Path, piece: Piece | int) -> Path:
+    index = piece.index if isinstance(piece, Piece) else piece
+    return folder / f"piece-{index:06d}.h5"
+
+
+def model_checksum(model: torch.nn.Module) -> str:
+    """A short hash of a model's parameter values (to refuse resuming with another model)."""
+    digest = hashlib.sha256()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            digest.update(f"{name}:{tuple(parameter.shape)}:{float64_sum(parameter)!r};".encode())
+    return digest.hexdigest()[:16]
+
+
+def embed_file(
+    model: Elmo,
+    input_path: str | Path,
+    output_path: str | Path,
+    *,
+    layers: str | int = "all",
+    tokenize: Callable[[str], list[str]] | None = None,
+    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    batch_size: int | None = None,
+    device: str | torch.device | None = None,
+    autocast_dtype: torch.dtype | None = None,
+    window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+    window_context: int | None = None,
+    piece_tokens: int = DEFAULT_PIECE_TOKENS,
+    settings: dict[str, Any] | None = None,
+    progress: bool = False,
+    stop_requested: Callable[[], bool] | None = None,
+) -> EmbedFileResult:
+    """Write ELMo vectors for every line of a text file to one hdf5 file (see module docstring).
+
+    Runs on every process of a torchrun job when a process group is initialised
+    (`elmo_core.runtime.distributed.init_distributed`), else alone. Resumes the job in
+    `job_folder(output_path)` when there is one.
+
+    Args:
+        model: An `Elmo` (stateless), already on its device.
+        input_path: UTF-8 text, one sentence (or document) per line.
+        output_path: The hdf5 file to write (replaced if it exists).
+        layers, batch_tokens, batch_size, device, autocast_dtype, window_tokens,
+            window_context: As `embed_sentences`.
+        tokenize: Splits a line into tokens; None = `str.split()` (whitespace).
+        piece_tokens: Tokens per piece (see `DEFAULT_PIECE_TOKENS`). A resumed job keeps
+            the pieces it started with.
+        settings: Anything else that changes the vectors (recorded in job.json, and
+            checked when resuming), e.g. the tokenizer's name and the precision.
+        progress: Show a progress bar (rank 0 only), in tokens of all ranks.
+        stop_requested: Asked after every line written; True stops the job with
+            KeyboardInterrupt (the finished pieces stay, and the same call resumes). `elmo
+            embed` sets it from SIGINT/SIGTERM, so a stop is kept even where Python drops
+            the KeyboardInterrupt a signal handler raised (inside a finalizer, say).
+
+    Returns:
+        `EmbedFileResult`.
+
+    Raises:
+        ElmoError: for an unreadable input, a job folder from another input or other
+            settings, or a failure of any process (OUTPUT is then not written).
+        ValueError: for a bad `layers`, batch budget or window (before anything is written).
+    """
+    # Bad arguments fail here, before a job folder records them as the job's settings.
+    _check_arguments(model, layers, batch_tokens, batch_size, window_tokens, window_context)
+    job_settings = _job_settings(model, layers, tokenize, autocast_dtype, window_tokens, window_context, settings)
+    embed_kwargs = {
+        "layers": layers,
+        "batch_tokens": batch_tokens,
+        "batch_size": batch_size,
+        "device": device,
+        "autocast_dtype": autocast_dtype,
+        "window_tokens": window_tokens,
+        "window_context": window_context,
+    }
+    check_embed_paths(input_path, output_path)
+    files = _JobFiles(Path(input_path), Path(output_path), piece_tokens)
+    if is_stream(input_path):
+        return _run_stream_job(model, files, job_settings, embed_kwargs, tokenize, progress, stop_requested)
+    return _run_job(model, files, job_settings, embed_kwargs, tokenize, progress, stop_requested)
+
+
+def _run_stream_job(
+    model: Elmo,
+    files: _JobFiles,
+    job_settings: dict[str, Any],
+    embed_kwargs: dict[str, Any],
+    tokenize: Callable[[str], list[str]] | None,
+    progress: bool,
+    stop_requested: Callable[[], bool] | None,
+) -> EmbedFileResult:
+    """A stream (standard input, a pipe): copied to a hidden file beside OUTPUT (deleted at
+    the end), then embedded as a file. The job folder records the stream's name and the
+    sha256 of what it gave, so the same command with the same stream resumes it."""
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        raise ElmoError(
+            f"INPUT {files.input_path} is a stream (standard input or a pipe), which several torchrun processes "
+            "cannot share; save it to a file first (cat > input.txt) and embed that."
+        )
+    output = files.output_path
+    fd, name = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.input-", suffix=".txt")
+    spool = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as copy, open_binary(files.input_path) as stream:
+            shutil.copyfileobj(stream, copy, 1 << 20)
+        spooled = replace(files, spool=spool)
+        return _run_job(model, spooled, job_settings, embed_kwargs, tokenize, progress, stop_requested)
+    finally:
+        spool.unlink(missing_ok=True)
+
+
+def _check_arguments(
+    model: Elmo,
+    layers: str | int,
+    batch_tokens: int,
+    batch_size: int | None,
+    window_tokens: int | None,
+    window_context: int | None,
+) -> None:
+    """Raise ValueError for a bad `layers`, batch budget or window."""
+    check_layers(layers, model.num_layers, len(model.scalar_mixes))
+    check_int("batch_tokens", batch_tokens)
+    if batch_size is not None:
+        check_int("batch_size", batch_size)
+    check_window_settings(window_tokens, window_context)
+
+
+def _job_settings(
+    model: Elmo,
+    layers: str | int,
+    tokenize: Callable[[str], list[str]] | None,
+    autocast_dtype: torch.dtype | None,
+    window_tokens: int | None,
+    window_context: int | None,
+    settings: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Everything that changes the vectors, as job.json records it (a resumed job must match)."""
+    return {
+        "layers": str(layers),
+        "window_tokens": window_tokens or 0,
+        "window_context": window_context,
+        "tokenize": None if tokenize is None else getattr(tokenize, "__name__", "custom"),
+        "autocast": str(autocast_dtype),
+        "model": model_checksum(model),
+        "dim": model.output_dim,
+        **(settings or {}),
+    }
+
+
+@dataclass(frozen=True)
+class _JobFiles:
+    """The files of one `embed_file` job: INPUT, OUTPUT, OUTPUT.partial/ and the piece size;
+    `spool` is the copy of a stream INPUT, read in its place."""
+
+    input_path: Path
+    output_path: Path
+    piece_tokens: int
+    spool: Path | None = None
+
+    @property
+    def folder(self) -> Path:
+        return job_folder(self.output_path)
+
+    @property
+    def text(self) -> Path:
+        """The file the pieces are read from."""
+        return self.spool if self.spool is not None else self.input_path
+
+
+def _run_job(
+    model: Elmo,
+    files: _JobFiles,
+    job_settings: dict[str, Any],
+    embed_kwargs: dict[str, Any],
+    tokenize: Callable[[str], list[str]] | None,
+    progress: bool,
+    stop_requested: Callable[[], bool] | None,
+) -> EmbedFileResult:
+    """This process's share of the pieces left to do; then rank 0 merges every piece into OUTPUT."""
+    import h5py
+
+    distributed = dist.is_available() and dist.is_initialized()
+    rank = dist.get_rank() if distributed else 0
+    world_size = dist.get_world_size() if distributed else 1
+    folder = files.folder
+    job, todo, lock = _open_job(files, job_settings, rank, distributed)
+    try:  # rank 0 holds the job folder's lock until the job is merged or has failed
+        pieces = [Piece(**p) for p in job["pieces"]]
+        by_index = {p.index: p for p in pieces}
+        left = [by_index[i] for i in todo]
+        mine = _assign(left, world_size)[rank]
+        bar = _progress_bar(job, left, show=progress and rank == 0)
+        watcher = _PieceWatcher(folder, left, mine, bar) if rank == 0 else None
+        failure: BaseException | None = None
+        reader = _PieceReader(files.text) if mine else None
+        try:
+            for piece in mine:
+                _embed_piece(model, reader, folder, piece, tokenize, embed_kwargs, bar, watcher, stop_requested, h5py)
+        except BaseException as err:  # noqa: BLE001 - reported to the other ranks, then raised
+            failure = err
+        finally:
+            if reader is not None:
+                reader.close()
+        _raise_unless_all_succeeded(failure, distributed, bar, files)
+        if watcher is not None:
+            watcher.finish()
+        bar.close()
+        if rank == 0:
+            _merge(folder, pieces, files.output_path, job, h5py)
+    finally:
+        if lock is not None:
+            lock.release()
+    return EmbedFileResult(job["lines"], job["tokens"], len(pieces), len(pieces) - len(todo))
+
+
+def _open_job(
+    files: _JobFiles, job_settings: dict[str, Any], rank: int, distributed: bool
+) -> tuple[dict[str, Any], list[int], FolderLock | None]:
+    """(job.json's content, indices of the pieces left to do), the same on every rank, and
+    on rank 0 the job folder's lock (None elsewhere).
+
+    Rank 0 takes the job folder's lock (or stops at once: another run owns it), reads the
+    input and prepares the job folder; the others wait for its answer (or its error,
+    raised on every rank). A folder this run created is removed again if it fails here.
+    """
+    message: list[Any] = [None]
+    lock = None
+    if rank == 0:
+        try:
+            if files.folder.is_file():  # an earlier version's temporary file under the same name
+                files.folder.unlink()
+            lock = FolderLock(files.folder, busy=_busy_message(files))
+            message[0] = _prepare_job(
+                files.text, files.folder, files.piece_tokens, job_settings, input_name=str(files.input_path)
+            )
+        except (ElmoError, OSError, ValueError) as err:
+            message[0] = err if isinstance(err, ElmoError) else ElmoError(str(err))
+            if lock is not None:
+                if lock.created and not (files.folder / JOB_NAME).exists():
+                    shutil.rmtree(files.folder, ignore_errors=True)
+                lock.release()
+                lock = None
+    if distributed:
+        dist.broadcast_object_list(message, src=0, device=_collective_device())
+    if isinstance(message[0], ElmoError):
+        raise message[0]
+    job, todo = message[0]
+    return job, todo, lock
+
+
+def _busy_message(files: _JobFiles) -> str:
+    return (
+        f"another process is working on {files.output_path} (it holds {files.folder}): wait for it to finish "
+        "(if you stop it, this command resumes its job). To share one job among several processes, start them "
+        "together with torchrun: torchrun --nproc-per-node N -m elmo_core embed INPUT OUTPUT ..."
+    )
+
+
+def _progress_bar(job: dict[str, Any], left: Sequence[Piece], show: bool) -> Any:
+    """A tqdm bar over the job's tokens, starting at those of the pieces already done."""
+    from tqdm import tqdm
+
+    return tqdm(  # counts whitespace-separated words (the tokens without --tokenize)
+        total=job["tokens"],
+        initial=job["tokens"] - sum(p.tokens for p in left),
+        unit="tok",
+        dynamic_ncols=True,
+        disable=not show,
+    )
+
+
+def _raise_unless_all_succeeded(failure: BaseException | None, distributed: bool, bar: Any, files: _JobFiles) -> None:
+    """Raise this process's failure, or an ElmoError when another process failed; all ranks
+    leave the collectives together first (gloo aborts a process whose peer is gone)."""
+    ok = _all_agree(failure is None, distributed)
+    if distributed:
+        dist.barrier()
+    if failure is not None:
+        bar.close()
+        raise failure
+    if not ok:
+        bar.close()
+        raise ElmoError(
+            f"another process of this torchrun job failed (see its error above); {files.output_path} was not "
+            f"written. The finished pieces are kept in {files.folder}: run the same command again to resume."
+        )
+
+
+def _collective_device() -> torch.device | None:
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return None
+
+
+def _all_agree(flag: bool, distributed: bool) -> bool:
+    """True on every rank iff `flag` is True on every rank."""
+    if not distributed:
+        return flag
+    t = torch.tensor([1 if flag else 0], dtype=torch.int64, device=_collective_device())
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return bool(t.item())
+
+
+def _prepare_job(  # noqa: ANN202
+    input_path: Path, folder: Path, piece_tokens: int, settings: dict[str, Any], input_name: str | None = None
+):
+    """Plan a new job, or check and resume the one in `folder`; return (job, pieces to do).
+
+    The caller owns `folder` (holds its lock), so the leftovers of a stopped run's pieces
+    are deleted here, never those of a live run. `input_name` is how job.json names the
+    input (the stream's name, when `input_path` is its copy).
+    """
+    job_file = folder / JOB_NAME
+    if job_file.is_file():
+        job = json.loads(job_file.read_text(encoding="utf-8"))
+        _, lines, tokens, sha256 = plan_pieces(input_path, piece_tokens, input_name)
+        if job.get("format") != JOB_FORMAT or job.get("input_sha256") != sha256:
+            raise ElmoError(
+                f"{folder} holds an unfinished job for another input (or another version of {input_path.name}). "
+                f"To embed {input_path}, delete {folder} (or write to another OUTPUT); to finish the other "
+                "job, run it with its own input."
+            )
+        changed = {k: (job["settings"].get(k), v) for k, v in settings.items() if job["settings"].get(k) != v}
+        if changed:
+            details = "; ".join(f"{k}: {old!r} then, {new!r} now" for k, (old, new) in changed.items())
+            raise ElmoError(
+                f"{folder} holds an unfinished job with other settings ({details}). Run the same command "
+                f"as before to finish it, or delete {folder} to start over with the new settings."
+            )
+        for leftover in folder.glob("*.partial*"):  # what the stopped run was writing (atomic_path)
+            leftover.unlink()
+        pieces = [Piece(**p) for p in job["pieces"]]
+        todo = [p.index for p in pieces if not _piece_path(folder, p).is_file()]
+        logger.info("resuming %s: %d of %d pieces left", folder, len(todo), len(pieces))
+        return job, todo
+    pieces, lines, tokens, sha256 = plan_pieces(input_path, piece_tokens, input_name)
+    folder.mkdir(exist_ok=True)
+    job = {
+        "format": JOB_FORMAT,
+        "input": input_name or str(input_path),
+        "input_sha256": sha256,
+        "lines": lines,
+        "tokens": tokens,
+        "piece_tokens": piece_tokens,
+        "settings": settings,
+        "pieces": [asdict(p) for p in pieces],
+    }
+    atomic_write(job_file, lambda tmp: tmp.write_text(json.dumps(job, indent=1) + "\n", encoding="utf-8"))
+    return job, [p.index for p in pieces]
+
+
+def _embed_piece(model, reader, folder, piece, tokenize, embed_kwargs, bar, watcher, stop_requested, h5py) -> None:  # noqa: ANN001
+    """Embed one piece into its own file, written under a temporary name and renamed when complete."""
+    texts = reader.read(piece)
+    counts = [len(text.split()) for text in texts]
+    if tokenize is None:
+        sentences = [text.split() for text in texts]
+    else:
+        sentences = [tokenize(text) if text.strip() else [] for text in texts]
+    # v108: attributes over 64 kB (long lines' tokens)
+    with atomic_path(_piece_path(folder, piece)) as tmp, h5py.File(tmp, "w", libver="v108") as out:
+        out.attrs["first_line"] = piece.first_line
+        out.attrs["end_line"] = piece.end_line
+        for i, vectors in iter_embeddings(model, sentences, **embed_kwargs):
+            dataset = out.create_dataset(str(piece.first_line + i), data=vectors)
+            dataset.attrs.create("tokens", _storable(sentences[i]), dtype=h5py.string_dtype())
+            bar.update(counts[i])
+            if watcher is not None:
+                watcher.poll()
+            if stop_requested is not None and stop_requested():
+                raise KeyboardInterrupt  # the piece's temporary file is removed; finished pieces stay
+
+
+def _storable(tokens: Sequence[str]) -> list[str]:
+    return [t.replace("\x00", NUL_REPLACEMENT) if "\x00" in t else t for t in tokens]
+
+
+class _PieceWatcher:
+    """Rank 0's view of the other ranks' progress: their finished piece files, at most once a second."""
+
+    def __init__(self, folder: Path, todo: Sequence[Piece], mine: Sequence[Piece], bar: Any) -> None:
+        own = {p.index for p in mine}
+        self.folder = folder
+        self.others = {p.index: p.tokens for p in todo if p.index not in own}
+        self.bar = bar
+        self.last = 0.0
+
+    def poll(self, force: bool = False) -> None:
+        if not self.others or self.bar.disable or (not force and time.monotonic() - self.last < 1.0):
+            return
+        self.last = time.monotonic()
+        for index in [i for i in self.others if _piece_path(self.folder, i).is_file()]:
+            self.bar.update(self.others.pop(index))
+
+    def finish(self) -> None:
+        self.poll(force=True)
+
+
+def _merge(folder: Path, pieces: Sequence[Piece], output_path: Path, job: dict[str, Any], h5py: Any) -> None:
+    """Copy every piece's datasets, in line order, into one file; rename it to OUTPUT."""
+    # The merged file is written inside the job folder: a merge that is cut short leaves
+    # nothing beside OUTPUT.
+    with atomic_path(output_path, tmp_dir=folder) as tmp, h5py.File(tmp, "w", libver="v108") as out:
+        out.attrs["layers"] = job["settings"]["layers"]
+        out.attrs["dim"] = job["settings"]["dim"]
+        for piece in pieces:
+            with h5py.File(_piece_path(folder, piece), "r") as source:
+                for line in range(piece.first_line, piece.end_line):
+                    source.copy(source[str(line)], out, name=str(line))
+    # Renamed first (atomic, under the lock): a run that starts now finds no folder and makes
+    # a new one, instead of locking a new .lock inside a folder that is being deleted.
+    doomed = folder.with_name(f".{folder.name}.done-{os.getpid()}")
+    os.replace(folder, doomed)
+    shutil.rmtree(doomed)

@@ -1,0 +1,102 @@
+"""Data preparation for `elmo train`:
+
+    python -m elmo_core.apps.training pretokenize RAW_FILES... --out CACHE [--jobs N]
+    python -m elmo_core.apps.training vocab FILES... --out vocab.txt [--vocab-size N | --min-count N] [--pretokenized]
+
+`pretokenize` splits and tokenises raw paragraphs once (spaCy's English rules, as
+`elmo train` without `--pretokenized` would on every epoch); train on the cache with
+`elmo train --pretokenized --train CACHE`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ...files.text_files import check_output_spares_inputs
+from ...model.errors import ElmoError
+from ..cli import plural
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Prepare biLM training data.",
+)
+
+
+@app.command(short_help="Split raw paragraphs into tokenised sentences, once, into a cache.")
+def pretokenize(
+    inputs: Annotated[
+        list[str],
+        typer.Argument(metavar="FILES...", help="Raw text, one paragraph per line (.txt or .txt.xz; globs allowed)."),
+    ],
+    out: Annotated[
+        Path, typer.Option(help="The cache to write: one sentence per line (.txt, or .txt.xz to compress).")
+    ],
+    jobs: Annotated[int, typer.Option(help="Worker processes (one input file each at a time).")] = 1,
+    splitter: Annotated[
+        str, typer.Option(help="Entry point in elmo_core.tokenizers that splits paragraphs into sentences.")
+    ] = "spacy-en-sentences",
+) -> None:
+    """Split raw paragraphs into tokenised sentences once, into one cache file."""
+    from .commands import expand_files
+    from .corpus import pretokenize_files
+
+    started = time.monotonic()
+    files = expand_files(inputs)
+    check_output_spares_inputs([("--out", out)], [("FILES", f) for f in files])
+    sentences, tokens = pretokenize_files(files, out, splitter, jobs=jobs)
+    seconds = time.monotonic() - started
+    typer.echo(
+        f"wrote {plural(sentences, 'sentence')}, {plural(tokens, 'token')} from {plural(len(files), 'file')} "
+        f"to {out} in {seconds:.1f} s ({tokens / max(seconds, 1e-9):.0f} tokens/s)",
+        err=True,
+    )
+
+
+@app.command(short_help="Count the training text's words; write the softmax vocabulary.")
+def vocab(
+    inputs: Annotated[list[str], typer.Argument(metavar="FILES...", help="Training text (globs allowed).")],
+    out: Annotated[Path, typer.Option(help="vocab.txt to write (token<TAB>count per line).")],
+    vocab_size: Annotated[
+        int | None, typer.Option(help="Keep the N most frequent (specials included). Default 100000.")
+    ] = None,
+    min_count: Annotated[int | None, typer.Option(help="Keep words seen at least N times.")] = None,
+    pretokenized: Annotated[bool, typer.Option(help="Input is one tokenised sentence per line.")] = False,
+    splitter: Annotated[str, typer.Option(help="Sentence splitter entry point for raw text.")] = "spacy-en-sentences",
+) -> None:
+    """Count the words of the training text and write the softmax vocabulary."""
+    from .commands import build_vocabulary, expand_files
+    from .corpus import get_sentence_splitter
+
+    if vocab_size is not None and min_count is not None:
+        raise ElmoError("give --vocab-size or --min-count, not both.")
+    split = None if pretokenized else get_sentence_splitter(splitter)
+    files = expand_files(inputs)
+    check_output_spares_inputs([("--out", out)], [("FILES", f) for f in files])
+    vocabulary = build_vocabulary(files, split, vocab_size=vocab_size, min_count=min_count)
+    vocabulary.save(out)
+    assert vocabulary.counts is not None
+    covered = sum(vocabulary.counts[3:]) / max(sum(vocabulary.counts[2:]), 1)
+    typer.echo(
+        f"wrote {plural(len(vocabulary), 'token')} to {out}; they cover {covered:.2%} of the running words", err=True
+    )
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    try:
+        app()
+    except (ElmoError, TypeError, ValueError, FileNotFoundError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()

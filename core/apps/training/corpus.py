@@ -1,0 +1,151 @@
+"""Text files in, tokenised sentences out.
+
+Input files are plain `.txt` or xz-compressed `.txt.xz`, read as UTF-8 by
+`elmo_core.files.text_files.open_text` (a leading BOM dropped):
+
+- raw text, one paragraph per line (as in `enwiki2015/`); a `Splitter`
+  (`paragraph -> sentences of tokens`) cuts each line. The core imports no tokenizer:
+  `get_sentence_splitter()` loads one through the `elmo_core.tokenizers` entry points
+  (`spacy_elmo` registers `spacy-en-sentences`: spaCy's English tokenizer rules and
+  rule-based sentencizer);
+- pre-tokenised text (`splitter=None`): one sentence per line, tokens separated by
+  whitespace. `pretokenize_files` writes such a cache once, so that training epochs do
+  not re-run the tokenizer (spaCy: ~9 s per 1.8M-token enwiki shard on one core).
+
+Line numbers count every line, empty ones included; data-parallel ranks take every
+W-th line (`rank::world_size`), so their shares are disjoint.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from ...files.atomic_files import atomic_path
+from ...files.text_files import open_text
+from ...files.tokenizers import get_tokenizer
+
+__all__ = [
+    "DEFAULT_SPLITTER",
+    "Splitter",
+    "cut_sentence",
+    "get_sentence_splitter",
+    "iter_sentences",
+    "line_sentences",
+    "open_text",
+    "pretokenize_files",
+]
+
+Splitter = Callable[[str], list[list[str]]]
+"""A paragraph of raw text -> its sentences, each a list of token strings."""
+
+DEFAULT_SPLITTER = "spacy-en-sentences"
+
+
+def get_sentence_splitter(name: str = DEFAULT_SPLITTER) -> Splitter:
+    """A sentence splitter + tokenizer registered under the `elmo_core.tokenizers` entry points.
+
+    Raises:
+        ElmoError: if none of that name is installed, or its library (spaCy) is missing.
+    """
+    return get_tokenizer(name)  # type: ignore[return-value]  # this entry point returns sentences
+
+
+def cut_sentence(tokens: list[str], max_tokens: int | None) -> list[list[str]]:
+    """`tokens` cut into consecutive pieces of at most `max_tokens` (no cut when None).
+
+    Each piece becomes its own `<S> ... </S>` row, so a cut adds boundaries the text does
+    not have; with the default of 100 tokens this touches ~0.1% of Wikipedia sentences.
+    """
+    if max_tokens is None or len(tokens) <= max_tokens:
+        return [tokens]
+    return [tokens[i : i + max_tokens] for i in range(0, len(tokens), max_tokens)]
+
+
+def line_sentences(line: str, splitter: Splitter | None, max_tokens: int | None = None) -> list[list[str]]:
+    """The sentences of one input line: split (or whitespace-tokenised), cleaned, cut.
+
+    Tokens are re-split on whitespace so that a token can never hold a space: that way
+    a pre-tokenised cache written from these sentences reads back identically.
+    """
+    if splitter is None:
+        raw = [line.split()]
+    else:
+        raw = [[piece for token in sentence for piece in token.split()] for sentence in splitter(line)]
+    out: list[list[str]] = []
+    for tokens in raw:
+        if tokens:
+            out.extend(cut_sentence(tokens, max_tokens))
+    return out
+
+
+def iter_sentences(
+    paths: Sequence[str | Path],
+    splitter: Splitter | None = None,
+    *,
+    max_tokens: int | None = None,
+    rank: int = 0,
+    world_size: int = 1,
+) -> Iterator[list[str]]:
+    """Every sentence of `paths`, in file order (no shuffling); lines `rank::world_size` only."""
+    for path in paths:
+        with open_text(path) as f:
+            for number, line in enumerate(f):
+                if number % world_size == rank and line.strip():
+                    yield from line_sentences(line, splitter, max_tokens)
+
+
+def pretokenize_files(
+    inputs: Sequence[str | Path],
+    output: str | Path,
+    splitter: Splitter | str = DEFAULT_SPLITTER,
+    *,
+    jobs: int = 1,
+) -> tuple[int, int]:
+    """Split and tokenise raw text files once, into one pre-tokenised file.
+
+    The output (xz-compressed when its name ends in `.xz`) has one sentence per line,
+    tokens separated by single spaces, in input order. It appears only when complete.
+
+    Args:
+        inputs: Raw text files, one paragraph per line.
+        output: The cache file to write.
+        splitter: A `Splitter`, or the entry-point name of one (required for `jobs > 1`:
+            each worker process loads its own).
+        jobs: Worker processes, one input file at a time each.
+
+    Returns:
+        `(sentences, tokens)` written.
+    """
+    if jobs > 1 and not isinstance(splitter, str):
+        raise ValueError("pretokenize_files with jobs > 1 needs the splitter's entry-point name, not a function.")
+    num_sentences = num_tokens = 0
+    with atomic_path(output) as tmp, open_text(tmp, "wt") as out:
+        if jobs > 1:
+            import multiprocessing
+
+            with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+                chunks = pool.imap(_pretokenize_one, [(str(p), splitter) for p in inputs])
+                for text, n_sentences, n_tokens in chunks:
+                    out.write(text)
+                    num_sentences += n_sentences
+                    num_tokens += n_tokens
+        else:
+            split = get_sentence_splitter(splitter) if isinstance(splitter, str) else splitter
+            for sentence in iter_sentences(inputs, split):
+                out.write(" ".join(sentence) + "\n")
+                num_sentences += 1
+                num_tokens += len(sentence)
+    return num_sentences, num_tokens
+
+
+def _pretokenize_one(args: tuple[str, str]) -> tuple[str, int, int]:
+    path, name = args
+    buffer = io.StringIO()
+    num_sentences = num_tokens = 0
+    for sentence in iter_sentences([path], get_sentence_splitter(name)):
+        buffer.write(" ".join(sentence) + "\n")
+        num_sentences += 1
+        num_tokens += len(sentence)
+    return buffer.getvalue(), num_sentences, num_tokens

@@ -1,0 +1,576 @@
+"""The training loop: optimiser, clipping, autocast, checkpoints, validation, data parallel.
+
+One step, on every rank r of W (W = 1 without torchrun):
+
+    batch_r  = next(stream_r)                       disjoint lines of the data per rank
+    n_r      = predictions per direction in batch_r;  N = all_reduce_sum(n_r)
+    loss_r   = (fwd_mean_r + bwd_mean_r) * n_r / (2N) * W
+    backward through DistributedDataParallel       grads averaged over ranks ->
+                                                    grad of the mean loss over all N
+    clip_grad_norm_(clip_norm); optimizer.step()
+
+so a W-process step equals one process on the union of the W batches (up to float
+summation order). bilm-tf instead averaged the per-GPU mean losses and clipped the
+gradient of `unroll_steps` (20) x that loss at `all_clip_norm_val` = 10: the same as
+clipping our mean-loss gradient at 0.5 (Adam is indifferent to the scale, Adagrad nearly).
+
+Checkpoints resume exactly: model, optimiser (and fp16 grad scaler), step and token
+counters, every rank's data position and every rank's Python / NumPy / torch RNG states.
+Only rank 0 writes files: `checkpoint.pt`, the model folder (`save_language_model`) and
+`train_log.jsonl`, one JSON object per line:
+
+    {"step": 500, "tokens": 1024000, "train_ppl": 412.3, "valid_forward_ppl": 390.1,
+     "valid_backward_ppl": 401.7, "valid_ppl": 395.9, "elapsed_s": 812.4, "lr": 0.001}
+
+(`valid_*` are null on rows without a validation; `valid_ppl` is the average defined in
+`perplexity.py`; `tokens` counts words, without `<S>`/`</S>`, over all ranks.)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ...runtime.distributed import init_distributed
+from ...runtime.memory import release_free_memory
+from .checkpoint import (
+    CHECKPOINT_FORMAT,
+    atomic_torch_save,
+    get_rng_state,
+    lm_from_checkpoint,
+    load_checkpoint_file,
+    set_rng_state,
+    truncate_log,
+)
+from .data import Batch
+from .model import BiLMLanguageModel, save_language_model
+from .perplexity import Perplexity, autocast_context, evaluate
+from .vocab import Vocabulary
+
+__all__ = [
+    "CHECKPOINT_NAME",
+    "LOG_NAME",
+    "PRECISIONS",
+    "RELEASE_EVERY",
+    "StepResult",
+    "TrainConfig",
+    "Trainer",
+    "config_from_checkpoint",
+    "init_distributed",
+    "lm_from_checkpoint",
+    "load_checkpoint_file",
+    "seed_everything",
+]
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+"""`TrainConfig.precision` values."""
+
+RELEASE_EVERY = 25
+"""Training steps between two `release_free_memory()` calls (glibc's `malloc_trim`)."""
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_NAME = "checkpoint.pt"
+LOG_NAME = "train_log.jsonl"
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation and bookkeeping settings (the model's are in `BiLMOptions`).
+
+    Attributes:
+        optimizer: "adam" (default; lr 1e-3) or "adagrad" (bilm-tf's choice: lr 0.2,
+            initial accumulator 1.0).
+        lr: Learning rate; None = the optimizer's default above. Constant (no schedule);
+            a resumed run may be given a new one (`elmo train --resume ... --lr`), which holds
+            from its first step on.
+        clip_norm: Clip the global gradient norm of the mean loss to this (10.0, bilm-tf's
+            `all_clip_norm_val`; see the module docstring for the 0.5 equivalence).
+            0 disables clipping.
+        precision: "auto" (bf16 autocast on CUDA, fp32 on CPU), "fp32", "bf16" or
+            "fp16" (CUDA only; uses a gradient scaler).
+        max_steps: Stop at this total step count (counted across resumes). None = no
+            step limit.
+        max_hours: Stop after this many hours of this invocation. None = no limit.
+        max_epochs: Stop at the end of this many passes over the training files (the data
+            stream's epochs, counted across resumes; bilm-tf's `n_epochs`). None = no limit.
+            `Trainer` sets it as its `TrainingStream`'s `epochs`. Under DDP every rank reads
+            its own share, and all stop when the first rank's share is done.
+        checkpoint_every: Write the checkpoint and the model folder every N steps (and
+            at the end). 0 = only at the end.
+        validate_every: Validation perplexity every N steps (and at the end); 0 = only
+            at the end. Ignored without validation sentences.
+        log_every: A row in `train_log.jsonl` every N steps.
+        valid_batch_tokens: Batch budget for validation (memory only).
+        seed: Seeds Python, NumPy and torch (plus the rank, so dropout differs per rank).
+        progress: Show a tqdm bar (rank 0).
+    """
+
+    optimizer: str = "adam"
+    lr: float | None = None
+    clip_norm: float = 10.0
+    precision: str = "auto"
+    max_steps: int | None = None
+    max_hours: float | None = None
+    max_epochs: int | None = None
+    checkpoint_every: int = 1000
+    validate_every: int = 1000
+    log_every: int = 50
+    valid_batch_tokens: int = 8192
+    seed: int = 0
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in ("adam", "adagrad"):
+            raise ValueError(f"optimizer must be 'adam' or 'adagrad'; got {self.optimizer!r}.")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got {self.precision!r}.")
+        if self.max_steps is None and self.max_hours is None and self.max_epochs is None:
+            raise ValueError("give max_steps, max_hours or max_epochs (or several); otherwise training never stops.")
+        for name in ("checkpoint_every", "validate_every", "log_every"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0; got {getattr(self, name)}.")
+
+    @property
+    def learning_rate(self) -> float:
+        if self.lr is not None:
+            return self.lr
+        return 1e-3 if self.optimizer == "adam" else 0.2
+
+
+class StepResult:
+    """One step's numbers on this rank: `loss` = 0.5 * (forward + backward) mean loss."""
+
+    __slots__ = ("forward_loss", "backward_loss", "tokens", "words", "grad_norm")
+
+    def __init__(self, forward_loss: float, backward_loss: float, tokens: int, words: int, grad_norm: float) -> None:
+        self.forward_loss = forward_loss
+        self.backward_loss = backward_loss
+        self.tokens = tokens
+        self.words = words
+        self.grad_norm = grad_norm
+
+    @property
+    def loss(self) -> float:
+        return 0.5 * (self.forward_loss + self.backward_loss)
+
+
+class Trainer:
+    """Trains a `BiLMLanguageModel` on a stream of batches.
+
+    Args:
+        lm: The model (moved to `device`). Build it after seeding so that every rank
+            starts from the same weights (DDP also broadcasts rank 0's).
+        vocab: Its softmax vocabulary (saved with the model folder).
+        stream: This rank's batches: a `TrainingStream` or `PrefetchingStream`
+            (resumable; `config.max_epochs`, when set, becomes its `epochs`), or any
+            iterable of `Batch` (then checkpoints cannot restore the data position).
+        config: `TrainConfig`.
+        valid_sentences: Held-out tokenised sentences for validation perplexity (all of
+            them; each rank scores its share).
+        out_dir: Where rank 0 writes checkpoint, model folder and log. None = nowhere.
+        device: torch device of this rank.
+        elmo_settings: `Elmo` settings written to the model folder's config.json.
+        checkpoint_extra: Anything else to keep in the checkpoint (the CLI stores its data
+            settings there).
+
+    Uses `torch.distributed` when a process group is initialised (`init_distributed`).
+    """
+
+    def __init__(
+        self,
+        lm: BiLMLanguageModel,
+        vocab: Vocabulary,
+        stream: Iterable[Batch],
+        config: TrainConfig,
+        *,
+        valid_sentences: Sequence[Sequence[str]] | None = None,
+        out_dir: str | Path | None = None,
+        device: str | torch.device = "cpu",
+        elmo_settings: dict[str, Any] | None = None,
+        checkpoint_extra: dict[str, Any] | None = None,
+    ) -> None:
+        if len(vocab) != lm.vocab_size:
+            raise ValueError(f"the vocabulary has {len(vocab)} tokens but the model's softmax {lm.vocab_size}.")
+        self.device = torch.device(device)
+        self.distributed = dist.is_available() and dist.is_initialized()
+        self.rank = dist.get_rank() if self.distributed else 0
+        self.world_size = dist.get_world_size() if self.distributed else 1
+        self.config = config
+        self.precision = config.precision
+        if self.precision == "auto":
+            self.precision = "bf16" if self.device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+        if self.precision == "fp16" and self.device.type != "cuda":
+            raise ValueError("precision fp16 needs a CUDA device; use fp32 (or bf16) on the CPU.")
+        seed_everything(config.seed + self.rank)
+        self.lm = lm.to(self.device)
+        self.vocab = vocab
+        self.model: nn.Module = self.lm
+        if self.distributed:
+            from torch.nn.parallel import DistributedDataParallel
+
+            # Adaptive-softmax clusters that no target of a batch falls in get no gradient.
+            self.model = DistributedDataParallel(
+                self.lm,
+                device_ids=[self.device] if self.device.type == "cuda" else None,
+                find_unused_parameters=True,
+            )
+        params = [p for p in self.lm.parameters() if p.requires_grad]
+        if config.optimizer == "adam":
+            self.optimizer: torch.optim.Optimizer = torch.optim.Adam(params, lr=config.learning_rate)
+        else:
+            self.optimizer = torch.optim.Adagrad(params, lr=config.learning_rate, initial_accumulator_value=1.0)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision == "fp16")
+        self.stream = stream
+        if config.max_epochs is not None:
+            limited = getattr(stream, "stream", stream)  # a PrefetchingStream's TrainingStream
+            if not hasattr(limited, "epochs"):
+                raise ValueError(
+                    f"max_epochs needs a TrainingStream (or a PrefetchingStream of one), which counts its "
+                    f"passes; got {type(stream).__name__}. Stop it with max_steps or max_hours instead."
+                )
+            limited.epochs = config.max_epochs
+        self.valid_sentences = list(valid_sentences) if valid_sentences is not None else None
+        self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.elmo_settings = elmo_settings
+        self.checkpoint_extra = dict(checkpoint_extra or {})
+        self.step = 0
+        self.tokens_seen = 0  # words, all ranks
+        self.elapsed_before = 0.0  # seconds trained by earlier invocations
+        self._iterator = None
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    # ------------------------------------------------------------------ one step
+    def train_step(self, batch: Batch) -> StepResult:
+        """Forward, backward, clip and update on one batch (a collective step under DDP)."""
+        self.model.train()
+        batch = batch.to(self.device)
+        rows = batch.char_ids.shape[0]
+        tokens = batch.num_words + rows  # predictions per direction
+        counts = self._all_reduce(torch.tensor([tokens, batch.num_words], dtype=torch.float64))
+        total_tokens = float(counts[0])
+        with autocast_context(self.device, self.precision):
+            out = self.model(batch.char_ids, batch.mask, batch.targets)
+        # Sum of both directions' NLL over all ranks' predictions; DDP averages the
+        # gradients over ranks, hence the * world_size.
+        loss = (out.forward_loss + out.backward_loss) * (tokens * self.world_size / (2.0 * total_tokens))
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(self.optimizer)
+        if self.config.clip_norm > 0:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.lm.parameters(), self.config.clip_norm))
+        else:
+            grad_norm = math.nan
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.step += 1
+        self.tokens_seen += int(counts[1])
+        result = StepResult(out.forward_loss.item(), out.backward_loss.item(), tokens, batch.num_words, grad_norm)
+        del out, loss
+        # Every batch has new shapes: hand the freed heap back, or the resident size
+        # grows over the run (1.1 -> 3.0 GB for the default model; elmo_core.runtime.memory).
+        # Every RELEASE_EVERY steps, not every step: the pages handed back are faulted in
+        # again by the next step (elmo_core.runtime.memory has the measurement).
+        if self.step % RELEASE_EVERY == 0:
+            release_free_memory()
+        return result
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> Perplexity | None:
+        """Perplexity on the validation sentences (each rank scores every W-th; summed)."""
+        if not self.valid_sentences:
+            return None
+        share = self.valid_sentences[self.rank :: self.world_size]
+        result = evaluate(
+            self.lm,
+            share,
+            self.vocab,
+            batch_tokens=self.config.valid_batch_tokens,
+            device=self.device,
+            precision=self.precision,
+        )
+        if self.distributed:
+            summed = self._all_reduce(torch.tensor(list(result), dtype=torch.float64))
+            result = Perplexity(float(summed[0]), float(summed[1]), *(int(x) for x in summed[2:]))
+        return result
+
+    # ------------------------------------------------------------------ the loop
+    def fit(self, callback: Callable[[int, StepResult], None] | None = None) -> dict[str, Any]:
+        """Train until `max_steps` / `max_hours` (or the stream ends); returns a summary.
+
+        Writes checkpoints, the model folder and log rows as configured (rank 0), and
+        always validates, logs and saves at the last step.
+
+        Args:
+            callback: Called as `callback(step, result)` after every step.
+        """
+        from tqdm import tqdm
+
+        run = _FitRun(time.monotonic())
+        if self._iterator is None:
+            self._iterator = iter(self.stream)
+        bar = tqdm(
+            total=self.config.max_steps,
+            initial=self.step,
+            unit="step",
+            dynamic_ncols=True,
+            disable=not (self.config.progress and self.is_main),
+        )
+        try:
+            self._train_until_stopped(run, bar, callback)
+        finally:
+            bar.close()
+            if hasattr(self._iterator, "close"):  # a generator: the stream keeps its position
+                self._iterator.close()  # (and a prefetching worker stops)
+                self._iterator = None
+            if run.put_back is not None:
+                self.stream.load_state_dict(run.put_back)
+                self._iterator = None
+        return self._finish_fit(run)
+
+    def _train_until_stopped(self, run: _FitRun, bar: Any, callback: Callable[[int, StepResult], None] | None) -> None:
+        """Steps until `max_steps`, `max_hours` (on any rank) or the end of the stream; validates,
+        logs and saves on schedule, except at the last step (see `_finish_fit`)."""
+        config = self.config
+        while config.max_steps is None or self.step < config.max_steps:
+            out_of_time = config.max_hours is not None and time.monotonic() - run.started > config.max_hours * 3600
+            if self._agree(out_of_time):
+                break
+            before = self.stream.state_dict() if hasattr(self.stream, "state_dict") else None
+            batch = next(self._iterator, None)
+            if self._agree(batch is None):  # a rank's stream has ended: all stop together
+                if batch is not None:  # taken from this rank's stream but not trained: put it back
+                    run.put_back = before
+                break
+            result = self.train_step(batch)
+            run.interval.add(result)
+            if callback is not None:
+                callback(self.step, result)
+            bar.update(1)
+            if self.step % 10 == 0 or self.step == 1:
+                bar.set_postfix(
+                    tok_s=f"{run.interval.words / max(run.interval.seconds(), 1e-9):.0f}",
+                    ppl=f"{run.interval.perplexity():.1f}",
+                    refresh=False,
+                )
+            if config.max_steps is not None and self.step >= config.max_steps:
+                break  # the last step is validated, logged and saved by _finish_fit
+            self._validate_log_save_on_schedule(run)
+
+    def _validate_log_save_on_schedule(self, run: _FitRun) -> None:
+        """Validation every `validate_every` steps, a log row every `log_every` steps (and with
+        each validation), checkpoint and model folder every `checkpoint_every` steps."""
+        config = self.config
+        validate = config.validate_every and self.step % config.validate_every == 0
+        valid = self.validate() if validate else None
+        if valid is not None:
+            run.last_valid, run.validated_at = valid, self.step
+        if valid is not None or (config.log_every and self.step % config.log_every == 0):
+            self._log_row(run.interval, valid, run.started)
+            run.interval = _LogInterval()
+        if config.checkpoint_every and self.step % config.checkpoint_every == 0:
+            self.save(run.started)
+            run.saved_at = self.step
+
+    def _finish_fit(self, run: _FitRun) -> dict[str, Any]:
+        """Validate, log and save the last step (unless already done); return `fit`'s summary."""
+        valid = self.validate() if run.validated_at != self.step else None
+        if valid is not None:
+            run.last_valid = valid
+        if run.interval.steps or valid is not None:
+            self._log_row(run.interval, valid, run.started)
+        if run.saved_at != self.step:
+            self.save(run.started)
+        elapsed = self.elapsed_before + time.monotonic() - run.started
+        summary: dict[str, Any] = {"step": self.step, "tokens": self.tokens_seen, "elapsed_s": round(elapsed, 1)}
+        if run.last_valid is not None:
+            summary.update(
+                valid_forward_ppl=run.last_valid.forward,
+                valid_backward_ppl=run.last_valid.backward,
+                valid_ppl=run.last_valid.average,
+            )
+        return summary
+
+    def _agree(self, flag: bool) -> bool:
+        """True on every rank if `flag` is True on any rank (all ranks stop together)."""
+        if not self.distributed:
+            return flag
+        t = self._all_reduce(torch.tensor([1.0 if flag else 0.0], dtype=torch.float64), dist.ReduceOp.MAX)
+        return bool(t.item() > 0)
+
+    def _all_reduce(self, t: torch.Tensor, op: Any = None) -> torch.Tensor:
+        """All-reduce a small CPU tensor (sum by default); moved to the GPU for nccl."""
+        if not self.distributed:
+            return t
+        on_device = t.to(self.device) if dist.get_backend() == "nccl" else t
+        dist.all_reduce(on_device, op=dist.ReduceOp.SUM if op is None else op)
+        return on_device.cpu()
+
+    def _log_row(self, interval: _LogInterval, valid: Perplexity | None, started: float) -> None:
+        sums = self._all_reduce(
+            torch.tensor([interval.forward_nll, interval.backward_nll, interval.tokens], dtype=torch.float64)
+        )
+        train_ppl = math.exp((sums[0] + sums[1]).item() / (2 * sums[2].item())) if sums[2] > 0 else None
+        row = {
+            "step": self.step,
+            "tokens": self.tokens_seen,
+            "train_ppl": train_ppl,
+            "valid_forward_ppl": valid.forward if valid else None,
+            "valid_backward_ppl": valid.backward if valid else None,
+            "valid_ppl": valid.average if valid else None,
+            "elapsed_s": round(self.elapsed_before + time.monotonic() - started, 2),
+            "lr": self.optimizer.param_groups[0]["lr"],
+        }
+        if not self.is_main:
+            return
+        logger.info("step %d: %s", self.step, row)
+        if self.out_dir is not None:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            with open(self.out_dir / LOG_NAME, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, started: float | None = None) -> None:
+        """Write `checkpoint.pt` and the model folder into `out_dir` (rank 0; collective)."""
+        elapsed = self.elapsed_before + (time.monotonic() - started if started is not None else 0.0)
+        state = self.checkpoint_state(elapsed)
+        if self.is_main and self.out_dir is not None:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            atomic_torch_save(state, self.out_dir / CHECKPOINT_NAME)
+            # Building the Elmo to save draws random initial weights: keep that draw out of
+            # the training RNG, or a run that saved here would differ from one resumed here.
+            with torch.random.fork_rng(devices=[]):
+                save_language_model(self.lm, self.vocab, self.out_dir, elmo_settings=self.elmo_settings)
+            logger.info("saved checkpoint and model folder at step %d to %s", self.step, self.out_dir)
+
+    def checkpoint_state(self, elapsed_s: float = 0.0) -> dict[str, Any]:
+        """Everything needed to resume exactly (collective under DDP: gathers per-rank state)."""
+        stream_state = self.stream.state_dict() if hasattr(self.stream, "state_dict") else None
+        rank_state = {"stream": stream_state, "rng": get_rng_state(self.device)}
+        if self.distributed:
+            gathered: list[Any] = [None] * self.world_size
+            dist.all_gather_object(gathered, rank_state)
+        else:
+            gathered = [rank_state]
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "version": 1,
+            "step": self.step,
+            "tokens_seen": self.tokens_seen,
+            "elapsed_s": elapsed_s,
+            "world_size": self.world_size,
+            "options": self.lm.options.to_dict(),
+            "head_config": self.lm.head_config(),
+            "dropout": self.lm.dropout,
+            "vocab": list(self.vocab.tokens),
+            "vocab_counts": self.vocab.counts,
+            "config": asdict(self.config),
+            "elmo_settings": self.elmo_settings,
+            "model": {k: v.detach().cpu() for k, v in self.lm.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "ranks": gathered,
+            "extra": self.checkpoint_extra,
+        }
+
+    def load_checkpoint(self, checkpoint: str | Path | dict[str, Any]) -> None:
+        """Restore a checkpoint into this trainer (built with the checkpoint's model and vocab).
+
+        Raises:
+            ValueError: if the checkpoint is not ours, or its vocabulary, world size or
+                model shapes differ from this trainer's.
+        """
+        state = load_checkpoint_file(checkpoint) if not isinstance(checkpoint, dict) else checkpoint
+        if state["vocab"] != self.vocab.tokens:
+            raise ValueError(
+                "the checkpoint's vocabulary differs from this trainer's; build the trainer "
+                "from the checkpoint (lm_from_checkpoint)."
+            )
+        if state["world_size"] != self.world_size:
+            raise ValueError(
+                f"the checkpoint was written by {state['world_size']} processes, this run has "
+                f"{self.world_size}; an exact resume needs the same number (each rank's data position "
+                "is saved separately)."
+            )
+        self.lm.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.config.lr is not None:  # the checkpoint's rate, or a new one a resumed run was given
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.config.lr
+        if state["scaler"]:  # empty when the checkpoint's run had no fp16 scaler: a new one starts here
+            self.scaler.load_state_dict(state["scaler"])
+        self.step = state["step"]
+        self.tokens_seen = state["tokens_seen"]
+        self.elapsed_before = state["elapsed_s"]
+        mine = state["ranks"][self.rank]
+        if mine["stream"] is not None and hasattr(self.stream, "load_state_dict"):
+            self.stream.load_state_dict(mine["stream"])
+        set_rng_state(mine["rng"], self.device)
+        self._iterator = None
+        if self.is_main and self.out_dir is not None:
+            truncate_log(self.out_dir / LOG_NAME, self.step)
+
+
+def config_from_checkpoint(state: dict[str, Any], **overrides: Any) -> TrainConfig:
+    """The checkpoint's `TrainConfig`, with `overrides` (e.g. a new max_steps)."""
+    names = {f.name for f in fields(TrainConfig)}
+    return TrainConfig(**{**{k: v for k, v in state["config"].items() if k in names}, **overrides})
+
+
+class _LogInterval:
+    """Running sums since the last log row (this rank)."""
+
+    def __init__(self) -> None:
+        self.forward_nll = self.backward_nll = 0.0
+        self.tokens = self.words = self.steps = 0
+        self.started = time.monotonic()
+
+    def add(self, r: StepResult) -> None:
+        self.forward_nll += r.forward_loss * r.tokens
+        self.backward_nll += r.backward_loss * r.tokens
+        self.tokens += r.tokens
+        self.words += r.words
+        self.steps += 1
+
+    def seconds(self) -> float:
+        return time.monotonic() - self.started
+
+    def perplexity(self) -> float:
+        if not self.tokens:
+            return math.nan
+        return math.exp(min((self.forward_nll + self.backward_nll) / (2 * self.tokens), 700.0))
+
+
+@dataclass
+class _FitRun:
+    """Where one `Trainer.fit` call stands: its start time, the running log interval, the
+    last validation, and the steps last validated and saved at (-1: not yet)."""
+
+    started: float
+    interval: _LogInterval = field(default_factory=_LogInterval)
+    last_valid: Perplexity | None = None
+    validated_at: int = -1
+    saved_at: int = -1
+    put_back: dict[str, Any] | None = None  # the stream's position before a batch taken but not trained
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's global generators."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)

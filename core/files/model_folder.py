@@ -1,0 +1,643 @@
+"""The one model folder format, shared by the core, the spaCy component and `AutoModel`.
+
+A model folder is a Hugging Face-style directory::
+
+    config.json             {"model_type": "elmo", "lstm": {...}, "char_cnn": {...},
+                             "num_output_representations": 1, "dropout": 0.5, ...}
+                            -- bilm-tf's options keys, verbatim, plus the Elmo settings
+    model.safetensors       the state dict of `Elmo` (keys `bilm.*`, `scalar_mixes.*`)
+    tokenizer_config.json   the character-id settings
+
+`elmo_core` reads and writes it without importing transformers; the Hugging Face
+classes add their own keys (`architectures`, `auto_map`, `transformers_version`), which
+the core ignores. Weights are stored with safetensors (no pickle). The weights may
+also be in any layout `save_pretrained` writes: shards listed by
+`model.safetensors.index.json` (`max_shard_size`), and `variant=` names
+(`model.fp16.safetensors`, `model.safetensors.index.fp16.json`); see `weight_files`.
+
+`load_elmo` is the one loader every face uses to read "the model the user named": a
+model folder, bilm-tf's original options.json + hdf5 weights, or else the default model
+that ships with the package (`resolve_model_source` decides which, with one set of
+errors for a bad combination).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+
+from .._version import __version__
+from ..model.characters import (
+    BEGINNING_OF_SENTENCE_CHARACTER,
+    BEGINNING_OF_WORD_CHARACTER,
+    CHAR_ID_OFFSET,
+    END_OF_SENTENCE_CHARACTER,
+    END_OF_WORD_CHARACTER,
+    PADDING_CHARACTER,
+)
+from ..model.elmo import Elmo
+from ..model.errors import ElmoError, OptionsError, WeightFileError
+from ..model.options import BiLMOptions
+from ..runtime.attach import attach_runtime
+from ..runtime.quantization import is_quantized
+from ..runtime.token_cache import DEFAULT_TOKEN_CACHE_WORDS
+from .atomic_files import atomic_write
+from .options_file import read_options
+from .text_files import read_json
+from .weights import count_non_finite, load_bilm_tf, non_finite_error
+
+__all__ = [
+    "CONFIG_NAME",
+    "WEIGHTS_NAME",
+    "WEIGHTS_INDEX_NAME",
+    "WeightFiles",
+    "weight_files",
+    "folder_variant",
+    "TOKENIZER_CONFIG_NAME",
+    "ELMO_SETTINGS",
+    "NON_FINITE_FIX",
+    "save_model_folder",
+    "load_model_folder",
+    "read_model_config",
+    "check_model_folder",
+    "tokenizer_settings",
+    "default_model_dir",
+    "DEFAULT_MODEL_DIR",
+    "ModelSource",
+    "resolve_model_source",
+    "load_elmo",
+]
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
+TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
+MODEL_TYPE = "elmo"
+MODEL_FOLDER_FILES = ("*config.json", "special_tokens_map.json", "*.safetensors", "*.safetensors.index.json", "*.py")
+"""Name patterns of the files that writing a model folder may create or replace (ours, and
+transformers' `save_pretrained`: configs, weights and their shards and index, code);
+an input with such a name inside the folder is refused (`check_output_spares_inputs`)."""
+
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[1] / "default_model"  # elmo_core/default_model
+"""Where the package's own default model folder lives (inside the installed package)."""
+
+ELMO_SETTINGS: dict[str, Any] = {
+    "num_output_representations": 1,
+    "dropout": 0.5,
+    "do_layer_norm": False,
+    "layer_norm_scope": "sentence",
+    "keep_sentence_boundaries": False,
+    "stateful": False,
+    "scalar_mix_parameters": None,
+}
+"""The `Elmo` constructor settings stored in config.json, with their defaults."""
+
+
+def tokenizer_settings(options: BiLMOptions) -> dict[str, Any]:
+    """The character-id settings a tokenizer needs (written to tokenizer_config.json)."""
+    return {
+        "max_characters_per_token": options.char_cnn.max_characters_per_token,
+        "char_id_offset": CHAR_ID_OFFSET,
+        "beginning_of_sentence_character": BEGINNING_OF_SENTENCE_CHARACTER,
+        "end_of_sentence_character": END_OF_SENTENCE_CHARACTER,
+        "beginning_of_word_character": BEGINNING_OF_WORD_CHARACTER,
+        "end_of_word_character": END_OF_WORD_CHARACTER,
+        "padding_character": PADDING_CHARACTER,
+    }
+
+
+def default_model_dir() -> Path:
+    """The default model folder that ships with the package.
+
+    Raises:
+        WeightFileError: if this installation has no default model.
+    """
+    if not (DEFAULT_MODEL_DIR / CONFIG_NAME).is_file():
+        raise WeightFileError(
+            f"no default model is installed (looked in {DEFAULT_MODEL_DIR}); this version does not "
+            "ship one yet. Name a model: a model folder, or options.json with the hdf5 weights "
+            "(elmo embed --model DIR, or --options FILE --weights FILE)."
+        )
+    return DEFAULT_MODEL_DIR
+
+
+PathArg = str | os.PathLike | None
+
+
+class ModelSource(NamedTuple):
+    """The model a user named: a model folder (`folder`), or a bilm-tf `options`/`weights` pair.
+
+    `is_default` is True when nothing was named and `folder` is the default model's.
+    """
+
+    folder: Path | None
+    options: Path | None
+    weights: Path | None
+    is_default: bool = False
+
+    def describe(self) -> str:
+        """A phrase for logs: "the model folder X", "X + Y" or "the default model (X)"."""
+        if self.folder is None:
+            return f"{self.options} + {self.weights}"
+        return f"the default model ({self.folder})" if self.is_default else f"the model folder {self.folder}"
+
+
+def resolve_model_source(
+    path: PathArg = None,
+    options: PathArg = None,
+    weights: PathArg = None,
+    *,
+    names: tuple[str, str, str] = ("path", "options", "weights"),
+) -> ModelSource:
+    """Which model the arguments name: a folder, an options/weights pair, or the default.
+
+    None and "" both mean "not given" (spaCy configs use "").
+
+    Args:
+        path: A model folder (see the module docstring).
+        options: bilm-tf's options.json; goes with `weights`.
+        weights: bilm-tf's hdf5 weights; goes with `options`.
+        names: How the caller's users spell the three arguments, used in the errors
+            (the command line passes `("--model", "--options", "--weights")`).
+
+    Raises:
+        ElmoError: if a folder and a pair are both given, or only half of a pair.
+        WeightFileError: if nothing is given and no default model is installed.
+    """
+    given = [value is not None and value != "" for value in (path, options, weights)]
+    if given[0] and (given[1] or given[2]):
+        raise ElmoError(
+            f"give either a model folder ({names[0]}) or bilm-tf's options.json and hdf5 weights "
+            f"({names[1]} and {names[2]}), not both; got {_shown(names, path, options, weights)}. "
+            f"Drop {names[0]}, or drop {names[1]} and {names[2]}."
+        )
+    if given[1] != given[2]:
+        raise ElmoError(
+            f"{names[1]} and {names[2]} go together: bilm-tf's options.json and its hdf5 weights; got "
+            f"{_shown(names[1:], options, weights)}. Give both, or a model folder with {names[0]}."
+        )
+    if given[0]:
+        return ModelSource(Path(path), None, None)
+    if given[1]:
+        return ModelSource(None, Path(options), Path(weights))
+    return ModelSource(default_model_dir(), None, None, is_default=True)
+
+
+def _shown(names: Iterable[str], *values: PathArg) -> str:
+    return ", ".join(
+        f"{name} = " + ("(not given)" if value is None or value == "" else repr(os.fspath(value)))
+        for name, value in zip(names, values)
+    )
+
+
+def load_elmo(
+    path: PathArg = None,
+    options: PathArg = None,
+    weights: PathArg = None,
+    *,
+    map_location: str | torch.device = "cpu",
+    names: tuple[str, str, str] = ("path", "options", "weights"),
+    **settings: Any,
+) -> Elmo:
+    """Load the `Elmo` the arguments name: a model folder, a bilm-tf pair, or the default model.
+
+    Args:
+        path, options, weights, names: As `resolve_model_source`.
+        map_location: Device for the loaded model.
+        **settings: `Elmo` settings (e.g. `dropout=0.0`, `stateful=False`); for a folder
+            they replace the stored ones (as `load_model_folder`'s overrides), for a pair
+            they go to the `Elmo` constructor (the rest keep its defaults).
+
+    Raises:
+        ElmoError: for a bad combination of arguments (see `resolve_model_source`).
+        WeightFileError / OptionsError: for missing or broken files, or when nothing is
+            named and no default model is installed.
+        TypeError: for an unknown setting.
+    """
+    source = resolve_model_source(path, options, weights, names=names)
+    if source.folder is not None:
+        return load_model_folder(source.folder, map_location=map_location, **settings)
+    _check_settings(settings)
+    elmo = _with_runtime(read_options(source.options), settings, source.options)
+    load_bilm_tf(elmo, source.weights)
+    return elmo.to(map_location)
+
+
+def _elmo_settings(model: Elmo) -> dict[str, Any]:
+    mixes = list(model.scalar_mixes)
+    fixed = bool(mixes) and not mixes[0].scalar_weights.requires_grad
+    return {
+        "num_output_representations": len(mixes),
+        "dropout": model.dropout,
+        "do_layer_norm": bool(mixes and mixes[0].do_layer_norm),
+        "layer_norm_scope": mixes[0].layer_norm_scope if mixes else ELMO_SETTINGS["layer_norm_scope"],
+        "keep_sentence_boundaries": model.bilm.keep_sentence_boundaries,
+        "stateful": model.bilm.stateful,
+        "scalar_mix_parameters": mixes[0].scalar_weights.detach().tolist() if fixed else None,
+    }
+
+
+def save_model_folder(model: Elmo, path: str | Path, *, extra_config: dict[str, Any] | None = None) -> None:
+    """Write `model` as a model folder (created if needed; existing files replaced).
+
+    Every file is written under a temporary name and renamed when complete, so an
+    interrupted save never leaves a half-written file under a real name.
+
+    Args:
+        model: The `Elmo` to save (weights are saved from the CPU; nothing refers to a
+            device).
+        path: The folder.
+        extra_config: More keys for config.json (the Hugging Face classes pass theirs).
+
+    Raises:
+        ValueError: for an int8-quantised model (save the float32 model it came from).
+    """
+    from safetensors.torch import save_file
+
+    if is_quantized(model):
+        raise ValueError(
+            "cannot save an int8-quantised model: its packed int8 weights are not the "
+            "model's parameters. Save the float32 model and quantise after loading "
+            "(quantize_int8(load_model_folder(path)))."
+        )
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{folder} is a file; a model folder is a directory. Give a new or existing folder path.")
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {
+        "model_type": MODEL_TYPE,
+        **model.options.to_dict(),
+        **_elmo_settings(model),
+        "elmo_bilm_version": __version__,  # which version wrote the folder (hf_elmo names it on a mismatch)
+    }
+    if extra_config:
+        config.update(extra_config)
+    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    atomic_write(folder / WEIGHTS_NAME, lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
+    atomic_write(
+        folder / CONFIG_NAME, lambda tmp: Path(tmp).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    )
+    tokenizer_path = folder / TOKENIZER_CONFIG_NAME
+    if not tokenizer_path.exists():
+        text = json.dumps(tokenizer_settings(model.options), indent=2) + "\n"
+        atomic_write(tokenizer_path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def read_model_config(path: str | Path) -> tuple[BiLMOptions, dict[str, Any]]:
+    """The options and the `Elmo` settings stored in a model folder's config.json.
+
+    Raises:
+        WeightFileError: if the folder or its config.json is missing, not JSON, or has
+            a `model_type` other than "elmo".
+        OptionsError: if the options in it are invalid (names the file).
+    """
+    folder = Path(path)
+    config_path = folder / CONFIG_NAME
+    if not folder.is_dir():
+        raise WeightFileError(f"model folder {folder} does not exist or is not a folder.")
+    if not config_path.is_file():
+        raise WeightFileError(
+            f"{folder} is not an ELMo model folder: it has no {CONFIG_NAME}. A model folder holds "
+            f"{CONFIG_NAME}, {WEIGHTS_NAME} and {TOKENIZER_CONFIG_NAME}; for original bilm-tf files "
+            "pass options.json and the hdf5 weights instead."
+        )
+    config = read_json(config_path, "model config", error=WeightFileError)
+    if not isinstance(config, dict) or config.get("model_type") != MODEL_TYPE:
+        found = config.get("model_type") if isinstance(config, dict) else type(config).__name__
+        raise WeightFileError(f"{config_path} has model_type {found!r}; an ELMo model folder has model_type 'elmo'.")
+    try:
+        # Only the two bilm-tf sections: config.json's other keys are the Elmo settings
+        # and the Hugging Face bookkeeping, not options (bilm-tf's training `dropout`
+        # would otherwise collide with the Elmo `dropout`).
+        options = BiLMOptions.from_dict({k: v for k, v in config.items() if k in ("lstm", "char_cnn")})
+    except OptionsError as err:
+        raise OptionsError(f"{config_path}: {err}") from None
+    settings = {key: config.get(key, default) for key, default in ELMO_SETTINGS.items()}
+    return options, settings
+
+
+def load_model_folder(
+    path: str | Path, map_location: str | torch.device = "cpu", *, variant: str | None = None, **overrides: Any
+) -> Elmo:
+    """Build an `Elmo` from a model folder and load its weights.
+
+    Reads every weights layout transformers' `save_pretrained` writes (see
+    `weight_files`): one `model.safetensors`, shards listed by
+    `model.safetensors.index.json`, and their `variant=` names.
+
+    Args:
+        path: The folder (see module docstring).
+        map_location: Device for the loaded model (default CPU, whatever device the
+            model was saved from).
+        variant: Read the weights saved with `save_pretrained(..., variant=variant)`
+            (`model.<variant>.safetensors` or its shards). None reads the plain ones, or
+            the folder's one variant when it holds no plain weights.
+        **overrides: `Elmo` settings that replace the stored ones (e.g. `dropout=0.0`,
+            `num_output_representations=2`, or `token_cache_words=0`). Scalar mixes
+            missing from the file start at w = 0, gamma = 1. Weights stored in another
+            float dtype (a float16 variant) are converted to the model's float32.
+
+    Raises:
+        WeightFileError: for a missing/corrupt file (a shard included), a missing or
+            mis-shaped tensor (names the file, the tensor and both shapes), or weights
+            that are not finite.
+        OptionsError: for invalid options or Elmo settings in config.json.
+    """
+    options, settings = read_model_config(path)
+    _check_settings(overrides)
+    settings.update(overrides)
+    model = _with_runtime(options, settings, Path(path) / CONFIG_NAME)
+    _read_weights(model, weight_files(path, variant))
+    return model.to(map_location)
+
+
+def _check_settings(settings: dict[str, Any]) -> None:
+    unknown = set(settings) - set(ELMO_SETTINGS) - {"requires_grad", "token_cache_words"}
+    if unknown:
+        raise TypeError(
+            f"unknown Elmo settings {sorted(unknown)}; valid: {sorted(ELMO_SETTINGS)}, requires_grad "
+            "and token_cache_words."
+        )
+
+
+_READ_BLOCK_BYTES = 4 * 2**20
+
+NON_FINITE_FIX = "The file is damaged or came from a diverged training run; save or download the model again."
+"""How a saved model with NaN or infinite weights is put right (the end of `non_finite_error`'s message)."""
+
+
+class WeightFiles(NamedTuple):
+    """Where a model folder's tensors are: one safetensors file, or the shards of an index.
+
+    Attributes:
+        source: The file that describes the weights: the one weights file, or the index
+            (named in errors about the set as a whole).
+        files: Each tensor's name in the files -> the safetensors file that holds it.
+        shapes: Each tensor's name -> its shape, read from the file headers.
+    """
+
+    source: Path
+    files: dict[str, Path]
+    shapes: dict[str, tuple[int, ...]]
+
+
+_VARIANT_FILE = re.compile(r"model\.(?P<variant>[^.]+)\.safetensors")
+_VARIANT_INDEX = re.compile(r"model\.safetensors\.index\.(?P<variant>[^.]+)\.json")
+_SHARD = re.compile(r".*-\d{5}-of-\d{5}")
+
+
+def weight_files(path: str | Path, variant: str | None = None) -> WeightFiles:
+    """Find a model folder's weights and read every file's header (no weights are loaded).
+
+    The layouts are transformers' (`save_pretrained`), read in its order:
+    `model.safetensors`, else `model.safetensors.index.json` (whose `weight_map` names
+    the shard of each tensor, `model-00001-of-00003.safetensors`, ...). With `variant`
+    (`save_pretrained(..., variant="fp16")`) the names are `model.fp16.safetensors` and
+    `model.safetensors.index.fp16.json`. Without `variant`, a folder that holds no plain
+    weights but exactly one variant is read as that variant, so that every face (the
+    command line, spaCy) reads it without a way to name it.
+
+    Args:
+        path: The model folder.
+        variant: The variant to read, or None (see above).
+
+    Returns:
+        `WeightFiles`: every tensor's file and shape, over all shards.
+
+    Raises:
+        WeightFileError: if the folder holds no weights (or several variants and no
+            `variant` was given); if the index is not JSON or has no `weight_map`, names
+            files the folder does not hold (all of them are listed), or a tensor its
+            shard does not hold; or if a file is not readable safetensors.
+    """
+    folder = Path(path)
+    present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    if variant is None:
+        variant = folder_variant(folder)
+    single, index = _variant_name(WEIGHTS_NAME, variant), _variant_name(WEIGHTS_INDEX_NAME, variant)
+    if single in present:
+        shapes = _header(folder / single)
+        return WeightFiles(folder / single, dict.fromkeys(shapes, folder / single), shapes)
+    if index in present:
+        return _sharded(folder / index, present)
+    raise WeightFileError(
+        f"model folder {path} has no {single} (the weights), only {present}. Copy the whole folder again, "
+        f"or re-create it with save_model_folder / save_pretrained / elmo convert (sharded weights are "
+        f"read through {index}, which it lacks too)."
+    )
+
+
+def folder_variant(path: str | Path) -> str | None:
+    """The `variant=` a model folder's weights must be read with when none is named.
+
+    None when the folder holds plain weights (`model.safetensors` or its index), or no
+    weights at all; else its one variant (`"fp16"` for `model.fp16.safetensors` or
+    `model.safetensors.index.fp16.json`). hf_elmo's `from_pretrained` passes it on, so
+    that a variant-only folder loads there as in the core.
+
+    Raises:
+        WeightFileError: if the folder holds no plain weights but several variants.
+    """
+    folder = Path(path)
+    present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    if WEIGHTS_NAME in present or WEIGHTS_INDEX_NAME in present:
+        return None
+    variants = sorted(
+        {
+            match["variant"]
+            for name in present
+            for match in (_VARIANT_FILE.fullmatch(name), _VARIANT_INDEX.fullmatch(name))
+            if match and not _SHARD.fullmatch(match["variant"])
+        }
+    )
+    if len(variants) > 1:
+        raise WeightFileError(
+            f"model folder {folder} holds no {WEIGHTS_NAME} but weights of {len(variants)} variants "
+            f"({', '.join(variants)}); say which to read: load_model_folder(path, variant={variants[0]!r}) "
+            f"or from_pretrained(path, variant={variants[0]!r}), or keep one variant in the folder."
+        )
+    return variants[0] if variants else None
+
+
+def _variant_name(name: str, variant: str | None) -> str:
+    """transformers' `_add_variant`: the variant goes before the last suffix (`model.fp16.safetensors`)."""
+    if variant is None:
+        return name
+    stem, suffix = name.rsplit(".", 1)
+    return f"{stem}.{variant}.{suffix}"
+
+
+def _sharded(index_path: Path, present: list[str]) -> WeightFiles:
+    """The tensors of an index's shards, checked against the index."""
+    index = read_json(index_path, "safetensors index", error=WeightFileError)
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
+        raise WeightFileError(
+            f"{index_path} has no weight_map (tensor name -> shard file); it is damaged. Save the folder again."
+        )
+    missing = sorted(set(weight_map.values()) - set(present))
+    if missing:
+        raise WeightFileError(
+            f"{index_path} names {len(missing)} shard file(s) the folder does not hold: {missing}. The copy "
+            "is incomplete (an interrupted download or copy): copy the whole folder again."
+        )
+    folder = index_path.parent
+    files = {name: folder / shard for name, shard in weight_map.items()}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for shard in sorted(set(weight_map.values())):
+        held = _header(folder / shard)
+        for name in (n for n, f in weight_map.items() if f == shard):
+            if name not in held:
+                raise WeightFileError(
+                    f"{index_path} puts tensor '{name}' in {shard}, which does not hold it. The shards do not "
+                    "belong to this index: copy the whole folder again."
+                )
+            shapes[name] = held[name]
+    return WeightFiles(index_path, files, shapes)
+
+
+def _header(weights_path: Path) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> shape, from a safetensors file's header."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(weights_path), framework="pt", device="cpu") as f:
+            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    except Exception as err:  # SafetensorError, OSError, ValueError, ...: all mean "unreadable"
+        raise _unreadable(weights_path, err) from err
+
+
+def _read_weights(model: Elmo, weights: WeightFiles) -> None:
+    """Copy a folder's safetensors file(s) into `model`'s own tensors, one tensor at a time.
+
+    safetensors maps the whole file, and every page a copy reads stays in the resident
+    size until the mapping is closed: reading all tensors through one mapping (as
+    `safetensors.torch.load_file` + `load_state_dict` do) holds every weight twice at the
+    peak. A fresh mapping per block of at most `_READ_BLOCK_BYTES` holds each weight once,
+    plus one block. Each tensor is read from its own shard and checked for NaN or
+    infinite values there, so the check covers every shard.
+    """
+    from safetensors import safe_open
+
+    file_keys = _base_model_keys(weights.shapes)  # model key -> key in the file
+    _check_state({k: weights.shapes[f] for k, f in file_keys.items()}, model, weights.source)
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            if name not in file_keys:
+                continue  # a scalar mix the file does not have: keeps its initial value
+            key = file_keys[name]
+            weights_path = weights.files[key]
+            rows = tensor.shape[0] if tensor.dim() else 0
+            row_bytes = tensor[0].numel() * tensor.element_size() if rows else 0
+            step = max(1, _READ_BLOCK_BYTES // max(row_bytes, 1))
+            try:
+                if rows <= step:  # small, or a scalar: in one piece
+                    with safe_open(str(weights_path), framework="pt", device="cpu") as f:
+                        tensor.copy_(f.get_tensor(key))
+                else:  # in blocks of rows, so the mapping never holds more than one block
+                    for start in range(0, rows, step):
+                        with safe_open(str(weights_path), framework="pt", device="cpu") as f:
+                            tensor[start : start + step].copy_(f.get_slice(key)[start : start + step])
+            except Exception as err:
+                raise _unreadable(weights_path, err) from err
+            bad = count_non_finite(tensor, step)  # in blocks: isfinite of a whole tensor is as large
+            if bad:
+                raise non_finite_error(weights_path, f"tensor '{key}'", bad, NON_FINITE_FIX)
+
+
+def check_model_folder(path: str | Path, variant: str | None = None) -> None:
+    """Raise the error `load_model_folder` would raise for this folder's files, cheaply.
+
+    Reads config.json and the safetensors headers only, of every shard (no weights are
+    loaded; the model is built on the meta device), so it costs nothing for a large
+    model. Used by hf_elmo to explain a failed `from_pretrained`.
+
+    Args:
+        path: The model folder.
+        variant: As `load_model_folder`.
+
+    Raises:
+        WeightFileError: for a missing or unreadable config.json or weights file (any
+            shard, or the index), a `model_type` other than "elmo", or a missing or
+            mis-shaped tensor.
+        OptionsError: for invalid options or Elmo settings in config.json.
+    """
+    options, settings = read_model_config(path)
+    with torch.device("meta"):
+        model = _build_elmo(options, settings, Path(path) / CONFIG_NAME)
+    weights = weight_files(path, variant)
+    _check_state({k: weights.shapes[f] for k, f in _base_model_keys(weights.shapes).items()}, model, weights.source)
+
+
+def _with_runtime(options: BiLMOptions, settings: dict[str, Any], config_path: Path) -> Elmo:
+    """`_build_elmo`, handed the runtime (`attach_runtime`, with the `token_cache_words` setting when given)."""
+    settings = dict(settings)
+    cache_words = settings.pop("token_cache_words", DEFAULT_TOKEN_CACHE_WORDS)
+    elmo = _build_elmo(options, settings, config_path)
+    try:
+        attach_runtime(elmo, token_cache_words=cache_words)
+    except ValueError as err:
+        raise OptionsError(f"token_cache_words cannot be used ({err}).") from err
+    return elmo
+
+
+def _build_elmo(options: BiLMOptions, settings: dict[str, Any], config_path: Path) -> Elmo:
+    """The `Elmo` (the model alone) of `settings`."""
+    try:
+        return Elmo(options, **settings)
+    except (TypeError, ValueError) as err:
+        raise OptionsError(
+            f"{config_path}: its Elmo settings cannot be used ({err}). Valid settings and defaults: "
+            f"{ELMO_SETTINGS}; fix the value in {CONFIG_NAME} or pass it to load_model_folder as an override."
+        ) from err
+
+
+def _unreadable(weights_path: Path, err: Exception) -> WeightFileError:
+    return WeightFileError(
+        f"{weights_path} is not a readable safetensors file ({type(err).__name__}: {err}). It is "
+        "probably truncated or corrupted (an interrupted copy or download); copy or save it again."
+    )
+
+
+def _base_model_keys(keys: Iterable[str]) -> dict[str, str]:
+    """Map the `Elmo`'s own tensor names to the file's.
+
+    A task model that holds an `Elmo` as a submodule saves its tensors under that
+    submodule's name (`<prefix>.bilm.*`, `<prefix>.scalar_mixes.*`), beside its own (a
+    task head). The prefix is read off the `bilm` keys, so the core needs no framework's
+    naming; the task model's other tensors are left out.
+    """
+    keys = list(keys)
+    prefixes = {
+        "".join(f"{part}." for part in parts[: parts.index("bilm")])
+        for parts in (key.split(".") for key in keys)
+        if "bilm" in parts
+    }
+    if len(prefixes) != 1 or prefixes == {""}:
+        return {key: key for key in keys}  # an Elmo's own tensors (or not: _check_state names what is missing)
+    (prefix,) = prefixes
+    return {key[len(prefix) :]: key for key in keys if key.startswith(prefix)}
+
+
+def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: Path) -> None:
+    """Every tensor of `model` is in `shapes` with its shape (`weights_path` names the weights in errors)."""
+    for name, tensor in model.state_dict().items():
+        if name not in shapes:
+            if name.startswith("scalar_mixes."):
+                continue
+            raise WeightFileError(
+                f"{weights_path} has no tensor '{name}' (expected shape {tuple(tensor.shape)}). The file "
+                f"does not belong to this {CONFIG_NAME}, or is not an ELMo model; save the folder again."
+            )
+        if shapes[name] != tuple(tensor.shape):
+            raise WeightFileError(
+                f"{weights_path}: tensor '{name}' has shape {shapes[name]}, but {CONFIG_NAME} implies "
+                f"{tuple(tensor.shape)}. The options in {CONFIG_NAME} do not match these weights: use the "
+                f"{CONFIG_NAME} saved with them."
+            )

@@ -1,0 +1,40 @@
+"""Plug-ins found through entry points, so that the core depends on no framework.
+
+`spacy_elmo` registers raw-text tokenizers (group `elmo_core.tokenizers`) and `hf_elmo`
+the writer of complete Hugging Face model folders (group `elmo_core.converters`); the core
+looks them up by name at run time and never imports either package.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+from typing import Any
+
+from ..model.errors import ElmoError
+
+__all__ = ["load_plugin", "plugin_names"]
+
+
+def plugin_names(group: str) -> list[str]:
+    """Names registered in an entry-point group."""
+    return sorted(ep.name for ep in entry_points(group=group))
+
+
+def load_plugin(group: str, name: str, install_hint: str) -> Any:
+    """Load the object registered as `name` in `group`.
+
+    Raises:
+        ElmoError: if nothing of that name is installed, or it needs a missing package;
+            the message lists what is installed and says how to install the rest.
+    """
+    found = {ep.name: ep for ep in entry_points(group=group)}
+    if name not in found:
+        raise ElmoError(
+            f"no {group} plug-in named {name!r} is installed (found: {sorted(found) or 'none'}). {install_hint}"
+        )
+    try:
+        return found[name].load()
+    except ImportError as err:
+        raise ElmoError(
+            f"the {group} plug-in {name!r} needs a package that is not installed ({err}). {install_hint}"
+        ) from None

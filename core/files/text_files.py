@@ -1,0 +1,392 @@
+"""Users' files: one place that checks a named input file and decodes its text.
+
+Every command and reader that takes a user's file (`elmo embed`, `train`, `perplexity`,
+`probe`, the CoNLL readers, vocabulary and options files) goes through these, so the
+rules hold everywhere:
+
+- UTF-8, and a leading byte-order mark (written by some Windows editors) is dropped:
+  it is not part of the first token.
+- Windows line endings (CRLF) read like Unix ones (LF). A lone `\\r` inside a line is
+  left alone, so line numbers are the same on every platform.
+- `.xz`, `.gz` and `.bz2` files are decompressed on the fly (`open_binary`), and `-`
+  is standard input; a reader that must read a file twice (training epochs) refuses a
+  stream (`-`, a pipe) up front.
+- Bytes that are not UTF-8 give one `ElmoError` naming the file and the line; a JSON
+  file (`read_json`: options.json, a model folder's config.json) that is not JSON names
+  the file, the line and the column.
+- A path that does not exist, is a folder, or cannot be read gives one `ElmoError`
+  that names it and the fix, before any work is done.
+- No command writes over one of its inputs: `check_output_spares_inputs` compares
+  what a command will write with what it reads, under any spelling (relative or
+  absolute, `./x`, symlinks, hard links), before any work is done.
+"""
+
+from __future__ import annotations
+
+import bz2
+import fnmatch
+import gzip
+import json
+import lzma
+import os
+import stat
+import sys
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any, TextIO
+
+from ..model.errors import ElmoError
+
+__all__ = [
+    "BYTE_ORDER_MARK",
+    "COMPRESSIONS",
+    "ENCODING",
+    "STDIN",
+    "check_input_file",
+    "check_output_spares_inputs",
+    "is_stream",
+    "iter_lines",
+    "open_binary",
+    "open_text",
+    "read_json",
+    "read_text",
+    "same_file",
+    "strip_line_end",
+]
+
+ENCODING = "utf-8-sig"
+"""UTF-8 that drops a leading byte-order mark (and reads a file without one as UTF-8)."""
+
+BYTE_ORDER_MARK = "\ufeff"
+"""What a leading byte-order mark decodes to; for readers that decode lines themselves."""
+
+STDIN = "-"
+"""Standard input, as Unix tools spell it. `pathlib` reads `./-` as `-` too, so here `-`
+always means standard input (name a file called `-` by its absolute path)."""
+
+COMPRESSIONS: dict[str, Callable[..., IO[Any]]] = {".xz": lzma.open, ".gz": gzip.open, ".bz2": bz2.open}
+"""File name suffix -> opener: the compressed files every reader decompresses on the fly."""
+
+
+def is_stream(path: str | Path) -> bool:
+    """True for standard input (`-`) and for anything that is not a regular file: a pipe,
+    `/dev/stdin` on a pipe, a process substitution (`<(...)`). A stream can be read once,
+    from the start, and not resumed."""
+    if str(path) == STDIN:
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def check_input_file(path: str | Path, what: str = "input file", *, streams: str | None = None) -> Path:
+    """`path` as a Path, after checking that it names a readable file.
+
+    Args:
+        path: The path a user gave; `-` is standard input.
+        what: How the message names it ("INPUT", "CoNLL file", "--vocab", ...).
+        streams: None to accept a stream (standard input, a pipe: see `is_stream`), or
+            why this reader cannot take one (it is refused with that reason).
+
+    Raises:
+        ElmoError: if it does not exist, is a folder, cannot be read, or is a stream
+            where `streams` says why not (one line, naming the path and what to give instead).
+    """
+    path = Path(path)
+    if is_stream(path):
+        if streams is not None:
+            raise ElmoError(f"{what} {path} is a stream (standard input or a pipe), but {streams}; give a file.")
+        return path
+    if path.is_dir():
+        raise ElmoError(f"{what} {path} is a folder; give the path of a file.")
+    if not path.exists():
+        raise ElmoError(f"{what} {path} does not exist.")
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as err:
+        raise ElmoError(f"{what} {path} cannot be read ({err.strerror or err}).") from None
+    return path
+
+
+def open_binary(path: str | Path) -> IO[bytes]:
+    """A file's bytes, decompressed when its name ends in a suffix of `COMPRESSIONS`;
+    standard input for `-` (closing it leaves standard input open).
+
+    Every reader of users' text goes through this (`open_text` decodes it), so every
+    command reads the same files.
+    """
+    if str(path) == STDIN:
+        return _Unclosed(sys.stdin.buffer)
+    opener = COMPRESSIONS.get(Path(path).suffix)
+    if opener is None:
+        return open(path, "rb")  # noqa: SIM115
+    return _Decompressed(path, opener(path, "rb"))  # type: ignore[return-value]
+
+
+DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError, zlib.error, OSError)
+"""What gzip, lzma and bz2 raise for a cut-short or damaged file (gzip.BadGzipFile and bz2's
+"Invalid data stream" are OSErrors; a stream that ends early is an EOFError)."""
+
+
+class _Decompressed:
+    """A compressed file's decompressed bytes, where a cut-short or damaged file is one
+    ElmoError naming the file and the line (an EOFError would reach click as "Aborted!")."""
+
+    def __init__(self, path: str | Path, raw: IO[bytes]) -> None:
+        self.name = str(path)
+        self._raw = raw
+        self._lines: int | None = 0  # newlines read so far (None after a seek into the middle)
+
+    def _call(self, method: str, *args: Any) -> Any:
+        try:
+            data = getattr(self._raw, method)(*args)
+        except DECOMPRESSION_ERRORS as err:
+            where = f"after line {self._lines}: " if self._lines is not None else ""
+            raise ElmoError(
+                f"{self.name} is a damaged or cut-short {Path(self.name).suffix} file ({where}{err}); copy or "
+                "download it again, or test it with its tool (xz -t, gzip -t, bzip2 -t)."
+            ) from None
+        if isinstance(data, bytes) and self._lines is not None:
+            self._lines += data.count(b"\n")
+        return data
+
+    def read(self, size: int = -1) -> bytes:
+        return self._call("read", size)
+
+    def readline(self, size: int = -1) -> bytes:
+        return self._call("readline", size)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._lines = 0 if (offset, whence) == (0, 0) else None
+        return self._call("seek", offset, whence)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.readline, b"")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def __enter__(self) -> _Decompressed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Unclosed:
+    """Standard input's binary stream, which `close()` (and `with`) leave open."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._stream)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> _Unclosed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def open_text(path: str | Path, mode: str = "rt") -> TextIO:
+    """Open a UTF-8 text file (see the module rules) to read, or (`mode="wt"`) to write:
+    compressed by its suffix (`COMPRESSIONS`), `-` for standard input.
+
+    Lines end only at `\\n`; `iter_lines` also drops the `\\r` of a CRLF ending. Read
+    lines are decoded one by one, so that bytes which are not UTF-8 raise an ElmoError
+    naming the file and the line.
+    """
+    if "r" not in mode:
+        opener = COMPRESSIONS.get(Path(path).suffix, open)
+        return opener(path, mode, encoding="utf-8", newline="\n")  # type: ignore[return-value]  # never a BOM
+    return _TextLines(path, open_binary(path))  # type: ignore[return-value]
+
+
+class _TextLines:
+    """A text file read line by line, like `io.TextIOWrapper(..., newline="\\n")`, that says
+    where it is not UTF-8: `ElmoError("{path} is not UTF-8 text (line N: reason).")`."""
+
+    def __init__(self, path: str | Path, raw: IO[bytes]) -> None:
+        self.name = str(path)
+        self._raw = raw
+        self._line = 0  # lines read so far
+
+    def readline(self) -> str:
+        data = self._raw.readline()
+        if not data:
+            return ""
+        self._line += 1
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ElmoError(f"{self.name} is not UTF-8 text (line {self._line}: {err.reason}).") from None
+        if self._line == 1 and text.startswith(BYTE_ORDER_MARK):
+            text = text[len(BYTE_ORDER_MARK) :]
+        return text
+
+    def read(self) -> str:
+        return "".join(iter(self.readline, ""))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.readline, "")
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def __enter__(self) -> _TextLines:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def iter_lines(path: str | Path) -> Iterator[str]:
+    """The lines of a text file, without their line endings (LF or CRLF).
+
+    Raises:
+        ElmoError: at the first line that is not UTF-8 (naming the file and the line).
+    """
+    with open_text(path) as f:
+        for line in f:
+            yield strip_line_end(line)
+
+
+def read_text(path: str | Path, what: str = "input file") -> str:
+    """The whole text of a file, BOM dropped and CRLF endings read as LF.
+
+    Raises:
+        ElmoError: if the file is missing, a folder, unreadable, or not UTF-8 (names
+            the line of the first bad byte).
+    """
+    path = check_input_file(path, what)
+    try:
+        with open_text(path) as f:
+            text = f.read()
+    except ElmoError as err:
+        raise ElmoError(f"{what} {err}") from None
+    return text.replace("\r\n", "\n")
+
+
+def read_json(path: str | Path, what: str = "JSON file", error: type[ElmoError] = ElmoError) -> Any:
+    """The value in a JSON file (UTF-8, read by `read_text`), as `json.loads` gives it.
+
+    The one reader of the project's JSON files (options.json, a model folder's config.json).
+
+    Args:
+        path: The file.
+        what: How the message names it ("options file", "model config").
+        error: The ElmoError subclass to raise (OptionsError, WeightFileError).
+
+    Raises:
+        ElmoError: (`error`) one line naming the file: missing, a folder, unreadable,
+            not UTF-8 (and the line), or not JSON (the line, the column and what the
+            parser expected there).
+    """
+    try:
+        text = read_text(path, what)
+    except ElmoError as err:
+        raise error(str(err)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise error(f"{what} {path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg}).") from None
+
+
+def strip_line_end(line: str) -> str:
+    """`line` without its line ending (LF or CRLF); a lone `\\r` inside it stays."""
+    if line.endswith("\n"):
+        line = line[:-1]
+    if line.endswith("\r"):
+        line = line[:-1]
+    return line
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """True if both paths exist and name one file: the same path spelled two ways
+    (relative and absolute, `./x`), a symlink and its target, or two hard links
+    (`os.path.samefile`: the same device and inode). `-` stands for the file behind
+    standard input, so `elmo embed - data.txt < data.txt` is caught too."""
+    try:
+        first, second = _stat_of(a), _stat_of(b)
+    except (OSError, ValueError, AttributeError):  # no such file; no standard input (a daemon, pytest)
+        return False
+    return os.path.samestat(first, second)
+
+
+def _stat_of(path: str | Path) -> os.stat_result:
+    """`os.stat(path)`, or for `-` the stat of standard input's file descriptor."""
+    return os.fstat(sys.stdin.fileno()) if str(path) == STDIN else os.stat(path)
+
+
+def _inside(path: str | Path, folder: str | Path, anywhere: bool) -> bool:
+    """True if `path` (followed through symlinks) is a file of `folder` (`anywhere`: at any depth)."""
+    if str(path) == STDIN or not Path(folder).is_dir():
+        return False
+    try:
+        resolved = Path(path).resolve()
+    except OSError:
+        return False
+    parents = resolved.parents if anywhere else [resolved.parent]
+    return any(same_file(parent, folder) for parent in parents)
+
+
+def check_output_spares_inputs(
+    outputs: Iterable[tuple[str, str | Path]],
+    inputs: Iterable[tuple[str, str | Path | None]],
+    *,
+    folders: Iterable[tuple[str, str | Path, Sequence[str] | None]] = (),
+) -> None:
+    """Refuse, before any work, a command whose output would destroy one of its inputs.
+
+    Every command that writes a file calls this once with what it writes and what it
+    reads. An output that exists and is an input under another spelling (`same_file`)
+    is refused; so is an input in a folder the command writes into, when its name is
+    one the command writes there, or anywhere inside a folder the command deletes.
+
+    Args:
+        outputs: `(how the message names it, path)` of each file the command writes.
+        inputs: `(how the message names it, path)` of each file it reads; None is skipped.
+        folders: `(name, folder, patterns)`: the `fnmatch` patterns of the names the command
+            writes in `folder`, or None for a folder it deletes at the end. A folder is an
+            output too (it must not be an input file).
+
+    Raises:
+        ElmoError: one line naming the output, the input and the fix.
+    """
+    inputs = [(name, path) for name, path in inputs if path is not None]
+    folders = list(folders)
+    for out_name, out in [*outputs, *((name, folder) for name, folder, _ in folders)]:
+        for in_name, path in inputs:
+            if same_file(out, path):
+                raise ElmoError(
+                    f"{out_name} {out} is {in_name} {path} (the same file): writing it would destroy the input. "
+                    f"Give another {out_name}."
+                )
+    for out_name, folder, patterns in folders:
+        for in_name, path in inputs:
+            if patterns is None and _inside(path, folder, anywhere=True):
+                raise ElmoError(
+                    f"{in_name} {path} is inside {out_name} {folder}, which this command deletes at the end: "
+                    f"it would destroy the input. Move the input, or give another {out_name.split()[0]}."
+                )
+            name = Path(path).name
+            written = patterns is not None and any(fnmatch.fnmatch(name, p) for p in patterns)
+            if written and _inside(path, folder, anywhere=False):
+                raise ElmoError(
+                    f"{in_name} {path} is in {out_name} {folder}, where this command writes {name!r}: "
+                    f"it would destroy the input. Give another {out_name}, or move the input."
+                )

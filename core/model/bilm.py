@@ -1,0 +1,455 @@
+"""The bidirectional language model: char CNN + forward and backward LSTM stacks.
+
+    char_ids  [batch, tokens, chars]          (no <S>/</S>; the biLM adds them)
+      -> add <S> at 0 and </S> at len + 1     [batch, tokens + 2, chars]
+      -> char CNN on real positions only      [batch, tokens + 2, P]      layer 0
+      -> forward stack over <S> w1 .. wn </S>
+         backward stack over </S> wn .. w1 <S>   (each row reversed over its own length)
+      -> layers [layer0 ; layer0], [fwd_l ; bwd_l]   [L + 1, batch, tokens + 2, 2P]
+      -> drop <S>/</S> (unless keep_sentence_boundaries)   [L + 1, batch, tokens, 2P]
+
+Peters et al. 2018, section 3.1; docs/bilm_tf.md §2 and §5.
+
+Stateless by default: each sentence starts from zero LSTM states, so its vectors depend
+on nothing but its own tokens (not on batch size, batch mates, padding or earlier calls).
+`stateful=True` reproduces the original's carry-over of the final LSTM states of each
+batch row into the next batch (docs/bilm_tf.md §6); it exists to match the original's
+outputs, e.g. AllenNLP's test fixture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import NamedTuple, Protocol
+
+import torch
+from torch import nn
+
+from .char_cnn import CharCNN
+from .characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
+from .lstm import LSTMStack, LSTMState
+from .options import BiLMOptions
+
+__all__ = ["BiLM", "BiLMOutput", "StackRunner", "StackOutputs", "TokenVectors", "check_char_ids", "reverse_index"]
+
+
+class BiLMOutput(NamedTuple):
+    """What `BiLM.forward` returns.
+
+    Attributes:
+        activations: Every biLM layer: index 0 is the char CNN's token vector repeated
+            twice (so that every layer is `2 * projection_dim` wide), index l >= 1 is
+            `[forward layer l ; backward layer l]`. Zero at padded positions.
+            Shape [n_layers + 1, batch, tokens, 2 * projection_dim].
+        mask: bool [batch, tokens], True = real position.
+    """
+
+    activations: torch.Tensor
+    mask: torch.Tensor
+
+
+StackOutputs = tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]
+"""What running both LSTM stacks gives: each layer's output per direction, time-major
+([steps, batch, P]; the backward outputs already in forward time order), and `order`:
+row r of the outputs is batch row `order[r]`."""
+
+
+StackRun = tuple[list[torch.Tensor], list[LSTMState]]
+RunDirections = Callable[[Callable[[], StackRun], Callable[[], StackRun]], tuple[StackRun, StackRun]]
+"""Runs the forward and the backward stack (two callables) and returns both results."""
+
+
+class TokenVectors(Protocol):
+    """What a biLM is handed as its layer-0 cache (`elmo_core.runtime.TokenCache`)."""
+
+    def lookup(self, words: torch.Tensor, char_cnn: nn.Module) -> torch.Tensor:
+        """[num_words, chars] int64 distinct words -> [num_words, P], as `char_cnn(words)` gives."""
+        ...
+
+    def clear(self) -> None:
+        """Forget every vector (the weights changed)."""
+        ...
+
+
+class StackRunner(Protocol):
+    """What a biLM is handed to run its LSTMs on a machine (`elmo_core.runtime.Recurrence`):
+    which path computes the recurrence, and how many CPU threads a forward pass uses."""
+
+    def threads(self, device: torch.device) -> AbstractContextManager:
+        """The context a whole forward pass on `device` runs in."""
+        ...
+
+    def __call__(self, bilm: BiLM, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
+        """Both stacks of `bilm` over [batch, steps, P] layer-0 vectors with `lengths` real steps per row."""
+        ...
+
+
+def reverse_index(lengths: torch.Tensor, num_steps: int) -> torch.Tensor:
+    """Index that reverses each row over its own length and leaves its padding in place.
+
+    Used with `gather` on a time-major tensor; it is its own inverse.
+
+    Shape: lengths [batch] int64 -> [num_steps, batch] int64
+    """
+    steps = torch.arange(num_steps, device=lengths.device)[:, None]  # [steps, 1]
+    row_len = lengths[None, :]  # [1, batch]
+    return torch.where(steps < row_len, row_len - 1 - steps, steps)
+
+
+def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters: int) -> None:
+    """Raise a clear error unless `char_ids` is a valid [batch, tokens, chars] id tensor."""
+    if not isinstance(char_ids, torch.Tensor):
+        raise TypeError(
+            f"char_ids must be a torch.Tensor; got {type(char_ids).__name__}. "
+            "Build it with `char_ids, mask = elmo_core.words_to_char_ids(sentences)` (a pair)."
+        )
+    if char_ids.dim() != 3 or char_ids.shape[-1] != max_characters_per_token:
+        raise ValueError(
+            f"char_ids must be 3-D [batch, tokens, {max_characters_per_token}]; got shape "
+            f"{tuple(char_ids.shape)}. Did you pass word ids? Use words_to_char_ids()."
+        )
+    if char_ids.dtype.is_floating_point or char_ids.dtype.is_complex or char_ids.dtype == torch.bool:
+        raise TypeError(f"char_ids must be an integer tensor; got dtype {char_ids.dtype}.")
+    if char_ids.numel():
+        low, high = int(char_ids.min()), int(char_ids.max())
+        if low < 0 or high >= n_characters:
+            raise ValueError(
+                f"char_ids must lie in [0, {n_characters}); found values from {low} to {high}. "
+                "Ids are UTF-8 bytes + 1 and markers 257..261 (see elmo_core.model.characters); "
+                "0 marks a padded position."
+            )
+
+
+class BiLM(nn.Module):
+    """The ELMo biLM (frozen feature extractor or trainable language model).
+
+    Args:
+        options: The model's hyperparameters.
+        stateful: Carry each batch row's final LSTM states into the next batch, as the
+            original implementations did. Off by default; see `reset_states()`.
+        keep_sentence_boundaries: Return the `<S>`/`</S>` positions too (tokens + 2).
+        dropout: Dropout on every LSTM layer's input during training (bilm-tf: 0.1).
+        token_cache: A layer-0 cache (`TokenVectors`, e.g. `elmo_core.TokenCache`), or
+            None (the default): the char CNN runs on every batch's distinct words. The
+            cache is skipped while the char CNN trains (a char CNN parameter has
+            `requires_grad`, in grad mode or in training mode).
+        recurrence: How the LSTMs run on this machine (a `StackRunner`, e.g.
+            `elmo_core.Recurrence("auto")`), or None (the default): the step loop of
+            `LSTMStack` with torch's threads, the reference the others equal.
+
+    The model is the computation only; the inference runtime hands it the cache and the
+    recurrence (`elmo_core.attach_runtime`, which every loader and face calls), and may
+    replace them at any time (`set_recurrence`, `set_token_cache`).
+
+    Attributes:
+        token_cache, recurrence: As handed in (None when not).
+    """
+
+    def __init__(
+        self,
+        options: BiLMOptions,
+        *,
+        stateful: bool = False,
+        keep_sentence_boundaries: bool = False,
+        dropout: float = 0.0,
+        token_cache: TokenVectors | None = None,
+        recurrence: StackRunner | None = None,
+    ) -> None:
+        super().__init__()
+        self.options = options
+        self.stateful = stateful
+        self.keep_sentence_boundaries = keep_sentence_boundaries
+        lstm = options.lstm
+        self.char_cnn = CharCNN(options)
+        stack_args = (
+            lstm.projection_dim,
+            lstm.dim,
+            lstm.projection_dim,
+            lstm.n_layers,
+            lstm.cell_clip,
+            lstm.proj_clip,
+            lstm.use_skip_connections,
+            dropout,
+        )
+        self.forward_layers = LSTMStack(*stack_args)
+        self.backward_layers = LSTMStack(*stack_args)
+        C = options.char_cnn.max_characters_per_token
+        self.register_buffer("bos_char_ids", torch.empty(C, dtype=torch.long), persistent=False)
+        self.register_buffer("eos_char_ids", torch.empty(C, dtype=torch.long), persistent=False)
+        self.reset_buffers()
+        # Stateful mode: per direction, per layer (h, c) with rows in batch-row order.
+        self._states: dict[str, list[LSTMState]] | None = None
+        self.token_cache = token_cache
+        self.recurrence = recurrence
+
+    @property
+    def output_dim(self) -> int:
+        """Width of every layer: `2 * projection_dim`."""
+        return self.options.output_dim
+
+    @property
+    def num_layers(self) -> int:
+        """Number of output layers returned: `n_layers + 1` (layer 0 = token layer, then each LSTM layer)."""
+        return self.options.num_layers
+
+    def reset_buffers(self) -> None:
+        """Fill the non-persistent buffers: the char ids of `<S>` and `</S>`.
+
+        They are never saved, so a model materialised after construction (transformers
+        builds on the meta device, then loads) gets them from here.
+        """
+        C = self.options.char_cnn.max_characters_per_token
+        with torch.no_grad():
+            self.bos_char_ids.copy_(torch.tensor(word_to_char_ids(BOS_TOKEN, C)))
+            self.eos_char_ids.copy_(torch.tensor(word_to_char_ids(EOS_TOKEN, C)))
+
+    def reset_states(self) -> None:
+        """Forget carried LSTM states (stateful mode); the next batch starts from zeros."""
+        self._states = None
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> BiLMOutput:
+        """Run the char CNN and both LSTM stacks.
+
+        Args:
+            char_ids: Character ids from `words_to_char_ids`, *without* `<S>`/`</S>`
+                (added here). Rows are right-padded with all-zero positions. Moved to
+                the module's device if needed.
+            mask: True for real tokens; derived from `char_ids` (any id non-zero) when
+                omitted. Must be True on a prefix of each row.
+
+        Returns:
+            `BiLMOutput(activations, mask)`; see its docstring.
+
+        Shape:
+            char_ids: [batch, tokens, chars] int64
+            mask: [batch, tokens] bool
+            activations: [n_layers + 1, batch, tokens, 2 * projection_dim] float
+            (tokens + 2 with `keep_sentence_boundaries`).
+
+        Raises:
+            ValueError / TypeError: for ids of the wrong shape, dtype or range, or a
+                mask that is not right-padded.
+        """
+        C = self.options.char_cnn.max_characters_per_token
+        check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
+        device = self.bos_char_ids.device
+        with self.recurrence.threads(device) if self.recurrence is not None else nullcontext():
+            return self._forward(char_ids, mask, device)
+
+    def _forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None, device: torch.device) -> BiLMOutput:
+        char_ids = char_ids.to(device)
+        real = (char_ids != 0).any(dim=-1) if mask is None else _check_mask(mask, char_ids).to(device)
+        ids, full_lengths, full_mask = self._add_sentence_boundaries(char_ids, real)
+        token_embedding = self._token_embedding(ids, full_mask)  # [batch, tokens + 2, P]
+        forward_out, backward_out, order = self._run_stacks(token_embedding, full_lengths)
+        activations = self._gather_activations(token_embedding, forward_out, backward_out, order)
+        if self.keep_sentence_boundaries:
+            return BiLMOutput(activations, full_mask)
+        activations *= real[None, :, :, None].to(activations.dtype)
+        return BiLMOutput(activations, real)
+
+    def _add_sentence_boundaries(
+        self, char_ids: torch.Tensor, real: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`<S> w1 .. wn </S>` per row, at positions 0 and n + 1; padding stays all-zero.
+
+        Returns:
+            (ids [batch, tokens + 2, chars], lengths [batch] (n + 2), mask [batch, tokens + 2]).
+
+        Raises:
+            ValueError: if `real` is not True on a prefix of each row.
+        """
+        batch_size, num_tokens, C = char_ids.shape
+        device = char_ids.device
+        lengths = real.sum(dim=1)  # [batch]
+        positions = torch.arange(num_tokens, device=device)
+        if not torch.equal(real, positions[None, :] < lengths[:, None]):
+            raise ValueError(
+                "padding must be on the right: every row of the mask (or of non-zero char_ids) "
+                "must be True for its first n positions and False after. Build inputs with "
+                "words_to_char_ids()."
+            )
+        ids = char_ids.new_zeros(batch_size, num_tokens + 2, C)
+        ids[:, 1 : num_tokens + 1] = char_ids * real[..., None]
+        ids[:, 0] = self.bos_char_ids
+        ids[torch.arange(batch_size, device=device), lengths + 1] = self.eos_char_ids
+        full_lengths = lengths + 2
+        full_mask = torch.arange(num_tokens + 2, device=device)[None, :] < full_lengths[:, None]
+        return ids, full_lengths, full_mask
+
+    def _gather_activations(
+        self,
+        token_embedding: torch.Tensor,
+        forward_out: list[torch.Tensor | None],
+        backward_out: list[torch.Tensor | None],
+        order: torch.Tensor,
+    ) -> torch.Tensor:
+        """Layer 0 (the token vector twice) and each LSTM layer's two directions, in batch order.
+
+        Every layer is written once, straight from the stacks' sorted, time-major
+        outputs, into one [L+1, B, T, 2P] tensor: no per-layer unsorted copies,
+        concatenations, stack or masked copy (at batch 32 each of those is another
+        24 MB for the original model). Without keep_sentence_boundaries, <S> (position
+        0) is left out, and </S> (position len + 1, len after the shift) is zeroed by
+        the caller's mask with the padding. The stacks' outputs are freed as they are copied.
+
+        Shape: token_embedding [batch, tokens + 2, P] -> [n_layers + 1, batch, T, 2P]
+        (T = tokens, or tokens + 2 with keep_sentence_boundaries)
+        """
+        batch_size, num_steps, P = token_embedding.shape
+        num_tokens = num_steps - 2
+        keep = slice(None) if self.keep_sentence_boundaries else slice(1, num_tokens + 1)
+        dtype = forward_out[-1].dtype
+        activations = token_embedding.new_empty(
+            len(forward_out) + 1,
+            batch_size,
+            num_steps if self.keep_sentence_boundaries else num_tokens,
+            2 * P,
+            dtype=dtype,
+        )
+        activations[0, ..., :P] = token_embedding[:, keep]  # layer 0: the token vector twice
+        activations[0, ..., P:] = token_embedding[:, keep]
+        for k in range(len(forward_out)):
+            for half, outputs in ((slice(0, P), forward_out), (slice(P, 2 * P), backward_out)):
+                y = outputs[k].transpose(0, 1)[:, keep].to(dtype)  # [sorted batch, T, P]
+                activations[k + 1, ..., half].index_copy_(0, order, y)  # row r of y is batch row order[r]
+                outputs[k] = None  # freed as soon as it is copied
+        return activations
+
+    def _token_embedding(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Char CNN once per distinct word among the real positions; zeros elsewhere.
+
+        The char CNN has no context, so a word's vector is the same wherever it occurs;
+        in a batch of real text fewer than half the positions hold distinct words, and
+        across batches the token cache (when on) answers most of those.
+
+        Shape: ids [batch, steps, chars], mask [batch, steps] -> [batch, steps, P]
+        """
+        words, inverse = torch.unique(ids[mask], dim=0, return_inverse=True)  # [distinct, chars]
+        cache = self.token_cache
+        parameters = list(self.char_cnn.parameters())
+        # The char CNN is being trained: every word is recomputed. In a training step
+        # (grad mode) the vectors must carry the graph; in training mode under no_grad
+        # (e.g. a probe between steps) the weights change at the next step anyway, so
+        # filling the cache would only cost. The cache itself notices every other change
+        # of the weights (eval-mode calls between optimizer steps, weight loads, `.data` edits).
+        char_cnn_trains = any(p.requires_grad for p in parameters) and (torch.is_grad_enabled() or self.training)
+        if cache is None or char_cnn_trains:
+            vectors = self.char_cnn(words)
+        else:  # nothing to differentiate: reuse earlier vectors of the same words
+            vectors = cache.lookup(words, self.char_cnn)
+        embedded = vectors[inverse]  # [num_real, P]
+        out = embedded.new_zeros(*mask.shape, embedded.shape[-1])
+        out[mask] = embedded
+        return out
+
+    def _run_stacks(self, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
+        """Both LSTM stacks over [batch, steps, P] inputs: by the recurrence handed in, else `run_sorted`."""
+        if self.recurrence is not None:
+            return self.recurrence(self, tokens, lengths)
+        return self.run_sorted(tokens, lengths)
+
+    def run_sorted(
+        self,
+        tokens: torch.Tensor,
+        lengths: torch.Tensor,
+        *,
+        fused: bool = False,
+        run_directions: RunDirections | None = None,
+    ) -> StackOutputs:
+        """Both stacks over the rows sorted longest first: the step loop (or torch's fused LSTM).
+
+        At step t only the rows still running are computed; the backward stack reads each
+        row reversed over its own length, so it starts at its `</S>` and never reads
+        padding. In stateful mode the carried states go in and the final states are kept.
+
+        Args:
+            tokens: [batch, steps, P] layer-0 vectors, right-padded.
+            lengths: [batch] real steps per row.
+            fused: One `torch.lstm` call per direction and layer (clip-free cells only;
+                see `LSTMStack`).
+            run_directions: Runs the two directions, given as two callables, and returns
+                both results (e.g. side by side on separate CPU cores); None runs them
+                one after the other.
+
+        Returns:
+            See `StackOutputs`; `order` is the sort order.
+        """
+        batch_size, num_steps, _ = tokens.shape
+        sorted_lengths, order = lengths.sort(descending=True, stable=True)
+        lengths_list = sorted_lengths.tolist()
+        # Rows still running at step t (rows are sorted longest first).
+        batch_sizes = [sum(1 for n in lengths_list if n > t) for t in range(num_steps)]
+        x = tokens.index_select(0, order).transpose(0, 1)  # [steps, batch, P], sorted rows
+        # The same index reverses each row over its own length and undoes the reversal.
+        reverse = reverse_index(sorted_lengths, num_steps)[..., None]  # [steps, batch, 1]
+
+        def flip(t: torch.Tensor) -> torch.Tensor:
+            return t.gather(0, reverse.expand(-1, -1, t.shape[-1]))
+
+        forward_init, backward_init = self._initial_states(order, batch_size)
+        run = {"fused": fused, "final_state": self.stateful}  # final states feed only the carry-over
+        if run_directions is not None:
+            backward_x = flip(x)
+            (forward_out, forward_final), (backward_out, backward_final) = run_directions(
+                lambda: self.forward_layers(x, batch_sizes, forward_init, **run),
+                lambda: self.backward_layers(backward_x, batch_sizes, backward_init, **run),
+            )
+        else:
+            forward_out, forward_final = self.forward_layers(x, batch_sizes, forward_init, **run)
+            x = flip(x)  # the sorted input is not needed any more: one copy alive, not two
+            backward_out, backward_final = self.backward_layers(x, batch_sizes, backward_init, **run)
+        backward_out = [flip(y) for y in backward_out]
+        if self.stateful:
+            self._store_states(order, forward_final, backward_final)
+        return forward_out, backward_out, order
+
+    # ------------------------------------------------------------------ stateful mode
+    def _initial_states(
+        self, order: torch.Tensor, batch_size: int
+    ) -> tuple[list[LSTMState] | None, list[LSTMState] | None]:
+        if not self.stateful or self._states is None:
+            return None, None
+
+        def take(h: torch.Tensor) -> torch.Tensor:
+            # Rows beyond the stored ones start from zero (the batch grew).
+            if h.shape[0] < batch_size:
+                h = torch.cat([h, h.new_zeros(batch_size - h.shape[0], *h.shape[1:])])
+            return h[:batch_size].index_select(0, order)
+
+        return tuple(  # type: ignore[return-value]
+            [(take(h), take(c)) for h, c in self._states[direction]] for direction in ("forward", "backward")
+        )
+
+    def _store_states(
+        self, order: torch.Tensor, forward_final: list[LSTMState], backward_final: list[LSTMState]
+    ) -> None:
+        """Keep each row's final states; rows beyond this batch keep their old states."""
+        batch_size = order.shape[0]
+        new: dict[str, list[LSTMState]] = {}
+        for direction, finals in (("forward", forward_final), ("backward", backward_final)):
+            layers = []
+            for k, (h, c) in enumerate(finals):
+                h = h.detach().float()
+                c = c.detach().float()
+                h_rows = torch.empty_like(h)
+                c_rows = torch.empty_like(c)
+                h_rows[order] = h  # back to batch-row order
+                c_rows[order] = c
+                if self._states is not None:
+                    old_h, old_c = self._states[direction][k]
+                    if old_h.shape[0] > batch_size:
+                        h_rows = torch.cat([h_rows, old_h[batch_size:]])
+                        c_rows = torch.cat([c_rows, old_c[batch_size:]])
+                layers.append((h_rows, c_rows))
+            new[direction] = layers
+        self._states = new
+
+
+def _check_mask(mask: object, char_ids: torch.Tensor) -> torch.Tensor:
+    if not isinstance(mask, torch.Tensor) or tuple(mask.shape) != tuple(char_ids.shape[:2]):
+        shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise ValueError(f"mask must be a [batch, tokens] = {tuple(char_ids.shape[:2])} tensor; got {shape}.")
+    return mask.bool()

@@ -1,0 +1,144 @@
+"""The char CNN: the context-independent token encoder whose output is biLM layer 0.
+
+Character embedding -> one convolution bank per filter width, max-pooled over the
+character axis -> activation -> highway layers -> linear projection to `projection_dim`
+(docs/bilm_tf.md §3; Peters et al. 2018, section 3.1; Kim et al. 2016).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .characters import CHAR_ID_OFFSET, PADDING_CHARACTER
+from .highway import Highway
+from .options import BiLMOptions
+from .precision import bf16_linear, bf16_weight, cpu_bf16_active
+
+__all__ = ["BLOCK_TOKENS", "HIGHWAY_BLOCK_TOKENS", "TRAIN_BLOCK_TOKENS", "CharCNN"]
+
+BLOCK_TOKENS = 32
+"""Tokens per block of the convolutions without a gradient (see `CharCNN.forward`)."""
+
+TRAIN_BLOCK_TOKENS = 1024
+"""Tokens per block of the convolutions when a gradient flows (see `CharCNN.forward`)."""
+
+PADDING_ID = PADDING_CHARACTER + CHAR_ID_OFFSET
+"""The id of the padding character that fills a token's slots after its end-of-word mark."""
+
+HIGHWAY_BLOCK_TOKENS = 256
+"""Tokens per block of the highway layers and the projection (see `CharCNN.forward`)."""
+
+
+class CharCNN(nn.Module):
+    """Token vectors from character ids, one token at a time (no context).
+
+    Parameters, with their bilm-tf hdf5 names:
+
+    - `char_embedding` [n_characters - 1, embedding_dim] (`char_embed`): rows for ids
+      1..261. Id 0 marks a padded position and always embeds to zeros; it is a fixed
+      zero row, not a parameter, which is why the published parameter counts use 261
+      rows.
+    - `convolutions[i]` Conv1d(embedding_dim, count_i, width_i) (`CNN/W_cnn_i`, `b_cnn_i`).
+    - `highway` (`CNN_high_k`), see `Highway`.
+    - `projection` Linear(F, projection_dim) (`CNN_proj`). As in bilm-tf it exists only
+      when F != projection_dim (true for every published model); otherwise it is the
+      identity.
+
+    Shape:
+        char_ids: [num_tokens, max_characters_per_token] int64 -> [num_tokens, projection_dim]
+    """
+
+    def __init__(self, options: BiLMOptions) -> None:
+        super().__init__()
+        cc = options.char_cnn
+        self.max_characters_per_token = cc.max_characters_per_token
+        self.n_characters = cc.n_characters
+        self.char_embedding = nn.Parameter(torch.empty(cc.n_characters - 1, cc.embedding_dim))
+        self.reset_parameters()
+        self.convolutions = nn.ModuleList(nn.Conv1d(cc.embedding_dim, count, width) for width, count in cc.filters)
+        self.activation = cc.activation
+        self.highway = Highway(cc.n_filters, cc.n_highway)
+        projection_dim = options.lstm.projection_dim
+        self.projection: nn.Module = (
+            nn.Linear(cc.n_filters, projection_dim) if cc.n_filters != projection_dim else nn.Identity()
+        )
+
+    def reset_parameters(self) -> None:
+        """Draw `char_embedding` afresh, uniform in [-1, 1] (bilm-tf's initialiser).
+
+        Covers the char CNN's own parameter only; its convolutions, highway and
+        projection are torch modules with their own initialisation.
+        """
+        nn.init.uniform_(self.char_embedding, -1.0, 1.0)
+
+    def embedding_table(self) -> torch.Tensor:
+        """The full [n_characters, embedding_dim] table, with the zero row for id 0."""
+        zero = self.char_embedding.new_zeros(1, self.char_embedding.shape[1])
+        return torch.cat([zero, self.char_embedding], dim=0)
+
+    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        table = self.embedding_table()
+        if torch.is_grad_enabled() and char_ids.shape[0]:
+            return self._encode_for_training(table, char_ids)
+        bf16 = cpu_bf16_active(table)  # bf16 products, float32 results (elmo_core.model.precision)
+        # Every token is encoded on its own, so the tokens can go in blocks. The
+        # convolutions go BLOCK_TOKENS at a time: a bank's full output is
+        # [tokens, count, chars - width + 1] before the max-pool (180 kB per token for the
+        # original model's width-7 bank), so a block bounds it at about 6 MB whatever the
+        # batch. The highway and projection go HIGHWAY_BLOCK_TOKENS at a time: their
+        # weights (32 MB per highway layer of the original model) are read once per block,
+        # so small blocks cost a full read of them per 32 tokens (measured: half the char
+        # CNN's time), while the highway's [tokens, 2F] output is 16 kB per token.
+        features = torch.cat([self._convolve(table, block, bf16) for block in char_ids.split(BLOCK_TOKENS)])
+        return torch.cat([self._project(block, bf16) for block in features.split(HIGHWAY_BLOCK_TOKENS)])
+
+    def _encode_for_training(self, table: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
+        """`forward` with a gradient: the same values, over fewer character slots.
+
+        Every slot after a token's end-of-word mark holds the padding character, so every
+        window that starts at or after the longest token's last real slot (`longest`)
+        sees the same `width` padding characters and gives the same value. Cutting the
+        slots to `longest + max width` keeps every window that overlaps a real character
+        and one all-padding window per bank: the max-pool, and so the output and its
+        gradient, are those of all `max_characters_per_token` slots (up to float
+        rounding), for 2-3x less convolution on real text (words of 5-15 bytes). The
+        blocks are larger than without a gradient: under autograd the max-pool keeps
+        only its argmax per filter, so a bank's full output is transient either way, and
+        fewer, larger blocks cost fewer operator launches forward and backward.
+        """
+        longest = int((char_ids != PADDING_ID).sum(dim=1).max())  # real slots, marks included
+        widest = max(conv.kernel_size[0] for conv in self.convolutions)
+        char_ids = char_ids[:, : min(char_ids.shape[1], longest + widest)]  # [tokens, kept chars]
+        blocks = char_ids.split(TRAIN_BLOCK_TOKENS)
+        return torch.cat([self._project(self._convolve(table, block, False), False) for block in blocks])
+
+    def _convolve(self, table: torch.Tensor, char_ids: torch.Tensor, bf16: bool) -> torch.Tensor:
+        """Char embedding, convolutions, max-pool and activation. Shape: [tokens, chars] -> [tokens, F]"""
+        x = F.embedding(char_ids, table)  # [tokens, chars, E]
+        x = x.transpose(1, 2)  # [tokens, E, chars]: Conv1d wants channels first
+        if bf16:
+            x = x.to(torch.bfloat16)
+        grad = torch.is_grad_enabled()
+        pooled = []
+        for conv in self.convolutions:
+            # Max over all `chars - width + 1` windows, padding-char slots included,
+            # then the activation (TF order; both are monotone, so order is immaterial).
+            if bf16:  # the bias is the same in every window: added after the max, in float32
+                y = F.conv1d(x, bf16_weight(conv.weight)).amax(dim=2).float() + conv.bias
+            elif grad:
+                # With a gradient, `max` (which keeps the argmax for its backward) rather than
+                # `amax` (whose backward compares the whole bank output with the max again).
+                y = conv(x).max(dim=2).values  # [tokens, count]
+            else:
+                y = conv(x).amax(dim=2)  # [tokens, count]
+            pooled.append(torch.relu(y) if self.activation == "relu" else torch.tanh(y))
+        return torch.cat(pooled, dim=1)  # [tokens, F]
+
+    def _project(self, features: torch.Tensor, bf16: bool) -> torch.Tensor:
+        """Highway layers, then the projection. Shape: [tokens, F] -> [tokens, P]"""
+        highway = self.highway(features)
+        if bf16 and isinstance(self.projection, nn.Linear):
+            return bf16_linear(highway, self.projection)
+        return self.projection(highway)

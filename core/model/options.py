@@ -1,0 +1,285 @@
+"""biLM hyperparameters, with the key names of bilm-tf's `options.json`.
+
+The published models ship an `options.json` such as::
+
+    {"lstm": {"use_skip_connections": true, "projection_dim": 512, "cell_clip": 3,
+              "proj_clip": 3, "dim": 4096, "n_layers": 2},
+     "char_cnn": {"activation": "relu", "filters": [[1, 32], [2, 32], ...],
+                  "n_highway": 2, "embedding": {"dim": 16}, "n_characters": 262,
+                  "max_characters_per_token": 50}}
+
+`BiLMOptions.from_dict` reads exactly that (`elmo_core.read_options` reads the file), `to_dict` / `to_json` write it
+back, and `validate()` is the one place that checks it. Keys are never renamed.
+Training-only keys that bilm-tf writes beside these (`n_tokens_vocab`, `dropout`,
+`unroll_steps`, ...) are kept in `extra` so that a file survives a round trip.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .checks import check_int
+from .errors import OptionsError
+
+__all__ = ["BiLMOptions", "CharCNNOptions", "LSTMOptions", "PUBLISHED_OPTIONS"]
+
+_ACTIVATIONS = ("relu", "tanh")
+
+
+@dataclass(frozen=True)
+class CharCNNOptions:
+    """The context-independent token encoder (docs/bilm_tf.md §3).
+
+    Attributes:
+        embedding_dim: Size of each character embedding (`embedding.dim`; 16 in every
+            published model, 4 in the AllenNLP fixture).
+        filters: `(width, count)` per convolution bank, in file order. The published
+            models use widths 1..7 with 2048 filters in total.
+        n_highway: Number of highway layers (2 for the original model, 1 for small
+            and medium). 0 is allowed and means none.
+        n_characters: Size of the character vocabulary including the padding id 0:
+            262 at inference. bilm-tf's training files say 261 (it had no padding id);
+            that value is accepted and read as 262.
+        max_characters_per_token: Character slots per token, including the
+            begin/end-of-word markers (50; so at most 48 UTF-8 bytes of a word are seen).
+        activation: `"relu"` (all published models) or `"tanh"`, applied after
+            max-pooling each bank.
+    """
+
+    embedding_dim: int = 16
+    filters: tuple[tuple[int, int], ...] = (
+        (1, 32),
+        (2, 32),
+        (3, 64),
+        (4, 128),
+        (5, 256),
+        (6, 512),
+        (7, 1024),
+    )
+    n_highway: int = 2
+    n_characters: int = 262
+    max_characters_per_token: int = 50
+    activation: str = "relu"
+
+    @property
+    def n_filters(self) -> int:
+        """Total number of convolution filters F (the char CNN's output width)."""
+        return sum(count for _, count in self.filters)
+
+
+@dataclass(frozen=True)
+class LSTMOptions:
+    """The two LSTM stacks (docs/bilm_tf.md §4 and §5).
+
+    Attributes:
+        dim: Memory cell size D (4096 original, 2048 medium, 1024 small).
+        projection_dim: Size P of each direction's projected output; ELMo vectors have
+            `2 * projection_dim` values.
+        n_layers: LSTM layers per direction (2 in every published model).
+        cell_clip: The memory cell is clipped to [-cell_clip, cell_clip] at every step
+            (3). 0 or None disables the clip.
+        proj_clip: The projected output is clipped likewise (3). 0 or None disables it.
+        use_skip_connections: Residual connection around every layer but the first.
+            Required by AllenNLP; bilm-tf also supports models without it.
+    """
+
+    dim: int = 4096
+    projection_dim: int = 512
+    n_layers: int = 2
+    cell_clip: float | None = 3.0
+    proj_clip: float | None = 3.0
+    use_skip_connections: bool = True
+
+
+@dataclass(frozen=True)
+class BiLMOptions:
+    """All hyperparameters of a biLM, as in bilm-tf's `options.json`.
+
+    The defaults are the original model (`elmo_2x4096_512_2048cnn_2xhighway`).
+    Construct from a file with `read_options(path)`; a constructor never reads
+    files. Instances are frozen; use `dataclasses.replace` to derive a variant.
+    """
+
+    char_cnn: CharCNNOptions = field(default_factory=CharCNNOptions)
+    lstm: LSTMOptions = field(default_factory=LSTMOptions)
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        """Check every option; raise `OptionsError` naming the key, the value and a fix."""
+        cc, lstm = self.char_cnn, self.lstm
+        check_int("char_cnn.embedding.dim", cc.embedding_dim, error=OptionsError)
+        check_int("char_cnn.max_characters_per_token", cc.max_characters_per_token, error=OptionsError)
+        if cc.max_characters_per_token < 3:
+            raise OptionsError(
+                "char_cnn.max_characters_per_token must be at least 3 (begin-of-word, one "
+                f"byte, end-of-word); got {cc.max_characters_per_token}. The published models use 50."
+            )
+        if cc.n_characters != 262:
+            raise OptionsError(
+                f"char_cnn.n_characters must be 262 (256 bytes, 5 markers, padding id 0); got "
+                f"{cc.n_characters!r}. bilm-tf training files say 261; from_dict() reads that as 262."
+            )
+        check_int("char_cnn.n_highway", cc.n_highway, minimum=0, error=OptionsError)
+        if cc.activation not in _ACTIVATIONS:
+            raise OptionsError(f"char_cnn.activation must be one of {_ACTIVATIONS}; got {cc.activation!r}.")
+        if not cc.filters:
+            raise OptionsError("char_cnn.filters must list at least one [width, count] bank; got [].")
+        for k, bank in enumerate(cc.filters):
+            if len(bank) != 2:
+                raise OptionsError(f"char_cnn.filters[{k}] must be [width, count]; got {list(bank)!r}.")
+            width, count = bank
+            check_int(f"char_cnn.filters[{k}] width", width, error=OptionsError)
+            check_int(f"char_cnn.filters[{k}] count", count, error=OptionsError)
+            if width > cc.max_characters_per_token:
+                raise OptionsError(
+                    f"char_cnn.filters[{k}] is {width} characters wide, wider than "
+                    f"max_characters_per_token={cc.max_characters_per_token}."
+                )
+        check_int("lstm.dim", lstm.dim, error=OptionsError)
+        check_int("lstm.projection_dim", lstm.projection_dim, error=OptionsError)
+        check_int("lstm.n_layers", lstm.n_layers, error=OptionsError)
+        for name, value in (("lstm.cell_clip", lstm.cell_clip), ("lstm.proj_clip", lstm.proj_clip)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value)
+            ):
+                raise OptionsError(f"{name} must be a finite number >= 0 or null; got {value!r}.")
+        if not isinstance(lstm.use_skip_connections, bool):
+            raise OptionsError(f"lstm.use_skip_connections must be true or false; got {lstm.use_skip_connections!r}.")
+
+    # ------------------------------------------------------------------ derived sizes
+    @property
+    def output_dim(self) -> int:
+        """Width of every biLM layer and of the ELMo vectors: `2 * projection_dim`."""
+        return 2 * self.lstm.projection_dim
+
+    @property
+    def num_layers(self) -> int:
+        """Number of output layers a model returns: `n_layers + 1` (layer 0 = token layer, then each LSTM layer).
+
+        Everywhere in elmo-bilm, `num_layers` means this count of output layers; the
+        number of LSTM layers is the option `n_layers`, and of highway layers `n_highway`.
+        """
+        return self.lstm.n_layers + 1
+
+    # ------------------------------------------------------------------ (de)serialisation
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BiLMOptions:
+        """Read a parsed bilm-tf `options.json` (or a model folder's `config.json`).
+
+        Raises:
+            OptionsError: if a required key is missing or has the wrong type.
+        """
+        if not isinstance(data, dict):
+            raise OptionsError(f"options must be a JSON object; got {type(data).__name__}.")
+        for section in ("lstm", "char_cnn"):
+            if not isinstance(data.get(section), dict):
+                raise OptionsError(
+                    f"options must have a '{section}' object, as bilm-tf's options.json does; "
+                    f"found keys {sorted(data)}."
+                )
+        cc, lstm = dict(data["char_cnn"]), dict(data["lstm"])
+        try:
+            embedding = cc.pop("embedding")
+            n_characters = cc.pop("n_characters")
+            char_cnn = CharCNNOptions(
+                embedding_dim=embedding["dim"],
+                filters=tuple(tuple(bank) for bank in cc.pop("filters")),
+                n_highway=cc.pop("n_highway"),
+                n_characters=262 if n_characters == 261 else n_characters,
+                max_characters_per_token=cc.pop("max_characters_per_token"),
+                activation=cc.pop("activation"),
+            )
+            lstm_options = LSTMOptions(
+                dim=lstm.pop("dim"),
+                projection_dim=lstm.pop("projection_dim"),
+                n_layers=lstm.pop("n_layers"),
+                cell_clip=_clip(lstm.pop("cell_clip", None)),
+                proj_clip=_clip(lstm.pop("proj_clip", None)),
+                use_skip_connections=lstm.pop("use_skip_connections", False),
+            )
+        except KeyError as err:
+            raise OptionsError(
+                f"options are missing the key {err.args[0]!r}; bilm-tf's options.json has "
+                "lstm.{dim, projection_dim, n_layers, cell_clip, proj_clip, use_skip_connections} and "
+                "char_cnn.{embedding.dim, filters, n_highway, n_characters, max_characters_per_token, activation}."
+            ) from None
+        except TypeError as err:
+            raise OptionsError(f"options have a value of the wrong type: {err}") from None
+        extra = {k: v for k, v in data.items() if k not in ("lstm", "char_cnn")}
+        if cc:
+            extra["char_cnn"] = cc
+        if lstm:
+            extra["lstm"] = lstm
+        return cls(char_cnn=char_cnn, lstm=lstm_options, extra=extra)
+
+    def to_dict(self, *, include_extra: bool = True) -> dict[str, Any]:
+        """The bilm-tf `options.json` object (plus preserved extra keys)."""
+        cc, lstm = self.char_cnn, self.lstm
+        out: dict[str, Any] = {
+            "lstm": {
+                "use_skip_connections": lstm.use_skip_connections,
+                "projection_dim": lstm.projection_dim,
+                "cell_clip": lstm.cell_clip,
+                "proj_clip": lstm.proj_clip,
+                "dim": lstm.dim,
+                "n_layers": lstm.n_layers,
+            },
+            "char_cnn": {
+                "activation": cc.activation,
+                "filters": [list(bank) for bank in cc.filters],
+                "n_highway": cc.n_highway,
+                "embedding": {"dim": cc.embedding_dim},
+                "n_characters": cc.n_characters,
+                "max_characters_per_token": cc.max_characters_per_token,
+            },
+        }
+        if include_extra:
+            for key, value in self.extra.items():
+                if key in out:
+                    out[key] = {**value, **out[key]}
+                else:
+                    out[key] = value
+        return out
+
+    def to_json(self, path: str | Path | None = None, *, include_extra: bool = True) -> str:
+        """Serialise as bilm-tf `options.json`; also write it to `path` when given."""
+        text = json.dumps(self.to_dict(include_extra=include_extra), indent=2) + "\n"
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    def replace(self, **changes: Any) -> BiLMOptions:
+        """A copy with `char_cnn`/`lstm`/`extra` replaced (see `dataclasses.replace`)."""
+        return replace(self, **changes)
+
+
+def _clip(value: Any) -> float | None:
+    # bilm-tf and AllenNLP both treat a clip of 0/None as "no clip".
+    if value is None or value == 0:
+        return None
+    return value
+
+
+def _published(dim: int, projection_dim: int, n_highway: int) -> BiLMOptions:
+    return BiLMOptions(
+        char_cnn=CharCNNOptions(n_highway=n_highway),
+        lstm=LSTMOptions(dim=dim, projection_dim=projection_dim),
+    )
+
+
+PUBLISHED_OPTIONS: dict[str, BiLMOptions] = {
+    # docs/bilm_tf.md §10; parameter counts 93,600,848 / 93,600,848 / 28,027,728 / 13,593,296.
+    "original": _published(4096, 512, 2),
+    "original_5.5B": _published(4096, 512, 2),
+    "medium": _published(2048, 256, 1),
+    "small": _published(1024, 128, 1),
+}
+"""Options of the four published AllenNLP/bilm-tf models, by short name."""

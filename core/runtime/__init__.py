@@ -1,0 +1,87 @@
+"""The inference runtime: how the model runs on this machine.
+
+The recurrence paths and the thread rule (`Recurrence`, `attach_runtime`), the layer-0
+and feature caches, batching by a token budget, the windowed inference loop, the
+embedding drivers (`embed_sentences`, `iter_embeddings`), int8 quantization, bf16
+autocast choice, memory release and torch.distributed setup. Imports the model only.
+"""
+
+from __future__ import annotations
+
+from .attach import attach_runtime, has_runtime, set_token_cache
+from .batching import batches_by_token_budget
+from .distributed import init_distributed
+from .embedding import DEFAULT_BATCH_TOKENS, LAYER_CHOICES, check_layers, embed_sentences, iter_embeddings
+from .feature_cache import CacheStats, FeatureCache
+from .memory import MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD, release_free_memory, use_mmap_for_large_blocks
+from .paired_bptt import paired_training_stacks
+from .quantization import is_quantized, quantize_int8, quantize_linear_layers
+from .recurrence import (
+    RECURRENCES,
+    CapturedRecurrence,
+    Recurrence,
+    bucket_shape,
+    paired_stacks,
+    resolve_recurrence,
+    set_recurrence,
+)
+from .threads import (
+    SIDE_BY_SIDE_MIN_WEIGHTS,
+    ThreadPolicy,
+    choose_threads,
+    directions_side_by_side,
+    forward_threads,
+    other_load,
+    run_side_by_side,
+    set_thread_policy,
+    thread_policy,
+    usable_cpus,
+)
+from .token_cache import DEFAULT_TOKEN_CACHE_WORDS, TokenCache, float64_sum, parameter_fingerprint
+from .windows import RunBatch, run_in_windows
+
+__all__ = [
+    "attach_runtime",
+    "batches_by_token_budget",
+    "bucket_shape",
+    "CacheStats",
+    "CapturedRecurrence",
+    "check_layers",
+    "choose_threads",
+    "DEFAULT_BATCH_TOKENS",
+    "DEFAULT_TOKEN_CACHE_WORDS",
+    "directions_side_by_side",
+    "embed_sentences",
+    "FeatureCache",
+    "float64_sum",
+    "forward_threads",
+    "has_runtime",
+    "init_distributed",
+    "is_quantized",
+    "iter_embeddings",
+    "LAYER_CHOICES",
+    "MMAP_THRESHOLD",
+    "other_load",
+    "paired_stacks",
+    "paired_training_stacks",
+    "parameter_fingerprint",
+    "quantize_int8",
+    "quantize_linear_layers",
+    "Recurrence",
+    "RECURRENCES",
+    "release_free_memory",
+    "resolve_recurrence",
+    "run_in_windows",
+    "run_side_by_side",
+    "RunBatch",
+    "set_recurrence",
+    "set_thread_policy",
+    "set_token_cache",
+    "SIDE_BY_SIDE_MIN_WEIGHTS",
+    "thread_policy",
+    "ThreadPolicy",
+    "TokenCache",
+    "TRAIN_MMAP_THRESHOLD",
+    "usable_cpus",
+    "use_mmap_for_large_blocks",
+]

@@ -1,0 +1,71 @@
+"""Handing a model its inference runtime: the recurrence path, the thread rule, the layer-0 cache.
+
+The model (`elmo_core.model`) is the computation alone: a `BiLM` built by itself runs the
+step loop with torch's threads and no cache. Every loader and face of this project gives
+it the runtime with `attach_runtime` (`load_model_folder`, `load_elmo`, hf_elmo's
+`ElmoModel`, the spaCy component, the trainer), and `embed_sentences` does for a model
+that has none yet. None of these changes a value: each path equals the step loop up to
+float rounding (`elmo_core.runtime.recurrence`), and the cache returns the char CNN's own
+vectors (`elmo_core.runtime.token_cache`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..model.bilm import BiLM
+from ..model.checks import check_int
+from .recurrence import Recurrence
+from .token_cache import DEFAULT_TOKEN_CACHE_WORDS, TokenCache
+
+__all__ = ["attach_runtime", "has_runtime", "set_token_cache"]
+
+
+def attach_runtime(
+    module: torch.nn.Module, *, recurrence: str = "auto", token_cache_words: int = DEFAULT_TOKEN_CACHE_WORDS
+) -> torch.nn.Module:
+    """Hand every `BiLM` inside `module` a `Recurrence(recurrence)` and a fresh layer-0 cache.
+
+    Args:
+        module: An `Elmo`, `BiLM`, `BiLMLanguageModel` or anything containing a `BiLM`.
+        recurrence: One of `RECURRENCES` ("auto": see `elmo_core.runtime.recurrence`).
+        token_cache_words: Bound of each biLM's `TokenCache` in word types; 0: no cache.
+
+    Returns:
+        `module`, changed in place.
+
+    Raises:
+        ValueError: for an unknown recurrence or a bad `token_cache_words`.
+    """
+    Recurrence(recurrence)  # both settings are checked before any biLM changes
+    _check_words(token_cache_words)
+    for bilm in _bilms(module):
+        bilm.recurrence = Recurrence(recurrence)  # one each: captured graphs are per model
+        bilm.token_cache = TokenCache(token_cache_words) if token_cache_words else None
+    return module
+
+
+def set_token_cache(module: torch.nn.Module, max_words: int) -> torch.nn.Module:
+    """Replace the layer-0 cache of every `BiLM` inside `module` by an empty one of
+    `max_words` word types (0: none).
+
+    Raises:
+        ValueError: if `max_words` is not an integer >= 0.
+    """
+    _check_words(max_words)
+    for bilm in _bilms(module):
+        bilm.token_cache = TokenCache(max_words) if max_words else None
+    return module
+
+
+def has_runtime(module: torch.nn.Module) -> bool:
+    """Whether every `BiLM` inside `module` has been handed a recurrence."""
+    return all(bilm.recurrence is not None for bilm in _bilms(module))
+
+
+def _bilms(module: torch.nn.Module) -> list[BiLM]:
+    return [m for m in module.modules() if isinstance(m, BiLM)]
+
+
+def _check_words(value: object) -> None:
+    check_int("token_cache_words", value, minimum=0, meaning="0 switches the cache off")

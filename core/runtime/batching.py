@@ -1,0 +1,57 @@
+"""Batching by a token budget after sorting by length.
+
+Sorting first keeps padding small; the budget bounds the size of every tensor a batch
+creates, whatever the number of sentences in the call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..model.checks import check_int
+
+__all__ = ["batches_by_token_budget"]
+
+
+def batches_by_token_budget(
+    lengths: Sequence[int],
+    max_tokens: int,
+    *,
+    max_batch_size: int | None = None,
+    tokens_per_sentence_extra: int = 2,
+) -> list[list[int]]:
+    """Group sentence indices into batches of at most `max_tokens` padded positions.
+
+    Sentences are sorted longest first (stable, so equal lengths keep their input
+    order) and cut greedily. A batch's cost is `rows * (longest + extra)`, where
+    `extra` = 2 counts the `<S>`/`</S>` positions the biLM adds. A sentence longer than
+    the budget gets a batch of its own.
+
+    Args:
+        lengths: Token count of each sentence.
+        max_tokens: Budget of padded positions per batch (> 0).
+        max_batch_size: Optional cap on sentences per batch.
+
+    Returns:
+        Lists of indices into `lengths`; every index appears exactly once.
+
+    Raises:
+        ValueError: if `max_tokens` or `max_batch_size` is not a positive integer.
+    """
+    check_int("max_tokens", max_tokens)
+    check_int("max_batch_size", max_batch_size, none_ok=True)
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in order:
+        cost = lengths[i] + tokens_per_sentence_extra
+        full = max_batch_size is not None and len(current) >= max_batch_size
+        if current and (full or max(longest, cost) * (len(current) + 1) > max_tokens):
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, cost)
+    if current:
+        batches.append(current)
+    return batches

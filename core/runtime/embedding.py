@@ -1,0 +1,267 @@
+"""Tokenised sentences in, numpy vectors out: the convenience path for inference."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from ..model.characters import check_sentences, words_to_char_ids
+from ..model.checks import check_int
+from ..model.precision import check_cpu_bf16
+from ..model.windows import DEFAULT_WINDOW_TOKENS, check_window_settings
+from .attach import attach_runtime, has_runtime
+from .quantization import is_quantized
+from .windows import RunBatch, run_in_windows
+
+if TYPE_CHECKING:
+    from ..model.elmo import Elmo
+
+__all__ = [
+    "embed_sentences",
+    "iter_embeddings",
+    "check_layers",
+    "LAYER_CHOICES",
+    "DEFAULT_BATCH_TOKENS",
+    "DEFAULT_WINDOW_TOKENS",
+]
+
+DEFAULT_BATCH_TOKENS = 4096
+"""Default budget of padded positions per batch (about 0.3 GB of LSTM pre-activations
+for the original model's shape; lower it on small machines, raise it on a GPU)."""
+
+LAYER_CHOICES = ("all", "top", "average", "mix")
+
+
+def check_layers(layers: object, num_layers: int, num_mixes: int) -> None:
+    """Raise `ValueError` unless `layers` is one of LAYER_CHOICES or a layer index 0..L.
+
+    Negative indices are refused rather than read Python's way, so that no sentinel
+    can silently select a different layer (a user passing -1 for "the top layer" of a
+    model whose last index means something else would get the wrong one without notice).
+    """
+    valid = f"'all', 'top', 'average', 'mix' or a layer index 0..{num_layers - 1}"
+    if isinstance(layers, str):
+        if layers not in LAYER_CHOICES:
+            raise ValueError(f"layers must be {valid}; got {layers!r}.")
+        if layers == "mix" and num_mixes == 0:
+            raise ValueError(
+                "layers='mix' needs a model with at least one scalar mix "
+                "(num_output_representations >= 1); use 'all', 'top' or 'average'."
+            )
+        return
+    if isinstance(layers, bool) or not isinstance(layers, (int, np.integer)):
+        raise ValueError(f"layers must be {valid}; got {layers!r} ({type(layers).__name__}).")
+    if not 0 <= int(layers) < num_layers:
+        why = " Negative indices are not accepted." if int(layers) < 0 else f" This model has {num_layers} layers."
+        raise ValueError(f"layers must be {valid}; got {layers!r}.{why}")
+
+
+def iter_embeddings(
+    model: Elmo,
+    sentences: Sequence[Sequence[str]],
+    *,
+    layers: str | int = "all",
+    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    batch_size: int | None = None,
+    device: str | torch.device | None = None,
+    autocast_dtype: torch.dtype | None = None,
+    window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+    window_context: int | None = None,
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Yield `(index, vectors)` for every sentence, batch by batch (not in input order).
+
+    A model that was never handed its runtime (built as `Elmo(options)`) is given the
+    default one first (`attach_runtime`: the recurrence path, the thread rule, a layer-0
+    cache), as every loader does; no value changes.
+
+    Memory is bounded by one batch, whatever the number of sentences, and by one
+    window, whatever their length (plus the vectors of a long sentence being
+    assembled); freed memory is handed back to the OS after every batch
+    (`elmo_core.runtime.windows.run_in_windows`), so it stays flat over a long run. See
+    `embed_sentences` for the arguments and shapes.
+    """
+    _check_arguments(model, sentences, layers, batch_tokens, batch_size)
+    if not has_runtime(model):  # a model built by hand: the runtime every loader gives (no value changes)
+        attach_runtime(model)
+    if is_quantized(model):
+        _check_int8_use(model, device, autocast_dtype)
+    if device is not None:
+        model.to(device)
+    precision = _autocast(next(model.parameters()).device, autocast_dtype)
+    window_tokens = check_window_settings(window_tokens, window_context)
+    run_batch = _batch_runner(model, layers, precision)
+    _enter_eval(model)
+    try:
+        with torch.inference_mode():
+            yield from run_in_windows(
+                sentences,
+                run_batch,
+                batch_tokens=batch_tokens,
+                batch_size=batch_size,
+                window_tokens=window_tokens,
+                window_context=window_context,
+            )
+    finally:
+        _leave_eval(model)
+
+
+def _check_arguments(model: Elmo, sentences: object, layers: object, batch_tokens: object, batch_size: object) -> None:
+    check_sentences(sentences)
+    check_layers(layers, model.num_layers, len(model.scalar_mixes))
+    if model.bilm.stateful:
+        raise ValueError(
+            "embed() sorts sentences by length, which would scramble the LSTM states a "
+            "stateful model carries between batch rows. Call the model on your own batches "
+            "in stateful mode, or build it with stateful=False (the default)."
+        )
+    check_int("batch_tokens", batch_tokens)
+    if batch_size is not None:
+        check_int("batch_size", batch_size)
+
+
+def _batch_runner(model: Elmo, layers: str | int, precision: contextlib.AbstractContextManager) -> RunBatch:
+    """The `run_batch` of `run_in_windows` for `model`: token lists -> the chosen layers.
+
+    Shape:
+        returns float32 numpy [batch, n_layers + 1, tokens, dim] for "all", else
+        [batch, tokens, dim] (tokens = the batch's longest row)
+    """
+    C = model.options.char_cnn.max_characters_per_token
+
+    def run_batch(texts: list[Sequence[str]]) -> np.ndarray:
+        char_ids, mask = words_to_char_ids(texts, C)
+        with precision:
+            # The scalar mixes only when asked for: for the other choices they would be
+            # computed and thrown away.
+            out = model(char_ids, mask) if layers == "mix" else model.bilm(char_ids, mask)
+        if layers == "all":
+            result = out.activations.transpose(0, 1)  # [batch, layers, tokens, dim]
+        elif layers == "top":
+            result = out.activations[-1]
+        elif layers == "average":
+            result = out.activations.mean(dim=0)
+        elif layers == "mix":
+            result = out.representations[0]
+        else:
+            result = out.activations[int(layers)]
+        return result.float().cpu().numpy()  # `out` and the inputs are freed on return
+
+    return run_batch
+
+
+# Calls to iter_embeddings running on each model (from any thread), and the mode to put
+# back when the last one ends. Switching a shared model to eval() and back per call
+# raced: a second thread could read the first one's eval() as the caller's mode, or
+# run in training mode (dropout on) after the first one restored it.
+_MODE_LOCK = threading.Lock()
+_RUNNING: weakref.WeakKeyDictionary[torch.nn.Module, list] = weakref.WeakKeyDictionary()
+
+
+def _enter_eval(model: torch.nn.Module) -> None:
+    with _MODE_LOCK:
+        entry = _RUNNING.setdefault(model, [0, model.training])
+        entry[0] += 1
+        model.eval()
+
+
+def _leave_eval(model: torch.nn.Module) -> None:
+    with _MODE_LOCK:
+        entry = _RUNNING[model]
+        entry[0] -= 1
+        if entry[0] == 0:
+            del _RUNNING[model]
+            model.train(entry[1])
+
+
+def _check_int8_use(model: torch.nn.Module, device: object, autocast_dtype: object) -> None:
+    """int8 layers run on the CPU in float32 only: say so before torch fails deep inside."""
+    parameter = next(model.parameters())
+    target = torch.device(device) if device is not None else parameter.device
+    if target.type != "cpu" or parameter.dtype != torch.float32 or autocast_dtype is not None:
+        raise ValueError(
+            f"this model is int8-quantised (quantize_int8), which runs on the CPU in float32 only; "
+            f"asked for device {target}, dtype {parameter.dtype}, autocast {autocast_dtype}. On a GPU "
+            "use the float32 model with autocast_dtype=torch.bfloat16 instead."
+        )
+
+
+def _autocast(device: torch.device, dtype: torch.dtype | None):
+    """A `torch.autocast` context for `dtype`, or a no-op one for None."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    if dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(f"autocast_dtype must be torch.bfloat16, torch.float16 or None; got {dtype!r}.")
+    if device.type == "cpu" and dtype == torch.bfloat16:
+        check_cpu_bf16()  # bf16 products with float32 state where the CPU has them (elmo_core.model.precision)
+    return torch.autocast(device.type, dtype=dtype)
+
+
+def embed_sentences(
+    model: Elmo,
+    sentences: Sequence[Sequence[str]],
+    *,
+    layers: str | int = "all",
+    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    batch_size: int | None = None,
+    device: str | torch.device | None = None,
+    autocast_dtype: torch.dtype | None = None,
+    window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+    window_context: int | None = None,
+) -> list[np.ndarray]:
+    """ELMo vectors for tokenised sentences, one float32 CPU array per sentence, in order.
+
+    Runs in eval mode under `torch.inference_mode`, batching by a token budget after sorting by
+    length. A sentence's vectors do not depend on the batching (the default model is stateless).
+
+    Args:
+        model: An `Elmo` (stateless).
+        sentences: Lists of token strings; empty lists give empty arrays.
+        layers: `"all"` -> [n_layers + 1, tokens, dim]; `"top"` (last LSTM layer),
+            `"average"` (mean of all layers), `"mix"` (the first scalar mix) or a layer
+            index `k` in 0..n_layers -> [tokens, dim]. Layer 0 is the char CNN layer.
+        batch_tokens: Budget of padded positions per batch (see `batches_by_token_budget`).
+        batch_size: Optional cap on sentences per batch.
+        device: Move the model here first (inputs follow the model).
+        autocast_dtype: Run under `torch.autocast` in this dtype (`torch.bfloat16` or
+            `torch.float16`), e.g. on a GPU: matrix products in half precision, about
+            3 significant digits; outputs are still float32 arrays. None (default):
+            the model's own dtype. On the CPU, `torch.bfloat16` runs the char CNN,
+            highway and LSTM products in bf16 with float32 accumulation, gates and
+            state, on CPUs with AVX512-BF16 or AMX (`elmo_core.model.precision`), and is
+            refused on others, where it would be slower than float32.
+        window_tokens: A sentence longer than this is read in overlapping windows of this many
+            tokens (see `elmo_core.runtime.windows`), so memory does not grow with its length; shorter
+            ones are read whole and are not affected. None (or 0) reads every sentence whole.
+        window_context: Tokens of context on each side of a window's kept tokens
+            (default `window_tokens // 8`).
+
+    Returns:
+        One array per input sentence, float32, dim = 2 * projection_dim.
+
+    Raises:
+        TypeError: if `sentences` is not a list of lists of str.
+        ValueError: for an unknown `layers` value, a bad budget or window, a stateful
+            model, an `autocast_dtype` other than bfloat16/float16, or bfloat16 on a CPU
+            without native bf16.
+    """
+    check_sentences(sentences)
+    out: list[np.ndarray | None] = [None] * len(sentences)
+    for i, vectors in iter_embeddings(
+        model,
+        sentences,
+        layers=layers,
+        batch_tokens=batch_tokens,
+        batch_size=batch_size,
+        device=device,
+        autocast_dtype=autocast_dtype,
+        window_tokens=window_tokens,
+        window_context=window_context,
+    ):
+        out[i] = vectors
+    return out  # type: ignore[return-value]

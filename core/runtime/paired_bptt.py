@@ -1,0 +1,200 @@
+"""Training recurrence: both directions of each clip-free layer in one autograd Function,
+with the backward pass through time written out.
+
+Autograd through the step loop records ~15 small operators per direction, layer and
+step, and replays each backward; most of a CPU training step went to launching them,
+to the casts autocast inserts around each, and to padding and stacking the per-step
+outputs (`benchmarks/bench_train.py`). Here, per layer, both directions run as one
+batched product per step (as in `recurrence.paired_stacks`), the rows sorted longest
+first so that step t runs on the `n_t` rows still going (as the step loop), and the
+backward is the textbook one, with the weight gradients as one large product over all
+steps at the end rather than one small one per step:
+
+    forward, per step t (both directions on a leading axis of 2):
+        z     = pre[:, t, :n] + h @ W_h                  [2, n, 4D]  gate blocks i, f, o, j
+        i, f, o = sigmoid(z[..., :3D]);  j = tanh(z[..., 3D:])
+        c     = f * c + i * j;   g = o * tanh(c);   h = g @ W_P          [2, n, P]
+    backward, per step t from the last:
+        dh    = dout[:, t] + dh_next;   dg = dh @ W_P^T
+        dc    = dc_next + dg * o * (1 - tanh(c)^2)
+        dz    = [dc * j, dc * c_prev, dg * tanh(c)] * s * (1 - s)  ;  dc * i * (1 - j^2)
+        dh_next = dz @ W_h^T;   dc_next = dc * f
+    then dW_h = sum_t h_{t-1}^T dz_t and dW_P = sum_t g_t^T dh_t, each one product.
+
+The products run in the autocast dtype when autocast is on (bf16 on a CPU with
+AVX512-BF16), the cell state and every element-wise operation in float32, forward and
+backward; the step loop under autocast instead keeps the whole state in the autocast
+dtype. Only clip-free cells (`LSTMCellWithProjection.can_fuse`) take this path: with
+clips, `recurrence.py` keeps the autograd loops. Same values as the step loop up to float
+rounding, gradients included (`tests/core/test_paired_bptt.py`).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..model.lstm import FORGET_BIAS, LSTMStack
+from .recurrence import reverse_index
+
+__all__ = ["paired_training_stacks"]
+
+
+def _gate_order(w: torch.Tensor) -> torch.Tensor:
+    """Rows (or entries) in blocks i, j, f, o (bilm-tf) -> i, f, o, j: the three sigmoid
+    blocks side by side, so that one `sigmoid` and one `tanh` cover a step's gates."""
+    i, j, f, o = w.chunk(4, dim=0)
+    return torch.cat([i, f, o, j])
+
+
+def _layer_weights(forward_cell, backward_cell, dtype: torch.dtype):  # noqa: ANN001, ANN202
+    """Both directions' weights stacked on a leading axis of 2, right-hand operands, in
+    gate order i, f, o, j, the forget bias added; differentiable functions of the cells'
+    parameters (autograd carries their gradients back through the stack and the cast).
+
+    Shape: W_x [2, in, 4D], B [2, 1, 4D], W_h [2, P, 4D], W_P [2, D, P], all in `dtype`
+    """
+    cells = (forward_cell, backward_cell)
+    D = forward_cell.dim
+    forget = torch.zeros(4 * D, device=forward_cell.input_linear.bias.device)
+    forget[D : 2 * D] = FORGET_BIAS  # block f in the order i, f, o, j
+    w_x = torch.stack([_gate_order(c.input_linear.weight).t() for c in cells])
+    bias = torch.stack([_gate_order(c.input_linear.bias) + forget for c in cells])[:, None, :]
+    w_h = torch.stack([_gate_order(c.state_linear.weight).t() for c in cells])
+    w_p = torch.stack([c.state_projection.weight.t() for c in cells])
+    return tuple(w.to(dtype) for w in (w_x, bias, w_h, w_p))
+
+
+class _PairedRecurrence(torch.autograd.Function):
+    """The recurrent part of one layer, both directions (see the module docstring).
+
+    Shape: pre [2, steps, batch, 4D], W_h [2, P, 4D], W_P [2, D, P] (one dtype, the
+    products' one) -> out [2, steps, batch, P] in that dtype, zero where a row has ended.
+    `batch_sizes[t]` rows run at step t (rows sorted longest first).
+    """
+
+    @staticmethod
+    def forward(ctx, pre, w_h, w_p, batch_sizes):  # noqa: ANN001, ANN205
+        with torch.autocast(pre.device.type, enabled=False):
+            _, num_steps, batch_size, _ = pre.shape
+            D, P = w_p.shape[1], w_p.shape[2]
+            # Rows past their end are written as zeros step by step (not zero-filled first).
+            out = pre.new_empty(2, num_steps, batch_size, P)
+            gated = pre.new_empty(2, num_steps, batch_size, D)  # g_t, for dW_P
+            h = pre.new_zeros(2, batch_size, P)
+            c = pre.new_zeros(2, batch_size, D, dtype=torch.float32)
+            saved = []  # per step: (sigmoid(i, f, o), tanh(j), c_prev, tanh(c)), float32
+            for t in range(num_steps):
+                n = batch_sizes[t]
+                z = torch.baddbmm(pre[:, t, :n], h[:, :n], w_h).float()  # [2, n, 4D]
+                s = torch.sigmoid(z[..., : 3 * D])  # [2, n, 3D]: i, f, o
+                j = torch.tanh(z[..., 3 * D :])  # [2, n, D]
+                i, f, o = s.chunk(3, dim=-1)
+                c_prev = c[:, :n]
+                c = torch.addcmul(f * c_prev, i, j)  # [2, n, D]
+                tanh_c = torch.tanh(c)
+                g = gated[:, t, :n]
+                g.copy_(o * tanh_c)  # in the products' dtype
+                h = out[:, t, :n]
+                torch.bmm(g, w_p, out=h)  # [2, n, P]
+                if n < batch_size:
+                    out[:, t, n:] = 0
+                    gated[:, t, n:] = 0
+                saved.append((s, j, c_prev, tanh_c))
+        ctx.saved = saved
+        ctx.batch_sizes = batch_sizes
+        ctx.save_for_backward(w_h, w_p, out, gated)
+        return out
+
+    @staticmethod
+    def backward(ctx, d_out):  # noqa: ANN001, ANN205
+        w_h, w_p, out, gated = ctx.saved_tensors
+        saved, batch_sizes = ctx.saved, ctx.batch_sizes
+        with torch.autocast(out.device.type, enabled=False):
+            _, num_steps, batch_size, P = out.shape
+            D = w_p.shape[1]
+            d_pre = out.new_empty(2, num_steps, batch_size, 4 * D)  # dz_t; zero where a row has ended
+            d_h_all = out.new_empty(2, num_steps, batch_size, P)  # dh_t, for dW_P
+            d_h = out.new_zeros(2, batch_size, P, dtype=torch.float32)  # from step t + 1
+            d_c = out.new_zeros(2, batch_size, D, dtype=torch.float32)
+            ds_buffer = out.new_empty(2, batch_size, 3 * D, dtype=torch.float32)
+            w_h_t, w_p_t = w_h.transpose(1, 2), w_p.transpose(1, 2)
+            for t in range(num_steps - 1, -1, -1):
+                n = batch_sizes[t]
+                s, j, c_prev, tanh_c = saved[t]
+                saved[t] = None  # freed as soon as it is used
+                i, f, o = s.chunk(3, dim=-1)
+                dh = d_h_all[:, t, :n]
+                dh.copy_(d_out[:, t, :n] + d_h[:, :n])  # in the products' dtype
+                dg = torch.bmm(dh, w_p_t).float()  # [2, n, D]
+                dc = torch.addcmul(d_c[:, :n], dg * o, 1 - tanh_c * tanh_c)
+                ds = ds_buffer[:, :n]  # [2, n, 3D]: d i, d f, d o
+                torch.mul(dc, j, out=ds[..., :D])
+                torch.mul(dc, c_prev, out=ds[..., D : 2 * D])
+                torch.mul(dg, tanh_c, out=ds[..., 2 * D :])
+                dz = d_pre[:, t, :n]
+                dz[..., : 3 * D] = ds.mul_(s).mul_(1 - s)
+                dz[..., 3 * D :] = (dc * i).mul_(1 - j * j)
+                d_h[:, :n] = torch.bmm(dz, w_h_t)
+                torch.mul(dc, f, out=d_c[:, :n])
+                if n < batch_size:
+                    d_pre[:, t, n:] = 0
+                    d_h_all[:, t, n:] = 0
+            ctx.saved = None
+            h_prev = torch.cat([out.new_zeros(2, 1, batch_size, P), out[:, :-1]], dim=1)  # h_{t-1}
+            d_w_h = torch.bmm(h_prev.view(2, -1, P).transpose(1, 2), d_pre.view(2, -1, 4 * D))  # [2, P, 4D]
+            d_w_p = torch.bmm(gated.view(2, -1, D).transpose(1, 2), d_h_all.view(2, -1, P))  # [2, D, P]
+        return d_pre, d_w_h, d_w_p, None
+
+
+def paired_training_stacks(
+    stacks: tuple[LSTMStack, LSTMStack], tokens: torch.Tensor, lengths: torch.Tensor
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Both clip-free LSTM stacks over a batch, for training (same contract as `paired_stacks`).
+
+    Args:
+        stacks: `(forward_layers, backward_layers)` of a `BiLM`; cells without clips.
+        tokens: Token vectors (layer 0), batch-major, right-padded.
+        lengths: Real positions per row, each >= 1.
+
+    Returns:
+        `(forward outputs, backward outputs)`, one tensor per layer, each time-major
+        [steps, batch, P] in the input's row order and time direction, zero past a row's
+        length, in the autocast dtype under autocast (float32 otherwise); residual
+        connections and dropout as in `LSTMStack.forward`.
+    """
+    forward_stack, backward_stack = stacks
+    batch_size, num_steps, _ = tokens.shape
+    device_type = tokens.device.type
+    dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else tokens.dtype
+    sorted_lengths, order = lengths.sort(descending=True, stable=True)
+    steps = torch.arange(num_steps, device=lengths.device)
+    batch_sizes = (sorted_lengths[None, :] > steps[:, None]).sum(dim=1).tolist()  # rows running at step t
+    in_order = torch.equal(order, torch.arange(batch_size, device=order.device))  # batches come sorted
+    x = (tokens if in_order else tokens.index_select(0, order)).transpose(0, 1)  # [steps, batch, P], sorted
+    reverse = reverse_index(sorted_lengths, num_steps)[..., None]  # [steps, batch, 1]
+
+    def flip(t: torch.Tensor) -> torch.Tensor:  # each row reversed over its own length
+        return t.gather(0, reverse.expand(-1, -1, t.shape[-1]))
+
+    layer_input = torch.stack([x, flip(x)]).to(dtype)  # [2, steps, batch, P]
+    outputs = []
+    for k, (fc, bc) in enumerate(zip(forward_stack.layers, backward_stack.layers)):
+        if forward_stack.dropout:
+            layer_input = F.dropout(layer_input, forward_stack.dropout, forward_stack.training)
+        w_x, bias, w_h, w_p = _layer_weights(fc, bc, dtype)
+        with torch.autocast(device_type, enabled=False):
+            pre = torch.baddbmm(bias, layer_input.reshape(2, num_steps * batch_size, -1), w_x)  # [2, steps*batch, 4D]
+        y = _PairedRecurrence.apply(pre.view(2, num_steps, batch_size, -1), w_h, w_p, batch_sizes)
+        if k > 0 and forward_stack.use_skip_connections:
+            y = y + layer_input  # the residual adds the (dropped-out) input, as LSTMStack does
+        outputs.append(y)
+        layer_input = y
+    if in_order:
+        return [y[0] for y in outputs], [flip(y[1]) for y in outputs]
+    restore = torch.empty_like(order)
+    restore[order] = torch.arange(batch_size, device=order.device)  # sorted row of each batch row
+    return (
+        [y[0].index_select(1, restore) for y in outputs],
+        [flip(y[1]).index_select(1, restore) for y in outputs],
+    )
