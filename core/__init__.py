@@ -21,7 +21,8 @@ from .batching import batches_by_token_budget
 from .bilm import BiLM, BiLMOutput
 from .char_cnn import CharCNN
 from .characters import word_to_char_ids, words_to_char_ids
-from .elmo import Elmo, ElmoOutput
+from .checks import check_int
+from .elmo import Elmo, ElmoOutput, bilm_is_trainable
 from .embedding import embed_sentences, iter_embeddings
 from .errors import ElmoError, OptionsError, WeightFileError
 from .feature_cache import CacheStats, FeatureCache
@@ -69,6 +70,8 @@ __all__ = [
     "WeightFileError",
     "Window",
     "batches_by_token_budget",
+    "bilm_is_trainable",
+    "check_int",
     "check_window_settings",
     "compile_recurrence",
     "set_recurrence",

@@ -20,7 +20,7 @@ from thinc.types import Floats3d
 
 from elmo_core import Elmo, ElmoError, load_model_folder, release_free_memory, save_model_folder
 
-from .layers.elmo_model import check_frozen_for_training, ensure_loaded, is_loaded, set_dims_from_elmo, set_elmo
+from .layers.elmo_layers import check_frozen_for_training, ensure_loaded, is_loaded, set_dims_from_elmo, set_elmo
 from .layers.listener import ElmoListener
 from .util import (
     ScalarMixWeights,
@@ -280,7 +280,7 @@ class ElmoComponent(TrainablePipe):
         Raises:
             ValueError: if a biLM parameter has `requires_grad` (the user unfroze it):
                 spaCy would leave it unchanged, so training is refused with what to do
-                instead (`layers.elmo_model.check_frozen_for_training`).
+                instead (`layers.elmo_layers.check_frozen_for_training`).
         """
         validate_examples(examples, "ElmoComponent.update")
         check_frozen_for_training(self.elmo)  # a biLM unfrozen by the user would silently stay frozen

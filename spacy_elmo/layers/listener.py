@@ -22,7 +22,7 @@ from spacy.tokens import Doc
 from thinc.api import Model
 from thinc.types import Floats3d
 
-from .elmo_model import set_dims_from_elmo
+from .elmo_layers import set_dims_from_elmo
 
 if TYPE_CHECKING:
     from ..pipeline_component import ElmoComponent

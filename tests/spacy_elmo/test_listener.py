@@ -175,7 +175,7 @@ def test_replace_listeners_at_the_embeddings_keeps_predictions_through_removal_a
 
 
 def test_replace_listeners_names_the_paths_when_the_listener_cannot_be_found(tiny_model_dir):
-    from spacy_elmo.layers.elmo_model import _replace_listener_cfg
+    from spacy_elmo.layers.elmo_layers import _replace_listener_cfg
 
     with pytest.raises(ValueError, match=r"expected one spacy-elmo.ElmoListener block .*; found 0\. Give"):
         _replace_listener_cfg({}, hash_embed_cnn())

@@ -357,7 +357,7 @@ def test_component_and_pipeline_pickle_and_deepcopy(tiny_model_dir):
 # ---------------------------------------------------------------- fine-tuning (R44)
 @pytest.mark.parametrize("route", ["listener", "tok2vec_elmo"])
 def test_training_with_a_biLM_the_user_unfroze_is_refused_not_silently_frozen(tiny_model_dir, route):
-    from spacy_elmo.layers.elmo_model import elmo_module
+    from spacy_elmo.layers.elmo_layers import elmo_module
 
     from .conftest import examples, hash_embed_cnn, ner_config
 
@@ -373,7 +373,7 @@ def test_training_with_a_biLM_the_user_unfroze_is_refused_not_silently_frozen(ti
         }
         nlp.add_pipe("ner", config=ner_config(tok2vec=tok2vec))
         nlp.initialize(lambda: examples(nlp))
-        (bilm,) = [elmo_module(node).bilm for node in nlp.get_pipe("ner").model.walk() if node.name == "elmo"]
+        (bilm,) = [elmo_module(node).bilm for node in nlp.get_pipe("ner").model.walk() if node.name == "elmo_layers"]
     text = "Mary lives in Paris ."
     before = nlp(text).tensor.copy() if route == "listener" else None
     nlp.update(examples(nlp), annotates=["elmo"] if route == "listener" else [])  # frozen: trains

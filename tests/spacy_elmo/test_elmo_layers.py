@@ -1,4 +1,4 @@
-"""spacy-elmo.ElmoLayers.v1: the frozen biLM as a thinc layer."""
+"""spacy-elmo.ElmoLayers.v1/.v2 (`build_elmo_layers`): the frozen biLM as a thinc layer."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from spacy.tokens import Doc
 
 from elmo_core import embed_sentences, save_model_folder
 from spacy_elmo.architectures import ElmoLayers_v1
-from spacy_elmo.layers.elmo_model import (
+from spacy_elmo.layers.elmo_layers import (
     _single_threaded_torch_after_fork,
     deserialize_elmo,
     elmo_module,
@@ -176,7 +176,7 @@ def test_saved_tiny_model_round_trip_through_load_elmo_source(tmp_path):
 # ------------------------------------------------------------------ v2: the feature cache
 def test_v2_cached_layers_equal_uncached_and_hits_skip_the_bilm(tiny_model_dir):
     from spacy_elmo.architectures import ElmoLayers_v2
-    from spacy_elmo.layers.elmo_model import feature_cache
+    from spacy_elmo.layers.elmo_layers import feature_cache
 
     plain = ElmoLayers_v1(path=str(tiny_model_dir)).predict(docs_for(WORDS))
     model = ElmoLayers_v2(path=str(tiny_model_dir), cache_bytes=1 << 20)
@@ -204,7 +204,7 @@ def test_v2_docs_get_their_own_writable_copies_of_cached_layers(tiny_model_dir):
 
 def test_v2_cache_respects_its_byte_budget(tiny_model_dir):
     from spacy_elmo.architectures import ElmoLayers_v2
-    from spacy_elmo.layers.elmo_model import feature_cache
+    from spacy_elmo.layers.elmo_layers import feature_cache
 
     per_token = NUM_LAYERS * DIM * 4
     model = ElmoLayers_v2(path=str(tiny_model_dir), cache_bytes=8 * per_token)
@@ -216,7 +216,7 @@ def test_v2_cache_respects_its_byte_budget(tiny_model_dir):
 
 def test_v2_cache_is_emptied_when_another_bilm_is_set(tiny_model_dir):
     from spacy_elmo.architectures import ElmoLayers_v2
-    from spacy_elmo.layers.elmo_model import feature_cache
+    from spacy_elmo.layers.elmo_layers import feature_cache
 
     model = ElmoLayers_v2(path=str(tiny_model_dir), cache_bytes=1 << 20)
     model.predict(docs_for(WORDS))
@@ -238,7 +238,7 @@ def test_v2_rejects_a_bad_cache_budget(tiny_model_dir, budget):
 
 def test_v2_caches_a_sentence_read_in_windows_whole(tiny_model_dir):
     from spacy_elmo.architectures import ElmoLayers_v2
-    from spacy_elmo.layers.elmo_model import feature_cache
+    from spacy_elmo.layers.elmo_layers import feature_cache
 
     long_words = [[f"w{i % 7}" for i in range(40)]]
     plain = ElmoLayers_v2(path=str(tiny_model_dir), window_tokens=16).predict(docs_for(long_words))[0]

@@ -51,6 +51,8 @@ from elmo_core import (
     DEFAULT_WINDOW_TOKENS,
     Elmo,
     FeatureCache,
+    bilm_is_trainable,
+    check_int,
     check_window_settings,
     load_elmo,
     load_model_folder,
@@ -59,11 +61,9 @@ from elmo_core import (
     save_model_folder,
     words_to_char_ids,
 )
-from elmo_core.checks import check_int
-from elmo_core.elmo import bilm_is_trainable
 
 __all__ = [
-    "build_elmo_model",
+    "build_elmo_layers",
     "check_frozen_for_training",
     "elmo_module",
     "feature_cache",
@@ -76,7 +76,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-LAYER_NAME = "elmo"
+LAYER_NAME = "elmo_layers"
 
 
 def _single_threaded_torch_after_fork() -> None:
@@ -90,7 +90,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_single_threaded_torch_after_fork)
 
 
-def build_elmo_model(
+def build_elmo_layers(
     path: str = "",
     options: str = "",
     weights: str = "",
@@ -375,7 +375,7 @@ def _replace_listener(model: Model, listener: Model, upstream: Any) -> Model:
     return model
 
 
-def _replace_listener_cfg(elmo_model_cfg: dict[str, Any], tok2vec_cfg: dict[str, Any]) -> dict[str, Any]:
+def _replace_listener_cfg(elmo_layers_cfg: dict[str, Any], tok2vec_cfg: dict[str, Any]) -> dict[str, Any]:
     """`nlp.replace_listeners` hook: an `ElmoListener.vN` block becomes a `Tok2VecElmo.vN` block.
 
     spaCy passes the component's whole `model.tok2vec` block, wherever the listener sits in
@@ -396,7 +396,7 @@ def _replace_listener_cfg(elmo_model_cfg: dict[str, Any], tok2vec_cfg: dict[str,
     listener_cfg = listeners[0]
     version = listener_cfg["@architectures"].rsplit(".", 1)[-1]  # "v1" or "v2": the same settings
     rest = {k: v for k, v in listener_cfg.items() if k not in ("@architectures", "upstream")}
-    return {"@architectures": f"spacy-elmo.Tok2VecElmo.{version}", "elmo": dict(elmo_model_cfg), **rest}
+    return {"@architectures": f"spacy-elmo.Tok2VecElmo.{version}", "elmo": dict(elmo_layers_cfg), **rest}
 
 
 def _is_listener_cfg(cfg: Any) -> bool:
