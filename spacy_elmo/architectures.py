@@ -9,9 +9,9 @@
 
 Each architecture is one name with its versions: `spacy-elmo.ElmoLayers.vN` is built by
 `ElmoLayers_vN` here, which calls `build_elmo_layers` in `layers/elmo_layers.py`, whose thinc
-node is called "elmo_layers" (spacy-transformers' `TransformerModel.vN` and
-`layers/transformer_model.py` are named the same way). hf_elmo's `ElmoModel` is the Hugging
-Face model, an unrelated thing.
+node is called "elmo_layers" (as spacy-transformers' `TransformerModel.vN` comes from
+`layers/transformer_model.py`). No other name is registered for it. hf_elmo's `ElmoModel` is
+the Hugging Face model, an unrelated thing.
 
 The two tok2vec architectures are the same composition with a different source of
 layers (ELMo as the paper adds it to an existing model, section 3.3):
