@@ -7,9 +7,11 @@
     spacy-elmo.Tok2VecElmo.v1   Docs -> token vectors, with a biLM of its own
     spacy-elmo.Tok2VecElmo.v2   the same, with ElmoListener.v2's settings
 
-`spacy-elmo.ElmoModel.v1`/`.v2` are the first names of `ElmoLayers.v1`/`.v2`, kept
-registered (the same functions) so that configs and saved pipelines that use them load
-as before; hf_elmo's `ElmoModel` is the Hugging Face model, an unrelated thing.
+Each architecture is one name with its versions: `spacy-elmo.ElmoLayers.vN` is built by
+`ElmoLayers_vN` here, which calls `build_elmo_layers` in `layers/elmo_layers.py`, whose thinc
+node is called "elmo_layers" (as spacy-transformers' `TransformerModel.vN` comes from
+`layers/transformer_model.py`). No other name is registered for it. hf_elmo's `ElmoModel` is
+the Hugging Face model, an unrelated thing.
 
 The two tok2vec architectures are the same composition with a different source of
 layers (ELMo as the paper adds it to an existing model, section 3.3):
@@ -28,9 +30,6 @@ projection stay as they are, so predictions do not change.
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
 from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import Dropout, Maxout, Model, chain, concatenate, with_array
@@ -39,7 +38,7 @@ from thinc.types import Floats2d, Floats3d
 from elmo_core import DEFAULT_WINDOW_TOKENS
 from elmo_core.model import check_int
 
-from .layers.elmo_model import build_elmo_model
+from .layers.elmo_layers import build_elmo_layers
 from .layers.feature_dropout import ElmoFeatureDropout
 from .layers.listener import ElmoListener
 from .layers.scalar_mix import ScalarMixLayer
@@ -76,7 +75,7 @@ def ElmoLayers_v1(
     v1 was published; `spacy-elmo.ElmoLayers.v2` (the default) reads units longer than
     `window_tokens` in windows, so that memory stays bounded.
     """
-    return build_elmo_model(path, options, weights, max_batch_tokens, per_sentence, window_tokens=0)
+    return build_elmo_layers(path, options, weights, max_batch_tokens, per_sentence, window_tokens=0)
 
 
 @registry.architectures("spacy-elmo.ElmoLayers.v2")
@@ -121,15 +120,9 @@ def ElmoLayers_v2(
         evaluation: a pipeline that annotates new text once gains nothing from it. A
         sentence read in windows is cached whole, once all its windows are read.
     """
-    return build_elmo_model(
+    return build_elmo_layers(
         path, options, weights, max_batch_tokens, per_sentence, window_tokens, window_context, cache_bytes=cache_bytes
     )
-
-
-# The first names of ElmoLayers.v1/.v2 (before hf_elmo's ElmoModel shared the name): the
-# same functions, so that configs and saved pipelines written with them load unchanged.
-registry.architectures("spacy-elmo.ElmoModel.v1")(ElmoLayers_v1)
-registry.architectures("spacy-elmo.ElmoModel.v2")(ElmoLayers_v2)
 
 
 @registry.architectures("spacy-elmo.ElmoListener.v1")
@@ -243,17 +236,3 @@ def _mix_and_concatenate(
     if width is not None:
         features = chain(features, with_array(Maxout(nO=width, nP=3, normalize=True)))
     return features
-
-
-def __getattr__(name: str) -> Any:
-    # The Python names of the first registered names, for code that imported them.
-    renamed = {"ElmoModel_v1": ElmoLayers_v1, "ElmoModel_v2": ElmoLayers_v2}
-    if name in renamed:
-        warnings.warn(
-            f"spacy_elmo.architectures.{name} was renamed {renamed[name].__name__} (registered as "
-            f"spacy-elmo.ElmoLayers.{name[-2:]}); hf_elmo.ElmoModel is the Hugging Face model.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return renamed[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import srsly
@@ -20,7 +20,7 @@ from thinc.types import Floats3d
 
 from elmo_core import Elmo, ElmoError, load_model_folder, release_free_memory, save_model_folder
 
-from .layers.elmo_model import check_frozen_for_training, ensure_loaded, is_loaded, set_dims_from_elmo, set_elmo
+from .layers.elmo_layers import check_frozen_for_training, elmo_module, set_dims_from_elmo, set_elmo
 from .layers.listener import ElmoListener
 from .util import (
     ScalarMixWeights,
@@ -94,8 +94,8 @@ def make_elmo(nlp: Language, name: str, model: Model[list[Doc], list[Floats3d]])
 
     Leave all three empty for the default model that ships with the package. From
     Python: `nlp.add_pipe("elmo", config={"model": {"path": "/models/elmo-small"}})`.
-    The source is read when the pipeline is initialised (`nlp.initialize()`) or first
-    used; `nlp.to_disk` then stores the weights in the pipeline (a model folder, with
+    The source is read once, when the pipeline is initialised (`nlp.initialize()`) or,
+    without that, when it is first used; `nlp.to_disk` then stores the weights in the pipeline (a model folder, with
     safetensors weights, under `elmo/model/`), so a saved pipeline never reads the
     source again.
 
@@ -115,8 +115,19 @@ def make_elmo(nlp: Language, name: str, model: Model[list[Doc], list[Floats3d]])
     return ElmoComponent(nlp.vocab, model, name=name)
 
 
+class _LoadedBiLM(NamedTuple):
+    """What the component took from its layer at its one load (`ElmoComponent._load`)."""
+
+    elmo: Elmo
+    mix: np.ndarray  # float32 [n_layers + 2], read-only: softmax(w) of the first mix, then gamma
+
+
 class ElmoComponent(TrainablePipe):
     """spaCy pipeline component that runs a frozen ELMo biLM over every Doc.
+
+    The biLM is loaded once, by `_load`: at `initialize`, `from_disk` or `from_bytes`, or
+    on first use (`predict`, `elmo`, ...) when none of these ran. A batch only reads what
+    that load kept.
 
     Attributes:
         model: The `spacy-elmo.ElmoLayers.v2` layer (wraps the torch `Elmo`).
@@ -133,6 +144,7 @@ class ElmoComponent(TrainablePipe):
         self.name = name
         self.cfg: dict[str, Any] = {}
         self.listener_map: dict[str, list[Model]] = {}
+        self._loaded: _LoadedBiLM | None = None  # set by `_load`, the one load
         install_extensions()
 
     # ------------------------------------------------------------------ listeners
@@ -152,8 +164,8 @@ class ElmoComponent(TrainablePipe):
         if listener not in self.listener_map[component_name]:
             self.listener_map[component_name].append(listener)
         listener.upstream = self
-        if is_loaded(self.model):
-            self._set_listener_dims(listener)
+        if self._loaded is not None:  # otherwise `_load` sizes it
+            self._set_listener_dims(listener, self._loaded.elmo)
 
     def remove_listener(self, listener: ElmoListener, component_name: str) -> bool:
         """Unlink a listener (e.g. after `nlp.replace_listeners`). Returns whether it was linked."""
@@ -161,7 +173,7 @@ class ElmoComponent(TrainablePipe):
             self.listener_map[component_name].remove(listener)
             if not self.listener_map[component_name]:
                 del self.listener_map[component_name]
-            if getattr(listener, "upstream", None) is self:
+            if listener.upstream is self:
                 listener.upstream = None
             return True
         return False
@@ -189,18 +201,16 @@ class ElmoComponent(TrainablePipe):
 
     @property
     def elmo(self) -> Elmo:
-        """The torch `Elmo` (loaded from the configured source if it was not yet)."""
-        elmo = ensure_loaded(self.model)
-        self._on_load()
-        return elmo
+        """The torch `Elmo` (loaded from the configured source on first use, if nothing loaded it)."""
+        return self._bilm().elmo
 
     @property
     def mix_weights(self) -> ScalarMixWeights:
         """The scalar mix behind `doc.tensor`: the model folder's first mix, else the average."""
-        mix = self._tensor_mix()
+        elmo, mix = self._bilm()
         w = np.zeros(len(mix) - 1, dtype="float32")
-        if self.elmo.scalar_mixes:
-            w = self.elmo.scalar_mixes[0].scalar_weights.detach().float().cpu().numpy().copy()
+        if elmo.scalar_mixes:
+            w = elmo.scalar_mixes[0].scalar_weights.detach().float().cpu().numpy().copy()
         return ScalarMixWeights(w, mix[:-1].copy(), float(mix[-1]))
 
     # ------------------------------------------------------------------ inference
@@ -208,7 +218,8 @@ class ElmoComponent(TrainablePipe):
         """Annotate one Doc (see `make_elmo` for what is written)."""
         error_handler = self.get_error_handler()
         try:
-            self.set_annotations([doc], self.predict([doc]))
+            mix = self._bilm().mix
+            self._annotate([doc], self.model.predict([doc]), mix, similarity_hooks=True)
             return doc
         except Exception as e:
             error_handler(self.name, self, [doc], e)
@@ -228,7 +239,8 @@ class ElmoComponent(TrainablePipe):
         error_handler = self.get_error_handler()
         for docs in util.minibatch(stream, size=batch_size):
             try:
-                self._annotate(docs, self.predict(docs), similarity_hooks)
+                mix = self._bilm().mix
+                self._annotate(docs, self.model.predict(docs), mix, similarity_hooks)
                 release_free_memory()
                 yield from docs
             except Exception as e:
@@ -240,17 +252,15 @@ class ElmoComponent(TrainablePipe):
         Returns:
             One float32 numpy array per Doc, [n_layers + 1, len(doc), dim], on the CPU.
         """
-        docs = list(docs)
-        layers = self.model.predict(docs)
-        self._on_load()
-        return layers
+        self._bilm()
+        return self.model.predict(list(docs))
 
     def set_annotations(self, docs: Iterable[Doc], layers: list[Floats3d]) -> None:
         """Write `doc._.elmo_layers`, `doc._.elmo_mix`, `doc.tensor` (the mix) and the similarity hooks."""
-        self._annotate(docs, layers, similarity_hooks=True)
+        self._annotate(docs, layers, self._bilm().mix, similarity_hooks=True)
 
-    def _annotate(self, docs: Iterable[Doc], layers: list[Floats3d], similarity_hooks: bool) -> None:
-        mix = self._tensor_mix()
+    @staticmethod
+    def _annotate(docs: Iterable[Doc], layers: list[Floats3d], mix: np.ndarray, similarity_hooks: bool) -> None:
         for doc, x in zip(docs, layers):
             doc._.elmo_layers = x
             doc._.elmo_mix = mix
@@ -280,7 +290,7 @@ class ElmoComponent(TrainablePipe):
         Raises:
             ValueError: if a biLM parameter has `requires_grad` (the user unfroze it):
                 spaCy would leave it unchanged, so training is refused with what to do
-                instead (`layers.elmo_model.check_frozen_for_training`).
+                instead (`layers.elmo_layers.check_frozen_for_training`).
         """
         validate_examples(examples, "ElmoComponent.update")
         check_frozen_for_training(self.elmo)  # a biLM unfrozen by the user would silently stay frozen
@@ -301,8 +311,7 @@ class ElmoComponent(TrainablePipe):
         validate_get_examples(get_examples, "ElmoComponent.initialize")
         if nlp is not None:  # e.g. a component sourced from another pipeline, built without this nlp
             install_pipe_keeping_similarity(nlp)
-        self.model.initialize()
-        self._on_load()
+        self._load()
 
     def finish_update(self, sgd: Optimizer) -> None:
         """No-op: the biLM is frozen (see `update`)."""
@@ -334,7 +343,7 @@ class ElmoComponent(TrainablePipe):
                     "again with nlp.to_disk()."
                 ) from err
             set_elmo(self.model, elmo)
-            self._on_load()
+            self._load()
 
         deserialize = {
             "vocab": lambda p: self.vocab.from_disk(p, exclude=exclude),
@@ -346,7 +355,7 @@ class ElmoComponent(TrainablePipe):
 
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
         """The same content as `to_disk`; the weights travel as safetensors bytes."""
-        _ = self.elmo  # load the biLM first if it was not yet
+        self._bilm()  # load the biLM first if nothing loaded it
         serialize = {
             "cfg": lambda: srsly.json_dumps(self.cfg),
             "vocab": lambda: self.vocab.to_bytes(exclude=exclude),
@@ -357,7 +366,7 @@ class ElmoComponent(TrainablePipe):
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> ElmoComponent:
         def load_model(b: bytes) -> None:
             self.model.from_bytes(b)
-            self._on_load()
+            self._load()
 
         deserialize = {
             "cfg": lambda b: self.cfg.update(srsly.json_loads(b)),
@@ -367,21 +376,34 @@ class ElmoComponent(TrainablePipe):
         util.from_bytes(bytes_data, deserialize, exclude)
         return self
 
-    # ------------------------------------------------------------------ helpers
-    def _on_load(self) -> None:
-        """After the biLM is loaded: check its mix, size the listeners, warn once about vectors."""
-        elmo = ensure_loaded(self.model)
-        if getattr(self, "_checked_elmo", None) is elmo:
-            return
-        mix = elmo.scalar_mixes[0] if elmo.scalar_mixes else None
-        if mix is not None and mix.do_layer_norm and mix.layer_norm_scope == "batch":
-            raise ValueError(
-                "the model folder's scalar mix uses do_layer_norm=True with layer_norm_scope='batch', "
-                "which normalises over a whole batch, so a Doc's doc.tensor would depend on its batch "
-                "mates. Save the model with layer_norm_scope='sentence' (the default) for use in spaCy."
-            )
+    # ------------------------------------------------------------------ the one load
+    def _bilm(self) -> _LoadedBiLM:
+        """The loaded biLM and its mix: what `_load` kept, or `_load` now on first use."""
+        return self._loaded if self._loaded is not None else self._load()
+
+    def _load(self) -> _LoadedBiLM:
+        """The component's one load: take the layer's biLM, and set up what depends on it.
+
+        The layer reads its configured source here (its `init`) unless it already holds a
+        biLM (put there by `from_disk` or `from_bytes`). Then the mix is checked and kept
+        for `doc.tensor`, the listeners are sized, and static vectors in the vocab are
+        warned about. Run by `initialize`, `from_disk`, `from_bytes`, and on first use
+        when none of them ran; never per batch. Running it again for the same biLM (a
+        second `nlp.initialize()`) changes nothing.
+
+        Raises:
+            ValueError: if the biLM's first scalar mix normalises over a whole batch.
+            elmo_core.ElmoError: if the configured source cannot be read (see
+                `layers.elmo_layers.load_elmo_source`).
+        """
+        self.model.initialize()
+        elmo = elmo_module(self.model)
+        if self._loaded is not None and self._loaded.elmo is elmo:
+            return self._loaded
+        loaded = _LoadedBiLM(elmo, _tensor_mix(elmo))
         for listener in self.listeners:
-            self._set_listener_dims(listener)
+            self._set_listener_dims(listener, elmo)
+        self._loaded = loaded  # only once every check passed: a failed load is tried again
         if self.vocab.vectors.size > 0:
             warnings.warn(
                 f"the vocab of the pipeline with {self.name!r} has static word vectors, so spaCy's "
@@ -390,31 +412,39 @@ class ElmoComponent(TrainablePipe):
                 UserWarning,
                 stacklevel=3,
             )
-        self._checked_elmo = elmo
-        self._mix_cache = None
+        return self._loaded
 
-    def _tensor_mix(self) -> np.ndarray:
-        """float32 [n_layers + 2]: softmax(w) of the folder's first mix, then gamma."""
-        elmo = self.elmo
-        cache = getattr(self, "_mix_cache", None)
-        if cache is not None:
-            return cache
-        if elmo.scalar_mixes:
-            mix = elmo.scalar_mixes[0]
-            weights = mix.normalized_weights.float().cpu().numpy()
-            gamma = float(mix.gamma.detach().float().cpu()[0])
-        else:
-            weights = np.full(elmo.num_layers, 1.0 / elmo.num_layers, dtype="float32")
-            gamma = 1.0
-        cache = np.concatenate([weights, [gamma]]).astype("float32")
-        cache.setflags(write=False)
-        self._mix_cache = cache
-        return cache
-
-    def _set_listener_dims(self, listener: Model) -> None:
+    def _set_listener_dims(self, listener: Model, elmo: Elmo) -> None:
         set_dims_from_elmo(
             listener,
-            ensure_loaded(self.model),
+            elmo,
             owner=f"a listener of {self.name!r}",
             fix="Retrain the listening component with this ELMo model.",
         )
+
+
+def _tensor_mix(elmo: Elmo) -> np.ndarray:
+    """float32 [n_layers + 2], read-only: softmax(w) of the biLM's first mix, then gamma.
+
+    A biLM without a scalar mix gets the average (w = 0, gamma = 1).
+
+    Raises:
+        ValueError: if the first mix uses layer norm over a whole batch (`layer_norm_scope`
+            "batch"), which would make a Doc's `doc.tensor` depend on its batch mates.
+    """
+    mix = elmo.scalar_mixes[0] if elmo.scalar_mixes else None
+    if mix is not None and mix.do_layer_norm and mix.layer_norm_scope == "batch":
+        raise ValueError(
+            "the model folder's scalar mix uses do_layer_norm=True with layer_norm_scope='batch', "
+            "which normalises over a whole batch, so a Doc's doc.tensor would depend on its batch "
+            "mates. Save the model with layer_norm_scope='sentence' (the default) for use in spaCy."
+        )
+    if mix is not None:
+        weights = mix.normalized_weights.float().cpu().numpy()
+        gamma = float(mix.gamma.detach().float().cpu()[0])
+    else:
+        weights = np.full(elmo.num_layers, 1.0 / elmo.num_layers, dtype="float32")
+        gamma = 1.0
+    tensor_mix = np.concatenate([weights, [gamma]]).astype("float32")
+    tensor_mix.setflags(write=False)
+    return tensor_mix

@@ -53,7 +53,7 @@ from spacy.training.initialize import init_nlp
 from spacy.training.loop import train as train_nlp
 
 from spacy_elmo.corpus import read_conll_ner
-from spacy_elmo.layers.elmo_model import feature_cache
+from spacy_elmo.layers.elmo_layers import feature_cache
 
 VARIANTS = ("baseline", "elmo")
 ELMO_ENTERS = ("output", "input", "both")

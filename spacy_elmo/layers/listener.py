@@ -22,7 +22,7 @@ from spacy.tokens import Doc
 from thinc.api import Model
 from thinc.types import Floats3d
 
-from .elmo_model import set_dims_from_elmo
+from .elmo_layers import set_dims_from_elmo
 
 if TYPE_CHECKING:
     from ..pipeline_component import ElmoComponent
@@ -58,7 +58,7 @@ class ElmoListener(Model):
         return self.attrs["upstream_name"]
 
 
-def forward(model: Model[list[Doc], list[Floats3d]], docs: list[Doc], is_train: bool):
+def forward(model: ElmoListener, docs: list[Doc], is_train: bool):
     upstream = _linked_upstream(model)
     layers = [doc._.elmo_layers for doc in docs]
     missing = [i for i, (doc, x) in enumerate(zip(docs, layers)) if x is None or x.shape[1] != len(doc)]
@@ -82,7 +82,7 @@ def forward(model: Model[list[Doc], list[Floats3d]], docs: list[Doc], is_train: 
     return outputs, backprop
 
 
-def init(model: Model[list[Doc], list[Floats3d]], X: Any = None, Y: Any = None) -> None:
+def init(model: ElmoListener, X: Any = None, Y: Any = None) -> None:
     upstream = _linked_upstream(model)
     set_dims_from_elmo(
         model,
@@ -92,10 +92,10 @@ def init(model: Model[list[Doc], list[Floats3d]], X: Any = None, Y: Any = None) 
     )
 
 
-def _linked_upstream(model: Model) -> ElmoComponent:
-    upstream = getattr(model, "upstream", None)
+def _linked_upstream(model: ElmoListener) -> ElmoComponent:
+    upstream = model.upstream
     if upstream is None:
-        name = model.attrs.get("upstream_name")
+        name = model.upstream_name
         raise ValueError(
             f"this ElmoListener listens to upstream = {name!r}, but no ELMo component of that name "
             "is linked to it: either the pipeline has no component called "

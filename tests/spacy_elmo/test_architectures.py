@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import re
+from pathlib import Path
+
 import pytest
 import spacy
-from spacy.util import fix_random_seed, registry
+from spacy.util import RegistryError, fix_random_seed, registry
 from thinc.api import Config
 
+import spacy_elmo.architectures
+import spacy_elmo.layers
 from spacy_elmo.architectures import ElmoLayers_v1, ElmoLayers_v2, ElmoListener_v1, Tok2VecElmo_v1
 from spacy_elmo.pipeline_component import DEFAULT_CONFIG_STR
 
 from .conftest import examples, make_nlp, ner_config
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
@@ -26,25 +35,29 @@ def test_architectures_are_registered_under_versioned_names(name, function):
     assert registry.architectures.get(name) is function
 
 
-@pytest.mark.parametrize(
-    "first_name, function", [("spacy-elmo.ElmoModel.v1", ElmoLayers_v1), ("spacy-elmo.ElmoModel.v2", ElmoLayers_v2)]
-)
-def test_the_first_names_of_the_layers_architectures_stay_registered(first_name, function):
-    # Configs and saved pipelines written before the rename name these; they must load as before.
-    assert registry.architectures.get(first_name) is function
+def test_the_registered_spacy_elmo_architectures_are_the_versioned_names_only():
+    # One name per thing (issue 26): no second registration of the biLM layer under another name.
+    registered = {name for name in registry.architectures.get_all() if name.startswith("spacy-elmo.")}
+    assert registered == {
+        f"spacy-elmo.{name}.v{version}" for name in ("ElmoLayers", "ElmoListener", "Tok2VecElmo") for version in (1, 2)
+    }
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    declared = pyproject.split("[project.entry-points.spacy_architectures]")[1].split("\n[")[0]
+    assert set(re.findall(r'^"(spacy-elmo\.[^"]+)" =', declared, flags=re.M)) == registered
+    for name in ("spacy-elmo.ElmoModel.v1", "spacy-elmo.ElmoModel.v2"):
+        with pytest.raises(RegistryError, match="ElmoModel"):
+            registry.architectures.get(name)
 
 
-def test_a_config_with_a_first_name_loads_without_a_warning(tiny_model_dir):
-    nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"model": {"@architectures": "spacy-elmo.ElmoModel.v2", "path": str(tiny_model_dir)}})
-    nlp.initialize()
-    assert nlp("The bank.")._.elmo_layers.shape[1] == 3  # filterwarnings=error: no warning either
-
-
-def test_the_old_python_names_warn_and_resolve():
-    with pytest.warns(DeprecationWarning, match=r"renamed ElmoLayers_v2 \(registered as spacy-elmo.ElmoLayers.v2\)"):
-        from spacy_elmo.architectures import ElmoModel_v2
-    assert ElmoModel_v2 is ElmoLayers_v2
+def test_the_biLM_layer_is_named_elmo_layers_in_its_module_builder_and_thinc_node(tiny_model_dir):
+    layers_module = importlib.import_module("spacy_elmo.layers.elmo_layers")
+    assert importlib.util.find_spec("spacy_elmo.layers.elmo_model") is None
+    for architecture in (ElmoLayers_v1, ElmoLayers_v2):
+        assert architecture(path=str(tiny_model_dir)).name == "elmo_layers"
+    assert spacy_elmo.layers.build_elmo_layers is layers_module.build_elmo_layers
+    # No deprecated aliases: the old Python names are simply gone.
+    assert not hasattr(spacy_elmo.architectures, "ElmoModel_v2")
+    assert not hasattr(spacy_elmo.layers, "ScalarMix")
 
 
 def test_default_config_builds_an_elmo_component_without_reading_anything():

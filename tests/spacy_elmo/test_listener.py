@@ -52,8 +52,9 @@ def test_a_listener_sized_for_another_bilm_is_refused_naming_both_sizes(tiny_mod
     nlp = make_ner_nlp(tiny_model_dir, steps=0)
     listener = listener_of(nlp)
     listener.set_dim("nO", DIM + 2, force=True)  # as if built for a wider biLM
+    component = nlp.get_pipe("elmo")
     with pytest.raises(ValueError) as info:
-        nlp.get_pipe("elmo")._set_listener_dims(listener)
+        component._set_listener_dims(listener, component.elmo)
     assert str(info.value) == (
         f"a listener of 'elmo' was set up for nO={DIM + 2} (vector width), but the biLM being loaded has "
         f"nO={DIM}. Retrain the listening component with this ELMo model."
@@ -175,7 +176,7 @@ def test_replace_listeners_at_the_embeddings_keeps_predictions_through_removal_a
 
 
 def test_replace_listeners_names_the_paths_when_the_listener_cannot_be_found(tiny_model_dir):
-    from spacy_elmo.layers.elmo_model import _replace_listener_cfg
+    from spacy_elmo.layers.elmo_layers import _replace_listener_cfg
 
     with pytest.raises(ValueError, match=r"expected one spacy-elmo.ElmoListener block .*; found 0\. Give"):
         _replace_listener_cfg({}, hash_embed_cnn())

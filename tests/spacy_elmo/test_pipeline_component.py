@@ -308,6 +308,52 @@ def test_static_vectors_in_the_vocab_are_warned_about(nlp):
         nlp.initialize()
 
 
+# ---------------------------------------------------------------- one load
+def count_loads(monkeypatch) -> list[str]:
+    """Record each run of the component's one load (`ElmoComponent._load`)."""
+    calls: list[str] = []
+    load = ElmoComponent._load
+
+    def counting_load(self):
+        calls.append(self.name)
+        return load(self)
+
+    monkeypatch.setattr(ElmoComponent, "_load", counting_load)
+    return calls
+
+
+def test_the_biLM_is_loaded_once_at_initialize_and_never_per_batch(monkeypatch, tiny_model_dir):
+    nlp = make_nlp(tiny_model_dir)
+    loads = count_loads(monkeypatch)
+    nlp.initialize()
+    assert loads == ["elmo"]
+    docs = list(nlp.pipe([f"text number {i} ." for i in range(6)], batch_size=2))  # 3 batches
+    nlp(S)
+    _ = nlp.get_pipe("elmo").mix_weights
+    assert loads == ["elmo"] and docs[-1].tensor.shape == (4, DIM)
+
+
+def test_first_use_without_initialize_loads_once(monkeypatch, tiny_model_dir):
+    nlp = make_nlp(tiny_model_dir)
+    loads = count_loads(monkeypatch)
+    first = nlp(S)
+    later = [nlp(S), *nlp.pipe([S, S, S], batch_size=1)]
+    assert loads == ["elmo"]
+    for doc in later:
+        np.testing.assert_array_equal(doc.tensor, first.tensor)
+
+
+def test_a_saved_pipeline_loads_once_from_its_own_files(monkeypatch, nlp, tmp_path):
+    expected = nlp(S).tensor
+    nlp.to_disk(tmp_path / "pipeline")
+    loads = count_loads(monkeypatch)
+    loaded = spacy.load(tmp_path / "pipeline")
+    assert loads == ["elmo"]
+    np.testing.assert_allclose(loaded(S).tensor, expected, rtol=0, atol=1e-6)
+    list(loaded.pipe([S, S], batch_size=1))
+    assert loads == ["elmo"]
+
+
 # ---------------------------------------------------------------- serialisation
 def test_to_disk_writes_a_model_folder_and_loads_identically(nlp, tmp_path):
     expected = nlp(S).tensor
@@ -357,7 +403,7 @@ def test_component_and_pipeline_pickle_and_deepcopy(tiny_model_dir):
 # ---------------------------------------------------------------- fine-tuning (R44)
 @pytest.mark.parametrize("route", ["listener", "tok2vec_elmo"])
 def test_training_with_a_biLM_the_user_unfroze_is_refused_not_silently_frozen(tiny_model_dir, route):
-    from spacy_elmo.layers.elmo_model import elmo_module
+    from spacy_elmo.layers.elmo_layers import elmo_module
 
     from .conftest import examples, hash_embed_cnn, ner_config
 
@@ -373,7 +419,7 @@ def test_training_with_a_biLM_the_user_unfroze_is_refused_not_silently_frozen(ti
         }
         nlp.add_pipe("ner", config=ner_config(tok2vec=tok2vec))
         nlp.initialize(lambda: examples(nlp))
-        (bilm,) = [elmo_module(node).bilm for node in nlp.get_pipe("ner").model.walk() if node.name == "elmo"]
+        (bilm,) = [elmo_module(node).bilm for node in nlp.get_pipe("ner").model.walk() if node.name == "elmo_layers"]
     text = "Mary lives in Paris ."
     before = nlp(text).tensor.copy() if route == "listener" else None
     nlp.update(examples(nlp), annotates=["elmo"] if route == "listener" else [])  # frozen: trains

@@ -88,12 +88,6 @@ def test_uninitialised_mix_says_so():
         ScalarMixLayer(nL=3, nO=5).predict(layers_for([2]))
 
 
-def test_the_old_name_still_imports_with_a_deprecation_warning():
-    with pytest.warns(DeprecationWarning, match="renamed ScalarMixLayer"):
-        from spacy_elmo.layers import ScalarMix
-    assert ScalarMix is ScalarMixLayer
-
-
 def test_predict_builds_no_autograd_graph_and_training_gradients_accumulate():
     X = layers_for([3, 2])
     mix = ScalarMixLayer()

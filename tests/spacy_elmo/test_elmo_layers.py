@@ -1,8 +1,9 @@
-"""spacy-elmo.ElmoLayers.v1: the frozen biLM as a thinc layer."""
+"""spacy-elmo.ElmoLayers.v1/.v2 (`build_elmo_layers`): the frozen biLM as a thinc layer."""
 
 from __future__ import annotations
 
 import os
+import pickle
 
 import numpy as np
 import pytest
@@ -13,11 +14,11 @@ from spacy.tokens import Doc
 
 from elmo_core import embed_sentences, save_model_folder
 from spacy_elmo.architectures import ElmoLayers_v1
-from spacy_elmo.layers.elmo_model import (
+from spacy_elmo.layers.elmo_layers import (
+    ElmoShim,
     _single_threaded_torch_after_fork,
     deserialize_elmo,
     elmo_module,
-    is_loaded,
     load_elmo_source,
     serialize_elmo,
     set_elmo,
@@ -36,10 +37,10 @@ def docs_for(words_list):
 
 def test_building_reads_nothing_and_init_loads_the_source(tiny_model_dir):
     model = ElmoLayers_v1(path=str(tiny_model_dir / "does-not-exist-yet"))
-    assert not is_loaded(model)
+    assert elmo_module(model) is None
     model = ElmoLayers_v1(path=str(tiny_model_dir))
     model.initialize()
-    assert is_loaded(model) and model.get_dim("nO") == DIM and model.get_dim("nL") == NUM_LAYERS
+    assert elmo_module(model) is not None and model.get_dim("nO") == DIM and model.get_dim("nL") == NUM_LAYERS
 
 
 def test_output_shapes_and_values_equal_the_core(tiny_model_dir):
@@ -82,6 +83,24 @@ def test_serialisation_carries_the_model_folder_not_a_pickle(tiny_model_dir):
     assert sorted(files) == ["config.json", "model.safetensors", "tokenizer_config.json"]
     assert b"cuda" not in files["config.json"]
     assert deserialize_elmo(None, b"", torch.device("cpu")) is None
+
+
+def test_the_shim_runs_the_module_it_shows_after_loading_deserializing_copying_and_pickling(tiny_model_dir):
+    # ElmoShim.elmo is the module thinc's shim runs (thinc has no public accessor for it).
+    model = ElmoLayers_v1(path=str(tiny_model_dir))
+    model.initialize()
+    restored = ElmoLayers_v1(path="/nowhere").from_bytes(model.to_bytes())
+    for layer in (model, restored, model.copy(), pickle.loads(pickle.dumps(model))):
+        shim = layer.layers[0].shims[0]
+        assert isinstance(shim, ElmoShim) and shim.elmo is elmo_module(layer)
+        calls: list[int] = []
+        handle = shim.elmo.register_forward_hook(lambda *args, calls=calls: calls.append(1))
+        try:
+            layer.predict(docs_for(WORDS[:1]))
+        finally:
+            handle.remove()
+        assert calls == [1]
+    assert elmo_module(restored) is not elmo_module(model)
 
 
 def test_copy_is_independent_and_equal(tiny_model_dir):
@@ -176,7 +195,7 @@ def test_saved_tiny_model_round_trip_through_load_elmo_source(tmp_path):
 # ------------------------------------------------------------------ v2: the feature cache
 def test_v2_cached_layers_equal_uncached_and_hits_skip_the_bilm(tiny_model_dir):
     from spacy_elmo.architectures import ElmoLayers_v2
-    from spacy_elmo.layers.elmo_model import feature_cache
+    from spacy_elmo.layers.elmo_layers import feature_cache
 
     plain = ElmoLayers_v1(path=str(tiny_model_dir)).predict(docs_for(WORDS))
     model = ElmoLayers_v2(path=str(tiny_model_dir), cache_bytes=1 << 20)
@@ -204,7 +223,7 @@ def test_v2_docs_get_their_own_writable_copies_of_cached_layers(tiny_model_dir):
 
 def test_v2_cache_respects_its_byte_budget(tiny_model_dir):
     from spacy_elmo.architectures import ElmoLayers_v2
-    from spacy_elmo.layers.elmo_model import feature_cache
+    from spacy_elmo.layers.elmo_layers import feature_cache
 
     per_token = NUM_LAYERS * DIM * 4
     model = ElmoLayers_v2(path=str(tiny_model_dir), cache_bytes=8 * per_token)
@@ -216,7 +235,7 @@ def test_v2_cache_respects_its_byte_budget(tiny_model_dir):
 
 def test_v2_cache_is_emptied_when_another_bilm_is_set(tiny_model_dir):
     from spacy_elmo.architectures import ElmoLayers_v2
-    from spacy_elmo.layers.elmo_model import feature_cache
+    from spacy_elmo.layers.elmo_layers import feature_cache
 
     model = ElmoLayers_v2(path=str(tiny_model_dir), cache_bytes=1 << 20)
     model.predict(docs_for(WORDS))
@@ -238,7 +257,7 @@ def test_v2_rejects_a_bad_cache_budget(tiny_model_dir, budget):
 
 def test_v2_caches_a_sentence_read_in_windows_whole(tiny_model_dir):
     from spacy_elmo.architectures import ElmoLayers_v2
-    from spacy_elmo.layers.elmo_model import feature_cache
+    from spacy_elmo.layers.elmo_layers import feature_cache
 
     long_words = [[f"w{i % 7}" for i in range(40)]]
     plain = ElmoLayers_v2(path=str(tiny_model_dir), window_tokens=16).predict(docs_for(long_words))[0]

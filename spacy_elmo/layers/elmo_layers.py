@@ -6,7 +6,7 @@
       -> elmo_core.run_in_windows: a unit longer than window_tokens is cut into
          overlapping windows (each token keeps the vectors of the window that keeps
          it), the pieces are batched by a token budget, each batch runs through
-         PyTorchWrapper_v3(Elmo): words -> char_ids, mask -> activations
+         the PyTorch wrapper (an `ElmoShim`): words -> char_ids, mask -> activations
       -> per Doc: [n_layers + 1, len(doc), dim] float32 numpy on the CPU
          (whitespace tokens get zero rows)
 
@@ -21,14 +21,18 @@ each training sentence once). The Docs always get fresh arrays, copied from the 
 Mixing the layers is left to whoever reads them: the `elmo` component (for `doc.tensor`)
 and each listener (its own trainable `ScalarMix`).
 
-Construction never reads files. The torch module is loaded by `init` (at
-`nlp.initialize()`, or lazily on the first call) from the configured source, or by
-deserialization: `to_bytes` carries the model folder files (config.json,
-model.safetensors, tokenizer_config.json), so a saved pipeline never needs the source
-again. That is why the module is wrapped with `PyTorchWrapper_v3` (v2 plus
-serialisation hooks): its hooks write the model folder instead of a pickled state dict,
-and rebuild the `Elmo` from it, so the placeholder an unloaded layer holds becomes the
-real module when a saved pipeline is read.
+Construction never reads files. The torch module gets into the layer in one of two ways:
+`init` (the layer's one load: thinc's `model.initialize()`, which `nlp.initialize()` and
+the `elmo` component run, and which `forward` runs itself on a first call before any
+initialisation) reads the configured source, and deserialization rebuilds it from what
+`to_bytes` wrote: the model folder files (config.json, model.safetensors,
+tokenizer_config.json), so a saved pipeline never needs the source again.
+
+The module sits in an `ElmoShim`, a `PyTorchShim` (as spacy-transformers' `HFShim` is) that
+keeps it as its own public attribute `elmo`, since thinc's shim gives no public access to
+the module it runs; the shim's serialisation hooks write the model folder instead of a
+pickled state dict, and rebuild the `Elmo` from it, so the placeholder an unloaded layer
+holds (`elmo` None) becomes the real module when a saved pipeline is read.
 """
 
 from __future__ import annotations
@@ -37,14 +41,15 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import srsly
 import torch
 from spacy.attrs import IS_SPACE, ORTH, SENT_START
 from spacy.tokens import Doc
-from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v3, get_torch_default_device
+from thinc.api import ArgsKwargs, Model, PyTorchShim, get_torch_default_device
+from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats3d
 
 from elmo_core import (
@@ -62,12 +67,11 @@ from elmo_core import (
 from elmo_core.model import bilm_is_trainable, check_int
 
 __all__ = [
-    "build_elmo_model",
+    "ElmoShim",
+    "build_elmo_layers",
     "check_frozen_for_training",
     "elmo_module",
     "feature_cache",
-    "ensure_loaded",
-    "is_loaded",
     "load_elmo_source",
     "set_dims_from_elmo",
     "set_elmo",
@@ -75,7 +79,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-LAYER_NAME = "elmo"
+LAYER_NAME = "elmo_layers"
 
 
 def _single_threaded_torch_after_fork() -> None:
@@ -89,7 +93,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_single_threaded_torch_after_fork)
 
 
-def build_elmo_model(
+def build_elmo_layers(
     path: str = "",
     options: str = "",
     weights: str = "",
@@ -125,14 +129,17 @@ def build_elmo_model(
 
 
 def forward(model: Model[list[Doc], list[Floats3d]], docs: list[Doc], is_train: bool):
-    elmo = ensure_loaded(model)
+    elmo = elmo_module(model)
+    if elmo is None:  # a first call before any initialisation: the one load, now
+        model.initialize()
+        elmo = elmo_module(model)
     if is_train:
         check_frozen_for_training(elmo)
-    _follow_thinc_device(model)
+    _follow_thinc_device(elmo)
     num_layers, dim = model.get_dim("nL"), model.get_dim("nO")
     outputs = [np.zeros((num_layers, len(doc), dim), dtype="float32") for doc in docs]
     units = list(_units(docs, model.attrs["per_sentence"]))
-    cache: FeatureCache | None = model.attrs.get("feature_cache")
+    cache: FeatureCache | None = model.attrs["feature_cache"]
     missing = []  # units the biLM has to read
     for doc_index, token_indices, words in units:
         cached = cache.get(tuple(words)) if cache is not None else None
@@ -145,8 +152,8 @@ def forward(model: Model[list[Doc], list[Floats3d]], docs: list[Doc], is_train: 
         [words for _, _, words in missing],
         model.layers[0].predict,
         batch_tokens=model.attrs["max_batch_tokens"],
-        window_tokens=model.attrs.get("window_tokens"),
-        window_context=model.attrs.get("window_context"),
+        window_tokens=model.attrs["window_tokens"],
+        window_context=model.attrs["window_context"],
     )
     with torch.inference_mode():
         for u, layers in completed:  # [layers, unit tokens, dim], a copy
@@ -187,24 +194,54 @@ def check_frozen_for_training(elmo: Elmo) -> None:
 
 
 def init(model: Model[list[Doc], list[Floats3d]], X: Any = None, Y: Any = None) -> None:
-    """Load the biLM from the configured source, unless a biLM is already loaded."""
-    if not is_loaded(model):
+    """The layer's one load: read the biLM from the configured source, unless the layer
+    already holds one (deserialized, set with `set_elmo`, or loaded before)."""
+    if elmo_module(model) is None:
+        logger.info("loading the ELMo biLM from %s", _describe_source(model.attrs["source"]))
         set_elmo(model, load_elmo_source(**model.attrs["source"]))
 
 
 # ------------------------------------------------------------------ the torch module
+class ElmoShim(PyTorchShim):
+    """The `PyTorchShim` that runs the frozen `Elmo`, with the module as `elmo`.
+
+    thinc's `PyTorchShim` has no public accessor for the module it runs, so this shim keeps
+    the module in an attribute of its own, `elmo` (None in an unloaded layer's placeholder),
+    as spacy-transformers' `HFShim` keeps its `HFObjects`. `elmo` is always the module the
+    shim runs: both are set in `__init__`; thinc swaps its module only when deserializing,
+    through the `deserialize_model` hook, which sets `elmo` to the module it returns; moving
+    to a device and `use_params` change the module in place; copies and pickles keep the
+    two one object. Serialisation writes the model folder (`serialize_elmo`), not a pickled
+    state dict.
+
+    Args:
+        elmo: The biLM, moved to thinc's current device; None for a placeholder.
+    """
+
+    def __init__(self, elmo: Elmo | None) -> None:
+        self.elmo = elmo
+        super().__init__(elmo, serialize_model=serialize_elmo, deserialize_model=self._deserialize)
+
+    def _deserialize(self, current: Elmo | None, data: bytes, device: torch.device) -> Elmo | None:
+        self.elmo = deserialize_elmo(current, data, device)
+        return self.elmo
+
+
 def _wrap(elmo: Elmo | None) -> Model:
-    return PyTorchWrapper_v3(
-        elmo,
-        convert_inputs=_convert_inputs,
-        convert_outputs=_convert_outputs,
-        serialize_model=serialize_elmo,
-        deserialize_model=deserialize_elmo,
+    """thinc's PyTorch wrapper around an `ElmoShim`: what `PyTorchWrapper_v3` builds, with
+    the shim that keeps the module (as spacy-transformers' `HFWrapper` does)."""
+    return Model(
+        "pytorch",
+        pytorch_forward,
+        attrs={"convert_inputs": _convert_inputs, "convert_outputs": _convert_outputs},
+        shims=[ElmoShim(elmo)],
+        dims={"nI": None, "nO": None},
     )
 
 
 def _convert_inputs(model: Model, sentences: list[list[str]], is_train: bool):
-    C = elmo_module_of_wrapper(model).options.char_cnn.max_characters_per_token
+    shim = cast(ElmoShim, model.shims[0])
+    C = shim.elmo.options.char_cnn.max_characters_per_token
     char_ids, mask = words_to_char_ids(sentences, C)  # CPU; BiLM.forward moves them to its device
 
     def backprop(d_inputs: Any) -> list:
@@ -224,31 +261,14 @@ def _convert_outputs(model: Model, inputs_outputs: tuple, is_train: bool):
     return per_sentence, backprop
 
 
-def elmo_module_of_wrapper(wrapper: Model) -> Elmo | None:
-    # thinc's PyTorchShim has no public accessor for the module it wraps.
-    return wrapper.shims[0]._model
-
-
 def elmo_module(model: Model) -> Elmo | None:
-    """The torch `Elmo` inside an ElmoModel layer, or None before it is loaded."""
-    return elmo_module_of_wrapper(model.layers[0])
+    """The torch `Elmo` inside an ElmoLayers layer, or None before it is loaded."""
+    return cast(ElmoShim, model.layers[0].shims[0]).elmo
 
 
 def feature_cache(model: Model) -> FeatureCache | None:
     """The layer's `FeatureCache` (None when built with cache_bytes = 0); read `.stats`."""
-    return model.attrs.get("feature_cache")
-
-
-def is_loaded(model: Model) -> bool:
-    return elmo_module(model) is not None
-
-
-def ensure_loaded(model: Model) -> Elmo:
-    """The torch `Elmo`, loaded from the configured source first if needed."""
-    if not is_loaded(model):
-        logger.info("loading the ELMo biLM from %s", _describe_source(model.attrs["source"]))
-        model.initialize()
-    return elmo_module(model)  # type: ignore[return-value]
+    return model.attrs["feature_cache"]
 
 
 def set_elmo(model: Model, elmo: Elmo) -> None:
@@ -264,7 +284,7 @@ def set_elmo(model: Model, elmo: Elmo) -> None:
         fix="A saved pipeline and the model it loads must have the same shape.",
     )
     model.layers[0] = _wrap(elmo.eval())
-    cache = model.attrs.get("feature_cache")
+    cache = model.attrs["feature_cache"]
     if cache is not None:
         cache.clear()  # the layers it holds came from another biLM
 
@@ -288,9 +308,8 @@ def set_dims_from_elmo(model: Model, elmo: Elmo, *, owner: str, fix: str) -> Non
         model.set_dim(name, value)
 
 
-def _follow_thinc_device(model: Model) -> None:
+def _follow_thinc_device(elmo: Elmo) -> None:
     """Move the module to thinc's current device (e.g. after `spacy.require_gpu()`)."""
-    elmo = elmo_module(model)
     device = get_torch_default_device()
     parameter = next(elmo.parameters(), None)
     if parameter is not None and parameter.device != device:
@@ -374,7 +393,7 @@ def _replace_listener(model: Model, listener: Model, upstream: Any) -> Model:
     return model
 
 
-def _replace_listener_cfg(elmo_model_cfg: dict[str, Any], tok2vec_cfg: dict[str, Any]) -> dict[str, Any]:
+def _replace_listener_cfg(elmo_layers_cfg: dict[str, Any], tok2vec_cfg: dict[str, Any]) -> dict[str, Any]:
     """`nlp.replace_listeners` hook: an `ElmoListener.vN` block becomes a `Tok2VecElmo.vN` block.
 
     spaCy passes the component's whole `model.tok2vec` block, wherever the listener sits in
@@ -395,7 +414,7 @@ def _replace_listener_cfg(elmo_model_cfg: dict[str, Any], tok2vec_cfg: dict[str,
     listener_cfg = listeners[0]
     version = listener_cfg["@architectures"].rsplit(".", 1)[-1]  # "v1" or "v2": the same settings
     rest = {k: v for k, v in listener_cfg.items() if k not in ("@architectures", "upstream")}
-    return {"@architectures": f"spacy-elmo.Tok2VecElmo.{version}", "elmo": dict(elmo_model_cfg), **rest}
+    return {"@architectures": f"spacy-elmo.Tok2VecElmo.{version}", "elmo": dict(elmo_layers_cfg), **rest}
 
 
 def _is_listener_cfg(cfg: Any) -> bool:
