@@ -1,0 +1,41 @@
+"""The benchmark scripts are modules of one package that share `benchmarks.common` (no sys.path tricks)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted((REPO / "benchmarks").glob("bench_*.py"))
+
+
+def _imports(path: Path) -> list[str]:
+    """The module names a file imports (`from X import ...` gives X, `import X.Y` gives X.Y)."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+    return names
+
+
+def test_benchmarks_import_only_the_shared_module_and_the_top_level_core():
+    assert len(SCRIPTS) >= 10
+    wrong = {
+        script.name: name
+        for script in SCRIPTS
+        for name in _imports(script)
+        if name.startswith("bench_")  # a sibling script through sys.path
+        or (name.startswith("benchmarks") and name != "benchmarks.common")  # scripts never import each other
+        or name.startswith("elmo_core.")  # core names come from `elmo_core` itself
+    }
+    assert wrong == {}
+
+
+def test_every_benchmark_imports_as_a_module_of_the_package():
+    modules = ", ".join(f"benchmarks.{script.stem}" for script in SCRIPTS)
+    done = subprocess.run([sys.executable, "-c", f"import {modules}"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
