@@ -18,7 +18,7 @@ best of `--repeats` runs counts. Then each model runs once more alone in a fresh
 (`--only`, the same weights file and batches, token cache on for ours) whose peak resident
 memory (`VmHWM`: loading, weights and the run) is reported beside its rate.
 
-    .venv/bin/python benchmarks/bench_allennlp.py --wheel DIR/allennlp-2.10.1-py3-none-any.whl
+    .venv/bin/python -m benchmarks.bench_allennlp --wheel DIR/allennlp-2.10.1-py3-none-any.whl
 """
 
 from __future__ import annotations
@@ -35,9 +35,8 @@ import zipfile
 from pathlib import Path
 
 import torch
-from bench_core import DEFAULT_DATA, REPO_ROOT, cpu_model, load_average, load_sentences, shape_options
-from bench_memory import simd_flags
 
+from benchmarks.common import DEFAULT_DATA, child_env, from_repo, load_sentences, machine_line, shape_options
 from elmo_core import Elmo, embed_sentences, load_bilm_tf, save_bilm_tf, set_token_cache, words_to_char_ids
 
 FILES = [
@@ -111,9 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.only:
         return alone(args)
-    data = args.data if args.data.is_absolute() else REPO_ROOT / args.data
-    sentences, source = load_sentences(data, args.sentences)
-    source = source.replace(str(data), str(args.data))
+    data = from_repo(args.data)
+    sentences, source = load_sentences(args.data, args.sentences)
     tokens = sum(map(len, sentences))
     options = shape_options("original")
     workdir = tempfile.TemporaryDirectory()
@@ -163,9 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"bench_allennlp {datetime.date.today().isoformat()}: original shape, fp32, batch 32, "
         f"{torch.get_num_threads()} threads, best of {args.repeats} alternating runs",
-        f"CPU: {cpu_model()}; torch {torch.__version__}; load average {load_average()}; "
+        machine_line(),
         f"ELMO_THREADS={os.environ.get('ELMO_THREADS', 'auto')}",
-        f"SIMD flags: {' '.join(simd_flags())}",
         f"text: {source}; {len(sentences)} sentences, {tokens} tokens",
         f"max |difference| of the activations (first batch, real tokens): {max_diff:.2e}",
         f"{'run':<24} {'tokens/s':>9} {'vs AllenNLP':>11}",
@@ -174,9 +171,9 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"{name:<24} {rate:>9.0f} {rate / best['AllenNLP _ElmoBiLm']:>10.2f}x")
     lines.append(f"alone, fresh process each: {'tokens/s':>9} {'peak RSS MiB':>12}")
     for which in ("allennlp", "ours"):
-        command = [sys.executable, __file__, "--wheel", str(args.wheel), "--sentences", str(args.sentences)]
-        command += ["--data", str(data), "--only", which, "--folder", str(folder)]
-        done = subprocess.run(command, capture_output=True, text=True)
+        command = [sys.executable, "-m", "benchmarks.bench_allennlp", "--wheel", str(args.wheel)]
+        command += ["--sentences", str(args.sentences), "--data", str(data), "--only", which, "--folder", str(folder)]
+        done = subprocess.run(command, capture_output=True, text=True, env=child_env())
         if done.returncode:
             raise RuntimeError(f"the {which} process failed:\n{done.stderr}")
         result = json.loads(done.stdout.strip().splitlines()[-1])

@@ -16,65 +16,49 @@ one process:
 
 Nothing is asserted; nothing is downloaded. Usage (from the repository root):
 
-    .venv/bin/python benchmarks/bench_cache_int8.py
-    .venv/bin/python benchmarks/bench_cache_int8.py --sentences 500
+    .venv/bin/python -m benchmarks.bench_cache_int8
+    .venv/bin/python -m benchmarks.bench_cache_int8 --sentences 500
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
-import lzma
-import os
-import platform
 import random
-import re
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from benchmarks.common import (
+    DEFAULT_DATA,
+    SEED,
+    WIKIGOLD,
+    conll_sentences,
+    enwiki_sentences,
+    format_table,
+    from_repo,
+    machine_line,
+    token_cosines,
+)
 from elmo_core import embed_sentences, load_model_folder, quantize_int8
-from elmo_core.files.model_folder import default_model_dir
+from elmo_core.files import default_model_dir
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import format_table  # noqa: E402
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-ENWIKI_VALID = REPO_ROOT / "../shared/data/lm/enwiki2015/valid.txt.xz"
-WIKIGOLD = REPO_ROOT / "../shared/data/ner/wikigold/wikigold.conll.txt"
-SEED = 0
+ENWIKI_VALID = from_repo(DEFAULT_DATA)
 BATCH = 32
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def enwiki_sentences(path: Path) -> Iterator[list[str]]:
-    """Sentences of 1..100 whitespace tokens, in file order (naive sentence split)."""
-    with lzma.open(path, "rt", encoding="utf-8") as lines:
-        for line in lines:
-            for piece in _SENTENCE_END.split(line.strip()):
-                tokens = piece.split()
-                if 1 <= len(tokens) <= 100:
-                    yield tokens
+def conll_tokens(path: Path) -> list[list[str]]:
+    """The tokens of each sentence of a CoNLL file."""
+    return [[token for token, _ in sentence] for sentence in conll_sentences(path)]
 
 
-def conll_sentences(path: Path) -> Iterator[list[str]]:
-    """Sentences of a CoNLL file: first column, blank lines between sentences."""
-    sentence: list[str] = []
-    with open(path, encoding="utf-8") as lines:
-        for line in lines:
-            fields = line.split()
-            if not fields or fields[0] == "-DOCSTART-":
-                if sentence:
-                    yield sentence
-                sentence = []
-            else:
-                sentence.append(fields[0])
-    if sentence:
-        yield sentence
+def enwiki_all(path: Path) -> list[list[str]]:
+    """Every sentence of 1..100 whitespace tokens of the enwiki text, in file order."""
+    return list(enwiki_sentences(path, 1, 100))
 
 
 def hit_rate(model: torch.nn.Module, sentences: Sequence[Sequence[str]]) -> tuple[float, int]:
@@ -85,7 +69,7 @@ def hit_rate(model: torch.nn.Module, sentences: Sequence[Sequence[str]]) -> tupl
     return cache.hit_rate, len(cache)
 
 
-def timed(model: torch.nn.Module, sentences: Sequence[Sequence[str]]) -> tuple[list[np.ndarray], float]:
+def timed_embed(model: torch.nn.Module, sentences: Sequence[Sequence[str]]) -> tuple[list[np.ndarray], float]:
     if model.bilm.token_cache is not None:
         model.bilm.token_cache.clear()
     start = time.perf_counter()
@@ -104,7 +88,7 @@ def compare(reference: list[np.ndarray], other: list[np.ndarray], model: torch.n
     named.append(("mix", gamma * np.tensordot(weights, ref, 1), gamma * np.tensordot(weights, got, 1)))
     rows = []
     for name, a, b in named:
-        cos = (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
+        cos = token_cosines(a, b)
         rows.append(
             [
                 name,
@@ -123,19 +107,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    print("Token cache and int8 (benchmarks/bench_cache_int8.py)")
+    print("Token cache and int8 (python -m benchmarks.bench_cache_int8)")
     print(f"date     {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
-    print(
-        f"torch    {torch.__version__}, {args.threads} threads; Python {platform.python_version()}; "
-        f"{os.cpu_count()} logical CPUs; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-    )
+    print(machine_line())
     model = load_model_folder(default_model_dir())
-    print(f"model    {default_model_dir()} (shipped default)\n")
+    print("model    elmo_core/default_model (shipped default)\n")
 
     rows = []
     for name, path, reader in (
-        ("WikiGold", WIKIGOLD, conll_sentences),
-        ("enwiki2015 valid", ENWIKI_VALID, enwiki_sentences),
+        ("WikiGold", from_repo(WIKIGOLD), conll_tokens),
+        ("enwiki2015 valid", ENWIKI_VALID, enwiki_all),
     ):
         if not path.is_file():
             print(f"{name}: {path} not found, skipped")
@@ -152,13 +133,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not ENWIKI_VALID.is_file():
         print(f"{ENWIKI_VALID} not found: no int8 comparison")
         return 0
-    pool = list(enwiki_sentences(ENWIKI_VALID))
+    pool = enwiki_all(ENWIKI_VALID)
     sentences = random.Random(SEED).sample(pool, min(args.sentences, len(pool)))
     tokens = sum(map(len, sentences))
     quantized = quantize_int8(model)
-    timed(model, sentences[:BATCH]), timed(quantized, sentences[:BATCH])  # warm-up
-    fp32, fp32_s = timed(model, sentences)
-    int8, int8_s = timed(quantized, sentences)
+    timed_embed(model, sentences[:BATCH]), timed_embed(quantized, sentences[:BATCH])  # warm-up
+    fp32, fp32_s = timed_embed(model, sentences)
+    int8, int8_s = timed_embed(quantized, sentences)
     print(
         f"int8 against float32 on {len(sentences):,} enwiki2015 validation sentences "
         f"({tokens:,} tokens), batch {BATCH}:"

@@ -24,9 +24,9 @@ token). Also the same-process fp32 and bf16 GEMM rates (2048^3), and the CPU fla
 
 Nothing is asserted; run it on an otherwise idle machine (the idle rows need one).
 
-    .venv/bin/python benchmarks/bench_contention.py
-    .venv/bin/python benchmarks/bench_contention.py --faces spacy,hf,train
-    .venv/bin/python benchmarks/bench_contention.py --skip-contention --precision-shapes original
+    .venv/bin/python -m benchmarks.bench_contention
+    .venv/bin/python -m benchmarks.bench_contention --faces spacy,hf,train
+    .venv/bin/python -m benchmarks.bench_contention --skip-contention --precision-shapes original
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ import argparse
 import datetime
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -43,9 +42,17 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
-from bench_core import DEFAULT_DATA, REPO_ROOT, cpu_model, load_average, load_sentences
-from bench_memory import simd_flags
+from benchmarks.common import (
+    DEFAULT_DATA,
+    REPO_ROOT,
+    WIKIGOLD,
+    child_env,
+    conll_sentences,
+    from_repo,
+    load_sentences,
+    machine_line,
+    timed,
+)
 
 # One measurement of the library face, in a fresh process: sentences (JSON) on stdin.
 _LIBRARY = """
@@ -106,7 +113,7 @@ _SAVE_HF = """
 import sys
 import hf_elmo
 from transformers import AutoModel, AutoTokenizer
-from elmo_core.files.model_folder import default_model_dir
+from elmo_core.files import default_model_dir
 AutoModel.from_pretrained(default_model_dir()).save_pretrained(sys.argv[1])
 AutoTokenizer.from_pretrained(default_model_dir()).save_pretrained(sys.argv[1])
 """
@@ -114,22 +121,15 @@ AutoTokenizer.from_pretrained(default_model_dir()).save_pretrained(sys.argv[1])
 # One precision comparison, in a fresh process: argv = shape, sentences file.
 _PRECISION = """
 import json, sys, time
+import numpy as np
 import torch
-import torch.nn.functional as F
-from bench_core import shape_options
+from benchmarks.common import gemm_gflops, shape_options, token_cosines
 from elmo_core import Elmo, attach_runtime, embed_sentences
-from elmo_core.model.precision import cpu_bf16_support
+from elmo_core.model import cpu_bf16_support
 shape, path = sys.argv[1], sys.argv[2]
 sentences = json.load(open(path))
 torch.manual_seed(0)
 model = attach_runtime(Elmo(shape_options(shape), dropout=0.0), token_cache_words=0).eval()
-def gemm(dtype):
-    a = torch.randn(2048, 2048).to(dtype); b = torch.randn(2048, 2048).to(dtype)
-    a @ b
-    start = time.perf_counter()
-    for _ in range(5):
-        a @ b
-    return 5 * 2 * 2048**3 / (time.perf_counter() - start) / 1e9
 def run(dtype):
     embed_sentences(model, sentences[:32], batch_size=32, autocast_dtype=dtype)  # warm-up
     best, out = None, None
@@ -144,21 +144,19 @@ fp32_s, fp32 = run(None)
 bf16_s, bf16 = run(torch.bfloat16)
 layers = []
 for k in range(fp32[0].shape[0]):
-    a = torch.cat([torch.from_numpy(v[k]) for v in fp32]); b = torch.cat([torch.from_numpy(v[k]) for v in bf16])
-    cos = F.cosine_similarity(a, b, dim=-1)
-    layers.append({"layer": k, "mean_cos": cos.mean().item(), "min_cos": cos.min().item()})
+    cos = token_cosines(np.concatenate([v[k] for v in fp32]), np.concatenate([v[k] for v in bf16]))
+    layers.append({"layer": k, "mean_cos": float(cos.mean()), "min_cos": float(cos.min())})
 print(json.dumps({
     "shape": shape, "tokens": tokens, "fp32_tok_s": tokens / fp32_s, "bf16_tok_s": tokens / bf16_s,
-    "layers": layers, "gemm_fp32": gemm(torch.float32), "gemm_bf16": gemm(torch.bfloat16),
+    "layers": layers, "gemm_fp32": gemm_gflops(2048, 2048, 2048),
+    "gemm_bf16": gemm_gflops(2048, 2048, 2048, dtype=torch.bfloat16),
     "bf16_support": cpu_bf16_support(), "threads": torch.get_num_threads(),
 }))
 """
 
 
 def _env(policy: str) -> dict[str, str]:
-    env = dict(os.environ, ELMO_THREADS=policy)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent), env.get("PYTHONPATH")]))
-    return env
+    return child_env(ELMO_THREADS=policy)
 
 
 def run_library(sentences: list[list[str]], policy: str) -> float:
@@ -220,15 +218,8 @@ def ner_sentences(path: Path, count: int) -> list[list[tuple[str, str]]]:
     """The first `count` sentences (token, tag) of a CoNLL file; generated ones where it is missing."""
     sentences: list[list[tuple[str, str]]] = []
     if path.is_file():
-        current: list[tuple[str, str]] = []
-        for line in path.read_text(encoding="utf-8").splitlines() + [""]:
-            fields = line.split()
-            if not fields or fields[0] == "-DOCSTART-":
-                if current:
-                    sentences.append(current)
-                current = []
-            else:
-                current.append((fields[0], fields[-1]))
+        for sentence in conll_sentences(path):
+            sentences.append(sentence)
             if len(sentences) == count:
                 return sentences
     words = ["Anna", "met", "Bob", "in", "Paris", "on", "Monday", "with", "the", "Acme", "team", "."]
@@ -262,21 +253,10 @@ def run_train(steps: int, policy: str, workdir: Path, ner_data: Path) -> float:
 FACES = ("library", "cli", "spacy", "hf", "train")
 
 
-def _cpu_busy() -> tuple[float, float]:
-    """(busy CPU-seconds of all CPUs from /proc/stat, CPU-seconds of our waited-for children)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (sum(fields) - fields[3] - fields[4]) / ticks, children.ru_utime + children.ru_stime
-
-
 def measured(run, *args) -> tuple[float, float]:  # noqa: ANN001
     """`run(*args)` (tokens/s) and the CPUs' worth of work others did meanwhile (not its process)."""
-    busy0, own0 = _cpu_busy()
-    start = time.perf_counter()
-    rate = run(*args)
-    busy1, own1 = _cpu_busy()
-    return rate, max(0.0, (busy1 - busy0) - (own1 - own0)) / (time.perf_counter() - start)
+    rate, _, others = timed(lambda: run(*args))
+    return rate, others if others is not None else float("nan")
 
 
 class BusyLoop:
@@ -301,7 +281,7 @@ def contention(
 ) -> list[dict]:
     cpu = max(os.sched_getaffinity(0))
     rows = []
-    ner_data = args.ner_data if args.ner_data.is_absolute() else REPO_ROOT / args.ner_data
+    ner_data = from_repo(args.ner_data)
     with tempfile.TemporaryDirectory() as workdir:
         faces = {
             "library": ("load_elmo().embed", lambda t, r: run_library(t, r), "tok/s"),
@@ -355,9 +335,7 @@ def precision(shapes: Sequence[str], sentences: list[list[str]]) -> list[dict]:
 def report(args: argparse.Namespace, source: str, rows: list[dict], prec: list[dict]) -> str:
     lines = [
         f"bench_contention {datetime.date.today().isoformat()}",
-        f"CPU: {cpu_model()}; usable CPUs {len(os.sched_getaffinity(0))}; torch {torch.__version__}; "
-        f"load average before {load_average()}",
-        f"SIMD flags: {' '.join(simd_flags())}",
+        machine_line(),
         f"text: {source}",
         "",
     ]
@@ -405,7 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--faces", default=",".join(FACES), help=f"comma-separated, of {','.join(FACES)}")
     parser.add_argument("--train-steps", type=int, default=30, help="steps of the spacy train face")
     parser.add_argument(
-        "--ner-data", type=Path, default=Path("../shared/data/ner/wikigold/wikigold.conll.txt"),
+        "--ner-data", type=Path, default=WIKIGOLD,
         help="CoNLL file for the spacy train face (generated sentences where missing)",
     )  # fmt: skip
     parser.add_argument("--skip-contention", action="store_true")
@@ -414,9 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--out", type=Path, help="also write the report here")
     args = parser.parse_args(argv)
-    data = args.data if args.data.is_absolute() else REPO_ROOT / args.data
-    sentences, source = load_sentences(data, max(args.sentences, args.precision_sentences))
-    source = source.replace(str(data), str(args.data))  # no machine-specific path in the report
+    sentences, source = load_sentences(args.data, max(args.sentences, args.precision_sentences))
     rows = (
         []
         if args.skip_contention

@@ -32,33 +32,44 @@ speed.
 
 Usage (from the repository root):
 
-    .venv/bin/python benchmarks/bench_core.py
-    .venv/bin/python benchmarks/bench_core.py --shapes small --batch-sizes 32 --sentences 256
+    .venv/bin/python -m benchmarks.bench_core
+    .venv/bin/python -m benchmarks.bench_core --shapes small --batch-sizes 32 --sentences 256
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import gc
 import json
-import lzma
-import math
-import os
-import platform
-import random
-import re
-import resource
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
+from benchmarks.common import (
+    DEFAULT_DATA,
+    GEMM_SECONDS,
+    SEED,
+    best_of,
+    check_flops_formula,
+    child_env,
+    current_rss_mb,
+    flops_per_position,
+    format_table,
+    gemm_gflops,
+    load_average,
+    load_sentences,
+    machine_line,
+    peak_rss_mb,
+    seconds_per_call,
+    shape_options,
+    token_layer_flops,
+)
 from elmo_core import (
     PUBLISHED_OPTIONS,
     BiLMOptions,
@@ -67,26 +78,15 @@ from elmo_core import (
     embed_sentences,
     load_bilm_tf,
     quantize_int8,
-    read_model_config,
     save_bilm_tf,
     set_recurrence,
     set_token_cache,
     word_to_char_ids,
 )
-from elmo_core.files.model_folder import default_model_dir
-from elmo_core.model.characters import BOS_TOKEN, EOS_TOKEN
-from elmo_core.runtime.quantization import quantize_linear_layers
+from elmo_core.model import BOS_TOKEN, EOS_TOKEN
+from elmo_core.runtime import quantize_linear_layers
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = Path("../shared/data/lm/enwiki2015/valid.txt.xz")  # relative to REPO_ROOT
-SEED = 0
-MIN_TOKENS, MAX_TOKENS = 5, 60  # sentence lengths kept from the data
 WARMUP_SENTENCES = 32
-GEMM_SECONDS = 0.5
-
-# docs/bilm_tf.md §11: MFLOP per position of the published shapes.
-SPEC_MFLOP_PER_POSITION = {"original": 204.3, "medium": 73.2, "small": 44.4}
-
 RESULT_PREFIX = "RESULT "
 
 MODES = {
@@ -99,136 +99,6 @@ MODES = {
 }
 
 
-def shape_options(shape: str) -> BiLMOptions:
-    """A `PUBLISHED_OPTIONS` shape, or "default": the shipped default model's shape.
-
-    A "-noclip" suffix switches `cell_clip` and `proj_clip` off (such cells run as fused
-    `torch.lstm` calls; see `elmo_core.runtime.recurrence`).
-    """
-    if shape.endswith("-noclip"):
-        options = shape_options(shape.removesuffix("-noclip"))
-        return dataclasses.replace(options, lstm=dataclasses.replace(options.lstm, cell_clip=None, proj_clip=None))
-    if shape == "default":
-        return read_model_config(default_model_dir())[0]
-    return PUBLISHED_OPTIONS[shape]
-
-
-# ---------------------------------------------------------------------------- FLOPs
-def flops_breakdown(options: BiLMOptions) -> dict[str, int]:
-    """Forward FLOPs per position (word or boundary token), by part; docs/bilm_tf.md §11.
-
-    Multiply-accumulates of the matrix and convolution work only, times 2. Element-wise
-    gates, clips and the max-pool are O(width) and ignored. With C characters per token,
-    embedding size E, F filters, projection P, cell size D and L layers per direction:
-
-        char CNN          sum over banks (C - w + 1) * w * E * n
-        highway           n_highway * F * 2F      (transform and gate halves)
-        projection        F * P                   (absent when F == P)
-        LSTM input        2L * P * 4D             (every layer reads a P-wide input)
-        LSTM recurrent    2L * P * 4D
-        LSTM projection   2L * D * P
-    """
-    cc, lstm = options.char_cnn, options.lstm
-    C, E, F, P, D = cc.max_characters_per_token, cc.embedding_dim, cc.n_filters, lstm.projection_dim, lstm.dim
-    cells = 2 * lstm.n_layers  # layers x directions
-    macs = {
-        "char_cnn": sum((C - width + 1) * width * E * count for width, count in cc.filters),
-        "highway": cc.n_highway * F * 2 * F,
-        "projection": F * P if F != P else 0,
-        "lstm_input": cells * P * 4 * D,
-        "lstm_recurrent": cells * P * 4 * D,
-        "lstm_projection": cells * D * P,
-    }
-    return {part: 2 * mac for part, mac in macs.items()}
-
-
-def flops_per_position(options: BiLMOptions) -> int:
-    """Total forward FLOPs per position (see `flops_breakdown`)."""
-    return sum(flops_breakdown(options).values())
-
-
-def token_layer_flops(options: BiLMOptions) -> int:
-    """FLOPs per position of `model.bilm.char_cnn` (char CNN + highway + projection)."""
-    parts = flops_breakdown(options)
-    return parts["char_cnn"] + parts["highway"] + parts["projection"]
-
-
-def check_flops_formula() -> dict[str, float]:
-    """MFLOP per position of each published shape; raise if one disagrees with the spec."""
-    mflops = {}
-    for shape, expected in SPEC_MFLOP_PER_POSITION.items():
-        got = flops_per_position(PUBLISHED_OPTIONS[shape]) / 1e6
-        if abs(got - expected) > 0.1:
-            raise AssertionError(
-                f"flops_per_position({shape}) = {got:.2f} MFLOP, but docs/bilm_tf.md §11 says {expected}."
-            )
-        mflops[shape] = got
-    return mflops
-
-
-# ---------------------------------------------------------------------------- input
-def load_sentences(data: Path, count: int) -> tuple[list[list[str]], str]:
-    """`count` sentences of MIN_TOKENS..MAX_TOKENS tokens, the same on every call.
-
-    Returns the sentences and a description of where they came from.
-    """
-    rng = random.Random(SEED)
-    if data.is_file():
-        pool = list(_read_sentences(data))
-        if len(pool) >= count:
-            return rng.sample(pool, count), f"{data} ({len(pool)} sentences of {MIN_TOKENS}..{MAX_TOKENS} tokens)"
-    return _synthetic_sentences(rng, count), f"synthetic (seed {SEED}; {data} not found or too small)"
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")  # naive: also splits after "Dr." or "U.S."
-
-
-def _read_sentences(path: Path):  # noqa: ANN202
-    with lzma.open(path, "rt", encoding="utf-8") as lines:
-        for line in lines:
-            for piece in _SENTENCE_END.split(line.strip()):
-                tokens = piece.split()
-                if MIN_TOKENS <= len(tokens) <= MAX_TOKENS:
-                    yield tokens
-
-
-def _synthetic_sentences(rng: random.Random, count: int) -> list[list[str]]:
-    """Zipf-distributed made-up words; gamma-distributed lengths with mean about 25."""
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    vocab = ["".join(rng.choices(letters, k=min(1 + int(rng.expovariate(0.25)), 20))) for _ in range(5000)]
-    weights = [1.0 / rank for rank in range(1, len(vocab) + 1)]
-    sentences = []
-    while len(sentences) < count:
-        length = round(rng.gammavariate(4.0, 6.25))
-        if MIN_TOKENS <= length <= MAX_TOKENS:
-            sentences.append(rng.choices(vocab, weights, k=length))
-    return sentences
-
-
-# ---------------------------------------------------------------------------- machine
-def gemm_gflops(m: int, k: int, n: int, *, transpose_b: bool = False, seconds: float = GEMM_SECONDS) -> float:
-    """fp32 `torch.mm` rate of an [m, k] x [k, n] product, timed for at least `seconds`.
-
-    With `transpose_b`, B is stored [n, k] and passed as a transposed view, which is how
-    `F.linear` multiplies by a `Linear` weight.
-    """
-    generator = torch.Generator().manual_seed(SEED)
-    a = torch.randn(m, k, generator=generator)
-    b = torch.randn(n, k, generator=generator).t() if transpose_b else torch.randn(k, n, generator=generator)
-    torch.mm(a, b)  # warm-up
-    start = time.perf_counter()
-    torch.mm(a, b)
-    reps = max(1, math.ceil(1.2 * seconds / max(time.perf_counter() - start, 1e-6)))
-    while True:
-        start = time.perf_counter()
-        for _ in range(reps):
-            torch.mm(a, b)
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            return 2 * m * k * n * reps / elapsed / 1e9
-        reps *= 2
-
-
 def int8_gemm_gflops(m: int, k: int, n: int, *, seconds: float = GEMM_SECONDS) -> float:
     """Rate of an [m, k] x [k, n] product through an int8 dynamically quantised Linear.
 
@@ -239,47 +109,7 @@ def int8_gemm_gflops(m: int, k: int, n: int, *, seconds: float = GEMM_SECONDS) -
     linear = quantize_linear_layers(torch.nn.Sequential(torch.nn.Linear(k, n, bias=False)))
     x = torch.randn(m, k)
     with torch.inference_mode():
-        linear(x)
-        reps = 1
-        while True:
-            start = time.perf_counter()
-            for _ in range(reps):
-                linear(x)
-            elapsed = time.perf_counter() - start
-            if elapsed >= seconds:
-                return 2 * m * k * n * reps / elapsed / 1e9
-            reps *= 2
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def load_average() -> str:
-    """1/5/15-minute load: other work on the machine shows up here, not in the table."""
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "unknown"
-
-
-def current_rss_mb() -> float | None:
-    try:
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def peak_rss_mb() -> float:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes on macOS, KiB on Linux
+        return 2 * m * k * n / seconds_per_call(lambda: linear(x), seconds=seconds) / 1e9
 
 
 # ---------------------------------------------------------------------------- one configuration
@@ -318,38 +148,6 @@ def char_cnn_inputs(
         )
         for batch in batches
     ]
-
-
-def best_of(repeats: int, run: Callable[[], object]) -> tuple[float, float | None]:
-    """Time `run` `repeats` times; the fastest wall seconds and the others' load then.
-
-    The load is the share of all CPUs that *other* processes used while it ran (from
-    /proc/stat minus this process's CPU time; None where /proc is missing). With
-    OpenMP threads on every core, a few percent of other work can slow a run a lot.
-    """
-    timings = []
-    for _ in range(repeats):
-        busy, own = _machine_busy_seconds(), time.process_time()
-        start = time.perf_counter()
-        run()
-        seconds = time.perf_counter() - start
-        others = None
-        if busy is not None:
-            busy_after = _machine_busy_seconds()
-            used = (busy_after - busy) - (time.process_time() - own)  # type: ignore[operator]
-            others = max(0.0, used) / (seconds * (os.cpu_count() or 1))
-        timings.append((seconds, others))
-    return min(timings, key=lambda timing: timing[0])
-
-
-def _machine_busy_seconds() -> float | None:
-    """CPU seconds all processes have used since boot (steal included), or None."""
-    try:
-        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + fields[4]  # idle + iowait
-    return (sum(fields) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def run_one(shape: str, batch_size: int, mode: str, sentences: list[list[str]], repeats: int = 1) -> dict[str, object]:
@@ -424,7 +222,8 @@ def run_one(shape: str, batch_size: int, mode: str, sentences: list[list[str]], 
 def run_in_subprocess(shape: str, batch_size: int, mode: str, args: argparse.Namespace) -> dict[str, object] | None:
     command = [
         sys.executable,
-        str(Path(__file__).resolve()),
+        "-m",
+        "benchmarks.bench_core",
         "--one",
         f"{shape}:{batch_size}:{mode}",
         "--sentences",
@@ -437,7 +236,7 @@ def run_in_subprocess(shape: str, batch_size: int, mode: str, args: argparse.Nam
         str(args.repeats),
     ]
     # stderr passes through, so a failing child shows its traceback.
-    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False, env=child_env())
     for line in done.stdout.splitlines():
         if line.startswith(RESULT_PREFIX):
             return json.loads(line[len(RESULT_PREFIX) :])
@@ -446,16 +245,6 @@ def run_in_subprocess(shape: str, batch_size: int, mode: str, args: argparse.Nam
 
 
 # ---------------------------------------------------------------------------- report
-def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Plain text: first column left-aligned, the others right-aligned."""
-    widths = [max(len(row[k]) for row in (header, *rows)) for k in range(len(header))]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if k == 0 else c.rjust(w) for k, (c, w) in enumerate(zip(cells, widths)))
-
-    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(row) for row in rows)])
-
-
 def main_table(results: Sequence[dict]) -> str:
     rows = []
     for r in results:
@@ -601,8 +390,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error(f"--batch-sizes must be comma-separated integers; got {args.batch_sizes!r}")
     if not args.batch_sizes or min(args.batch_sizes) <= 0 or min(args.sentences, args.threads, args.repeats) <= 0:
         parser.error("--batch-sizes, --sentences, --threads and --repeats must be positive")
-    if not args.data.is_absolute():
-        args.data = (REPO_ROOT / args.data).resolve()
     return args
 
 
@@ -618,10 +405,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.perf_counter()
     lengths = [len(s) for s in sentences]
-    print("ELMo biLM CPU benchmark (benchmarks/bench_core.py)")
+    print("ELMo biLM CPU benchmark (python -m benchmarks.bench_core)")
     print(f"date     {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
-    print(f"torch    {torch.__version__}, {args.threads} threads; Python {platform.python_version()}")
-    print(f"cpu      {cpu_model()} ({os.cpu_count()} logical CPUs); load average {load_average()}")
+    print(machine_line())
     print(f"input    {source}")
     print(
         f"         {len(sentences)} sentences, {sum(lengths)} tokens, "

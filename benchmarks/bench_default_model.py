@@ -5,16 +5,16 @@ What is measured, per model folder, each in a fresh process:
 - load s: `import elmo_core` + `load_model_folder(folder)`, as a user's first call pays it
   (interpreter start-up excluded);
 - tokens/s: `embed_sentences(model, sentences, layers="all", batch_size=B)` on real enwiki2015
-  validation sentences (the sample `bench_core.py` takes), real tokens only, after one
+  validation sentences (the sample `benchmarks.common.load_sentences` takes), real tokens only, after one
   warm-up batch;
-- the ratio of the model's spec GFLOP/s (docs/bilm_tf.md section 11, as in `bench_core.py`)
+- the ratio of the model's spec GFLOP/s (docs/bilm_tf.md section 11, `benchmarks.common.flops_per_position`)
   to the fp32 GEMM rate measured in the same process, so that runs on busy or different
   machines compare.
 
 Folders run interleaved, `--repeats` times, and the best of each is kept, so that load from
 other processes hits every folder alike. Nothing is asserted about speed.
 
-    .venv/bin/python benchmarks/bench_default_model.py [FOLDER ...] --threads 2 --batch-size 32
+    .venv/bin/python -m benchmarks.bench_default_model [FOLDER ...] --threads 2 --batch-size 32
 
 Without FOLDER: the shipped default model. To compare with the previous one:
 `mkdir -p OLD && git archive 50d1767 core/default_model | tar -x -C OLD` (50d1767: the last
@@ -29,18 +29,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench_core import DEFAULT_DATA, REPO_ROOT, cpu_model, load_average
-from bench_memory import simd_flags
+from benchmarks.common import DEFAULT_DATA, REPO_ROOT, child_env, from_repo, load_average, machine_line
+from elmo_core.files import default_model_dir
 
 CHILD = """
 import json, sys, time
 start = time.perf_counter()
 import elmo_core
-sys.path.insert(0, {bench_dir!r})
-from pathlib import Path
-from bench_core import flops_per_position, gemm_gflops, load_sentences
 model = elmo_core.load_model_folder({folder!r}, dropout=0.0)
 load_s = time.perf_counter() - start
+from pathlib import Path
+from benchmarks.common import flops_per_position, gemm_gflops, load_sentences
 sentences, _ = load_sentences(Path({data!r}), {count})
 elmo_core.embed_sentences(model, sentences[:{batch}], batch_size={batch})
 start = time.perf_counter()
@@ -56,13 +55,13 @@ print(json.dumps({{"load_s": load_s, "tokens_per_s": tokens / seconds, "gflops":
 def measure(folder: Path, args: argparse.Namespace) -> dict:
     """One fresh process: load time, tokens/s and GEMM rate for `folder` (see the module docstring)."""
     code = CHILD.format(
-        bench_dir=str(Path(__file__).resolve().parent),
         folder=str(folder),
         data=str(args.data),
         count=args.sentences,
         batch=args.batch_size,
     )
     env = {"OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1", "PATH": ""}
+    env["PYTHONPATH"] = child_env()["PYTHONPATH"]  # a bare environment, but one that imports `benchmarks`
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
         raise SystemExit(f"measuring {folder} failed:\n{done.stderr[-2000:]}")
@@ -70,8 +69,6 @@ def measure(folder: Path, args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from elmo_core.files.model_folder import default_model_dir
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="*", type=Path, help="model folders (default: the shipped default model)")
     parser.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS of the measured processes")
@@ -82,10 +79,10 @@ def main(argv: list[str] | None = None) -> None:
         "--data", type=Path, default=DEFAULT_DATA, help="enwiki2015 valid.txt.xz (synthetic if missing)"
     )
     args = parser.parse_args(argv)
-    args.data = args.data if args.data.is_absolute() else REPO_ROOT / args.data
+    args.data = from_repo(args.data)
     folders = args.folders or [default_model_dir()]
-    flags = simd_flags()
-    print(f"CPU {cpu_model()}; flags {' '.join(flags)}; {args.threads} threads; load average {load_average()}")
+    print(machine_line())
+    print(f"threads  OMP_NUM_THREADS={args.threads} in the measured processes")
     print(f"{args.sentences} sentences of {args.data.name}, batch {args.batch_size}; best of {args.repeats} runs")
     best: dict[Path, dict] = {}
     for _ in range(args.repeats):

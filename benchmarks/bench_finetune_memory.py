@@ -14,7 +14,7 @@ CPU model and SIMD flags. Nothing is asserted. One thread.
 
 Usage (from the repository root):
 
-    .venv/bin/python benchmarks/bench_finetune_memory.py
+    .venv/bin/python -m benchmarks.bench_finetune_memory
 """
 
 from __future__ import annotations
@@ -25,14 +25,8 @@ import os
 import platform
 import subprocess
 import sys
-from pathlib import Path
 
-import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_core import cpu_model, load_average  # noqa: E402
-from bench_memory import simd_flags  # noqa: E402
+from benchmarks.common import machine_line
 
 MODES = ("inference", "mix", "char_cnn", "all")
 
@@ -69,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         f"# bench_finetune_memory {datetime.date.today()}: default model, one step of {args.sentences} x "
         f"{args.tokens} = {num_tokens} tokens, one thread, fresh process per mode"
     )
-    print(f"# {platform.platform()}; {cpu_model()}; torch {torch.__version__}; load {load_average()}")
-    print(f"# SIMD flags: {' '.join(simd_flags())}")
+    print(f"# {platform.platform()}")
+    print(f"# {machine_line()}")
     print(f"{'mode':<10} {'loaded MiB':>10} {'step peak above loaded MiB':>27} {'KiB per token':>14}")
     for mode in MODES:
         done = subprocess.run(

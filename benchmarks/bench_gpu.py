@@ -2,7 +2,7 @@
 
 For each (shape, batch size, mode) this times `embed_sentences(model, sentences,
 layers="all", batch_size=B)` on the GPU, with the numpy copies included (what a user
-gets), and prints tokens/s and the achieved spec GFLOP/s (`bench_core.flops_per_position`)
+gets), and prints tokens/s and the achieved spec GFLOP/s (`benchmarks.common.flops_per_position`)
 over the GEMM rate of the same dtype measured in the same process (8192^3 `torch.mm`,
 fp32 without TF32, and bf16). A mode is RECURRENCE-DTYPE[-compiled]:
 
@@ -22,7 +22,7 @@ before each timed run. Random weights elsewhere (FLOPs do not depend on values).
 
 Usage (from the repository root, on a machine with CUDA):
 
-    python benchmarks/bench_gpu.py --data local/bench_data/valid.txt.xz
+    python -m benchmarks.bench_gpu --data local/bench_data/valid.txt.xz
 """
 
 from __future__ import annotations
@@ -37,26 +37,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import DEFAULT_DATA, REPO_ROOT, flops_per_position, format_table, load_sentences, shape_options  # noqa: E402
-
-from elmo_core import Elmo, compile_recurrence, embed_sentences, load_model_folder, set_recurrence  # noqa: E402
-from elmo_core.files.model_folder import default_model_dir  # noqa: E402
+from benchmarks.common import (
+    DEFAULT_DATA,
+    flops_per_position,
+    format_table,
+    gemm_gflops,
+    load_sentences,
+    machine_line,
+    shape_options,
+    token_cosines,
+)
+from elmo_core import Elmo, compile_recurrence, embed_sentences, load_model_folder, set_recurrence
+from elmo_core.files import default_model_dir
 
 MODES = ("step-fp32", "step-bf16", "auto-fp32", "auto-bf16")
-
-
-def gemm_tflops(dtype: torch.dtype, n: int = 8192, reps: int = 10) -> float:
-    a = torch.randn(n, n, device="cuda", dtype=dtype)
-    b = torch.randn(n, n, device="cuda", dtype=dtype)
-    for _ in range(3):
-        torch.mm(a, b)
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(reps):
-        torch.mm(a, b)
-    torch.cuda.synchronize()
-    return 2 * n**3 * reps / (time.perf_counter() - start) / 1e12
+GEMM_DTYPES = (torch.float32, torch.bfloat16)
 
 
 def run(model: Elmo, sentences: list[list[str]], batch: int, mode: str) -> float:
@@ -89,7 +84,7 @@ def agreement(sentences: list[list[str]]) -> list[list[str]]:
         )
         for k in range(ref.shape[0]):
             a, b = ref[k], got[k]
-            cos = (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
+            cos = token_cosines(a, b)
             rows.append([mode, f"layer {k}", f"{cos.mean():.5f}", f"{cos.min():.5f}", f"{np.abs(a - b).max():.2e}"])
     return rows
 
@@ -105,16 +100,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("no CUDA device: nothing to measure")
         return 1
-    data = args.data if args.data.is_absolute() else (REPO_ROOT / args.data).resolve()
-    sentences, source = load_sentences(data, args.sentences)
+    sentences, source = load_sentences(args.data, args.sentences)
     tokens = sum(map(len, sentences))
     positions = tokens + 2 * len(sentences)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    fp32_rate, bf16_rate = gemm_tflops(torch.float32), gemm_tflops(torch.bfloat16)
-    print("ELMo biLM GPU benchmark (benchmarks/bench_gpu.py)")
+    fp32_rate, bf16_rate = (gemm_gflops(8192, 8192, 8192, dtype=d, device="cuda") / 1e3 for d in GEMM_DTYPES)
+    print("ELMo biLM GPU benchmark (python -m benchmarks.bench_gpu)")
     print(f"date     {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
     print(f"device   {torch.cuda.get_device_name()}; torch {torch.__version__}")
+    print(machine_line())
     print(f"input    {source}; {len(sentences)} sentences, {tokens} tokens")
     print(
         f"GEMM     fp32 {fp32_rate:.1f} TFLOP/s (no TF32), bf16 {bf16_rate:.1f} TFLOP/s (8192^3 torch.mm)\n", flush=True

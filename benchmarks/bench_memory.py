@@ -10,7 +10,7 @@ weights.hdf5, and the same weights as a model folder) and the shipped default mo
 - the peak RSS of a process that loads the model the way `elmo embed` does
   (`elmo_core.apps.cli.load_model`), and how much more than the built model that is;
 - the peak RSS and wall time of `elmo embed` (all layers, 512 sentences of enwiki2015
-  validation text, 5..60 tokens, as `bench_core.py` samples them) at
+  validation text, 5..60 tokens, as `benchmarks.common.load_sentences` samples them) at
   `--batch-size 32` and `--batch-size 256`.
 
 Part 2, flat in the input size: the peak RSS of `elmo embed --layers top` with the
@@ -22,8 +22,8 @@ asserted; the script prints a report with the machine's CPU model, flags and loa
 
 Usage (from the repository root):
 
-    .venv/bin/python benchmarks/bench_memory.py
-    .venv/bin/python benchmarks/bench_memory.py --skip-flat        # part 1 only (about 3 min)
+    .venv/bin/python -m benchmarks.bench_memory
+    .venv/bin/python -m benchmarks.bench_memory --skip-flat        # part 1 only (about 3 min)
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ import datetime
 import json
 import lzma
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -42,28 +41,12 @@ from pathlib import Path
 
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks.common import format_table, from_repo, load_average, load_sentences, machine_line
+from elmo_core import PUBLISHED_OPTIONS, Elmo, load_model_folder, save_bilm_tf, save_model_folder
+from elmo_core.files import default_model_dir
 
-from bench_core import cpu_model, load_average, load_sentences  # noqa: E402
-
-DEFAULT_DATA_DIR = Path("../shared/data/lm/enwiki2015")  # relative to REPO_ROOT
+DEFAULT_DATA_DIR = Path("../shared/data/lm/enwiki2015")  # relative to the repository root
 BIN = Path(sys.executable).parent
-
-
-def cpu_flags() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
-
-
-def simd_flags() -> list[str]:
-    """The CPU's AVX, FMA and AMX flags, sorted (what decides the GEMM rates)."""
-    return sorted({f for f in cpu_flags().split() if f.startswith(("avx", "fma", "amx"))})
 
 
 # Runs the command and prints its own peak RSS and wall time. It must be a fresh, small
@@ -95,8 +78,6 @@ def measure(command: list[str], env: dict[str, str]) -> tuple[float, float, str]
 
 def write_original(folder: Path) -> tuple[list[str], list[str]]:
     """Random original-shape weights as bilm-tf files and as a model folder; their CLI arguments."""
-    from elmo_core import PUBLISHED_OPTIONS, Elmo, save_bilm_tf, save_model_folder
-
     torch.manual_seed(0)
     options = PUBLISHED_OPTIONS["original"]
     elmo = Elmo(options, dropout=0.0)
@@ -156,33 +137,27 @@ def main(argv: list[str] | None = None) -> int:
         "--skip-original", action="store_true", help="no original-shape rows (they need 2 GB of disk and ~3 min)"
     )
     args = parser.parse_args(argv)
-    data_dir = args.data_dir if args.data_dir.is_absolute() else (REPO_ROOT / args.data_dir).resolve()
+    data_dir = from_repo(args.data_dir)
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1"}
     elmo = str(BIN / "elmo")
 
-    print("Peak memory benchmark (benchmarks/bench_memory.py)")
+    print("Peak memory benchmark (python -m benchmarks.bench_memory)")
     print(f"date     {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
-    print(f"torch    {torch.__version__}; Python {platform.python_version()}; OMP_NUM_THREADS={args.threads}")
-    print(f"cpu      {cpu_model()} ({os.cpu_count()} logical CPUs); load average {load_average()}")
-    print(f"flags    {cpu_flags()}")
+    print(machine_line())
+    print(f"threads  OMP_NUM_THREADS={args.threads} in the measured processes")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_memory_") as tmp:
         work = Path(tmp)
-        sentences, source = load_sentences(data_dir / "valid.txt.xz", args.sentences)
+        sentences, source = load_sentences(args.data_dir / "valid.txt.xz", args.sentences)
         text = work / "sentences.txt"
         text.write_text("\n".join(" ".join(s) for s in sentences) + "\n", encoding="utf-8")
-        source = source.replace(str(data_dir), str(args.data_dir))  # no machine-specific path in the report
         print(f"input    {source}: {len(sentences)} sentences, {sum(map(len, sentences))} tokens")
         print()
-
-        from elmo_core.files.model_folder import default_model_dir
 
         models: list[tuple[str, str, list[str], int]] = []
         if not args.skip_original:
             hdf5_args, folder_args = write_original(work)
             models += [("original", "hdf5", hdf5_args, 93_600_848), ("original", "folder", folder_args, 93_600_848)]
-        from elmo_core import load_model_folder
-
         default_params = sum(p.numel() for p in load_model_folder(default_model_dir()).parameters())
         models.append(("default", "folder", ["--model", str(default_model_dir())], default_params))
 
@@ -200,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                     "-c",
                     (
                         f"{imports}; from elmo_core import Elmo, PUBLISHED_OPTIONS, read_model_config; "
-                        f"from elmo_core.files.model_folder import default_model_dir; Elmo({options})"
+                        f"from elmo_core.files import default_model_dir; Elmo({options})"
                     ),
                 ],
                 env,
@@ -273,12 +248,6 @@ def main(argv: list[str] | None = None) -> int:
                 )
     print(f"\ntotal wall time {time.perf_counter() - started:.0f} s; load average at the end {load_average()}")
     return 0
-
-
-def format_table(header: list[str], rows: list[list[str]]) -> str:
-    from bench_core import format_table as table
-
-    return table(header, rows)
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ shape (`--shape`, default "small"), or is a model folder (`--model`). WikiGold h
 1,696 sentences; they are cycled to reach `--sentences` (default 2,000). Only ratios are
 printed; there are no thresholds.
 
-    .venv/bin/python benchmarks/bench_spacy.py --threads 1
-    .venv/bin/python benchmarks/bench_spacy.py --shape original --sentences 500
+    .venv/bin/python -m benchmarks.bench_spacy --threads 1
+    .venv/bin/python -m benchmarks.bench_spacy --shape original --sentences 500
 
 With --threads 1 the default run takes about 3 minutes on a 2-core CPU. On a machine
 that other jobs keep busy, torch's multithreaded kernels can be several times slower
@@ -37,8 +37,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -49,10 +47,18 @@ import spacy
 import torch
 from spacy.tokens import Doc
 
+from benchmarks.common import (
+    WIKIGOLD,
+    child_env,
+    conll_sentences,
+    current_rss_mb,
+    from_repo,
+    load_average,
+    machine_line,
+)
 from elmo_core import PUBLISHED_OPTIONS, Elmo, embed_sentences, iter_embeddings, load_model_folder, save_model_folder
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "ner" / "wikigold" / "wikigold.conll.txt"
+DEFAULT_DATA = WIKIGOLD
 WARMUP_SENTENCES = 32
 RSS_AFTER_DOCS = 200
 RESULT_PREFIX = "RESULT "
@@ -60,36 +66,10 @@ RESULT_PREFIX = "RESULT "
 
 def read_wikigold(path: Path, count: int) -> list[list[str]]:
     """`count` tokenised sentences from a CoNLL file (cycled if it has fewer)."""
-    sentences, current = [], []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith("-DOCSTART-"):
-            continue
-        if not line.strip():
-            if current:
-                sentences.append(current)
-            current = []
-        else:
-            current.append(line.split()[0])
-    if current:
-        sentences.append(current)
+    sentences = [[token for token, _ in sentence] for sentence in conll_sentences(path)]
     if not sentences:
         raise SystemExit(f"no sentences in {path}")
     return [sentences[i % len(sentences)] for i in range(count)]
-
-
-def current_rss_mb() -> float | None:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except OSError:  # not Linux
-        return None
-
-
-def load_average() -> str:
-    try:
-        return " ".join(f"{v:.2f}" for v in os.getloadavg())
-    except OSError:
-        return "n/a"
 
 
 class Side:
@@ -135,6 +115,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.model is None and args.shape not in PUBLISHED_OPTIONS:
         parser.error(f"--shape must be one of {sorted(PUBLISHED_OPTIONS)}")
+    args.data = from_repo(args.data)
     if not args.data.is_file():
         parser.error(f"WikiGold not found at {args.data}; pass --data")
     return args
@@ -167,7 +148,8 @@ def measure_rss(side: str, folder: Path, sentences: list[list[str]], args: argpa
 def rss_in_subprocess(side: str, folder: Path, args: argparse.Namespace) -> dict | None:
     command = [
         sys.executable,
-        str(Path(__file__).resolve()),
+        "-m",
+        "benchmarks.bench_spacy",
         "--rss-only",
         side,
         "--model",
@@ -183,7 +165,7 @@ def rss_in_subprocess(side: str, folder: Path, args: argparse.Namespace) -> dict
         "--data",
         str(args.data),
     ]
-    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False, env=child_env())
     for line in done.stdout.splitlines():
         if line.startswith(RESULT_PREFIX):
             return json.loads(line[len(RESULT_PREFIX) :])
@@ -199,12 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         print(RESULT_PREFIX + json.dumps(measure_rss(args.rss_only, args.model, sentences, args)), flush=True)
         return 0
     num_tokens = sum(len(s) for s in sentences)
-    print("spaCy `elmo` component against the core (benchmarks/bench_spacy.py)")
+    print("spaCy `elmo` component against the core (python -m benchmarks.bench_spacy)")
     print(f"date     {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
-    print(
-        f"versions torch {torch.__version__} ({args.threads} threads), spaCy {spacy.__version__}, "
-        f"Python {platform.python_version()}; load average {load_average()}"
-    )
+    print(machine_line())
+    print(f"versions spaCy {spacy.__version__}")
     print(f"input    {args.data.name}: {len(sentences)} sentences, {num_tokens} tokens")
 
     with tempfile.TemporaryDirectory(prefix="bench_spacy_") as workdir:

@@ -5,7 +5,7 @@ For each (shape, precision, path) this times full training steps of
 gradient clipping at 10 and an Adam update, as `Trainer.train_step` does) on batches of
 real sentences, and prints words/s (the trainer's "tokens": words, without <S>/</S>)
 and the achieved rate of the biLM's spec FLOPs (3 x the forward count of
-`bench_core.flops_per_position`: char CNN over all 50 character slots, softmax
+`benchmarks.common.flops_per_position`: char CNN over all 50 character slots, softmax
 excluded; the same count for both paths, so the two ratios compare like the words/s)
 over the same-process GEMM rate of that dtype.
 
@@ -24,9 +24,9 @@ small shape, clips on). Random weights, a 50,000-word vocabulary built from the 
 
 Usage (from the repository root):
 
-    python benchmarks/bench_train.py --precisions fp32,bf16 --threads 2
-    python benchmarks/bench_train.py --precisions bf16 --threads 2 --perplexity-steps 60
-    python benchmarks/bench_train.py --device cuda --precisions fp32,bf16 --batch-tokens 65536
+    python -m benchmarks.bench_train --precisions fp32,bf16 --threads 2
+    python -m benchmarks.bench_train --precisions bf16 --threads 2 --perplexity-steps 60
+    python -m benchmarks.bench_train --device cuda --precisions fp32,bf16 --batch-tokens 65536
 """
 
 from __future__ import annotations
@@ -45,47 +45,25 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import (  # noqa: E402
+from benchmarks.common import (
     DEFAULT_DATA,
     MAX_TOKENS,
     MIN_TOKENS,
-    REPO_ROOT,
-    cpu_model,
     flops_per_position,
     format_table,
+    gemm_gflops,
     load_sentences,
+    machine_line,
     shape_options,
 )
-from bench_memory import simd_flags  # noqa: E402
+from elmo_core import BiLMOptions, batches_by_token_budget, release_free_memory, set_recurrence
+from elmo_core.apps.training import BiLMLanguageModel, LMOutput, Vocabulary, evaluate, make_batch
+from elmo_core.apps.training.model import autocast_log_softmax_dtype
+from elmo_core.apps.training.softmax import adaptive_log_prob
+from elmo_core.apps.training.trainer import RELEASE_EVERY
+from elmo_core.runtime import MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD, use_mmap_for_large_blocks
 
-from elmo_core import BiLMOptions, batches_by_token_budget, set_recurrence  # noqa: E402
-from elmo_core.apps.training.data import make_batch  # noqa: E402
-from elmo_core.apps.training.model import BiLMLanguageModel, LMOutput, autocast_log_softmax_dtype  # noqa: E402
-from elmo_core.apps.training.perplexity import evaluate  # noqa: E402
-from elmo_core.apps.training.softmax import adaptive_log_prob  # noqa: E402
-from elmo_core.apps.training.trainer import RELEASE_EVERY  # noqa: E402
-from elmo_core.apps.training.vocab import Vocabulary  # noqa: E402
-from elmo_core.model.char_cnn import BLOCK_TOKENS  # noqa: E402
-from elmo_core.runtime.memory import (  # noqa: E402
-    MMAP_THRESHOLD,
-    TRAIN_MMAP_THRESHOLD,
-    release_free_memory,
-    use_mmap_for_large_blocks,
-)
-
-
-def gemm_tflops(device: torch.device, dtype: torch.dtype, seconds: float = 1.0) -> float:
-    n = 8192 if device.type == "cuda" else 2048
-    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
-    torch.mm(a, b)
-    reps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        torch.mm(a, b)
-        reps += 1
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-    return 2 * n**3 * reps / (time.perf_counter() - start) / 1e12
+OLD_BLOCK_TOKENS = 32  # the frozen char CNN's block of tokens (the library's BLOCK_TOKENS then)
 
 
 def batches(sentences: list[list[str]], vocab: Vocabulary, batch_tokens: int) -> list:
@@ -107,9 +85,9 @@ def _old_char_cnn_forward(self, char_ids: torch.Tensor) -> torch.Tensor:  # noqa
             pooled.append(torch.relu(y) if self.activation == "relu" else torch.tanh(y))
         return self.projection(self.highway(torch.cat(pooled, dim=1)))  # [tokens, P]
 
-    if char_ids.shape[0] <= BLOCK_TOKENS:
+    if char_ids.shape[0] <= OLD_BLOCK_TOKENS:
         return encode(char_ids)
-    return torch.cat([encode(block) for block in char_ids.split(BLOCK_TOKENS)])
+    return torch.cat([encode(block) for block in char_ids.split(OLD_BLOCK_TOKENS)])
 
 
 def _old_lm_forward(self, char_ids: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor) -> LMOutput:  # noqa: ANN001
@@ -311,26 +289,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     device = torch.device(args.device)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    data_path = args.data if args.data.is_absolute() else (REPO_ROOT / args.data).resolve()
-    sentences, source = load_sentences(data_path, args.sentences)
-    source = source.replace(str(data_path), str(args.data))  # as given: no machine's folders in results
+    sentences, source = load_sentences(args.data, args.sentences)
     counts = Counter(w for s in sentences for w in s)
     vocab = Vocabulary(["<S>", "</S>", "<UNK>"] + [w for w, _ in counts.most_common(49_997)])
     data = batches(sentences, vocab, args.batch_tokens)
+    n = 8192 if device.type == "cuda" else 2048  # TFLOP/s of an n^3 torch.mm per precision
+    dtypes = {"bf16": torch.bfloat16, "fp32": torch.float32}
     rates = {
-        p: gemm_tflops(device, torch.bfloat16 if p == "bf16" else torch.float32) for p in args.precisions.split(",")
+        p: gemm_gflops(n, n, n, dtype=dtypes[p], device=device, seconds=1.0) / 1e3 for p in args.precisions.split(",")
     }
-    where = (
-        torch.cuda.get_device_name(device)
-        if device.type == "cuda"
-        else f"{cpu_model()}, {torch.get_num_threads()} threads"
-    )
-    print("biLM pretraining benchmark (benchmarks/bench_train.py)")
+    print("biLM pretraining benchmark (python -m benchmarks.bench_train)")
     print(f"date     {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
-    print(f"device   {where}; torch {torch.__version__}; {platform.machine()}")
+    if device.type == "cuda":
+        print(f"device   {torch.cuda.get_device_name(device)}; {platform.machine()}")
+    print(machine_line())
     print(f"input    {source}; {len(sentences)} sentences in {len(data)} batches of <= {args.batch_tokens} positions")
-    if device.type == "cpu":
-        print("flags    " + " ".join(simd_flags()))
     trims = args.steps // release_every if release_every else 0
     print(
         f"memory   --allocator {args.allocator}: mmap threshold {threshold}, malloc_trim every {release_every} "
@@ -381,9 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parts_rows.append([shape, path, precision, *(f"{v:.0f}" for v in parts.values())])
         print(format_table(["shape", "path", "precision", *parts], parts_rows))
     if args.perplexity_steps:
-        heldout_path = args.heldout if args.heldout.is_absolute() else (REPO_ROOT / args.heldout).resolve()
-        heldout, heldout_source = load_sentences(heldout_path, args.heldout_sentences)
-        heldout_source = heldout_source.replace(str(heldout_path), str(args.heldout))
+        heldout, heldout_source = load_sentences(args.heldout, args.heldout_sentences)
         print(
             f"\nperplexity: {args.perplexity_steps} steps from seed 0 over the batches above in order, "
             f"dropout 0.1, Adam 1e-3; held-out {heldout_source}: {len(heldout)} sentences "

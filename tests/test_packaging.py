@@ -42,4 +42,4 @@ def test_wheel_declares_the_console_script_and_entry_points(wheel):
     (entry_points,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
     text = wheel.read(entry_points).decode()
     assert "elmo = elmo_core.apps.cli:main" in text
-    assert "[elmo_core.tokenizers]" in text
+    assert "[elmo_core.files.tokenizers]" in text

@@ -41,7 +41,7 @@ def pretokenize(
     ],
     jobs: Annotated[int, typer.Option(help="Worker processes (one input file each at a time).")] = 1,
     splitter: Annotated[
-        str, typer.Option(help="Entry point in elmo_core.tokenizers that splits paragraphs into sentences.")
+        str, typer.Option(help="Entry point in elmo_core.files.tokenizers that splits paragraphs into sentences.")
     ] = "spacy-en-sentences",
 ) -> None:
     """Split raw paragraphs into tokenised sentences once, into one cache file."""

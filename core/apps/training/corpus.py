@@ -5,7 +5,7 @@ Input files are plain `.txt` or xz-compressed `.txt.xz`, read as UTF-8 by
 
 - raw text, one paragraph per line (as in `enwiki2015/`); a `Splitter`
   (`paragraph -> sentences of tokens`) cuts each line. The core imports no tokenizer:
-  `get_sentence_splitter()` loads one through the `elmo_core.tokenizers` entry points
+  `get_sentence_splitter()` loads one through the `elmo_core.files.tokenizers` entry points
   (`spacy_elmo` registers `spacy-en-sentences`: spaCy's English tokenizer rules and
   rule-based sentencizer);
 - pre-tokenised text (`splitter=None`): one sentence per line, tokens separated by
@@ -44,7 +44,7 @@ DEFAULT_SPLITTER = "spacy-en-sentences"
 
 
 def get_sentence_splitter(name: str = DEFAULT_SPLITTER) -> Splitter:
-    """A sentence splitter + tokenizer registered under the `elmo_core.tokenizers` entry points.
+    """A sentence splitter + tokenizer registered under the `elmo_core.files.tokenizers` entry points.
 
     Raises:
         ElmoError: if none of that name is installed, or its library (spaCy) is missing.

@@ -1,0 +1,1 @@
+"""transformers common-test runner (not collected: see run_transformers_common_tests.py)."""

@@ -1,0 +1,47 @@
+"""The benchmark scripts are modules of one package that share `benchmarks.common` (no sys.path tricks)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted((REPO / "benchmarks").glob("bench_*.py"))
+
+
+def _imports(path: Path) -> list[str]:
+    """The module names a file imports (`from X import ...` gives X, `import X.Y` gives X.Y)."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+    return names
+
+
+CORE_PATHS = {"elmo_core.model", "elmo_core.runtime", "elmo_core.files"}
+"""Besides `elmo_core` itself: the layers' packages, as the faces use them."""
+TRAINING = "elmo_core.apps.training"
+"""And the training package, whose internals (the step, the softmax, the release period) bench_train times."""
+
+
+def test_benchmarks_import_only_the_shared_module_and_the_core_packages():
+    assert len(SCRIPTS) >= 10
+    wrong = {
+        script.name: name
+        for script in SCRIPTS
+        for name in _imports(script)
+        if name.startswith("bench_")  # a sibling script through sys.path
+        or (name.startswith("benchmarks") and name != "benchmarks.common")  # scripts never import each other
+        or (name.startswith("elmo_core.") and name not in CORE_PATHS and not name.startswith(TRAINING))
+    }
+    assert wrong == {}
+
+
+def test_every_benchmark_imports_as_a_module_of_the_package():
+    modules = ", ".join(f"benchmarks.{script.stem}" for script in SCRIPTS)
+    done = subprocess.run([sys.executable, "-c", f"import {modules}"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
