@@ -60,7 +60,7 @@ class ElmoConfig(PreTrainedConfig):
         scalar_mix_parameters: Fixed mix weights w, one per layer (`n_layers + 1`). When
             given, the mixes are not trainable.
         window_tokens: A row longer than this many tokens is read in overlapping windows,
-            exactly as the core (`Elmo.embed`, `elmo embed`) and the spaCy component read a
+            exactly as the core (`embed_sentences`, `elmo embed`) and the spaCy component read a
             long sentence (`elmo_core.runtime.windows`), so every face gives the same vectors at
             any length and memory stays bounded. Default `DEFAULT_WINDOW_TOKENS` (1024),
             the core's; None or 0 reads every row whole. Rows no longer than this are never

@@ -185,7 +185,7 @@ def test_captured_recurrence_on_gpu_equals_the_cpu_step_loop(clips):
         for g, e in zip(embed_sentences(elmo, TEXT, layers="all", batch_size=batch_size), expected):
             np.testing.assert_allclose(g, e, atol=1e-4, rtol=0)
     if clips:
-        assert 0 < len(elmo.bilm._captured) <= 3
+        assert 0 < len(elmo.bilm.recurrence.captured) <= 3
 
 
 def _gpu_against_cpu(model: Elmo, sentences: list[list[str]], atol: float) -> None:

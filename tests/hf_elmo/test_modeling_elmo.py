@@ -510,7 +510,7 @@ def test_a_long_row_trains_the_scalar_mix_and_a_trainable_bilm_through_every_win
     char_ids, mask = long_batch(200)
     out = model(char_ids=char_ids, attention_mask=mask, output_hidden_states=True)
     out.last_hidden_state.square().sum().backward()
-    # The reference: the core's own windows (Elmo.embed), mixed by a fresh ScalarMix with the same weights.
+    # The reference: the core's own windows (embed_sentences), mixed by a fresh ScalarMix with the same weights.
     long = long_words(200)
     layers = embed_sentences(make_tiny_elmo(), [long, long[:5]], window_tokens=64)  # [3, tokens, 16] each
     for row, expected in enumerate(layers):
