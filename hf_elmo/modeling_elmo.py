@@ -326,14 +326,8 @@ class ElmoModel(ElmoPreTrainedModel):
         """Run the biLM once and every scalar mix over it.
 
         A row longer than `config.window_tokens` (1024) is read in the core's overlapping
-        windows (`elmo_core.model.windows`), so its vectors are those of `embed_sentences`,
-        `elmo embed` and the spaCy component, and the biLM's working memory is bounded by a
-        batch of windows (the runtime's `DEFAULT_BATCH_TOKENS` positions; a saved folder's
-        own code, run where elmo-bilm is not installed, reads them all at once), not by the row; shorter
-        rows are read whole, exactly as without windows. The assembled layers are what the
-        scalar mixes read and what `hidden_states` returns, so gradients reach the mixes
-        (and a trainable biLM, through every window) as usual; while training, the graphs
-        of all windows are kept until the backward pass.
+        windows (see `_read`), so its vectors are those of `embed_sentences`, `elmo embed`
+        and the spaCy component; shorter rows are read whole, exactly as without windows.
 
         Args:
             input_ids: `ElmoTokenizer`'s one id per token [batch, tokens] (read only
@@ -373,16 +367,20 @@ class ElmoModel(ElmoPreTrainedModel):
         mask = attention_mask.bool() if isinstance(attention_mask, torch.Tensor) else attention_mask
         frozen = not bilm_is_trainable(self.bilm)  # the core's one rule for "frozen"
         activations, out_mask = self._read(input_ids, mask, frozen)
+        output = self._mix(activations, out_mask, output_hidden_states)
+        return output if return_dict else output.to_tuple()
+
+    def _mix(self, activations: torch.Tensor, out_mask: torch.Tensor, output_hidden_states: bool) -> ElmoModelOutput:
+        """Every scalar mix over the biLM layers [n_layers + 1, batch, tokens, 2P], as an `ElmoModelOutput`."""
         # The mixes read these very tensors: with a trainable biLM, their .grad exists (as for BERT).
         hidden_states = activations.unbind(0)  # n_layers + 1 x [batch, tokens, 2P]
         mixes, dropout = self.scalar_mixes, self.config.dropout
         representations = mix_representations(mixes, hidden_states, out_mask, dropout, self.training)
-        output = ElmoModelOutput(
+        return ElmoModelOutput(
             last_hidden_state=representations[0],
             hidden_states=hidden_states if output_hidden_states else None,
             representations=tuple(representations) if len(representations) > 1 else None,
         )
-        return output if return_dict else output.to_tuple()
 
     def _read(
         self, char_ids: torch.Tensor, mask: torch.Tensor | None, frozen: bool
@@ -390,9 +388,12 @@ class ElmoModel(ElmoPreTrainedModel):
         """The biLM's activations and mask, a row longer than `config.window_tokens` read in windows.
 
         The windows are the core's (`elmo_core.model.windows.read_in_windows`, the plan of
-        `embed_sentences` and the spaCy component); the scalar mixes then read the assembled
-        layers, so a trainable mix (and a trainable biLM, window by window) gets its
-        gradients as without windows.
+        `embed_sentences` and the spaCy component). The biLM's working memory is bounded by a
+        batch of windows (the runtime's `DEFAULT_BATCH_TOKENS` positions; a saved folder's own
+        code, run where elmo-bilm is not installed, reads them all at once), not by the row.
+        The scalar mixes and `hidden_states` get the assembled layers, so a trainable mix (and
+        a trainable biLM, window by window) gets its gradients as without windows; while
+        training, the graphs of all windows are kept until the backward pass.
         """
         window_tokens = None if self.config.stateful else self.config.window_tokens
         windowed = read_in_windows(

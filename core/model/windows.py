@@ -193,6 +193,30 @@ def read_in_windows(
         ValueError: for a bad budget or window setting, or a mask that is not right-padded.
     """
     window_tokens = check_window_settings(window_tokens, window_context)
+    to_cut = _rows_to_cut(char_ids, mask, window_tokens)
+    if to_cut is None:
+        return None
+    mask, lengths = to_cut
+    pieces = [(i, w) for i, n in enumerate(lengths) for w in plan_windows(n, window_tokens, window_context)]
+    kept: list[torch.Tensor | None] = [None] * len(pieces)
+    edge = int(boundaries)  # read output rows before a piece's first token
+    piece_lengths = [w.end - w.start for _, w in pieces]
+    for batch in batches(piece_lengths) if batches is not None else [list(range(len(pieces)))]:
+        out = read(*_piece_inputs(char_ids, mask, [pieces[k] for k in batch]))  # [..., pieces, longest (+ 2), dim]
+        for row, k in enumerate(batch):
+            kept[k] = out[..., row, _kept_span(pieces[k][1], lengths[pieces[k][0]], edge), :]  # [..., kept, dim]
+    rows = [torch.cat([kept[k] for k, (j, _) in enumerate(pieces) if j == i], dim=-2) for i in range(len(lengths))]
+    return _assemble(rows, char_ids.shape[1] + 2 * edge)
+
+
+def _rows_to_cut(
+    char_ids: torch.Tensor, mask: torch.Tensor | None, window_tokens: int | None
+) -> tuple[torch.Tensor, list[int]] | None:
+    """The bool mask [batch, tokens] and row lengths of a batch with a row to cut; None to read it whole.
+
+    Raises:
+        ValueError: for a mask (or non-zero char ids) that is not right-padded.
+    """
     if not isinstance(char_ids, torch.Tensor) or char_ids.dim() != 3 or window_tokens is None:
         return None  # read whole (ids of the wrong kind get `read`'s error)
     if char_ids.shape[1] <= window_tokens:
@@ -207,37 +231,33 @@ def read_in_windows(
             "for its first n positions and False after. Build inputs with words_to_char_ids()."
         )
     lengths = [int(n) for n in lengths_tensor.tolist()]
-    if max(lengths, default=0) <= window_tokens:
-        return None
-    pieces = [(i, w) for i, n in enumerate(lengths) for w in plan_windows(n, window_tokens, window_context)]
-    kept: list[torch.Tensor | None] = [None] * len(pieces)
-    edge = int(boundaries)  # read output rows before a piece's first token
-    piece_lengths = [w.end - w.start for _, w in pieces]
-    for batch in batches(piece_lengths) if batches is not None else [list(range(len(pieces)))]:
-        longest = max(pieces[k][1].end - pieces[k][1].start for k in batch)
-        piece_ids = char_ids.new_zeros((len(batch), longest, char_ids.shape[-1]))  # [pieces, longest, chars]
-        piece_mask = mask.new_zeros((len(batch), longest))
-        for row, k in enumerate(batch):
-            i, w = pieces[k]
-            piece_ids[row, : w.end - w.start] = char_ids[i, w.start : w.end]
-            piece_mask[row, : w.end - w.start] = True
-        out = read(piece_ids, piece_mask)  # [..., pieces, longest (+ 2), dim]
-        for row, k in enumerate(batch):
-            i, w = pieces[k]
-            first = w.keep_start - w.start + edge
-            last = w.keep_end - w.start + edge
-            if boundaries and w.keep_start == 0:
-                first = 0  # the row's <S>
-            if boundaries and w.keep_end == lengths[i]:
-                last += 1  # the row's </S>
-            kept[k] = out[..., row, first:last, :]  # [..., kept tokens, dim]
-    num_steps = char_ids.shape[1] + 2 * edge
-    rows = []
-    for i in range(len(lengths)):
-        row = torch.cat([kept[k] for k, (j, _) in enumerate(pieces) if j == i], dim=-2)  # [..., length, dim]
-        pad = row.new_zeros((*row.shape[:-2], num_steps - row.shape[-2], row.shape[-1]))
-        rows.append(torch.cat([row, pad], dim=-2))
-    output = torch.stack(rows, dim=-3)  # [..., batch, tokens (+ 2), dim]
+    return None if max(lengths, default=0) <= window_tokens else (mask, lengths)
+
+
+def _piece_inputs(
+    char_ids: torch.Tensor, mask: torch.Tensor, pieces: list[tuple[int, Window]]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The char ids [pieces, longest, chars] and mask [pieces, longest] of (row, window) pieces."""
+    longest = max(w.end - w.start for _, w in pieces)
+    piece_ids = char_ids.new_zeros((len(pieces), longest, char_ids.shape[-1]))  # [pieces, longest, chars]
+    piece_mask = mask.new_zeros((len(pieces), longest))
+    for row, (i, w) in enumerate(pieces):
+        piece_ids[row, : w.end - w.start] = char_ids[i, w.start : w.end]
+        piece_mask[row, : w.end - w.start] = True
+    return piece_ids, piece_mask
+
+
+def _kept_span(w: Window, length: int, edge: int) -> slice:
+    """The output positions a window keeps, with its row's `<S>` / `</S>` (when `edge`) at the row's ends."""
+    first = 0 if edge and w.keep_start == 0 else w.keep_start - w.start + edge  # 0: the row's <S>
+    last = w.keep_end - w.start + edge + (edge if w.keep_end == length else 0)  # + 1: the row's </S>
+    return slice(first, last)
+
+
+def _assemble(rows: list[torch.Tensor], num_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows [..., length, dim] zero-padded to `num_steps` and stacked: [..., batch, num_steps, dim], and the mask."""
+    padded = [torch.cat([r, r.new_zeros((*r.shape[:-2], num_steps - r.shape[-2], r.shape[-1]))], dim=-2) for r in rows]
+    output = torch.stack(padded, dim=-3)  # [..., batch, tokens (+ 2), dim]
     positions = torch.arange(num_steps, device=output.device)  # the mask goes where `read` put the output
-    out_mask = positions[None, :] < (torch.tensor(lengths, device=output.device) + 2 * edge)[:, None]
-    return output, out_mask
+    lengths = torch.tensor([r.shape[-2] for r in rows], device=output.device)
+    return output, positions[None, :] < lengths[:, None]

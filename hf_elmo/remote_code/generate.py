@@ -360,34 +360,56 @@ def generated_sources(hf_dir: Path = HF_DIR, core_dir: Path = CORE_DIR) -> dict[
             names the file and the reason).
     """
     flattener = _Flattener(Path(core_dir))
-    out: dict[str, str] = {}
     sources = {
         name: _PACKAGE_ONLY.sub("", (Path(hf_dir) / f"{name}.py").read_text(encoding="utf-8")) for name in TARGETS
     }
     modules = {name: _parse(name, source, in_core=False) for name, source in sources.items()}
     needed = {name: flattener.needs(module) for name, module in modules.items()}
-    # The base holds what it needs and every core definition two files need (a closed set:
-    # what such a definition reads, both files need too); the others import those from it.
+    folder = _Folder(flattener, sources, modules, needed, _base_ids(needed))
+    return {f"{name}.py": folder.text(name, sibling) for name, sibling in TARGETS.items()}
+
+
+_Needs = tuple[list[_Statement], dict[str, tuple], list[_Statement]]
+"""What `_Flattener.needs` returns: core statements, imports, guarded blocks."""
+
+
+def _base_ids(needed: dict[str, _Needs]) -> set[int]:
+    """The core statements the base file holds: what it needs and every core definition two files need
+    (a closed set: what such a definition reads, both files need too); the others import those from it."""
     users: dict[int, int] = {}
     for statements, _, _ in needed.values():
         for statement in statements:
             users[id(statement)] = users.get(id(statement), 0) + 1
-    base_ids = {id(s) for s in needed[BASE][0]} | {key for key, count in users.items() if count > 1}
-    for name, sibling in TARGETS.items():
-        source, module = sources[name], modules[name]
-        statements, imports, guarded = needed[name]
+    return {id(s) for s in needed[BASE][0]} | {key for key, count in users.items() if count > 1}
+
+
+@dataclass
+class _Folder:
+    """The hf_elmo modules of a folder, parsed, and the core definitions each one needs."""
+
+    flattener: _Flattener
+    sources: dict[str, str]  # module name -> source without its `hf_elmo only` blocks
+    modules: dict[str, _Module]
+    needed: dict[str, _Needs]
+    base_ids: set[int]  # ids of the core statements the base file holds (`_base_ids`)
+
+    def contents(self, name: str, sibling: str | None) -> tuple[list[_Statement], dict[str, tuple], set[str]]:
+        """The core statements file `name` inlines (each text once), its imports, and the names it
+        imports from `sibling`."""
+        statements, imports, _ = self.needed[name]
         from_sibling: set[str] = set()
         if sibling is None:  # the base: its own definitions and the shared ones, in execution order
-            every = {id(s): s for statements_, _, _ in needed.values() for s in statements_}
-            statements = flattener._in_execution_order([every[key] for key in base_ids])
+            every = {id(s): s for statements_, _, _ in self.needed.values() for s in statements_}
+            statements = self.flattener._in_execution_order([every[key] for key in self.base_ids])
             read = _uses(statements)
-            imports = {k: v for _, imports_, _ in needed.values() for k, v in imports_.items() if k in read}
-            imports |= needed[BASE][1]
+            imports = {k: v for _, imports_, _ in self.needed.values() for k, v in imports_.items() if k in read}
+            imports |= self.needed[BASE][1]
         else:  # what the base defines is imported from it, not inlined again; only what is read here
-            statements = [s for s in statements if id(s) not in base_ids]
+            module = self.modules[name]
+            statements = [s for s in statements if id(s) not in self.base_ids]
             read_here = _uses(statements) | _uses(module.statements) | _uses(list(module.guarded.values()))
-            from_base = {n for s in needed[name][0] if id(s) in base_ids for n in s.binds}
-            from_sibling = (from_base & read_here) | _relative_names(source, sibling)
+            from_base = {n for s in self.needed[name][0] if id(s) in self.base_ids for n in s.binds}
+            from_sibling = (from_base & read_here) | _relative_names(self.sources[name], sibling)
             imports = {k: v for k, v in imports.items() if k in read_here}
         unique: list[_Statement] = []
         texts: set[str] = set()
@@ -395,6 +417,12 @@ def generated_sources(hf_dir: Path = HF_DIR, core_dir: Path = CORE_DIR) -> dict[
             if statement.text not in texts:
                 texts.add(statement.text)
                 unique.append(statement)
+        return unique, imports, from_sibling
+
+    def text(self, name: str, sibling: str | None) -> str:
+        """The generated file `name`.py: banner, docstring, imports, core definitions, the module's body."""
+        module = self.modules[name]
+        unique, imports, from_sibling = self.contents(name, sibling)
         _check_names(
             [(f"elmo_core/{_file(s.module)}", n) for s in unique for n in s.binds]
             + [(f"hf_elmo/{name}.py", n) for n in module.defined]
@@ -403,15 +431,14 @@ def generated_sources(hf_dir: Path = HF_DIR, core_dir: Path = CORE_DIR) -> dict[
         core_modules = list(dict.fromkeys(s.module for s in unique))
         parts = [_banner(name, core_modules) + module.docstring.rstrip("\n"), "from __future__ import annotations"]
         parts.append(_format_imports(imports))
-        parts += [g.text.rstrip("\n") for g in guarded]
+        parts += [g.text.rstrip("\n") for g in self.needed[name][2]]
         if sibling is not None:
             parts.append(f"from .{sibling} import (\n" + "".join(f"    {n},\n" for n in sorted(from_sibling)) + ")")
         header = "\n\n".join(p.strip("\n") for p in parts if p.strip())
         text = header + "\n\n\n" + _definitions(unique) + f"# ---- hf_elmo/{name}.py " + "-" * (62 - len(name))
-        text += "\n\n" + _body(source, module)
+        text += "\n\n" + _body(self.sources[name], module)
         compile(text, f"{name}.py", "exec")
-        out[f"{name}.py"] = text
-    return out
+        return text
 
 
 def _code_only(text: str) -> str:

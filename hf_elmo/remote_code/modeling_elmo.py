@@ -985,6 +985,25 @@ def read_in_windows(
     boundaries: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     window_tokens = check_window_settings(window_tokens, window_context)
+    to_cut = _rows_to_cut(char_ids, mask, window_tokens)
+    if to_cut is None:
+        return None
+    mask, lengths = to_cut
+    pieces = [(i, w) for i, n in enumerate(lengths) for w in plan_windows(n, window_tokens, window_context)]
+    kept: list[torch.Tensor | None] = [None] * len(pieces)
+    edge = int(boundaries)  # read output rows before a piece's first token
+    piece_lengths = [w.end - w.start for _, w in pieces]
+    for batch in batches(piece_lengths) if batches is not None else [list(range(len(pieces)))]:
+        out = read(*_piece_inputs(char_ids, mask, [pieces[k] for k in batch]))  # [..., pieces, longest (+ 2), dim]
+        for row, k in enumerate(batch):
+            kept[k] = out[..., row, _kept_span(pieces[k][1], lengths[pieces[k][0]], edge), :]  # [..., kept, dim]
+    rows = [torch.cat([kept[k] for k, (j, _) in enumerate(pieces) if j == i], dim=-2) for i in range(len(lengths))]
+    return _assemble(rows, char_ids.shape[1] + 2 * edge)
+
+
+def _rows_to_cut(
+    char_ids: torch.Tensor, mask: torch.Tensor | None, window_tokens: int | None
+) -> tuple[torch.Tensor, list[int]] | None:
     if not isinstance(char_ids, torch.Tensor) or char_ids.dim() != 3 or window_tokens is None:
         return None  # read whole (ids of the wrong kind get `read`'s error)
     if char_ids.shape[1] <= window_tokens:
@@ -999,40 +1018,33 @@ def read_in_windows(
             "for its first n positions and False after. Build inputs with words_to_char_ids()."
         )
     lengths = [int(n) for n in lengths_tensor.tolist()]
-    if max(lengths, default=0) <= window_tokens:
-        return None
-    pieces = [(i, w) for i, n in enumerate(lengths) for w in plan_windows(n, window_tokens, window_context)]
-    kept: list[torch.Tensor | None] = [None] * len(pieces)
-    edge = int(boundaries)  # read output rows before a piece's first token
-    piece_lengths = [w.end - w.start for _, w in pieces]
-    for batch in batches(piece_lengths) if batches is not None else [list(range(len(pieces)))]:
-        longest = max(pieces[k][1].end - pieces[k][1].start for k in batch)
-        piece_ids = char_ids.new_zeros((len(batch), longest, char_ids.shape[-1]))  # [pieces, longest, chars]
-        piece_mask = mask.new_zeros((len(batch), longest))
-        for row, k in enumerate(batch):
-            i, w = pieces[k]
-            piece_ids[row, : w.end - w.start] = char_ids[i, w.start : w.end]
-            piece_mask[row, : w.end - w.start] = True
-        out = read(piece_ids, piece_mask)  # [..., pieces, longest (+ 2), dim]
-        for row, k in enumerate(batch):
-            i, w = pieces[k]
-            first = w.keep_start - w.start + edge
-            last = w.keep_end - w.start + edge
-            if boundaries and w.keep_start == 0:
-                first = 0  # the row's <S>
-            if boundaries and w.keep_end == lengths[i]:
-                last += 1  # the row's </S>
-            kept[k] = out[..., row, first:last, :]  # [..., kept tokens, dim]
-    num_steps = char_ids.shape[1] + 2 * edge
-    rows = []
-    for i in range(len(lengths)):
-        row = torch.cat([kept[k] for k, (j, _) in enumerate(pieces) if j == i], dim=-2)  # [..., length, dim]
-        pad = row.new_zeros((*row.shape[:-2], num_steps - row.shape[-2], row.shape[-1]))
-        rows.append(torch.cat([row, pad], dim=-2))
-    output = torch.stack(rows, dim=-3)  # [..., batch, tokens (+ 2), dim]
+    return None if max(lengths, default=0) <= window_tokens else (mask, lengths)
+
+
+def _piece_inputs(
+    char_ids: torch.Tensor, mask: torch.Tensor, pieces: list[tuple[int, Window]]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    longest = max(w.end - w.start for _, w in pieces)
+    piece_ids = char_ids.new_zeros((len(pieces), longest, char_ids.shape[-1]))  # [pieces, longest, chars]
+    piece_mask = mask.new_zeros((len(pieces), longest))
+    for row, (i, w) in enumerate(pieces):
+        piece_ids[row, : w.end - w.start] = char_ids[i, w.start : w.end]
+        piece_mask[row, : w.end - w.start] = True
+    return piece_ids, piece_mask
+
+
+def _kept_span(w: Window, length: int, edge: int) -> slice:
+    first = 0 if edge and w.keep_start == 0 else w.keep_start - w.start + edge  # 0: the row's <S>
+    last = w.keep_end - w.start + edge + (edge if w.keep_end == length else 0)  # + 1: the row's </S>
+    return slice(first, last)
+
+
+def _assemble(rows: list[torch.Tensor], num_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    padded = [torch.cat([r, r.new_zeros((*r.shape[:-2], num_steps - r.shape[-2], r.shape[-1]))], dim=-2) for r in rows]
+    output = torch.stack(padded, dim=-3)  # [..., batch, tokens (+ 2), dim]
     positions = torch.arange(num_steps, device=output.device)  # the mask goes where `read` put the output
-    out_mask = positions[None, :] < (torch.tensor(lengths, device=output.device) + 2 * edge)[:, None]
-    return output, out_mask
+    lengths = torch.tensor([r.shape[-2] for r in rows], device=output.device)
+    return output, positions[None, :] < lengths[:, None]
 
 
 # ---- hf_elmo/modeling_elmo.py -------------------------------------------------
@@ -1265,14 +1277,8 @@ class ElmoModel(ElmoPreTrainedModel):
         """Run the biLM once and every scalar mix over it.
 
         A row longer than `config.window_tokens` (1024) is read in the core's overlapping
-        windows (`elmo_core.model.windows`), so its vectors are those of `embed_sentences`,
-        `elmo embed` and the spaCy component, and the biLM's working memory is bounded by a
-        batch of windows (the runtime's `DEFAULT_BATCH_TOKENS` positions; a saved folder's
-        own code, run where elmo-bilm is not installed, reads them all at once), not by the row; shorter
-        rows are read whole, exactly as without windows. The assembled layers are what the
-        scalar mixes read and what `hidden_states` returns, so gradients reach the mixes
-        (and a trainable biLM, through every window) as usual; while training, the graphs
-        of all windows are kept until the backward pass.
+        windows (see `_read`), so its vectors are those of `embed_sentences`, `elmo embed`
+        and the spaCy component; shorter rows are read whole, exactly as without windows.
 
         Args:
             input_ids: `ElmoTokenizer`'s one id per token [batch, tokens] (read only
@@ -1312,16 +1318,20 @@ class ElmoModel(ElmoPreTrainedModel):
         mask = attention_mask.bool() if isinstance(attention_mask, torch.Tensor) else attention_mask
         frozen = not bilm_is_trainable(self.bilm)  # the core's one rule for "frozen"
         activations, out_mask = self._read(input_ids, mask, frozen)
+        output = self._mix(activations, out_mask, output_hidden_states)
+        return output if return_dict else output.to_tuple()
+
+    def _mix(self, activations: torch.Tensor, out_mask: torch.Tensor, output_hidden_states: bool) -> ElmoModelOutput:
+        """Every scalar mix over the biLM layers [n_layers + 1, batch, tokens, 2P], as an `ElmoModelOutput`."""
         # The mixes read these very tensors: with a trainable biLM, their .grad exists (as for BERT).
         hidden_states = activations.unbind(0)  # n_layers + 1 x [batch, tokens, 2P]
         mixes, dropout = self.scalar_mixes, self.config.dropout
         representations = mix_representations(mixes, hidden_states, out_mask, dropout, self.training)
-        output = ElmoModelOutput(
+        return ElmoModelOutput(
             last_hidden_state=representations[0],
             hidden_states=hidden_states if output_hidden_states else None,
             representations=tuple(representations) if len(representations) > 1 else None,
         )
-        return output if return_dict else output.to_tuple()
 
     def _read(
         self, char_ids: torch.Tensor, mask: torch.Tensor | None, frozen: bool
@@ -1329,9 +1339,12 @@ class ElmoModel(ElmoPreTrainedModel):
         """The biLM's activations and mask, a row longer than `config.window_tokens` read in windows.
 
         The windows are the core's (`elmo_core.model.windows.read_in_windows`, the plan of
-        `embed_sentences` and the spaCy component); the scalar mixes then read the assembled
-        layers, so a trainable mix (and a trainable biLM, window by window) gets its
-        gradients as without windows.
+        `embed_sentences` and the spaCy component). The biLM's working memory is bounded by a
+        batch of windows (the runtime's `DEFAULT_BATCH_TOKENS` positions; a saved folder's own
+        code, run where elmo-bilm is not installed, reads them all at once), not by the row.
+        The scalar mixes and `hidden_states` get the assembled layers, so a trainable mix (and
+        a trainable biLM, window by window) gets its gradients as without windows; while
+        training, the graphs of all windows are kept until the backward pass.
         """
         window_tokens = None if self.config.stateful else self.config.window_tokens
         windowed = read_in_windows(
