@@ -1,8 +1,5 @@
-# This file was generated from hf_elmo/configuration_elmo.py and the elmo_core
-# definitions it uses (elmo_core/model/characters.py, elmo_core/model/checks.py,
-# elmo_core/model/errors.py, elmo_core/model/options.py,
-# elmo_core/files/model_folder.py, elmo_core/model/windows.py), so that a saved model
-# folder needs no elmo-bilm. Do not edit it: edit those files and run
+# Generated from hf_elmo/configuration_elmo.py and the code of the 6 elmo_core modules named in
+# its sections, so that a saved model folder needs no elmo-bilm. Do not edit: edit those, then run
 #     python -m hf_elmo.remote_code.generate
 """ElmoConfig: bilm-tf's options plus the ELMo output settings, as a transformers config.
 

@@ -322,12 +322,13 @@ def _file(module: str) -> str:
 
 
 def _banner(name: str, core_modules: list[str]) -> str:
+    """The generated file's first lines: where it comes from (each core section is headed by its
+    file) and how to regenerate it."""
     text = (
-        f"This file was generated from hf_elmo/{name}.py and the elmo_core definitions it uses "
-        f"({', '.join(f'elmo_core/{_file(m)}' for m in core_modules)}), so that a saved model folder needs "
-        "no elmo-bilm. Do not edit it: edit those files and run"
+        f"Generated from hf_elmo/{name}.py and the code of the {len(core_modules)} elmo_core modules named "
+        "in its sections, so that a saved model folder needs no elmo-bilm. Do not edit: edit those, then run"
     )
-    return "".join(f"# {line}\n" for line in textwrap.wrap(text, 86, break_on_hyphens=False)) + f"#     {COMMAND}\n"
+    return "".join(f"# {line}\n" for line in textwrap.wrap(text, 96, break_on_hyphens=False)) + f"#     {COMMAND}\n"
 
 
 def _body(source: str, module: _Module) -> str:

@@ -1,10 +1,5 @@
-# This file was generated from hf_elmo/modeling_elmo.py and the elmo_core definitions it
-# uses (elmo_core/model/precision.py, elmo_core/model/highway.py,
-# elmo_core/model/errors.py, elmo_core/model/char_cnn.py, elmo_core/model/lstm.py,
-# elmo_core/model/bilm.py, elmo_core/model/scalar_mix.py, elmo_core/model/elmo.py,
-# elmo_core/files/weights.py, elmo_core/files/model_folder.py,
-# elmo_core/model/windows.py), so that a saved model folder needs no elmo-bilm. Do not
-# edit it: edit those files and run
+# Generated from hf_elmo/modeling_elmo.py and the code of the 11 elmo_core modules named in its
+# sections, so that a saved model folder needs no elmo-bilm. Do not edit: edit those, then run
 #     python -m hf_elmo.remote_code.generate
 """ELMo as a transformers model: ElmoPreTrainedModel, ElmoModel, ElmoForTokenClassification.
 

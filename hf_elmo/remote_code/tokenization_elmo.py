@@ -1,6 +1,5 @@
-# This file was generated from hf_elmo/tokenization_elmo.py and the elmo_core
-# definitions it uses (elmo_core/files/tokenizers.py, elmo_core/model/characters.py), so
-# that a saved model folder needs no elmo-bilm. Do not edit it: edit those files and run
+# Generated from hf_elmo/tokenization_elmo.py and the code of the 2 elmo_core modules named in its
+# sections, so that a saved model folder needs no elmo-bilm. Do not edit: edit those, then run
 #     python -m hf_elmo.remote_code.generate
 """ElmoTokenizer: text or token lists to ELMo's character ids. No vocabulary file.
 
