@@ -162,11 +162,6 @@ class ElmoConfig(PreTrainedConfig):
         """The biLM's LSTM layers (`lstm.n_layers`); `hidden_states` has one more (layer 0)."""
         return self.lstm["n_layers"]
 
-    @property
-    def num_layers(self) -> int:
-        """Number of output layers (entries of `hidden_states`): `n_layers + 1`; layer 0 = char CNN."""
-        return self.lstm["n_layers"] + 1
-
     # >>> hf_elmo only: not in the generated configuration_elmo.py (see hf_elmo.remote_code)
     def save_pretrained(self, save_directory: str | os.PathLike, push_to_hub: bool = False, **kwargs: Any) -> None:
         """As transformers', with the generated, self-contained `configuration_elmo.py`.

@@ -443,7 +443,7 @@ def _tensor_mix(elmo: Elmo) -> np.ndarray:
         weights = mix.normalized_weights.float().cpu().numpy()
         gamma = float(mix.gamma.detach().float().cpu()[0])
     else:
-        weights = np.full(elmo.num_layers, 1.0 / elmo.num_layers, dtype="float32")
+        weights = np.full(elmo.n_outputs, 1.0 / elmo.n_outputs, dtype="float32")
         gamma = 1.0
     tensor_mix = np.concatenate([weights, [gamma]]).astype("float32")
     tensor_mix.setflags(write=False)

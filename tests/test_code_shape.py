@@ -59,3 +59,24 @@ def test_no_library_function_is_longer_than_60_lines():
             if length > MAX_FUNCTION_LINES and (relative, name) not in PENDING_SPLITS:
                 too_long.append(f"{relative}:{node.lineno} {name} {length} lines")
     assert not too_long, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n" + "\n".join(too_long)
+
+
+def test_no_library_code_names_anything_num_layers():
+    """n_layers + 1 (layer 0, then each LSTM layer) is `n_outputs` everywhere; `num_layers` would
+    read as torch's (and the field's) count of LSTM layers, which is the option `n_layers`.
+    ElmoConfig keeps transformers' `num_hidden_layers` (= n_layers) alone."""
+    named = []
+    for relative, path in library_files():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = [node.name, *(a.arg for a in [*node.args.args, *node.args.kwonlyargs])]
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names = [node.attr]
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names = [node.id]
+            elif isinstance(node, ast.keyword) and node.arg:
+                names = [node.arg]
+            if "num_layers" in names:
+                named.append(f"{relative}:{node.lineno}")
+    assert named == []

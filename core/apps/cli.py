@@ -312,7 +312,7 @@ def _embedding_model(
     """The model `elmo embed` runs: loaded, `layer_choice` checked against it, with its token
     cache set, and quantised for --precision int8."""
     elmo = load_model(model, options, weights, device)
-    check_layers(layer_choice, elmo.num_layers, len(elmo.scalar_mixes))
+    check_layers(layer_choice, elmo.n_outputs, len(elmo.scalar_mixes))
     set_token_cache(elmo, token_cache)
     if precision == "int8":
         elmo = quantize_int8(elmo)  # refuses a model on a GPU with a one-line ValueError

@@ -370,7 +370,7 @@ def _check_arguments(
     window_context: int | None,
 ) -> None:
     """Raise ValueError for a bad `layers`, batch budget or window."""
-    check_layers(layers, model.num_layers, len(model.scalar_mixes))
+    check_layers(layers, model.n_outputs, len(model.scalar_mixes))
     check_int("batch_tokens", batch_tokens)
     if batch_size is not None:
         check_int("batch_size", batch_size)

@@ -108,7 +108,7 @@ def read_conll_column(path: str | Path, column: int) -> tuple[list[list[str]], l
 def _features(elmo: Elmo, sentences: Sequence[Sequence[str]], batch_tokens: int) -> torch.Tensor:
     """Every layer's vector of every token, in file order: [n_layers + 1, tokens, dim] float32."""
     offsets = np.cumsum([0] + [len(s) for s in sentences])
-    out = torch.empty(elmo.num_layers, int(offsets[-1]), elmo.output_dim)
+    out = torch.empty(elmo.n_outputs, int(offsets[-1]), elmo.output_dim)
     for i, vectors in iter_embeddings(elmo, sentences, layers="all", batch_tokens=batch_tokens):
         out[:, offsets[i] : offsets[i + 1]] = torch.from_numpy(vectors)  # [layers, tokens, dim]
     return out
@@ -202,7 +202,7 @@ def run_probe(
     logger.info("computing biLM layers for %d + %d tokens", len(y_train), len(y_eval))
     x_train = _features(elmo, train[0], batch_tokens)  # [layers, train tokens, dim]
     x_eval = _features(elmo, evaluation[0], batch_tokens)  # [layers, eval tokens, dim]
-    representations = [(f"layer {k}", x_train[k], x_eval[k]) for k in range(elmo.num_layers)]
+    representations = [(f"layer {k}", x_train[k], x_eval[k]) for k in range(elmo.n_outputs)]
     representations.append(("average", x_train.mean(0), x_eval.mean(0)))
 
     names, accuracy, correct = [], [], []

@@ -189,9 +189,9 @@ class BiLM(nn.Module):
         return self.options.output_dim
 
     @property
-    def num_layers(self) -> int:
+    def n_outputs(self) -> int:
         """Number of output layers returned: `n_layers + 1` (layer 0 = token layer, then each LSTM layer)."""
-        return self.options.num_layers
+        return self.options.n_outputs
 
     def reset_buffers(self) -> None:
         """Fill the non-persistent buffers: the char ids of `<S>` and `</S>`.

@@ -93,7 +93,7 @@ class Elmo(nn.Module):
         self.bilm.requires_grad_(requires_grad)
         self.scalar_mixes = nn.ModuleList(
             ScalarMix(
-                options.num_layers,
+                options.n_outputs,
                 do_layer_norm=do_layer_norm,
                 layer_norm_scope=layer_norm_scope,
                 initial_scalar_parameters=scalar_mix_parameters,
@@ -120,9 +120,9 @@ class Elmo(nn.Module):
         return self.options.output_dim
 
     @property
-    def num_layers(self) -> int:
+    def n_outputs(self) -> int:
         """Number of output layers: `n_layers + 1` (layer 0 = token layer, then each LSTM layer)."""
-        return self.options.num_layers
+        return self.options.n_outputs
 
     def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> ElmoOutput:
         """Run the biLM once and every scalar mix over it.
@@ -182,13 +182,13 @@ def mix_representations(
 
     Args:
         scalar_mixes: One `ScalarMix` per output representation.
-        layers: The `num_layers` (= n_layers + 1) biLM layers.
+        layers: The `n_outputs` (= n_layers + 1) biLM layers.
         mask: True for real tokens.
         dropout: Dropout probability on each representation, applied only if `training`.
         training: Whether the calling module is in training mode.
 
     Shape:
-        layers: num_layers x [batch, tokens, dim]; mask: [batch, tokens] bool
+        layers: n_outputs x [batch, tokens, dim]; mask: [batch, tokens] bool
         output: one [batch, tokens, dim] per mix
     """
     representations = []

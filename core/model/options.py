@@ -161,10 +161,10 @@ class BiLMOptions:
         return 2 * self.lstm.projection_dim
 
     @property
-    def num_layers(self) -> int:
+    def n_outputs(self) -> int:
         """Number of output layers a model returns: `n_layers + 1` (layer 0 = token layer, then each LSTM layer).
 
-        Everywhere in elmo-bilm, `num_layers` means this count of output layers; the
+        Everywhere in elmo-bilm, `n_outputs` means this count of output layers; the
         number of LSTM layers is the option `n_layers`, and of highway layers `n_highway`.
         """
         return self.lstm.n_layers + 1

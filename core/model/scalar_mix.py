@@ -37,7 +37,7 @@ def softmax_weights(scalar_weights: torch.Tensor) -> torch.Tensor:
     """s = softmax(w): the weight each layer gets; sums to 1.
 
     Shape:
-        scalar_weights: [num_layers] float -> [num_layers], same dtype and device
+        scalar_weights: [n_outputs] float -> [n_outputs], same dtype and device
     """
     return torch.softmax(scalar_weights, dim=0)
 
@@ -49,7 +49,7 @@ def weighted_layer_sum(layers: Sequence[ArrayT], weights: Sequence[object], gamm
     the fixed order makes the same inputs give the same bits on every run.
 
     Args:
-        layers: The `num_layers` layers h_k, each [..., dim].
+        layers: The `n_outputs` layers h_k, each [..., dim].
         weights: s, one number (0-d tensor or numpy scalar) per layer, already
             normalised and of the layers' dtype.
         gamma: The scale, a number or a tensor/array broadcastable to a layer ([1]).
@@ -71,16 +71,16 @@ def weighted_layer_sum_backward(weights: ArrayT, gamma: object, layer_dots: Arra
 
         dh_k = (gamma * s_k) * dm      ds_k = gamma * g_k      dgamma = sum_k s_k * g_k
 
-    Operators only, on the [num_layers] vectors, so numpy/cupy arrays and torch tensors
+    Operators only, on the [n_outputs] vectors, so numpy/cupy arrays and torch tensors
     alike; torch modules use autograd instead.
 
     Args:
-        weights: s, [num_layers].
+        weights: s, [n_outputs].
         gamma: The scale.
-        layer_dots: g, [num_layers].
+        layer_dots: g, [n_outputs].
 
     Returns:
-        (layer_scales: gamma * s, so that dh_k = layer_scales[k] * dm; ds: [num_layers];
+        (layer_scales: gamma * s, so that dh_k = layer_scales[k] * dm; ds: [n_outputs];
         dgamma: 0-d). Take ds through `softmax_weights_backward` for the gradient of w.
     """
     return gamma * weights, gamma * layer_dots, (weights * layer_dots).sum()
@@ -98,12 +98,12 @@ def scalar_mix(layers: Sequence[torch.Tensor], scalar_weights: torch.Tensor, gam
     """gamma * sum_k softmax(w)_k * h_k (paper equation 1), differentiable in all three inputs.
 
     Args:
-        layers: The `num_layers` layers h_k.
+        layers: The `n_outputs` layers h_k.
         scalar_weights: w, before the softmax.
         gamma: The scale.
 
     Shape:
-        layers: num_layers x [..., dim] float; scalar_weights: [num_layers]; gamma: [1]
+        layers: n_outputs x [..., dim] float; scalar_weights: [n_outputs]; gamma: [1]
         output: [..., dim], the layers' dtype
     """
     dtype = layers[0].dtype
@@ -114,8 +114,8 @@ class ScalarMix(nn.Module):
     """ELMo_task = gamma * sum_k softmax(w)_k * h_k  (paper equation 1).
 
     Args:
-        num_layers: Number of output layers mixed: `n_layers + 1` (layer 0 = the token
-            layer, then every LSTM layer). Everywhere in elmo-bilm `num_layers` means
+        n_outputs: Number of output layers mixed: `n_layers + 1` (layer 0 = the token
+            layer, then every LSTM layer). Everywhere in elmo-bilm `n_outputs` means
             this count; the number of LSTM layers is the option `n_layers`.
         do_layer_norm: Normalise each layer before mixing (bilm-tf's `use_layer_norm`:
             one mean and variance over real positions and features, eps 1e-12, computed
@@ -133,22 +133,22 @@ class ScalarMix(nn.Module):
         gamma: Starting value of the scale gamma (default 1).
 
     Attributes:
-        scalar_weights: w, shape [num_layers].
+        scalar_weights: w, shape [n_outputs].
         gamma: shape [1].
 
     Shape:
-        activations: [num_layers, batch, tokens, dim], or a sequence of num_layers
+        activations: [n_outputs, batch, tokens, dim], or a sequence of n_outputs
             tensors [batch, tokens, dim]; mask: [batch, tokens] bool
         output: [batch, tokens, dim]
 
     Raises:
-        ValueError: if the number of layers given to `forward` differs from `num_layers`,
+        ValueError: if the number of layers given to `forward` differs from `n_outputs`,
             or `layer_norm_scope` is not "sentence" or "batch".
     """
 
     def __init__(
         self,
-        num_layers: int,
+        n_outputs: int,
         do_layer_norm: bool = False,
         initial_scalar_parameters: Sequence[float] | None = None,
         trainable: bool = True,
@@ -162,18 +162,18 @@ class ScalarMix(nn.Module):
                 "'sentence' (the default) keeps each sentence independent of its batch mates."
             )
         if initial_scalar_parameters is None:
-            initial_scalar_parameters = [0.0] * num_layers
-        if len(initial_scalar_parameters) != num_layers:
+            initial_scalar_parameters = [0.0] * n_outputs
+        if len(initial_scalar_parameters) != n_outputs:
             raise ValueError(
-                f"initial_scalar_parameters must have one value per layer ({num_layers}); got "
+                f"initial_scalar_parameters must have one value per layer ({n_outputs}); got "
                 f"{len(initial_scalar_parameters)}: {list(initial_scalar_parameters)}."
             )
-        self.num_layers = num_layers
+        self.n_outputs = n_outputs
         self.do_layer_norm = do_layer_norm
         self.layer_norm_scope = layer_norm_scope
         self.initial_scalar_parameters = tuple(float(v) for v in initial_scalar_parameters)
         self.initial_gamma = float(gamma)
-        self.scalar_weights = nn.Parameter(torch.empty(num_layers), requires_grad=trainable)
+        self.scalar_weights = nn.Parameter(torch.empty(n_outputs), requires_grad=trainable)
         self.gamma = nn.Parameter(torch.empty(1), requires_grad=trainable)
         self.reset_parameters()
 
@@ -188,7 +188,7 @@ class ScalarMix(nn.Module):
 
     @property
     def normalized_weights(self) -> torch.Tensor:
-        """softmax(w): the weight given to each layer, [num_layers], detached."""
+        """softmax(w): the weight given to each layer, [n_outputs], detached."""
         return softmax_weights(self.scalar_weights.detach())
 
     def forward(
@@ -200,10 +200,10 @@ class ScalarMix(nn.Module):
         reach each of them (what `ElmoModel` returns as `hidden_states`).
         """
         layers = activations.unbind(0) if isinstance(activations, torch.Tensor) else tuple(activations)
-        if len(layers) != self.num_layers:
+        if len(layers) != self.n_outputs:
             raise ValueError(
-                f"ScalarMix was built for {self.num_layers} layers but got {len(layers)} "
-                f"(activations of shape {_shape(activations)}); build it with num_layers = n_layers + 1."
+                f"ScalarMix was built for {self.n_outputs} layers but got {len(layers)} "
+                f"(activations of shape {_shape(activations)}); build it with n_outputs = n_layers + 1."
             )
         if self.do_layer_norm:
             if mask is None:

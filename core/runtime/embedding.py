@@ -38,14 +38,14 @@ for the original model's shape; lower it on small machines, raise it on a GPU)."
 LAYER_CHOICES = ("all", "top", "average", "mix")
 
 
-def check_layers(layers: object, num_layers: int, num_mixes: int) -> None:
+def check_layers(layers: object, n_outputs: int, num_mixes: int) -> None:
     """Raise `ValueError` unless `layers` is one of LAYER_CHOICES or a layer index 0..L.
 
     Negative indices are refused rather than read Python's way, so that no sentinel
     can silently select a different layer (a user passing -1 for "the top layer" of a
     model whose last index means something else would get the wrong one without notice).
     """
-    valid = f"'all', 'top', 'average', 'mix' or a layer index 0..{num_layers - 1}"
+    valid = f"'all', 'top', 'average', 'mix' or a layer index 0..{n_outputs - 1}"
     if isinstance(layers, str):
         if layers not in LAYER_CHOICES:
             raise ValueError(f"layers must be {valid}; got {layers!r}.")
@@ -57,8 +57,8 @@ def check_layers(layers: object, num_layers: int, num_mixes: int) -> None:
         return
     if isinstance(layers, bool) or not isinstance(layers, (int, np.integer)):
         raise ValueError(f"layers must be {valid}; got {layers!r} ({type(layers).__name__}).")
-    if not 0 <= int(layers) < num_layers:
-        why = " Negative indices are not accepted." if int(layers) < 0 else f" This model has {num_layers} layers."
+    if not 0 <= int(layers) < n_outputs:
+        why = " Negative indices are not accepted." if int(layers) < 0 else f" This model has {n_outputs} layers."
         raise ValueError(f"layers must be {valid}; got {layers!r}.{why}")
 
 
@@ -113,7 +113,7 @@ def iter_embeddings(
 
 def _check_arguments(model: Elmo, sentences: object, layers: object, batch_tokens: object, batch_size: object) -> None:
     check_sentences(sentences)
-    check_layers(layers, model.num_layers, len(model.scalar_mixes))
+    check_layers(layers, model.n_outputs, len(model.scalar_mixes))
     if model.bilm.stateful:
         raise ValueError(
             "embed() sorts sentences by length, which would scramble the LSTM states a "

@@ -48,14 +48,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     banks = {name: next(t for t in doc if t.lower_ == "bank") for name, doc in docs.items()}
-    num_layers = next(iter(docs.values()))._.elmo_layers.shape[0]
+    n_outputs = next(iter(docs.values()))._.elmo_layers.shape[0]
 
     print("cosine similarity of the 'bank' vectors, per biLM layer (0 = char CNN)\n")
-    header = f"{'pair':<20}" + "".join(f"{f'layer {k}':>10}" for k in range(num_layers)) + f"{'mix':>10}"
+    header = f"{'pair':<20}" + "".join(f"{f'layer {k}':>10}" for k in range(n_outputs)) + f"{'mix':>10}"
     print(header)
     for a, b in combinations(banks, 2):
         layer_a, layer_b = docs[a]._.elmo_layers, docs[b]._.elmo_layers
-        row = [cosine(layer_a[k, banks[a].i], layer_b[k, banks[b].i]) for k in range(num_layers)]
+        row = [cosine(layer_a[k, banks[a].i], layer_b[k, banks[b].i]) for k in range(n_outputs)]
         row.append(banks[a].similarity(banks[b]))  # the mixed vectors (doc.tensor)
         same = "same sense" if a.split()[0] == b.split()[0] else "different"
         print(f"{a + ' / ' + b:<20}" + "".join(f"{v:>10.3f}" for v in row) + f"   {same}")

@@ -190,7 +190,7 @@ class BiLMOptions:
         return 2 * self.lstm.projection_dim
 
     @property
-    def num_layers(self) -> int:
+    def n_outputs(self) -> int:
         return self.lstm.n_layers + 1
 
     @classmethod
@@ -466,8 +466,3 @@ class ElmoConfig(PreTrainedConfig):
     def num_hidden_layers(self) -> int:
         """The biLM's LSTM layers (`lstm.n_layers`); `hidden_states` has one more (layer 0)."""
         return self.lstm["n_layers"]
-
-    @property
-    def num_layers(self) -> int:
-        """Number of output layers (entries of `hidden_states`): `n_layers + 1`; layer 0 = char CNN."""
-        return self.lstm["n_layers"] + 1

@@ -537,8 +537,8 @@ class BiLM(nn.Module):
         return self.options.output_dim
 
     @property
-    def num_layers(self) -> int:
-        return self.options.num_layers
+    def n_outputs(self) -> int:
+        return self.options.n_outputs
 
     def reset_buffers(self) -> None:
         C = self.options.char_cnn.max_characters_per_token
@@ -743,7 +743,7 @@ class ScalarMix(nn.Module):
 
     def __init__(
         self,
-        num_layers: int,
+        n_outputs: int,
         do_layer_norm: bool = False,
         initial_scalar_parameters: Sequence[float] | None = None,
         trainable: bool = True,
@@ -757,18 +757,18 @@ class ScalarMix(nn.Module):
                 "'sentence' (the default) keeps each sentence independent of its batch mates."
             )
         if initial_scalar_parameters is None:
-            initial_scalar_parameters = [0.0] * num_layers
-        if len(initial_scalar_parameters) != num_layers:
+            initial_scalar_parameters = [0.0] * n_outputs
+        if len(initial_scalar_parameters) != n_outputs:
             raise ValueError(
-                f"initial_scalar_parameters must have one value per layer ({num_layers}); got "
+                f"initial_scalar_parameters must have one value per layer ({n_outputs}); got "
                 f"{len(initial_scalar_parameters)}: {list(initial_scalar_parameters)}."
             )
-        self.num_layers = num_layers
+        self.n_outputs = n_outputs
         self.do_layer_norm = do_layer_norm
         self.layer_norm_scope = layer_norm_scope
         self.initial_scalar_parameters = tuple(float(v) for v in initial_scalar_parameters)
         self.initial_gamma = float(gamma)
-        self.scalar_weights = nn.Parameter(torch.empty(num_layers), requires_grad=trainable)
+        self.scalar_weights = nn.Parameter(torch.empty(n_outputs), requires_grad=trainable)
         self.gamma = nn.Parameter(torch.empty(1), requires_grad=trainable)
         self.reset_parameters()
 
@@ -785,10 +785,10 @@ class ScalarMix(nn.Module):
         self, activations: torch.Tensor | Sequence[torch.Tensor], mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         layers = activations.unbind(0) if isinstance(activations, torch.Tensor) else tuple(activations)
-        if len(layers) != self.num_layers:
+        if len(layers) != self.n_outputs:
             raise ValueError(
-                f"ScalarMix was built for {self.num_layers} layers but got {len(layers)} "
-                f"(activations of shape {_shape(activations)}); build it with num_layers = n_layers + 1."
+                f"ScalarMix was built for {self.n_outputs} layers but got {len(layers)} "
+                f"(activations of shape {_shape(activations)}); build it with n_outputs = n_layers + 1."
             )
         if self.do_layer_norm:
             if mask is None:
@@ -852,7 +852,7 @@ class Elmo(nn.Module):
         self.bilm.requires_grad_(requires_grad)
         self.scalar_mixes = nn.ModuleList(
             ScalarMix(
-                options.num_layers,
+                options.n_outputs,
                 do_layer_norm=do_layer_norm,
                 layer_norm_scope=layer_norm_scope,
                 initial_scalar_parameters=scalar_mix_parameters,
@@ -874,8 +874,8 @@ class Elmo(nn.Module):
         return self.options.output_dim
 
     @property
-    def num_layers(self) -> int:
-        return self.options.num_layers
+    def n_outputs(self) -> int:
+        return self.options.n_outputs
 
     def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> ElmoOutput:
         out = run_bilm(self.bilm, char_ids, mask)

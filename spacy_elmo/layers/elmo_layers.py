@@ -136,8 +136,8 @@ def forward(model: Model[list[Doc], list[Floats3d]], docs: list[Doc], is_train: 
     if is_train:
         check_frozen_for_training(elmo)
     _follow_thinc_device(elmo)
-    num_layers, dim = model.get_dim("nL"), model.get_dim("nO")
-    outputs = [np.zeros((num_layers, len(doc), dim), dtype="float32") for doc in docs]
+    n_outputs, dim = model.get_dim("nL"), model.get_dim("nO")
+    outputs = [np.zeros((n_outputs, len(doc), dim), dtype="float32") for doc in docs]
     units = list(_units(docs, model.attrs["per_sentence"]))
     cache: FeatureCache | None = model.attrs["feature_cache"]
     missing = []  # units the biLM has to read
@@ -291,7 +291,7 @@ def set_elmo(model: Model, elmo: Elmo) -> None:
 
 def set_dims_from_elmo(model: Model, elmo: Elmo, *, owner: str, fix: str) -> None:
     """Set a layer's dims from the biLM: nO = `elmo.output_dim` (vector width), nL =
-    `elmo.num_layers` (output layers, n_layers + 1).
+    `elmo.n_outputs` (output layers, n_layers + 1).
 
     Used by the ELMo layer and by every listener, so a shape mismatch reads the same way.
 
@@ -299,7 +299,7 @@ def set_dims_from_elmo(model: Model, elmo: Elmo, *, owner: str, fix: str) -> Non
         ValueError: if a dim was already set to another value; the message names `owner`
             (the layer, as the user knows it), both values and ends with `fix`.
     """
-    for name, value, meaning in (("nO", elmo.output_dim, "vector width"), ("nL", elmo.num_layers, "output layers")):
+    for name, value, meaning in (("nO", elmo.output_dim, "vector width"), ("nL", elmo.n_outputs, "output layers")):
         if model.has_dim(name) and model.get_dim(name) != value:
             raise ValueError(
                 f"{owner} was set up for {name}={model.get_dim(name)} ({meaning}), but the biLM "

@@ -65,12 +65,12 @@ def forward(model: ElmoListener, docs: list[Doc], is_train: bool):
     if missing:
         for i, x in zip(missing, upstream.predict([docs[i] for i in missing])):
             layers[i] = x
-    num_layers, dim = model.get_dim("nL"), model.get_dim("nO")
+    n_outputs, dim = model.get_dim("nL"), model.get_dim("nO")
     for x in layers:
-        if x.shape[0] != num_layers or x.shape[2] != dim:
+        if x.shape[0] != n_outputs or x.shape[2] != dim:
             raise ValueError(
                 f"doc._.elmo_layers has shape {tuple(x.shape)}, but the ELMo component "
-                f"'{upstream.name}' gives [{num_layers}, tokens, {dim}]: the Doc was annotated by a "
+                f"'{upstream.name}' gives [{n_outputs}, tokens, {dim}]: the Doc was annotated by a "
                 "different ELMo model. Run it through this pipeline's ELMo component again."
             )
     outputs = [model.ops.asarray3f(x) for x in layers]

@@ -53,7 +53,7 @@ def test_training_n_characters_261_reads_as_262():
 
 def test_fixture_options_load(fixture_dir):
     options = read_options(fixture_dir / "options.json")
-    assert options.output_dim == 32 and options.num_layers == 3
+    assert options.output_dim == 32 and options.n_outputs == 3
     assert options.char_cnn.n_filters == 124
 
 

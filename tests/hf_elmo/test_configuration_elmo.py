@@ -18,7 +18,7 @@ def test_config_bridges_to_and_from_options():
     assert config.to_options() == options
     assert config.lstm == options.to_dict()["lstm"] and config.char_cnn == options.to_dict()["char_cnn"]
     assert config.elmo_settings() == {**ELMO_SETTINGS, "num_output_representations": 2, "dropout": 0.1}
-    assert config.output_dim == 16 and config.num_layers == 3
+    assert config.output_dim == 16 and config.num_hidden_layers == 2 and not hasattr(config, "n_outputs")
 
 
 def test_default_config_is_the_original_model():

@@ -12,9 +12,9 @@ from spacy_elmo.layers import ScalarMixLayer
 from spacy_elmo.layers.scalar_mix import normalized_weights
 
 
-def layers_for(lengths, num_layers=3, dim=5, seed=0) -> list[np.ndarray]:
+def layers_for(lengths, n_outputs=3, dim=5, seed=0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    return [rng.normal(size=(num_layers, n, dim)).astype("float32") for n in lengths]
+    return [rng.normal(size=(n_outputs, n, dim)).astype("float32") for n in lengths]
 
 
 def test_shapes_and_start_at_the_plain_average():
@@ -36,7 +36,7 @@ def test_matches_the_core_scalar_mix_and_its_gradients():
     w = np.array([0.3, -1.0, 0.5], dtype="float32")
     mix.set_param("W", w)
     mix.set_param("gamma", np.array([1.7], dtype="float32"))
-    dY = layers_for([3, 5], num_layers=1, seed=1)
+    dY = layers_for([3, 5], n_outputs=1, seed=1)
     dY = [d[0] for d in dY]
 
     Y, backprop = mix.begin_update(X)
