@@ -70,7 +70,7 @@ def default_context(window_tokens: int) -> int:
     return window_tokens // 8
 
 
-def _check_window(window_tokens: object, context: object) -> int:
+def _check_window(window_tokens: int, context: int | None) -> int:
     check_int(
         "window_tokens",
         window_tokens,
@@ -210,7 +210,7 @@ def read_in_windows(
     if max(lengths, default=0) <= window_tokens:
         return None
     pieces = [(i, w) for i, n in enumerate(lengths) for w in plan_windows(n, window_tokens, window_context)]
-    kept: list[torch.Tensor | None] = [None] * len(pieces)
+    kept: dict[int, torch.Tensor] = {}  # piece -> its kept output
     edge = int(boundaries)  # read output rows before a piece's first token
     piece_lengths = [w.end - w.start for _, w in pieces]
     for batch in batches(piece_lengths) if batches is not None else [list(range(len(pieces)))]:
@@ -234,9 +234,9 @@ def read_in_windows(
     num_steps = char_ids.shape[1] + 2 * edge
     rows = []
     for i in range(len(lengths)):
-        row = torch.cat([kept[k] for k, (j, _) in enumerate(pieces) if j == i], dim=-2)  # [..., length, dim]
-        pad = row.new_zeros((*row.shape[:-2], num_steps - row.shape[-2], row.shape[-1]))
-        rows.append(torch.cat([row, pad], dim=-2))
+        whole = torch.cat([kept[k] for k, (j, _) in enumerate(pieces) if j == i], dim=-2)  # [..., length, dim]
+        pad = whole.new_zeros((*whole.shape[:-2], num_steps - whole.shape[-2], whole.shape[-1]))
+        rows.append(torch.cat([whole, pad], dim=-2))
     output = torch.stack(rows, dim=-3)  # [..., batch, tokens (+ 2), dim]
     positions = torch.arange(num_steps, device=output.device)  # the mask goes where `read` put the output
     out_mask = positions[None, :] < (torch.tensor(lengths, device=output.device) + 2 * edge)[:, None]

@@ -307,7 +307,7 @@ def default_context(window_tokens: int) -> int:
     return window_tokens // 8
 
 
-def _check_window(window_tokens: object, context: object) -> int:
+def _check_window(window_tokens: int, context: int | None) -> int:
     check_int(
         "window_tokens",
         window_tokens,

@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, Protocol, TypeVar
+from typing import Any, Literal, NamedTuple, Protocol, cast
 
 import numpy as np
 import torch
@@ -77,7 +77,7 @@ def bf16_weight(weight: torch.Tensor) -> torch.Tensor:
         with torch.autocast("cpu", enabled=False), torch.no_grad():
             copy = weight.detach().to(torch.bfloat16)
         ident = id(weight)
-        kept = (weakref.ref(weight, lambda _, ident=ident: _COPIES.pop(ident, None)), key, copy)
+        kept = (weakref.ref(weight, lambda _: _COPIES.pop(ident, None)), key, copy)
         _COPIES[ident] = kept
     return kept[2]
 
@@ -98,7 +98,7 @@ class Highway(nn.Module):
         super().__init__()
         self.size = size
         self.layers = nn.ModuleList(nn.Linear(size, 2 * size) for _ in range(n_highway))
-        for layer in self.layers:
+        for layer in cast(Iterable[nn.Linear], self.layers):  # torch types a ModuleList's items as Module
             self.init_carry_bias(layer)
 
     def init_carry_bias(self, layer: nn.Linear) -> None:
@@ -106,7 +106,7 @@ class Highway(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         bf16 = cpu_bf16_active(x)  # bf16 products, float32 gating (elmo_core.model.precision)
-        for layer in self.layers:
+        for layer in cast(Iterable[nn.Linear], self.layers):
             candidate, gate = (bf16_linear(x, layer) if bf16 else layer(x)).chunk(2, dim=-1)  # 2 x [..., F]
             gate = torch.sigmoid(gate)
             x = gate * torch.relu(candidate) + (1 - gate) * x
@@ -164,7 +164,7 @@ class CharCNN(nn.Module):
 
     def _encode_for_training(self, table: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
         longest = int((char_ids != PADDING_ID).sum(dim=1).max())  # real slots, marks included
-        widest = max(conv.kernel_size[0] for conv in self.convolutions)
+        widest = max(conv.kernel_size[0] for conv in cast(Iterable[nn.Conv1d], self.convolutions))
         char_ids = char_ids[:, : min(char_ids.shape[1], longest + widest)]  # [tokens, kept chars]
         blocks = char_ids.split(TRAIN_BLOCK_TOKENS)
         return torch.cat([self._project(self._convolve(table, block, False), False) for block in blocks])
@@ -176,8 +176,8 @@ class CharCNN(nn.Module):
             x = x.to(torch.bfloat16)
         grad = torch.is_grad_enabled()
         pooled = []
-        for conv in self.convolutions:
-            if bf16:  # the bias is the same in every window: added after the max, in float32
+        for conv in cast(Iterable[nn.Conv1d], self.convolutions):  # torch types a ModuleList's items as Module
+            if bf16 and conv.bias is not None:  # the bias is the same in every window: added after the max, in float32
                 y = F.conv1d(x, bf16_weight(conv.weight)).amax(dim=2).float() + conv.bias
             elif grad:
                 y = conv(x).max(dim=2).values  # [tokens, count]
@@ -288,17 +288,17 @@ class LSTMCellWithProjection(nn.Module):
         float_linears = self.has_float_linears
         bf16 = cpu_bf16_active(inputs) and float_linears
         recurrent = bf16_weight(self.state_linear.weight) if bf16 else None
-        pre: tuple[torch.Tensor, ...] | None = None
+        pre: tuple[torch.Tensor, ...] = ()
         block = max(1, -(-INPUT_BLOCK_ROWS // max(batch_size, 1)))  # steps per input product
         for t in range(num_steps):
             if t % block == 0:
-                pre = pre_t = None  # free the last block before computing the next
+                pre, pre_t = (), None  # free the last block before computing the next
                 pre = self._input_products(inputs[t : t + block], bf16).unbind(0)
             n = batch_sizes[t]
             pre_t = pre[t % block]
             if grad:
                 z = pre_t[:n] + self.state_linear(h[:n])  # [n, 4D]
-            elif bf16:  # a bf16 [n, 4D] product, added to the float32 pre-activations
+            elif recurrent is not None:  # bf16: the [n, 4D] product in bf16, added to the float32 pre-activations
                 z = pre_t[:n] + F.linear(h[:n].to(torch.bfloat16), recurrent)
             elif float_linears:  # pre + h @ W_h in one product: one [n, 4D] tensor per step
                 z = torch.addmm(pre_t[:n], h[:n], self.state_linear.weight.t())
@@ -423,7 +423,7 @@ class LSTMStack(nn.Module):
         final_state: bool = True,
     ) -> tuple[list[torch.Tensor], list[LSTMState | None]]:
         outputs: list[torch.Tensor] = []
-        final_states: list[LSTMState] = []
+        final_states: list[LSTMState | None] = []
         x = inputs
         for k, layer in enumerate(self.layers):
             layer_input = F.dropout(x, self.dropout, self.training) if self.dropout else x
@@ -500,6 +500,9 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
 
 
 class BiLM(nn.Module):
+
+    bos_char_ids: torch.Tensor  # buffers (not saved): the char ids of <S> and </S>, [C] int64
+    eos_char_ids: torch.Tensor
 
     def __init__(
         self,
@@ -597,8 +600,8 @@ class BiLM(nn.Module):
     def _gather_activations(
         self,
         token_embedding: torch.Tensor,
-        forward_out: list[torch.Tensor | None],
-        backward_out: list[torch.Tensor | None],
+        forward_out: list[torch.Tensor],
+        backward_out: list[torch.Tensor],
         order: torch.Tensor,
     ) -> torch.Tensor:
         batch_size, num_steps, P = token_embedding.shape
@@ -614,11 +617,10 @@ class BiLM(nn.Module):
         )
         activations[0, ..., :P] = token_embedding[:, keep]  # layer 0: the token vector twice
         activations[0, ..., P:] = token_embedding[:, keep]
-        for k in range(len(forward_out)):
+        for k in reversed(range(len(forward_out))):
             for half, outputs in ((slice(0, P), forward_out), (slice(P, 2 * P), backward_out)):
-                y = outputs[k].transpose(0, 1)[:, keep].to(dtype)  # [sorted batch, T, P]
+                y = outputs.pop().transpose(0, 1)[:, keep].to(dtype)  # layer k [sorted batch, T, P], freed once copied
                 activations[k + 1, ..., half].index_copy_(0, order, y)  # row r of y is batch row order[r]
-                outputs[k] = None  # freed as soon as it is copied
         return activations
 
     def _token_embedding(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -725,14 +727,14 @@ def _check_mask(mask: object, char_ids: torch.Tensor) -> torch.Tensor:
 
 LAYER_NORM_SCOPES = ("sentence", "batch")
 
-ArrayT = TypeVar("ArrayT")
+ArrayT = Any  # a torch tensor or numpy/cupy array (or a number): the formulas below use only *, + and .sum()
 
 
 def softmax_weights(scalar_weights: torch.Tensor) -> torch.Tensor:
     return torch.softmax(scalar_weights, dim=0)
 
 
-def weighted_layer_sum(layers: Sequence[ArrayT], weights: Sequence[object], gamma: object) -> ArrayT:
+def weighted_layer_sum(layers: Sequence[ArrayT] | ArrayT, weights: ArrayT, gamma: ArrayT) -> ArrayT:
     mixed = weights[0] * layers[0]
     for weight, layer in zip(weights[1:], layers[1:]):
         mixed = mixed + weight * layer  # [..., dim]
@@ -840,7 +842,7 @@ class Elmo(nn.Module):
         requires_grad: bool = False,
         stateful: bool = False,
         scalar_mix_parameters: Sequence[float] | None = None,
-        layer_norm_scope: str = "sentence",
+        layer_norm_scope: Literal["sentence", "batch"] = "sentence",
     ) -> None:
         super().__init__()
         if num_output_representations < 0:
@@ -901,7 +903,7 @@ def run_bilm(bilm: BiLM, char_ids: torch.Tensor, mask: torch.Tensor | None, froz
 
 
 def mix_representations(
-    scalar_mixes: Iterable[ScalarMix],
+    scalar_mixes: Iterable[nn.Module],
     layers: Sequence[torch.Tensor],
     mask: torch.Tensor,
     dropout: float,
@@ -1002,7 +1004,7 @@ def read_in_windows(
     if max(lengths, default=0) <= window_tokens:
         return None
     pieces = [(i, w) for i, n in enumerate(lengths) for w in plan_windows(n, window_tokens, window_context)]
-    kept: list[torch.Tensor | None] = [None] * len(pieces)
+    kept: dict[int, torch.Tensor] = {}  # piece -> its kept output
     edge = int(boundaries)  # read output rows before a piece's first token
     piece_lengths = [w.end - w.start for _, w in pieces]
     for batch in batches(piece_lengths) if batches is not None else [list(range(len(pieces)))]:
@@ -1026,9 +1028,9 @@ def read_in_windows(
     num_steps = char_ids.shape[1] + 2 * edge
     rows = []
     for i in range(len(lengths)):
-        row = torch.cat([kept[k] for k, (j, _) in enumerate(pieces) if j == i], dim=-2)  # [..., length, dim]
-        pad = row.new_zeros((*row.shape[:-2], num_steps - row.shape[-2], row.shape[-1]))
-        rows.append(torch.cat([row, pad], dim=-2))
+        whole = torch.cat([kept[k] for k, (j, _) in enumerate(pieces) if j == i], dim=-2)  # [..., length, dim]
+        pad = whole.new_zeros((*whole.shape[:-2], num_steps - whole.shape[-2], whole.shape[-1]))
+        rows.append(torch.cat([whole, pad], dim=-2))
     output = torch.stack(rows, dim=-3)  # [..., batch, tokens (+ 2), dim]
     positions = torch.arange(num_steps, device=output.device)  # the mask goes where `read` put the output
     out_mask = positions[None, :] < (torch.tensor(lengths, device=output.device) + 2 * edge)[:, None]
