@@ -1080,6 +1080,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
     `Highway.init_carry_bias` and `BiLM.reset_buffers`.
     """
 
+    config: ElmoConfig
     config_class = ElmoConfig
     base_model_prefix = "elmo"
     main_input_name = "input_ids"
@@ -1091,14 +1092,15 @@ class ElmoPreTrainedModel(PreTrainedModel):
         if isinstance(module, BiLM):
             module.reset_buffers()  # the <S>/</S> char ids: non-persistent, never in a checkpoint
         own = list(module.parameters(recurse=False))
-        if not hasattr(module, "reset_parameters") or not own or all(_loaded(p) for p in own):
+        reset_parameters = getattr(module, "reset_parameters", None)
+        if reset_parameters is None or not own or all(_loaded(p) for p in own):
             return
         kept = [(p, p.detach().clone()) for p in own if _loaded(p)]  # a partly loaded module
-        module.reset_parameters()  # ScalarMix, CharCNN (char_embedding), torch's Linear/Conv1d
+        reset_parameters()  # ScalarMix, CharCNN (char_embedding), torch's Linear/Conv1d
         for p, value in kept:
             p.copy_(value)
         highway = self._highway_holding(module)
-        if highway is not None and not _loaded(module.bias):
+        if highway is not None and isinstance(module, nn.Linear) and not _loaded(module.bias):
             highway.init_carry_bias(module)
 
     def _highway_holding(self, layer: nn.Module) -> Highway | None:
@@ -1147,7 +1149,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
         There is no word-embedding matrix: every token, whatever its string, is embedded
         from its characters (`char_cnn.char_embedding` holds the character vectors).
         """
-        return self.base_model.bilm.char_cnn
+        return cast(ElmoModel, self.base_model).bilm.char_cnn
 
     def set_input_embeddings(self, value: nn.Module) -> None:
         """Refused: the char CNN is part of the biLM's pretrained weights.
@@ -1161,7 +1163,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
             "(from_pretrained, or elmo convert for bilm-tf files)."
         )
 
-    def resize_token_embeddings(
+    def resize_token_embeddings(  # type: ignore[override]  # returns the char CNN: ELMo has no nn.Embedding
         self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, *args: Any, **kwargs: Any
     ) -> nn.Module:
         """Nothing to resize: returns `get_input_embeddings()` (the char CNN), unchanged.
@@ -1358,10 +1360,15 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
     `config.dropout` while training, and the linear head. `labels` of -100 are ignored
     by the loss (cross-entropy over the real positions), so label only the positions
     you score.
+
+    Raises:
+        ValueError: if the config has no labels (`config.id2label` is None).
     """
 
     def __init__(self, config: ElmoConfig) -> None:
         super().__init__(config)
+        if config.num_labels is None:
+            raise ValueError("ElmoForTokenClassification needs labels: set config.id2label (or num_labels).")
         self.num_labels = config.num_labels
         self.elmo = ElmoModel(config)
         self.classifier = nn.Linear(config.output_dim, config.num_labels)
