@@ -315,7 +315,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 return token
         return str(self.unk_token)
 
-    def _encode_plus(  # type: ignore[override]
+    def _encode_plus(  # type: ignore[override]  # one more keyword, return_offsets_mapping, amid the base's
         self,
         text: str | Sequence[str] | Sequence[Sequence[str]],
         text_pair: Any = None,
@@ -477,15 +477,15 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return out
 
     # ------------------------------------------------------------------ padding (collators)
-    def _pad(  # type: ignore[override]
+    def _pad(  # type: ignore[override]  # returns what it is given, as the base's does (its stub says a dict)
         self,
-        encoded_inputs: dict[str, Any],
+        encoded_inputs: dict[str, Any] | BatchEncoding,
         max_length: int | None = None,
         padding_strategy: PaddingStrategy = PaddingStrategy.DO_NOT_PAD,
         pad_to_multiple_of: int | None = None,
         padding_side: str | None = None,
         return_attention_mask: bool | None = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | BatchEncoding:
         """Pad one encoded sentence on the right (used by `pad` and the collators).
 
         Char ids get all-zero rows, `input_ids` the pad id (0), offsets `(0, 0)`. An

@@ -124,7 +124,7 @@ def open_binary(path: str | Path) -> IO[bytes]:
     opener = COMPRESSIONS.get(Path(path).suffix)
     if opener is None:
         return open(path, "rb")  # noqa: SIM115
-    return _Decompressed(path, opener(path, "rb"))  # type: ignore[return-value]
+    return cast(IO[bytes], _Decompressed(path, opener(path, "rb")))  # the reading side of an IO[bytes]
 
 
 DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError, zlib.error, OSError)

@@ -37,7 +37,10 @@ from pathlib import Path
 __all__ = ["GenerationError", "generate", "generated_sources", "main"]
 
 HF_DIR = Path(__file__).resolve().parents[1]
-CORE_DIR = Path(importlib.util.find_spec("elmo_core").origin).resolve().parent  # type: ignore[arg-type, union-attr]
+_CORE_SPEC = importlib.util.find_spec("elmo_core")  # found, not imported
+if _CORE_SPEC is None or _CORE_SPEC.origin is None:
+    raise ImportError("elmo_core is not installed; install elmo-bilm first (pip install -e .).")
+CORE_DIR = Path(_CORE_SPEC.origin).resolve().parent
 OUT_DIR = Path(__file__).resolve().parent
 COMMAND = "python -m hf_elmo.remote_code.generate"
 
@@ -239,7 +242,7 @@ class _Flattener:
         if name in module.defined and module.name in self.core and self.core[module.name] is module:
             return ("core", module.defined[name])
         if name in module.core_imports or (lazy and name in lazy):
-            core, original = module.core_imports.get(name) or lazy[name]  # type: ignore[index]
+            core, original = module.core_imports.get(name) or (lazy or {})[name]
             return self.resolve(self.module(core), original)
         if name in module.imports:
             return ("import", name, module.imports[name])

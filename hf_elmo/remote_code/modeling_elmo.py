@@ -688,9 +688,8 @@ class BiLM(nn.Module):
                 h = torch.cat([h, h.new_zeros(batch_size - h.shape[0], *h.shape[1:])])
             return h[:batch_size].index_select(0, order)
 
-        return tuple(  # type: ignore[return-value]
-            [(take(h), take(c)) for h, c in self._states[direction]] for direction in ("forward", "backward")
-        )
+        forward, backward = ([(take(h), take(c)) for h, c in self._states[d]] for d in ("forward", "backward"))
+        return forward, backward
 
     def _store_states(
         self, order: torch.Tensor, forward_final: list[LSTMState], backward_final: list[LSTMState]
