@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -94,6 +94,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
     `Highway.init_carry_bias` and `BiLM.reset_buffers`.
     """
 
+    config: ElmoConfig
     config_class = ElmoConfig
     base_model_prefix = "elmo"
     main_input_name = "input_ids"
@@ -105,14 +106,15 @@ class ElmoPreTrainedModel(PreTrainedModel):
         if isinstance(module, BiLM):
             module.reset_buffers()  # the <S>/</S> char ids: non-persistent, never in a checkpoint
         own = list(module.parameters(recurse=False))
-        if not hasattr(module, "reset_parameters") or not own or all(_loaded(p) for p in own):
+        reset_parameters = getattr(module, "reset_parameters", None)
+        if reset_parameters is None or not own or all(_loaded(p) for p in own):
             return
         kept = [(p, p.detach().clone()) for p in own if _loaded(p)]  # a partly loaded module
-        module.reset_parameters()  # ScalarMix, CharCNN (char_embedding), torch's Linear/Conv1d
+        reset_parameters()  # ScalarMix, CharCNN (char_embedding), torch's Linear/Conv1d
         for p, value in kept:
             p.copy_(value)
         highway = self._highway_holding(module)
-        if highway is not None and not _loaded(module.bias):
+        if highway is not None and isinstance(module, nn.Linear) and not _loaded(module.bias):
             highway.init_carry_bias(module)
 
     def _highway_holding(self, layer: nn.Module) -> Highway | None:
@@ -167,7 +169,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
         There is no word-embedding matrix: every token, whatever its string, is embedded
         from its characters (`char_cnn.char_embedding` holds the character vectors).
         """
-        return self.base_model.bilm.char_cnn
+        return cast(ElmoModel, self.base_model).bilm.char_cnn
 
     def set_input_embeddings(self, value: nn.Module) -> None:
         """Refused: the char CNN is part of the biLM's pretrained weights.
@@ -181,7 +183,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
             "(from_pretrained, or elmo convert for bilm-tf files)."
         )
 
-    def resize_token_embeddings(
+    def resize_token_embeddings(  # type: ignore[override]  # returns the char CNN: ELMo has no nn.Embedding
         self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, *args: Any, **kwargs: Any
     ) -> nn.Module:
         """Nothing to resize: returns `get_input_embeddings()` (the char CNN), unchanged.
@@ -232,12 +234,12 @@ def _read_as_the_core_reads(load: Any, source: Any) -> Any:
 
     def read(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("variant") is None:
-            kwargs["variant"] = folder_variant(source)
+            kwargs["variant"] = folder_variant(os.fspath(source))
         try:
             return load(*args, **kwargs)
         except Exception as err:
             try:
-                check_model_folder(source, kwargs.get("variant"))
+                check_model_folder(os.fspath(source), kwargs.get("variant"))
             except ValueError as problem:  # WeightFileError / OptionsError
                 raise problem from err
             raise
@@ -367,7 +369,7 @@ class ElmoModel(ElmoPreTrainedModel):
         mask = attention_mask.bool() if isinstance(attention_mask, torch.Tensor) else attention_mask
         frozen = not bilm_is_trainable(self.bilm)  # the core's one rule for "frozen"
         activations, out_mask = self._read(input_ids, mask, frozen)
-        output = self._mix(activations, out_mask, output_hidden_states)
+        output = self._mix(activations, out_mask, bool(output_hidden_states))
         return output if return_dict else output.to_tuple()
 
     def _mix(self, activations: torch.Tensor, out_mask: torch.Tensor, output_hidden_states: bool) -> ElmoModelOutput:
@@ -418,10 +420,15 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
     `config.dropout` while training, and the linear head. `labels` of -100 are ignored
     by the loss (cross-entropy over the real positions), so label only the positions
     you score.
+
+    Raises:
+        ValueError: if the config has no labels (`config.id2label` is None).
     """
 
     def __init__(self, config: ElmoConfig) -> None:
         super().__init__(config)
+        if config.num_labels is None:
+            raise ValueError("ElmoForTokenClassification needs labels: set config.id2label (or num_labels).")
         self.num_labels = config.num_labels
         self.elmo = ElmoModel(config)
         self.classifier = nn.Linear(config.output_dim, config.num_labels)

@@ -17,7 +17,7 @@ order.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -70,7 +70,10 @@ class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
 
     batch_tokens: int = DEFAULT_BATCH_TOKENS
 
-    def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+    # The three overrides below ignore mypy's [override]: their signatures are those FeatureExtractionPipeline
+    # itself overrides with (its stub says `__call__(*args)`, but forwards to Pipeline.__call__(inputs, ...)),
+    # not the abstract base's.
+    def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         """Feature extraction; a list of strings is batched by length and token budget.
 
         Args:
@@ -87,6 +90,7 @@ class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
             inputs = list(inputs)
         if not (isinstance(inputs, list) and len(inputs) > 1 and all(isinstance(t, str) for t in inputs)):
             return super().__call__(inputs, *args, **kwargs)
+        assert self.tokenizer is not None  # a feature-extraction pipeline has one
         lengths = [len(self.tokenizer.tokenize(text)) for text in inputs]
         # batch_size given to this call, else the one given when the pipeline was made.
         max_batch_size = kwargs.pop("batch_size", None) or getattr(self, "_batch_size", None)
@@ -97,7 +101,7 @@ class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
                 results[i] = output
         return results
 
-    def _forward(self, model_inputs: dict[str, Any]) -> dict[str, Any]:
+    def _forward(self, model_inputs: dict[str, Any]) -> dict[str, Any]:  # type: ignore[override]
         outputs = self.model(**model_inputs)
         result = {"last_hidden_state": outputs.last_hidden_state, "attention_mask": model_inputs["attention_mask"]}
         del outputs  # the other layers: freed before the trim below
@@ -107,7 +111,7 @@ class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
         # Keep the mask with the vectors so that postprocess can cut each row's padding.
         return result
 
-    def postprocess(self, model_outputs: dict[str, Any], return_tensors: bool = False) -> Any:
+    def postprocess(self, model_outputs: dict[str, Any], return_tensors: bool = False) -> Any:  # type: ignore[override]
         vectors = model_outputs["last_hidden_state"]  # [1, padded tokens, dim]
         mask = model_outputs["attention_mask"]  # [1, padded tokens]
         num_tokens = int(mask.sum())
@@ -140,8 +144,9 @@ def feature_extraction_pipeline(
         model = os.fspath(model)
     if tokenizer is None and isinstance(model, str):
         tokenizer = model
-    extractor = pipeline(
+    extractor = pipeline(  # typed by the task alone; `pipeline_class` makes it this class
         "feature-extraction", model=model, tokenizer=tokenizer, pipeline_class=ElmoFeatureExtractionPipeline, **kwargs
     )
+    extractor = cast(ElmoFeatureExtractionPipeline, extractor)
     extractor.batch_tokens = batch_tokens
     return extractor

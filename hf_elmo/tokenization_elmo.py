@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers import BatchEncoding, PreTrainedTokenizer
@@ -273,7 +273,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return ()  # nothing to save: the settings are in tokenizer_config.json
 
     # ------------------------------------------------------------------ text -> tokens -> ids
-    def tokenize(self, text: str, **kwargs: Any) -> list[str]:
+    def tokenize(self, text: str, **kwargs: Any) -> list[str]:  # type: ignore[override]  # as transformers' PythonBackend
         """Split raw text into tokens with the pretraining data's rules (spaCy English).
 
         Added tokens are never split.
@@ -315,7 +315,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 return token
         return str(self.unk_token)
 
-    def _encode_plus(  # type: ignore[override]
+    def _encode_plus(  # type: ignore[override]  # one more keyword, return_offsets_mapping, amid the base's
         self,
         text: str | Sequence[str] | Sequence[Sequence[str]],
         text_pair: Any = None,
@@ -417,7 +417,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         for sentence, offsets in zip(sentences, spans):
             n = len(sentence)
             missing = max(0, (target or n) - n)
-            ids = self.convert_tokens_to_ids(sentence) if sentence else []
+            ids = cast(list[int], self.convert_tokens_to_ids(sentence)) if sentence else []  # a list for a list
             columns["input_ids"].append(ids + [PAD_ID] * missing)
             columns["char_ids"].append([list(word_to_char_ids(t, C)) for t in sentence] + [[0] * C] * missing)
             columns["attention_mask"].append([1] * n + [0] * missing)
@@ -471,21 +471,21 @@ class ElmoTokenizer(PreTrainedTokenizer):
         out: dict[str, Any] = {}
         for key, value in data.items():
             tensor = torch.tensor(value, dtype=torch.long)
-            if trailing.get(key, ()) is not None:  # also right for 0 tokens
-                tensor = tensor.reshape(batch_size, num_tokens, *trailing.get(key, ()))
+            if (shape := trailing.get(key, ())) is not None:  # also right for 0 tokens
+                tensor = tensor.reshape(batch_size, num_tokens, *shape)
             out[key] = tensor.numpy() if return_tensors == "np" else tensor
         return out
 
     # ------------------------------------------------------------------ padding (collators)
-    def _pad(  # type: ignore[override]
+    def _pad(  # type: ignore[override]  # returns what it is given, as the base's does (its stub says a dict)
         self,
-        encoded_inputs: dict[str, Any],
+        encoded_inputs: dict[str, Any] | BatchEncoding,
         max_length: int | None = None,
         padding_strategy: PaddingStrategy = PaddingStrategy.DO_NOT_PAD,
         pad_to_multiple_of: int | None = None,
         padding_side: str | None = None,
         return_attention_mask: bool | None = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | BatchEncoding:
         """Pad one encoded sentence on the right (used by `pad` and the collators).
 
         Char ids get all-zero rows, `input_ids` the pad id (0), offsets `(0, 0)`. An
@@ -535,7 +535,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         if depth == 1:
             return self._decode_word(ids)
         if depth == 3:
-            return [self.decode(sentence) for sentence in ids]
+            return [cast(str, self.decode(sentence)) for sentence in ids]  # a sentence decodes to a str
         return " ".join(self._decode_word(row) for row in ids if any(row))
 
     def _decode_word(self, row: Sequence[int]) -> str:

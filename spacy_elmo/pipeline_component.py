@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import srsly
@@ -18,7 +18,7 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
-from elmo_core import Elmo, ElmoError, load_model_folder, release_free_memory, save_model_folder
+from elmo_core import Elmo, ElmoError, ScalarMix, load_model_folder, release_free_memory, save_model_folder
 
 from .layers.elmo_layers import check_frozen_for_training, elmo_module, set_dims_from_elmo, set_elmo
 from .layers.listener import ElmoListener
@@ -210,7 +210,7 @@ class ElmoComponent(TrainablePipe):
         elmo, mix = self._bilm()
         w = np.zeros(len(mix) - 1, dtype="float32")
         if elmo.scalar_mixes:
-            w = elmo.scalar_mixes[0].scalar_weights.detach().float().cpu().numpy().copy()
+            w = cast(ScalarMix, elmo.scalar_mixes[0]).scalar_weights.detach().float().cpu().numpy().copy()
         return ScalarMixWeights(w, mix[:-1].copy(), float(mix[-1]))
 
     # ------------------------------------------------------------------ inference
@@ -223,6 +223,7 @@ class ElmoComponent(TrainablePipe):
             return doc
         except Exception as e:
             error_handler(self.name, self, [doc], e)
+            return doc  # a handler that returns lets the Doc through unannotated (None would be spaCy's E005)
 
     def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128, similarity_hooks: bool = True) -> Iterator[Doc]:
         """Annotate a stream of Docs, `batch_size` Docs at a time.
@@ -264,7 +265,7 @@ class ElmoComponent(TrainablePipe):
         for doc, x in zip(docs, layers):
             doc._.elmo_layers = x
             doc._.elmo_mix = mix
-            doc.tensor = mix_layers(x, mix)
+            doc.tensor = mix_layers(cast(np.ndarray, x), mix)  # numpy: the layer's outputs are on the CPU
             if similarity_hooks:
                 set_similarity_hooks(doc)
 
@@ -345,7 +346,7 @@ class ElmoComponent(TrainablePipe):
             set_elmo(self.model, elmo)
             self._load()
 
-        deserialize = {
+        deserialize: dict[str, Callable[[Path], Any]] = {
             "vocab": lambda p: self.vocab.from_disk(p, exclude=exclude),
             "cfg": lambda p: self.cfg.update(srsly.read_json(p)),
             "model": load_model,
@@ -368,7 +369,7 @@ class ElmoComponent(TrainablePipe):
             self.model.from_bytes(b)
             self._load()
 
-        deserialize = {
+        deserialize: dict[str, Callable[[bytes], Any]] = {
             "cfg": lambda b: self.cfg.update(srsly.json_loads(b)),
             "vocab": lambda b: self.vocab.from_bytes(b, exclude=exclude),
             "model": load_model,
@@ -398,6 +399,7 @@ class ElmoComponent(TrainablePipe):
         """
         self.model.initialize()
         elmo = elmo_module(self.model)
+        assert elmo is not None  # initialize() loaded it
         if self._loaded is not None and self._loaded.elmo is elmo:
             return self._loaded
         loaded = _LoadedBiLM(elmo, _tensor_mix(elmo))
@@ -432,7 +434,7 @@ def _tensor_mix(elmo: Elmo) -> np.ndarray:
         ValueError: if the first mix uses layer norm over a whole batch (`layer_norm_scope`
             "batch"), which would make a Doc's `doc.tensor` depend on its batch mates.
     """
-    mix = elmo.scalar_mixes[0] if elmo.scalar_mixes else None
+    mix = cast(ScalarMix, elmo.scalar_mixes[0]) if elmo.scalar_mixes else None
     if mix is not None and mix.do_layer_norm and mix.layer_norm_scope == "batch":
         raise ValueError(
             "the model folder's scalar mix uses do_layer_norm=True with layer_norm_scope='batch', "

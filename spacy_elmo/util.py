@@ -62,7 +62,9 @@ __all__ = [
 ]
 
 EXTENSIONS = ("elmo_layers", "elmo_mix")
-_LAYERS_KEY = ("._.", "elmo_layers", None, None)  # where spaCy keeps a plain extension's value
+# Where spaCy keeps a plain extension's value. spaCy's stub types `Doc.user_data` as keyed by str, but
+# spaCy keys every extension's value by such a tuple (spacy/tokens/underscore.py): hence the ignores.
+_LAYERS_KEY = ("._.", "elmo_layers", None, None)
 _TOKENS_KEY = ("._.", "elmo_layers_tokens", None, None)  # (start char, length) of each token then
 
 
@@ -94,13 +96,13 @@ def _token_spans(doc: Doc) -> np.ndarray:
 
 
 def _set_layers(doc: Doc, layers: np.ndarray | None) -> None:
-    doc.user_data[_LAYERS_KEY] = layers
-    doc.user_data[_TOKENS_KEY] = None if layers is None else _token_spans(doc)
+    doc.user_data[_LAYERS_KEY] = layers  # type: ignore[index]  # tuple keys: see _LAYERS_KEY
+    doc.user_data[_TOKENS_KEY] = None if layers is None else _token_spans(doc)  # type: ignore[index]
 
 
 def _aligned_rows(doc: Doc, layers: np.ndarray) -> np.ndarray | None:
     """`layers` for the Doc's current tokens, or None if they are not the tokens it was made for."""
-    recorded = doc.user_data.get(_TOKENS_KEY)
+    recorded = doc.user_data.get(_TOKENS_KEY)  # type: ignore[call-overload]  # tuple keys: see _LAYERS_KEY
     current = _token_spans(doc)
     if recorded is None:  # a Doc stored before tokens were recorded
         return layers if layers.shape[1] == len(doc) else None
@@ -111,7 +113,7 @@ def _aligned_rows(doc: Doc, layers: np.ndarray) -> np.ndarray | None:
 
 
 def _get_layers(doc: Doc) -> np.ndarray | None:
-    layers = doc.user_data.get(_LAYERS_KEY)
+    layers = doc.user_data.get(_LAYERS_KEY)  # type: ignore[call-overload]  # tuple keys: see _LAYERS_KEY
     if layers is None:
         return None
     rows = _aligned_rows(doc, layers)
@@ -159,7 +161,7 @@ def set_similarity_hooks(doc: Doc) -> None:
 
 def has_elmo_layers(doc: Doc) -> bool:
     """Whether the `elmo` component annotated `doc` (its layers travel in user data)."""
-    return doc.user_data.get(_LAYERS_KEY) is not None
+    return doc.user_data.get(_LAYERS_KEY) is not None  # type: ignore[call-overload]  # see _LAYERS_KEY
 
 
 class PipeKeepingSimilarity:
@@ -210,7 +212,7 @@ def _with_hooks(items: Iterable) -> Iterator:
 def install_pipe_keeping_similarity(nlp: Language) -> None:
     """Make `nlp.pipe` a `PipeKeepingSimilarity` (idempotent); see there for why."""
     if not isinstance(nlp.__dict__.get("pipe"), PipeKeepingSimilarity):
-        nlp.pipe = PipeKeepingSimilarity(nlp)
+        nlp.__dict__["pipe"] = PipeKeepingSimilarity(nlp)  # an instance attribute over the method
 
 
 def similarity(obj: Doc | Span | Token, other: Doc | Span | Token) -> float:
@@ -257,7 +259,7 @@ def restore_docs(docs: Iterable[Doc]) -> int:
     install_extensions()
     restored, missing, changed = 0, 0, 0
     for doc in docs:
-        stored, mix = doc.user_data.get(_LAYERS_KEY), doc._.elmo_mix
+        stored, mix = doc.user_data.get(_LAYERS_KEY), doc._.elmo_mix  # type: ignore[call-overload]  # see _LAYERS_KEY
         layers = None if stored is None else _aligned_rows(doc, stored)
         if stored is not None and layers is None:
             changed += 1

@@ -140,7 +140,7 @@ def _train_softmax_regression(
 
 def _correct(probe: torch.nn.Linear, x: torch.Tensor, y: torch.Tensor) -> int:
     with torch.no_grad():
-        predicted = probe((x - probe.mean) / probe.std).argmax(-1)
+        predicted = probe((x - probe.get_buffer("mean")) / probe.get_buffer("std")).argmax(-1)
     return int((predicted == y).sum())
 
 

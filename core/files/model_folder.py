@@ -28,7 +28,7 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import torch
 
@@ -44,6 +44,7 @@ from ..model.characters import (
 from ..model.elmo import Elmo
 from ..model.errors import ElmoError, OptionsError, WeightFileError
 from ..model.options import BiLMOptions
+from ..model.scalar_mix import ScalarMix
 from ..runtime.attach import attach_runtime
 from ..runtime.quantization import is_quantized
 from ..runtime.token_cache import DEFAULT_TOKEN_CACHE_WORDS
@@ -183,8 +184,10 @@ def resolve_model_source(
             f"{_shown(names[1:], options, weights)}. Give both, or a model folder with {names[0]}."
         )
     if given[0]:
+        assert path is not None  # given[0]
         return ModelSource(Path(path), None, None)
     if given[1]:
+        assert options is not None and weights is not None  # given[1] and given[2]
         return ModelSource(None, Path(options), Path(weights))
     return ModelSource(default_model_dir(), None, None, is_default=True)
 
@@ -224,13 +227,14 @@ def load_elmo(
     if source.folder is not None:
         return load_model_folder(source.folder, map_location=map_location, **settings)
     _check_settings(settings)
+    assert source.options is not None and source.weights is not None  # no folder: a pair
     elmo = _with_runtime(read_options(source.options), settings, source.options)
     load_bilm_tf(elmo, source.weights)
     return elmo.to(map_location)
 
 
 def _elmo_settings(model: Elmo) -> dict[str, Any]:
-    mixes = list(model.scalar_mixes)
+    mixes = list(cast(Iterable[ScalarMix], model.scalar_mixes))
     fixed = bool(mixes) and not mixes[0].scalar_weights.requires_grad
     return {
         "num_output_representations": len(mixes),

@@ -34,7 +34,7 @@ import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import IO, Any, TextIO, cast
 
 from ..model.errors import ElmoError
 
@@ -120,11 +120,11 @@ def open_binary(path: str | Path) -> IO[bytes]:
     command reads the same files.
     """
     if str(path) == STDIN:
-        return _Unclosed(sys.stdin.buffer)
+        return cast(IO[bytes], _Unclosed(sys.stdin.buffer))  # a proxy: IO[bytes] by delegation
     opener = COMPRESSIONS.get(Path(path).suffix)
     if opener is None:
         return open(path, "rb")  # noqa: SIM115
-    return _Decompressed(path, opener(path, "rb"))  # type: ignore[return-value]
+    return cast(IO[bytes], _Decompressed(path, opener(path, "rb")))  # the reading side of an IO[bytes]
 
 
 DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError, zlib.error, OSError)
@@ -212,8 +212,8 @@ def open_text(path: str | Path, mode: str = "rt") -> TextIO:
     """
     if "r" not in mode:
         opener = COMPRESSIONS.get(Path(path).suffix, open)
-        return opener(path, mode, encoding="utf-8", newline="\n")  # type: ignore[return-value]  # never a BOM
-    return _TextLines(path, open_binary(path))  # type: ignore[return-value]
+        return opener(path, mode, encoding="utf-8", newline="\n")  # never a BOM
+    return cast(TextIO, _TextLines(path, open_binary(path)))  # the reading side of a TextIO
 
 
 class _TextLines:
@@ -367,17 +367,17 @@ def check_output_spares_inputs(
     Raises:
         ElmoError: one line naming the output, the input and the fix.
     """
-    inputs = [(name, path) for name, path in inputs if path is not None]
+    present = [(name, path) for name, path in inputs if path is not None]
     folders = list(folders)
     for out_name, out in [*outputs, *((name, folder) for name, folder, _ in folders)]:
-        for in_name, path in inputs:
+        for in_name, path in present:
             if same_file(out, path):
                 raise ElmoError(
                     f"{out_name} {out} is {in_name} {path} (the same file): writing it would destroy the input. "
                     f"Give another {out_name}."
                 )
     for out_name, folder, patterns in folders:
-        for in_name, path in inputs:
+        for in_name, path in present:
             if patterns is None and _inside(path, folder, anywhere=True):
                 raise ElmoError(
                     f"{in_name} {path} is inside {out_name} {folder}, which this command deletes at the end: "

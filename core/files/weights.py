@@ -78,9 +78,9 @@ def _bilm_tf_table(bilm: BiLM) -> list[_Dataset]:
             _Dataset("CNN_proj/b_proj", (P,), (_Target("char_cnn.projection.bias", "copy"),)),
         ]
     for d, stack in enumerate(("forward_layers", "backward_layers")):
-        for layer in range(lstm.n_layers):
-            prefix = f"RNN_{d}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
-            cell = f"{stack}.layers.{layer}"
+        for k in range(lstm.n_layers):
+            prefix = f"RNN_{d}/RNN/MultiRNNCell/Cell{k}/LSTMCell"
+            cell = f"{stack}.layers.{k}"
             input_size = P  # layer 0 reads the token vector, a higher layer the layer below
             table += [
                 _Dataset(

@@ -146,6 +146,9 @@ class BiLM(nn.Module):
         token_cache, recurrence: As handed in (None when not).
     """
 
+    bos_char_ids: torch.Tensor  # buffers (not saved): the char ids of <S> and </S>, [C] int64
+    eos_char_ids: torch.Tensor
+
     def __init__(
         self,
         options: BiLMOptions,
@@ -282,8 +285,8 @@ class BiLM(nn.Module):
     def _gather_activations(
         self,
         token_embedding: torch.Tensor,
-        forward_out: list[torch.Tensor | None],
-        backward_out: list[torch.Tensor | None],
+        forward_out: list[torch.Tensor],
+        backward_out: list[torch.Tensor],
         order: torch.Tensor,
     ) -> torch.Tensor:
         """Layer 0 (the token vector twice) and each LSTM layer's two directions, in batch order.
@@ -311,11 +314,10 @@ class BiLM(nn.Module):
         )
         activations[0, ..., :P] = token_embedding[:, keep]  # layer 0: the token vector twice
         activations[0, ..., P:] = token_embedding[:, keep]
-        for k in range(len(forward_out)):
+        for k in reversed(range(len(forward_out))):
             for half, outputs in ((slice(0, P), forward_out), (slice(P, 2 * P), backward_out)):
-                y = outputs[k].transpose(0, 1)[:, keep].to(dtype)  # [sorted batch, T, P]
+                y = outputs.pop().transpose(0, 1)[:, keep].to(dtype)  # layer k [sorted batch, T, P], freed once copied
                 activations[k + 1, ..., half].index_copy_(0, order, y)  # row r of y is batch row order[r]
-                outputs[k] = None  # freed as soon as it is copied
         return activations
 
     def _token_embedding(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -419,9 +421,8 @@ class BiLM(nn.Module):
                 h = torch.cat([h, h.new_zeros(batch_size - h.shape[0], *h.shape[1:])])
             return h[:batch_size].index_select(0, order)
 
-        return tuple(  # type: ignore[return-value]
-            [(take(h), take(c)) for h, c in self._states[direction]] for direction in ("forward", "backward")
-        )
+        forward, backward = ([(take(h), take(c)) for h, c in self._states[d]] for d in ("forward", "backward"))
+        return forward, backward
 
     def _store_states(
         self, order: torch.Tensor, forward_final: list[LSTMState], backward_final: list[LSTMState]

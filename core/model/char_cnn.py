@@ -7,6 +7,9 @@ character axis -> activation -> highway layers -> linear projection to `projecti
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import cast
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -109,7 +112,7 @@ class CharCNN(nn.Module):
         fewer, larger blocks cost fewer operator launches forward and backward.
         """
         longest = int((char_ids != PADDING_ID).sum(dim=1).max())  # real slots, marks included
-        widest = max(conv.kernel_size[0] for conv in self.convolutions)
+        widest = max(conv.kernel_size[0] for conv in cast(Iterable[nn.Conv1d], self.convolutions))
         char_ids = char_ids[:, : min(char_ids.shape[1], longest + widest)]  # [tokens, kept chars]
         blocks = char_ids.split(TRAIN_BLOCK_TOKENS)
         return torch.cat([self._project(self._convolve(table, block, False), False) for block in blocks])
@@ -122,10 +125,10 @@ class CharCNN(nn.Module):
             x = x.to(torch.bfloat16)
         grad = torch.is_grad_enabled()
         pooled = []
-        for conv in self.convolutions:
+        for conv in cast(Iterable[nn.Conv1d], self.convolutions):  # torch types a ModuleList's items as Module
             # Max over all `chars - width + 1` windows, padding-char slots included,
             # then the activation (TF order; both are monotone, so order is immaterial).
-            if bf16:  # the bias is the same in every window: added after the max, in float32
+            if bf16 and conv.bias is not None:  # the bias is the same in every window: added after the max, in float32
                 y = F.conv1d(x, bf16_weight(conv.weight)).amax(dim=2).float() + conv.bias
             elif grad:
                 # With a gradient, `max` (which keeps the argmax for its backward) rather than

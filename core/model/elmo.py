@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -76,7 +76,7 @@ class Elmo(nn.Module):
         requires_grad: bool = False,
         stateful: bool = False,
         scalar_mix_parameters: Sequence[float] | None = None,
-        layer_norm_scope: str = "sentence",
+        layer_norm_scope: Literal["sentence", "batch"] = "sentence",
     ) -> None:
         super().__init__()
         if num_output_representations < 0:
@@ -169,7 +169,7 @@ def run_bilm(bilm: BiLM, char_ids: torch.Tensor, mask: torch.Tensor | None, froz
 
 
 def mix_representations(
-    scalar_mixes: Iterable[ScalarMix],
+    scalar_mixes: Iterable[nn.Module],
     layers: Sequence[torch.Tensor],
     mask: torch.Tensor,
     dropout: float,

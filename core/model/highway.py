@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -38,7 +41,7 @@ class Highway(nn.Module):
         super().__init__()
         self.size = size
         self.layers = nn.ModuleList(nn.Linear(size, 2 * size) for _ in range(n_highway))
-        for layer in self.layers:
+        for layer in cast(Iterable[nn.Linear], self.layers):  # torch types a ModuleList's items as Module
             self.init_carry_bias(layer)
 
     def init_carry_bias(self, layer: nn.Linear) -> None:
@@ -52,7 +55,7 @@ class Highway(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         bf16 = cpu_bf16_active(x)  # bf16 products, float32 gating (elmo_core.model.precision)
-        for layer in self.layers:
+        for layer in cast(Iterable[nn.Linear], self.layers):
             candidate, gate = (bf16_linear(x, layer) if bf16 else layer(x)).chunk(2, dim=-1)  # 2 x [..., F]
             gate = torch.sigmoid(gate)
             x = gate * torch.relu(candidate) + (1 - gate) * x

@@ -222,17 +222,17 @@ class LSTMCellWithProjection(nn.Module):
         float_linears = self.has_float_linears
         bf16 = cpu_bf16_active(inputs) and float_linears
         recurrent = bf16_weight(self.state_linear.weight) if bf16 else None
-        pre: tuple[torch.Tensor, ...] | None = None
+        pre: tuple[torch.Tensor, ...] = ()
         block = max(1, -(-INPUT_BLOCK_ROWS // max(batch_size, 1)))  # steps per input product
         for t in range(num_steps):
             if t % block == 0:
-                pre = pre_t = None  # free the last block before computing the next
+                pre, pre_t = (), None  # free the last block before computing the next
                 pre = self._input_products(inputs[t : t + block], bf16).unbind(0)
             n = batch_sizes[t]
             pre_t = pre[t % block]
             if grad:
                 z = pre_t[:n] + self.state_linear(h[:n])  # [n, 4D]
-            elif bf16:  # a bf16 [n, 4D] product, added to the float32 pre-activations
+            elif recurrent is not None:  # bf16: the [n, 4D] product in bf16, added to the float32 pre-activations
                 z = pre_t[:n] + F.linear(h[:n].to(torch.bfloat16), recurrent)
             elif float_linears:  # pre + h @ W_h in one product: one [n, 4D] tensor per step
                 z = torch.addmm(pre_t[:n], h[:n], self.state_linear.weight.t())
@@ -413,7 +413,7 @@ class LSTMStack(nn.Module):
             included), and each layer's final `(h, c)`.
         """
         outputs: list[torch.Tensor] = []
-        final_states: list[LSTMState] = []
+        final_states: list[LSTMState | None] = []
         x = inputs
         for k, layer in enumerate(self.layers):
             layer_input = F.dropout(x, self.dropout, self.training) if self.dropout else x

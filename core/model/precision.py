@@ -93,7 +93,7 @@ def bf16_weight(weight: torch.Tensor) -> torch.Tensor:
         with torch.autocast("cpu", enabled=False), torch.no_grad():
             copy = weight.detach().to(torch.bfloat16)
         ident = id(weight)
-        kept = (weakref.ref(weight, lambda _, ident=ident: _COPIES.pop(ident, None)), key, copy)
+        kept = (weakref.ref(weight, lambda _: _COPIES.pop(ident, None)), key, copy)
         _COPIES[ident] = kept
     return kept[2]
 

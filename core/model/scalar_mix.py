@@ -12,7 +12,7 @@ thinc layer calls them on its arrays, with `weighted_layer_sum_backward` and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, TypeVar
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -30,7 +30,7 @@ __all__ = [
 LAYER_NORM_SCOPES = ("sentence", "batch")
 """Values of `ScalarMix(layer_norm_scope=...)`: whose tokens share the layer-norm statistics."""
 
-ArrayT = TypeVar("ArrayT")
+ArrayT = Any  # a torch tensor or numpy/cupy array (or a number): the formulas below use only *, + and .sum()
 
 
 def softmax_weights(scalar_weights: torch.Tensor) -> torch.Tensor:
@@ -42,7 +42,7 @@ def softmax_weights(scalar_weights: torch.Tensor) -> torch.Tensor:
     return torch.softmax(scalar_weights, dim=0)
 
 
-def weighted_layer_sum(layers: Sequence[ArrayT], weights: Sequence[object], gamma: object) -> ArrayT:
+def weighted_layer_sum(layers: Sequence[ArrayT] | ArrayT, weights: ArrayT, gamma: ArrayT) -> ArrayT:
     """gamma * (s_0 * h_0 + s_1 * h_1 + ...), accumulated in this fixed order.
 
     Only `*` and `+` are used, so the layers may be torch tensors or numpy/cupy arrays;
@@ -63,7 +63,7 @@ def weighted_layer_sum(layers: Sequence[ArrayT], weights: Sequence[object], gamm
     return gamma * mixed
 
 
-def weighted_layer_sum_backward(weights: ArrayT, gamma: object, layer_dots: ArrayT) -> tuple[ArrayT, ArrayT, ArrayT]:
+def weighted_layer_sum_backward(weights: ArrayT, gamma: ArrayT, layer_dots: ArrayT) -> tuple[ArrayT, ArrayT, ArrayT]:
     """The gradients of `weighted_layer_sum`, for a face that has no autograd (thinc).
 
     With m = gamma * sum_k s_k h_k, a gradient dm for m, and g_k = sum(dm * h_k) (the

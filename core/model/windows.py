@@ -70,7 +70,7 @@ def default_context(window_tokens: int) -> int:
     return window_tokens // 8
 
 
-def _check_window(window_tokens: object, context: object) -> int:
+def _check_window(window_tokens: int, context: int | None) -> int:
     check_int(
         "window_tokens",
         window_tokens,
@@ -194,11 +194,11 @@ def read_in_windows(
     """
     window_tokens = check_window_settings(window_tokens, window_context)
     to_cut = _rows_to_cut(char_ids, mask, window_tokens)
-    if to_cut is None:
+    if to_cut is None or window_tokens is None:
         return None
     mask, lengths = to_cut
     pieces = [(i, w) for i, n in enumerate(lengths) for w in plan_windows(n, window_tokens, window_context)]
-    kept: list[torch.Tensor | None] = [None] * len(pieces)
+    kept: dict[int, torch.Tensor] = {}  # piece -> its kept output
     edge = int(boundaries)  # read output rows before a piece's first token
     piece_lengths = [w.end - w.start for _, w in pieces]
     for batch in batches(piece_lengths) if batches is not None else [list(range(len(pieces)))]:

@@ -109,8 +109,8 @@ class Recurrence:
             run = paired_stacks if path == "paired" else self.captured
             forward_out, backward_out = run(stacks, tokens, lengths)  # time-major, batch order
             return forward_out, backward_out, torch.arange(tokens.shape[0], device=tokens.device)
-        cell = bilm.forward_layers.layers[0]
-        split = directions_side_by_side(tokens.device, 4 * cell.dim * cell.projection_dim)
+        lstm = bilm.options.lstm
+        split = directions_side_by_side(tokens.device, 4 * lstm.dim * lstm.projection_dim)
         run_directions = (lambda first, second: run_side_by_side(first, second, split)) if split else None
         return bilm.run_sorted(tokens, lengths, fused=path == "fused", run_directions=run_directions)
 
@@ -306,14 +306,14 @@ class CapturedRecurrence:
     def __init__(self, max_graphs: int = 32) -> None:
         self.max_graphs = max_graphs
         self._graphs: OrderedDict[tuple, tuple] = OrderedDict()
-        self._pool = None
+        self._pool: torch.cuda._POOL_HANDLE | None = None  # the graphs' shared memory pool
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict:  # graphs are not picklable; rebuild on first use
         return {"max_graphs": self.max_graphs}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["max_graphs"])
+        CapturedRecurrence.__init__(self, state["max_graphs"])
 
     def __len__(self) -> int:
         return len(self._graphs)

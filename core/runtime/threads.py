@@ -307,7 +307,7 @@ def forward_threads(device: torch.device) -> Iterator[int]:
     """
     global _active
     policy = thread_policy()
-    if device.type != "cpu" or policy == "torch" or getattr(_nesting, "depth", 0):
+    if device.type != "cpu" or policy == "torch" or getattr(_nesting, "depth", 0) > 0:
         yield torch.get_num_threads()
         return
     before = torch.get_num_threads()

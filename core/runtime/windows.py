@@ -67,6 +67,7 @@ def run_in_windows(
     batches = batches_by_token_budget([w.end - w.start for _, w in pieces], batch_tokens, max_batch_size=batch_size)
     windows_left = Counter(i for i, _ in pieces)
     assembling: dict[int, np.ndarray] = {}  # long sequences being assembled: index -> arrays so far
+    kept: np.ndarray | None = None  # a view of the current batch's arrays
     for batch in batches:
         texts = [sequences[i][w.start : w.end] for i, w in (pieces[k] for k in batch)]
         arrays = run_batch(texts)

@@ -102,7 +102,6 @@ _ACTIVATIONS = ("relu", "tanh")
 
 @dataclass(frozen=True)
 class CharCNNOptions:
-
     embedding_dim: int = 16
     filters: tuple[tuple[int, int], ...] = (
         (1, 32),
@@ -117,7 +116,6 @@ class CharCNNOptions:
     n_characters: int = 262
     max_characters_per_token: int = 50
     activation: str = "relu"
-
     @property
     def n_filters(self) -> int:
         return sum(count for _, count in self.filters)
@@ -125,7 +123,6 @@ class CharCNNOptions:
 
 @dataclass(frozen=True)
 class LSTMOptions:
-
     dim: int = 4096
     projection_dim: int = 512
     n_layers: int = 2
@@ -136,14 +133,11 @@ class LSTMOptions:
 
 @dataclass(frozen=True)
 class BiLMOptions:
-
     char_cnn: CharCNNOptions = field(default_factory=CharCNNOptions)
     lstm: LSTMOptions = field(default_factory=LSTMOptions)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
-
     def __post_init__(self) -> None:
         self.validate()
-
     def validate(self) -> None:
         cc, lstm = self.char_cnn, self.lstm
         check_int("char_cnn.embedding.dim", cc.embedding_dim, error=OptionsError)
@@ -184,15 +178,12 @@ class BiLMOptions:
                 raise OptionsError(f"{name} must be a finite number >= 0 or null; got {value!r}.")
         if not isinstance(lstm.use_skip_connections, bool):
             raise OptionsError(f"lstm.use_skip_connections must be true or false; got {lstm.use_skip_connections!r}.")
-
     @property
     def output_dim(self) -> int:
         return 2 * self.lstm.projection_dim
-
     @property
     def n_outputs(self) -> int:
         return self.lstm.n_layers + 1
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BiLMOptions:
         if not isinstance(data, dict):
@@ -237,7 +228,6 @@ class BiLMOptions:
         if lstm:
             extra["lstm"] = lstm
         return cls(char_cnn=char_cnn, lstm=lstm_options, extra=extra)
-
     def to_dict(self, *, include_extra: bool = True) -> dict[str, Any]:
         cc, lstm = self.char_cnn, self.lstm
         out: dict[str, Any] = {
@@ -265,13 +255,11 @@ class BiLMOptions:
                 else:
                     out[key] = value
         return out
-
     def to_json(self, path: str | Path | None = None, *, include_extra: bool = True) -> str:
         text = json.dumps(self.to_dict(include_extra=include_extra), indent=2) + "\n"
         if path is not None:
             Path(path).write_text(text, encoding="utf-8")
         return text
-
     def replace(self, **changes: Any) -> BiLMOptions:
         return replace(self, **changes)
 
@@ -304,7 +292,7 @@ def default_context(window_tokens: int) -> int:
     return window_tokens // 8
 
 
-def _check_window(window_tokens: object, context: object) -> int:
+def _check_window(window_tokens: int, context: int | None) -> int:
     check_int(
         "window_tokens",
         window_tokens,

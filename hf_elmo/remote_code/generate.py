@@ -37,7 +37,10 @@ from pathlib import Path
 __all__ = ["GenerationError", "generate", "generated_sources", "main"]
 
 HF_DIR = Path(__file__).resolve().parents[1]
-CORE_DIR = Path(importlib.util.find_spec("elmo_core").origin).resolve().parent  # type: ignore[arg-type, union-attr]
+_CORE_SPEC = importlib.util.find_spec("elmo_core")  # found, not imported
+if _CORE_SPEC is None or _CORE_SPEC.origin is None:
+    raise ImportError("elmo_core is not installed; install elmo-bilm first (pip install -e .).")
+CORE_DIR = Path(_CORE_SPEC.origin).resolve().parent
 OUT_DIR = Path(__file__).resolve().parent
 COMMAND = "python -m hf_elmo.remote_code.generate"
 
@@ -239,7 +242,7 @@ class _Flattener:
         if name in module.defined and module.name in self.core and self.core[module.name] is module:
             return ("core", module.defined[name])
         if name in module.core_imports or (lazy and name in lazy):
-            core, original = module.core_imports.get(name) or lazy[name]  # type: ignore[index]
+            core, original = module.core_imports.get(name) or (lazy or {})[name]
             return self.resolve(self.module(core), original)
         if name in module.imports:
             return ("import", name, module.imports[name])
@@ -443,13 +446,16 @@ class _Folder:
 
 
 def _code_only(text: str) -> str:
-    """A core statement without its docstrings and full-line comments (the folder carries the
-    code; the documentation is the core's). A body left empty gets `pass`."""
+    """A core statement without its docstrings, full-line comments and inner blank lines (the
+    folder carries the code; the documentation is the core's). A body left empty gets `pass`."""
     tree = ast.parse(text)
     lines = text.splitlines(keepends=True)
     drop: set[int] = set()  # 0-based lines
     empty: dict[int, str] = {}  # line of a removed docstring that was a whole body -> its indent
+    inside_strings: set[int] = set()  # lines a multi-line string runs over: kept as they are
     for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.end_lineno != node.lineno:
+            inside_strings.update(range(node.lineno, node.end_lineno or node.lineno))
         body = getattr(node, "body", None)
         if not isinstance(body, list):
             continue
@@ -466,7 +472,7 @@ def _code_only(text: str) -> str:
     for i, line in enumerate(lines):
         if i in empty:
             kept.append(f"{empty[i]}pass\n")
-        elif i not in drop and not line.lstrip().startswith("#"):
+        elif i in inside_strings - drop or (i not in drop and line.strip() and not line.lstrip().startswith("#")):
             kept.append(line)
     return "".join(kept)
 

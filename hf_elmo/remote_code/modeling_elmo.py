@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, Protocol, TypeVar
+from typing import Any, Literal, NamedTuple, Protocol, cast
 
 import numpy as np
 import torch
@@ -72,7 +72,7 @@ def bf16_weight(weight: torch.Tensor) -> torch.Tensor:
         with torch.autocast("cpu", enabled=False), torch.no_grad():
             copy = weight.detach().to(torch.bfloat16)
         ident = id(weight)
-        kept = (weakref.ref(weight, lambda _, ident=ident: _COPIES.pop(ident, None)), key, copy)
+        kept = (weakref.ref(weight, lambda _: _COPIES.pop(ident, None)), key, copy)
         _COPIES[ident] = kept
     return kept[2]
 
@@ -88,20 +88,17 @@ def bf16_linear(x: torch.Tensor, layer: nn.Linear, bias: bool = True) -> torch.T
 # ---- elmo_core/model/highway.py -----------------------------------------------
 
 class Highway(nn.Module):
-
     def __init__(self, size: int, n_highway: int) -> None:
         super().__init__()
         self.size = size
         self.layers = nn.ModuleList(nn.Linear(size, 2 * size) for _ in range(n_highway))
-        for layer in self.layers:
+        for layer in cast(Iterable[nn.Linear], self.layers):  # torch types a ModuleList's items as Module
             self.init_carry_bias(layer)
-
     def init_carry_bias(self, layer: nn.Linear) -> None:
         nn.init.constant_(layer.bias[self.size :], -2.0)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         bf16 = cpu_bf16_active(x)  # bf16 products, float32 gating (elmo_core.model.precision)
-        for layer in self.layers:
+        for layer in cast(Iterable[nn.Linear], self.layers):
             candidate, gate = (bf16_linear(x, layer) if bf16 else layer(x)).chunk(2, dim=-1)  # 2 x [..., F]
             gate = torch.sigmoid(gate)
             x = gate * torch.relu(candidate) + (1 - gate) * x
@@ -126,7 +123,6 @@ HIGHWAY_BLOCK_TOKENS = 256
 
 
 class CharCNN(nn.Module):
-
     def __init__(self, options: BiLMOptions) -> None:
         super().__init__()
         cc = options.char_cnn
@@ -141,14 +137,11 @@ class CharCNN(nn.Module):
         self.projection: nn.Module = (
             nn.Linear(cc.n_filters, projection_dim) if cc.n_filters != projection_dim else nn.Identity()
         )
-
     def reset_parameters(self) -> None:
         nn.init.uniform_(self.char_embedding, -1.0, 1.0)
-
     def embedding_table(self) -> torch.Tensor:
         zero = self.char_embedding.new_zeros(1, self.char_embedding.shape[1])
         return torch.cat([zero, self.char_embedding], dim=0)
-
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         table = self.embedding_table()
         if torch.is_grad_enabled() and char_ids.shape[0]:
@@ -156,14 +149,12 @@ class CharCNN(nn.Module):
         bf16 = cpu_bf16_active(table)  # bf16 products, float32 results (elmo_core.model.precision)
         features = torch.cat([self._convolve(table, block, bf16) for block in char_ids.split(BLOCK_TOKENS)])
         return torch.cat([self._project(block, bf16) for block in features.split(HIGHWAY_BLOCK_TOKENS)])
-
     def _encode_for_training(self, table: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
         longest = int((char_ids != PADDING_ID).sum(dim=1).max())  # real slots, marks included
-        widest = max(conv.kernel_size[0] for conv in self.convolutions)
+        widest = max(conv.kernel_size[0] for conv in cast(Iterable[nn.Conv1d], self.convolutions))
         char_ids = char_ids[:, : min(char_ids.shape[1], longest + widest)]  # [tokens, kept chars]
         blocks = char_ids.split(TRAIN_BLOCK_TOKENS)
         return torch.cat([self._project(self._convolve(table, block, False), False) for block in blocks])
-
     def _convolve(self, table: torch.Tensor, char_ids: torch.Tensor, bf16: bool) -> torch.Tensor:
         x = F.embedding(char_ids, table)  # [tokens, chars, E]
         x = x.transpose(1, 2)  # [tokens, E, chars]: Conv1d wants channels first
@@ -171,8 +162,8 @@ class CharCNN(nn.Module):
             x = x.to(torch.bfloat16)
         grad = torch.is_grad_enabled()
         pooled = []
-        for conv in self.convolutions:
-            if bf16:  # the bias is the same in every window: added after the max, in float32
+        for conv in cast(Iterable[nn.Conv1d], self.convolutions):  # torch types a ModuleList's items as Module
+            if bf16 and conv.bias is not None:  # the bias is the same in every window: added after the max, in float32
                 y = F.conv1d(x, bf16_weight(conv.weight)).amax(dim=2).float() + conv.bias
             elif grad:
                 y = conv(x).max(dim=2).values  # [tokens, count]
@@ -180,7 +171,6 @@ class CharCNN(nn.Module):
                 y = conv(x).amax(dim=2)  # [tokens, count]
             pooled.append(torch.relu(y) if self.activation == "relu" else torch.tanh(y))
         return torch.cat(pooled, dim=1)  # [tokens, F]
-
     def _project(self, features: torch.Tensor, bf16: bool) -> torch.Tensor:
         highway = self.highway(features)
         if bf16 and isinstance(self.projection, nn.Linear):
@@ -226,7 +216,6 @@ def _compiled_gates():
 
 
 class LSTMCellWithProjection(nn.Module):
-
     def __init__(
         self,
         input_size: int,
@@ -245,7 +234,6 @@ class LSTMCellWithProjection(nn.Module):
         self.input_linear = nn.Linear(input_size, 4 * dim)
         self.state_linear = nn.Linear(projection_dim, 4 * dim, bias=False)
         self.state_projection = nn.Linear(dim, projection_dim, bias=False)
-
     def forward(
         self,
         inputs: torch.Tensor,
@@ -263,7 +251,6 @@ class LSTMCellWithProjection(nn.Module):
             return self._forward_fused(inputs, batch_sizes, initial_state, final_state)
         outputs, state = self._forward_steps(inputs, batch_sizes, initial_state)
         return outputs, state if final_state else None
-
     def _forward_steps(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LSTMState | None
     ) -> tuple[torch.Tensor, LSTMState]:
@@ -283,17 +270,17 @@ class LSTMCellWithProjection(nn.Module):
         float_linears = self.has_float_linears
         bf16 = cpu_bf16_active(inputs) and float_linears
         recurrent = bf16_weight(self.state_linear.weight) if bf16 else None
-        pre: tuple[torch.Tensor, ...] | None = None
+        pre: tuple[torch.Tensor, ...] = ()
         block = max(1, -(-INPUT_BLOCK_ROWS // max(batch_size, 1)))  # steps per input product
         for t in range(num_steps):
             if t % block == 0:
-                pre = pre_t = None  # free the last block before computing the next
+                pre, pre_t = (), None  # free the last block before computing the next
                 pre = self._input_products(inputs[t : t + block], bf16).unbind(0)
             n = batch_sizes[t]
             pre_t = pre[t % block]
             if grad:
                 z = pre_t[:n] + self.state_linear(h[:n])  # [n, 4D]
-            elif bf16:  # a bf16 [n, 4D] product, added to the float32 pre-activations
+            elif recurrent is not None:  # bf16: the [n, 4D] product in bf16, added to the float32 pre-activations
                 z = pre_t[:n] + F.linear(h[:n].to(torch.bfloat16), recurrent)
             elif float_linears:  # pre + h @ W_h in one product: one [n, 4D] tensor per step
                 z = torch.addmm(pre_t[:n], h[:n], self.state_linear.weight.t())
@@ -318,7 +305,6 @@ class LSTMCellWithProjection(nn.Module):
         if num_steps == 0:
             return inputs.new_zeros(0, batch_size, self.projection_dim), (h, c)
         return (torch.stack(outputs) if outputs else output), (h, c)
-
     def _input_products(self, inputs: torch.Tensor, bf16: bool = False) -> torch.Tensor:
         if bf16:
             pre = bf16_linear(inputs, self.input_linear)
@@ -326,21 +312,16 @@ class LSTMCellWithProjection(nn.Module):
             pre = self.input_linear(inputs.reshape(-1, inputs.shape[-1])).view(*inputs.shape[:-1], 4 * self.dim)
         pre[..., 2 * self.dim : 3 * self.dim] += FORGET_BIAS  # block order i, j, f, o; in place: no copy
         return pre
-
     @property
     def has_float_linears(self) -> bool:
         return all(type(m) is nn.Linear for m in (self.input_linear, self.state_linear, self.state_projection))
-
     @property
     def can_fuse(self) -> bool:
         return not self.cell_clip and not self.proj_clip and self.has_float_linears
-
     def torch_lstm_weights(self) -> list[torch.Tensor]:
-
         def reorder(w: torch.Tensor) -> torch.Tensor:
             i, j, f, o = w.chunk(4, dim=0)
             return torch.cat([i, f, j, o])
-
         i, j, f, o = self.input_linear.bias.chunk(4)
         b_ih = torch.cat([i, f + FORGET_BIAS, j, o])
         return [
@@ -350,7 +331,6 @@ class LSTMCellWithProjection(nn.Module):
             torch.zeros_like(b_ih),
             self.state_projection.weight,
         ]
-
     def _forward_fused(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LSTMState | None, final_state: bool
     ) -> tuple[torch.Tensor, LSTMState | None]:
@@ -375,7 +355,6 @@ class LSTMCellWithProjection(nn.Module):
             PackedSequence(data, packed.batch_sizes), total_length=num_steps
         )  # [steps, batch, P], zeros where a row has ended
         return outputs, ((h[0], c[0]) if final_state else None)
-
     def _fused_initial_state(
         self, inputs: torch.Tensor, initial_state: LSTMState | None, dtype: torch.dtype
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -389,7 +368,6 @@ class LSTMCellWithProjection(nn.Module):
 
 
 class LSTMStack(nn.Module):
-
     def __init__(
         self,
         input_size: int,
@@ -408,7 +386,6 @@ class LSTMStack(nn.Module):
             LSTMCellWithProjection(input_size if k == 0 else projection_dim, dim, projection_dim, cell_clip, proj_clip)
             for k in range(n_layers)
         )
-
     def forward(
         self,
         inputs: torch.Tensor,
@@ -418,7 +395,7 @@ class LSTMStack(nn.Module):
         final_state: bool = True,
     ) -> tuple[list[torch.Tensor], list[LSTMState | None]]:
         outputs: list[torch.Tensor] = []
-        final_states: list[LSTMState] = []
+        final_states: list[LSTMState | None] = []
         x = inputs
         for k, layer in enumerate(self.layers):
             layer_input = F.dropout(x, self.dropout, self.training) if self.dropout else x
@@ -435,7 +412,6 @@ class LSTMStack(nn.Module):
 # ---- elmo_core/model/bilm.py --------------------------------------------------
 
 class BiLMOutput(NamedTuple):
-
     activations: torch.Tensor
     mask: torch.Tensor
 
@@ -448,19 +424,15 @@ RunDirections = Callable[[Callable[[], StackRun], Callable[[], StackRun]], tuple
 
 
 class TokenVectors(Protocol):
-
     def lookup(self, words: torch.Tensor, char_cnn: nn.Module) -> torch.Tensor:
         ...
-
     def clear(self) -> None:
         ...
 
 
 class StackRunner(Protocol):
-
     def threads(self, device: torch.device) -> AbstractContextManager:
         ...
-
     def __call__(self, bilm: BiLM, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
         ...
 
@@ -495,7 +467,8 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
 
 
 class BiLM(nn.Module):
-
+    bos_char_ids: torch.Tensor  # buffers (not saved): the char ids of <S> and </S>, [C] int64
+    eos_char_ids: torch.Tensor
     def __init__(
         self,
         options: BiLMOptions,
@@ -531,31 +504,25 @@ class BiLM(nn.Module):
         self._states: dict[str, list[LSTMState]] | None = None
         self.token_cache = token_cache
         self.recurrence = recurrence
-
     @property
     def output_dim(self) -> int:
         return self.options.output_dim
-
     @property
     def n_outputs(self) -> int:
         return self.options.n_outputs
-
     def reset_buffers(self) -> None:
         C = self.options.char_cnn.max_characters_per_token
         with torch.no_grad():
             self.bos_char_ids.copy_(torch.tensor(word_to_char_ids(BOS_TOKEN, C)))
             self.eos_char_ids.copy_(torch.tensor(word_to_char_ids(EOS_TOKEN, C)))
-
     def reset_states(self) -> None:
         self._states = None
-
     def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> BiLMOutput:
         C = self.options.char_cnn.max_characters_per_token
         check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
         device = self.bos_char_ids.device
         with self.recurrence.threads(device) if self.recurrence is not None else nullcontext():
             return self._forward(char_ids, mask, device)
-
     def _forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None, device: torch.device) -> BiLMOutput:
         char_ids = char_ids.to(device)
         real = (char_ids != 0).any(dim=-1) if mask is None else _check_mask(mask, char_ids).to(device)
@@ -567,7 +534,6 @@ class BiLM(nn.Module):
             return BiLMOutput(activations, full_mask)
         activations *= real[None, :, :, None].to(activations.dtype)
         return BiLMOutput(activations, real)
-
     def _add_sentence_boundaries(
         self, char_ids: torch.Tensor, real: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -588,12 +554,11 @@ class BiLM(nn.Module):
         full_lengths = lengths + 2
         full_mask = torch.arange(num_tokens + 2, device=device)[None, :] < full_lengths[:, None]
         return ids, full_lengths, full_mask
-
     def _gather_activations(
         self,
         token_embedding: torch.Tensor,
-        forward_out: list[torch.Tensor | None],
-        backward_out: list[torch.Tensor | None],
+        forward_out: list[torch.Tensor],
+        backward_out: list[torch.Tensor],
         order: torch.Tensor,
     ) -> torch.Tensor:
         batch_size, num_steps, P = token_embedding.shape
@@ -609,13 +574,11 @@ class BiLM(nn.Module):
         )
         activations[0, ..., :P] = token_embedding[:, keep]  # layer 0: the token vector twice
         activations[0, ..., P:] = token_embedding[:, keep]
-        for k in range(len(forward_out)):
+        for k in reversed(range(len(forward_out))):
             for half, outputs in ((slice(0, P), forward_out), (slice(P, 2 * P), backward_out)):
-                y = outputs[k].transpose(0, 1)[:, keep].to(dtype)  # [sorted batch, T, P]
+                y = outputs.pop().transpose(0, 1)[:, keep].to(dtype)  # layer k [sorted batch, T, P], freed once copied
                 activations[k + 1, ..., half].index_copy_(0, order, y)  # row r of y is batch row order[r]
-                outputs[k] = None  # freed as soon as it is copied
         return activations
-
     def _token_embedding(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         words, inverse = torch.unique(ids[mask], dim=0, return_inverse=True)  # [distinct, chars]
         cache = self.token_cache
@@ -629,12 +592,10 @@ class BiLM(nn.Module):
         out = embedded.new_zeros(*mask.shape, embedded.shape[-1])
         out[mask] = embedded
         return out
-
     def _run_stacks(self, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
         if self.recurrence is not None:
             return self.recurrence(self, tokens, lengths)
         return self.run_sorted(tokens, lengths)
-
     def run_sorted(
         self,
         tokens: torch.Tensor,
@@ -649,10 +610,8 @@ class BiLM(nn.Module):
         batch_sizes = [sum(1 for n in lengths_list if n > t) for t in range(num_steps)]
         x = tokens.index_select(0, order).transpose(0, 1)  # [steps, batch, P], sorted rows
         reverse = reverse_index(sorted_lengths, num_steps)[..., None]  # [steps, batch, 1]
-
         def flip(t: torch.Tensor) -> torch.Tensor:
             return t.gather(0, reverse.expand(-1, -1, t.shape[-1]))
-
         forward_init, backward_init = self._initial_states(order, batch_size)
         run = {"fused": fused, "final_state": self.stateful}  # final states feed only the carry-over
         if run_directions is not None:
@@ -669,22 +628,17 @@ class BiLM(nn.Module):
         if self.stateful:
             self._store_states(order, forward_final, backward_final)
         return forward_out, backward_out, order
-
     def _initial_states(
         self, order: torch.Tensor, batch_size: int
     ) -> tuple[list[LSTMState] | None, list[LSTMState] | None]:
         if not self.stateful or self._states is None:
             return None, None
-
         def take(h: torch.Tensor) -> torch.Tensor:
             if h.shape[0] < batch_size:
                 h = torch.cat([h, h.new_zeros(batch_size - h.shape[0], *h.shape[1:])])
             return h[:batch_size].index_select(0, order)
-
-        return tuple(  # type: ignore[return-value]
-            [(take(h), take(c)) for h, c in self._states[direction]] for direction in ("forward", "backward")
-        )
-
+        forward, backward = ([(take(h), take(c)) for h, c in self._states[d]] for d in ("forward", "backward"))
+        return forward, backward
     def _store_states(
         self, order: torch.Tensor, forward_final: list[LSTMState], backward_final: list[LSTMState]
     ) -> None:
@@ -720,14 +674,14 @@ def _check_mask(mask: object, char_ids: torch.Tensor) -> torch.Tensor:
 
 LAYER_NORM_SCOPES = ("sentence", "batch")
 
-ArrayT = TypeVar("ArrayT")
+ArrayT = Any  # a torch tensor or numpy/cupy array (or a number): the formulas below use only *, + and .sum()
 
 
 def softmax_weights(scalar_weights: torch.Tensor) -> torch.Tensor:
     return torch.softmax(scalar_weights, dim=0)
 
 
-def weighted_layer_sum(layers: Sequence[ArrayT], weights: Sequence[object], gamma: object) -> ArrayT:
+def weighted_layer_sum(layers: Sequence[ArrayT] | ArrayT, weights: ArrayT, gamma: ArrayT) -> ArrayT:
     mixed = weights[0] * layers[0]
     for weight, layer in zip(weights[1:], layers[1:]):
         mixed = mixed + weight * layer  # [..., dim]
@@ -740,7 +694,6 @@ def scalar_mix(layers: Sequence[torch.Tensor], scalar_weights: torch.Tensor, gam
 
 
 class ScalarMix(nn.Module):
-
     def __init__(
         self,
         n_outputs: int,
@@ -771,16 +724,13 @@ class ScalarMix(nn.Module):
         self.scalar_weights = nn.Parameter(torch.empty(n_outputs), requires_grad=trainable)
         self.gamma = nn.Parameter(torch.empty(1), requires_grad=trainable)
         self.reset_parameters()
-
     def reset_parameters(self) -> None:
         with torch.no_grad():
             self.scalar_weights.copy_(torch.tensor(self.initial_scalar_parameters))
             self.gamma.fill_(self.initial_gamma)
-
     @property
     def normalized_weights(self) -> torch.Tensor:
         return softmax_weights(self.scalar_weights.detach())
-
     def forward(
         self, activations: torch.Tensor | Sequence[torch.Tensor], mask: torch.Tensor | None = None
     ) -> torch.Tensor:
@@ -817,14 +767,12 @@ def _masked_layer_norm(layer: torch.Tensor, mask: torch.Tensor, per_sentence: bo
 # ---- elmo_core/model/elmo.py --------------------------------------------------
 
 class ElmoOutput(NamedTuple):
-
     representations: list[torch.Tensor]
     activations: torch.Tensor
     mask: torch.Tensor
 
 
 class Elmo(nn.Module):
-
     def __init__(
         self,
         options: BiLMOptions,
@@ -835,7 +783,7 @@ class Elmo(nn.Module):
         requires_grad: bool = False,
         stateful: bool = False,
         scalar_mix_parameters: Sequence[float] | None = None,
-        layer_norm_scope: str = "sentence",
+        layer_norm_scope: Literal["sentence", "batch"] = "sentence",
     ) -> None:
         super().__init__()
         if num_output_representations < 0:
@@ -860,23 +808,18 @@ class Elmo(nn.Module):
             )
             for _ in range(num_output_representations)
         )
-
     @property
     def requires_grad(self) -> bool:
         return bilm_is_trainable(self.bilm)
-
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
         self.bilm.requires_grad_(bool(value))
-
     @property
     def output_dim(self) -> int:
         return self.options.output_dim
-
     @property
     def n_outputs(self) -> int:
         return self.options.n_outputs
-
     def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> ElmoOutput:
         out = run_bilm(self.bilm, char_ids, mask)
         layers = out.activations.unbind(0)
@@ -896,7 +839,7 @@ def run_bilm(bilm: BiLM, char_ids: torch.Tensor, mask: torch.Tensor | None, froz
 
 
 def mix_representations(
-    scalar_mixes: Iterable[ScalarMix],
+    scalar_mixes: Iterable[nn.Module],
     layers: Sequence[torch.Tensor],
     mask: torch.Tensor,
     dropout: float,
@@ -939,7 +882,6 @@ NON_FINITE_FIX = "The file is damaged or came from a diverged training run; save
 # ---- elmo_core/model/windows.py -----------------------------------------------
 
 class Window(NamedTuple):
-
     start: int
     end: int
     keep_start: int
@@ -981,11 +923,11 @@ def read_in_windows(
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     window_tokens = check_window_settings(window_tokens, window_context)
     to_cut = _rows_to_cut(char_ids, mask, window_tokens)
-    if to_cut is None:
+    if to_cut is None or window_tokens is None:
         return None
     mask, lengths = to_cut
     pieces = [(i, w) for i, n in enumerate(lengths) for w in plan_windows(n, window_tokens, window_context)]
-    kept: list[torch.Tensor | None] = [None] * len(pieces)
+    kept: dict[int, torch.Tensor] = {}  # piece -> its kept output
     edge = int(boundaries)  # read output rows before a piece's first token
     piece_lengths = [w.end - w.start for _, w in pieces]
     for batch in batches(piece_lengths) if batches is not None else [list(range(len(pieces)))]:
@@ -1085,6 +1027,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
     `Highway.init_carry_bias` and `BiLM.reset_buffers`.
     """
 
+    config: ElmoConfig
     config_class = ElmoConfig
     base_model_prefix = "elmo"
     main_input_name = "input_ids"
@@ -1096,14 +1039,15 @@ class ElmoPreTrainedModel(PreTrainedModel):
         if isinstance(module, BiLM):
             module.reset_buffers()  # the <S>/</S> char ids: non-persistent, never in a checkpoint
         own = list(module.parameters(recurse=False))
-        if not hasattr(module, "reset_parameters") or not own or all(_loaded(p) for p in own):
+        reset_parameters = getattr(module, "reset_parameters", None)
+        if reset_parameters is None or not own or all(_loaded(p) for p in own):
             return
         kept = [(p, p.detach().clone()) for p in own if _loaded(p)]  # a partly loaded module
-        module.reset_parameters()  # ScalarMix, CharCNN (char_embedding), torch's Linear/Conv1d
+        reset_parameters()  # ScalarMix, CharCNN (char_embedding), torch's Linear/Conv1d
         for p, value in kept:
             p.copy_(value)
         highway = self._highway_holding(module)
-        if highway is not None and not _loaded(module.bias):
+        if highway is not None and isinstance(module, nn.Linear) and not _loaded(module.bias):
             highway.init_carry_bias(module)
 
     def _highway_holding(self, layer: nn.Module) -> Highway | None:
@@ -1152,7 +1096,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
         There is no word-embedding matrix: every token, whatever its string, is embedded
         from its characters (`char_cnn.char_embedding` holds the character vectors).
         """
-        return self.base_model.bilm.char_cnn
+        return cast(ElmoModel, self.base_model).bilm.char_cnn
 
     def set_input_embeddings(self, value: nn.Module) -> None:
         """Refused: the char CNN is part of the biLM's pretrained weights.
@@ -1166,7 +1110,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
             "(from_pretrained, or elmo convert for bilm-tf files)."
         )
 
-    def resize_token_embeddings(
+    def resize_token_embeddings(  # type: ignore[override]  # returns the char CNN: ELMo has no nn.Embedding
         self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, *args: Any, **kwargs: Any
     ) -> nn.Module:
         """Nothing to resize: returns `get_input_embeddings()` (the char CNN), unchanged.
@@ -1313,7 +1257,7 @@ class ElmoModel(ElmoPreTrainedModel):
         mask = attention_mask.bool() if isinstance(attention_mask, torch.Tensor) else attention_mask
         frozen = not bilm_is_trainable(self.bilm)  # the core's one rule for "frozen"
         activations, out_mask = self._read(input_ids, mask, frozen)
-        output = self._mix(activations, out_mask, output_hidden_states)
+        output = self._mix(activations, out_mask, bool(output_hidden_states))
         return output if return_dict else output.to_tuple()
 
     def _mix(self, activations: torch.Tensor, out_mask: torch.Tensor, output_hidden_states: bool) -> ElmoModelOutput:
@@ -1364,10 +1308,15 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
     `config.dropout` while training, and the linear head. `labels` of -100 are ignored
     by the loss (cross-entropy over the real positions), so label only the positions
     you score.
+
+    Raises:
+        ValueError: if the config has no labels (`config.id2label` is None).
     """
 
     def __init__(self, config: ElmoConfig) -> None:
         super().__init__(config)
+        if config.num_labels is None:
+            raise ValueError("ElmoForTokenClassification needs labels: set config.id2label (or num_labels).")
         self.num_labels = config.num_labels
         self.elmo = ElmoModel(config)
         self.classifier = nn.Linear(config.output_dim, config.num_labels)

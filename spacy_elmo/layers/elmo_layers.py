@@ -99,7 +99,7 @@ def build_elmo_layers(
     weights: str = "",
     max_batch_tokens: int = 4096,
     per_sentence: bool = True,
-    window_tokens: int = DEFAULT_WINDOW_TOKENS,
+    window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
     window_context: int | None = None,
     cache_bytes: int = 0,
 ) -> Model[list[Doc], list[Floats3d]]:
@@ -133,6 +133,7 @@ def forward(model: Model[list[Doc], list[Floats3d]], docs: list[Doc], is_train: 
     if elmo is None:  # a first call before any initialisation: the one load, now
         model.initialize()
         elmo = elmo_module(model)
+        assert elmo is not None  # initialize() loaded it
     if is_train:
         check_frozen_for_training(elmo)
     _follow_thinc_device(elmo)
@@ -241,6 +242,7 @@ def _wrap(elmo: Elmo | None) -> Model:
 
 def _convert_inputs(model: Model, sentences: list[list[str]], is_train: bool):
     shim = cast(ElmoShim, model.shims[0])
+    assert shim.elmo is not None  # `forward` loaded it
     C = shim.elmo.options.char_cnn.max_characters_per_token
     char_ids, mask = words_to_char_ids(sentences, C)  # CPU; BiLM.forward moves them to its device
 
@@ -335,7 +337,7 @@ def load_elmo_source(path: str = "", options: str = "", weights: str = "") -> El
 
 def _describe_source(source: dict[str, str]) -> str:
     try:
-        return resolve_model_source(**source).describe()
+        return resolve_model_source(source["path"], source["options"], source["weights"]).describe()
     except ValueError:  # a bad source: loading it raises the error that explains it
         return str(source)
 

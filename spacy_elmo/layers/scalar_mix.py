@@ -12,7 +12,7 @@ mixes come from the frozen biLM and take no gradient.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from thinc.api import Model, torch2xp, xp2torch
 from thinc.types import Floats1d, Floats2d, Floats3d
@@ -84,7 +84,7 @@ def forward(model: Model[list[Floats3d], list[Floats2d]], Xs: list[Floats3d], is
             dW = dW + 2.0 * model.attrs["l2"] * model.get_param("W")
         model.inc_grad("W", dW.astype("float32"))
         model.inc_grad("gamma", xp.reshape(d_gamma, (1,)).astype("float32"))
-        dX = scales[:, None, None] * dY[None]  # [layers, all tokens, dim]
+        dX = scales[:, None, None] * dY[None]  # type: ignore[call-overload]  # thinc's stub lacks [None]; [layers, all tokens, dim]
         return list(xp.split(dX, xp.cumsum(lengths)[:-1].tolist(), axis=1))
 
     return Ys, backprop
@@ -107,4 +107,4 @@ def init(model: Model[list[Floats3d], list[Floats2d]], X: list[Floats3d] | None 
 def normalized_weights(model: Model) -> Floats1d:
     """softmax(w) of an initialised `ScalarMixLayer`, float32 [nL] (the core's `softmax_weights`)."""
     W = xp2torch(model.get_param("W").copy())  # a copy: torch never shares thinc's param
-    return torch2xp(softmax_weights(W), ops=model.ops)
+    return cast(Floats1d, torch2xp(softmax_weights(W), ops=model.ops))  # torch2xp is typed for any rank

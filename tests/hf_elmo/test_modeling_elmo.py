@@ -267,6 +267,13 @@ def test_pickle_deepcopy_and_torch_save_round_trip(tiny_hf_model, tiny_tokenizer
         torch.testing.assert_close(clone(**inputs).last_hidden_state, expected, atol=1e-6, rtol=0)
 
 
+def test_token_classification_without_labels_says_what_to_set():
+    config = ElmoConfig.from_options(make_tiny_options())
+    config.id2label = None  # transformers' num_labels is then None
+    with pytest.raises(ValueError, match=r"needs labels: set config.id2label \(or num_labels\)"):
+        ElmoForTokenClassification(config)
+
+
 def test_token_classification_loss_ignores_minus_100_and_only_mix_and_head_train(tiny_tokenizer):
     torch.manual_seed(0)
     config = ElmoConfig.from_options(make_tiny_options(), num_labels=4, dropout=0.0)

@@ -150,6 +150,15 @@ def test_an_emptied_body_keeps_a_pass(tmp_path):
     assert "class OffsetError(ValueError):\n    pass\n" in sources["tokenization_elmo.py"]
 
 
+def test_inner_blank_lines_go_but_a_multi_line_strings_lines_stay(tmp_path):
+    template = 'TEMPLATE = """first\n\n# not a comment\n"""'
+    body = f"def offset() -> float:\n    x = 1.0\n\n    # gone\n    {template}\n\n    return x + len(TEMPLATE) * 0\n"
+    face = generated_sources(write_tree(tmp_path / "face", FACE), write_tree(tmp_path / "core", {**CORE, "c.py": body}))
+    base = face["configuration_elmo.py"]
+    assert "    x = 1.0\n    TEMPLATE" in base and "# gone" not in base
+    assert '"""first\n\n# not a comment\n"""' in base
+
+
 def test_modules_come_in_import_order_and_shared_definitions_are_written_once_in_the_configuration(generated):
     sources, _ = generated
     configuration, modeling, tokenization = (

@@ -287,6 +287,16 @@ def test_missing_model_folder_names_the_folder(tmp_path):
         nlp("a b")
 
 
+def test_an_error_handler_that_returns_gets_the_doc_through_unannotated(tmp_path):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": {"path": str(tmp_path / "nowhere")}})
+    seen = []
+    nlp.set_error_handler(lambda name, component, docs, error: seen.append((name, [d.text for d in docs], type(error))))
+    doc = nlp("a b")  # spaCy raises E005 for a component that returns None instead of a Doc
+    assert doc.text == "a b" and doc._.elmo_layers is None
+    assert seen == [("elmo", ["a b"], WeightFileError)]
+
+
 def test_whole_batch_layer_norm_mix_is_refused(tmp_path):
     save_model_folder(make_tiny_elmo(do_layer_norm=True, layer_norm_scope="batch"), tmp_path)
     with pytest.raises(ValueError, match="layer_norm_scope='batch'"):
