@@ -68,6 +68,7 @@ __all__ = [
     "TrainConfig",
     "Trainer",
     "config_from_checkpoint",
+    "option_help",
     "init_distributed",
     "lm_from_checkpoint",
     "load_checkpoint_file",
@@ -86,7 +87,14 @@ CHECKPOINT_NAME = "checkpoint.pt"
 LOG_NAME = "train_log.jsonl"
 
 
-@dataclass
+def option_help(text: str, **cli: Any) -> dict[str, Any]:
+    """A settings field's metadata: `help`, the help of the `elmo train` option made from the
+    field, and `cli`, anything the option needs besides (`type`: its type, where the
+    field's does not suit a command line)."""
+    return {"help": text, "cli": cli}
+
+
+@dataclass(kw_only=True)
 class TrainConfig:
     """Optimisation and bookkeeping settings (the model's are in `BiLMOptions`).
 
@@ -118,19 +126,32 @@ class TrainConfig:
         progress: Show a tqdm bar (rank 0).
     """
 
-    optimizer: str = "adam"
-    lr: float | None = None
-    clip_norm: float = 10.0
+    # Each field's `metadata["help"]` is the help of `elmo train`'s option of the same name.
+    optimizer: str = field(default="adam", metadata=option_help("adam or adagrad (bilm-tf's)."))
+    lr: float | None = field(
+        default=None,
+        metadata=option_help(
+            "Learning rate (default 1e-3 for adam, 0.2 for adagrad). With --resume: a new rate from the "
+            "first resumed step on (default: the checkpoint's)."
+        ),
+    )
+    clip_norm: float = field(default=10.0, metadata=option_help("Clip the gradient norm to this (0 = off)."))
     precision: str = "auto"
-    max_steps: int | None = None
-    max_hours: float | None = None
-    max_epochs: int | None = None
-    checkpoint_every: int = 1000
-    validate_every: int = 1000
-    log_every: int = 50
+    max_steps: int | None = field(default=None, metadata=option_help("Stop at this total number of steps."))
+    max_hours: float | None = field(default=None, metadata=option_help("Stop after this many hours of this run."))
+    max_epochs: int | None = field(
+        default=None,
+        metadata=option_help(
+            "Stop at the end of this many passes over the training files (counted across resumes; "
+            "under torchrun, when the first rank has read its share)."
+        ),
+    )
+    checkpoint_every: int = field(default=1000, metadata=option_help("Save checkpoint and model folder every N steps."))
+    validate_every: int = field(default=1000, metadata=option_help("Validation perplexity every N steps."))
+    log_every: int = field(default=50, metadata=option_help("A train_log.jsonl row every N steps."))
     valid_batch_tokens: int = 8192
-    seed: int = 0
-    progress: bool = True
+    seed: int = field(default=0, metadata=option_help("Seed for weights, shuffling and dropout."))
+    progress: bool = field(default=True, metadata=option_help("Show a progress bar."))
 
     def __post_init__(self) -> None:
         if self.optimizer not in ("adam", "adagrad"):

@@ -1,7 +1,7 @@
-"""Data preparation for `elmo train`:
+"""`elmo data pretokenize|vocab`: data preparation for `elmo train`.
 
-    python -m elmo_core.apps.training pretokenize RAW_FILES... --out CACHE [--jobs N]
-    python -m elmo_core.apps.training vocab FILES... --out vocab.txt [--vocab-size N | --min-count N] [--pretokenized]
+    elmo data pretokenize RAW_FILES... --out CACHE [--jobs N]
+    elmo data vocab FILES... --out vocab.txt [--vocab-size N | --min-count N] [--pretokenized]
 
 `pretokenize` splits and tokenises raw paragraphs once (spaCy's English rules, as
 `elmo train` without `--pretokenized` would on every epoch); train on the cache with
@@ -19,15 +19,23 @@ import typer
 
 from ...files.text_files import check_output_spares_inputs
 from ...model.errors import ElmoError
-from ..cli import plural
+from .shared import plural
+
+__all__ = ["app"]
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
-    help="Prepare biLM training data.",
+    help="Prepare biLM training data: pretokenize raw text once, count the vocabulary.",
 )
+
+
+@app.callback()
+def _data() -> None:
+    """Prepare biLM training data (progress is logged to stderr)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
 
 @app.command(short_help="Split raw paragraphs into tokenised sentences, once, into a cache.")
@@ -45,8 +53,8 @@ def pretokenize(
     ] = "spacy-en-sentences",
 ) -> None:
     """Split raw paragraphs into tokenised sentences once, into one cache file."""
-    from .commands import expand_files
-    from .corpus import pretokenize_files
+    from ..training.commands import expand_files
+    from ..training.corpus import pretokenize_files
 
     started = time.monotonic()
     files = expand_files(inputs)
@@ -72,8 +80,8 @@ def vocab(
     splitter: Annotated[str, typer.Option(help="Sentence splitter entry point for raw text.")] = "spacy-en-sentences",
 ) -> None:
     """Count the words of the training text and write the softmax vocabulary."""
-    from .commands import build_vocabulary, expand_files
-    from .corpus import get_sentence_splitter
+    from ..training.commands import build_vocabulary, expand_files
+    from ..training.corpus import get_sentence_splitter
 
     if vocab_size is not None and min_count is not None:
         raise ElmoError("give --vocab-size or --min-count, not both.")
@@ -87,16 +95,3 @@ def vocab(
     typer.echo(
         f"wrote {plural(len(vocabulary), 'token')} to {out}; they cover {covered:.2%} of the running words", err=True
     )
-
-
-def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try:
-        app()
-    except (ElmoError, TypeError, ValueError, FileNotFoundError) as err:
-        typer.echo(f"error: {err}", err=True)
-        raise SystemExit(2) from None
-
-
-if __name__ == "__main__":
-    main()
