@@ -388,6 +388,22 @@ def test_the_list_of_commands_gives_each_summary_whole_at_80_columns(program):
     assert not any(line.rstrip().endswith(("...", "…")) for line in listed), text
 
 
+def test_embed_options_that_are_embed_settings_take_their_default_and_help_from_the_field():
+    from dataclasses import fields
+
+    import typer.main
+
+    from elmo_core import EmbedSettings
+
+    options = {p.name: p for p in typer.main.get_command(app).commands["embed"].params}
+    shared = ["layers", "batch_tokens", "batch_size", "window_tokens", "window_context"]
+    for f in fields(EmbedSettings):
+        if f.name in shared:
+            assert options[f.name].help == f.metadata["help"], f.name
+            assert options[f.name].default == (f.default or 0 if f.name == "window_tokens" else f.default), f.name
+    assert set(shared) < set(options) and "autocast_dtype" not in options  # --precision says it in words
+
+
 def test_version_is_the_installed_package_version():
     from importlib.metadata import version
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -46,7 +46,7 @@ def probe(
     in TRAIN count as wrong), with the majority-label baseline. Peters et al. (2018)
     found the first LSTM layer best for POS tags.
     """
-    from ..probe import plot_path, plot_probe, read_conll_column, run_probe
+    from ..probe import plot_probe, read_conll_column, run_probe
 
     if column == 0:
         raise ElmoError("--column 0 is the token itself; give the label column (1 = second, -1 = last).")
@@ -54,11 +54,9 @@ def probe(
     for path, what in ((train_file, "TRAIN"), (eval_file, "EVAL")):
         check_input_file(path, what)
     if plot is not None:
-        plot = plot_path(plot)  # no matplotlib, or a suffix it cannot write: say so now, not after the probe
-        if not plot.parent.is_dir():
-            raise ElmoError(f"the folder of --plot ({plot.parent}) does not exist; create it first.")
-        inputs = [("TRAIN", train_file), ("EVAL", eval_file), ("--options", options), ("--weights", weights)]
-        check_output_spares_inputs([("--plot", plot)], inputs)
+        plot = _checked_plot(
+            plot, [("TRAIN", train_file), ("EVAL", eval_file), ("--options", options), ("--weights", weights)]
+        )
     elmo = load_model(model, options, weights, device)
     train_data = read_conll_column(train_file, column)
     eval_data = read_conll_column(eval_file, column)
@@ -72,12 +70,29 @@ def probe(
         seed=seed,
         batch_tokens=batch_tokens,
     )
-    typer.echo("representation\taccuracy\tcorrect\ttokens")
-    for name, accuracy, correct in zip(result.names, result.accuracy, result.correct):
-        typer.echo(f"{name}\t{accuracy:.4f}\t{correct}\t{result.num_tokens}")
-    typer.echo(f"majority label\t{result.majority_accuracy:.4f}\t\t{result.num_tokens}")
+    _print_table(result)
     if plot is not None:
         written = plot_probe(
             result, plot, title=title or f"linear probe, column {column}: {train_file.name} -> {eval_file.name}"
         )
         typer.echo(f"wrote the plot to {written}", err=True)
+
+
+def _checked_plot(plot: Path, inputs: list[tuple[str, Path | None]]) -> Path:
+    """--plot with its suffix (`plot_path`), refused now rather than after the probe: no
+    matplotlib, a suffix it cannot write, a missing folder, or a file that is an input."""
+    from ..probe import plot_path
+
+    plot = plot_path(plot)
+    if not plot.parent.is_dir():
+        raise ElmoError(f"the folder of --plot ({plot.parent}) does not exist; create it first.")
+    check_output_spares_inputs([("--plot", plot)], inputs)
+    return plot
+
+
+def _print_table(result: Any) -> None:
+    """The accuracy of each representation and of the majority label, tab-separated, on stdout."""
+    typer.echo("representation\taccuracy\tcorrect\ttokens")
+    for name, accuracy, correct in zip(result.names, result.accuracy, result.correct):
+        typer.echo(f"{name}\t{accuracy:.4f}\t{correct}\t{result.num_tokens}")
+    typer.echo(f"majority label\t{result.majority_accuracy:.4f}\t\t{result.num_tokens}")

@@ -256,13 +256,7 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision == "fp16")
         self.stream = stream
         if config.max_epochs is not None:
-            limited = getattr(stream, "stream", stream)  # a PrefetchingStream's TrainingStream
-            if not hasattr(limited, "epochs"):
-                raise ValueError(
-                    f"max_epochs needs a TrainingStream (or a PrefetchingStream of one), which counts its "
-                    f"passes; got {type(stream).__name__}. Stop it with max_steps or max_hours instead."
-                )
-            limited.epochs = config.max_epochs
+            _limit_epochs(stream, config.max_epochs)
         self.valid_sentences = list(valid_sentences) if valid_sentences is not None else None
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.elmo_settings = elmo_settings
@@ -545,6 +539,17 @@ class Trainer:
         self._iterator = None
         if self.is_main and self.out_dir is not None:
             truncate_log(self.out_dir / LOG_NAME, self.step)
+
+
+def _limit_epochs(stream: Iterable[Batch], max_epochs: int) -> None:
+    """Make `stream` end after `max_epochs` passes over its files (`TrainingStream.epochs`)."""
+    limited = getattr(stream, "stream", stream)  # a PrefetchingStream's TrainingStream
+    if not hasattr(limited, "epochs"):
+        raise ValueError(
+            f"max_epochs needs a TrainingStream (or a PrefetchingStream of one), which counts its "
+            f"passes; got {type(stream).__name__}. Stop it with max_steps or max_hours instead."
+        )
+    limited.epochs = max_epochs
 
 
 def config_from_checkpoint(state: dict[str, Any], **overrides: Any) -> TrainConfig:

@@ -463,3 +463,16 @@ def test_a_train_glob_that_would_match_what_the_run_writes_in_out_is_refused_up_
     message = one_line_error(*train_args(out, pattern, valid_file, "--options", options_file, "--max-steps", 1))
     assert message.startswith(f"error: --train {pattern!r} is a pattern in --out {out}, where this command writes ")
     assert sorted(p.name for p in out.iterdir()) == ["a.txt"]
+
+
+def test_training_settings_are_a_train_config_and_restate_none_of_its_fields():
+    from dataclasses import fields
+
+    from elmo_core.apps.training import TrainConfig
+
+    assert issubclass(TrainingSettings, TrainConfig)
+    own = TrainingSettings.__dict__["__annotations__"]
+    assert {f.name for f in fields(TrainConfig)} & set(own) == {"precision"}  # None: the checkpoint's on --resume
+    settings = TrainingSettings(out="run", train=["t.txt"], options="o.json", max_steps=3, lr=0.5)
+    config = settings.train_config()
+    assert type(config) is TrainConfig and (config.max_steps, config.lr, config.precision) == (3, 0.5, "auto")
