@@ -14,6 +14,7 @@ import typer
 from ...model.elmo import Elmo
 from ...model.errors import ElmoError
 from ...runtime.embedding import EmbedSettings
+from ..training.commands import TrainingSettings
 
 __all__ = [
     "BatchTokensOption",
@@ -44,9 +45,7 @@ OptionsOption = Annotated[Path | None, typer.Option(help="bilm-tf options.json (
 WeightsOption = Annotated[Path | None, typer.Option(help="bilm-tf hdf5 weights (with --options).")]
 BatchTokensOption = Annotated[int, setting_option(EmbedSettings, "batch_tokens")]
 DeviceOption = Annotated[str, typer.Option(help="torch device, e.g. cpu or cuda.")]
-TorchrunDeviceOption = Annotated[
-    str, typer.Option(help="torch device, e.g. cpu or cuda; under torchrun each process uses cuda:LOCAL_RANK.")
-]
+TorchrunDeviceOption = Annotated[str, setting_option(TrainingSettings, "device")]  # elmo train's --device
 
 MODEL_FLAGS = ("--model", "--options", "--weights")
 """How the command line spells `load_elmo`'s path, options and weights (used in its errors)."""

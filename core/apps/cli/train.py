@@ -11,7 +11,7 @@ import inspect
 import logging
 import os
 import typing
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, Field, fields
 from typing import Annotated, Any
 
 import typer
@@ -21,8 +21,6 @@ from ..training.commands import TrainingSettings
 from .shared import plural
 
 __all__ = ["settings_parameters", "train"]
-
-_KEYWORD = inspect.Parameter.KEYWORD_ONLY
 
 
 def train(**options: Any) -> None:
@@ -52,12 +50,15 @@ def settings_parameters(settings: type) -> list[inspect.Parameter]:
     """One typer option per field of the dataclass `settings` that has `metadata["help"]`:
     named as the field, with its default (none: a required option) and help; its type is
     the field's, or `metadata["cli"]["type"]` where the field's does not suit a command line.
-    The class's own fields come first, then those it inherits, each in declaration order."""
+    The fields the class declares come first, in its order, then those it inherits."""
     hints = typing.get_type_hints(settings)
-    own = list(settings.__dict__.get("__annotations__", {}))
-    ordered = sorted(fields(settings), key=lambda f: (f.name not in own, own.index(f.name) if f.name in own else 0))
+    own = list(vars(settings).get("__annotations__", {}))
+
+    def position(f: Field) -> tuple[int, int]:
+        return (0, own.index(f.name)) if f.name in own else (1, 0)  # a stable sort keeps the rest in order
+
     parameters = []
-    for f in ordered:
+    for f in sorted(fields(settings), key=position):
         if "help" not in f.metadata:
             continue
         kind = f.metadata["cli"].get("type", hints[f.name])
@@ -69,16 +70,11 @@ def settings_parameters(settings: type) -> list[inspect.Parameter]:
     return parameters
 
 
-def _cli(f: Any) -> dict[str, Any]:
-    return f.metadata.get("cli", {})
-
-
 def _training_settings(options: dict[str, Any]) -> TrainingSettings:
     """`elmo train`'s options as `TrainingSettings`: each option is the field of the same name,
     read by the field's `metadata["cli"]["parse"]` where it has one (--cutoffs '4000,20000')."""
-    parse = {
-        f.name: f.metadata["cli"]["parse"] for f in fields(TrainingSettings) if "parse" in f.metadata.get("cli", {})
-    }
+    cli = {f.name: f.metadata.get("cli", {}) for f in fields(TrainingSettings)}
+    parse = {name: spec["parse"] for name, spec in cli.items() if "parse" in spec}
     return TrainingSettings(**{name: parse[name](v) if name in parse else v for name, v in options.items()})
 
 

@@ -63,6 +63,11 @@ TRAINING_FILES = (CHECKPOINT_NAME, LOG_NAME, VOCAB_NAME, LM_HEAD_NAME, *MODEL_FO
 """Name patterns of the files `elmo train` writes in --out."""
 
 
+def _cutoffs_from_text(text: str | None) -> list[int] | None:
+    """`--cutoffs 4000,20000` -> [4000, 20000]."""
+    return [int(c) for c in text.split(",")] if text else None
+
+
 def _path_option(text: str) -> dict[str, Any]:
     """`option_help` for a path field that may be None."""
     return option_help(text, type=Path | None)
@@ -203,7 +208,7 @@ class TrainingSettings(TrainConfig):
         metadata=option_help(
             "Adaptive-softmax cluster ends, e.g. '4000,20000' (default: from the vocabulary size).",
             type=str | None,
-            parse=lambda text: [int(c) for c in text.split(",")] if text else None,
+            parse=_cutoffs_from_text,
         ),
     )
     # None: "auto" for a new run (TrainConfig's default); a resumed run's checkpoint's.
