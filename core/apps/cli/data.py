@@ -19,7 +19,9 @@ import typer
 
 from ...files.text_files import check_output_spares_inputs
 from ...model.errors import ElmoError
-from .shared import plural
+from ..training.commands import TrainingSettings
+from ..training.corpus import DEFAULT_SPLITTER
+from .shared import plural, setting_option
 
 __all__ = ["app"]
 
@@ -30,6 +32,12 @@ app = typer.Typer(
     rich_markup_mode=None,
     help="Prepare biLM training data: pretokenize raw text once, count the vocabulary.",
 )
+
+
+# elmo train has no --splitter (the settings' `splitter` is for Python callers), so it is declared here.
+SplitterOption = Annotated[
+    str, typer.Option(help="Entry point in elmo_core.tokenizers that splits raw paragraphs into sentences.")
+]
 
 
 @app.callback()
@@ -48,9 +56,7 @@ def pretokenize(
         Path, typer.Option(help="The cache to write: one sentence per line (.txt, or .txt.xz to compress).")
     ],
     jobs: Annotated[int, typer.Option(help="Worker processes (one input file each at a time).")] = 1,
-    splitter: Annotated[
-        str, typer.Option(help="Entry point in elmo_core.tokenizers that splits paragraphs into sentences.")
-    ] = "spacy-en-sentences",
+    splitter: SplitterOption = DEFAULT_SPLITTER,
 ) -> None:
     """Split raw paragraphs into tokenised sentences once, into one cache file."""
     from ..training.commands import expand_files
@@ -72,12 +78,10 @@ def pretokenize(
 def vocab(
     inputs: Annotated[list[str], typer.Argument(metavar="FILES...", help="Training text (globs allowed).")],
     out: Annotated[Path, typer.Option(help="vocab.txt to write (token<TAB>count per line).")],
-    vocab_size: Annotated[
-        int | None, typer.Option(help="Keep the N most frequent (specials included). Default 100000.")
-    ] = None,
-    min_count: Annotated[int | None, typer.Option(help="Keep words seen at least N times.")] = None,
-    pretokenized: Annotated[bool, typer.Option(help="Input is one tokenised sentence per line.")] = False,
-    splitter: Annotated[str, typer.Option(help="Sentence splitter entry point for raw text.")] = "spacy-en-sentences",
+    vocab_size: Annotated[int | None, setting_option(TrainingSettings, "vocab_size")] = TrainingSettings.vocab_size,
+    min_count: Annotated[int | None, setting_option(TrainingSettings, "min_count")] = TrainingSettings.min_count,
+    pretokenized: Annotated[bool, setting_option(TrainingSettings, "pretokenized")] = TrainingSettings.pretokenized,
+    splitter: SplitterOption = DEFAULT_SPLITTER,
 ) -> None:
     """Count the words of the training text and write the softmax vocabulary."""
     from ..training.commands import build_vocabulary, expand_files

@@ -179,7 +179,8 @@ class TrainingSettings(TrainConfig):
         metadata=_path_option("Vocabulary file (bilm-tf vocab.txt) instead of counting the training text."),
     )
     vocab_size: int | None = field(
-        default=None, metadata=option_help("Keep the N most frequent words (specials included). Default 100000.")
+        default=None,
+        metadata=option_help(f"Keep the N most frequent words (specials included). Default {DEFAULT_VOCAB_SIZE}."),
     )
     min_count: int | None = field(
         default=None, metadata=option_help("Keep words seen at least N times (instead of --vocab-size).")
