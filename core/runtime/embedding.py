@@ -133,8 +133,13 @@ class EmbedSettings:
         """`settings` (default: `EmbedSettings()`) with the fields in `overrides` replaced.
 
         Raises:
-            TypeError: for a keyword that is not a field (names the fields).
+            TypeError: for a `settings` that is not an `EmbedSettings`, or a keyword that is not
+                a field (names the fields).
         """
+        if settings is not None and not isinstance(settings, cls):
+            raise TypeError(
+                f"settings must be an EmbedSettings, e.g. EmbedSettings(layers='top'); got {type(settings).__name__}."
+            )
         unknown = sorted(set(overrides) - {f.name for f in fields(cls)})
         if unknown:
             raise TypeError(f"unknown embed settings {unknown}; valid: {[f.name for f in fields(cls)]}.")

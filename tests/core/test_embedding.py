@@ -178,3 +178,5 @@ def test_embed_settings_are_checked_when_made():
     assert EmbedSettings(window_tokens=0).window_tokens is None  # 0 = read whole, as on the command line
     with pytest.raises(TypeError, match=r"unknown embed settings \['batch'\]; valid: \['layers', 'batch_tokens'"):
         embed_sentences(make_tiny_elmo(), [S], batch=4)
+    with pytest.raises(TypeError, match="settings must be an EmbedSettings, e.g. EmbedSettings"):
+        embed_sentences(make_tiny_elmo(), [S], {"layers": "top"})
