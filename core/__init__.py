@@ -39,7 +39,7 @@ from .model.scalar_mix import ScalarMix
 from .model.windows import DEFAULT_WINDOW_TOKENS, Window, check_window_settings, plan_windows, read_in_windows
 from .runtime.attach import attach_runtime, has_runtime, set_token_cache
 from .runtime.batching import batches_by_token_budget
-from .runtime.embedding import embed_sentences, iter_embeddings
+from .runtime.embedding import DEFAULT_BATCH_TOKENS, EmbedSettings, embed_sentences, iter_embeddings
 from .runtime.feature_cache import CacheStats, FeatureCache
 from .runtime.memory import release_free_memory
 from .runtime.quantization import is_quantized, quantize_int8
@@ -49,6 +49,7 @@ from .runtime.token_cache import TokenCache
 from .runtime.windows import run_in_windows
 
 __all__ = [
+    "DEFAULT_BATCH_TOKENS",
     "DEFAULT_WINDOW_TOKENS",
     "BiLM",
     "BiLMOptions",
@@ -58,6 +59,7 @@ __all__ = [
     "CharCNNOptions",
     "Elmo",
     "ElmoError",
+    "EmbedSettings",
     "ElmoOutput",
     "FeatureCache",
     "Highway",

@@ -13,18 +13,17 @@ anywhere transformers is installed, and with `elmo_core.load_model_folder`. The 
 are copied exactly (`elmo_core.files.weights`); `elmo convert --to-hdf5 MODEL_DIR OUT_PREFIX`
 writes them back to the original layout.
 
-Command line: `elmo convert OPTIONS WEIGHTS OUT_DIR`, `elmo convert --download small
-OUT_DIR`, or `python -m hf_elmo.convert_bilm_tf_to_hf --options ... --weights ... --out ...`.
+The command line is `elmo convert OPTIONS WEIGHTS OUT_DIR` or `elmo convert --download small
+OUT_DIR`, which reaches this module as the `hf` plug-in of the entry-point group
+`elmo_core.converters` (elmo_core does not import hf_elmo).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +69,7 @@ def convert_bilm_tf_to_hf(
     """
     options = read_options(options_file)
     model = ElmoModel(ElmoConfig.from_options(options, **settings))
-    load_bilm_tf(model, weight_file)  # fills model.bilm exactly; the mixes keep w = 0, gamma = 1
+    load_bilm_tf(model.bilm, weight_file)  # fills model.bilm exactly; the mixes keep w = 0, gamma = 1
     out = Path(out_dir)
     model.save_pretrained(out)
     ElmoTokenizer.from_options(options).save_pretrained(out)
@@ -140,23 +139,3 @@ def download_published(
                 _fetch(url, path)
             paths.append(path)
         return convert_bilm_tf_to_hf(paths[0], paths[1], out_dir, **settings)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """`python -m hf_elmo.convert_bilm_tf_to_hf --options FILE --weights FILE --out DIR`."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--options", type=Path, help="bilm-tf options.json")
-    parser.add_argument("--weights", type=Path, help="bilm-tf hdf5 weights")
-    parser.add_argument("--download", choices=sorted(PUBLISHED_MODELS), help="a published model to fetch instead")
-    parser.add_argument("--out", type=Path, required=True, help="model folder to write")
-    args = parser.parse_args(argv)
-    if args.download:
-        download_published(args.download, args.out)
-    elif args.options and args.weights:
-        convert_bilm_tf_to_hf(args.options, args.weights, args.out)
-    else:
-        parser.error("give --options and --weights, or --download NAME")
-
-
-if __name__ == "__main__":
-    main()

@@ -35,7 +35,7 @@ from spacy.util import registry
 from thinc.api import Dropout, Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Floats3d
 
-from elmo_core import DEFAULT_WINDOW_TOKENS
+from elmo_core import DEFAULT_BATCH_TOKENS, DEFAULT_WINDOW_TOKENS
 from elmo_core.model import check_int
 
 from .layers.elmo_layers import build_elmo_layers
@@ -51,7 +51,7 @@ def ElmoLayers_v1(
     path: str = "",
     options: str = "",
     weights: str = "",
-    max_batch_tokens: int = 4096,
+    max_batch_tokens: int = DEFAULT_BATCH_TOKENS,
     per_sentence: bool = True,
 ) -> Model[list[Doc], list[Floats3d]]:
     """A frozen ELMo biLM: every layer of each Doc, [n_layers + 1, tokens, dim].
@@ -83,7 +83,7 @@ def ElmoLayers_v2(
     path: str = "",
     options: str = "",
     weights: str = "",
-    max_batch_tokens: int = 4096,
+    max_batch_tokens: int = DEFAULT_BATCH_TOKENS,
     per_sentence: bool = True,
     window_tokens: int = DEFAULT_WINDOW_TOKENS,
     window_context: int | None = None,

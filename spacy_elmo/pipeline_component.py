@@ -37,15 +37,12 @@ DEFAULT_CONFIG_STR = """
 
 [elmo.model]
 @architectures = "spacy-elmo.ElmoLayers.v2"
-path = ""
-options = ""
-weights = ""
-max_batch_tokens = 4096
-per_sentence = true
-window_tokens = 1024
-window_context = null
-cache_bytes = 0
 """
+"""The component's defaults: its biLM layer, `spacy-elmo.ElmoLayers.v2`, whose arguments
+(`path`, `options`, `weights`, `max_batch_tokens`, `per_sentence`, `window_tokens`,
+`window_context`, `cache_bytes`) take the defaults of its signature in
+`spacy_elmo.architectures`, declared there once; spaCy fills them in (`nlp.config`,
+`nlp.get_pipe_config("elmo")` show them)."""
 
 DEFAULT_CONFIG = Config().from_str(DEFAULT_CONFIG_STR)
 

@@ -32,7 +32,7 @@ def english_sentences() -> Callable[[str], list[list[str]]]:
     `english_tokenizer`, so training text is tokenised the way users' text is), and
     sentences from spaCy's rule-based `sentencizer` (splits after `.`, `!`, `?` and
     similar punctuation). Whitespace tokens are dropped and empty sentences skipped.
-    Registered as the `spacy-en-sentences` entry point in `elmo_core.files.tokenizers`.
+    Registered as the `spacy-en-sentences` entry point in `elmo_core.tokenizers`.
     """
     import spacy
 

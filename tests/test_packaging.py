@@ -42,4 +42,48 @@ def test_wheel_declares_the_console_script_and_entry_points(wheel):
     (entry_points,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
     text = wheel.read(entry_points).decode()
     assert "elmo = elmo_core.apps.cli:main" in text
-    assert "[elmo_core.files.tokenizers]" in text
+    assert "[elmo_core.tokenizers]" in text
+
+
+# ---------------------------------------------------------------- one command line
+LIBRARY = ("core", "hf_elmo", "spacy_elmo")
+DEVELOPER_TOOLS = {"hf_elmo/remote_code/generate.py"}  # rewrites committed files; not a user's command
+
+
+def test_the_installed_console_scripts_are_exactly_elmo():
+    from importlib.metadata import distribution
+
+    scripts = [ep for ep in distribution("elmo-bilm").entry_points if ep.group == "console_scripts"]
+    assert [(ep.name, ep.value) for ep in scripts] == [("elmo", "elmo_core.apps.cli:main")]
+
+
+def test_the_library_has_one_command_line_and_no_argparse():
+    import ast
+
+    entries, argparse_users = [], []
+    for folder in LIBRARY:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            rel = path.relative_to(REPO).as_posix()
+            if "__pycache__" in path.parts or rel.startswith("hf_elmo/remote_code/") and rel.endswith("_elmo.py"):
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import) and any(a.name == "argparse" for a in node.names):
+                    argparse_users.append(rel)
+                if isinstance(node, ast.ImportFrom) and node.module == "argparse":
+                    argparse_users.append(rel)
+                if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) and rel not in DEVELOPER_TOOLS:
+                    entries.append(rel)
+            if path.name == "__main__.py":
+                entries.append(rel)
+    assert argparse_users == []
+    assert entries == ["core/__main__.py"]  # `python -m elmo_core` = `elmo`
+
+
+@pytest.mark.parametrize("module", ["elmo_core.apps.training", "hf_elmo.convert_bilm_tf_to_hf"])
+def test_the_old_command_lines_are_gone(module):
+    # `python -m elmo_core.apps.training pretokenize` is `elmo data pretokenize` now, and
+    # `python -m hf_elmo.convert_bilm_tf_to_hf` is `elmo convert` (through the hf plug-in).
+    result = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0 or result.stdout == "", result.stdout
+    assert "usage" not in (result.stdout + result.stderr).lower()

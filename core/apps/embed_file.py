@@ -74,8 +74,7 @@ from ..files.text_files import (
 )
 from ..model.checks import check_int
 from ..model.errors import ElmoError
-from ..model.windows import DEFAULT_WINDOW_TOKENS, check_window_settings
-from ..runtime.embedding import DEFAULT_BATCH_TOKENS, check_layers, iter_embeddings
+from ..runtime.embedding import EmbedSettings, check_model, iter_embeddings
 from ..runtime.token_cache import float64_sum
 
 if TYPE_CHECKING:
@@ -268,19 +267,14 @@ def embed_file(
     model: Elmo,
     input_path: str | Path,
     output_path: str | Path,
+    settings: EmbedSettings | None = None,
     *,
-    layers: str | int = "all",
     tokenize: Callable[[str], list[str]] | None = None,
-    batch_tokens: int = DEFAULT_BATCH_TOKENS,
-    batch_size: int | None = None,
-    device: str | torch.device | None = None,
-    autocast_dtype: torch.dtype | None = None,
-    window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
-    window_context: int | None = None,
     piece_tokens: int = DEFAULT_PIECE_TOKENS,
-    settings: dict[str, Any] | None = None,
+    record: dict[str, Any] | None = None,
     progress: bool = False,
     stop_requested: Callable[[], bool] | None = None,
+    **overrides: Any,
 ) -> EmbedFileResult:
     """Write ELMo vectors for every line of a text file to one hdf5 file (see module docstring).
 
@@ -292,18 +286,18 @@ def embed_file(
         model: An `Elmo` (stateless), already on its device.
         input_path: UTF-8 text, one sentence (or document) per line.
         output_path: The hdf5 file to write (replaced if it exists).
-        layers, batch_tokens, batch_size, device, autocast_dtype, window_tokens,
-            window_context: As `embed_sentences`.
+        settings: `EmbedSettings`, as for `embed_sentences`.
         tokenize: Splits a line into tokens; None = `str.split()` (whitespace).
         piece_tokens: Tokens per piece (see `DEFAULT_PIECE_TOKENS`). A resumed job keeps
             the pieces it started with.
-        settings: Anything else that changes the vectors (recorded in job.json, and
+        record: Anything else that changes the vectors (recorded in job.json, and
             checked when resuming), e.g. the tokenizer's name and the precision.
         progress: Show a progress bar (rank 0 only), in tokens of all ranks.
         stop_requested: Asked after every line written; True stops the job with
             KeyboardInterrupt (the finished pieces stay, and the same call resumes). `elmo
             embed` sets it from SIGINT/SIGTERM, so a stop is kept even where Python drops
             the KeyboardInterrupt a signal handler raised (inside a finalizer, say).
+        **overrides: `EmbedSettings` fields, as keywords, replacing those of `settings`.
 
     Returns:
         `EmbedFileResult`.
@@ -314,29 +308,22 @@ def embed_file(
         ValueError: for a bad `layers`, batch budget or window (before anything is written).
     """
     # Bad arguments fail here, before a job folder records them as the job's settings.
-    _check_arguments(model, layers, batch_tokens, batch_size, window_tokens, window_context)
-    job_settings = _job_settings(model, layers, tokenize, autocast_dtype, window_tokens, window_context, settings)
-    embed_kwargs = {
-        "layers": layers,
-        "batch_tokens": batch_tokens,
-        "batch_size": batch_size,
-        "device": device,
-        "autocast_dtype": autocast_dtype,
-        "window_tokens": window_tokens,
-        "window_context": window_context,
-    }
+    settings = EmbedSettings.given(settings, overrides)
+    check_model(model, settings)
+    check_int("piece_tokens", piece_tokens)
+    job_settings = _job_settings(model, settings, tokenize, record)
     check_embed_paths(input_path, output_path)
     files = _JobFiles(Path(input_path), Path(output_path), piece_tokens)
     if is_stream(input_path):
-        return _run_stream_job(model, files, job_settings, embed_kwargs, tokenize, progress, stop_requested)
-    return _run_job(model, files, job_settings, embed_kwargs, tokenize, progress, stop_requested)
+        return _run_stream_job(model, files, job_settings, settings, tokenize, progress, stop_requested)
+    return _run_job(model, files, job_settings, settings, tokenize, progress, stop_requested)
 
 
 def _run_stream_job(
     model: Elmo,
     files: _JobFiles,
     job_settings: dict[str, Any],
-    embed_kwargs: dict[str, Any],
+    settings: EmbedSettings,
     tokenize: Callable[[str], list[str]] | None,
     progress: bool,
     stop_requested: Callable[[], bool] | None,
@@ -356,46 +343,27 @@ def _run_stream_job(
         with os.fdopen(fd, "wb") as copy, open_binary(files.input_path) as stream:
             shutil.copyfileobj(stream, copy, 1 << 20)
         spooled = replace(files, spool=spool)
-        return _run_job(model, spooled, job_settings, embed_kwargs, tokenize, progress, stop_requested)
+        return _run_job(model, spooled, job_settings, settings, tokenize, progress, stop_requested)
     finally:
         spool.unlink(missing_ok=True)
 
 
-def _check_arguments(
-    model: Elmo,
-    layers: str | int,
-    batch_tokens: int,
-    batch_size: int | None,
-    window_tokens: int | None,
-    window_context: int | None,
-) -> None:
-    """Raise ValueError for a bad `layers`, batch budget or window."""
-    check_layers(layers, model.n_outputs, len(model.scalar_mixes))
-    check_int("batch_tokens", batch_tokens)
-    if batch_size is not None:
-        check_int("batch_size", batch_size)
-    check_window_settings(window_tokens, window_context)
-
-
 def _job_settings(
     model: Elmo,
-    layers: str | int,
+    settings: EmbedSettings,
     tokenize: Callable[[str], list[str]] | None,
-    autocast_dtype: torch.dtype | None,
-    window_tokens: int | None,
-    window_context: int | None,
-    settings: dict[str, Any] | None,
+    record: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """Everything that changes the vectors, as job.json records it (a resumed job must match)."""
     return {
-        "layers": str(layers),
-        "window_tokens": window_tokens or 0,
-        "window_context": window_context,
+        "layers": str(settings.layers),
+        "window_tokens": settings.window_tokens or 0,
+        "window_context": settings.window_context,
         "tokenize": None if tokenize is None else getattr(tokenize, "__name__", "custom"),
-        "autocast": str(autocast_dtype),
+        "autocast": str(settings.autocast_dtype),
         "model": model_checksum(model),
         "dim": model.output_dim,
-        **(settings or {}),
+        **(record or {}),
     }
 
 
@@ -423,7 +391,7 @@ def _run_job(
     model: Elmo,
     files: _JobFiles,
     job_settings: dict[str, Any],
-    embed_kwargs: dict[str, Any],
+    settings: EmbedSettings,
     tokenize: Callable[[str], list[str]] | None,
     progress: bool,
     stop_requested: Callable[[], bool] | None,
@@ -447,7 +415,7 @@ def _run_job(
         reader = _PieceReader(files.text) if mine else None
         try:
             for piece in mine:
-                _embed_piece(model, reader, folder, piece, tokenize, embed_kwargs, bar, watcher, stop_requested, h5py)
+                _embed_piece(model, reader, folder, piece, tokenize, settings, bar, watcher, stop_requested, h5py)
         except BaseException as err:  # noqa: BLE001 - reported to the other ranks, then raised
             failure = err
         finally:
@@ -601,7 +569,7 @@ def _prepare_job(  # noqa: ANN202
     return job, [p.index for p in pieces]
 
 
-def _embed_piece(model, reader, folder, piece, tokenize, embed_kwargs, bar, watcher, stop_requested, h5py) -> None:  # noqa: ANN001
+def _embed_piece(model, reader, folder, piece, tokenize, settings, bar, watcher, stop_requested, h5py) -> None:  # noqa: ANN001
     """Embed one piece into its own file, written under a temporary name and renamed when complete."""
     texts = reader.read(piece)
     counts = [len(text.split()) for text in texts]
@@ -613,7 +581,7 @@ def _embed_piece(model, reader, folder, piece, tokenize, embed_kwargs, bar, watc
     with atomic_path(_piece_path(folder, piece)) as tmp, h5py.File(tmp, "w", libver="v108") as out:
         out.attrs["first_line"] = piece.first_line
         out.attrs["end_line"] = piece.end_line
-        for i, vectors in iter_embeddings(model, sentences, **embed_kwargs):
+        for i, vectors in iter_embeddings(model, sentences, settings):
             dataset = out.create_dataset(str(piece.first_line + i), data=vectors)
             dataset.attrs.create("tokens", _storable(sentences[i]), dtype=h5py.string_dtype())
             bar.update(counts[i])

@@ -23,6 +23,7 @@ errors for a bad combination).
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -89,15 +90,13 @@ DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[1] / "default_model"  # elm
 """Where the package's own default model folder lives (inside the installed package)."""
 
 ELMO_SETTINGS: dict[str, Any] = {
-    "num_output_representations": 1,
-    "dropout": 0.5,
-    "do_layer_norm": False,
-    "layer_norm_scope": "sentence",
-    "keep_sentence_boundaries": False,
-    "stateful": False,
-    "scalar_mix_parameters": None,
+    name: parameter.default
+    for name, parameter in inspect.signature(Elmo.__init__).parameters.items()
+    if name not in ("self", "options", "requires_grad")
 }
-"""The `Elmo` constructor settings stored in config.json, with their defaults."""
+"""The `Elmo` constructor settings stored in config.json, with their defaults: read from
+`Elmo.__init__`'s signature, where they are declared (once). `requires_grad` is not stored:
+a loaded biLM starts frozen unless the loader is told otherwise."""
 
 
 def tokenizer_settings(options: BiLMOptions) -> dict[str, Any]:

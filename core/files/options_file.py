@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..model.errors import OptionsError
@@ -11,7 +12,7 @@ from .text_files import read_json
 __all__ = ["read_options"]
 
 
-def read_options(path: str | Path) -> BiLMOptions:
+def read_options(path: str | os.PathLike[str]) -> BiLMOptions:
     """Read a bilm-tf `options.json` file (the original's hyperparameter file, docs/bilm_tf.md §10).
 
     Returns:

@@ -1,6 +1,6 @@
 """Plug-ins found through entry points, so that the core depends on no framework.
 
-`spacy_elmo` registers raw-text tokenizers (group `elmo_core.files.tokenizers`) and `hf_elmo`
+`spacy_elmo` registers raw-text tokenizers (group `elmo_core.tokenizers`) and `hf_elmo`
 the writer of complete Hugging Face model folders (group `elmo_core.converters`); the core
 looks them up by name at run time and never imports either package.
 """

@@ -1,4 +1,4 @@
-"""Raw-text tokenizers, found through the `elmo_core.files.tokenizers` entry points.
+"""Raw-text tokenizers, found through the `elmo_core.tokenizers` entry points.
 
 The core depends on no tokenizer library. `spacy_elmo` registers `spacy-en` (spaCy's
 English tokenizer rules: `text -> list of tokens`), the rules the pretraining data was
@@ -24,7 +24,7 @@ __all__ = [
     "token_offsets",
 ]
 
-TOKENIZER_ENTRY_POINTS = "elmo_core.files.tokenizers"
+TOKENIZER_ENTRY_POINTS = "elmo_core.tokenizers"
 DEFAULT_TOKENIZER = "spacy-en"
 
 

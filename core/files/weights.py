@@ -25,6 +25,7 @@ h5py is imported only when one of these functions is called.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -118,7 +119,7 @@ def _from_torch(tensor: torch.Tensor, kind: str) -> torch.Tensor:
     return tensor
 
 
-def load_bilm_tf(model: BiLM | Elmo, weight_file: str | Path) -> None:
+def load_bilm_tf(model: BiLM | Elmo, weight_file: str | os.PathLike[str]) -> None:
     """Fill a model's biLM with the weights of a bilm-tf/AllenNLP hdf5 file, in place.
 
     Args:

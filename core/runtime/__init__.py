@@ -11,7 +11,15 @@ from __future__ import annotations
 from .attach import attach_runtime, has_runtime, set_token_cache
 from .batching import batches_by_token_budget
 from .distributed import init_distributed
-from .embedding import DEFAULT_BATCH_TOKENS, LAYER_CHOICES, check_layers, embed_sentences, iter_embeddings
+from .embedding import (
+    DEFAULT_BATCH_TOKENS,
+    LAYER_CHOICES,
+    EmbedSettings,
+    check_layers,
+    check_model,
+    embed_sentences,
+    iter_embeddings,
+)
 from .feature_cache import CacheStats, FeatureCache
 from .memory import MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD, release_free_memory, use_mmap_for_large_blocks
 from .paired_bptt import paired_training_stacks
@@ -51,6 +59,8 @@ __all__ = [
     "DEFAULT_BATCH_TOKENS",
     "DEFAULT_TOKEN_CACHE_WORDS",
     "directions_side_by_side",
+    "EmbedSettings",
+    "check_model",
     "embed_sentences",
     "FeatureCache",
     "float64_sum",

@@ -6,7 +6,8 @@ import contextlib
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from ..model.elmo import Elmo
 
 __all__ = [
+    "EmbedSettings",
+    "check_model",
     "embed_sentences",
     "iter_embeddings",
     "check_layers",
@@ -62,17 +65,90 @@ def check_layers(layers: object, n_outputs: int, num_mixes: int) -> None:
         raise ValueError(f"layers must be {valid}; got {layers!r}.{why}")
 
 
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass(frozen=True)
+class EmbedSettings:
+    """How `embed_sentences`, `iter_embeddings` and `embed_file` (and `elmo embed`) run a model.
+
+    Declared once, here: the functions take these fields as keywords too, and `elmo embed`'s
+    options of the same names take their defaults and help from them (`metadata["help"]`).
+    Checked once, on construction, except `layers`, which is checked against the model it
+    selects from (`check_model`: its number of layers, its scalar mixes) once per call.
+
+    Attributes:
+        layers: `"all"` -> [n_layers + 1, tokens, dim] per sentence; `"top"` (last LSTM
+            layer), `"average"` (mean of all layers), `"mix"` (the first scalar mix) or a layer
+            index `k` in 0..n_layers -> [tokens, dim]. Layer 0 is the char CNN layer.
+        batch_tokens: Budget of padded positions per batch (see `batches_by_token_budget`).
+        batch_size: Optional cap on sentences per batch.
+        device: Move the model here first (inputs follow the model); None leaves it where it is.
+        autocast_dtype: Run under `torch.autocast` in this dtype (`torch.bfloat16` or
+            `torch.float16`), e.g. on a GPU: matrix products in half precision, about
+            3 significant digits; outputs are still float32 arrays. None (default):
+            the model's own dtype. On the CPU, `torch.bfloat16` runs the char CNN,
+            highway and LSTM products in bf16 with float32 accumulation, gates and
+            state, on CPUs with AVX512-BF16 or AMX (`elmo_core.model.precision`), and is
+            refused on others, where it would be slower than float32.
+        window_tokens: A sentence longer than this is read in overlapping windows of this many
+            tokens (see `elmo_core.runtime.windows`), so memory does not grow with its length;
+            shorter ones are read whole and are not affected. None (or 0) reads every sentence whole.
+        window_context: Tokens of context on each side of a window's kept tokens
+            (default `window_tokens // 8`).
+
+    Raises:
+        ValueError: for a bad budget or window, or an `autocast_dtype` other than
+            bfloat16/float16.
+    """
+
+    layers: str | int = field(default="all", metadata=_help("all | top | average | mix | a layer index 0..n_layers."))
+    batch_tokens: int = field(default=DEFAULT_BATCH_TOKENS, metadata=_help("Padded positions per biLM batch."))
+    batch_size: int | None = field(
+        default=None, metadata=_help("At most this many sentences per batch (default: the token budget alone decides).")
+    )
+    device: str | torch.device | None = None
+    autocast_dtype: torch.dtype | None = None
+    window_tokens: int | None = field(
+        default=DEFAULT_WINDOW_TOKENS,
+        metadata=_help("Read a sentence longer than this in overlapping windows of this many tokens (0 = read whole)."),
+    )
+    window_context: int | None = field(
+        default=None, metadata=_help("Context tokens on each side of a window (default: window-tokens // 8).")
+    )
+
+    def __post_init__(self) -> None:
+        check_int("batch_tokens", self.batch_tokens)
+        if self.batch_size is not None:
+            check_int("batch_size", self.batch_size)
+        object.__setattr__(self, "window_tokens", check_window_settings(self.window_tokens, self.window_context))
+        if self.autocast_dtype not in (None, torch.bfloat16, torch.float16):
+            raise ValueError(
+                f"autocast_dtype must be torch.bfloat16, torch.float16 or None; got {self.autocast_dtype!r}."
+            )
+
+    @classmethod
+    def given(cls, settings: EmbedSettings | None, overrides: dict[str, Any]) -> EmbedSettings:
+        """`settings` (default: `EmbedSettings()`) with the fields in `overrides` replaced.
+
+        Raises:
+            TypeError: for a `settings` that is not an `EmbedSettings`, or a keyword that is not
+                a field (names the fields).
+        """
+        if settings is not None and not isinstance(settings, cls):
+            raise TypeError(
+                f"settings must be an EmbedSettings, e.g. EmbedSettings(layers='top'); got {type(settings).__name__}."
+            )
+        unknown = sorted(set(overrides) - {f.name for f in fields(cls)})
+        if unknown:
+            raise TypeError(f"unknown embed settings {unknown}; valid: {[f.name for f in fields(cls)]}.")
+        base = settings if settings is not None else cls()
+        return replace(base, **overrides) if overrides else base
+
+
 def iter_embeddings(
-    model: Elmo,
-    sentences: Sequence[Sequence[str]],
-    *,
-    layers: str | int = "all",
-    batch_tokens: int = DEFAULT_BATCH_TOKENS,
-    batch_size: int | None = None,
-    device: str | torch.device | None = None,
-    autocast_dtype: torch.dtype | None = None,
-    window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
-    window_context: int | None = None,
+    model: Elmo, sentences: Sequence[Sequence[str]], settings: EmbedSettings | None = None, **overrides: Any
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Yield `(index, vectors)` for every sentence, batch by batch (not in input order).
 
@@ -86,43 +162,54 @@ def iter_embeddings(
     (`elmo_core.runtime.windows.run_in_windows`), so it stays flat over a long run. See
     `embed_sentences` for the arguments and shapes.
     """
-    _check_arguments(model, sentences, layers, batch_tokens, batch_size)
+    settings = EmbedSettings.given(settings, overrides)
+    _check_call(model, sentences, settings)
+    yield from _embeddings(model, sentences, settings)
+
+
+def _embeddings(
+    model: Elmo, sentences: Sequence[Sequence[str]], settings: EmbedSettings
+) -> Iterator[tuple[int, np.ndarray]]:
+    """`iter_embeddings` after its checks."""
     if not has_runtime(model):  # a model built by hand: the runtime every loader gives (no value changes)
         attach_runtime(model)
     if is_quantized(model):
-        _check_int8_use(model, device, autocast_dtype)
-    if device is not None:
-        model.to(device)
-    precision = _autocast(next(model.parameters()).device, autocast_dtype)
-    window_tokens = check_window_settings(window_tokens, window_context)
-    run_batch = _batch_runner(model, layers, precision)
+        _check_int8_use(model, settings.device, settings.autocast_dtype)
+    if settings.device is not None:
+        model.to(settings.device)
+    precision = _autocast(next(model.parameters()).device, settings.autocast_dtype)
+    run_batch = _batch_runner(model, settings.layers, precision)
     _enter_eval(model)
     try:
         with torch.inference_mode():
             yield from run_in_windows(
                 sentences,
                 run_batch,
-                batch_tokens=batch_tokens,
-                batch_size=batch_size,
-                window_tokens=window_tokens,
-                window_context=window_context,
+                batch_tokens=settings.batch_tokens,
+                batch_size=settings.batch_size,
+                window_tokens=settings.window_tokens,
+                window_context=settings.window_context,
             )
     finally:
         _leave_eval(model)
 
 
-def _check_arguments(model: Elmo, sentences: object, layers: object, batch_tokens: object, batch_size: object) -> None:
+def _check_call(model: Elmo, sentences: object, settings: EmbedSettings) -> None:
+    """Raise for input that is not tokenised sentences, a `layers` this model lacks, or a stateful model."""
     check_sentences(sentences)
-    check_layers(layers, model.n_outputs, len(model.scalar_mixes))
+    check_model(model, settings)
+
+
+def check_model(model: Elmo, settings: EmbedSettings) -> None:
+    """Raise ValueError unless `model` can run with `settings`: `layers` names one of its layers
+    (or its scalar mix), and it is stateless."""
+    check_layers(settings.layers, model.n_outputs, len(model.scalar_mixes))
     if model.bilm.stateful:
         raise ValueError(
             "embed() sorts sentences by length, which would scramble the LSTM states a "
             "stateful model carries between batch rows. Call the model on your own batches "
             "in stateful mode, or build it with stateful=False (the default)."
         )
-    check_int("batch_tokens", batch_tokens)
-    if batch_size is not None:
-        check_int("batch_size", batch_size)
 
 
 def _batch_runner(model: Elmo, layers: str | int, precision: contextlib.AbstractContextManager) -> RunBatch:
@@ -179,7 +266,7 @@ def _leave_eval(model: torch.nn.Module) -> None:
             model.train(entry[1])
 
 
-def _check_int8_use(model: torch.nn.Module, device: object, autocast_dtype: object) -> None:
+def _check_int8_use(model: torch.nn.Module, device: str | torch.device | None, autocast_dtype: object) -> None:
     """int8 layers run on the CPU in float32 only: say so before torch fails deep inside."""
     parameter = next(model.parameters())
     target = torch.device(device) if device is not None else parameter.device
@@ -195,73 +282,43 @@ def _autocast(device: torch.device, dtype: torch.dtype | None):
     """A `torch.autocast` context for `dtype`, or a no-op one for None."""
     if dtype is None:
         return contextlib.nullcontext()
-    if dtype not in (torch.bfloat16, torch.float16):
-        raise ValueError(f"autocast_dtype must be torch.bfloat16, torch.float16 or None; got {dtype!r}.")
     if device.type == "cpu" and dtype == torch.bfloat16:
         check_cpu_bf16()  # bf16 products with float32 state where the CPU has them (elmo_core.model.precision)
     return torch.autocast(device.type, dtype=dtype)
 
 
 def embed_sentences(
-    model: Elmo,
-    sentences: Sequence[Sequence[str]],
-    *,
-    layers: str | int = "all",
-    batch_tokens: int = DEFAULT_BATCH_TOKENS,
-    batch_size: int | None = None,
-    device: str | torch.device | None = None,
-    autocast_dtype: torch.dtype | None = None,
-    window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
-    window_context: int | None = None,
+    model: Elmo, sentences: Sequence[Sequence[str]], settings: EmbedSettings | None = None, **overrides: Any
 ) -> list[np.ndarray]:
     """ELMo vectors for tokenised sentences, one float32 CPU array per sentence, in order.
 
     Runs in eval mode under `torch.inference_mode`, batching by a token budget after sorting by
     length. A sentence's vectors do not depend on the batching (the default model is stateless).
 
+        embed_sentences(elmo, sentences, layers="top", batch_size=32)
+        embed_sentences(elmo, sentences, EmbedSettings(layers="top"))   # the same
+
     Args:
         model: An `Elmo` (stateless).
         sentences: Lists of token strings; empty lists give empty arrays.
-        layers: `"all"` -> [n_layers + 1, tokens, dim]; `"top"` (last LSTM layer),
-            `"average"` (mean of all layers), `"mix"` (the first scalar mix) or a layer
-            index `k` in 0..n_layers -> [tokens, dim]. Layer 0 is the char CNN layer.
-        batch_tokens: Budget of padded positions per batch (see `batches_by_token_budget`).
-        batch_size: Optional cap on sentences per batch.
-        device: Move the model here first (inputs follow the model).
-        autocast_dtype: Run under `torch.autocast` in this dtype (`torch.bfloat16` or
-            `torch.float16`), e.g. on a GPU: matrix products in half precision, about
-            3 significant digits; outputs are still float32 arrays. None (default):
-            the model's own dtype. On the CPU, `torch.bfloat16` runs the char CNN,
-            highway and LSTM products in bf16 with float32 accumulation, gates and
-            state, on CPUs with AVX512-BF16 or AMX (`elmo_core.model.precision`), and is
-            refused on others, where it would be slower than float32.
-        window_tokens: A sentence longer than this is read in overlapping windows of this many
-            tokens (see `elmo_core.runtime.windows`), so memory does not grow with its length; shorter
-            ones are read whole and are not affected. None (or 0) reads every sentence whole.
-        window_context: Tokens of context on each side of a window's kept tokens
-            (default `window_tokens // 8`).
+        settings: `EmbedSettings` (layers, batch budget, device, autocast, windows);
+            default `EmbedSettings()`.
+        **overrides: `EmbedSettings` fields, as keywords, replacing those of `settings`.
 
     Returns:
-        One array per input sentence, float32, dim = 2 * projection_dim.
+        One array per input sentence, float32, dim = 2 * projection_dim:
+        [n_layers + 1, tokens, dim] for layers="all", else [tokens, dim].
 
     Raises:
-        TypeError: if `sentences` is not a list of lists of str.
+        TypeError: if `sentences` is not a list of lists of str, or a keyword is not an
+            `EmbedSettings` field.
         ValueError: for an unknown `layers` value, a bad budget or window, a stateful
             model, an `autocast_dtype` other than bfloat16/float16, or bfloat16 on a CPU
             without native bf16.
     """
-    check_sentences(sentences)
+    settings = EmbedSettings.given(settings, overrides)
+    _check_call(model, sentences, settings)
     out: list[np.ndarray | None] = [None] * len(sentences)
-    for i, vectors in iter_embeddings(
-        model,
-        sentences,
-        layers=layers,
-        batch_tokens=batch_tokens,
-        batch_size=batch_size,
-        device=device,
-        autocast_dtype=autocast_dtype,
-        window_tokens=window_tokens,
-        window_context=window_context,
-    ):
+    for i, vectors in _embeddings(model, sentences, settings):
         out[i] = vectors
     return out  # type: ignore[return-value]

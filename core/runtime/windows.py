@@ -21,7 +21,7 @@ from .memory import release_free_memory
 __all__ = ["RunBatch", "run_in_windows"]
 
 
-RunBatch = Callable[[list[Sequence[str]]], Sequence[np.ndarray]]
+RunBatch = Callable[[list[Sequence[str]]], Sequence[np.ndarray] | np.ndarray]
 """Reads one batch of token lists; returns one array `[..., tokens, dim]` per row (token
 axis -2), holding at least that row's tokens (positions after them are ignored)."""
 
@@ -77,16 +77,20 @@ def run_in_windows(
             if (w.start, w.end) == (0, len(sequences[i])):  # read whole
                 yield i, np.array(kept, dtype=np.float32, order="C", copy=True)
                 continue
-            if i not in assembling:
-                shape = (*kept.shape[:-2], len(sequences[i]), kept.shape[-1])
-                assembling[i] = np.empty(shape, dtype=np.float32)
-            assembling[i][..., w.keep_start : w.keep_end, :] = kept
+            _add_window(assembling, i, len(sequences[i]), w, kept)
             windows_left[i] -= 1
             if windows_left[i] == 0:
                 yield i, assembling.pop(i)
         del arrays, texts  # before the next batch, not when it replaces them
         kept = None
         release_free_memory()
+
+
+def _add_window(assembling: dict[int, np.ndarray], i: int, length: int, w: Window, kept: np.ndarray) -> None:
+    """Copy a window's kept vectors into sequence `i`'s array, made at its first window."""
+    if i not in assembling:
+        assembling[i] = np.empty((*kept.shape[:-2], length, kept.shape[-1]), dtype=np.float32)
+    assembling[i][..., w.keep_start : w.keep_end, :] = kept
 
 
 def _pieces(num_tokens: int, window_tokens: int | None, window_context: int | None) -> list[Window]:

@@ -276,10 +276,10 @@ ELMO_SETTINGS: dict[str, Any] = {
     "num_output_representations": 1,
     "dropout": 0.5,
     "do_layer_norm": False,
-    "layer_norm_scope": "sentence",
     "keep_sentence_boundaries": False,
     "stateful": False,
     "scalar_mix_parameters": None,
+    "layer_norm_scope": "sentence",
 }
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import re
 import sys
 import textwrap
@@ -218,6 +219,32 @@ def _drop_lazy_core_imports(text: str, in_core: bool) -> str:
     return cleaned
 
 
+FOLDED = {"files.model_folder": ("ELMO_SETTINGS",)}
+"""Core constants computed from other definitions, written into the folder as their value.
+
+`ELMO_SETTINGS` is read from `Elmo.__init__`'s signature (its defaults are declared there,
+once); written as the computation, it would pull `Elmo`, and with it the whole model, into
+`configuration_elmo.py`."""
+
+
+def _fold(module: _Module) -> None:
+    """Replace each `FOLDED` constant of `module` by its value (a literal of str, number, bool, None)."""
+    for name in FOLDED.get(module.name, ()):
+        value = getattr(importlib.import_module(f"elmo_core.{module.name}"), name)
+        if not isinstance(value, dict) or ast.literal_eval(repr(value)) != value:
+            raise GenerationError(f"elmo_core/{_file(module.name)}: {name} is not a dict of literals.")
+        statement = module.defined[name]
+        items = "".join(f"    {_literal(key)}: {_literal(item)},\n" for key, item in value.items())
+        statement.text = f"{name}: dict[str, Any] = {{\n{items}}}\n"
+        statement.uses = {"Any"}
+        statement.lazy = {}
+
+
+def _literal(value: object) -> str:
+    """Python source for a literal, strings in double quotes (as ruff formats them)."""
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
 class _Flattener:
     """Resolves names across the core's modules and collects the definitions one file needs."""
 
@@ -234,6 +261,7 @@ class _Flattener:
                 raise GenerationError(f"elmo_core module {name!r} not found at {path}.")
             if real not in self.core:
                 self.core[real] = _parse(real, path.read_text(encoding="utf-8"), in_core=True)
+                _fold(self.core[real])
             self.core[name] = self.core[real]
         return self.core[name]
 

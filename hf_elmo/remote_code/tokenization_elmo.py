@@ -166,7 +166,7 @@ class _WholeWords:
 
 
 def _load_text_tokenizer(name: str) -> Callable[[str], list[str]]:
-    """The raw-text tokenizer `name` (an `elmo_core.files.tokenizers` plug-in).
+    """The raw-text tokenizer `name` (an `elmo_core.tokenizers` plug-in).
 
     In a saved folder loaded where elmo-bilm is not installed, no plug-in exists; the
     default rules ("spacy-en": spaCy's English tokenizer, whitespace tokens dropped by
@@ -212,7 +212,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         beginning_of_word_character, end_of_word_character, padding_character: The
             character-id scheme, saved so that a folder documents itself. They must
             equal elmo_core's (the only scheme the models were trained with).
-        text_tokenizer: Name of the raw-text tokenizer (an `elmo_core.files.tokenizers`
+        text_tokenizer: Name of the raw-text tokenizer (an `elmo_core.tokenizers`
             entry point); "spacy-en" = the pretraining data's rules.
         pad_token: Name of the padding token; its id is 0 (an all-zero row).
         unk_token: Name of the id every word gets (1): ELMo has no word vocabulary.

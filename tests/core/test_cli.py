@@ -133,7 +133,7 @@ def test_a_probe_plot_without_matplotlib_fails_before_the_probe_runs(tmp_path, m
 def test_without_a_model_the_default_is_used_or_a_clear_error_given(tmp_path, monkeypatch):
     import elmo_core.files.model_folder as model_folder
     from elmo_core import WeightFileError
-    from elmo_core.apps.cli import load_model
+    from elmo_core.apps.cli.shared import load_model
 
     monkeypatch.setattr(model_folder, "DEFAULT_MODEL_DIR", tmp_path / "none")
     with pytest.raises(WeightFileError, match="no default model is installed"):
@@ -280,7 +280,7 @@ def test_embed_refuses_an_output_that_is_its_input_under_any_spelling(tmp_path, 
     before = data.read_bytes()
     monkeypatch.chdir(tmp_path)
     loaded = []
-    monkeypatch.setattr("elmo_core.apps.cli.load_model", lambda *a, **k: loaded.append(1))
+    monkeypatch.setattr("elmo_core.apps.cli.embed.load_model", lambda *a, **k: loaded.append(1))
     for output in spellings:
         with pytest.raises(ElmoError, match=r"^OUTPUT .* is INPUT .* \(the same file\): writing it would destroy"):
             runner.invoke(app, ["embed", "data.txt", str(output)], catch_exceptions=False)
@@ -324,7 +324,7 @@ def test_every_command_that_writes_refuses_to_write_over_its_inputs(tmp_path, mo
         (["train", "--out", model, "--train", data, "--model", model], r"^--out .* is --model .* \(the same file\)"),
     ]
     ran = []
-    monkeypatch.setattr("elmo_core.apps.cli.load_model", lambda *a, **k: ran.append("model"))
+    monkeypatch.setattr("elmo_core.apps.cli.embed.load_model", lambda *a, **k: ran.append("model"))
     monkeypatch.setattr("elmo_core.apps.training.commands.run_training", lambda *a, **k: ran.append("train"))
     files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     for args, match in cases:
@@ -335,7 +335,7 @@ def test_every_command_that_writes_refuses_to_write_over_its_inputs(tmp_path, mo
 
 
 # ---------------------------------------------------------------- help at 80 columns, --version
-COMMANDS = ["embed", "train", "perplexity", "convert", "probe"]
+COMMANDS = ["embed", "train", "perplexity", "convert", "probe", "data pretokenize", "data vocab"]
 
 
 def _help(*args: str) -> str:
@@ -351,10 +351,12 @@ def test_help_at_80_columns_shows_every_option_whole_and_breaks_lines_only_where
     import click
     import typer.main
 
-    text = _help(command)
+    text = _help(*command.split())
     lines = text.splitlines()
     assert "…" not in text and max(map(len, lines)) <= 80
-    click_command = typer.main.get_command(app).commands[command]
+    click_command = typer.main.get_command(app)
+    for name in command.split():
+        click_command = click_command.commands[name]
     flat = " ".join(text.split())
     options = [p for p in click_command.params if isinstance(p, click.Option)]
     for option in options:
@@ -375,15 +377,31 @@ def test_help_at_80_columns_shows_every_option_whole_and_breaks_lines_only_where
             assert len(line.rstrip()) + 1 + len(after.split()[0]) > width, f"broken early:\n{line}\n{after}"
 
 
-@pytest.mark.parametrize("program", [["elmo"], [sys.executable, "-m", "elmo_core.apps.training"]])
+@pytest.mark.parametrize("program", [["elmo"], ["elmo", "data"], [sys.executable, "-m", "elmo_core"]])
 def test_the_list_of_commands_gives_each_summary_whole_at_80_columns(program):
-    if program == ["elmo"]:
-        program = [shutil.which("elmo") or str(Path(sys.executable).parent / "elmo")]
+    if program[0] == "elmo":
+        program = [shutil.which("elmo") or str(Path(sys.executable).parent / "elmo"), *program[1:]]
     env = {**os.environ, "COLUMNS": "80", "TERM": "dumb"}
     text = subprocess.run([*program, "--help"], capture_output=True, text=True, timeout=120, env=env).stdout
     listed = text.split("Commands:\n", 1)[1].splitlines()
     assert len(listed) >= 2 and all(len(line) <= 80 for line in listed)
     assert not any(line.rstrip().endswith(("...", "…")) for line in listed), text
+
+
+def test_embed_options_that_are_embed_settings_take_their_default_and_help_from_the_field():
+    from dataclasses import fields
+
+    import typer.main
+
+    from elmo_core import EmbedSettings
+
+    options = {p.name: p for p in typer.main.get_command(app).commands["embed"].params}
+    shared = ["layers", "batch_tokens", "batch_size", "window_tokens", "window_context"]
+    for f in fields(EmbedSettings):
+        if f.name in shared:
+            assert options[f.name].help == f.metadata["help"], f.name
+            assert options[f.name].default == (f.default or 0 if f.name == "window_tokens" else f.default), f.name
+    assert set(shared) < set(options) and "autocast_dtype" not in options  # --precision says it in words
 
 
 def test_version_is_the_installed_package_version():
@@ -489,7 +507,7 @@ def test_a_stop_signal_is_kept_where_python_drops_the_interrupt_its_handler_rais
     # would print "Exception ignored in ..." with a traceback), so the run would carry on to
     # the end. The recorded stop makes embed_file stop at its next line instead, and the
     # dropped interrupt is not printed (CI once saw its traceback from a weakref callback).
-    from elmo_core.apps.cli import _resumable_on_interrupt
+    from elmo_core.apps.cli.embed import _resumable_on_interrupt
 
     class SignalledInAFinalizer:
         def __del__(self) -> None:

@@ -135,3 +135,48 @@ def test_layer_norm_mix_does_not_depend_on_batch_mates_or_batch_size():
     one_by_one = embed_sentences(elmo, [short, mate], layers="mix", batch_tokens=1)[0]
     np.testing.assert_allclose(together, alone, atol=1e-5, rtol=1e-5)
     np.testing.assert_allclose(one_by_one, alone, atol=1e-5, rtol=1e-5)
+
+
+# ---------------------------------------------------------------- one settings object (issue 26)
+def test_the_sentences_are_checked_once_per_call(monkeypatch):
+    import elmo_core.runtime.embedding as embedding
+
+    calls = []
+    check = embedding.check_sentences
+    monkeypatch.setattr(embedding, "check_sentences", lambda sentences: calls.append(1) or check(sentences))
+    embed_sentences(make_tiny_elmo(), [S, S[:2]])
+    assert len(calls) == 1
+
+
+def test_embed_settings_or_their_fields_as_keywords_give_the_same_vectors():
+    from elmo_core import EmbedSettings, iter_embeddings
+
+    elmo = make_tiny_elmo()
+    sentences = [S, S[:3], S * 40]
+    settings = EmbedSettings(layers="top", batch_size=2, window_tokens=64)
+    by_keywords = embed_sentences(elmo, sentences, layers="top", batch_size=2, window_tokens=64)
+    by_settings = embed_sentences(elmo, sentences, settings)
+    changed = embed_sentences(elmo, sentences, EmbedSettings(layers=0, batch_size=2), layers="top", window_tokens=64)
+    iterated = dict(iter_embeddings(elmo, sentences, settings))
+    for i, reference in enumerate(by_keywords):
+        assert reference.shape == (len(sentences[i]), 16)
+        for other in (by_settings[i], changed[i], iterated[i]):
+            np.testing.assert_array_equal(other, reference)
+
+
+def test_embed_settings_are_checked_when_made():
+    import torch
+
+    from elmo_core import EmbedSettings
+
+    with pytest.raises(ValueError, match="batch_tokens must be a positive integer; got 0"):
+        EmbedSettings(batch_tokens=0)
+    with pytest.raises(ValueError, match="autocast_dtype must be torch.bfloat16, torch.float16 or None"):
+        EmbedSettings(autocast_dtype=torch.float64)
+    with pytest.raises(ValueError, match="window"):
+        EmbedSettings(window_tokens=100, window_context=50)
+    assert EmbedSettings(window_tokens=0).window_tokens is None  # 0 = read whole, as on the command line
+    with pytest.raises(TypeError, match=r"unknown embed settings \['batch'\]; valid: \['layers', 'batch_tokens'"):
+        embed_sentences(make_tiny_elmo(), [S], batch=4)
+    with pytest.raises(TypeError, match="settings must be an EmbedSettings, e.g. EmbedSettings"):
+        embed_sentences(make_tiny_elmo(), [S], {"layers": "top"})

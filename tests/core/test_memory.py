@@ -71,7 +71,7 @@ def test_loading_holds_each_weight_once(tmp_path):
     (tmp_path / "options.json").write_text(json.dumps({k: data[k] for k in ("lstm", "char_cnn")}), encoding="utf-8")
     save_model_folder(elmo, tmp_path / "model")
     del elmo
-    load = "from pathlib import Path; from elmo_core.apps.cli import load_model; load_model({})"
+    load = "from pathlib import Path; from elmo_core.apps.cli.shared import load_model; load_model({})"
     # A process that only builds the model holds each weight once, by construction.
     built = least_peak_rss_mib(
         [

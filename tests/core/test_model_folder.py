@@ -334,3 +334,14 @@ def test_a_folder_of_several_variants_asks_which(tmp_path):
     load_model_folder(tmp_path, variant="bf16")
     with pytest.raises(WeightFileError, match=r"has no model.int8.safetensors \(the weights\)"):
         load_model_folder(tmp_path, variant="int8")
+
+
+def test_the_stored_elmo_settings_are_the_constructors_keywords_with_its_defaults():
+    import inspect
+
+    from elmo_core import Elmo
+    from elmo_core.files import ELMO_SETTINGS
+
+    parameters = list(inspect.signature(Elmo.__init__).parameters.values())[2:]  # after self, options
+    expected = [(p.name, p.default) for p in parameters if p.name != "requires_grad"]  # not stored
+    assert list(ELMO_SETTINGS.items()) == expected

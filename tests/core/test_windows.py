@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import elmo_core.apps.cli
+import elmo_core.apps.cli.embed
 import elmo_core.runtime.windows
 from elmo_core import DEFAULT_WINDOW_TOKENS, check_window_settings, embed_sentences, plan_windows, run_in_windows
 from elmo_core.apps.cli import app
@@ -227,7 +227,7 @@ def _cli_embed(monkeypatch, tmp_path, doc: list[str], *options: str):
     elmo = make_tiny_elmo(dropout=0.0)
     seen = []
     elmo.bilm.register_forward_hook(lambda module, args, out: seen.append(out.activations.shape[2]))
-    monkeypatch.setattr(elmo_core.apps.cli, "load_model", lambda *args, **kwargs: elmo)
+    monkeypatch.setattr(elmo_core.apps.cli.embed, "load_model", lambda *args, **kwargs: elmo)
     (tmp_path / "in.txt").write_text(" ".join(doc) + "\nshort line\n", encoding="utf-8")
     result = CliRunner().invoke(
         app,

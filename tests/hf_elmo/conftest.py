@@ -133,7 +133,7 @@ for name in ("elmo_core", "hf_elmo", "spacy_elmo"):
     except ModuleNotFoundError:
         continue
     raise AssertionError(f"{name} must not be importable here")
-assert not importlib.metadata.entry_points(group="elmo_core.files.tokenizers")
+assert not importlib.metadata.entry_points(group="elmo_core.tokenizers")
 """
 
 

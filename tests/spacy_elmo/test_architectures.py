@@ -12,6 +12,7 @@ import spacy
 from spacy.util import RegistryError, fix_random_seed, registry
 from thinc.api import Config
 
+import elmo_core
 import spacy_elmo.architectures
 import spacy_elmo.layers
 from spacy_elmo.architectures import ElmoLayers_v1, ElmoLayers_v2, ElmoListener_v1, Tok2VecElmo_v1
@@ -63,10 +64,27 @@ def test_the_biLM_layer_is_named_elmo_layers_in_its_module_builder_and_thinc_nod
 def test_default_config_builds_an_elmo_component_without_reading_anything():
     config = Config().from_str(DEFAULT_CONFIG_STR)
     assert config["elmo"]["model"]["@architectures"] == "spacy-elmo.ElmoLayers.v2"
-    assert config["elmo"]["model"]["path"] == ""
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
     assert nlp.get_pipe_config("elmo")["model"]["max_batch_tokens"] == 4096
+    assert nlp.get_pipe_config("elmo")["model"]["path"] == ""
+
+
+def test_the_components_settings_are_declared_once_in_its_layers_signature():
+    import inspect
+
+    # The factory's default config names the architecture and sets nothing: spaCy fills in
+    # every argument from ElmoLayers.v2's signature, the one place its defaults are written.
+    assert dict(Config().from_str(DEFAULT_CONFIG_STR)["elmo"]["model"]) == {
+        "@architectures": "spacy-elmo.ElmoLayers.v2"
+    }
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    filled = {k: v for k, v in nlp.get_pipe_config("elmo")["model"].items() if k != "@architectures"}
+    signature = inspect.signature(ElmoLayers_v2).parameters
+    assert filled == {name: p.default for name, p in signature.items()}
+    assert filled["max_batch_tokens"] == elmo_core.DEFAULT_BATCH_TOKENS
+    assert filled["window_tokens"] == elmo_core.DEFAULT_WINDOW_TOKENS
 
 
 @pytest.mark.parametrize("width", [0, -3, True])

@@ -2,8 +2,7 @@
 
     from elmo_core.apps.training import Vocabulary, TrainingStream, BiLMLanguageModel, Trainer
 
-The command line is `elmo train` / `elmo perplexity`; `python -m elmo_core.apps.training`
-adds `pretokenize` and `vocab`.
+The command line is `elmo train`, `elmo perplexity` and `elmo data pretokenize|vocab`.
 """
 
 from __future__ import annotations

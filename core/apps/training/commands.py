@@ -1,6 +1,6 @@
-"""What `elmo train`, `elmo perplexity` and `python -m elmo_core.apps.training` do, as functions.
+"""What `elmo train`, `elmo perplexity` and `elmo data` do, as functions.
 
-The typer layer (core/cli.py, training/__main__.py) only parses arguments and prints;
+The typer layer (`elmo_core.apps.cli`) only parses arguments and prints;
 everything else is here, so that it can be called and tested without a shell.
 """
 
@@ -11,7 +11,7 @@ import glob
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from ...files.model_folder import MODEL_FOLDER_FILES, load_model_folder, read_mo
 from ...files.options_file import read_options
 from ...files.text_files import check_input_file, check_output_spares_inputs, is_stream, iter_lines
 from ...model.checks import check_int
-from ...model.errors import ElmoError
+from ...model.errors import ElmoError, WeightFileError
 from .corpus import DEFAULT_SPLITTER, Splitter, get_sentence_splitter, iter_sentences
 from .data import PrefetchingStream, TrainingStream
 from .model import LM_HEAD_NAME, VOCAB_NAME, BiLMLanguageModel, has_lm_head, load_language_model
@@ -38,6 +38,7 @@ from .trainer import (
     init_distributed,
     lm_from_checkpoint,
     load_checkpoint_file,
+    option_help,
     seed_everything,
 )
 from .vocab import Vocabulary
@@ -55,8 +56,21 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_VOCAB_SIZE = 100_000
 
+STOP_SETTINGS = ("max_steps", "max_hours", "max_epochs", "checkpoint_every", "validate_every", "log_every", "progress")
+"""The `TrainConfig` fields a resumed run takes from its command rather than from its checkpoint."""
+
 TRAINING_FILES = (CHECKPOINT_NAME, LOG_NAME, VOCAB_NAME, LM_HEAD_NAME, *MODEL_FOLDER_FILES)
 """Name patterns of the files `elmo train` writes in --out."""
+
+
+def _cutoffs_from_text(text: str | None) -> list[int] | None:
+    """`--cutoffs 4000,20000` -> [4000, 20000]."""
+    return [int(c) for c in text.split(",")] if text else None
+
+
+def _path_option(text: str) -> dict[str, Any]:
+    """`option_help` for a path field that may be None."""
+    return option_help(text, type=Path | None)
 
 
 def _check_glob_spares_out(pattern: str, out: Path) -> None:
@@ -122,59 +136,105 @@ def _shared_vocabulary(make: Any, distributed: bool) -> Vocabulary:
     return Vocabulary(*box[0])
 
 
-@dataclass(frozen=True)
-class TrainingSettings:
-    """Everything `elmo train` takes: one field per option, of the same name (see `elmo train
-    --help`), plus `splitter`, the sentence splitter for raw text, which has no option.
+@dataclass(kw_only=True)
+class TrainingSettings(TrainConfig):
+    """Everything `elmo train` takes: the `TrainConfig` fields (optimisation, stopping,
+    logging) and the run's data, output folder and starting point, one field per option of
+    the same name (`elmo train --help`, whose options are made from these fields: their
+    defaults, and `metadata["help"]`); plus `splitter`, the sentence splitter for raw text,
+    and `valid_batch_tokens`, which have no option.
 
     Exactly one starting point: `options` (a new model), `model` (continue from a model
     folder: its weights, and its vocabulary and softmax when it has them) or `resume`
     (a checkpoint: model, optimiser, data position and RNG exactly; the data settings
     come from the checkpoint, the stopping and logging settings from these fields).
+
+    Checked on construction (`ElmoError`, in the options' spelling); the files are checked
+    by `check_files`, which `run_training` calls before anything is read or written.
     """
 
-    # The data, the output folder, and where the run starts.
-    train: Sequence[str | Path] | None
-    valid: str | Path | None
-    out: str | Path
-    options: str | Path | None = None
-    model: str | Path | None = None
-    resume: str | Path | None = None
+    # The output folder, the data, and where the run starts.
+    out: str | Path = field(
+        metadata=option_help("Output folder: model folder, checkpoint.pt, train_log.jsonl.", type=Path)
+    )
+    train: Sequence[str | Path] | None = field(
+        default=None,
+        metadata=option_help(
+            "Training text: a file or a quoted glob ('train/*.txt.xz'); repeat for more. Optional with --resume.",
+            type=list[str] | None,
+        ),
+    )
+    valid: str | Path | None = field(default=None, metadata=_path_option("Held-out text for validation perplexity."))
+    options: str | Path | None = field(default=None, metadata=_path_option("bilm-tf options.json of a new model."))
+    model: str | Path | None = field(
+        default=None,
+        metadata=_path_option("Continue from this model folder (weights; vocabulary and softmax if it has them)."),
+    )
+    resume: str | Path | None = field(
+        default=None, metadata=_path_option("Continue a run exactly from its checkpoint.pt.")
+    )
     # A new vocabulary: read from `vocab`, or the words of the training text kept by size or count.
-    vocab: str | Path | None = None
-    vocab_size: int | None = None
-    min_count: int | None = None
-    # The data stream (stored in every checkpoint).
-    batch_tokens: int = 4096
-    pretokenized: bool = False
+    vocab: str | Path | None = field(
+        default=None,
+        metadata=_path_option("Vocabulary file (bilm-tf vocab.txt) instead of counting the training text."),
+    )
+    vocab_size: int | None = field(
+        default=None,
+        metadata=option_help(f"Keep the N most frequent words (specials included). Default {DEFAULT_VOCAB_SIZE}."),
+    )
+    min_count: int | None = field(
+        default=None, metadata=option_help("Keep words seen at least N times (instead of --vocab-size).")
+    )
+    # The data stream (stored in every checkpoint; `seed` too).
+    batch_tokens: int = field(
+        default=4096, metadata=option_help("Padded positions per batch and process (<S>/</S> included).")
+    )
+    pretokenized: bool = field(
+        default=False,
+        metadata=option_help("Input is one tokenised sentence per line (see elmo data pretokenize)."),
+    )
     splitter: str = DEFAULT_SPLITTER
-    seed: int = 0
-    max_sentence_tokens: int | None = 100
-    buffer_sentences: int = 20_000
-    # The model and its optimisation.
-    dropout: float = 0.1
-    cutoffs: Sequence[int] | None = None
-    # The optimisation, stopping and logging settings default to `TrainConfig`'s own.
-    optimizer: str = TrainConfig.optimizer
-    lr: float | None = TrainConfig.lr
-    clip_norm: float = TrainConfig.clip_norm
-    precision: str | None = None  # a new run: TrainConfig's "auto"; a resumed run: the checkpoint's
-    # When to stop, validate, log and save.
-    max_steps: int | None = TrainConfig.max_steps
-    max_hours: float | None = TrainConfig.max_hours
-    max_epochs: int | None = TrainConfig.max_epochs
-    checkpoint_every: int = TrainConfig.checkpoint_every
-    validate_every: int = TrainConfig.validate_every
-    log_every: int = TrainConfig.log_every
-    progress: bool = TrainConfig.progress
+    max_sentence_tokens: int | None = field(
+        default=100, metadata=option_help("Cut longer sentences into pieces of this many tokens.", type=int)
+    )
+    buffer_sentences: int = field(
+        default=20_000, metadata=option_help("Sentences shuffled and length-sorted together.")
+    )
+    # The model.
+    dropout: float = field(
+        default=0.1, metadata=option_help("Dropout on LSTM inputs and the top output (bilm-tf: 0.1).")
+    )
+    cutoffs: Sequence[int] | None = field(
+        default=None,
+        metadata=option_help(
+            "Adaptive-softmax cluster ends, e.g. '4000,20000' (default: from the vocabulary size).",
+            type=str | None,
+            parse=_cutoffs_from_text,
+        ),
+    )
+    # None: "auto" for a new run (TrainConfig's default); a resumed run's checkpoint's.
+    precision: str | None = field(  # type: ignore[assignment]
+        default=None,
+        metadata=option_help(
+            "auto (bf16 on CUDA, fp32 on CPU; the default), fp32, bf16 or fp16. With --resume: the "
+            "checkpoint's unless given, a new one from here on when given."
+        ),
+    )
     # Where it runs; `prefetch` batches are built ahead in a worker process (`PrefetchingStream`);
     # None = 8 on CUDA, 0 (build in the training process) on the CPU, where the worker would
     # only take a core from training.
-    device: str = "cpu"
-    prefetch: int | None = None
+    device: str = field(
+        default="cpu",
+        metadata=option_help("torch device, e.g. cpu or cuda; under torchrun each process uses cuda:LOCAL_RANK."),
+    )
+    prefetch: int | None = field(
+        default=None, metadata=option_help("Batches built ahead in a worker process (default 8 on CUDA, 0 on CPU).")
+    )
 
-    def check(self) -> None:
-        """Raise ElmoError unless there is exactly one starting point and one vocabulary size rule."""
+    def __post_init__(self) -> None:
+        """Raise ElmoError unless there is exactly one starting point, one vocabulary size rule,
+        and every number is in range. (`TrainConfig`'s own checks, such as a stop condition,
+        run when the run's config is made: `train_config`, or the checkpoint's.)"""
         if sum(x is not None for x in (self.options, self.model, self.resume)) != 1:
             raise ElmoError(
                 "give exactly one of --options options.json (a new model), --model DIR (continue from a "
@@ -182,7 +242,10 @@ class TrainingSettings:
             )
         if self.vocab_size is not None and self.min_count is not None:
             raise ElmoError("give --vocab-size or --min-count, not both.")
-        # Before the vocabulary is counted or anything is written, in the options' spelling.
+        self._check_numbers()
+
+    def _check_numbers(self) -> None:
+        """Before the vocabulary is counted or anything is written, in the options' spelling."""
         check_int("--batch-tokens", self.batch_tokens, error=ElmoError)
         check_int("--max-steps", self.max_steps, none_ok=True, error=ElmoError)
         check_int("--max-epochs", self.max_epochs, none_ok=True, error=ElmoError)
@@ -199,7 +262,6 @@ class TrainingSettings:
             raise ElmoError(f"--lr must be a positive learning rate; got {self.lr}.")
         if not 0.0 <= self.dropout < 1.0:
             raise ElmoError(f"--dropout must be in [0, 1); got {self.dropout}.")
-        self.check_files()
 
     def check_files(self) -> None:
         """Raise a one-line ElmoError, before anything is read or written, for a training file
@@ -209,7 +271,7 @@ class TrainingSettings:
         no validation perplexity). The --resume checkpoint is the one file of --out a run
         reads and then replaces."""
         reason = "elmo train reads its training files again on every epoch"
-        train = []
+        train: list[tuple[str, str | Path | None]] = []
         for pattern in self.train or []:
             if is_stream(pattern):
                 check_input_file(pattern, "--train", streams=reason)
@@ -227,8 +289,7 @@ class TrainingSettings:
 
     def stop_settings(self) -> dict[str, Any]:
         """When to stop, validate, log and save: `TrainConfig` fields a run always takes from here."""
-        names = ("max_steps", "max_hours", "max_epochs", "checkpoint_every", "validate_every", "log_every", "progress")
-        return {name: getattr(self, name) for name in names}
+        return {name: getattr(self, name) for name in STOP_SETTINGS}
 
     def resume_settings(self) -> dict[str, Any]:
         """The `TrainConfig` fields a resumed run takes from here rather than from its checkpoint:
@@ -253,15 +314,14 @@ class TrainingSettings:
         }
 
     def train_config(self) -> TrainConfig:
-        """The optimisation, stopping and logging settings of a new run."""
-        return TrainConfig(
-            optimizer=self.optimizer,
-            lr=self.lr,
-            clip_norm=self.clip_norm,
-            precision=self.precision or TrainConfig.precision,
-            seed=self.seed,
-            **self.stop_settings(),
-        )
+        """The optimisation, stopping and logging settings of a new run: this object's
+        `TrainConfig` fields, with precision "auto" when none is given.
+
+        Raises:
+            ValueError: if there is no stop condition (`TrainConfig`).
+        """
+        config = {f.name: getattr(self, f.name) for f in fields(TrainConfig)}
+        return TrainConfig(**{**config, "precision": self.precision or TrainConfig.precision})
 
 
 def run_training(settings: TrainingSettings | None = None, /, **fields: Any) -> dict[str, Any]:
@@ -284,7 +344,7 @@ def run_training(settings: TrainingSettings | None = None, /, **fields: Any) -> 
         settings = TrainingSettings(**fields)
     elif fields:
         settings = replace(settings, **fields)
-    settings.check()
+    settings.check_files()
     rank, world_size, device = init_distributed(settings.device)
     distributed = world_size > 1
     lock = None
@@ -392,6 +452,7 @@ def _start_from_scratch_or_folder(settings: TrainingSettings, distributed: bool)
     if not data["train"]:
         raise ElmoError("give the training text with --train FILE (repeat it, or use a quoted glob).")
     seed_everything(config.seed)  # before building the model: the same weights on every rank
+    elmo_settings: dict[str, Any] | None
     if model is not None and has_lm_head(model):
         lm, vocabulary, elmo_settings = load_language_model(model, dropout=dropout)
         if settings.cutoffs is not None or vocab is not None:
@@ -479,6 +540,8 @@ def run_perplexity(
         WeightFileError: if there is no such model, or it has no language-model head.
     """
     folder = resolve_model_source(model).folder
+    if folder is None:
+        raise WeightFileError(f"{model}: a language model is a model folder (from elmo train), not a bilm-tf pair.")
     lm, vocab, _ = load_language_model(folder, map_location=device)
     split = None if pretokenized else get_sentence_splitter(splitter)
     results = []

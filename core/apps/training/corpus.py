@@ -5,7 +5,7 @@ Input files are plain `.txt` or xz-compressed `.txt.xz`, read as UTF-8 by
 
 - raw text, one paragraph per line (as in `enwiki2015/`); a `Splitter`
   (`paragraph -> sentences of tokens`) cuts each line. The core imports no tokenizer:
-  `get_sentence_splitter()` loads one through the `elmo_core.files.tokenizers` entry points
+  `get_sentence_splitter()` loads one through the `elmo_core.tokenizers` entry points
   (`spacy_elmo` registers `spacy-en-sentences`: spaCy's English tokenizer rules and
   rule-based sentencizer);
 - pre-tokenised text (`splitter=None`): one sentence per line, tokens separated by
@@ -44,12 +44,12 @@ DEFAULT_SPLITTER = "spacy-en-sentences"
 
 
 def get_sentence_splitter(name: str = DEFAULT_SPLITTER) -> Splitter:
-    """A sentence splitter + tokenizer registered under the `elmo_core.files.tokenizers` entry points.
+    """A sentence splitter + tokenizer registered under the `elmo_core.tokenizers` entry points.
 
     Raises:
         ElmoError: if none of that name is installed, or its library (spaCy) is missing.
     """
-    return get_tokenizer(name)  # type: ignore[return-value]  # this entry point returns sentences
+    return get_tokenizer(name)  # this entry point's tokenizer returns sentences
 
 
 def cut_sentence(tokens: list[str], max_tokens: int | None) -> list[list[str]]:
@@ -125,6 +125,7 @@ def pretokenize_files(
         if jobs > 1:
             import multiprocessing
 
+            assert isinstance(splitter, str)  # checked above: workers load the splitter by its name
             with multiprocessing.get_context("spawn").Pool(jobs) as pool:
                 chunks = pool.imap(_pretokenize_one, [(str(p), splitter) for p in inputs])
                 for text, n_sentences, n_tokens in chunks:

@@ -65,10 +65,10 @@ class Perplexity(NamedTuple):
         """exp((forward loss + backward loss) / 2), bilm-tf's "average perplexity"."""
         return _exp((self.forward_nll + self.backward_nll) / (2 * self.tokens)) if self.tokens else math.nan
 
-    def __add__(self, other: object) -> Perplexity:  # type: ignore[override]
+    def __add__(self, other: object) -> Perplexity:
         if not isinstance(other, Perplexity):
             return NotImplemented
-        return Perplexity(*(a + b for a, b in zip(self, other)))
+        return Perplexity._make(a + b for a, b in zip(self, other))
 
 
 def _exp(x: float) -> float:

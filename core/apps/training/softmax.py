@@ -22,6 +22,9 @@ autocast dtype on the CPU, so bf16 losses are now closer to float32 ones).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import cast
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -115,7 +118,8 @@ def adaptive_log_prob(
         head = softmax.head
         bias = head.bias.to(dtype) if head.bias is not None else None
         log_prob = _LogSoftmaxAt.apply(x, head.weight.to(dtype), bias, head_target)  # [rows]
-        for k, (projection, output) in enumerate(softmax.tail, start=1):
+        for k, pair in enumerate(cast(Iterable[nn.Sequential], softmax.tail), start=1):
+            projection, output = cast(nn.Linear, pair[0]), cast(nn.Linear, pair[1])
             rows = (cluster == k).nonzero().squeeze(1)
             if rows.numel() == 0:
                 continue

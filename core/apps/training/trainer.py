@@ -33,7 +33,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,7 @@ __all__ = [
     "TrainConfig",
     "Trainer",
     "config_from_checkpoint",
+    "option_help",
     "init_distributed",
     "lm_from_checkpoint",
     "load_checkpoint_file",
@@ -86,7 +87,14 @@ CHECKPOINT_NAME = "checkpoint.pt"
 LOG_NAME = "train_log.jsonl"
 
 
-@dataclass
+def option_help(text: str, **cli: Any) -> dict[str, Any]:
+    """A settings field's metadata: `help`, the help of the `elmo train` option made from the
+    field, and `cli`, anything the option needs besides (`type`: its type, where the
+    field's does not suit a command line)."""
+    return {"help": text, "cli": cli}
+
+
+@dataclass(kw_only=True)
 class TrainConfig:
     """Optimisation and bookkeeping settings (the model's are in `BiLMOptions`).
 
@@ -118,19 +126,32 @@ class TrainConfig:
         progress: Show a tqdm bar (rank 0).
     """
 
-    optimizer: str = "adam"
-    lr: float | None = None
-    clip_norm: float = 10.0
+    # Each field's `metadata["help"]` is the help of `elmo train`'s option of the same name.
+    optimizer: str = field(default="adam", metadata=option_help("adam or adagrad (bilm-tf's)."))
+    lr: float | None = field(
+        default=None,
+        metadata=option_help(
+            "Learning rate (default 1e-3 for adam, 0.2 for adagrad). With --resume: a new rate from the "
+            "first resumed step on (default: the checkpoint's)."
+        ),
+    )
+    clip_norm: float = field(default=10.0, metadata=option_help("Clip the gradient norm to this (0 = off)."))
     precision: str = "auto"
-    max_steps: int | None = None
-    max_hours: float | None = None
-    max_epochs: int | None = None
-    checkpoint_every: int = 1000
-    validate_every: int = 1000
-    log_every: int = 50
+    max_steps: int | None = field(default=None, metadata=option_help("Stop at this total number of steps."))
+    max_hours: float | None = field(default=None, metadata=option_help("Stop after this many hours of this run."))
+    max_epochs: int | None = field(
+        default=None,
+        metadata=option_help(
+            "Stop at the end of this many passes over the training files (counted across resumes; "
+            "under torchrun, when the first rank has read its share)."
+        ),
+    )
+    checkpoint_every: int = field(default=1000, metadata=option_help("Save checkpoint and model folder every N steps."))
+    validate_every: int = field(default=1000, metadata=option_help("Validation perplexity every N steps."))
+    log_every: int = field(default=50, metadata=option_help("A train_log.jsonl row every N steps."))
     valid_batch_tokens: int = 8192
-    seed: int = 0
-    progress: bool = True
+    seed: int = field(default=0, metadata=option_help("Seed for weights, shuffling and dropout."))
+    progress: bool = field(default=True, metadata=option_help("Show a progress bar."))
 
     def __post_init__(self) -> None:
         if self.optimizer not in ("adam", "adagrad"):
@@ -235,13 +256,7 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision == "fp16")
         self.stream = stream
         if config.max_epochs is not None:
-            limited = getattr(stream, "stream", stream)  # a PrefetchingStream's TrainingStream
-            if not hasattr(limited, "epochs"):
-                raise ValueError(
-                    f"max_epochs needs a TrainingStream (or a PrefetchingStream of one), which counts its "
-                    f"passes; got {type(stream).__name__}. Stop it with max_steps or max_hours instead."
-                )
-            limited.epochs = config.max_epochs
+            _limit_epochs(stream, config.max_epochs)
         self.valid_sentences = list(valid_sentences) if valid_sentences is not None else None
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.elmo_settings = elmo_settings
@@ -249,7 +264,7 @@ class Trainer:
         self.step = 0
         self.tokens_seen = 0  # words, all ranks
         self.elapsed_before = 0.0  # seconds trained by earlier invocations
-        self._iterator = None
+        self._iterator: Iterator[Batch] | None = None
 
     @property
     def is_main(self) -> bool:
@@ -335,11 +350,13 @@ class Trainer:
             self._train_until_stopped(run, bar, callback)
         finally:
             bar.close()
-            if hasattr(self._iterator, "close"):  # a generator: the stream keeps its position
-                self._iterator.close()  # (and a prefetching worker stops)
+            close = getattr(self._iterator, "close", None)
+            if close is not None:  # a generator: the stream keeps its position
+                close()  # (and a prefetching worker stops)
                 self._iterator = None
-            if run.put_back is not None:
-                self.stream.load_state_dict(run.put_back)
+            if run.put_back is not None:  # only taken from a stream with state_dict()
+                stream: Any = self.stream
+                stream.load_state_dict(run.put_back)
                 self._iterator = None
         return self._finish_fit(run)
 
@@ -352,11 +369,13 @@ class Trainer:
             if self._agree(out_of_time):
                 break
             before = self.stream.state_dict() if hasattr(self.stream, "state_dict") else None
+            assert self._iterator is not None  # made in fit()
             batch = next(self._iterator, None)
             if self._agree(batch is None):  # a rank's stream has ended: all stop together
                 if batch is not None:  # taken from this rank's stream but not trained: put it back
                     run.put_back = before
                 break
+            assert batch is not None  # every rank has one (agreed above)
             result = self.train_step(batch)
             run.interval.add(result)
             if callback is not None:
@@ -524,6 +543,17 @@ class Trainer:
         self._iterator = None
         if self.is_main and self.out_dir is not None:
             truncate_log(self.out_dir / LOG_NAME, self.step)
+
+
+def _limit_epochs(stream: Iterable[Batch], max_epochs: int) -> None:
+    """Make `stream` end after `max_epochs` passes over its files (`TrainingStream.epochs`)."""
+    limited = getattr(stream, "stream", stream)  # a PrefetchingStream's TrainingStream
+    if not hasattr(limited, "epochs"):
+        raise ValueError(
+            f"max_epochs needs a TrainingStream (or a PrefetchingStream of one), which counts its "
+            f"passes; got {type(stream).__name__}. Stop it with max_steps or max_hours instead."
+        )
+    limited.epochs = max_epochs
 
 
 def config_from_checkpoint(state: dict[str, Any], **overrides: Any) -> TrainConfig:

@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 from elmo_core import load_model_folder
 from elmo_core.apps.cli import app
 from elmo_core.apps.training import TrainingStream, load_language_model
-from elmo_core.apps.training.__main__ import app as prepare_app
 from elmo_core.apps.training.commands import TrainingSettings, run_perplexity, run_training
 from elmo_core.model.errors import ElmoError, WeightFileError
 
@@ -166,10 +165,14 @@ def test_every_train_option_is_the_training_settings_field_of_its_name():
     import inspect
     from dataclasses import fields
 
-    from elmo_core.apps.cli import train
+    from elmo_core.apps.cli.train import train
 
-    options = set(inspect.signature(train).parameters) - {"train_files"} | {"train"}  # --train: `train` is taken
-    assert options == {f.name for f in fields(TrainingSettings)} - {"splitter"}  # the splitter has no option
+    parameters = inspect.signature(train).parameters
+    assert set(parameters) == {f.name for f in fields(TrainingSettings)} - {"splitter", "valid_batch_tokens"}
+    for f in fields(TrainingSettings):  # the option's default is the field's, and its help the field's
+        if f.name in parameters and f.name != "out":
+            assert parameters[f.name].default == f.default, f.name
+            assert parameters[f.name].annotation.__metadata__[0].help == f.metadata["help"], f.name
 
 
 def test_run_training_takes_settings_or_their_fields_as_keywords(tmp_path, options_file, train_file):
@@ -218,12 +221,12 @@ def test_prepare_commands_write_a_cache_and_a_vocabulary(tmp_path):
     raw = tmp_path / "raw.txt"
     raw.write_text("The cat sat. It was red!\n\nA dog ran.\n", encoding="utf-8")
     cache = tmp_path / "cache.txt"
-    result = runner.invoke(prepare_app, ["pretokenize", str(raw), "--out", str(cache)], catch_exceptions=False)
+    result = runner.invoke(app, ["data", "pretokenize", str(raw), "--out", str(cache)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert cache.read_text(encoding="utf-8") == "The cat sat .\nIt was red !\nA dog ran .\n"
     vocab = tmp_path / "vocab.txt"
     result = runner.invoke(
-        prepare_app, ["vocab", str(cache), "--out", str(vocab), "--pretokenized"], catch_exceptions=False
+        app, ["data", "vocab", str(cache), "--out", str(vocab), "--pretokenized"], catch_exceptions=False
     )
     assert result.exit_code == 0, result.output
     assert vocab.read_text(encoding="utf-8").splitlines()[:4] == ["<S>\t3", "</S>\t3", "<UNK>\t0", ".\t2"]
@@ -348,7 +351,7 @@ def test_prepare_commands_refuse_to_write_over_their_input(tmp_path, train_file)
     ]
     for command in commands:
         with pytest.raises(ElmoError, match=r"^--out .* is FILES .* \(the same file\): writing it would destroy"):
-            runner.invoke(prepare_app, [str(a) for a in command], catch_exceptions=False)
+            runner.invoke(app, ["data", *map(str, command)], catch_exceptions=False)
     assert train_file.read_bytes() == before
 
 
@@ -460,3 +463,16 @@ def test_a_train_glob_that_would_match_what_the_run_writes_in_out_is_refused_up_
     message = one_line_error(*train_args(out, pattern, valid_file, "--options", options_file, "--max-steps", 1))
     assert message.startswith(f"error: --train {pattern!r} is a pattern in --out {out}, where this command writes ")
     assert sorted(p.name for p in out.iterdir()) == ["a.txt"]
+
+
+def test_training_settings_are_a_train_config_and_restate_none_of_its_fields():
+    from dataclasses import fields
+
+    from elmo_core.apps.training import TrainConfig
+
+    assert issubclass(TrainingSettings, TrainConfig)
+    own = TrainingSettings.__dict__["__annotations__"]
+    assert {f.name for f in fields(TrainConfig)} & set(own) == {"precision"}  # None: the checkpoint's on --resume
+    settings = TrainingSettings(out="run", train=["t.txt"], options="o.json", max_steps=3, lr=0.5)
+    config = settings.train_config()
+    assert type(config) is TrainConfig and (config.max_steps, config.lr, config.precision) == (3, 0.5, "auto")

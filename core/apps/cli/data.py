@@ -1,7 +1,7 @@
-"""Data preparation for `elmo train`:
+"""`elmo data pretokenize|vocab`: data preparation for `elmo train`.
 
-    python -m elmo_core.apps.training pretokenize RAW_FILES... --out CACHE [--jobs N]
-    python -m elmo_core.apps.training vocab FILES... --out vocab.txt [--vocab-size N | --min-count N] [--pretokenized]
+    elmo data pretokenize RAW_FILES... --out CACHE [--jobs N]
+    elmo data vocab FILES... --out vocab.txt [--vocab-size N | --min-count N] [--pretokenized]
 
 `pretokenize` splits and tokenises raw paragraphs once (spaCy's English rules, as
 `elmo train` without `--pretokenized` would on every epoch); train on the cache with
@@ -19,15 +19,31 @@ import typer
 
 from ...files.text_files import check_output_spares_inputs
 from ...model.errors import ElmoError
-from ..cli import plural
+from ..training.commands import TrainingSettings
+from ..training.corpus import DEFAULT_SPLITTER
+from .shared import plural, setting_option
+
+__all__ = ["app"]
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
-    help="Prepare biLM training data.",
+    help="Prepare biLM training data: pretokenize raw text once, count the vocabulary.",
 )
+
+
+# elmo train has no --splitter (the settings' `splitter` is for Python callers), so it is declared here.
+SplitterOption = Annotated[
+    str, typer.Option(help="Entry point in elmo_core.tokenizers that splits raw paragraphs into sentences.")
+]
+
+
+@app.callback()
+def _data() -> None:
+    """Prepare biLM training data (progress is logged to stderr)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
 
 @app.command(short_help="Split raw paragraphs into tokenised sentences, once, into a cache.")
@@ -40,13 +56,11 @@ def pretokenize(
         Path, typer.Option(help="The cache to write: one sentence per line (.txt, or .txt.xz to compress).")
     ],
     jobs: Annotated[int, typer.Option(help="Worker processes (one input file each at a time).")] = 1,
-    splitter: Annotated[
-        str, typer.Option(help="Entry point in elmo_core.files.tokenizers that splits paragraphs into sentences.")
-    ] = "spacy-en-sentences",
+    splitter: SplitterOption = DEFAULT_SPLITTER,
 ) -> None:
     """Split raw paragraphs into tokenised sentences once, into one cache file."""
-    from .commands import expand_files
-    from .corpus import pretokenize_files
+    from ..training.commands import expand_files
+    from ..training.corpus import pretokenize_files
 
     started = time.monotonic()
     files = expand_files(inputs)
@@ -64,16 +78,14 @@ def pretokenize(
 def vocab(
     inputs: Annotated[list[str], typer.Argument(metavar="FILES...", help="Training text (globs allowed).")],
     out: Annotated[Path, typer.Option(help="vocab.txt to write (token<TAB>count per line).")],
-    vocab_size: Annotated[
-        int | None, typer.Option(help="Keep the N most frequent (specials included). Default 100000.")
-    ] = None,
-    min_count: Annotated[int | None, typer.Option(help="Keep words seen at least N times.")] = None,
-    pretokenized: Annotated[bool, typer.Option(help="Input is one tokenised sentence per line.")] = False,
-    splitter: Annotated[str, typer.Option(help="Sentence splitter entry point for raw text.")] = "spacy-en-sentences",
+    vocab_size: Annotated[int | None, setting_option(TrainingSettings, "vocab_size")] = TrainingSettings.vocab_size,
+    min_count: Annotated[int | None, setting_option(TrainingSettings, "min_count")] = TrainingSettings.min_count,
+    pretokenized: Annotated[bool, setting_option(TrainingSettings, "pretokenized")] = TrainingSettings.pretokenized,
+    splitter: SplitterOption = DEFAULT_SPLITTER,
 ) -> None:
     """Count the words of the training text and write the softmax vocabulary."""
-    from .commands import build_vocabulary, expand_files
-    from .corpus import get_sentence_splitter
+    from ..training.commands import build_vocabulary, expand_files
+    from ..training.corpus import get_sentence_splitter
 
     if vocab_size is not None and min_count is not None:
         raise ElmoError("give --vocab-size or --min-count, not both.")
@@ -87,16 +99,3 @@ def vocab(
     typer.echo(
         f"wrote {plural(len(vocabulary), 'token')} to {out}; they cover {covered:.2%} of the running words", err=True
     )
-
-
-def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try:
-        app()
-    except (ElmoError, TypeError, ValueError, FileNotFoundError) as err:
-        typer.echo(f"error: {err}", err=True)
-        raise SystemExit(2) from None
-
-
-if __name__ == "__main__":
-    main()

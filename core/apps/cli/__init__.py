@@ -1,0 +1,82 @@
+"""The `elmo` command line: one module per command.
+
+    elmo --version
+    elmo embed INPUT|- OUTPUT [--layers all|top|average|mix|K] [--model DIR |
+                 --options FILE --weights FILE] [--batch-tokens N] [--device cpu] ...   (embed.py)
+    torchrun --nproc-per-node N -m elmo_core embed INPUT OUTPUT ...   (several processes)
+    elmo convert OPTIONS WEIGHTS OUT_DIR | --to-hdf5 MODEL_DIR OUT_PREFIX | --download NAME OUT_DIR
+                                                                                  (convert.py)
+    elmo train --out DIR --train FILES (--options FILE | --model DIR | --resume FILE) ...   (train.py)
+    elmo perplexity FILE... [--model DIR]                                         (perplexity.py)
+    elmo probe TRAIN EVAL [--column 1] [--plot probe.png] [--model DIR] ...       (probe.py)
+    elmo data pretokenize FILES... --out CACHE | elmo data vocab FILES... --out vocab.txt   (data.py)
+
+`python -m elmo_core` is the same command. Errors are one line on stderr, exit status 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from ...model.errors import ElmoError
+from ...runtime.memory import MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD, use_mmap_for_large_blocks
+from ...runtime.threads import thread_policy
+from . import convert, data, embed, perplexity, probe, train
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="ELMo contextual word vectors.",
+)
+
+for command, short_help in (
+    (embed.embed, "ELMo vectors for every line of a text file, into one hdf5 file."),
+    (train.train, "Pretrain a biLM language model (resumable; torchrun for more)."),
+    (perplexity.perplexity, "Forward, backward and average perplexity of text files."),
+    (convert.convert, "Convert between bilm-tf's files and a model folder."),
+    (probe.probe, "Linear probe of each biLM layer on a CoNLL file's token labels."),
+):
+    app.command(short_help=short_help)(command)
+app.add_typer(data.app, name="data", short_help="Prepare training data: pretokenize raw text, count the vocabulary.")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"elmo-bilm {version('elmo-bilm')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _commands(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """ELMo contextual word vectors (elmo-bilm)."""
+
+
+def main() -> None:
+    """Console-script entry point: clear one-line errors instead of tracebacks.
+
+    The command owns its process, so it also fixes glibc's mmap threshold
+    (`elmo_core.runtime.memory.use_mmap_for_large_blocks`): memory then stays close to what
+    is alive, batch after batch; `elmo train` gets `TRAIN_MMAP_THRESHOLD` (see
+    `elmo_core.runtime.memory` for why).
+    """
+    use_mmap_for_large_blocks(TRAIN_MMAP_THRESHOLD if sys.argv[1:2] == ["train"] else MMAP_THRESHOLD)
+    try:
+        thread_policy()  # a bad ELMO_THREADS is one line before any work
+        app()
+    except (ElmoError, TypeError, ValueError, OSError) as err:  # OSError: files, the network
+        typer.echo(f"error: {err}", err=True)
+        raise SystemExit(2) from None

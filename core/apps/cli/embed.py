@@ -1,0 +1,244 @@
+"""`elmo embed`: ELMo vectors for every line of a text file, into one hdf5 file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import torch
+import typer
+
+from ...files.tokenizers import get_tokenizer
+from ...model.checks import check_int
+from ...model.elmo import Elmo
+from ...model.errors import ElmoError
+from ...model.precision import check_cpu_bf16
+from ...runtime.attach import set_token_cache
+from ...runtime.embedding import EmbedSettings, check_layers
+from ...runtime.quantization import quantize_int8
+from ...runtime.token_cache import DEFAULT_TOKEN_CACHE_WORDS
+from ..embed_file import DEFAULT_PIECE_TOKENS, EmbedFileResult, check_embed_paths, embed_file, job_folder
+from .shared import (
+    BatchTokensOption,
+    ModelOption,
+    OptionsOption,
+    TorchrunDeviceOption,
+    WeightsOption,
+    check_device,
+    load_model,
+    plural,
+    process_group,
+    setting_option,
+)
+
+__all__ = ["AUTOCAST_DTYPES", "PRECISIONS", "embed"]
+
+PRECISIONS = ("fp32", "int8", "bf16", "fp16")
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+# The options that are `EmbedSettings` fields take their help and default from the field.
+LayersOption = Annotated[str, setting_option(EmbedSettings, "layers")]
+BatchSizeOption = Annotated[int | None, setting_option(EmbedSettings, "batch_size")]
+WindowTokensOption = Annotated[int, setting_option(EmbedSettings, "window_tokens")]
+WindowContextOption = Annotated[int | None, setting_option(EmbedSettings, "window_context")]
+# The others are the command's own.
+TokenizeOption = Annotated[
+    bool, typer.Option(help="Tokenise raw lines (spaCy English rules) instead of splitting on whitespace.")
+]
+ProgressOption = Annotated[
+    bool, typer.Option(help="Show a progress bar (once, from the first process, under torchrun).")
+]
+PrecisionOption = Annotated[
+    str,
+    typer.Option(
+        help="fp32 (exact), int8 (CPU: int8 LSTMs, 1.2-2.8x faster, cosine about 0.9998), "
+        "bf16 (GPUs, and CPUs with AVX512-BF16 or AMX: bf16 products, float32 state) or fp16 (GPUs)."
+    ),
+]
+TokenCacheOption = Annotated[
+    int, typer.Option(help="Word types kept in the layer-0 cache (0 = off); changes no value.")
+]
+PieceTokensOption = Annotated[
+    int,
+    typer.Option(
+        help="Lines are embedded and saved in pieces of about this many tokens: what a resumed run "
+        "redoes at most, and the unit torchrun processes share."
+    ),
+]
+DEFAULT = EmbedSettings()
+
+
+def embed(
+    input_file: Annotated[
+        Path,
+        typer.Argument(metavar="INPUT", help="Text file, one sentence per line (.xz, .gz, .bz2; - = standard input)."),
+    ],
+    output_file: Annotated[Path, typer.Argument(metavar="OUTPUT", help="hdf5 file to write.")],
+    layers: LayersOption = str(DEFAULT.layers),
+    model: ModelOption = None,
+    options: OptionsOption = None,
+    weights: WeightsOption = None,
+    batch_tokens: BatchTokensOption = DEFAULT.batch_tokens,
+    batch_size: BatchSizeOption = DEFAULT.batch_size,
+    device: TorchrunDeviceOption = "cpu",
+    tokenize: TokenizeOption = False,
+    progress: ProgressOption = True,
+    window_tokens: WindowTokensOption = DEFAULT.window_tokens or 0,
+    window_context: WindowContextOption = DEFAULT.window_context,
+    precision: PrecisionOption = "fp32",
+    token_cache: TokenCacheOption = DEFAULT_TOKEN_CACHE_WORDS,
+    piece_tokens: PieceTokensOption = DEFAULT_PIECE_TOKENS,
+) -> None:
+    """Write ELMo vectors for every line of INPUT to the hdf5 file OUTPUT.
+
+    One dataset per input line, named by its 0-based line number, of shape (layers, tokens, dim)
+    for --layers all and (tokens, dim) otherwise; its attribute "tokens" holds the line's tokens,
+    one per row. A blank line gives a dataset with 0 tokens.
+
+    Work in progress lives in OUTPUT.partial/, which one run owns at a time, and OUTPUT appears
+    only when complete. An interrupted run continues where it stopped when the same command is
+    run again. For several processes or machines, launch with torchrun: `torchrun
+    --nproc-per-node 4 -m elmo_core embed INPUT OUTPUT ...` (see the README's "Big corpora"
+    section).
+
+    A line longer than --window-tokens (a whole document on one line, say) is read in overlapping
+    windows, so memory does not grow with its length; see the README's "Long documents" section
+    for what that does to vectors near the cuts.
+    """
+    layer_choice: str | int = int(layers) if layers.lstrip("-").isdigit() else layers
+    _check_options(precision, batch_tokens, window_tokens, piece_tokens, device, input_file, output_file)
+    with _resumable_on_interrupt(output_file) as stopped, process_group(device) as (rank, device):
+        elmo = _embedding_model(model, options, weights, device, layer_choice, token_cache, precision)
+        settings = _settings(layer_choice, batch_tokens, batch_size, precision, window_tokens, window_context)
+        result = embed_file(
+            elmo,
+            input_file,
+            output_file,
+            settings,
+            device=device,
+            piece_tokens=piece_tokens,
+            tokenize=get_tokenizer() if tokenize else None,
+            progress=progress,
+            record={"tokenize": "spacy-en" if tokenize else None, "precision": precision},
+            stop_requested=stopped,
+        )
+    if rank == 0:
+        _report(result, input_file, output_file)
+
+
+def _check_options(
+    precision: str,
+    batch_tokens: int,
+    window_tokens: int,
+    piece_tokens: int,
+    device: str,
+    input_file: Path,
+    output_file: Path,
+) -> None:
+    """Raise a one-line ElmoError for a bad option, device, INPUT or OUTPUT, before any work is done."""
+    if precision not in PRECISIONS:
+        raise ElmoError(f"--precision must be one of {', '.join(PRECISIONS)}; got {precision!r}.")
+    check_int("--batch-tokens", batch_tokens, error=ElmoError)
+    check_int("--window-tokens", window_tokens, minimum=0, meaning="0 = no windows", error=ElmoError)
+    check_int("--piece-tokens", piece_tokens, meaning="tokens", error=ElmoError)
+    check_device(device)
+    if precision == "bf16" and torch.device(device).type == "cpu":
+        check_cpu_bf16()  # refused where the CPU has no native bf16: it would be slower than fp32
+    check_embed_paths(input_file, output_file)
+
+
+def _settings(
+    layers: str | int,
+    batch_tokens: int,
+    batch_size: int | None,
+    precision: str,
+    window_tokens: int,
+    window_context: int | None,
+) -> EmbedSettings:
+    """The options as `EmbedSettings` (--precision's bf16 and fp16 are its autocast dtypes)."""
+    return EmbedSettings(
+        layers=layers,
+        batch_tokens=batch_tokens,
+        batch_size=batch_size,
+        autocast_dtype=AUTOCAST_DTYPES.get(precision),
+        window_tokens=window_tokens or None,
+        window_context=window_context if window_tokens else None,
+    )
+
+
+@contextmanager
+def _resumable_on_interrupt(output_file: Path) -> Iterator[Callable[[], bool]]:
+    """Ctrl-C and SIGTERM (a scheduler's stop) end `elmo embed` with one line saying that
+    the same command resumes the job (exit status 130, or 143 for SIGTERM).
+
+    Yields the `stop_requested` check for `embed_file`: the handler raises KeyboardInterrupt
+    at once, and records the signal too, so that `embed_file` stops at its next line even
+    where Python drops the raised KeyboardInterrupt (a signal that lands in a finalizer or a
+    weakref callback). Python would print such a dropped interrupt as "Exception ignored in
+    ..." with a traceback; the recorded stop already stands for it, so it is not printed."""
+    received: list[int] = []
+    unraisable_hook = sys.unraisablehook
+
+    def stop(signum: int, frame: object) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    def drop_recorded_interrupts(unraisable: Any) -> None:
+        if not (received and isinstance(unraisable.exc_value, KeyboardInterrupt)):
+            unraisable_hook(unraisable)
+
+    sys.unraisablehook = drop_recorded_interrupts
+    previous: dict[int, Any] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[signum] = signal.signal(signum, stop)
+        except ValueError:  # not the main thread (embed called from a thread): leave the signals alone
+            break
+    try:
+        yield lambda: bool(received)
+    except KeyboardInterrupt:
+        if int(os.environ.get("RANK", "0")) == 0:
+            folder = job_folder(output_file)
+            kept = f"the finished pieces are kept in {folder}; " if folder.is_dir() else ""
+            typer.echo(f"interrupted: {output_file} was not written; {kept}run the same command to resume.", err=True)
+        raise SystemExit(128 + (received[0] if received else int(signal.SIGINT))) from None
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        sys.unraisablehook = unraisable_hook
+
+
+def _embedding_model(
+    model: Path | None,
+    options: Path | None,
+    weights: Path | None,
+    device: str,
+    layer_choice: str | int,
+    token_cache: int,
+    precision: str,
+) -> Elmo:
+    """The model `elmo embed` runs: loaded, `layer_choice` checked against it, with its token
+    cache set, and quantised for --precision int8."""
+    elmo = load_model(model, options, weights, device)
+    check_layers(layer_choice, elmo.n_outputs, len(elmo.scalar_mixes))
+    set_token_cache(elmo, token_cache)
+    if precision == "int8":
+        elmo = quantize_int8(elmo)  # refuses a model on a GPU with a one-line ValueError
+    return elmo
+
+
+def _report(result: EmbedFileResult, input_file: Path, output_file: Path) -> None:
+    """What `elmo embed` wrote, on stderr (and a warning for an empty INPUT)."""
+    if result.lines == 0:
+        typer.echo(f"warning: INPUT {input_file} is empty; OUTPUT holds no sentences.", err=True)
+    done = result.pieces_resumed
+    verb = "was" if done == 1 else "were"
+    resumed = f"; {done} of {plural(result.pieces, 'piece')} {verb} already done" if done else ""
+    typer.echo(
+        f"wrote {plural(result.lines, 'line')} ({plural(result.tokens, 'token')}) to {output_file}{resumed}", err=True
+    )
