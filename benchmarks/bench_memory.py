@@ -8,7 +8,7 @@ weights.hdf5, and the same weights as a model folder) and the shipped default mo
   stops (the baseline), and of one that also builds the model (which holds each weight
   once, by construction);
 - the peak RSS of a process that loads the model the way `elmo embed` does
-  (`elmo_core.apps.cli.load_model`), and how much more than the built model that is;
+  (`elmo_core.apps.cli.shared.load_model`), and how much more than the built model that is;
 - the peak RSS and wall time of `elmo embed` (all layers, 512 sentences of enwiki2015
   validation text, 5..60 tokens, as `benchmarks.common.load_sentences` samples them) at
   `--batch-size 32` and `--batch-size 256`.
@@ -95,7 +95,7 @@ def load_command(model_args: list[str]) -> list[str]:
     """A fresh process that loads the model as `elmo embed` does, then exits."""
     values = dict(zip(model_args[::2], model_args[1::2]))
     code = (
-        "import sys; from pathlib import Path; from elmo_core.apps.cli import load_model; "
+        "import sys; from pathlib import Path; from elmo_core.apps.cli.shared import load_model; "
         "a = [None if x == '-' else Path(x) for x in sys.argv[1:]]; load_model(*a)"
     )
     return [
