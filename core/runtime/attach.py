@@ -49,12 +49,18 @@ def set_token_cache(module: torch.nn.Module, max_words: int) -> torch.nn.Module:
     """Replace the layer-0 cache of every `BiLM` inside `module` by an empty one of
     `max_words` word types (0: none).
 
+    A biLM that has no runtime yet (built by hand) is also handed the default recurrence
+    (`Recurrence("auto")`, which changes no value), so that `embed_sentences`, which hands
+    the whole runtime to a model without one, keeps the cache chosen here.
+
     Raises:
         ValueError: if `max_words` is not an integer >= 0.
     """
     _check_words(max_words)
     for bilm in _bilms(module):
         bilm.token_cache = TokenCache(max_words) if max_words else None
+        if bilm.recurrence is None:
+            bilm.recurrence = Recurrence()
     return module
 
 

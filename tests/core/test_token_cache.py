@@ -10,7 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from elmo_core import BiLM, TokenCache, attach_runtime, embed_sentences, words_to_char_ids
+from elmo_core import (
+    BiLM,
+    Elmo,
+    TokenCache,
+    attach_runtime,
+    embed_sentences,
+    has_runtime,
+    set_token_cache,
+    words_to_char_ids,
+)
 
 from ..conftest import make_tiny_elmo, make_tiny_options
 
@@ -199,3 +208,15 @@ def test_edits_through_data_are_noticed():
         p.data.mul_(1.5)
     for g, e in zip(embed_sentences(elmo, TEXT, layers=0), embed_sentences(reference, TEXT, layers=0)):
         np.testing.assert_allclose(g, e, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("words", [0, 5])
+def test_a_cache_set_on_a_model_built_by_hand_is_kept_by_embed_sentences(words):
+    # embed_sentences hands the default runtime to a model that has none; it must not
+    # replace the cache the user chose (set_token_cache(model, 0) switches it off).
+    elmo = Elmo(make_tiny_options()).eval()
+    set_token_cache(elmo, words)
+    embed_sentences(elmo, TEXT)
+    cache = elmo.bilm.token_cache
+    assert (cache is None) if words == 0 else (cache.max_words == words)
+    assert has_runtime(elmo)
