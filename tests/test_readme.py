@@ -89,3 +89,21 @@ def test_exactness_tests_run_on_allennlps_published_fixture_folder(tmp_path):
     )
     assert done.returncode == 0, done.stdout[-3000:]
     assert "skipped" not in done.stdout.splitlines()[-1], done.stdout[-2000:]
+
+
+DOCS = [
+    "README.md",
+    "benchmarks/README.md",
+    "docs/bilm_tf.md",
+    "examples/ner/README.md",
+    "examples/spacy_elmo/README.md",
+]
+"""The Markdown files a reader follows."""
+
+REPO_PATH = re.compile(r"`((?:core|tests|benchmarks|examples|hf_elmo|spacy_elmo|docs)/[\w./-]+)`")
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_repository_paths_named_in_the_docs_exist(doc):
+    text = (REPO / doc).read_text(encoding="utf-8")
+    assert sorted({p for p in REPO_PATH.findall(text) if not (REPO / p).exists()}) == []

@@ -15,10 +15,10 @@ import `elmo_core`), but the files in this folder, written by `generate.py` in t
 of transformers' "modular" models: each is its hf_elmo module with the `elmo_core`
 definitions it uses (`BiLM`, `ScalarMix`, `BiLMOptions`, ...) inlined, copied from the
 core's source, so that the folder needs only torch and transformers (and spaCy for
-raw text). `modeling_elmo.py` takes the definitions it shares with the configuration
-from `.configuration_elmo` (a relative import: transformers copies and loads it with
-the file), so a loaded model and its config agree on one `BiLMOptions`;
-`tokenization_elmo.py` imports no sibling, because a tokenizer is often saved alone.
+raw text). `modeling_elmo.py` and `tokenization_elmo.py` take the definitions they share with
+the configuration from `.configuration_elmo` (a relative import: transformers copies
+and loads it with the file), so a loaded model, its tokenizer and its config agree on
+one `BiLMOptions`; a tokenizer saved alone writes `configuration_elmo.py` beside it.
 
 hf_elmo's modules stay the one source: they import `elmo_core` like every other user
 of the core, and the generated files are committed beside this module and checked by

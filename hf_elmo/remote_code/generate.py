@@ -15,9 +15,10 @@ that it imports nothing from elmo-bilm (see `hf_elmo.remote_code` for why):
    comments (`_code_only`: those stay in the core's source, which each section names),
    in the order Python would execute them (a module after the modules it imports, source order
    inside a module). Standard and third-party imports are merged at the top.
-3. `modeling_elmo.py` imports what it shares with `configuration_elmo.py` from
-   `.configuration_elmo` instead of inlining it again; `tokenization_elmo.py` stands
-   alone.
+3. `configuration_elmo.py` (the base) holds every core definition the other two share;
+   `modeling_elmo.py` and `tokenization_elmo.py` import those from `.configuration_elmo`
+   instead of inlining them again (so a tokenizer saved alone writes the configuration
+   file beside it).
 
 It is a plain reader of Python source (the `ast` module), written for this project;
 it raises `GenerationError` for anything it does not handle (two different
