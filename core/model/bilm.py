@@ -121,6 +121,15 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
             )
 
 
+def _check_runtime_part(name: str, value: object, method: str, example: str, by_name: str) -> None:
+    """Refuse a runtime part given as a name or a size (the old `BiLM(recurrence="step")`)."""
+    if value is not None and not hasattr(value, method):
+        raise TypeError(
+            f"{name} must be an object such as elmo_core.{example}, or None; got {value!r}. "
+            f"To choose it by name or size, build the BiLM without it and call elmo_core.{by_name}."
+        )
+
+
 class BiLM(nn.Module):
     """The ELMo biLM (frozen feature extractor or trainable language model).
 
@@ -144,6 +153,11 @@ class BiLM(nn.Module):
 
     Attributes:
         token_cache, recurrence: As handed in (None when not).
+
+    Raises:
+        TypeError: for a `recurrence` or `token_cache` that is not such an object (a mode
+            name such as "step" or a word count: those are `set_recurrence`'s and
+            `set_token_cache`'s arguments).
     """
 
     bos_char_ids: torch.Tensor  # buffers (not saved): the char ids of <S> and </S>, [C] int64
@@ -183,6 +197,8 @@ class BiLM(nn.Module):
         self.reset_buffers()
         # Stateful mode: per direction, per layer (h, c) with rows in batch-row order.
         self._states: dict[str, list[LSTMState]] | None = None
+        _check_runtime_part("recurrence", recurrence, "threads", "Recurrence('step')", "set_recurrence(model, 'step')")
+        _check_runtime_part("token_cache", token_cache, "lookup", "TokenCache(50000)", "set_token_cache(model, n)")
         self.token_cache = token_cache
         self.recurrence = recurrence
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from elmo_core import Elmo, attach_runtime, embed_sentences, quantize_int8, set_recurrence
+from elmo_core import BiLM, Elmo, attach_runtime, embed_sentences, quantize_int8, set_recurrence
 from elmo_core.model.lstm import LSTMCellWithProjection
 from elmo_core.runtime.recurrence import bucket_shape, resolve_recurrence, reverse_index
 
@@ -253,3 +253,17 @@ def test_paired_path_under_bf16_autocast_keeps_float32_state_and_stays_close():
         a, b = expected[k], got[k]
         cos = (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
         assert cos.mean() > 0.99, (k, cos.mean())
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "hint"),
+    [
+        ("recurrence", "step", r"set_recurrence\(model, 'step'\)"),
+        ("token_cache", 50000, r"set_token_cache\(model, n\)"),
+    ],
+)
+def test_a_biLM_refuses_a_runtime_part_given_by_name_or_size(argument, value, hint):
+    # The old BiLM took recurrence="step" and token_cache_words=N; the new one is handed
+    # objects. A string or a number must be refused when built, not fail at the first forward.
+    with pytest.raises(TypeError, match=hint):
+        BiLM(make_tiny_options(), **{argument: value})
