@@ -483,7 +483,7 @@ def _code_only(text: str) -> str:
     empty: dict[int, str] = {}  # line of a removed docstring that was a whole body -> its indent
     inside_strings: set[int] = set()  # lines a multi-line string runs over: kept as they are
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.end_lineno != node.lineno:
+        if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)) and node.end_lineno != node.lineno:
             inside_strings.update(range(node.lineno, node.end_lineno or node.lineno))
         body = getattr(node, "body", None)
         if not isinstance(body, list):

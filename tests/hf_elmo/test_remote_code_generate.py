@@ -159,6 +159,13 @@ def test_inner_blank_lines_go_but_a_multi_line_strings_lines_stay(tmp_path):
     assert '"""first\n\n# not a comment\n"""' in base
 
 
+def test_a_multi_line_bytes_literals_lines_stay_too(tmp_path):
+    template = 'TEMPLATE = b"""first\n\n# not a comment\n"""'
+    body = f"def offset() -> float:\n    {template}\n    return 1.0 + len(TEMPLATE) * 0\n"
+    face = generated_sources(write_tree(tmp_path / "face", FACE), write_tree(tmp_path / "core", {**CORE, "c.py": body}))
+    assert 'b"""first\n\n# not a comment\n"""' in face["configuration_elmo.py"]
+
+
 def test_modules_come_in_import_order_and_shared_definitions_are_written_once_in_the_configuration(generated):
     sources, _ = generated
     configuration, modeling, tokenization = (
