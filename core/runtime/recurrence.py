@@ -54,6 +54,7 @@ import torch.nn.functional as F
 from ..model.bilm import BiLM, StackOutputs, reverse_index
 from ..model.lstm import FORGET_BIAS, LSTMStack, lstm_gates
 from .threads import directions_side_by_side, forward_threads, run_side_by_side
+from .token_cache import DEFAULT_TOKEN_CACHE_WORDS, TokenCache
 
 __all__ = [
     "RECURRENCES",
@@ -132,6 +133,8 @@ def set_recurrence(module: torch.nn.Module, mode: str = "auto") -> torch.nn.Modu
     Recurrence(mode)  # an unknown mode is refused before any biLM changes
     for bilm in module.modules():
         if isinstance(bilm, BiLM):
+            if bilm.recurrence is None and bilm.token_cache is None:  # no runtime yet: the default cache too
+                bilm.token_cache = TokenCache(DEFAULT_TOKEN_CACHE_WORDS)
             bilm.recurrence = Recurrence(mode)  # one each: its captured graphs are its own
     return module
 

@@ -53,6 +53,7 @@ from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats3d
 
 from elmo_core import (
+    DEFAULT_BATCH_TOKENS,
     DEFAULT_WINDOW_TOKENS,
     Elmo,
     FeatureCache,
@@ -97,7 +98,7 @@ def build_elmo_layers(
     path: str = "",
     options: str = "",
     weights: str = "",
-    max_batch_tokens: int = 4096,
+    max_batch_tokens: int = DEFAULT_BATCH_TOKENS,
     per_sentence: bool = True,
     window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
     window_context: int | None = None,

@@ -17,6 +17,9 @@ from elmo_core import (
     attach_runtime,
     embed_sentences,
     has_runtime,
+    load_bilm_tf,
+    save_bilm_tf,
+    set_recurrence,
     set_token_cache,
     words_to_char_ids,
 )
@@ -220,3 +223,27 @@ def test_a_cache_set_on_a_model_built_by_hand_is_kept_by_embed_sentences(words):
     cache = elmo.bilm.token_cache
     assert (cache is None) if words == 0 else (cache.max_words == words)
     assert has_runtime(elmo)
+
+
+def test_a_recurrence_set_on_a_model_built_by_hand_comes_with_the_default_cache():
+    # set_recurrence on a biLM with no runtime yet: embed_sentences will not attach one (it has a
+    # recurrence), so the cache a loader would have given comes with it.
+    elmo = Elmo(make_tiny_options())
+    set_recurrence(elmo, "step")
+    embed_sentences(elmo, TEXT)
+    assert elmo.bilm.token_cache is not None and elmo.bilm.token_cache.misses == _distinct_words(TEXT)
+    assert elmo.bilm.recurrence.mode == "step"
+
+
+def test_loading_bilm_tf_weights_into_a_model_built_by_hand_hands_it_the_runtime(tmp_path):
+    # As before the layers, a hand-built Elmo with bilm-tf weights runs with the thread rule and
+    # the layer-0 cache when called as a module, not only through embed_sentences.
+    source = make_tiny_elmo()
+    save_bilm_tf(source, tmp_path / "w.hdf5")
+    elmo = Elmo(make_tiny_options())
+    assert not has_runtime(elmo)
+    load_bilm_tf(elmo, tmp_path / "w.hdf5")
+    assert has_runtime(elmo) and elmo.bilm.token_cache is not None
+    set_token_cache(elmo, 0)
+    load_bilm_tf(elmo, tmp_path / "w.hdf5")  # a model that has its runtime keeps it
+    assert elmo.bilm.token_cache is None
