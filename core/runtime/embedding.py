@@ -93,7 +93,7 @@ class EmbedSettings:
             state, on CPUs with AVX512-BF16 or AMX (`elmo_core.model.precision`), and is
             refused on others, where it would be slower than float32.
         window_tokens: A sentence longer than this is read in overlapping windows of this many
-            tokens (see `elmo_core.runtime.windows`), so memory does not grow with its length;
+            tokens (see `elmo_core.model.windows`), so memory does not grow with its length;
             shorter ones are read whole and are not affected. None (or 0) reads every sentence whole.
         window_context: Tokens of context on each side of a window's kept tokens
             (default `window_tokens // 8`).
