@@ -23,7 +23,7 @@ from ...files.model_folder import MODEL_FOLDER_FILES, load_model_folder, read_mo
 from ...files.options_file import read_options
 from ...files.text_files import check_input_file, check_output_spares_inputs, is_stream, iter_lines
 from ...model.checks import check_int
-from ...model.errors import ElmoError, WeightFileError
+from ...model.errors import ElmoError
 from .corpus import DEFAULT_SPLITTER, Splitter, get_sentence_splitter, iter_sentences
 from .data import PrefetchingStream, TrainingStream
 from .model import LM_HEAD_NAME, VOCAB_NAME, BiLMLanguageModel, has_lm_head, load_language_model
@@ -540,8 +540,7 @@ def run_perplexity(
         WeightFileError: if there is no such model, or it has no language-model head.
     """
     folder = resolve_model_source(model).folder
-    if folder is None:
-        raise WeightFileError(f"{model}: a language model is a model folder (from elmo train), not a bilm-tf pair.")
+    assert folder is not None  # one path (or none: the default model) always names a folder
     lm, vocab, _ = load_language_model(folder, map_location=device)
     split = None if pretokenized else get_sentence_splitter(splitter)
     results = []
