@@ -61,7 +61,7 @@ from elmo_core.apps.training import BiLMLanguageModel, LMOutput, Vocabulary, eva
 from elmo_core.apps.training.model import autocast_log_softmax_dtype
 from elmo_core.apps.training.softmax import adaptive_log_prob
 from elmo_core.apps.training.trainer import RELEASE_EVERY
-from elmo_core.runtime import MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD, use_mmap_for_large_blocks
+from elmo_core.runtime import MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD, use_heap_for_every_block, use_mmap_for_large_blocks
 
 OLD_BLOCK_TOKENS = 32  # the frozen char CNN's block of tokens (the library's BLOCK_TOKENS then)
 
@@ -149,10 +149,11 @@ def run(
     data: list,
     device: torch.device,
     steps: int,
-    release_every: int | None = None,
+    allocator: str = "elmo-train",
 ) -> float:
-    """Words per second over `steps` timed training steps (after 2 warm-up steps), with
-    `release_free_memory()` after every `release_every`-th step (None: never)."""
+    """Words per second over `steps` timed training steps (after 2 warm-up steps), under
+    ALLOCATORS[allocator] for the new path and OLD_ALLOCATOR for the old one."""
+    release_every = set_allocator(OLD_ALLOCATOR if path == "old" else allocator)
     torch.manual_seed(0)
     lm = use_path(BiLMLanguageModel(options, vocab_size, dropout=0.1).to(device).train(), path, recurrence)
     step = make_step(lm, torch.optim.Adam(lm.parameters(), lr=1e-3), precision, device)
@@ -201,6 +202,7 @@ def breakdown(
     """Milliseconds per batch of each part of a training step, forward + backward, each part
     timed on its own over the first `steps` batches: the char CNN (distinct words of the
     batch), both LSTM stacks, the softmax, the clip + Adam update, and the whole step."""
+    set_allocator(OLD_ALLOCATOR if path == "old" else "elmo-train")
     torch.manual_seed(0)
     lm = use_path(BiLMLanguageModel(options, vocab_size, dropout=0.1).to(device).train(), path)
     optimizer = torch.optim.Adam(lm.parameters(), lr=1e-3)
@@ -242,11 +244,22 @@ def breakdown(
     return times
 
 
-ALLOCATORS = {  # name: (glibc mmap threshold or None for glibc's own, release_free_memory every N steps)
-    "elmo-train": (TRAIN_MMAP_THRESHOLD, RELEASE_EVERY),
-    "every-step": (MMAP_THRESHOLD, 1),
-    "glibc": (None, None),
+ALLOCATORS = {  # name: (glibc mmap threshold or None for glibc's own, every block in the heap, trim every N steps)
+    "elmo-train": (TRAIN_MMAP_THRESHOLD, True, RELEASE_EVERY),  # what `elmo train` sets
+    "elmo-train-2026-12-01": (TRAIN_MMAP_THRESHOLD, False, RELEASE_EVERY),  # what it set then: the old path's
+    "every-step": (MMAP_THRESHOLD, False, 1),  # what it set before 2026-12-01
+    "glibc": (None, False, None),  # glibc's defaults, no trimming (only before any other setting in the process)
 }
+OLD_ALLOCATOR = "elmo-train-2026-12-01"
+
+
+def set_allocator(name: str) -> int | None:
+    """Apply glibc's settings of ALLOCATORS[name] to this process; the trim period."""
+    threshold, heap_only, release_every = ALLOCATORS[name]
+    if threshold is not None:
+        use_mmap_for_large_blocks(threshold)
+    use_heap_for_every_block(heap_only)
+    return release_every
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -277,13 +290,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--allocator",
         choices=tuple(ALLOCATORS),
         default="elmo-train",
-        help="glibc's settings, once per process (so one per run): elmo-train (what `elmo train` sets), "
-        "every-step (what it set before 2026-12-01) or glibc (glibc's defaults, no trimming)",
+        help="glibc's settings for the new path (the old path always runs under elmo-train-2026-12-01, "
+        "what `elmo train` set then): elmo-train (what it sets now: every block in the heap), "
+        "every-step (before 2026-12-01) or glibc (glibc's defaults, no trimming; only with --paths new)",
     )
     args = parser.parse_args(argv)
-    threshold, release_every = ALLOCATORS[args.allocator]
-    if threshold is not None:
-        use_mmap_for_large_blocks(threshold)
+    threshold, heap_only, release_every = ALLOCATORS[args.allocator]
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -306,8 +318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"input    {source}; {len(sentences)} sentences in {len(data)} batches of <= {args.batch_tokens} positions")
     trims = args.steps // release_every if release_every else 0
     print(
-        f"memory   --allocator {args.allocator}: mmap threshold {threshold}, malloc_trim every {release_every} "
-        f"steps ({trims} in each configuration's {args.steps} timed steps)"
+        f"memory   new path --allocator {args.allocator}: mmap threshold {threshold}, every block in the heap "
+        f"{heap_only}, malloc_trim every {release_every} steps ({trims} in each configuration's {args.steps} timed "
+        f"steps); old path {OLD_ALLOCATOR}: {ALLOCATORS[OLD_ALLOCATOR]}"
     )
     print("GEMM     " + ", ".join(f"{p} {r:.2f} TFLOP/s" for p, r in rates.items()) + "\n", flush=True)
     configs = [
@@ -328,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 data,
                 device,
                 args.steps,
-                release_every,
+                args.allocator,
             )
             best[shape, precision, path] = max(best.get((shape, precision, path), 0.0), words_per_s)
             print(f"  repeat {repeat}: {shape} {path} {precision} {words_per_s:,.0f} words/s", flush=True)

@@ -21,7 +21,13 @@ from .embedding import (
     iter_embeddings,
 )
 from .feature_cache import CacheStats, FeatureCache
-from .memory import MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD, release_free_memory, use_mmap_for_large_blocks
+from .memory import (
+    MMAP_THRESHOLD,
+    TRAIN_MMAP_THRESHOLD,
+    release_free_memory,
+    use_heap_for_every_block,
+    use_mmap_for_large_blocks,
+)
 from .paired_bptt import paired_training_stacks
 from .quantization import is_quantized, quantize_int8, quantize_linear_layers
 from .recurrence import (
@@ -93,5 +99,6 @@ __all__ = [
     "TokenCache",
     "TRAIN_MMAP_THRESHOLD",
     "usable_cpus",
+    "use_heap_for_every_block",
     "use_mmap_for_large_blocks",
 ]

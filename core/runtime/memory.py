@@ -48,7 +48,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 
-__all__ = ["MMAP_THRESHOLD", "TRAIN_MMAP_THRESHOLD", "release_free_memory", "use_mmap_for_large_blocks"]
+__all__ = [
+    "MMAP_THRESHOLD",
+    "TRAIN_MMAP_THRESHOLD",
+    "release_free_memory",
+    "use_heap_for_every_block",
+    "use_mmap_for_large_blocks",
+]
 
 
 MMAP_THRESHOLD = 256 * 1024
@@ -60,7 +66,8 @@ frees the same large activations every step, which the heap reuses, while a bloc
 on its own has its pages faulted in afresh each time. The trainer's `release_free_memory()`
 every `RELEASE_EVERY` steps bounds the heap (see the module docstring for the measurement)."""
 
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_MMAP_MAX = -1, -3, -4  # glibc's mallopt parameter numbers (malloc.h)
+_GLIBC_MMAP_MAX = 65536  # glibc's default M_MMAP_MAX
 
 
 def _load_glibc(name: str, argtypes: list):  # noqa: ANN202
@@ -105,3 +112,28 @@ def use_mmap_for_large_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
     if _MALLOPT is None:
         return False
     return bool(_MALLOPT(_M_MMAP_THRESHOLD, int(threshold)))
+
+
+def use_heap_for_every_block(enabled: bool = True) -> bool:
+    """Make glibc serve every block from its heap, however large (`elmo train`), or undo it.
+
+    glibc maps a block over its largest mmap threshold (32 MiB, `TRAIN_MMAP_THRESHOLD`)
+    on its own whatever the setting, so a training step's largest tensors (the softmax's
+    [predictions, classes] logits, 58 MB in bf16 for a 4,096-position batch of the default
+    shape; the LSTMs' [2, steps, rows, 4D] gate inputs) had their pages faulted in afresh
+    every step: 14% of a bf16 step (`benchmarks/bench_train.py`, 530 against 454 ms).
+    `mallopt(M_MMAP_MAX, 0)` stops that; `M_TRIM_THRESHOLD` at 1 GiB keeps a `free` from
+    handing the top of the heap back between steps, which the trainer does every
+    `RELEASE_EVERY` steps instead (`release_free_memory`). For programs that own their
+    process, as `use_mmap_for_large_blocks`.
+
+    Args:
+        enabled: False restores glibc's defaults for both settings.
+
+    Returns:
+        True if the settings were applied, False without glibc.
+    """
+    if _MALLOPT is None:
+        return False
+    mmap_max, trim = (0, 1 << 30) if enabled else (_GLIBC_MMAP_MAX, 128 * 1024)
+    return bool(_MALLOPT(_M_MMAP_MAX, mmap_max)) and bool(_MALLOPT(_M_TRIM_THRESHOLD, trim))

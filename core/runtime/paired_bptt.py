@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from ..model.lstm import FORGET_BIAS, LSTMStack
+from .compiled import fused_kernel
 from .recurrence import reverse_index
 
 __all__ = ["paired_training_stacks"]
@@ -65,6 +66,51 @@ def _layer_weights(forward_cell, backward_cell, dtype: torch.dtype):  # noqa: AN
     return tuple(w.to(dtype) for w in (w_x, bias, w_h, w_p))
 
 
+@fused_kernel
+def cell_forward(
+    z: torch.Tensor, c_prev: torch.Tensor, g_out: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One step's gates and cell update, both directions; writes g = o * tanh(c) into `g_out`.
+
+    Shape: z [2, n, 4D] (gate blocks i, f, o, j; the products' dtype), c_prev [2, n, D]
+    float32, g_out [2, n, D] (the products' dtype, written) -> (gates [2, n, 4D]:
+    sigmoid(i, f, o) and tanh(j), c [2, n, D], tanh(c) [2, n, D]), all float32
+    """
+    D = c_prev.shape[-1]
+    zf = z.float()
+    gates = torch.cat([torch.sigmoid(zf[..., : 3 * D]), torch.tanh(zf[..., 3 * D :])], dim=-1)
+    i, f, o, j = gates.chunk(4, dim=-1)
+    c = f * c_prev + i * j
+    tanh_c = torch.tanh(c)
+    g_out.copy_(o * tanh_c)
+    return gates, c, tanh_c
+
+
+@fused_kernel
+def cell_backward(
+    dg: torch.Tensor,
+    d_c: torch.Tensor,
+    gates: torch.Tensor,
+    c_prev: torch.Tensor,
+    tanh_c: torch.Tensor,
+    dz_out: torch.Tensor,
+) -> None:
+    """The step's gate gradients from dg = dL/dg and dL/dc of step t + 1 (the forward's
+    `gates` and `tanh_c` saved): writes dz = dL/dz into `dz_out` (the products' dtype)
+    and dL/dc_prev into `d_c`.
+
+    Shape: dg [2, n, D] (the products' dtype), d_c [2, n, D] float32 (read, then
+    overwritten), gates [2, n, 4D], c_prev and tanh_c [2, n, D] float32, dz_out [2, n, 4D]
+    """
+    i, f, o, j = gates.chunk(4, dim=-1)
+    dgf = dg.float()
+    dc = d_c + dgf * o * (1 - tanh_c * tanh_c)
+    s = gates[..., : i.shape[-1] * 3]
+    ds = torch.cat([dc * j, dc * c_prev, dgf * tanh_c], dim=-1) * s * (1 - s)  # d i, d f, d o
+    dz_out.copy_(torch.cat([ds, dc * i * (1 - j * j)], dim=-1))
+    d_c.copy_(dc * f)
+
+
 class _PairedRecurrence(torch.autograd.Function):
     """The recurrent part of one layer, both directions (see the module docstring).
 
@@ -83,24 +129,17 @@ class _PairedRecurrence(torch.autograd.Function):
             gated = pre.new_empty(2, num_steps, batch_size, D)  # g_t, for dW_P
             h = pre.new_zeros(2, batch_size, P)
             c = pre.new_zeros(2, batch_size, D, dtype=torch.float32)
-            saved = []  # per step: (sigmoid(i, f, o), tanh(j), c_prev, tanh(c)), float32
+            saved = []  # per step: (gates_t, c_t, tanh(c_t)), float32
             for t in range(num_steps):
                 n = batch_sizes[t]
-                z = torch.baddbmm(pre[:, t, :n], h[:, :n], w_h).float()  # [2, n, 4D]
-                s = torch.sigmoid(z[..., : 3 * D])  # [2, n, 3D]: i, f, o
-                j = torch.tanh(z[..., 3 * D :])  # [2, n, D]
-                i, f, o = s.chunk(3, dim=-1)
-                c_prev = c[:, :n]
-                c = torch.addcmul(f * c_prev, i, j)  # [2, n, D]
-                tanh_c = torch.tanh(c)
-                g = gated[:, t, :n]
-                g.copy_(o * tanh_c)  # in the products' dtype
+                z = torch.baddbmm(pre[:, t, :n], h[:, :n], w_h)  # [2, n, 4D]
+                gates, c, tanh_c = cell_forward(z, c[:, :n], gated[:, t, :n])  # [2, n, 4D], [2, n, D] x 2
                 h = out[:, t, :n]
-                torch.bmm(g, w_p, out=h)  # [2, n, P]
+                torch.bmm(gated[:, t, :n], w_p, out=h)  # [2, n, P]
                 if n < batch_size:
                     out[:, t, n:] = 0
                     gated[:, t, n:] = 0
-                saved.append((s, j, c_prev, tanh_c))
+                saved.append((gates, c, tanh_c))
         ctx.saved = saved
         ctx.batch_sizes = batch_sizes
         ctx.save_for_backward(w_h, w_p, out, gated)
@@ -117,26 +156,18 @@ class _PairedRecurrence(torch.autograd.Function):
             d_h_all = out.new_empty(2, num_steps, batch_size, P)  # dh_t, for dW_P
             d_h = out.new_zeros(2, batch_size, P, dtype=torch.float32)  # from step t + 1
             d_c = out.new_zeros(2, batch_size, D, dtype=torch.float32)
-            ds_buffer = out.new_empty(2, batch_size, 3 * D, dtype=torch.float32)
+            zero_state = out.new_zeros(2, batch_size, D, dtype=torch.float32)  # c_{-1}
             w_h_t, w_p_t = w_h.transpose(1, 2), w_p.transpose(1, 2)
             for t in range(num_steps - 1, -1, -1):
                 n = batch_sizes[t]
-                s, j, c_prev, tanh_c = saved[t]
+                gates, _, tanh_c = saved[t]
                 saved[t] = None  # freed as soon as it is used
-                i, f, o = s.chunk(3, dim=-1)
+                c_prev = saved[t - 1][1][:, :n] if t else zero_state[:, :n]
                 dh = d_h_all[:, t, :n]
                 dh.copy_(d_out[:, t, :n] + d_h[:, :n])  # in the products' dtype
-                dg = torch.bmm(dh, w_p_t).float()  # [2, n, D]
-                dc = torch.addcmul(d_c[:, :n], dg * o, 1 - tanh_c * tanh_c)
-                ds = ds_buffer[:, :n]  # [2, n, 3D]: d i, d f, d o
-                torch.mul(dc, j, out=ds[..., :D])
-                torch.mul(dc, c_prev, out=ds[..., D : 2 * D])
-                torch.mul(dg, tanh_c, out=ds[..., 2 * D :])
                 dz = d_pre[:, t, :n]
-                dz[..., : 3 * D] = ds.mul_(s).mul_(1 - s)
-                dz[..., 3 * D :] = (dc * i).mul_(1 - j * j)
+                cell_backward(torch.bmm(dh, w_p_t), d_c[:, :n], gates, c_prev, tanh_c, dz)
                 d_h[:, :n] = torch.bmm(dz, w_h_t)
-                torch.mul(dc, f, out=d_c[:, :n])
                 if n < batch_size:
                     d_pre[:, t, n:] = 0
                     d_h_all[:, t, n:] = 0

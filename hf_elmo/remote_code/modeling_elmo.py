@@ -443,6 +443,26 @@ def reverse_index(lengths: torch.Tensor, num_steps: int) -> torch.Tensor:
     return torch.where(steps < row_len, row_len - 1 - steps, steps)
 
 
+def distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    n, width = rows.shape
+    if n == 0 or width == 0:
+        return torch.unique(rows, dim=0, return_inverse=True)
+    bits = max(1, int(rows.max()).bit_length())  # per column value
+    rank_bits = max(1, n.bit_length())  # ranks are < n
+    per_key = max(1, (63 - rank_bits) // bits)  # columns per int64 key
+    if rank_bits + bits > 63:  # values too wide to pack: torch's own path
+        return torch.unique(rows, dim=0, return_inverse=True)
+    shifts = torch.arange(per_key - 1, -1, -1, device=rows.device) * bits  # most significant first
+    rank = torch.zeros(n, dtype=torch.int64, device=rows.device)
+    for start in range(0, width, per_key):
+        block = rows[:, start : start + per_key].long()
+        key = (block << shifts[-block.shape[1] :]).sum(dim=1)  # [n], disjoint bits: exact
+        rank = torch.unique((rank << (bits * block.shape[1])) | key, return_inverse=True)[1]
+    first = torch.empty(int(rank.max()) + 1, dtype=torch.int64, device=rows.device)
+    first.scatter_(0, rank, torch.arange(n, device=rows.device))  # one row of each rank
+    return rows[first], rank
+
+
 def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters: int) -> None:
     if not isinstance(char_ids, torch.Tensor):
         raise TypeError(
@@ -590,7 +610,7 @@ class BiLM(nn.Module):
                 activations[k + 1, ..., half].index_copy_(0, order, y)  # row r of y is batch row order[r]
         return activations
     def _token_embedding(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        words, inverse = torch.unique(ids[mask], dim=0, return_inverse=True)  # [distinct, chars]
+        words, inverse = distinct_rows(ids[mask])  # [distinct, chars], [num_real]
         cache = self.token_cache
         parameters = list(self.char_cnn.parameters())
         char_cnn_trains = any(p.requires_grad for p in parameters) and (torch.is_grad_enabled() or self.training)

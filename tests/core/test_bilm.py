@@ -205,3 +205,22 @@ def test_char_cnn_reset_parameters_draws_the_char_embedding_in_minus_1_to_1():
     char_cnn.reset_parameters()
     table = char_cnn.char_embedding
     assert table.abs().max() <= 1.0 and table.std() > 0.3  # uniform(-1, 1) has std 0.58
+
+
+@pytest.mark.parametrize(
+    ("n", "width", "high"),
+    [(0, 50, 262), (1, 50, 262), (3000, 50, 262), (500, 7, 2), (200, 50, 2**40), (4000, 27, 262)],
+)
+def test_distinct_rows_are_torch_uniques_rows_order_and_inverse(n, width, high):
+    # The packed 1-D keys must rank rows exactly as unique(dim=0) does: same rows, same
+    # (lexicographic) order, same inverse, also for values too wide to pack (2**40).
+    from elmo_core.model.bilm import distinct_rows
+
+    generator = torch.Generator().manual_seed(n + width)
+    rows = torch.randint(0, high, (max(n // 3, 1), width), generator=generator)
+    rows[:, width // 2 :] = high - 1  # padding-like tails, as char ids have
+    rows = rows[torch.randint(0, rows.shape[0], (n,), generator=generator)]  # repeats, shuffled
+    expected_rows, expected_inverse = torch.unique(rows, dim=0, return_inverse=True)
+    got_rows, got_inverse = distinct_rows(rows)
+    assert torch.equal(got_rows, expected_rows)
+    assert torch.equal(got_inverse, expected_inverse)

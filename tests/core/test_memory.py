@@ -144,12 +144,39 @@ def test_embed_peak_memory_is_flat_in_the_input_size(tmp_path):
 
 def test_the_elmo_command_keeps_training_blocks_in_the_heap(monkeypatch):
     import elmo_core.apps.cli as cli
-    from elmo_core.runtime.memory import MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD
+    from elmo_core.runtime.memory import MMAP_THRESHOLD
 
-    thresholds = []
-    monkeypatch.setattr(cli, "use_mmap_for_large_blocks", thresholds.append)
+    calls = []
+    monkeypatch.setattr(cli, "use_mmap_for_large_blocks", lambda t: calls.append(("mmap", t)))
+    monkeypatch.setattr(cli, "use_heap_for_every_block", lambda: calls.append(("heap", None)))
     monkeypatch.setattr(cli, "app", lambda: None)
     for argv in (["elmo", "train", "--resume", "run/checkpoint.pt"], ["elmo", "embed", "in.txt", "out.hdf5"]):
         monkeypatch.setattr(sys, "argv", argv)
         cli.main()
-    assert thresholds == [TRAIN_MMAP_THRESHOLD, MMAP_THRESHOLD]
+    assert calls == [("heap", None), ("mmap", MMAP_THRESHOLD)]
+
+
+_WHERE_A_LARGE_BLOCK_LIVES = """
+import sys, torch
+from elmo_core.runtime.memory import use_heap_for_every_block
+if sys.argv[1] == "heap":
+    assert use_heap_for_every_block()
+block = torch.empty(64 * 1024 * 1024, dtype=torch.uint8)  # twice glibc's largest mmap threshold
+address = block.data_ptr()
+for line in open("/proc/self/maps"):
+    span, rest = line.split(" ", 1)
+    low, high = (int(x, 16) for x in span.split("-"))
+    if low <= address < high:
+        print("heap" if rest.rstrip().endswith("[heap]") else "mapping")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc/self/maps are Linux's")
+@pytest.mark.parametrize("setting", ["heap", "default"])
+def test_a_block_over_glibcs_largest_mmap_threshold_comes_from_the_heap_only_when_asked(setting):
+    # glibc maps any block over 32 MiB on its own, whatever M_MMAP_THRESHOLD says; the
+    # training setting keeps it in the heap, whose pages stay mapped from step to step.
+    out = subprocess.run(
+        [sys.executable, "-c", _WHERE_A_LARGE_BLOCK_LIVES, setting], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["heap" if setting == "heap" else "mapping"]

@@ -22,7 +22,7 @@ from typing import Annotated
 import typer
 
 from ...model.errors import ElmoError
-from ...runtime.memory import MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD, use_mmap_for_large_blocks
+from ...runtime.memory import MMAP_THRESHOLD, use_heap_for_every_block, use_mmap_for_large_blocks
 from ...runtime.threads import thread_policy
 from . import convert, data, embed, perplexity, probe, train
 
@@ -70,10 +70,13 @@ def main() -> None:
 
     The command owns its process, so it also fixes glibc's mmap threshold
     (`elmo_core.runtime.memory.use_mmap_for_large_blocks`): memory then stays close to what
-    is alive, batch after batch; `elmo train` gets `TRAIN_MMAP_THRESHOLD` (see
-    `elmo_core.runtime.memory` for why).
+    is alive, batch after batch; `elmo train` keeps every block in the heap instead
+    (`use_heap_for_every_block`; see `elmo_core.runtime.memory` for why).
     """
-    use_mmap_for_large_blocks(TRAIN_MMAP_THRESHOLD if sys.argv[1:2] == ["train"] else MMAP_THRESHOLD)
+    if sys.argv[1:2] == ["train"]:
+        use_heap_for_every_block()
+    else:
+        use_mmap_for_large_blocks(MMAP_THRESHOLD)
     try:
         thread_policy()  # a bad ELMO_THREADS is one line before any work
         app()

@@ -29,11 +29,32 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...runtime.compiled import fused_rowwise
+
 __all__ = ["ROW_BLOCK", "adaptive_log_prob"]
 
 ROW_BLOCK = 64
-"""Rows per block of the float32 log-sum-exp and its backward (a block of head logits,
-64 x 4,002 float32 values, is 1 MB: it stays in a core's cache from one pass to the next)."""
+"""Rows per block of the float32 log-sum-exp and its backward on torch's eager operators
+(a block of head logits, 64 x 4,002 float32 values, is 1 MB: it stays in a core's cache
+from one pass to the next); compiled (`elmo_core.runtime.compiled`), each is one pass."""
+
+
+@fused_rowwise(ROW_BLOCK)
+def _log_sum_exp(logits: torch.Tensor, out: torch.Tensor) -> None:
+    """out[r] = log(sum_c exp(logits[r, c])), in float32. Shape: [rows, C] -> [rows]"""
+    out.copy_(torch.logsumexp(logits.float(), dim=1))
+
+
+@fused_rowwise(ROW_BLOCK)
+def _logits_grad(
+    logits: torch.Tensor, lse: torch.Tensor, grad: torch.Tensor, target: torch.Tensor, out: torch.Tensor
+) -> None:
+    """out = grad[r] * (onehot(target[r]) - softmax(logits[r])), float32 math, written in
+    `out`'s dtype (`out` may be `logits` itself). Shape: [rows, C], [rows] x 3 -> [rows, C]"""
+    classes = torch.arange(logits.shape[1], device=logits.device)
+    g = grad[:, None]
+    onehot = (classes[None, :] == target[:, None]).float()
+    out.copy_(g * (onehot - torch.exp(logits.float() - lse[:, None])))
 
 
 class _LogSoftmaxAt(torch.autograd.Function):
@@ -47,12 +68,8 @@ class _LogSoftmaxAt(torch.autograd.Function):
     def forward(ctx, x, weight, bias, target):  # noqa: ANN001, ANN205
         logits = F.linear(x, weight, bias)  # [rows, C], x's dtype
         lse = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
+        _log_sum_exp(logits, lse)
         picked = logits.gather(1, target[:, None]).squeeze(1).float()  # [rows]
-        for start in range(0, x.shape[0], ROW_BLOCK):
-            block = slice(start, start + ROW_BLOCK)
-            top = logits[block].amax(dim=1, keepdim=True).float()  # [block, 1], exact in any dtype
-            # float32 from here: the subtraction promotes the logits in the same pass.
-            lse[block] = (logits[block] - top).exp_().sum(dim=1).log_() + top.squeeze(1)
         ctx.save_for_backward(x, weight, target, logits, lse)
         ctx.has_bias = bias is not None
         ctx.done = False
@@ -67,20 +84,12 @@ class _LogSoftmaxAt(torch.autograd.Function):
             )
         ctx.done = True
         x, weight, target, logits, lse = ctx.saved_tensors
-        grad = grad.float()
-        d_bias = torch.zeros(weight.shape[0], dtype=torch.float32, device=x.device) if ctx.has_bias else None
-        d_logits = logits  # overwritten block by block: the logits are not needed after their block
-        for start in range(0, x.shape[0], ROW_BLOCK):
-            block = slice(start, start + ROW_BLOCK)
-            g = grad[block, None]  # [block, 1]
-            d = (logits[block] - lse[block, None]).exp_().mul_(-g)  # -g * softmax, float32
-            d.scatter_add_(1, target[block, None], g)  # + g at the target
-            if d_bias is not None:
-                d_bias += d.sum(dim=0)
-            d_logits[block] = d
+        d_logits = logits  # overwritten in place: the logits are not needed afterwards
+        _logits_grad(logits, lse, grad.float().contiguous(), target, d_logits)
+        d_bias = d_logits.sum(dim=0, dtype=torch.float32).to(weight.dtype) if ctx.has_bias else None
         d_x = d_logits @ weight  # [rows, F]
         d_weight = d_logits.t() @ x  # [C, F]
-        return d_x, d_weight, (d_bias.to(weight.dtype) if d_bias is not None else None), None
+        return d_x, d_weight, d_bias, None
 
 
 def adaptive_log_prob(

@@ -27,9 +27,12 @@ def _module(softmax, x, target):
     return softmax(x, target).output
 
 
+@pytest.mark.parametrize("compiled", ["1", "0"], ids=["compiled", "eager"])
 @pytest.mark.parametrize("clusters_hit", ["all", "head only", "second cluster empty"])
-def test_adaptive_log_prob_equals_the_module_with_gradients(monkeypatch, clusters_hit):
-    monkeypatch.setattr(softmax_module, "ROW_BLOCK", 7)  # several row blocks, the last one partial
+def test_adaptive_log_prob_equals_the_module_with_gradients(monkeypatch, clusters_hit, compiled):
+    monkeypatch.setenv("ELMO_COMPILE", compiled)
+    for kernel in (softmax_module._log_sum_exp, softmax_module._logits_grad):
+        monkeypatch.setattr(kernel, "block_rows", 7)  # eager: several row blocks, the last one partial
     softmax = _softmax()
     torch.manual_seed(1)
     hidden = torch.randn(40, 16)

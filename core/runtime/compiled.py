@@ -1,0 +1,113 @@
+"""Element-wise kernels of the training step, fused by `torch.compile` where it can build them.
+
+A training step of the biLM runs a few dozen element-wise operators per LSTM step and
+direction (the gates' sigmoids and tanhs, the cell update, their derivatives). Run one
+by one, each reads and writes its [2, rows, 4D] operands again and pays a launch; on a
+2-core CPU that was most of a bf16 training step (`benchmarks/bench_train.py`). Compiled
+by TorchInductor (`torch.compile`, which generates one C++/OpenMP loop per function on
+the CPU and one Triton kernel on CUDA), each function here becomes one pass over its
+operands. The compiled code computes the same float32 expressions, so it agrees with
+the eager operators up to float rounding (`tests/core/test_paired_bptt.py`).
+
+Compilation needs a C++ compiler on the CPU (Triton on CUDA). Where it cannot build a
+kernel, the first call warns once and the function runs on torch's eager operators from
+then on: the same numbers, slower. `ELMO_COMPILE=0` in the environment chooses the eager
+operators from the start (e.g. to debug, or where compiling is not wanted); any other
+value, or none, compiles.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import torch
+
+__all__ = ["compile_enabled", "fused_kernel", "fused_rowwise"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def compile_enabled() -> bool:
+    """False when `ELMO_COMPILE=0` asks for torch's eager operators."""
+    return os.environ.get("ELMO_COMPILE", "1").strip() != "0"
+
+
+def fused_kernel(fn: F) -> F:
+    """`fn` compiled by `torch.compile` on first use, or `fn` itself where that fails.
+
+    The compiled function specializes on its inputs' shapes and becomes dynamic in a
+    dimension once it has seen two sizes of it (torch's automatic dynamic shapes), so a
+    training run compiles each kernel about twice, a few seconds each.
+
+    Raises:
+        Whatever `fn` raises for its inputs; a failure to *build* the kernel is not
+        raised but warned about once (`RuntimeWarning`), and `fn` runs instead.
+    """
+    call, _ = _compiled_or_eager(fn)
+    return call  # type: ignore[return-value]
+
+
+def fused_rowwise(block_rows: int) -> Callable[[F], F]:
+    """`fused_kernel` for a function of rows, every argument a tensor with the rows on its
+    first axis, that writes its result into its last argument and returns nothing (e.g.
+    a log-sum-exp over the columns of each row).
+
+    Compiled, it runs once over all rows: one pass that never holds more than a row's
+    intermediates. On torch's eager operators it runs on blocks of `block_rows` rows (the
+    wrapper's `block_rows` attribute), so that its float32 intermediates stay the size of
+    a block (a [rows, classes] softmax would otherwise be materialized whole).
+    """
+
+    def wrap(fn: F) -> F:
+        call, is_eager = _compiled_or_eager(fn)
+
+        @functools.wraps(fn)
+        def by_rows(*args: torch.Tensor) -> None:
+            if not is_eager():
+                call(*args)
+                return
+            block = by_rows.block_rows  # type: ignore[attr-defined]
+            for start in range(0, args[0].shape[0], block):
+                fn(*(a[start : start + block] for a in args))
+
+        by_rows.block_rows = block_rows  # type: ignore[attr-defined]
+        return by_rows  # type: ignore[return-value]
+
+    return wrap
+
+
+def _compiled_or_eager(fn: Callable[..., Any]) -> tuple[Callable[..., Any], Callable[[], bool]]:
+    """(a caller that compiles `fn` on first use and falls back to it, a test "runs eager now")."""
+    state: dict[str, Callable[..., Any] | None] = {"compiled": None}
+
+    def is_eager() -> bool:
+        return state["compiled"] is fn or not compile_enabled()
+
+    @functools.wraps(fn)
+    def call(*args: Any) -> Any:
+        compiled = state["compiled"]
+        if is_eager():
+            return fn(*args)
+        if compiled is None:
+            compiled = state["compiled"] = torch.compile(fn)
+            try:
+                return compiled(*args)
+            except Exception as error:  # noqa: BLE001  (no compiler, unsupported platform, ...)
+                state["compiled"] = fn
+                warnings.warn(
+                    f"torch.compile could not build the fused kernel {fn.__qualname__} "
+                    f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
+                    "training goes on with torch's eager operators: the same numbers, slower. "
+                    "Install a C++ compiler (gcc or clang) for the fused kernels, or set ELMO_COMPILE=0 "
+                    "to silence this.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                return fn(*args)
+        return compiled(*args)
+
+    return call, is_eager

@@ -1,0 +1,80 @@
+"""The fused kernels (`elmo_core.runtime.compiled`): compiled where torch.compile can build
+them, torch's eager operators otherwise, with the same numbers."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from elmo_core.runtime import compiled as compiled_module
+from elmo_core.runtime.compiled import fused_kernel, fused_rowwise
+
+from .test_paired_bptt import _clip_free_lm, _loss_and_grads
+
+
+def test_a_kernel_torch_cannot_compile_warns_once_and_runs_eagerly(monkeypatch):
+    def no_compiler(fn):  # what torch.compile's first call raises without a C++ compiler
+        def call(*args):
+            raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found")
+
+        return call
+
+    monkeypatch.setattr(compiled_module.torch, "compile", no_compiler)
+    calls = []
+
+    @fused_kernel
+    def double(x: torch.Tensor) -> torch.Tensor:
+        calls.append(x.shape[0])
+        return 2 * x
+
+    with pytest.warns(RuntimeWarning, match="could not build the fused kernel.*InvalidCxxCompiler"):
+        first = double(torch.ones(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the second call neither compiles again nor warns again
+        second = double(torch.ones(2))
+    assert first.tolist() == [2.0, 2.0, 2.0] and second.tolist() == [2.0, 2.0]
+    assert calls == [3, 2]
+
+
+def test_elmo_compile_0_runs_the_eager_operators_without_compiling(monkeypatch):
+    monkeypatch.setenv("ELMO_COMPILE", "0")
+    monkeypatch.setattr(compiled_module.torch, "compile", lambda fn: pytest.fail("compiled"))
+    blocks = []
+
+    @fused_rowwise(block_rows=4)
+    def row_sums(x: torch.Tensor, out: torch.Tensor) -> None:
+        blocks.append(x.shape[0])
+        out.copy_(x.sum(dim=1))
+
+    x = torch.arange(30.0).view(10, 3)
+    out = torch.empty(10)
+    row_sums(x, out)
+    assert blocks == [4, 4, 2]  # eager: blocks of block_rows rows, the last one partial
+    assert out.tolist() == x.sum(dim=1).tolist()
+
+
+def test_a_rowwise_kernel_compiled_runs_once_over_all_rows_with_the_same_numbers(monkeypatch):
+    monkeypatch.setenv("ELMO_COMPILE", "1")
+
+    @fused_rowwise(block_rows=4)
+    def log_sum_exp(x: torch.Tensor, out: torch.Tensor) -> None:
+        out.copy_(torch.logsumexp(x.float(), dim=1))
+
+    x = torch.randn(37, 301, generator=torch.Generator().manual_seed(0)).bfloat16()
+    out = torch.empty(37)
+    log_sum_exp(x, out)
+    torch.testing.assert_close(out, torch.logsumexp(x.float(), dim=1), atol=1e-5, rtol=1e-6)
+
+
+def test_the_training_step_gives_the_same_loss_and_gradients_compiled_and_eager(monkeypatch):
+    lm = _clip_free_lm()
+    results = {}
+    for setting in ("1", "0"):
+        monkeypatch.setenv("ELMO_COMPILE", setting)
+        results[setting] = _loss_and_grads(lm, "auto")
+    (loss_c, grads_c), (loss_e, grads_e) = results["1"], results["0"]
+    torch.testing.assert_close(loss_c, loss_e, atol=1e-6, rtol=1e-6)
+    for name, g in grads_e.items():
+        torch.testing.assert_close(grads_c[name], g, atol=1e-6, rtol=1e-5, msg=name)
