@@ -225,6 +225,12 @@ def check_vectors(vectors: str) -> str | None:
 
 
 # ------------------------------------------------------------------ 2b. adapt
+def sentence_words(spacy_path: Path) -> list[str]:
+    """The tokens of each Doc (one per sentence, `convert`) of a DocBin, space-separated."""
+    docs = DocBin().from_disk(spacy_path).get_docs(spacy.blank("en").vocab)
+    return [" ".join(token.text for token in doc) for doc in docs]
+
+
 def adapt(
     train_spacy: Path,
     dev_spacy: Path,
@@ -253,15 +259,9 @@ def adapt(
     """
     text = out / "adapt_text"
     text.mkdir(parents=True, exist_ok=True)
-    vocab = spacy.blank("en").vocab
-    for name, path in (("train", train_spacy), ("dev", dev_spacy)):
-        lines = [" ".join(token.text for token in doc) for doc in DocBin().from_disk(path).get_docs(vocab)]
-        if name == "train":
-            kept, held = hold_out(lines, held_out, seed=seed)
-            (text / "kept.txt").write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-            (text / "held_out.txt").write_text("".join(line + "\n" for line in held), encoding="utf-8")
-        else:
-            (text / "dev.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    kept, held = hold_out(sentence_words(train_spacy), held_out, seed=seed)
+    for name, lines in (("kept", kept), ("held_out", held), ("dev", sentence_words(dev_spacy))):
+        (text / f"{name}.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     start = model or str(default_model_dir())
     scored = [text / "held_out.txt", text / "dev.txt"]
 
