@@ -357,7 +357,9 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def fit(self, callback: Callable[[int, StepResult], None] | None = None) -> dict[str, Any]:
-        """Train until `max_steps` / `max_hours` (or the stream ends); returns a summary.
+        """Train until `max_steps` / `max_hours` (or the stream ends, or early stopping's
+        `patience` runs out); returns a summary (with `patience`: also `best_valid_ppl`,
+        `best_step` and `stopped_early`).
 
         Writes checkpoints, the model folder and log rows as configured (rank 0), and
         always validates, logs and saves at the last step.
