@@ -29,8 +29,15 @@ One command, four stages:
    entity precision, recall and F1 (exact span and type, spaCy's NER scorer), per type
    and overall; mean +- standard deviation over the seeds.
 
-Everything is written under `--out`: data/, baseline.cfg, elmo.cfg, one folder per run,
-and results.json. Converted data stays there (CoNLL-2003's licence forbids sharing it).
+`--variants` adds static vectors (`vectors`, `elmo+vectors`: `--vectors`, a folder made by
+`spacy init vectors` or an installed pipeline, in `[initialize] vectors` with
+`include_static_vectors = true`) and ELMo adapted to the training split's words first
+(`adapted`, `adapted+vectors`: the paper's section 3.4, `elmo train --model ... --patience`
+on the training sentences minus a held-out 5%, into OUT/adapted_elmo); examples/ner/README.md.
+
+Everything is written under `--out`: data/, one VARIANT.cfg and one folder of runs per
+variant, adapt_text/ and adapted_elmo/ (the adapted model) for the adapted variants, and results.json. Converted data
+stays there (CoNLL-2003's licence forbids sharing it).
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ import logging
 import statistics
 import sys
 import time
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -52,12 +60,21 @@ from spacy.training import Corpus, Example
 from spacy.training.initialize import init_nlp
 from spacy.training.loop import train as train_nlp
 
+from elmo_core.apps.training import hold_out
+from elmo_core.apps.training.commands import run_perplexity, run_training
+from elmo_core.apps.training.model import has_lm_head
+from elmo_core.files import default_model_dir
 from spacy_elmo.corpus import read_conll_ner
 from spacy_elmo.layers.elmo_layers import feature_cache
 
-VARIANTS = ("baseline", "elmo")
+VARIANTS = ("baseline", "vectors", "elmo", "elmo+vectors", "adapted", "adapted+vectors")
+"""What each run adds to spaCy's NER: nothing, static vectors (`--vectors`), the ELMo model
+(`--elmo-model`), both, the ELMo model adapted to the training split's words first (the
+paper's section 3.4), and that with the static vectors."""
+DEFAULT_VARIANTS = ("baseline", "elmo")
 ELMO_ENTERS = ("output", "input", "both")
 DEFAULT_CACHE_MB = 2048
+ADAPTED_FOLDER = "adapted_elmo"  # not "adapted": that is the adapted variant's folder of runs
 
 
 # ------------------------------------------------------------------ 1. convert
@@ -85,8 +102,14 @@ def make_configs(
     elmo_dropout: float | None = None,
     mix_l2: float = 0.0,
     elmo_enters: str = "input",
+    vectors: str = "",
+    adapted_path: str = "",
 ) -> dict[str, spacy.util.Config]:
-    """{"baseline": spaCy's NER config, "elmo": the same plus ELMo features}.
+    """{"baseline": spaCy's NER config, "elmo": the same plus ELMo features}, and with
+    `vectors` (a spaCy vectors folder or an installed pipeline's name) "vectors" and
+    "elmo+vectors" (the same two with static vectors, `with_static_vectors`), with
+    `adapted_path` (an adapted model folder) "adapted" (the "elmo" config reading it), and
+    with both "adapted+vectors".
 
     `patience` 0 trains exactly `max_steps`; N > 0 stops after N steps without a better
     dev score (spaCy's `[training] patience`), with `max_steps` as a cap (0: none).
@@ -144,7 +167,138 @@ def make_configs(
         ner_model["tok2vec"] = listener(width=None, tok2vec=ner_model["tok2vec"])
     # The biLM is frozen: "elmo" annotates each batch once, the listener reads it.
     elmo["training"]["annotating_components"] = ["elmo"]
-    return {"baseline": base, "elmo": elmo}
+    configs = {"baseline": base, "elmo": elmo}
+    if adapted_path:
+        configs["adapted"] = copy_config(elmo)
+        configs["adapted"]["components"]["elmo"]["model"]["path"] = adapted_path
+    if vectors:
+        for name in list(configs):
+            configs[f"{name}+vectors" if name != "baseline" else "vectors"] = with_static_vectors(
+                configs[name], vectors
+            )
+    return configs
+
+
+def copy_config(config: spacy.util.Config) -> spacy.util.Config:
+    return spacy.util.Config().from_str(config.to_str(), interpolate=False)
+
+
+def with_static_vectors(config: spacy.util.Config, vectors: str) -> spacy.util.Config:
+    """A copy of `config` whose tok2vec embedding also reads static vectors: `[initialize]
+    vectors` (through `[paths] vectors`) loads them from `vectors` (a folder made by `spacy
+    init vectors`, or an installed pipeline such as en_core_web_md), and the embedding
+    (`spacy.MultiHashEmbed.v2`, wherever ELMo's listener put it) gets `include_static_vectors =
+    true`: spaCy's StaticVectors, projected to the embedding's width and concatenated with its
+    hash embeddings before their maxout, as `spacy init config --optimize accuracy` does for
+    a pipeline with vectors.
+    """
+    config = copy_config(config)
+    config["paths"]["vectors"] = vectors
+    embeddings = [
+        node for node in _dicts(config["components"]) if node.get("@architectures") == "spacy.MultiHashEmbed.v2"
+    ]
+    assert len(embeddings) == 1, embeddings  # spaCy's NER config has one tok2vec, with one embedding
+    embeddings[0]["include_static_vectors"] = True
+    return config
+
+
+def _dicts(node: object):
+    """Every dict inside a config section, depth first."""
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _dicts(value)
+
+
+def check_vectors(vectors: str) -> str | None:
+    """None when `vectors` is a spaCy vectors folder or an installed pipeline; else the problem."""
+    if Path(vectors).is_dir():
+        if (Path(vectors) / "vocab" / "vectors").exists():
+            return None
+        return f"--vectors {vectors} is a folder without vocab/vectors; make one with: spacy init vectors en FILE OUT"
+    if spacy.util.is_package(vectors):
+        return None
+    return (
+        f"--vectors {vectors} is neither a folder (spacy init vectors en FILE OUT) nor an installed pipeline "
+        "(e.g. pip install en_core_web_md, then --vectors en_core_web_md)."
+    )
+
+
+# ------------------------------------------------------------------ 2b. adapt
+def sentence_words(spacy_path: Path) -> list[str]:
+    """The tokens of each Doc (one per sentence, `convert`) of a DocBin, space-separated."""
+    docs = DocBin().from_disk(spacy_path).get_docs(spacy.blank("en").vocab)
+    return [" ".join(token.text for token in doc) for doc in docs]
+
+
+def adapt(
+    train_spacy: Path,
+    dev_spacy: Path,
+    out: Path,
+    *,
+    model: str = "",
+    held_out: float = 0.05,
+    epochs: int = 1,
+    patience: int = 2,
+    validate_every: int = 10,
+    lr: float = 0.001,
+    max_steps: int | None = None,
+    seed: int = 0,
+) -> dict:
+    """Adapt the ELMo model to the training split's words (the paper, section 3.4: the biLM
+    fine-tuned on the task's training text, labels ignored; bilm-tf's `restart.py`).
+
+    The words of `train_spacy`'s sentences, one sentence per line, are split (`hold_out`,
+    `held_out` of them, seeded) into `out/adapt_text/kept.txt` and `held_out.txt` (the dev
+    set stays unseen), and `elmo train --model MODEL --max-epochs EPOCHS --patience PATIENCE`
+    continues the model on the kept ones, validated on the held-out ones before the first
+    step and every `validate_every` steps, into the model folder `out/adapted_elmo`, which holds
+    the best-validated weights. Returns the held-out and dev-text perplexities before and
+    after (before: None when the model has no language-model head, i.e. a new softmax),
+    the steps, and the time.
+    """
+    text = out / "adapt_text"
+    text.mkdir(parents=True, exist_ok=True)
+    kept, held = hold_out(sentence_words(train_spacy), held_out, seed=seed)
+    for name, lines in (("kept", kept), ("held_out", held), ("dev", sentence_words(dev_spacy))):
+        (text / f"{name}.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    start = model or str(default_model_dir())
+    scored = [text / "held_out.txt", text / "dev.txt"]
+
+    def perplexities(folder: str | Path) -> list[float]:
+        return [round(p.average, 2) for _, p in run_perplexity(scored, model=folder, pretokenized=True)]
+
+    before = perplexities(start) if has_lm_head(start) else [None, None]
+    t0 = time.perf_counter()
+    summary = run_training(
+        train=[text / "kept.txt"],
+        valid=text / "held_out.txt",
+        out=out / ADAPTED_FOLDER,
+        model=start,
+        pretokenized=True,
+        max_epochs=epochs,
+        max_steps=max_steps,
+        patience=patience,
+        validate_every=validate_every,
+        checkpoint_every=0,
+        lr=lr,
+        seed=seed,
+        progress=False,
+    )
+    seconds = round(time.perf_counter() - t0, 1)
+    after = perplexities(out / ADAPTED_FOLDER)
+    return {
+        "model": start,
+        "folder": str(out / ADAPTED_FOLDER),
+        "sentences": {"kept": len(kept), "held_out": len(held)},
+        "settings": {"held_out": held_out, "epochs": epochs, "patience": patience, "lr": lr, "seed": seed},
+        "steps": summary["step"],
+        "best_step": summary["best_step"],
+        "stopped_early": summary["stopped_early"],
+        "train_seconds": seconds,
+        "held_out_ppl": {"before": before[0], "after": after[0]},
+        "dev_ppl": {"before": before[1], "after": after[1]},
+    }
 
 
 # ------------------------------------------------------------------ 4. evaluate
@@ -185,13 +339,13 @@ def format_results(results: dict, eval_names: list[str], seeds: list[int], varia
     lines = []
     for name in eval_names:
         lines.append(f"\n{name} ({results['eval_files'][name]}); seeds {' '.join(map(str, seeds))}; mean ± std")
-        lines.append(f"{'variant':9} {'type':16} {'gold':>6}  {'P':>13}  {'R':>13}  {'F1':>13}")
+        lines.append(f"{'variant':15} {'type':16} {'gold':>6}  {'P':>13}  {'R':>13}  {'F1':>13}")
         for variant in variants:
             runs = [results["runs"][f"{variant}/seed{seed}"]["scores"][name] for seed in seeds]
             labels = [label for label in runs[0] if label != "ALL"] + ["ALL"]
             for label in labels:
                 cells = [summarize([run.get(label, {}).get(k, 0.0) for run in runs]) for k in "prf"]
-                lines.append(f"{variant:9} {label:16} {runs[0][label]['n']:6d}  " + "  ".join(cells))
+                lines.append(f"{variant:15} {label:16} {runs[0][label]['n']:6d}  " + "  ".join(cells))
     return "\n".join(lines)
 
 
@@ -199,6 +353,50 @@ def format_results(results: dict, eval_names: list[str], seeds: list[int], varia
 def parse_eval(value: str) -> tuple[str, Path]:
     name, sep, path = value.partition("=")
     return (name, Path(path)) if sep else (Path(value).stem, Path(value))
+
+
+def adapt_once(args: argparse.Namespace, train_spacy: Path, dev_spacy: Path) -> dict:
+    """`adapt` into OUT/adapted_elmo, or, when an earlier run with the same settings did it, its record."""
+    record = args.out / "adaptation.json"
+    settings = {
+        "model": args.elmo_model or str(default_model_dir()),
+        "held_out": args.adapt_held_out,
+        "epochs": args.adapt_epochs,
+        "patience": args.adapt_patience,
+        "validate_every": args.adapt_validate_every,
+        "lr": args.adapt_lr,
+        "max_steps": args.adapt_max_steps,
+    }
+    if record.is_file():
+        earlier = json.loads(record.read_text(encoding="utf-8"))
+        if earlier["given"] == settings:
+            print(f"adapted model: {earlier['folder']} (from an earlier run; delete {record} to adapt again)")
+            return earlier
+        sys.exit(
+            f"{args.out / ADAPTED_FOLDER} was adapted with other settings ({earlier['given']}); give another --out."
+        )
+    print(f"\n=== adapting {settings['model']} to the training split's words ===", flush=True)
+    done = adapt(
+        train_spacy,
+        dev_spacy,
+        args.out,
+        model=args.elmo_model,
+        held_out=args.adapt_held_out,
+        epochs=args.adapt_epochs,
+        patience=args.adapt_patience,
+        validate_every=args.adapt_validate_every,
+        lr=args.adapt_lr,
+        max_steps=args.adapt_max_steps,
+    )
+    done["given"] = settings
+    record.write_text(json.dumps(done, indent=1) + "\n", encoding="utf-8")
+    print(
+        f"adapted in {done['train_seconds']:.0f} s ({done['steps']} steps, best at {done['best_step']}): held-out "
+        f"perplexity {done['held_out_ppl']['before']} -> {done['held_out_ppl']['after']}, dev text "
+        f"{done['dev_ppl']['before']} -> {done['dev_ppl']['after']}",
+        flush=True,
+    )
+    return done
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -257,7 +455,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cache-mb", type=int, default=DEFAULT_CACHE_MB, help="ELMo feature cache budget in MiB (0 = off)."
     )
-    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        choices=VARIANTS,
+        default=list(DEFAULT_VARIANTS),
+        help="Runs per seed (default: baseline elmo). vectors, elmo+vectors and adapted+vectors need --vectors; "
+        "adapted and adapted+vectors first adapt --elmo-model to the training split's words.",
+    )
+    parser.add_argument(
+        "--vectors",
+        default="",
+        metavar="PATH_OR_PIPELINE",
+        help="Static vectors for the +vectors variants: a folder made by `spacy init vectors` "
+        "(examples/vectors/train_vectors.py) or an installed pipeline's name (en_core_web_md).",
+    )
+    adapting = parser.add_argument_group("adaptation (the adapted variants; the paper's section 3.4)")
+    adapting.add_argument(
+        "--adapted-model", default="", help="Use this adapted model folder instead of adapting (into OUT/adapted_elmo)."
+    )
+    adapting.add_argument("--adapt-held-out", type=float, default=0.05, help="Training sentences held out (0.05).")
+    adapting.add_argument("--adapt-epochs", type=int, default=1, help="Passes over the kept sentences (1).")
+    adapting.add_argument(
+        "--adapt-patience", type=int, default=2, help="Stop after N validations without a better held-out perplexity."
+    )
+    adapting.add_argument("--adapt-validate-every", type=int, default=10, help="Steps between validations (10).")
+    adapting.add_argument(
+        "--adapt-lr", type=float, default=0.001, help="Adam's learning rate (0.001, elmo train's default)."
+    )
+    adapting.add_argument("--adapt-max-steps", type=int, default=None, help="Cap on the adaptation's steps (none).")
     parser.add_argument("--n-sents", type=int, default=10, help="Sentences per Doc for files without -DOCSTART- lines.")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -267,6 +493,14 @@ def main(argv: list[str] | None = None) -> int:
     names = [name for name, _ in args.eval]
     if len(set(names)) != len(names):
         parser.error(f"--eval names must differ; got {names}. Name them: --eval NAME=PATH.")
+    with_vectors = [v for v in args.variants if v.endswith("vectors")]
+    if with_vectors and not args.vectors:
+        parser.error(f"--variants {' '.join(with_vectors)} need --vectors PATH_OR_PIPELINE.")
+    if args.vectors and (problem := check_vectors(args.vectors)):
+        parser.error(problem)
+    # ELMo next to static vectors is what the +vectors variants are for: the elmo component's
+    # warning (token.vector reads the static vectors, not ELMo's) says nothing new here.
+    warnings.filterwarnings("ignore", message="the vocab of the pipeline with 'elmo' has static word vectors")
 
     data = args.out / "data"
     started = time.perf_counter()
@@ -278,6 +512,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.patience < 0 or args.max_steps < 0 or (args.max_steps == 0 and not args.patience):
         parser.error("--max-steps must be > 0 (or 0 with --patience, for no cap) and --patience >= 0.")
+    results: dict = {"eval_files": {name: str(path) for name, path in args.eval}, "runs": {}}
+    results["args"] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "eval"}
+    adapted_path = args.adapted_model
+    if any(v.startswith("adapted") for v in args.variants) and not adapted_path:
+        adapted_path = str(args.out / ADAPTED_FOLDER)
+        results["adaptation"] = adapt_once(args, spacy_files["train"], spacy_files["dev"])
     configs = make_configs(
         max_steps=args.max_steps,
         eval_frequency=args.eval_frequency or (200 if args.patience else args.max_steps),
@@ -287,13 +527,12 @@ def main(argv: list[str] | None = None) -> int:
         elmo_dropout=args.elmo_dropout,
         mix_l2=args.mix_l2,
         elmo_enters=args.elmo_enters,
+        vectors=args.vectors,
+        adapted_path=adapted_path,
     )
     scored = "model-best" if args.patience else "model-last"
     for variant, config in configs.items():
         config.to_disk(args.out / f"{variant}.cfg")
-
-    results: dict = {"eval_files": {name: str(path) for name, path in args.eval}, "runs": {}}
-    results["args"] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "eval"}
     for seed in args.seeds:
         for variant in args.variants:
             run = f"{variant}/seed{seed}"

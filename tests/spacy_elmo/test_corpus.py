@@ -130,7 +130,7 @@ def test_a_cut_never_splits_an_entity_that_runs_over_a_sentence_start():
         ConllNerCorpus(None, n_sents=-1)
 
 
-@pytest.mark.parametrize("config", ["ner_elmo.cfg", "add_elmo_to_pipeline.cfg"])
+@pytest.mark.parametrize("config", ["ner_elmo.cfg", "ner_elmo_vectors.cfg", "add_elmo_to_pipeline.cfg"])
 def test_example_configs_cache_the_layers_and_read_sentence_sized_docs(tmp_path, config):
     """The README's training advice, in the configs themselves: a feature cache, and sentence-sized Docs."""
     from spacy.util import load_config, registry
@@ -379,3 +379,45 @@ def test_adding_elmo_to_an_existing_pipeline_keeps_the_sourced_components(tiny_m
     assert [t.tag_ for t in after(text)] == [t.tag_ for t in before(text)]
     assert get_scalar_mix_weights(after, "ner").normalized_weights.shape == (NUM_LAYERS,)  # the new NER reads ELMo
     assert_elmo_enters_before_the_encoder(after)
+
+
+VECTORS_CONFIG = REPO / "examples" / "spacy_elmo" / "ner_elmo_vectors.cfg"
+
+
+def test_the_elmo_and_vectors_config_is_the_elmo_config_with_static_vectors():
+    from spacy.util import load_config
+
+    elmo, both = load_config(EXAMPLE_CONFIG, interpolate=False), load_config(VECTORS_CONFIG, interpolate=False)
+    embed = both["components"]["ner"]["model"]["tok2vec"]["embed"]["tok2vec"]
+    assert embed["@architectures"] == "spacy.MultiHashEmbed.v2" and embed["include_static_vectors"] is True
+    assert both["initialize"]["vectors"] == "${paths.vectors}"
+    embed["include_static_vectors"] = False
+    assert both == elmo  # nothing else differs
+
+
+def test_spacy_train_of_the_elmo_and_vectors_config_reads_the_vectors(wikigold, tiny_model_dir, tmp_path):
+    train, dev = _split_wikigold(wikigold, tmp_path)
+    vectors = spacy.blank("en")
+    rng = np.random.default_rng(0)
+    for word in ("the", "The", "London", "band", "in"):
+        vectors.vocab.set_vector(word, rng.standard_normal(6).astype("float32"))
+    vectors.to_disk(tmp_path / "vectors")
+    output = tmp_path / "trained"
+    command = [sys.executable, "-m", "spacy", "train", str(VECTORS_CONFIG), "--output", str(output)]
+    command += ["--paths.train", str(train), "--paths.dev", str(dev), "--paths.elmo", str(tiny_model_dir)]
+    command += ["--paths.vectors", str(tmp_path / "vectors"), "--training.max_steps", "2"]
+    command += ["--components.ner.model.tok2vec.encode.width", "32", "--components.ner.model.tok2vec.encode.depth", "1"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    with pytest.warns(UserWarning, match="has static word vectors, so spaCy's token.vector"):  # as the config says
+        nlp = spacy.load(output / "model-last")
+    assert (nlp.vocab.vectors.n_keys, nlp.vocab.vectors.shape[1]) == (5, 6) and nlp.vocab["London"].has_vector
+    # The static vectors reach the NER: changing London's row changes its tok2vec output.
+    tok2vec = nlp.get_pipe("ner").model.get_ref("tok2vec")
+    doc = nlp("The band played in London .")
+    before = tok2vec.predict([doc])
+    nlp.vocab.set_vector("London", nlp.vocab["London"].vector * 3 + 1)
+    changed = np.abs(tok2vec.predict([nlp("The band played in London .")]) - before).max(axis=1) > 1e-6
+    assert changed[4] and not changed[0]  # London moves; "The" (4 tokens away, window 1 x depth 1) does not
+    assert_elmo_enters_before_the_encoder(nlp)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import spacy
+import torch
 from spacy.tokens import Doc, Span
 from spacy.training import Example
 
@@ -208,3 +209,101 @@ def test_where_elmo_enters_sets_which_tokens_one_tokens_elmo_layers_reach(benchm
     changed = abs(ner_tok2vec.predict([doc]) - before).max(axis=1) > 1e-6
     reach = 0 if enters == "output" else 4
     assert changed.tolist() == [abs(i - 2) <= reach for i in range(len(doc))]
+
+
+# ---------------------------------------------------------------- static vectors and adaptation
+def embedding_of(config) -> dict:
+    """The one spacy.MultiHashEmbed.v2 of a benchmark config, wherever ELMo's listener put it."""
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("@architectures") == "spacy.MultiHashEmbed.v2":
+                found.append(node)
+            for value in node.values():
+                walk(value)
+
+    walk(config["components"])
+    assert len(found) == 1
+    return found[0]
+
+
+@pytest.mark.parametrize("enters", ["output", "input", "both"])
+def test_the_vectors_variants_read_static_vectors_and_the_others_do_not(benchmark, enters):
+    settings = {"max_steps": 10, "eval_frequency": 5, "elmo_enters": enters}
+    configs = benchmark["make_configs"](**settings, vectors="/vectors/folder", adapted_path="/adapted/model")
+    assert list(configs) == ["baseline", "elmo", "adapted", "vectors", "elmo+vectors", "adapted+vectors"]
+    for name, config in configs.items():
+        with_vectors = name.endswith("vectors")
+        assert config.interpolate()["initialize"]["vectors"] == ("/vectors/folder" if with_vectors else None), name
+        assert embedding_of(config)["include_static_vectors"] is with_vectors, name
+    # Each +vectors config is its config without vectors, plus the vectors and nothing else.
+    for name, plain in (("vectors", "baseline"), ("elmo+vectors", "elmo"), ("adapted+vectors", "adapted")):
+        embedding_of(configs[name])["include_static_vectors"] = False
+        configs[name]["paths"]["vectors"] = None
+        assert configs[name] == configs[plain], name
+    assert configs["adapted"]["components"]["elmo"]["model"]["path"] == "/adapted/model"
+    configs["adapted"]["components"]["elmo"]["model"]["path"] = ""
+    assert configs["adapted"] == configs["elmo"]
+    plain = benchmark["make_configs"](**settings)
+    assert list(plain) == ["baseline", "elmo"] and plain["baseline"] == configs["baseline"]
+
+
+def tiny_vectors(path: Path, width: int = 8) -> Path:
+    """A spaCy vectors folder (what `spacy init vectors` writes) for the invented words."""
+    import numpy as np
+
+    nlp = spacy.blank("en")
+    words = sorted({w for s in invented_sentences(5) for w, _ in s})
+    rng = np.random.default_rng(0)
+    for word in words:
+        nlp.vocab.set_vector(word, rng.standard_normal(width).astype("float32"))
+    nlp.to_disk(path)
+    return path
+
+
+def test_the_vectors_and_adapted_variants_train_end_to_end(benchmark, tiny_model_dir, tmp_path, capsys):
+    from elmo_core import load_model_folder
+
+    _, _, out, files = invented_run(tmp_path, 40, 4)
+    vectors = tiny_vectors(tmp_path / "vectors")
+    settings = ["--max-steps", "2", "--elmo-model", str(tiny_model_dir), "--cache-mb", "1", "--vectors", str(vectors)]
+    adapting = ["--adapt-max-steps", "3", "--adapt-validate-every", "1", "--adapt-held-out", "0.1"]
+    variants = ["--variants", "vectors", "elmo+vectors", "adapted", "adapted+vectors"]
+    assert benchmark["main"]([*files, *settings, *adapting, *variants]) == 0
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert set(results["runs"]) == {f"{v}/seed0" for v in variants[1:]}
+    for name in ("vectors", "elmo+vectors", "adapted+vectors"):
+        nlp = spacy.load(out / name / "seed0" / "model-last")
+        words = len({w for s in invented_sentences(5) for w, _ in s})
+        assert (nlp.vocab.vectors.n_keys, nlp.vocab.vectors.shape[1]) == (words, 8), name
+        assert nlp.vocab["Oslo"].has_vector and embedding_of(nlp.config)["include_static_vectors"], name
+    assert spacy.load(out / "adapted" / "seed0" / "model-last").vocab.vectors.n_keys == 0
+    # The adaptation: 36 of the 40 sentences kept, 4 held out, at most 3 steps.
+    adaptation = results["adaptation"]
+    assert adaptation["sentences"] == {"kept": 36, "held_out": 4} and adaptation["steps"] <= 3
+    assert adaptation["held_out_ppl"]["before"] is None  # the tiny model has no softmax: a new one is trained
+    assert adaptation["held_out_ppl"]["after"] > 1
+    kept = (out / "adapt_text" / "kept.txt").read_text(encoding="utf-8").splitlines()
+    assert len(kept) == 36 and kept[0] == "Anna Berg moved to Oslo to join Zeno Corp ."
+    # A model folder like any other, holding the best-validated weights (trained ones, unless the start was best).
+    adapted, tiny = load_model_folder(out / "adapted_elmo"), load_model_folder(tiny_model_dir)
+    changed = [n for n, t in adapted.bilm.state_dict().items() if not torch.equal(t, tiny.bilm.state_dict()[n])]
+    assert bool(changed) is (adaptation["best_step"] > 0)
+    # A second run with the same settings reuses the adapted model.
+    capsys.readouterr()
+    assert benchmark["main"]([*files, *settings, *adapting, "--variants", "adapted"]) == 0
+    assert "from an earlier run" in capsys.readouterr().out
+
+
+def test_benchmark_refuses_vectors_variants_without_vectors_and_a_folder_that_holds_none(benchmark, tmp_path, capsys):
+    _, _, _, files = invented_run(tmp_path, 2, 2)
+    with pytest.raises(SystemExit):
+        benchmark["main"]([*files, "--variants", "baseline", "elmo+vectors"])
+    assert "--variants elmo+vectors need --vectors PATH_OR_PIPELINE" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        benchmark["main"]([*files, "--variants", "vectors", "--vectors", str(tmp_path)])
+    assert "is a folder without vocab/vectors; make one with: spacy init vectors" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        benchmark["main"]([*files, "--variants", "vectors", "--vectors", "en_no_such_pipeline"])
+    assert "neither a folder (spacy init vectors en FILE OUT) nor an installed pipeline" in capsys.readouterr().err

@@ -1,11 +1,13 @@
-"""`elmo data pretokenize|vocab`: data preparation for `elmo train`.
+"""`elmo data pretokenize|vocab|hold-out`: data preparation for `elmo train`.
 
     elmo data pretokenize RAW_FILES... --out CACHE [--jobs N]
     elmo data vocab FILES... --out vocab.txt [--vocab-size N | --min-count N] [--pretokenized]
+    elmo data hold-out FILE --out-kept KEPT --out-held-out HELD [--fraction 0.05] [--seed 0]
 
 `pretokenize` splits and tokenises raw paragraphs once (spaCy's English rules, as
 `elmo train` without `--pretokenized` would on every epoch); train on the cache with
-`elmo train --pretokenized --train CACHE`.
+`elmo train --pretokenized --train CACHE`. `hold-out` sets some sentences aside for
+`elmo train --valid` (adapting a model to a task's training text, with `--patience`).
 """
 
 from __future__ import annotations
@@ -99,3 +101,31 @@ def vocab(
     typer.echo(
         f"wrote {plural(len(vocabulary), 'token')} to {out}; they cover {covered:.2%} of the running words", err=True
     )
+
+
+@app.command("hold-out", short_help="Set a random share of the sentences aside as held-out text for --valid.")
+def hold_out_command(
+    input_file: Annotated[Path, typer.Argument(metavar="FILE", help="One sentence per line (.txt or .txt.xz).")],
+    out_kept: Annotated[Path, typer.Option(help="The sentences kept, for elmo train --train.")],
+    out_held_out: Annotated[Path, typer.Option(help="The sentences held out, for elmo train --valid.")],
+    fraction: Annotated[float, typer.Option(help="The share held out, in (0, 1).")] = 0.05,
+    seed: Annotated[int, typer.Option(help="Seeds the choice: the same file and seed give the same split.")] = 0,
+) -> None:
+    """Split FILE's lines into kept and held-out sentences (seeded, input order kept; blank lines dropped)."""
+    from ...files.atomic_files import atomic_path
+    from ...files.text_files import check_input_file, iter_lines, open_text
+    from ..training.corpus import hold_out
+
+    check_input_file(input_file, "FILE")
+    outputs = [("--out-kept", out_kept), ("--out-held-out", out_held_out)]
+    check_output_spares_inputs(outputs, [("FILE", input_file)])
+    if out_kept.resolve() == out_held_out.resolve():
+        raise ElmoError(f"--out-kept and --out-held-out are both {out_kept}; give two files.")
+    try:
+        kept, held = hold_out(list(iter_lines(input_file)), fraction, seed=seed)
+    except ValueError as err:
+        raise ElmoError(f"FILE {input_file}: {err}") from None
+    for path, lines in ((out_kept, kept), (out_held_out, held)):
+        with atomic_path(path) as tmp, open_text(tmp, "wt") as f:
+            f.writelines(line + "\n" for line in lines)
+    typer.echo(f"kept {plural(len(kept), 'sentence')} in {out_kept}, held {len(held)} out in {out_held_out}", err=True)

@@ -7,7 +7,7 @@ The command line is `elmo train`, `elmo perplexity` and `elmo data pretokenize|v
 
 from __future__ import annotations
 
-from .corpus import get_sentence_splitter, iter_sentences, pretokenize_files
+from .corpus import get_sentence_splitter, hold_out, iter_sentences, pretokenize_files
 from .data import Batch, PrefetchingStream, TrainingStream, eval_batches, make_batch
 from .model import BiLMLanguageModel, LMOutput, default_cutoffs, load_language_model, save_language_model
 from .perplexity import Perplexity, evaluate
@@ -28,6 +28,7 @@ __all__ = [
     "eval_batches",
     "evaluate",
     "get_sentence_splitter",
+    "hold_out",
     "iter_sentences",
     "load_language_model",
     "make_batch",

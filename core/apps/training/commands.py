@@ -56,7 +56,16 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_VOCAB_SIZE = 100_000
 
-STOP_SETTINGS = ("max_steps", "max_hours", "max_epochs", "checkpoint_every", "validate_every", "log_every", "progress")
+STOP_SETTINGS = (
+    "max_steps",
+    "max_hours",
+    "max_epochs",
+    "patience",
+    "checkpoint_every",
+    "validate_every",
+    "log_every",
+    "progress",
+)
 """The `TrainConfig` fields a resumed run takes from its command rather than from its checkpoint."""
 
 TRAINING_FILES = (CHECKPOINT_NAME, LOG_NAME, VOCAB_NAME, LM_HEAD_NAME, *MODEL_FOLDER_FILES)
@@ -256,6 +265,20 @@ class TrainingSettings(TrainConfig):
         check_int("--min-count", self.min_count, none_ok=True, error=ElmoError)
         for name in ("checkpoint_every", "validate_every", "log_every"):
             check_int("--" + name.replace("_", "-"), getattr(self, name), minimum=0, error=ElmoError)
+        check_int(
+            "--patience",
+            self.patience,
+            none_ok=True,
+            meaning="validations without a better perplexity",
+            error=ElmoError,
+        )
+        if self.patience is not None and self.valid is None:
+            raise ElmoError(
+                "--patience stops when the validation perplexity stops improving, but there is no --valid; "
+                "give held-out text with --valid FILE, or leave --patience out."
+            )
+        if self.patience is not None and self.validate_every == 0:
+            raise ElmoError("--patience counts validations; give --validate-every N > 0 steps with it.")
         if self.max_hours is not None and not self.max_hours > 0:
             raise ElmoError(f"--max-hours must be a positive number of hours; got {self.max_hours}.")
         if self.lr is not None and not self.lr > 0:

@@ -19,6 +19,7 @@ W-th line (`rank::world_size`), so their shares are disjoint.
 from __future__ import annotations
 
 import io
+import random
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -31,6 +32,7 @@ __all__ = [
     "Splitter",
     "cut_sentence",
     "get_sentence_splitter",
+    "hold_out",
     "iter_sentences",
     "line_sentences",
     "open_text",
@@ -94,6 +96,33 @@ def iter_sentences(
             for number, line in enumerate(f):
                 if number % world_size == rank and line.strip():
                     yield from line_sentences(line, splitter, max_tokens)
+
+
+def hold_out(lines: Sequence[str], fraction: float, *, seed: int = 0) -> tuple[list[str], list[str]]:
+    """Split lines (sentences) into (kept, held out), for training with a validation perplexity.
+
+    A seeded random `fraction` of the lines is held out (rounded, at least one, never all),
+    and both parts keep the input order, so that the same lines, fraction and seed always
+    give the same split. Used to adapt a biLM to a task's training text (the paper, section
+    3.4): the held-out sentences watch its perplexity, while the task's dev set stays unseen.
+
+    Args:
+        lines: The sentences, one string each (blank ones are dropped first).
+        fraction: The share held out, in (0, 1), e.g. 0.05.
+        seed: Seeds the choice.
+
+    Raises:
+        ValueError: if `fraction` is not in (0, 1), or there are fewer than 2 non-blank lines.
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"the held-out fraction must be in (0, 1), e.g. 0.05; got {fraction}.")
+    lines = [line for line in lines if line.strip()]
+    if len(lines) < 2:
+        raise ValueError(f"holding some sentences out needs at least 2 of them; got {len(lines)}.")
+    n_held = min(max(1, round(fraction * len(lines))), len(lines) - 1)
+    held = set(random.Random(seed).sample(range(len(lines)), n_held))
+    kept = [line for i, line in enumerate(lines) if i not in held]
+    return kept, [line for i, line in enumerate(lines) if i in held]
 
 
 def pretokenize_files(

@@ -24,6 +24,13 @@ Only rank 0 writes files: `checkpoint.pt`, the model folder (`save_language_mode
 
 (`valid_*` are null on rows without a validation; `valid_ppl` is the average defined in
 `perplexity.py`; `tokens` counts words, without `<S>`/`</S>`, over all ranks.)
+
+Early stopping (`TrainConfig.patience`, for adapting a trained biLM to a task's text): the
+model is validated once before its first step, the model folder is written only when
+`valid_ppl` is lower than at every earlier validation (so it always holds the best weights,
+as spaCy's `model-best`), and the run stops after `patience` validations in a row without
+a lower one. `checkpoint.pt` still holds the latest step, for an exact resume, and the
+best perplexity so far with it.
 """
 
 from __future__ import annotations
@@ -116,6 +123,12 @@ class TrainConfig:
             stream's epochs, counted across resumes; bilm-tf's `n_epochs`). None = no limit.
             `Trainer` sets it as its `TrainingStream`'s `epochs`. Under DDP every rank reads
             its own share, and all stop when the first rank's share is done.
+        patience: Early stopping (module docstring): stop after this many validations in a
+            row without a lower validation perplexity than the best so far, and keep the
+            best-validated weights in the model folder. Needs validation sentences and
+            `validate_every` > 0; 1 stops at the first validation that is no better, a large
+            value only keeps the best model. None = no early stopping (the model folder
+            holds the last step's weights).
         checkpoint_every: Write the checkpoint and the model folder every N steps (and
             at the end). 0 = only at the end.
         validate_every: Validation perplexity every N steps (and at the end); 0 = only
@@ -146,6 +159,14 @@ class TrainConfig:
             "under torchrun, when the first rank has read its share)."
         ),
     )
+    patience: int | None = field(
+        default=None,
+        metadata=option_help(
+            "Early stopping: validate before the first step, write the model folder only when the validation "
+            "perplexity is the best so far, and stop after N validations in a row without a better one "
+            "(needs --valid)."
+        ),
+    )
     checkpoint_every: int = field(default=1000, metadata=option_help("Save checkpoint and model folder every N steps."))
     validate_every: int = field(default=1000, metadata=option_help("Validation perplexity every N steps."))
     log_every: int = field(default=50, metadata=option_help("A train_log.jsonl row every N steps."))
@@ -163,6 +184,13 @@ class TrainConfig:
         for name in ("checkpoint_every", "validate_every", "log_every"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0; got {getattr(self, name)}.")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"patience must be >= 1 validations (or None: no early stopping); got {self.patience}.")
+        if self.patience is not None and self.validate_every == 0:
+            raise ValueError(
+                "patience counts validations, but validate_every is 0 (validate only at the end); "
+                "give validate_every > 0 steps."
+            )
 
     @property
     def learning_rate(self) -> float:
@@ -225,6 +253,8 @@ class Trainer:
     ) -> None:
         if len(vocab) != lm.vocab_size:
             raise ValueError(f"the vocabulary has {len(vocab)} tokens but the model's softmax {lm.vocab_size}.")
+        if config.patience is not None and not valid_sentences:
+            raise ValueError("patience watches the validation perplexity, but there are no validation sentences.")
         self.device = torch.device(device)
         self.distributed = dist.is_available() and dist.is_initialized()
         self.rank = dist.get_rank() if self.distributed else 0
@@ -264,6 +294,7 @@ class Trainer:
         self.step = 0
         self.tokens_seen = 0  # words, all ranks
         self.elapsed_before = 0.0  # seconds trained by earlier invocations
+        self.early_stopping = _EarlyStopping()
         self._iterator: Iterator[Batch] | None = None
 
     @property
@@ -326,7 +357,9 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def fit(self, callback: Callable[[int, StepResult], None] | None = None) -> dict[str, Any]:
-        """Train until `max_steps` / `max_hours` (or the stream ends); returns a summary.
+        """Train until `max_steps` / `max_hours` (or the stream ends, or early stopping's
+        `patience` runs out); returns a summary (with `patience`: also `best_valid_ppl`,
+        `best_step` and `stopped_early`).
 
         Writes checkpoints, the model folder and log rows as configured (rank 0), and
         always validates, logs and saves at the last step.
@@ -347,6 +380,8 @@ class Trainer:
             disable=not (self.config.progress and self.is_main),
         )
         try:
+            if self.config.patience is not None and self.early_stopping.best is None:
+                self._validate_before_training(run)
             self._train_until_stopped(run, bar, callback)
         finally:
             bar.close()
@@ -390,6 +425,13 @@ class Trainer:
             if config.max_steps is not None and self.step >= config.max_steps:
                 break  # the last step is validated, logged and saved by _finish_fit
             self._validate_log_save_on_schedule(run)
+            if self.early_stopping.is_out_of_patience(config.patience):
+                logger.info(
+                    "early stopping at step %d: no better validation since step %d",
+                    self.step,
+                    self.early_stopping.best_step,
+                )
+                break
 
     def _validate_log_save_on_schedule(self, run: _FitRun) -> None:
         """Validation every `validate_every` steps, a log row every `log_every` steps (and with
@@ -398,7 +440,7 @@ class Trainer:
         validate = config.validate_every and self.step % config.validate_every == 0
         valid = self.validate() if validate else None
         if valid is not None:
-            run.last_valid, run.validated_at = valid, self.step
+            self._record_validation(run, valid)
         if valid is not None or (config.log_every and self.step % config.log_every == 0):
             self._log_row(run.interval, valid, run.started)
             run.interval = _LogInterval()
@@ -406,11 +448,26 @@ class Trainer:
             self.save(run.started)
             run.saved_at = self.step
 
+    def _validate_before_training(self, run: _FitRun) -> None:
+        """Early stopping's first reference: the model as it starts (so that a run that never
+        improves on it keeps it), logged as a row without train_ppl and written as the model
+        folder."""
+        valid = self.validate()
+        assert valid is not None  # Trainer refuses patience without validation sentences
+        self._record_validation(run, valid)
+        self._log_row(run.interval, valid, run.started)
+
+    def _record_validation(self, run: _FitRun, valid: Perplexity) -> None:
+        """Note a validation; with early stopping, write the model folder when it is the best so far."""
+        run.last_valid, run.validated_at = valid, self.step
+        if self.config.patience is not None and self.early_stopping.update(self.step, valid.average):
+            self.save_model_folder()
+
     def _finish_fit(self, run: _FitRun) -> dict[str, Any]:
         """Validate, log and save the last step (unless already done); return `fit`'s summary."""
         valid = self.validate() if run.validated_at != self.step else None
         if valid is not None:
-            run.last_valid = valid
+            self._record_validation(run, valid)
         if run.interval.steps or valid is not None:
             self._log_row(run.interval, valid, run.started)
         if run.saved_at != self.step:
@@ -423,6 +480,10 @@ class Trainer:
                 valid_backward_ppl=run.last_valid.backward,
                 valid_ppl=run.last_valid.average,
             )
+        if self.config.patience is not None:
+            stopping = self.early_stopping
+            stopped = stopping.is_out_of_patience(self.config.patience)
+            summary.update(best_valid_ppl=stopping.best, best_step=stopping.best_step, stopped_early=stopped)
         return summary
 
     def _agree(self, flag: bool) -> bool:
@@ -465,17 +526,25 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, started: float | None = None) -> None:
-        """Write `checkpoint.pt` and the model folder into `out_dir` (rank 0; collective)."""
+        """Write `checkpoint.pt` and (without early stopping, which writes the model folder
+        only at a best validation) the model folder into `out_dir` (rank 0; collective)."""
         elapsed = self.elapsed_before + (time.monotonic() - started if started is not None else 0.0)
         state = self.checkpoint_state(elapsed)
         if self.is_main and self.out_dir is not None:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             atomic_torch_save(state, self.out_dir / CHECKPOINT_NAME)
+            logger.info("saved checkpoint at step %d to %s", self.step, self.out_dir)
+        if self.config.patience is None:
+            self.save_model_folder()
+
+    def save_model_folder(self) -> None:
+        """Write the model folder (`save_language_model`) into `out_dir` (rank 0)."""
+        if self.is_main and self.out_dir is not None:
             # Building the Elmo to save draws random initial weights: keep that draw out of
             # the training RNG, or a run that saved here would differ from one resumed here.
             with torch.random.fork_rng(devices=[]):
                 save_language_model(self.lm, self.vocab, self.out_dir, elmo_settings=self.elmo_settings)
-            logger.info("saved checkpoint and model folder at step %d to %s", self.step, self.out_dir)
+            logger.info("saved the model folder at step %d to %s", self.step, self.out_dir)
 
     def checkpoint_state(self, elapsed_s: float = 0.0) -> dict[str, Any]:
         """Everything needed to resume exactly (collective under DDP: gathers per-rank state)."""
@@ -504,6 +573,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict(),
             "ranks": gathered,
+            "early_stopping": asdict(self.early_stopping),
             "extra": self.checkpoint_extra,
         }
 
@@ -536,6 +606,7 @@ class Trainer:
         self.step = state["step"]
         self.tokens_seen = state["tokens_seen"]
         self.elapsed_before = state["elapsed_s"]
+        self.early_stopping = _EarlyStopping(**state.get("early_stopping", {}))  # none in older checkpoints
         mine = state["ranks"][self.rank]
         if mine["stream"] is not None and hasattr(self.stream, "load_state_dict"):
             self.stream.load_state_dict(mine["stream"])
@@ -584,6 +655,27 @@ class _LogInterval:
         if not self.tokens:
             return math.nan
         return math.exp(min((self.forward_nll + self.backward_nll) / (2 * self.tokens), 700.0))
+
+
+@dataclass
+class _EarlyStopping:
+    """Early stopping's record: the best validation perplexity so far (None: none yet), its
+    step, and the validations since then that were no better."""
+
+    best: float | None = None
+    best_step: int | None = None
+    since_best: int = 0
+
+    def update(self, step: int, valid_ppl: float) -> bool:
+        """Note a validation at `step`; True when it is the best so far (strictly lower)."""
+        if self.best is None or valid_ppl < self.best:
+            self.best, self.best_step, self.since_best = valid_ppl, step, 0
+            return True
+        self.since_best += 1
+        return False
+
+    def is_out_of_patience(self, patience: int | None) -> bool:
+        return patience is not None and self.since_best >= patience
 
 
 @dataclass

@@ -200,6 +200,12 @@ def test_run_training_takes_settings_or_their_fields_as_keywords(tmp_path, optio
         ({"lr": -1.0}, ElmoError, r"^--lr must be a positive learning rate; got -1\.0\.$"),
         ({"dropout": 1.0}, ElmoError, r"^--dropout must be in \[0, 1\); got 1\.0\.$"),
         ({"max_hours": 0.0}, ElmoError, r"^--max-hours must be a positive number of hours; got 0\.0\.$"),
+        ({"max_steps": 1, "patience": 2}, ElmoError, r"^--patience stops when the validation perplexity .* no --valid"),
+        (
+            {"max_steps": 1, "patience": 0},
+            ElmoError,
+            r"^--patience must be a positive integer \(validations without a better perplexity\) or None; got 0\.$",
+        ),
     ],
 )
 def test_run_training_refuses_bad_settings_before_starting(tmp_path, options_file, fields, error, match):
@@ -476,3 +482,40 @@ def test_training_settings_are_a_train_config_and_restate_none_of_its_fields():
     settings = TrainingSettings(out="run", train=["t.txt"], options="o.json", max_steps=3, lr=0.5)
     config = settings.train_config()
     assert type(config) is TrainConfig and (config.max_steps, config.lr, config.precision) == (3, 0.5, "auto")
+
+
+def test_hold_out_writes_the_kept_and_the_held_out_sentences(tmp_path):
+    lines = [f"w{i} x y" for i in range(40)]
+    source = tmp_path / "words.txt"
+    source.write_text("\n".join(lines) + "\n\n", encoding="utf-8")
+    kept, held = tmp_path / "kept.txt", tmp_path / "held.txt"
+    elmo("data", "hold-out", source, "--out-kept", kept, "--out-held-out", held, "--fraction", 0.1, "--seed", 1)
+    from elmo_core.apps.training import hold_out
+
+    expected = hold_out(lines, 0.1, seed=1)
+    assert kept.read_text(encoding="utf-8").splitlines() == expected[0] and len(expected[1]) == 4
+    assert held.read_text(encoding="utf-8").splitlines() == expected[1]
+    message = one_line_error("data", "hold-out", source, "--out-kept", kept, "--out-held-out", kept)
+    assert "--out-kept and --out-held-out are both" in message
+    message = one_line_error("data", "hold-out", source, "--out-kept", kept, "--out-held-out", held, "--fraction", 2)
+    assert f"FILE {source}: the held-out fraction must be in (0, 1)" in message
+
+
+def test_train_with_patience_continues_a_model_folder_and_keeps_its_best_validation(
+    tmp_path, options_file, train_file, valid_file
+):
+    start = tmp_path / "start"
+    elmo(*train_args(start, train_file, valid_file, "--options", options_file, "--max-steps", 2))
+    adapted = tmp_path / "adapted"
+    # --lr 1.0 wrecks the model at the first step: every validation after it is worse, so
+    # the run stops after --patience 2 of them and the folder keeps the starting weights.
+    more = ("--model", start, "--max-epochs", 1, "--patience", 2, "--lr", 1.0, "--validate-every", 1)
+    elmo(*train_args(adapted, train_file, valid_file, *more))
+    rows = [json.loads(line) for line in (adapted / "train_log.jsonl").read_text().splitlines()]
+    validated = [r["step"] for r in rows if r["valid_ppl"] is not None]
+    assert validated == [0, 1, 2] and rows[0]["valid_ppl"] < min(r["valid_ppl"] for r in rows[1:])
+    before, after = load_language_model(start)[0].bilm, load_language_model(adapted)[0].bilm
+    for (name, x), y in zip(before.state_dict().items(), after.state_dict().values()):
+        torch.testing.assert_close(x, y, rtol=0, atol=0, msg=name)
+    [(_, ppl)] = run_perplexity([valid_file], model=adapted, pretokenized=True)
+    assert ppl.average == pytest.approx(rows[0]["valid_ppl"], rel=1e-6)

@@ -180,3 +180,28 @@ def test_prefetching_stream_yields_the_same_batches_and_positions(train_file, vo
     resumed = PrefetchingStream(make(), depth=2)
     resumed.load_state_dict(prefetched.state_dict())
     assert all(torch.equal(next(plain_iterator).targets, b.targets) for b in take(resumed, 5))
+
+
+# ---------------------------------------------------------------------- held-out sentences
+def test_hold_out_sets_a_seeded_share_aside_and_keeps_the_order():
+    from elmo_core.apps.training import hold_out
+
+    lines = [f"sentence {i}" for i in range(100)] + ["  "]
+    kept, held = hold_out(lines, 0.05, seed=3)
+    assert len(held) == 5 and len(kept) == 95  # the blank line is dropped
+    assert sorted(kept + held, key=lambda s: int(s.split()[1])) == lines[:100]
+    assert kept == sorted(kept, key=lambda s: int(s.split()[1])) and held == sorted(
+        held, key=lambda s: int(s.split()[1])
+    )
+    assert hold_out(lines, 0.05, seed=3) == (kept, held)  # the same seed, the same split
+    assert hold_out(lines, 0.05, seed=4)[1] != held
+    assert hold_out(["a", "b", "c"], 0.01)[1] != [] and len(hold_out(["a", "b"], 0.99)[0]) == 1  # at least one each
+
+
+def test_hold_out_explains_a_bad_fraction_or_too_few_sentences():
+    from elmo_core.apps.training import hold_out
+
+    with pytest.raises(ValueError, match=r"held-out fraction must be in \(0, 1\), e\.g\. 0\.05; got 5\.0"):
+        hold_out(["a", "b"], 5.0)
+    with pytest.raises(ValueError, match="needs at least 2 of them; got 1"):
+        hold_out(["a", ""], 0.5)

@@ -233,3 +233,100 @@ def test_fitting_twice_continues_where_the_first_fit_stopped(tmp_path, train_fil
     trainer.config.max_steps = 6
     trainer.fit(callback=lambda s, r: twice.append(r.loss))
     assert twice == once
+
+
+# ---------------------------------------------------------------------- early stopping
+def scripted_validation(trainer, perplexities):
+    """Make `trainer.validate` return these average perplexities in turn, and record at
+    which step each was asked for (the real one is tested above)."""
+    asked = []
+
+    def validate():
+        asked.append(trainer.step)
+        ppl = perplexities[len(asked) - 1]
+        nll = float(np.log(ppl)) * 10
+        return trainer_module.Perplexity(nll, nll, 10, 2, 0)
+
+    trainer.validate = validate
+    return asked
+
+
+def early_stopping_trainer(tmp_path, vocab, train_file, patience, max_steps=100):
+    lm = make_lm(vocab, seed=0, dropout=0.1)
+    stream = TrainingStream([train_file], vocab, batch_tokens=48, buffer_sentences=7, seed=0)
+    config = TrainConfig(max_steps=max_steps, patience=patience, validate_every=2, checkpoint_every=3, progress=False)
+    return Trainer(lm, vocab, stream, config, valid_sentences=make_corpus(4, seed=9), out_dir=tmp_path / "run")
+
+
+def bilm_weights(folder):
+    from elmo_core.apps.training import load_language_model
+
+    return load_language_model(folder)[0].bilm.state_dict()
+
+
+def test_early_stopping_stops_after_patience_worse_validations_and_keeps_the_best_weights(tmp_path, train_file, vocab):
+    trainer = early_stopping_trainer(tmp_path, vocab, train_file, patience=2)
+    # Before the first step, then at steps 2, 4, 6, 8: the best is at step 4, and the two
+    # validations after it are worse, so the run stops at step 8.
+    asked = scripted_validation(trainer, [100.0, 90.0, 80.0, 85.0, 81.0, 1.0])
+    weights = {}
+    trainer_callback = lambda step, result: weights.__setitem__(step, copy_bilm(trainer))  # noqa: E731
+    summary = trainer.fit(callback=trainer_callback)
+    assert asked == [0, 2, 4, 6, 8]
+    assert summary["step"] == 8 and summary["stopped_early"] is True
+    assert summary["best_step"] == 4 and summary["best_valid_ppl"] == pytest.approx(80.0)
+    assert summary["valid_ppl"] == pytest.approx(81.0)  # the last validation
+    saved = bilm_weights(tmp_path / "run")
+    for name, tensor in weights[4].items():
+        torch.testing.assert_close(saved[name], tensor, rtol=0, atol=0, msg=name)
+    assert any(not torch.equal(saved[n], t) for n, t in weights[8].items())  # not the last step's
+    rows = [json.loads(line) for line in (tmp_path / "run" / LOG_NAME).read_text().splitlines()]
+    assert [(r["step"], round(r["valid_ppl"], 6)) for r in rows if r["valid_ppl"]] == [
+        (0, 100.0),
+        (2, 90.0),
+        (4, 80.0),
+        (6, 85.0),
+        (8, 81.0),
+    ]
+    assert rows[0]["train_ppl"] is None  # the row before training has no training perplexity
+    state = load_checkpoint_file(tmp_path / "run" / CHECKPOINT_NAME)
+    assert state["step"] == 8  # the checkpoint is the latest step, for an exact resume
+    assert state["early_stopping"] == {"best": pytest.approx(80.0), "best_step": 4, "since_best": 2}
+
+
+def copy_bilm(trainer):
+    return {k: v.detach().clone() for k, v in trainer.lm.bilm.state_dict().items()}
+
+
+def test_early_stopping_keeps_the_starting_model_when_training_never_beats_it(tmp_path, train_file, vocab):
+    trainer = early_stopping_trainer(tmp_path, vocab, train_file, patience=1)
+    start = copy_bilm(trainer)
+    scripted_validation(trainer, [50.0, 60.0])
+    summary = trainer.fit()
+    assert summary["step"] == 2 and summary["best_step"] == 0 and summary["stopped_early"] is True
+    saved = bilm_weights(tmp_path / "run")
+    for name, tensor in start.items():
+        torch.testing.assert_close(saved[name], tensor, rtol=0, atol=0, msg=name)
+
+
+def test_a_resumed_run_keeps_its_best_validation_and_its_count_of_worse_ones(tmp_path, train_file, vocab):
+    first = early_stopping_trainer(tmp_path, vocab, train_file, patience=2, max_steps=4)
+    scripted_validation(first, [100.0, 90.0, 95.0])  # steps 0, 2 (best), 4 (worse)
+    assert first.fit()["stopped_early"] is False
+    resumed = early_stopping_trainer(tmp_path, vocab, train_file, patience=2, max_steps=100)
+    resumed.load_checkpoint(tmp_path / "run" / CHECKPOINT_NAME)
+    asked = scripted_validation(resumed, [96.0, 1.0])  # step 6: the second worse one in a row
+    summary = resumed.fit()
+    assert asked == [6]  # no new validation before the first resumed step
+    assert (summary["step"], summary["best_step"], summary["best_valid_ppl"]) == (6, 2, pytest.approx(90.0))
+
+
+def test_early_stopping_explains_what_it_needs(tmp_path, vocab):
+    with pytest.raises(ValueError, match=r"patience must be >= 1 validations .*; got 0\."):
+        TrainConfig(max_steps=1, patience=0)
+    with pytest.raises(ValueError, match="patience counts validations, but validate_every is 0"):
+        TrainConfig(max_steps=1, patience=1, validate_every=0)
+    with pytest.raises(
+        ValueError, match="patience watches the validation perplexity, but there are no validation sentences"
+    ):
+        Trainer(make_lm(vocab), vocab, [], TrainConfig(max_steps=1, patience=1))
