@@ -58,7 +58,8 @@ def child_env(**overrides: str) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------- shapes and FLOPs
 def shape_options(shape: str) -> BiLMOptions:
-    """A `PUBLISHED_OPTIONS` shape, or "default": the shipped default model's shape.
+    """A `PUBLISHED_OPTIONS` shape, "default" (the shipped default model's shape) or "wide"
+    (the default shape with LSTM cell 1024 and projection 256, the char CNN projecting to 256).
 
     A "-noclip" suffix switches `cell_clip` and `proj_clip` off (such cells run as fused
     `torch.lstm` calls; see `elmo_core.runtime.recurrence`).
@@ -68,6 +69,9 @@ def shape_options(shape: str) -> BiLMOptions:
         return dataclasses.replace(options, lstm=dataclasses.replace(options.lstm, cell_clip=None, proj_clip=None))
     if shape == "default":
         return read_model_config(default_model_dir())[0]
+    if shape == "wide":
+        options = shape_options("default")
+        return dataclasses.replace(options, lstm=dataclasses.replace(options.lstm, dim=1024, projection_dim=256))
     return PUBLISHED_OPTIONS[shape]
 
 
