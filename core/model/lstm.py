@@ -26,10 +26,12 @@ this project's CPU (one thread, Xeon with AVX-512): the recurrent product 3.4 ag
 step's z go into two buffers made once per call (fresh 8 MB blocks had their pages
 faulted in again and again), and the state keeps only the rows still running, so the
 element-wise steps run on contiguous memory. The same operations in the same order on
-the same values; only MKL's summation order inside a product may differ (within 3e-7
-of the row loop for the original shape; tests at 1e-6). Both directions of the original
-shape side by side, batch 32: the LSTMs in 0.95x the time of the row loop, 0.88-0.92x
-on one thread (`benchmarks/bench_lstm_layout.py`).
+the same values; only MKL's summation order inside a product may differ (within 2.4e-7
+of the row loop for the original shape; tests at 1e-6). Both stacks of the original
+shape at batch 32 run in 0.88x the row loop's time with the two directions side by side
+(two threads) and 0.80x on one thread; the shipped shape in 0.88x and 0.86x
+(`benchmarks/bench_lstm_layout.py`). Memory: the same tensors, transposed, and one
+pre-activation block per call instead of one per block of steps.
 
 Fused recurrence: without clips (`cell_clip` and `proj_clip` off) this cell is exactly
 torch's `nn.LSTM(proj_size=P)` cell once the gate blocks are reordered (torch: i, f, g, o;
