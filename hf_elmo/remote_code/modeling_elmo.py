@@ -261,6 +261,8 @@ class LSTMCellWithProjection(nn.Module):
             c = inputs.new_zeros(batch_size, D)
         else:
             h, c = initial_state
+        if self._takes_columns(inputs):
+            return self._forward_columns(inputs, batch_sizes, h, c)
         outputs = []
         grad = torch.is_grad_enabled()
         if getattr(self, "compile_recurrence", False):
@@ -305,6 +307,52 @@ class LSTMCellWithProjection(nn.Module):
         if num_steps == 0:
             return inputs.new_zeros(0, batch_size, self.projection_dim), (h, c)
         return (torch.stack(outputs) if outputs else output), (h, c)
+    def _takes_columns(self, inputs: torch.Tensor) -> bool:
+        return (
+            inputs.device.type == "cpu"
+            and inputs.dtype == torch.float32
+            and not torch.is_grad_enabled()
+            and not torch.is_autocast_enabled("cpu")
+            and self.has_float_linears
+            and not getattr(self, "compile_recurrence", False)
+        )
+    def _forward_columns(
+        self, inputs: torch.Tensor, batch_sizes: list[int], h: torch.Tensor, c: torch.Tensor
+    ) -> tuple[torch.Tensor, LSTMState]:
+        num_steps, batch_size, _ = inputs.shape
+        D, running = self.dim, batch_size
+        h_out, c_out = h.clone(), c.clone()  # the final states, row by row as rows end
+        h_cols = h.t().contiguous()  # [P, running]; replaced, never written in place
+        c_cols = c.t().clone(memory_format=torch.contiguous_format)  # [D, running], updated in place
+        output = inputs.new_zeros(num_steps, batch_size, self.projection_dim)
+        w_x, w_h, w_p = self.input_linear.weight, self.state_linear.weight, self.state_projection.weight
+        bias = self.input_linear.bias[:, None]  # [4D, 1]
+        block = max(1, -(-INPUT_BLOCK_ROWS // max(batch_size, 1)))  # steps per input product
+        pre_buffer = inputs.new_empty(4 * D * min(block, num_steps) * batch_size)
+        z_buffer = inputs.new_empty(4 * D * batch_size)
+        pre = pre_buffer
+        for t in range(num_steps):
+            if t % block == 0:
+                x_cols = inputs[t : t + block].reshape(-1, inputs.shape[-1]).t().contiguous()  # [in, rows]
+                pre = pre_buffer[: 4 * D * x_cols.shape[1]].view(4 * D, -1)  # step s: columns s*batch..
+                torch.addmm(bias, w_x, x_cols, out=pre)
+                pre[2 * D : 3 * D] += FORGET_BIAS  # block order i, j, f, o
+            n = batch_sizes[t]
+            if n < running:  # rows n.. have ended: keep their final state, drop their columns
+                h_out[n:running], c_out[n:running] = h_cols[:, n:].t(), c_cols[:, n:].t()
+                h_cols, c_cols, running = h_cols[:, :n].contiguous(), c_cols[:, :n].contiguous(), n
+            first = (t % block) * batch_size
+            z = torch.addmm(pre[:, first : first + n], w_h, h_cols, out=z_buffer[: 4 * D * n].view(4 * D, n))
+            i, j, f, o = z.chunk(4, dim=0)  # [D, n] each, contiguous
+            c_cols.mul_(f.sigmoid_()).add_(i.sigmoid_().mul_(j.tanh_()))
+            if self.cell_clip:
+                c_cols.clamp_(-self.cell_clip, self.cell_clip)
+            h_cols = torch.mm(w_p, o.sigmoid_().mul_(torch.tanh(c_cols, out=i)))  # [P, n]
+            if self.proj_clip:
+                h_cols.clamp_(-self.proj_clip, self.proj_clip)
+            output[t, :n] = h_cols.t()
+        h_out[:running], c_out[:running] = h_cols.t(), c_cols.t()
+        return output, (h_out, c_out)
     def _input_products(self, inputs: torch.Tensor, bf16: bool = False) -> torch.Tensor:
         if bf16:
             pre = bf16_linear(inputs, self.input_linear)

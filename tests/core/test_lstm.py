@@ -1,4 +1,5 @@
-"""The LSTM step's element-wise part, eager and compiled (torch.compile)."""
+"""The LSTM cell's step loop: its element-wise part (eager and compiled) and its column form for
+float32 inference on the CPU."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from elmo_core import compile_recurrence, embed_sentences
-from elmo_core.model.lstm import lstm_gates
+import elmo_core.model.lstm as lstm_module
+from elmo_core import compile_recurrence, embed_sentences, quantize_int8
+from elmo_core.model.lstm import LSTMCellWithProjection, lstm_gates
 
 from ..conftest import make_tiny_elmo
 
@@ -65,3 +67,67 @@ def test_bf16_autocast_on_gpu_stays_close_to_float32():
 def test_autocast_dtype_must_be_half_precision():
     with pytest.raises(ValueError, match="autocast_dtype must be torch.bfloat16, torch.float16 or None"):
         embed_sentences(make_tiny_elmo(), TEXT, autocast_dtype=torch.float64)
+
+
+def _clipping_cell(cell_clip: float | None = 0.5, proj_clip: float | None = 0.3) -> LSTMCellWithProjection:
+    torch.manual_seed(0)
+    cell = LSTMCellWithProjection(24, 64, 16, cell_clip, proj_clip)
+    with torch.no_grad():
+        for p in cell.parameters():
+            p.normal_(0.0, 0.3)
+    return cell
+
+
+@pytest.mark.parametrize(
+    ("lengths", "block_rows", "with_state"),
+    [
+        ([11, 11, 7, 4, 4, 1], 128, False),  # one input block, rows ending at different steps
+        ([11, 11, 7, 4, 4, 1], 8, True),  # an input block every 2 steps, carried state
+        ([9, 5, 0], 4, True),  # a row with no step at all keeps its initial state
+        ([6], 1, True),  # one row, a block per step
+        ([13] * 5, 32, False),  # no row ends early
+    ],
+)
+def test_cpu_inference_runs_on_columns_with_the_row_loops_values(monkeypatch, lengths, block_rows, with_state):
+    cell = _clipping_cell()
+    monkeypatch.setattr(lstm_module, "INPUT_BLOCK_ROWS", block_rows)
+    torch.manual_seed(1)
+    steps, batch = max(lengths), len(lengths)
+    batch_sizes = [sum(n > t for n in lengths) for t in range(steps)]
+    x = torch.randn(steps, batch, 24)
+    state = (torch.randn(batch, 16), torch.randn(batch, 64)) if with_state else None
+    given = [t.clone() for t in (x, *(state or ()))]
+    with torch.enable_grad():  # the reference: the out-of-place row loop autograd runs
+        ref_out, (ref_h, ref_c) = cell(x, batch_sizes, state)
+    ref_out, ref_h, ref_c = ref_out.detach(), ref_h.detach(), ref_c.detach()
+    with torch.inference_mode():
+        assert cell._takes_columns(x)
+        out, (h, c) = cell(x, batch_sizes, state)
+    for got, want in ((out, ref_out), (h, ref_h), (c, ref_c)):
+        assert got.shape == want.shape and got.is_contiguous()
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
+    assert bool((ref_c.abs() == 0.5).any()) and float(ref_out.abs().max()) == pytest.approx(0.3)  # both clips bite
+    for t, n in enumerate(batch_sizes):
+        assert not out[t, n:].any()  # ended rows hold zeros
+    for before, after in zip(given, (x, *(state or ()))):
+        assert torch.equal(before, after)  # the caller's inputs and state are not written
+
+
+def test_the_column_loop_is_chosen_for_float32_cpu_inference_only():
+    cell = _clipping_cell()
+    x = torch.randn(3, 2, 24)
+    with torch.inference_mode():
+        assert cell._takes_columns(x)
+        for dtype in (torch.bfloat16, torch.float16):  # autocast (bf16: elmo_core.model.precision) keeps the row loop
+            with torch.autocast("cpu", dtype=dtype):
+                assert not cell._takes_columns(x)
+        assert not cell._takes_columns(x.double())
+        cell.compile_recurrence = True
+        assert not cell._takes_columns(x)
+        cell.compile_recurrence = False
+    assert not cell._takes_columns(x)  # autograd: the row loop
+    with torch.no_grad():
+        assert cell._takes_columns(x)
+    int8 = quantize_int8(make_tiny_elmo()).bilm.forward_layers.layers[0]
+    with torch.inference_mode():
+        assert not int8._takes_columns(torch.randn(3, 2, int8.input_size))
