@@ -24,7 +24,10 @@ steps at the end rather than one small one per step:
 The products run in the autocast dtype when autocast is on (bf16 on a CPU with
 AVX512-BF16), the cell state and every element-wise operation in float32, forward and
 backward; the step loop under autocast instead keeps the whole state in the autocast
-dtype. Only clip-free cells (`LSTMCellWithProjection.can_fuse`) take this path: with
+dtype. Each step's element-wise work is one kernel forward (`cell_forward`) and one
+backward (`cell_backward`), fused by torch.compile where it can build them
+(`elmo_core.runtime.compiled`); the forward keeps the gates and tanh(c) for the backward.
+Only clip-free cells (`LSTMCellWithProjection.can_fuse`) take this path: with
 clips, `recurrence.py` keeps the autograd loops. Same values as the step loop up to float
 rounding, gradients included (`tests/core/test_paired_bptt.py`).
 """
