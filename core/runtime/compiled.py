@@ -10,10 +10,10 @@ operands. The compiled code computes the same float32 expressions, so it agrees 
 the eager operators up to float rounding (`tests/core/test_paired_bptt.py`).
 
 Compilation needs a C++ compiler on the CPU (Triton on CUDA). Where it cannot build a
-kernel, the first call warns once and the function runs on torch's eager operators from
-then on: the same numbers, slower. `ELMO_COMPILE=0` in the environment chooses the eager
-operators from the start (e.g. to debug, or where compiling is not wanted); any other
-value, or none, compiles.
+kernel, that call warns (once per process) and every fused function, this one and those
+not built yet, runs on torch's eager operators from then on: the same numbers, slower.
+`ELMO_COMPILE=0` in the environment chooses the eager operators from the start (e.g. to
+debug, or where compiling is not wanted); any other value, or none, compiles.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ __all__ = ["compile_enabled", "fused_kernel", "fused_rowwise"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+_BUILD_FAILED: list[str] = []  # the first kernel torch.compile could not build, once one failed
+
 
 def compile_enabled() -> bool:
     """False when `ELMO_COMPILE=0` asks for torch's eager operators."""
@@ -45,7 +47,10 @@ def fused_kernel(fn: F) -> F:
 
     Raises:
         Whatever `fn` raises for its inputs; a failure to *build* the kernel is not
-        raised but warned about once (`RuntimeWarning`), and `fn` runs instead.
+        raised but warned about once per process (`RuntimeWarning`), and `fn` and every
+        other fused function run on the eager operators from then on (a missing compiler
+        fails them all alike: one warning, not one per kernel, and no time spent on
+        builds that cannot succeed).
     """
     call, _ = _compiled_or_eager(fn)
     return call  # type: ignore[return-value]
@@ -85,7 +90,7 @@ def _compiled_or_eager(fn: Callable[..., Any]) -> tuple[Callable[..., Any], Call
     state: dict[str, Callable[..., Any] | None] = {"compiled": None}
 
     def is_eager() -> bool:
-        return state["compiled"] is fn or not compile_enabled()
+        return state["compiled"] is fn or bool(_BUILD_FAILED) or not compile_enabled()
 
     @functools.wraps(fn)
     def call(*args: Any) -> Any:
@@ -98,6 +103,7 @@ def _compiled_or_eager(fn: Callable[..., Any]) -> tuple[Callable[..., Any], Call
                 return compiled(*args)
             except Exception as error:  # noqa: BLE001  (no compiler, unsupported platform, ...)
                 state["compiled"] = fn
+                _BUILD_FAILED.append(fn.__qualname__)
                 warnings.warn(
                     f"torch.compile could not build the fused kernel {fn.__qualname__} "
                     f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "

@@ -14,14 +14,16 @@ from elmo_core.runtime.compiled import fused_kernel, fused_rowwise
 from .test_paired_bptt import _clip_free_lm, _loss_and_grads
 
 
+def _no_compiler(fn):  # what torch.compile's first call raises without a C++ compiler
+    def call(*args):
+        raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found")
+
+    return call
+
+
 def test_a_kernel_torch_cannot_compile_warns_once_and_runs_eagerly(monkeypatch):
-    def no_compiler(fn):  # what torch.compile's first call raises without a C++ compiler
-        def call(*args):
-            raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found")
-
-        return call
-
-    monkeypatch.setattr(compiled_module.torch, "compile", no_compiler)
+    monkeypatch.setattr(compiled_module, "_BUILD_FAILED", [], raising=False)
+    monkeypatch.setattr(compiled_module.torch, "compile", _no_compiler)
     calls = []
 
     @fused_kernel
@@ -36,6 +38,31 @@ def test_a_kernel_torch_cannot_compile_warns_once_and_runs_eagerly(monkeypatch):
         second = double(torch.ones(2))
     assert first.tolist() == [2.0, 2.0, 2.0] and second.tolist() == [2.0, 2.0]
     assert calls == [3, 2]
+
+
+def test_without_a_compiler_a_run_warns_once_and_builds_no_other_kernel(monkeypatch):
+    # A training step has four fused kernels; without a C++ compiler each used to try its own
+    # build and warn on its own (four warnings in one `elmo train`).
+    monkeypatch.setattr(compiled_module, "_BUILD_FAILED", [], raising=False)
+    builds = []
+    monkeypatch.setattr(compiled_module.torch, "compile", lambda fn: builds.append(fn.__name__) or _no_compiler(fn))
+
+    @fused_kernel
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return 2 * x
+
+    @fused_rowwise(block_rows=2)
+    def row_sums(x: torch.Tensor, out: torch.Tensor) -> None:
+        out.copy_(x.sum(dim=1))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        doubled = double(torch.ones(3))
+        out = torch.empty(3)
+        row_sums(torch.ones(3, 2), out)
+    assert [str(w.message).split(" (")[0].rsplit(".", 1)[-1] for w in caught] == ["double"]
+    assert builds == ["double"]  # the second kernel went straight to the eager operators
+    assert doubled.tolist() == [2.0, 2.0, 2.0] and out.tolist() == [2.0, 2.0, 2.0]
 
 
 def test_elmo_compile_0_runs_the_eager_operators_without_compiling(monkeypatch):
