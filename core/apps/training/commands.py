@@ -173,7 +173,10 @@ class TrainingSettings(TrainConfig):
             type=list[str] | None,
         ),
     )
-    valid: str | Path | None = field(default=None, metadata=_path_option("Held-out text for validation perplexity."))
+    valid: str | Path | None = field(
+        default=None,
+        metadata=_path_option("Held-out text for validation perplexity. With --resume: the checkpoint's unless given."),
+    )
     options: str | Path | None = field(default=None, metadata=_path_option("bilm-tf options.json of a new model."))
     model: str | Path | None = field(
         default=None,
@@ -272,11 +275,8 @@ class TrainingSettings(TrainConfig):
             meaning="validations without a better perplexity",
             error=ElmoError,
         )
-        if self.patience is not None and self.valid is None:
-            raise ElmoError(
-                "--patience stops when the validation perplexity stops improving, but there is no --valid; "
-                "give held-out text with --valid FILE, or leave --patience out."
-            )
+        if self.patience is not None and self.valid is None and self.resume is None:  # resume: the checkpoint's
+            raise ElmoError(_patience_without_valid())
         if self.patience is not None and self.validate_every == 0:
             raise ElmoError("--patience counts validations; give --validate-every N > 0 steps with it.")
         if self.max_hours is not None and not self.max_hours > 0:
@@ -334,6 +334,7 @@ class TrainingSettings(TrainConfig):
             "buffer_sentences": self.buffer_sentences,
             "seed": self.seed,
             "splitter": None if self.pretokenized else self.splitter,
+            "valid": None if self.valid is None else str(self.valid),
         }
 
     def train_config(self) -> TrainConfig:
@@ -375,12 +376,15 @@ def run_training(settings: TrainingSettings | None = None, /, **fields: Any) -> 
         lock = _own_out_folder(Path(settings.out), rank, distributed)
         if settings.resume is not None:
             start = _start_from_checkpoint(settings.resume, settings.train, settings.resume_settings())
+            start.data["valid"] = start.data.get("valid") if settings.valid is None else str(settings.valid)
+            if start.config.patience is not None and start.data["valid"] is None:
+                raise ElmoError(_patience_without_valid())
         else:
             start = _start_from_scratch_or_folder(settings, distributed)
         prefetch = settings.prefetch
         if prefetch is None:
             prefetch = 8 if device.startswith("cuda") else 0
-        trainer = _make_trainer(start, settings.valid, settings.out, device, rank, world_size, prefetch)
+        trainer = _make_trainer(start, start.data["valid"], settings.out, device, rank, world_size, prefetch)
         summary = trainer.fit()
         if distributed:
             dist.barrier()  # leave together: gloo can abort a process whose peer has gone
@@ -390,6 +394,14 @@ def run_training(settings: TrainingSettings | None = None, /, **fields: Any) -> 
             lock.release(delete=True)
         if distributed:
             dist.destroy_process_group()
+
+
+def _patience_without_valid() -> str:
+    """The message for --patience in a run without validation text."""
+    return (
+        "--patience stops when the validation perplexity stops improving, but there is no --valid; "
+        "give held-out text with --valid FILE, or leave --patience out."
+    )
 
 
 def _no_validation_sentences(valid: str | Path) -> str:
