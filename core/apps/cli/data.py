@@ -116,6 +116,8 @@ def hold_out_command(
     from ...files.text_files import check_input_file, iter_lines, open_text
     from ..training.corpus import hold_out
 
+    if not 0.0 < fraction < 1.0:  # before FILE is read
+        raise ElmoError(f"--fraction must be in (0, 1), e.g. 0.05 (the share of sentences held out); got {fraction}.")
     check_input_file(input_file, "FILE")
     outputs = [("--out-kept", out_kept), ("--out-held-out", out_held_out)]
     check_output_spares_inputs(outputs, [("FILE", input_file)])

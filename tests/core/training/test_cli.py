@@ -111,6 +111,22 @@ def test_a_resumed_run_keeps_its_learning_rate_or_takes_a_new_one_for_good(
     assert [rows[step]["lr"] for step in (2, 3, 4, 5)] == [0.002, 0.002, 0.0005, 0.0005]
 
 
+def test_a_resumed_run_keeps_validating_on_its_valid_file_and_its_patience_needs_no_valid(
+    tmp_path, options_file, train_file, valid_file
+):
+    # The README's resume (`--out run/ --resume run/checkpoint.pt --max-hours 10`) names no
+    # --valid: the run used to go on without any validation, and --patience was refused.
+    out = tmp_path / "run"
+    elmo(*train_args(out, train_file, valid_file, "--options", options_file, "--max-steps", 2))
+    resume = ["train", "--out", out, "--resume", out / "checkpoint.pt", "--no-progress", "--validate-every", 1]
+    elmo(*resume, "--max-steps", 3)
+    elmo(*resume, "--max-steps", 4, "--patience", 5)
+    rows = {r["step"]: r for r in map(json.loads, (out / "train_log.jsonl").read_text().splitlines())}
+    assert [rows[step]["valid_ppl"] is not None for step in (2, 3, 4)] == [True, True, True]
+    [(_, expected)] = run_perplexity([valid_file], model=out, pretokenized=True)
+    assert rows[4]["valid_ppl"] == pytest.approx(expected.average, rel=1e-3)  # the same file as before
+
+
 def test_a_resumed_run_keeps_its_precision_or_takes_a_new_one_for_good(tmp_path, options_file, train_file, valid_file):
     out = tmp_path / "run"
     elmo(*train_args(out, train_file, valid_file, "--options", options_file, "--max-steps", 2))
@@ -498,7 +514,8 @@ def test_hold_out_writes_the_kept_and_the_held_out_sentences(tmp_path):
     message = one_line_error("data", "hold-out", source, "--out-kept", kept, "--out-held-out", kept)
     assert "--out-kept and --out-held-out are both" in message
     message = one_line_error("data", "hold-out", source, "--out-kept", kept, "--out-held-out", held, "--fraction", 2)
-    assert f"FILE {source}: the held-out fraction must be in (0, 1)" in message
+    assert "--fraction must be in (0, 1), e.g. 0.05 (the share of sentences held out); got 2.0" in message
+    assert str(source) not in message  # the option was wrong, not the file
 
 
 def test_train_with_patience_continues_a_model_folder_and_keeps_its_best_validation(
