@@ -64,20 +64,26 @@ def train_word2vec(corpus_file: Path, *, dim: int, min_count: int, epochs: int, 
     """gensim's `Word2Vec` over `corpus_file`; returns its `KeyedVectors` (most frequent word first).
 
     Raises:
-        SystemExit: if gensim is not installed (`pip install -e ".[vectors]"`).
+        SystemExit: if gensim is not installed (`pip install -e ".[vectors]"`), or if no word
+            is seen `min_count` times (gensim would stop with "you must first build vocabulary").
     """
     try:
         from gensim.models import Word2Vec
     except ImportError:
         raise SystemExit('train_vectors.py needs gensim: pip install -e ".[vectors]"') from None
-    model = Word2Vec(
+    # What Word2Vec(corpus_file=...) does, with a look at the vocabulary between its two steps.
+    model = Word2Vec(vector_size=dim, window=window, min_count=min_count, epochs=epochs, workers=workers, seed=seed)
+    model.build_vocab(corpus_file=str(corpus_file))
+    if not model.wv.index_to_key:
+        raise SystemExit(
+            f"no word of the {model.corpus_total_words} tokens of the input is seen --min-count {min_count} "
+            "times, so there is nothing to train; give a lower --min-count or more text."
+        )
+    model.train(
         corpus_file=str(corpus_file),
-        vector_size=dim,
-        window=window,
-        min_count=min_count,
-        epochs=epochs,
-        workers=workers,
-        seed=seed,
+        total_examples=model.corpus_count,
+        total_words=model.corpus_total_words,
+        epochs=model.epochs,
     )
     return model.wv
 
@@ -122,7 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     seconds["sentences"] = time.perf_counter() - started
     started = time.perf_counter()
     settings = {k: getattr(args, k) for k in ("dim", "min_count", "epochs", "window", "workers", "seed")}
-    vectors = train_word2vec(corpus, **settings)
+    try:
+        vectors = train_word2vec(corpus, **settings)
+    except SystemExit:
+        if corpus == args.out / SENTENCES_FILE:  # written by this run: no half-made folder is left
+            corpus.unlink()
+        raise
     seconds["word2vec"] = time.perf_counter() - started
     started = time.perf_counter()
     vectors.save_word2vec_format(str(args.out / WORD2VEC_FILE))

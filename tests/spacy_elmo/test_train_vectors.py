@@ -63,3 +63,18 @@ def test_train_vectors_refuses_a_missing_file_and_a_bad_width(train_vectors, tmp
     with pytest.raises(SystemExit):
         train_vectors([str(tmp_path / "t.txt"), "--out", str(tmp_path / "v"), "--dim", "0"])
     assert "--dim must be a positive integer; got 0" in capsys.readouterr().err
+
+
+def test_train_vectors_without_a_word_over_min_count_says_so_and_leaves_no_sentences_file(train_vectors, tmp_path):
+    # gensim stopped with a traceback ("you must first build vocabulary before training the
+    # model"), leaving OUT/sentences.txt behind.
+    source = tmp_path / "text.txt"
+    source.write_text("a cat sat\non the mat\n", encoding="utf-8")
+    out = tmp_path / "v"
+    with pytest.raises(SystemExit) as stopped:
+        train_vectors([str(source), "--out", str(out), "--dim", "4", "--min-count", "5"])
+    assert str(stopped.value.code) == (
+        "no word of the 6 tokens of the input is seen --min-count 5 times, so there is nothing to train; "
+        "give a lower --min-count or more text."
+    )
+    assert list(out.iterdir()) == []
