@@ -27,7 +27,8 @@ def check_int(
         value: What arrived.
         minimum: The smallest allowed value: 1 reads "a positive integer", 0 "a non-negative
             integer", anything else "an integer >= minimum".
-        none_ok: Also accept None (the message then says "or None").
+        none_ok: Also accept None (the message then says "or None"; for an option of a
+            command, a `name` starting with "--", it says "or leave NAME out" instead).
         meaning: What the number counts or what a special value does, in parentheses after
             the expectation, e.g. "0 = no cache".
         hint: A sentence appended to the message, e.g. how to fix it.
@@ -44,5 +45,5 @@ def check_int(
         if meaning:
             expected += f" ({meaning})"
         if none_ok:
-            expected += " or None"
+            expected += f", or leave {name} out" if name.startswith("--") else " or None"
         raise error(f"{name} must be {expected}; got {value!r}." + (f" {hint}" if hint else ""))

@@ -81,7 +81,7 @@ def check_int(
         if meaning:
             expected += f" ({meaning})"
         if none_ok:
-            expected += " or None"
+            expected += f", or leave {name} out" if name.startswith("--") else " or None"
         raise error(f"{name} must be {expected}; got {value!r}." + (f" {hint}" if hint else ""))
 
 

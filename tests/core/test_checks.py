@@ -32,3 +32,10 @@ def test_none_meaning_hint_and_error_class():
     with pytest.raises(OptionsError) as info:
         check_int("cache", -1, minimum=0, none_ok=True, meaning="0 = off", hint="Try 0.", error=OptionsError)
     assert str(info.value) == "cache must be a non-negative integer (0 = off) or None; got -1. Try 0."
+
+
+def test_an_option_that_may_be_left_out_says_so_instead_of_or_none():
+    # A command's user cannot type None: `elmo train --max-steps 0` said "... or None".
+    with pytest.raises(ValueError) as info:
+        check_int("--max-steps", 0, none_ok=True)
+    assert str(info.value) == "--max-steps must be a positive integer, or leave --max-steps out; got 0."

@@ -208,8 +208,8 @@ def test_run_training_takes_settings_or_their_fields_as_keywords(tmp_path, optio
         ({"model": "folder"}, ElmoError, "exactly one of --options"),
         ({"vocab_size": 10, "min_count": 2}, ElmoError, "--vocab-size or --min-count, not both"),
         ({"n_layers": 2}, TypeError, "n_layers"),
-        ({"max_steps": 0}, ElmoError, r"^--max-steps must be a positive integer or None; got 0\.$"),
-        ({"max_steps": -2}, ElmoError, r"^--max-steps must be a positive integer or None; got -2\.$"),
+        ({"max_steps": 0}, ElmoError, r"^--max-steps must be a positive integer, or leave --max-steps out; got 0\.$"),
+        ({"max_steps": -2}, ElmoError, r"^--max-steps must be a positive integer, or leave --max-steps out; got -2\.$"),
         ({"batch_tokens": 0}, ElmoError, r"^--batch-tokens must be a positive integer; got 0\.$"),
         ({"vocab_size": 0}, ElmoError, r"^--vocab-size must be an integer >= 4 \(3 specials and 1 word\)"),
         ({"log_every": -1}, ElmoError, r"^--log-every must be a non-negative integer; got -1\.$"),
@@ -220,7 +220,8 @@ def test_run_training_takes_settings_or_their_fields_as_keywords(tmp_path, optio
         (
             {"max_steps": 1, "patience": 0},
             ElmoError,
-            r"^--patience must be a positive integer \(validations without a better perplexity\) or None; got 0\.$",
+            r"^--patience must be a positive integer \(validations without a better perplexity\), "
+            r"or leave --patience out; got 0\.$",
         ),
     ],
 )
