@@ -13,7 +13,8 @@ Compilation needs a C++ compiler on the CPU (Triton on CUDA). Where it cannot bu
 kernel, that call warns (once per process) and every fused function, this one and those
 not built yet, runs on torch's eager operators from then on: the same numbers, slower.
 `ELMO_COMPILE=0` in the environment chooses the eager operators from the start (e.g. to
-debug, or where compiling is not wanted); any other value, or none, compiles.
+debug, or where compiling is not wanted); `1`, empty or unset compiles; any other value is
+refused (`ELMO_COMPILE=false` would otherwise compile).
 """
 
 from __future__ import annotations
@@ -34,8 +35,18 @@ _BUILD_FAILED: list[str] = []  # the first kernel torch.compile could not build,
 
 
 def compile_enabled() -> bool:
-    """False when `ELMO_COMPILE=0` asks for torch's eager operators."""
-    return os.environ.get("ELMO_COMPILE", "1").strip() != "0"
+    """False when `ELMO_COMPILE=0` asks for torch's eager operators; True for 1, empty or unset.
+
+    Raises:
+        ValueError: for any other value of `ELMO_COMPILE` (the `elmo` command checks it
+            before any work, as `ELMO_THREADS`).
+    """
+    value = os.environ.get("ELMO_COMPILE", "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(
+            f"ELMO_COMPILE must be 0 (torch's eager operators) or 1 (the fused kernels, the default); got {value!r}."
+        )
+    return value != "0"
 
 
 def fused_kernel(fn: F) -> F:

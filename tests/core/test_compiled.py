@@ -3,7 +3,11 @@ them, torch's eager operators otherwise, with the same numbers."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -105,3 +109,21 @@ def test_the_training_step_gives_the_same_loss_and_gradients_compiled_and_eager(
     torch.testing.assert_close(loss_c, loss_e, atol=1e-6, rtol=1e-6)
     for name, g in grads_e.items():
         torch.testing.assert_close(grads_c[name], g, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_an_elmo_compile_other_than_0_or_1_is_refused_in_one_line_before_any_work(monkeypatch, tmp_path):
+    # "false" used to compile (only "0" chose the eager operators).
+    monkeypatch.setenv("ELMO_COMPILE", "false")
+    with pytest.raises(ValueError, match=r"^ELMO_COMPILE must be 0 .* or 1 .*; got 'false'\.$"):
+        compiled_module.compile_enabled()
+    exe = shutil.which("elmo") or str(Path(sys.executable).parent / "elmo")
+    held = tmp_path / "held.txt"
+    command = [exe, "data", "hold-out", str(tmp_path / "missing.txt"), "--out-kept", "k", "--out-held-out", str(held)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert (result.returncode, result.stderr.splitlines()) == (
+        2,
+        ["error: ELMO_COMPILE must be 0 (torch's eager operators) or 1 (the fused kernels, the default); got 'false'."],
+    )
+    for setting in ("0", "1", ""):
+        monkeypatch.setenv("ELMO_COMPILE", setting)
+        assert compiled_module.compile_enabled() is (setting != "0")

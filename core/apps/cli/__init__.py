@@ -22,6 +22,7 @@ from typing import Annotated
 import typer
 
 from ...model.errors import ElmoError
+from ...runtime.compiled import compile_enabled
 from ...runtime.memory import MMAP_THRESHOLD, use_heap_for_every_block, use_mmap_for_large_blocks
 from ...runtime.threads import thread_policy
 from . import convert, data, embed, perplexity, probe, train
@@ -79,6 +80,7 @@ def main() -> None:
         use_mmap_for_large_blocks(MMAP_THRESHOLD)
     try:
         thread_policy()  # a bad ELMO_THREADS is one line before any work
+        compile_enabled()  # and a bad ELMO_COMPILE
         app()
     except (ElmoError, TypeError, ValueError, OSError) as err:  # OSError: files, the network
         typer.echo(f"error: {err}", err=True)
