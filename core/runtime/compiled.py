@@ -57,7 +57,8 @@ def fused_kernel(fn: F) -> F:
     training run compiles each kernel about twice, a few seconds each.
 
     Raises:
-        Whatever `fn` raises for its inputs; a failure to *build* the kernel is not
+        Whatever `fn` raises for its inputs; a failure to *build* the kernel (at the first
+        call, or at a later one whose new shape makes torch compile it again) is not
         raised but warned about once per process (`RuntimeWarning`), and `fn` and every
         other fused function run on the eager operators from then on (a missing compiler
         fails them all alike: one warning, not one per kernel, and no time spent on
@@ -110,21 +111,20 @@ def _compiled_or_eager(fn: Callable[..., Any]) -> tuple[Callable[..., Any], Call
             return fn(*args)
         if compiled is None:
             compiled = state["compiled"] = torch.compile(fn)
-            try:
-                return compiled(*args)
-            except Exception as error:  # noqa: BLE001  (no compiler, unsupported platform, ...)
-                state["compiled"] = fn
-                _BUILD_FAILED.append(fn.__qualname__)
-                warnings.warn(
-                    f"torch.compile could not build the fused kernel {fn.__qualname__} "
-                    f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
-                    "training goes on with torch's eager operators: the same numbers, slower. "
-                    "Install a C++ compiler (gcc or clang) for the fused kernels, or set ELMO_COMPILE=0 "
-                    "to silence this.",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-                return fn(*args)
-        return compiled(*args)
+        try:  # every call: a new shape makes torch compile the kernel again, which can fail too
+            return compiled(*args)
+        except Exception as error:  # noqa: BLE001  (no compiler, unsupported platform, ...)
+            state["compiled"] = fn
+            _BUILD_FAILED.append(fn.__qualname__)
+            warnings.warn(
+                f"torch.compile could not build the fused kernel {fn.__qualname__} "
+                f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
+                "training goes on with torch's eager operators: the same numbers, slower. "
+                "Install a C++ compiler (gcc or clang) for the fused kernels, or set ELMO_COMPILE=0 "
+                "to silence this.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return fn(*args)
 
     return call, is_eager

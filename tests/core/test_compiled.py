@@ -127,3 +127,27 @@ def test_an_elmo_compile_other_than_0_or_1_is_refused_in_one_line_before_any_wor
     for setting in ("0", "1", ""):
         monkeypatch.setenv("ELMO_COMPILE", setting)
         assert compiled_module.compile_enabled() is (setting != "0")
+
+
+def test_a_kernel_whose_recompilation_for_a_new_shape_fails_goes_on_eagerly(monkeypatch):
+    # torch compiles a kernel again for a second size; a failure there used to end the run.
+    monkeypatch.setattr(compiled_module, "_BUILD_FAILED", [], raising=False)
+
+    def compiles_once(fn):
+        def call(x):
+            if x.shape[0] != 3:
+                raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found")
+            return fn(x)
+
+        return call
+
+    monkeypatch.setattr(compiled_module.torch, "compile", compiles_once)
+
+    @fused_kernel
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return 2 * x
+
+    assert double(torch.ones(3)).tolist() == [2.0] * 3
+    with pytest.warns(RuntimeWarning, match="could not build the fused kernel"):
+        assert double(torch.ones(2)).tolist() == [2.0] * 2
+    assert compiled_module._BUILD_FAILED == [double.__qualname__]
