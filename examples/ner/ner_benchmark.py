@@ -498,6 +498,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--variants {' '.join(with_vectors)} need --vectors PATH_OR_PIPELINE.")
     if args.vectors and (problem := check_vectors(args.vectors)):
         parser.error(problem)
+    if args.patience < 0 or args.max_steps < 0 or (args.max_steps == 0 and not args.patience):
+        parser.error("--max-steps must be > 0 (or 0 with --patience, for no cap) and --patience >= 0.")
+    for flag, folder in (("--elmo-model", args.elmo_model), ("--adapted-model", args.adapted_model)):
+        if folder and not (Path(folder) / "config.json").is_file():
+            parser.error(f"{flag} {folder} is not a model folder (no config.json); give an ELMo model folder.")
     # ELMo next to static vectors is what the +vectors variants are for: the elmo component's
     # warning (token.vector reads the static vectors, not ELMo's) says nothing new here.
     warnings.filterwarnings("ignore", message="the vocab of the pipeline with 'elmo' has static word vectors")
@@ -509,9 +514,6 @@ def main(argv: list[str] | None = None) -> int:
     for key, path in [("train", args.train), ("dev", args.dev)] + [(f"eval-{n}", p) for n, p in args.eval]:
         n = convert(path, spacy_files[key], args.n_sents)
         print(f"converted {path} -> {spacy_files[key]} ({n} sentences)", flush=True)
-
-    if args.patience < 0 or args.max_steps < 0 or (args.max_steps == 0 and not args.patience):
-        parser.error("--max-steps must be > 0 (or 0 with --patience, for no cap) and --patience >= 0.")
     results: dict = {"eval_files": {name: str(path) for name, path in args.eval}, "runs": {}}
     results["args"] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "eval"}
     adapted_path = args.adapted_model

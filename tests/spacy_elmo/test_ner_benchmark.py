@@ -307,3 +307,17 @@ def test_benchmark_refuses_vectors_variants_without_vectors_and_a_folder_that_ho
     with pytest.raises(SystemExit):
         benchmark["main"]([*files, "--variants", "vectors", "--vectors", "en_no_such_pipeline"])
     assert "neither a folder (spacy init vectors en FILE OUT) nor an installed pipeline" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", [["--max-steps", "0"], ["--adapted-model", "missing"], ["--elmo-model", "missing"]])
+def test_a_bad_step_cap_or_model_folder_is_refused_before_out_is_written(benchmark, tmp_path, capsys, bad):
+    # These were found only after the data had been converted into OUT/data (and, for a
+    # missing --adapted-model, the configs written), the last with a traceback.
+    _, _, out, files = invented_run(tmp_path, 2, 2)
+    bad = [bad[0], str(tmp_path / bad[1])] if bad[0] != "--max-steps" else bad
+    with pytest.raises(SystemExit) as stopped:
+        benchmark["main"]([*files, "--variants", "adapted", *bad])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert "--max-steps must be > 0" in err if bad[0] == "--max-steps" else f"{bad[0]} {bad[1]} is not a model" in err
+    assert not out.exists()
