@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -123,11 +124,15 @@ def hold_out_command(
     check_output_spares_inputs(outputs, [("FILE", input_file)])
     if out_kept.resolve() == out_held_out.resolve():
         raise ElmoError(f"--out-kept and --out-held-out are both {out_kept}; give two files.")
+    for flag, path in outputs:
+        if not path.parent.is_dir():
+            raise ElmoError(f"the folder of {flag} ({path.parent}) does not exist; create it first.")
     try:
         kept, held = hold_out(list(iter_lines(input_file)), fraction, seed=seed)
     except ValueError as err:
         raise ElmoError(f"FILE {input_file}: {err}") from None
-    for path, lines in ((out_kept, kept), (out_held_out, held)):
-        with atomic_path(path) as tmp, open_text(tmp, "wt") as f:
-            f.writelines(line + "\n" for line in lines)
+    with contextlib.ExitStack() as both:  # both files appear, or neither
+        for path, lines in ((out_kept, kept), (out_held_out, held)):
+            with open_text(both.enter_context(atomic_path(path)), "wt") as f:
+                f.writelines(line + "\n" for line in lines)
     typer.echo(f"kept {plural(len(kept), 'sentence')} in {out_kept}, held {len(held)} out in {out_held_out}", err=True)

@@ -519,6 +519,16 @@ def test_hold_out_writes_the_kept_and_the_held_out_sentences(tmp_path):
     assert str(source) not in message  # the option was wrong, not the file
 
 
+def test_hold_out_into_a_missing_folder_writes_neither_file_and_says_which_folder(tmp_path):
+    # The kept file was written, then the held-out one failed with its temporary file's name.
+    source = tmp_path / "words.txt"
+    source.write_text("".join(f"w{i} x\n" for i in range(10)), encoding="utf-8")
+    kept, held = tmp_path / "kept.txt", tmp_path / "nowhere" / "held.txt"
+    message = one_line_error("data", "hold-out", source, "--out-kept", kept, "--out-held-out", held)
+    assert message == f"error: the folder of --out-held-out ({held.parent}) does not exist; create it first."
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["words.txt"]
+
+
 def test_train_with_patience_continues_a_model_folder_and_keeps_its_best_validation(
     tmp_path, options_file, train_file, valid_file
 ):
