@@ -284,7 +284,7 @@ def contention(
     ner_data = from_repo(args.ner_data)
     with tempfile.TemporaryDirectory() as workdir:
         faces = {
-            "library": ("load_elmo().embed", lambda t, r: run_library(t, r), "tok/s"),
+            "library": ("embed_sentences(load_elmo())", lambda t, r: run_library(t, r), "tok/s"),
             "cli": ("elmo embed", lambda t, r: run_command(t, r, Path(workdir)), "tok/s"),
             "spacy": ("nlp.pipe (elmo)", lambda t, r: run_spacy(t, r), "tok/s"),
             "hf": ("AutoModel (HF)", lambda t, r: run_hf(t, r, Path(workdir) / "hf"), "tok/s"),
