@@ -246,7 +246,7 @@ def breakdown(
 
 
 ALLOCATORS = {  # name: (glibc mmap threshold or None for glibc's own, every block in the heap, trim every N steps)
-    "elmo-train": (TRAIN_MMAP_THRESHOLD, True, RELEASE_EVERY),  # what `elmo train` sets
+    "elmo-train": (None, True, RELEASE_EVERY),  # what `elmo train` sets (no threshold: nothing is mapped alone)
     "elmo-train-2026-12-01": (TRAIN_MMAP_THRESHOLD, False, RELEASE_EVERY),  # what it set then: the old path's
     "every-step": (MMAP_THRESHOLD, False, 1),  # what it set before 2026-12-01
     "glibc": (None, False, None),  # glibc's defaults, no trimming (only before any other setting in the process)

@@ -64,8 +64,7 @@ def fused_kernel(fn: F) -> F:
         fails them all alike: one warning, not one per kernel, and no time spent on
         builds that cannot succeed).
     """
-    call, _ = _compiled_or_eager(fn)
-    return call  # type: ignore[return-value]
+    return _compiled_or_eager(fn)  # type: ignore[return-value]
 
 
 def fused_rowwise(block_rows: int) -> Callable[[F], F]:
@@ -80,41 +79,33 @@ def fused_rowwise(block_rows: int) -> Callable[[F], F]:
     """
 
     def wrap(fn: F) -> F:
-        call, is_eager = _compiled_or_eager(fn)
-
-        @functools.wraps(fn)
-        def by_rows(*args: torch.Tensor) -> None:
-            if not is_eager():
-                call(*args)
-                return
-            block = by_rows.block_rows  # type: ignore[attr-defined]
+        def in_blocks(*args: torch.Tensor) -> None:
+            block = call.block_rows  # type: ignore[attr-defined]
             for start in range(0, args[0].shape[0], block):
                 fn(*(a[start : start + block] for a in args))
 
-        by_rows.block_rows = block_rows  # type: ignore[attr-defined]
-        return by_rows  # type: ignore[return-value]
+        call = _compiled_or_eager(fn, eager=in_blocks)  # a failed build's call runs in blocks too
+        call.block_rows = block_rows  # type: ignore[attr-defined]
+        return call  # type: ignore[return-value]
 
     return wrap
 
 
-def _compiled_or_eager(fn: Callable[..., Any]) -> tuple[Callable[..., Any], Callable[[], bool]]:
-    """(a caller that compiles `fn` on first use and falls back to it, a test "runs eager now")."""
-    state: dict[str, Callable[..., Any] | None] = {"compiled": None}
-
-    def is_eager() -> bool:
-        return state["compiled"] is fn or bool(_BUILD_FAILED) or not compile_enabled()
+def _compiled_or_eager(fn: Callable[..., Any], eager: Callable[..., Any] | None = None) -> Callable[..., Any]:
+    """A caller that runs `fn` compiled (built on first use), or `eager` (default `fn`)
+    while compiling is off and once any build has failed."""
+    run_eager = fn if eager is None else eager
+    compiled: list[Callable[..., Any]] = []  # torch.compile(fn), made on first use
 
     @functools.wraps(fn)
     def call(*args: Any) -> Any:
-        compiled = state["compiled"]
-        if is_eager():
-            return fn(*args)
-        if compiled is None:
-            compiled = state["compiled"] = torch.compile(fn)
+        if _BUILD_FAILED or not compile_enabled():
+            return run_eager(*args)
+        if not compiled:
+            compiled.append(torch.compile(fn))
         try:  # every call: a new shape makes torch compile the kernel again, which can fail too
-            return compiled(*args)
+            return compiled[0](*args)
         except Exception as error:  # noqa: BLE001  (no compiler, unsupported platform, ...)
-            state["compiled"] = fn
             _BUILD_FAILED.append(fn.__qualname__)
             warnings.warn(
                 f"torch.compile could not build the fused kernel {fn.__qualname__} "
@@ -125,6 +116,6 @@ def _compiled_or_eager(fn: Callable[..., Any]) -> tuple[Callable[..., Any], Call
                 RuntimeWarning,
                 stacklevel=2,
             )
-            return fn(*args)
+            return run_eager(*args)
 
-    return call, is_eager
+    return call

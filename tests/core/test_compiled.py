@@ -86,7 +86,7 @@ def test_elmo_compile_0_runs_the_eager_operators_without_compiling(monkeypatch):
     assert out.tolist() == x.sum(dim=1).tolist()
 
 
-def test_a_rowwise_kernel_compiled_runs_once_over_all_rows_with_the_same_numbers(monkeypatch):
+def test_a_rowwise_kernel_compiled_gives_the_eager_formulas_numbers(monkeypatch):
     monkeypatch.setenv("ELMO_COMPILE", "1")
 
     @fused_rowwise(block_rows=4)

@@ -26,16 +26,11 @@ from ...runtime.compiled import compile_enabled
 from ...runtime.memory import MMAP_THRESHOLD, use_heap_for_every_block, use_mmap_for_large_blocks
 from ...runtime.threads import thread_policy
 from . import convert, data, embed, perplexity, probe, train
+from .shared import command_group
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    help="ELMo contextual word vectors.",
-)
+app = command_group("ELMo contextual word vectors.")
 
 for command, short_help in (
     (embed.embed, "ELMo vectors for every line of a text file, into one hdf5 file."),
@@ -45,7 +40,11 @@ for command, short_help in (
     (probe.probe, "Linear probe of each biLM layer on a CoNLL file's token labels."),
 ):
     app.command(short_help=short_help)(command)
-app.add_typer(data.app, name="data", short_help="Prepare training data: pretokenize raw text, count the vocabulary.")
+app.add_typer(
+    data.app,
+    name="data",
+    short_help="Prepare training data: pretokenize raw text, count the vocabulary, hold sentences out.",
+)
 
 
 def _print_version(value: bool) -> None:

@@ -24,17 +24,11 @@ from ...files.text_files import check_output_spares_inputs
 from ...model.errors import ElmoError
 from ..training.commands import TrainingSettings
 from ..training.corpus import DEFAULT_SPLITTER
-from .shared import plural, setting_option
+from .shared import command_group, plural, setting_option
 
 __all__ = ["app"]
 
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    help="Prepare biLM training data: pretokenize raw text once, count the vocabulary.",
-)
+app = command_group("Prepare biLM training data: pretokenize raw text once, count the vocabulary, hold sentences out.")
 
 
 # elmo train has no --splitter (the settings' `splitter` is for Python callers), so it is declared here.

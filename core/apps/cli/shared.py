@@ -32,6 +32,14 @@ __all__ = [
 ]
 
 
+def command_group(help: str) -> typer.Typer:
+    """A typer app with the house settings: no shell completion, help when called bare,
+    plain tracebacks (`main` turns errors into one line) and plain-text help."""
+    return typer.Typer(
+        add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None, help=help
+    )
+
+
 def setting_option(settings: type, name: str, *param_decls: str, **kwargs: Any) -> Any:
     """The `typer.Option` for the field `name` of the settings dataclass `settings`, with the
     field's help (`metadata["help"]`): the option's text is written once, beside the field."""

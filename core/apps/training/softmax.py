@@ -16,8 +16,8 @@ of that size and runs the log-softmax backward over it: on the CPU that was 186 
 same parameters with one product per layer, a float32 `logsumexp` over the rows and a
 backward that turns the stored logits into their gradient in place,
 `softmax(logits) - onehot(t)` times the incoming gradient, each one fused kernel where
-torch.compile builds it (else in blocks of `ROW_BLOCK` rows; `elmo_core.runtime.compiled`). Under autocast the products
-run in its dtype and the log-sum-exp in float32 (the module's log-softmax ran in the
+torch.compile builds it (else in blocks of `ROW_BLOCK` rows; `elmo_core.runtime.compiled`).
+Under autocast the products run in its dtype and the log-sum-exp in float32 (the module's log-softmax ran in the
 autocast dtype on the CPU, so bf16 losses are now closer to float32 ones).
 """
 
