@@ -35,10 +35,10 @@ rounding, gradients included (`tests/core/test_paired_bptt.py`).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from ..model.lstm import FORGET_BIAS, LSTMStack
 from .compiled import fused_kernel
+from .dropout import fast_dropout
 from .recurrence import reverse_index
 
 __all__ = ["paired_training_stacks"]
@@ -215,7 +215,7 @@ def paired_training_stacks(
     outputs = []
     for k, (fc, bc) in enumerate(zip(forward_stack.layers, backward_stack.layers)):
         if forward_stack.dropout:
-            layer_input = F.dropout(layer_input, forward_stack.dropout, forward_stack.training)
+            layer_input = fast_dropout(layer_input, forward_stack.dropout, forward_stack.training)
         w_x, bias, w_h, w_p = _layer_weights(fc, bc, dtype)
         with torch.autocast(device_type, enabled=False):
             pre = torch.baddbmm(bias, layer_input.reshape(2, num_steps * batch_size, -1), w_x)  # [2, steps*batch, 4D]

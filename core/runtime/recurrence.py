@@ -50,10 +50,10 @@ import threading
 from collections import OrderedDict
 
 import torch
-import torch.nn.functional as F
 
 from ..model.bilm import BiLM, StackOutputs, reverse_index
 from ..model.lstm import FORGET_BIAS, LSTMStack, lstm_gates
+from .dropout import fast_dropout
 from .threads import directions_side_by_side, forward_threads, run_side_by_side
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS, TokenCache
 
@@ -280,7 +280,7 @@ def paired_stacks(
     outputs = []
     for k, (fc, bc) in enumerate(zip(forward_stack.layers, backward_stack.layers)):
         if forward_stack.dropout:
-            layer_input = F.dropout(layer_input, forward_stack.dropout, forward_stack.training)
+            layer_input = fast_dropout(layer_input, forward_stack.dropout, forward_stack.training)
         y = _paired_layer(fc, bc, layer_input, active)
         if k > 0 and forward_stack.use_skip_connections:
             y = y + layer_input  # the residual adds the (dropped-out) input, as LSTMStack does

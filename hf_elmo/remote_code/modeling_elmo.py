@@ -154,19 +154,19 @@ class CharCNN(nn.Module):
         widest = max(conv.kernel_size[0] for conv in cast(Iterable[nn.Conv1d], self.convolutions))
         char_ids = char_ids[:, : min(char_ids.shape[1], longest + widest)]  # [tokens, kept chars]
         blocks = char_ids.split(TRAIN_BLOCK_TOKENS)
-        return torch.cat([self._project(self._convolve(table, block, False), False) for block in blocks])
+        return torch.cat([self._project(self._convolve_channels_last(table, b), False) for b in blocks])
+    def _convolve_channels_last(self, table: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
+        x = F.embedding(char_ids, table).transpose(1, 2).unsqueeze(2)  # [tokens, E, 1, chars], channels last
+        convs = list(cast(Iterable[nn.Conv1d], self.convolutions))
+        weights = [c.weight.unsqueeze(2).contiguous(memory_format=torch.channels_last) for c in convs]  # [n, E, 1, w]
+        y = torch.cat([F.conv2d(x, w, c.bias).max(dim=3).values.squeeze(2) for w, c in zip(weights, convs)], dim=1)
+        return torch.relu(y) if self.activation == "relu" else torch.tanh(y)  # [tokens, F]
     def _convolve(self, table: torch.Tensor, char_ids: torch.Tensor, bf16: bool) -> torch.Tensor:
-        x = F.embedding(char_ids, table)  # [tokens, chars, E]
-        x = x.transpose(1, 2)  # [tokens, E, chars]: Conv1d wants channels first
-        if bf16:
-            x = x.to(torch.bfloat16)
-        grad = torch.is_grad_enabled()
+        x = F.embedding(char_ids, table).transpose(1, 2).to(torch.bfloat16 if bf16 else table.dtype)  # [tokens, E, W]
         pooled = []
         for conv in cast(Iterable[nn.Conv1d], self.convolutions):  # torch types a ModuleList's items as Module
             if bf16 and conv.bias is not None:  # the bias is the same in every window: added after the max, in float32
                 y = F.conv1d(x, bf16_weight(conv.weight)).amax(dim=2).float() + conv.bias
-            elif grad:
-                y = conv(x).max(dim=2).values  # [tokens, count]
             else:
                 y = conv(x).amax(dim=2)  # [tokens, count]
             pooled.append(torch.relu(y) if self.activation == "relu" else torch.tanh(y))

@@ -214,7 +214,11 @@ class TrainingSettings(TrainConfig):
     )
     # The model.
     dropout: float = field(
-        default=0.1, metadata=option_help("Dropout on LSTM inputs and the top output (bilm-tf: 0.1).")
+        default=0.1,
+        metadata=option_help(
+            "Dropout on LSTM inputs and the top output (bilm-tf: 0.1). The paired recurrences and the top "
+            "output draw 16 random bits per element, so they round it to a multiple of 2**-16."
+        ),
     )
     cutoffs: Sequence[int] | None = field(
         default=None,

@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ...files.atomic_files import atomic_write
@@ -48,6 +47,7 @@ from ...model.elmo import Elmo
 from ...model.errors import WeightFileError
 from ...model.options import BiLMOptions
 from ...runtime.attach import attach_runtime
+from ...runtime.dropout import fast_dropout
 from .softmax import adaptive_log_prob
 from .vocab import Vocabulary
 
@@ -191,7 +191,7 @@ class BiLMLanguageModel(nn.Module):
             )
         targets = targets.to(full_mask.device)
         P = self.options.lstm.projection_dim
-        top = F.dropout(out.activations[-1], self.dropout, self.training)  # [batch, tokens+2, 2P]
+        top = fast_dropout(out.activations[-1], self.dropout, self.training)  # [batch, tokens+2, 2P]
         # Position t + 1 is real <=> forward t predicts it and backward t + 1 predicts t.
         has_next = full_mask[:, 1:]  # [batch, tokens + 1]
         forward_hidden = top[:, :-1, :P][has_next]  # [N, P]: <S> .. wn

@@ -67,7 +67,10 @@ class _LogSoftmaxAt(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, target):  # noqa: ANN001, ANN205
-        logits = F.linear(x, weight, bias)  # [rows, C], x's dtype
+        # x @ W^T with W^T made contiguous first (one [F, C] copy): as a transposed right-hand
+        # operand, oneDNN's bf16 product took 13.9 against 5.8 ms for [7826, 128] x [128, 4002].
+        weight_t = weight.t().contiguous()
+        logits = torch.addmm(bias, x, weight_t) if bias is not None else x @ weight_t  # [rows, C], x's dtype
         lse = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
         _log_sum_exp(logits, lse)
         picked = logits.gather(1, target[:, None]).squeeze(1).float()  # [rows]
@@ -87,9 +90,11 @@ class _LogSoftmaxAt(torch.autograd.Function):
         x, weight, target, logits, lse = ctx.saved_tensors
         d_logits = logits  # overwritten in place: the logits are not needed afterwards
         _logits_grad(logits, lse, grad.float().contiguous(), target, d_logits)
-        d_bias = d_logits.sum(dim=0, dtype=torch.float32).to(weight.dtype) if ctx.has_bias else None
+        # The sum accumulates in float32 for a bf16 input either way (ATen's reduced-precision
+        # sums); asking for a float32 result converted the whole [rows, C] tensor first (15 against 4 ms).
+        d_bias = d_logits.sum(dim=0).to(weight.dtype) if ctx.has_bias else None
         d_x = d_logits @ weight  # [rows, F]
-        d_weight = d_logits.t() @ x  # [C, F]
+        d_weight = (x.t().contiguous() @ d_logits).t()  # [C, F]; 5.2 against 7.5 ms as d_logits^T @ x
         return d_x, d_weight, d_bias, None
 
 
