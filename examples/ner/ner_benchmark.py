@@ -35,9 +35,14 @@ One command, four stages:
 (`adapted`, `adapted+vectors`: the paper's section 3.4, `elmo train --model ... --patience`
 on the training sentences minus a held-out 5%, into OUT/adapted_elmo); examples/ner/README.md.
 
+`--jobs N` trains N runs at once, each in its own process on one thread; `--keep-finished`
+keeps the runs an earlier invocation finished with the same settings (a table stopped halfway
+goes on where it stopped).
+
 Everything is written under `--out`: data/, one VARIANT.cfg and one folder of runs per
-variant, adapt_text/ and adapted_elmo/ (the adapted model) for the adapted variants, and results.json. Converted data
-stays there (CoNLL-2003's licence forbids sharing it).
+variant (VARIANT/seedN/ with the trained pipelines, run.json and, with --jobs, train.log),
+adapt_text/ and adapted_elmo/ (the adapted model) for the adapted variants, and results.json.
+Converted data stays there (CoNLL-2003's licence forbids sharing it).
 """
 
 from __future__ import annotations
@@ -45,7 +50,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import platform
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -53,6 +61,7 @@ from collections import Counter
 from pathlib import Path
 
 import spacy
+import torch
 from spacy.cli.init_config import init_config
 from spacy.scorer import get_ner_prf
 from spacy.tokens import DocBin
@@ -349,6 +358,125 @@ def format_results(results: dict, eval_names: list[str], seeds: list[int], varia
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------------ 3-4. train and score
+RUN_SETTINGS = (
+    "train", "dev", "max_steps", "eval_frequency", "patience", "elmo_model", "elmo_dropout", "mix_l2", "elmo_enters",
+    "cache_mb", "vectors", "adapted_model", "adapt_held_out", "adapt_epochs", "adapt_patience",
+    "adapt_validate_every", "adapt_lr", "adapt_max_steps", "n_sents",
+)  # fmt: skip
+"""The arguments a run's numbers depend on: a run is kept (--keep-finished) only where all are the same."""
+RUN_RECORD = "run.json"
+
+
+def run_settings(args: argparse.Namespace) -> dict:
+    settings = {name: getattr(args, name) for name in RUN_SETTINGS}
+    settings["eval"] = [[name, path] for name, path in args.eval]
+    return json.loads(json.dumps(settings, default=str))  # paths as text, as the record stores them
+
+
+def machine() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo), else the platform's processor or machine."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def run_record_path(args: argparse.Namespace, variant: str, seed: int) -> Path:
+    return args.out / variant / f"seed{seed}" / RUN_RECORD
+
+
+def finished_run(args: argparse.Namespace, variant: str, seed: int) -> dict | None:
+    """The record of an earlier invocation's finished run of `variant` and `seed`, if its settings are these."""
+    path = run_record_path(args, variant, seed)
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text(encoding="utf-8"))
+    if record.get("settings") != run_settings(args):
+        differ = sorted(k for k, v in run_settings(args).items() if record.get("settings", {}).get(k) != v)
+        sys.exit(
+            f"{path} was trained with other settings ({', '.join(differ)} differ); give another --out, or delete "
+            f"{path.parent} to train it again."
+        )
+    return record
+
+
+def train_and_score(args: argparse.Namespace, variant: str, seed: int, spacy_files: dict, names: list[str]) -> dict:
+    """Train one run (what `spacy train CONFIG --output RUN_DIR --paths.train ...` does, keeping the
+    trained pipeline at hand to read its feature cache's counters), score it on every --eval file,
+    and write its record into the run's folder (`run.json`)."""
+    run_dir = args.out / variant / f"seed{seed}"
+    scored = "model-best" if args.patience else "model-last"
+    budget = f"patience {args.patience}, cap {args.max_steps or 'none'}" if args.patience else f"{args.max_steps} steps"
+    print(f"\n=== training {variant}/seed{seed} ({budget}) ===", flush=True)
+    t0 = time.perf_counter()
+    overrides = {"paths.train": str(spacy_files["train"]), "paths.dev": str(spacy_files["dev"]), "system.seed": seed}
+    config = spacy.util.load_config(args.out / f"{variant}.cfg", overrides=overrides, interpolate=False)
+    trained = init_nlp(config)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    train_nlp(trained, run_dir, stdout=sys.stdout, stderr=sys.stderr)
+    train_s = time.perf_counter() - t0
+    train_cache = feature_cache(trained.get_pipe("elmo").model) if "elmo" in trained.pipe_names else None
+    del trained
+    t0 = time.perf_counter()
+    nlp = spacy.load(run_dir / scored)
+    scores = {name: evaluate(nlp, spacy_files[f"eval-{name}"]) for name in names}
+    cache = feature_cache(nlp.get_pipe("elmo").model) if "elmo" in nlp.pipe_names else None
+    record = {
+        "scored": scored,
+        "train_seconds": round(train_s, 1),
+        "eval_seconds": round(time.perf_counter() - t0, 1),
+        "cpu": machine(),
+        "threads": torch.get_num_threads(),
+        "train_cache": train_cache.stats._asdict() if train_cache else None,
+        "eval_cache": cache.stats._asdict() if cache else None,
+        "scores": scores,
+        "settings": run_settings(args),
+    }
+    run_record_path(args, variant, seed).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return record
+
+
+def print_run(run: str, record: dict) -> None:
+    line = "  ".join(f"{name} F1 {s['ALL']['f']:.2f}" for name, s in record["scores"].items())
+    print(f"{run}: trained in {record['train_seconds']:.0f} s; {line}", flush=True)
+    if record["train_cache"]:
+        print(f"  feature cache, training: {record['train_cache']}; evaluation: {record['eval_cache']}", flush=True)
+
+
+def run_side_by_side(argv: list[str], todo: list[tuple[str, int]], jobs: int, out: Path):  # noqa: ANN201
+    """Train and score `todo`'s runs `jobs` at a time, each in its own process of this script
+    (`--only-run VARIANT/SEED`) with one thread (OMP_NUM_THREADS, MKL_NUM_THREADS and
+    ELMO_THREADS = 1) and its output in the run's folder (`train.log`); yield (run, record) as
+    each finishes. A failed run stops the command, naming its log; the finished runs stay."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "ELMO_THREADS": "1"}
+    waiting, running = list(todo), {}
+    while waiting or running:
+        while waiting and len(running) < jobs:
+            variant, seed = waiting.pop(0)
+            log = out / variant / f"seed{seed}" / "train.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            command = [sys.executable, __file__, *argv, "--only-run", f"{variant}/{seed}"]
+            with log.open("w", encoding="utf-8") as f:
+                running[(variant, seed)] = subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT, env=env)
+            print(f"started {variant}/seed{seed} (output in {log})", flush=True)
+        time.sleep(0.5)
+        for (variant, seed), process in list(running.items()):
+            if process.poll() is None:
+                continue
+            del running[(variant, seed)]
+            log = out / variant / f"seed{seed}" / "train.log"
+            if process.returncode != 0:
+                for other in running.values():
+                    other.terminate()
+                sys.exit(f"{variant}/seed{seed} failed (exit {process.returncode}); its output: {log}")
+            record_path = out / variant / f"seed{seed}" / RUN_RECORD
+            yield f"{variant}/seed{seed}", json.loads(record_path.read_text(encoding="utf-8"))
+
+
 # ------------------------------------------------------------------ the command
 def parse_eval(value: str) -> tuple[str, Path]:
     name, sep, path = value.partition("=")
@@ -485,7 +613,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     adapting.add_argument("--adapt-max-steps", type=int, default=None, help="Cap on the adaptation's steps (none).")
     parser.add_argument("--n-sents", type=int, default=10, help="Sentences per Doc for files without -DOCSTART- lines.")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="Runs trained at once, each in its own process with one thread (default 1: one after another, "
+        "in this process, with torch's threads). Compare rows made with the same --jobs on the same machine.",
+    )
+    parser.add_argument(
+        "--keep-finished",
+        action="store_true",
+        help="Keep the runs an earlier invocation with the same settings finished (OUT/VARIANT/seedN/run.json) "
+        "and train only the others: a table stopped halfway goes on where it stopped.",
+    )
+    parser.add_argument("--only-run", default="", help=argparse.SUPPRESS)  # VARIANT/SEED: one run (--jobs' workers)
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1; got {args.jobs}.")
     logging.basicConfig(level=logging.WARNING)
     for path in [args.train, args.dev] + [p for _, p in args.eval]:
         if not path.is_file():
@@ -511,6 +656,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     spacy_files = {"train": data / "train.spacy", "dev": data / "dev.spacy"}
     spacy_files.update({f"eval-{name}": data / f"eval-{name}.spacy" for name in names})
+    if args.only_run:  # a --jobs worker: the data, configs and adapted model are in OUT already
+        variant, seed = args.only_run.rsplit("/", 1)
+        train_and_score(args, variant, int(seed), spacy_files, names)
+        return 0
     for key, path in [("train", args.train), ("dev", args.dev)] + [(f"eval-{n}", p) for n, p in args.eval]:
         n = convert(path, spacy_files[key], args.n_sents)
         print(f"converted {path} -> {spacy_files[key]} ({n} sentences)", flush=True)
@@ -532,55 +681,33 @@ def main(argv: list[str] | None = None) -> int:
         vectors=args.vectors,
         adapted_path=adapted_path,
     )
-    scored = "model-best" if args.patience else "model-last"
     for variant, config in configs.items():
         config.to_disk(args.out / f"{variant}.cfg")
-    for seed in args.seeds:
-        for variant in args.variants:
-            run = f"{variant}/seed{seed}"
-            run_dir = args.out / variant / f"seed{seed}"
-            budget = (
-                f"patience {args.patience}, cap {args.max_steps or 'none'}"
-                if args.patience
-                else f"{args.max_steps} steps"
-            )
-            print(f"\n=== training {run} ({budget}) ===", flush=True)
-            t0 = time.perf_counter()
-            # What `spacy train CONFIG --output RUN_DIR --paths.train ...` does, keeping
-            # the trained pipeline at hand to read its feature cache's counters.
-            overrides = {
-                "paths.train": str(spacy_files["train"]),
-                "paths.dev": str(spacy_files["dev"]),
-                "system.seed": seed,
-            }
-            config = spacy.util.load_config(args.out / f"{variant}.cfg", overrides=overrides, interpolate=False)
-            trained = init_nlp(config)
-            run_dir.mkdir(parents=True, exist_ok=True)
-            train_nlp(trained, run_dir, stdout=sys.stdout, stderr=sys.stderr)
-            train_s = time.perf_counter() - t0
-            train_cache = feature_cache(trained.get_pipe("elmo").model) if "elmo" in trained.pipe_names else None
-            del trained
-            t0 = time.perf_counter()
-            nlp = spacy.load(run_dir / scored)
-            scores = {name: evaluate(nlp, spacy_files[f"eval-{name}"]) for name in names}
-            cache = feature_cache(nlp.get_pipe("elmo").model) if "elmo" in nlp.pipe_names else None
-            results["runs"][run] = {
-                "scored": scored,
-                "train_seconds": round(train_s, 1),
-                "eval_seconds": round(time.perf_counter() - t0, 1),
-                "train_cache": train_cache.stats._asdict() if train_cache else None,
-                "eval_cache": cache.stats._asdict() if cache else None,
-                "scores": scores,
-            }
-            line = "  ".join(f"{name} F1 {s['ALL']['f']:.2f}" for name, s in scores.items())
-            print(f"{run}: trained in {train_s:.0f} s; {line}", flush=True)
-            if train_cache:
-                print(f"  feature cache, training: {train_cache.stats}; evaluation: {cache.stats}", flush=True)
+    todo = [(variant, seed) for seed in args.seeds for variant in args.variants]
+    if args.keep_finished:
+        for variant, seed in list(todo):
+            if (earlier := finished_run(args, variant, seed)) is not None:
+                results["runs"][f"{variant}/seed{seed}"] = earlier
+                todo.remove((variant, seed))
+                print(f"{variant}/seed{seed}: kept from an earlier invocation ({run_record_path(args, variant, seed)})")
+    if args.jobs > 1:
+        for run, record in run_side_by_side(argv, todo, args.jobs, args.out):
+            results["runs"][run] = record
+            print_run(run, record)
             (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    for variant, seed in todo if args.jobs == 1 else []:
+        results["runs"][f"{variant}/seed{seed}"] = record = train_and_score(args, variant, seed, spacy_files, names)
+        print_run(f"{variant}/seed{seed}", record)
+        (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
 
     results["total_seconds"] = round(time.perf_counter() - started, 1)
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     print(format_results(results, names, args.seeds, args.variants))
+    machines = sorted({(r["cpu"], r["threads"]) for r in results["runs"].values()})
+    if len(machines) > 1:
+        print(
+            f"\nnote: the runs were made on {len(machines)} CPU/thread settings {machines}; compare rows of one only."
+        )
     print(f"\nwall time {results['total_seconds']:.0f} s; results in {args.out / 'results.json'}")
     return 0
 

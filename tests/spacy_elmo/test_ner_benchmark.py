@@ -321,3 +321,30 @@ def test_a_bad_step_cap_or_model_folder_is_refused_before_out_is_written(benchma
     err = capsys.readouterr().err.splitlines()[-1]
     assert "--max-steps must be > 0" in err if bad[0] == "--max-steps" else f"{bad[0]} {bad[1]} is not a model" in err
     assert not out.exists()
+
+
+def test_jobs_train_runs_side_by_side_on_one_thread_each_and_a_stopped_table_goes_on(
+    benchmark, tiny_model_dir, tmp_path, capsys
+):
+    train, dev, out, files = invented_run(tmp_path, 12, 4)
+    settings = ["--max-steps", "2", "--seeds", "0", "1", "--variants", "baseline", "--elmo-model", str(tiny_model_dir)]
+    assert benchmark["main"]([*files, *settings, "--jobs", "2"]) == 0
+    records = {seed: json.loads((out / "baseline" / f"seed{seed}" / "run.json").read_text()) for seed in (0, 1)}
+    assert {r["threads"] for r in records.values()} == {1}  # each worker on one thread
+    assert (out / "baseline" / "seed1" / "train.log").read_text().count("=== training baseline/seed1") == 1
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    assert {run: r["scores"] for run, r in runs.items()} == {f"baseline/seed{s}": records[s]["scores"] for s in (0, 1)}
+    capsys.readouterr()
+
+    # A table stopped after seed 0: --keep-finished keeps it and trains seed 1 only.
+    (out / "baseline" / "seed1" / "run.json").unlink()
+    assert benchmark["main"]([*files, *settings, "--keep-finished"]) == 0
+    printed = capsys.readouterr().out
+    assert "baseline/seed0: kept from an earlier invocation" in printed
+    assert "=== training baseline/seed1" in printed and "=== training baseline/seed0" not in printed
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    assert runs["baseline/seed0"] == records[0] and runs["baseline/seed1"]["threads"] >= 1
+
+    # A kept run must have been trained with the same settings.
+    with pytest.raises(SystemExit, match=r"seed0/run.json was trained with other settings \(max_steps differ\)"):
+        benchmark["main"]([*files, *settings[2:], "--max-steps", "3", "--keep-finished"])
