@@ -295,8 +295,9 @@ class TrainingSettings(TrainConfig):
         that is a stream (it is read once per epoch), or an input that --out would replace:
         --out itself, or a file there named as one the run writes (`TRAINING_FILES`); an --out
         that is a file; a --valid file without sentences (only blank lines: the run would have
-        no validation perplexity). The --resume checkpoint is the one file of --out a run
-        reads and then replaces."""
+        no validation perplexity); no stop condition, new run or resumed (`TrainConfig` refuses
+        it too, later and in its field names). The --resume checkpoint is the one file of --out
+        a run reads and then replaces."""
         reason = "elmo train reads its training files again on every epoch"
         train: list[tuple[str, str | Path | None]] = []
         for pattern in self.train or []:
@@ -313,6 +314,12 @@ class TrainingSettings(TrainConfig):
         if valid is not None and not is_stream(valid) and Path(valid).is_file():
             if not any(line.strip() for line in iter_lines(valid)):  # reads up to the first words
                 raise ElmoError(_no_validation_sentences(valid))
+        if self.max_steps is None and self.max_hours is None and self.max_epochs is None:
+            raise ElmoError(
+                "give --max-steps, --max-hours or --max-epochs (or several); otherwise training never stops. A "
+                "resumed run takes when to stop from its command, not from the checkpoint: give it again with "
+                "--resume (--max-steps and --max-epochs count what the run did before the resume)."
+            )
 
     def stop_settings(self) -> dict[str, Any]:
         """When to stop, validate, log and save: `TrainConfig` fields a run always takes from here."""

@@ -547,3 +547,16 @@ def test_train_with_patience_continues_a_model_folder_and_keeps_its_best_validat
         torch.testing.assert_close(x, y, rtol=0, atol=0, msg=name)
     [(_, ppl)] = run_perplexity([valid_file], model=adapted, pretokenized=True)
     assert ppl.average == pytest.approx(rows[0]["valid_ppl"], rel=1e-6)
+
+
+def test_a_run_without_a_stop_condition_is_refused_naming_the_options_and_what_a_resume_needs(
+    tmp_path, options_file, train_file, valid_file
+):
+    out = tmp_path / "run"
+    elmo(*train_args(out, train_file, valid_file, "--options", options_file, "--max-steps", 2))
+    before = sorted(p.name for p in out.iterdir())
+    for start in (["--options", options_file, "--out", tmp_path / "new"], ["--resume", out / "checkpoint.pt"]):
+        args = ["train", "--out", out, "--train", train_file, "--pretokenized", *start]
+        with pytest.raises(ElmoError, match=r"^give --max-steps, --max-hours or --max-epochs .* again with --resume"):
+            runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+    assert sorted(p.name for p in out.iterdir()) == before and not (tmp_path / "new").exists()
