@@ -447,17 +447,17 @@ def print_run(run: str, record: dict) -> None:
         print(f"  feature cache, training: {record['train_cache']}; evaluation: {record['eval_cache']}", flush=True)
 
 
-def run_side_by_side(argv: list[str], todo: list[tuple[str, int]], jobs: int, out: Path):  # noqa: ANN201
-    """Train and score `todo`'s runs `jobs` at a time, each in its own process of this script
+def run_side_by_side(argv: list[str], todo: list[tuple[str, int]], args: argparse.Namespace):  # noqa: ANN201
+    """Train and score `todo`'s runs `args.jobs` at a time, each in its own process of this script
     (`--only-run VARIANT/SEED`) with one thread (OMP_NUM_THREADS, MKL_NUM_THREADS and
     ELMO_THREADS = 1) and its output in the run's folder (`train.log`); yield (run, record) as
     each finishes. A failed run stops the command, naming its log; the finished runs stay."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "ELMO_THREADS": "1"}
     waiting, running = list(todo), {}
     while waiting or running:
-        while waiting and len(running) < jobs:
+        while waiting and len(running) < args.jobs:
             variant, seed = waiting.pop(0)
-            log = out / variant / f"seed{seed}" / "train.log"
+            log = run_record_path(args, variant, seed).with_name("train.log")
             log.parent.mkdir(parents=True, exist_ok=True)
             command = [sys.executable, __file__, *argv, "--only-run", f"{variant}/{seed}"]
             with log.open("w", encoding="utf-8") as f:
@@ -468,12 +468,12 @@ def run_side_by_side(argv: list[str], todo: list[tuple[str, int]], jobs: int, ou
             if process.poll() is None:
                 continue
             del running[(variant, seed)]
-            log = out / variant / f"seed{seed}" / "train.log"
+            record_path = run_record_path(args, variant, seed)
             if process.returncode != 0:
                 for other in running.values():
                     other.terminate()
+                log = record_path.with_name("train.log")
                 sys.exit(f"{variant}/seed{seed} failed (exit {process.returncode}); its output: {log}")
-            record_path = out / variant / f"seed{seed}" / RUN_RECORD
             yield f"{variant}/seed{seed}", json.loads(record_path.read_text(encoding="utf-8"))
 
 
@@ -690,14 +690,14 @@ def main(argv: list[str] | None = None) -> int:
                 results["runs"][f"{variant}/seed{seed}"] = earlier
                 todo.remove((variant, seed))
                 print(f"{variant}/seed{seed}: kept from an earlier invocation ({run_record_path(args, variant, seed)})")
-    if args.jobs > 1:
-        for run, record in run_side_by_side(argv, todo, args.jobs, args.out):
-            results["runs"][run] = record
-            print_run(run, record)
-            (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    for variant, seed in todo if args.jobs == 1 else []:
-        results["runs"][f"{variant}/seed{seed}"] = record = train_and_score(args, variant, seed, spacy_files, names)
-        print_run(f"{variant}/seed{seed}", record)
+    finished = (
+        run_side_by_side(argv, todo, args)
+        if args.jobs > 1
+        else ((f"{v}/seed{s}", train_and_score(args, v, s, spacy_files, names)) for v, s in todo)
+    )
+    for run, record in finished:
+        results["runs"][run] = record
+        print_run(run, record)
         (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
 
     results["total_seconds"] = round(time.perf_counter() - started, 1)
