@@ -10,7 +10,7 @@ of `elmo_core`. A `BiLM` is handed its recurrence and layer-0 cache (`StackRunne
 from __future__ import annotations
 
 from .bilm import BiLM, BiLMOutput, StackOutputs, StackRunner, TokenVectors, check_char_ids, reverse_index
-from .char_cnn import BLOCK_TOKENS, HIGHWAY_BLOCK_TOKENS, TRAIN_BLOCK_TOKENS, CharCNN
+from .char_cnn import BLOCK_TOKENS, HIGHWAY_BLOCK_TOKENS, CharCNN
 from .characters import (
     BEGINNING_OF_SENTENCE_CHARACTER,
     BEGINNING_OF_WORD_CHARACTER,
@@ -106,7 +106,6 @@ __all__ = [
     "softmax_weights_backward",
     "StackOutputs",
     "TokenVectors",
-    "TRAIN_BLOCK_TOKENS",
     "weighted_layer_sum",
     "weighted_layer_sum_backward",
     "WeightFileError",

@@ -7,7 +7,7 @@ character axis -> activation -> highway layers -> linear projection to `projecti
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import cast
 
 import torch
@@ -19,13 +19,10 @@ from .highway import Highway
 from .options import BiLMOptions
 from .precision import bf16_linear, bf16_weight, cpu_bf16_active
 
-__all__ = ["BLOCK_TOKENS", "HIGHWAY_BLOCK_TOKENS", "TRAIN_BLOCK_TOKENS", "CharCNN"]
+__all__ = ["BLOCK_TOKENS", "HIGHWAY_BLOCK_TOKENS", "CharCNN"]
 
 BLOCK_TOKENS = 32
 """Tokens per block of the convolutions without a gradient (see `CharCNN.forward`)."""
-
-TRAIN_BLOCK_TOKENS = 1024
-"""Tokens per block of the convolutions when a gradient flows (see `CharCNN.forward`)."""
 
 PADDING_ID = PADDING_CHARACTER + CHAR_ID_OFFSET
 """The id of the padding character that fills a token's slots after its end-of-word mark."""
@@ -49,6 +46,11 @@ class CharCNN(nn.Module):
       when F != projection_dim (true for every published model); otherwise it is the
       identity.
 
+    Attributes:
+        training_path: How a call that differentiates runs (a runtime part, e.g.
+            `elmo_core.runtime.char_cnn_training.encode_for_training`, handed in by
+            `elmo_core.attach_runtime`): the same function, faster. None: `forward`'s blocks.
+
     Shape:
         char_ids: [num_tokens, max_characters_per_token] int64 -> [num_tokens, projection_dim]
     """
@@ -67,6 +69,7 @@ class CharCNN(nn.Module):
         self.projection: nn.Module = (
             nn.Linear(cc.n_filters, projection_dim) if cc.n_filters != projection_dim else nn.Identity()
         )
+        self.training_path: Callable[[CharCNN, torch.Tensor], torch.Tensor] | None = None
 
     def reset_parameters(self) -> None:
         """Draw `char_embedding` afresh, uniform in [-1, 1] (bilm-tf's initialiser).
@@ -82,9 +85,9 @@ class CharCNN(nn.Module):
         return torch.cat([zero, self.char_embedding], dim=0)
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled() and self.training_path is not None and char_ids.shape[0]:
+            return self.training_path(self, char_ids)
         table = self.embedding_table()
-        if torch.is_grad_enabled() and char_ids.shape[0]:
-            return self._encode_for_training(table, char_ids)
         bf16 = cpu_bf16_active(table)  # bf16 products, float32 results (elmo_core.model.precision)
         # Every token is encoded on its own, so the tokens can go in blocks. The
         # convolutions go BLOCK_TOKENS at a time: a bank's full output is
@@ -96,43 +99,6 @@ class CharCNN(nn.Module):
         # CNN's time), while the highway's [tokens, 2F] output is 16 kB per token.
         features = torch.cat([self._convolve(table, block, bf16) for block in char_ids.split(BLOCK_TOKENS)])
         return torch.cat([self._project(block, bf16) for block in features.split(HIGHWAY_BLOCK_TOKENS)])
-
-    def _encode_for_training(self, table: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
-        """`forward` with a gradient: the same values, over fewer character slots.
-
-        Every slot after a token's end-of-word mark holds the padding character, so every
-        window that starts at or after the longest token's last real slot (`longest`)
-        sees the same `width` padding characters and gives the same value. Cutting the
-        slots to `longest + max width` keeps every window that overlaps a real character
-        and one all-padding window per bank: the max-pool, and so the output and its
-        gradient, are those of all `max_characters_per_token` slots (up to float
-        rounding), for 2-3x less convolution on real text (words of 5-15 bytes). The
-        blocks are larger than without a gradient: under autograd the max-pool keeps
-        only its argmax per filter, so a bank's full output is transient either way, and
-        fewer, larger blocks cost fewer operator launches forward and backward.
-        """
-        longest = int((char_ids != PADDING_ID).sum(dim=1).max())  # real slots, marks included
-        widest = max(conv.kernel_size[0] for conv in cast(Iterable[nn.Conv1d], self.convolutions))
-        char_ids = char_ids[:, : min(char_ids.shape[1], longest + widest)]  # [tokens, kept chars]
-        blocks = char_ids.split(TRAIN_BLOCK_TOKENS)
-        return torch.cat([self._project(self._convolve_channels_last(table, b), False) for b in blocks])
-
-    def _convolve_channels_last(self, table: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
-        """`_convolve` (same values up to float rounding) as 2-D convolutions over channels-last
-        inputs: the embedded [tokens, chars, E] rows are already that layout (no transposed
-        copy), oneDNN's channels-last kernels are faster, and the max-pool reduces over a
-        strided axis with the filters contiguous (bf16, [1024, 16, 28] ids through a width-5
-        bank of 128: 8.5 against 10.1 ms forward + backward with the max-pool). `max`, which
-        keeps the argmax for its backward, rather than `amax`, whose backward compares the
-        whole bank output with the max again.
-
-        Shape: [tokens, chars] -> [tokens, F]
-        """
-        x = F.embedding(char_ids, table).transpose(1, 2).unsqueeze(2)  # [tokens, E, 1, chars], channels last
-        convs = list(cast(Iterable[nn.Conv1d], self.convolutions))
-        weights = [c.weight.unsqueeze(2).contiguous(memory_format=torch.channels_last) for c in convs]  # [n, E, 1, w]
-        y = torch.cat([F.conv2d(x, w, c.bias).max(dim=3).values.squeeze(2) for w, c in zip(weights, convs)], dim=1)
-        return torch.relu(y) if self.activation == "relu" else torch.tanh(y)  # [tokens, F]
 
     def _convolve(self, table: torch.Tensor, char_ids: torch.Tensor, bf16: bool) -> torch.Tensor:
         """Char embedding, convolutions, max-pool and activation. Shape: [tokens, chars] -> [tokens, F]"""

@@ -1,12 +1,14 @@
-"""Handing a model its inference runtime: the recurrence path, the thread rule, the layer-0 cache.
+"""Handing a model its runtime: the recurrence path, the thread rule, the layer-0 cache, the
+char CNN's training path.
 
 The model (`elmo_core.model`) is the computation alone: a `BiLM` built by itself runs the
 step loop with torch's threads and no cache. Every loader and face of this project gives
 it the runtime with `attach_runtime` (`load_model_folder`, `load_elmo`, hf_elmo's
 `ElmoModel`, the spaCy component, the trainer), and `embed_sentences` does for a model
 that has none yet. None of these changes a value: each path equals the step loop up to
-float rounding (`elmo_core.runtime.recurrence`), and the cache returns the char CNN's own
-vectors (`elmo_core.runtime.token_cache`).
+float rounding (`elmo_core.runtime.recurrence`); the cache returns the char CNN's own
+vectors (`elmo_core.runtime.token_cache`), and the training path the char CNN's own
+function (`elmo_core.runtime.char_cnn_training`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch
 
 from ..model.bilm import BiLM
 from ..model.checks import check_int
+from .char_cnn_training import encode_for_training
 from .recurrence import Recurrence
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS, TokenCache
 
@@ -24,7 +27,8 @@ __all__ = ["attach_runtime", "has_runtime", "set_token_cache"]
 def attach_runtime(
     module: torch.nn.Module, *, recurrence: str = "auto", token_cache_words: int = DEFAULT_TOKEN_CACHE_WORDS
 ) -> torch.nn.Module:
-    """Hand every `BiLM` inside `module` a `Recurrence(recurrence)` and a fresh layer-0 cache.
+    """Hand every `BiLM` inside `module` a `Recurrence(recurrence)`, a fresh layer-0 cache, and
+    its char CNN the training path (`elmo_core.runtime.char_cnn_training.encode_for_training`).
 
     Args:
         module: An `Elmo`, `BiLM`, `BiLMLanguageModel` or anything containing a `BiLM`.
@@ -41,6 +45,7 @@ def attach_runtime(
     _check_words(token_cache_words)
     for bilm in _bilms(module):
         bilm.recurrence = Recurrence(recurrence)  # one each: captured graphs are per model
+        bilm.char_cnn.training_path = encode_for_training
         bilm.token_cache = TokenCache(token_cache_words) if token_cache_words else None
     return module
 
@@ -50,8 +55,9 @@ def set_token_cache(module: torch.nn.Module, max_words: int) -> torch.nn.Module:
     `max_words` word types (0: none).
 
     A biLM that has no runtime yet (built by hand) is also handed the default recurrence
-    (`Recurrence("auto")`, which changes no value), so that `embed_sentences`, which hands
-    the whole runtime to a model without one, keeps the cache chosen here.
+    (`Recurrence("auto")`, which changes no value) and the char CNN's training path, so
+    that `embed_sentences`, which hands the whole runtime to a model without one, keeps the
+    cache chosen here.
 
     Raises:
         ValueError: if `max_words` is not an integer >= 0.
@@ -61,6 +67,7 @@ def set_token_cache(module: torch.nn.Module, max_words: int) -> torch.nn.Module:
         bilm.token_cache = TokenCache(max_words) if max_words else None
         if bilm.recurrence is None:
             bilm.recurrence = Recurrence()
+            bilm.char_cnn.training_path = encode_for_training
     return module
 
 

@@ -39,12 +39,10 @@ from transformers.utils import ModelOutput
 from .configuration_elmo import (
     BOS_TOKEN,
     BiLMOptions,
-    CHAR_ID_OFFSET,
     DEFAULT_WINDOW_TOKENS,
     EOS_TOKEN,
     ElmoConfig,
     ElmoError,
-    PADDING_CHARACTER,
     _check_window,
     check_window_settings,
     word_to_char_ids,
@@ -115,9 +113,6 @@ class WeightFileError(ElmoError):
 
 BLOCK_TOKENS = 32
 
-TRAIN_BLOCK_TOKENS = 1024
-
-PADDING_ID = PADDING_CHARACTER + CHAR_ID_OFFSET
 
 HIGHWAY_BLOCK_TOKENS = 256
 
@@ -137,30 +132,19 @@ class CharCNN(nn.Module):
         self.projection: nn.Module = (
             nn.Linear(cc.n_filters, projection_dim) if cc.n_filters != projection_dim else nn.Identity()
         )
+        self.training_path: Callable[[CharCNN, torch.Tensor], torch.Tensor] | None = None
     def reset_parameters(self) -> None:
         nn.init.uniform_(self.char_embedding, -1.0, 1.0)
     def embedding_table(self) -> torch.Tensor:
         zero = self.char_embedding.new_zeros(1, self.char_embedding.shape[1])
         return torch.cat([zero, self.char_embedding], dim=0)
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled() and self.training_path is not None and char_ids.shape[0]:
+            return self.training_path(self, char_ids)
         table = self.embedding_table()
-        if torch.is_grad_enabled() and char_ids.shape[0]:
-            return self._encode_for_training(table, char_ids)
         bf16 = cpu_bf16_active(table)  # bf16 products, float32 results (elmo_core.model.precision)
         features = torch.cat([self._convolve(table, block, bf16) for block in char_ids.split(BLOCK_TOKENS)])
         return torch.cat([self._project(block, bf16) for block in features.split(HIGHWAY_BLOCK_TOKENS)])
-    def _encode_for_training(self, table: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
-        longest = int((char_ids != PADDING_ID).sum(dim=1).max())  # real slots, marks included
-        widest = max(conv.kernel_size[0] for conv in cast(Iterable[nn.Conv1d], self.convolutions))
-        char_ids = char_ids[:, : min(char_ids.shape[1], longest + widest)]  # [tokens, kept chars]
-        blocks = char_ids.split(TRAIN_BLOCK_TOKENS)
-        return torch.cat([self._project(self._convolve_channels_last(table, b), False) for b in blocks])
-    def _convolve_channels_last(self, table: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
-        x = F.embedding(char_ids, table).transpose(1, 2).unsqueeze(2)  # [tokens, E, 1, chars], channels last
-        convs = list(cast(Iterable[nn.Conv1d], self.convolutions))
-        weights = [c.weight.unsqueeze(2).contiguous(memory_format=torch.channels_last) for c in convs]  # [n, E, 1, w]
-        y = torch.cat([F.conv2d(x, w, c.bias).max(dim=3).values.squeeze(2) for w, c in zip(weights, convs)], dim=1)
-        return torch.relu(y) if self.activation == "relu" else torch.tanh(y)  # [tokens, F]
     def _convolve(self, table: torch.Tensor, char_ids: torch.Tensor, bf16: bool) -> torch.Tensor:
         x = F.embedding(char_ids, table).transpose(1, 2).to(torch.bfloat16 if bf16 else table.dtype)  # [tokens, E, W]
         pooled = []

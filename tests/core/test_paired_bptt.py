@@ -1,15 +1,12 @@
-"""The training recurrence (`elmo_core.runtime.paired_bptt`) and the char CNN's training path
-compute the step loop's loss and gradients."""
+"""The training recurrence (`elmo_core.runtime.paired_bptt`) computes the step loop's loss and gradients."""
 
 from __future__ import annotations
 
 import dataclasses
 
-import pytest
 import torch
-import torch.nn.functional as F
 
-from elmo_core import CharCNN, set_recurrence
+from elmo_core import set_recurrence
 from elmo_core.apps.training.data import make_batch
 from elmo_core.apps.training.model import BiLMLanguageModel
 from elmo_core.apps.training.vocab import Vocabulary
@@ -105,38 +102,3 @@ def test_paired_training_step_under_bf16_autocast_stays_within_its_stated_tolera
     new, old = errors(grads_new), errors(grads_old)
     assert new.max() < 0.1, new.max()
     assert new.mean() < 1.5 * old.mean(), (new.mean(), old.mean())
-
-
-@pytest.mark.parametrize("longest", [3, 12, 47, 50])
-def test_char_cnn_training_path_convolves_only_the_slots_it_needs_and_equals_all_50(longest, monkeypatch):
-    options = make_tiny_options()
-    torch.manual_seed(0)
-    cnn = CharCNN(options)
-    words = [["a", "x" * (longest - 2), "c"]]  # slots: begin, bytes, end (then padding)
-    char_ids = make_batch(words, _vocab()).char_ids[0]  # [3, 50]
-    widths = []
-    conv2d = F.conv2d
-
-    def recording_conv2d(x, weight, *args):  # noqa: ANN001, ANN002, ANN202
-        widths.append(x.shape[-1])
-        return conv2d(x, weight, *args)
-
-    monkeypatch.setattr(F, "conv2d", recording_conv2d)
-    out = cnn(char_ids)
-    monkeypatch.undo()
-    assert widths == [min(50, longest + 2)] * len(cnn.convolutions)  # longest slots + widest filter (2)
-    weights = torch.linspace(-1, 1, out.numel()).view_as(out)
-    (out * weights).sum().backward()
-    grads = [p.grad.clone() for p in cnn.parameters()]
-    cnn.zero_grad()
-    reference = _char_cnn_all_slots(cnn, char_ids)  # the inference formula, all 50 slots, amax
-    (reference * weights).sum().backward()
-    torch.testing.assert_close(out, reference, atol=1e-6, rtol=1e-6)
-    for got, expected in zip(grads, (p.grad for p in cnn.parameters())):
-        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
-
-
-def _char_cnn_all_slots(cnn: CharCNN, char_ids: torch.Tensor) -> torch.Tensor:
-    x = F.embedding(char_ids, cnn.embedding_table()).transpose(1, 2)  # [tokens, E, 50]
-    features = torch.cat([torch.relu(conv(x).amax(dim=2)) for conv in cnn.convolutions], dim=1)
-    return cnn.projection(cnn.highway(features))
