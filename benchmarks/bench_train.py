@@ -60,7 +60,7 @@ from elmo_core import BiLMOptions, batches_by_token_budget, release_free_memory,
 from elmo_core.apps.training import BiLMLanguageModel, LMOutput, Vocabulary, evaluate, make_batch
 from elmo_core.apps.training.model import autocast_log_softmax_dtype
 from elmo_core.apps.training.softmax import adaptive_log_prob
-from elmo_core.apps.training.trainer import RELEASE_EVERY
+from elmo_core.apps.training.trainer import RELEASE_EVERY, TrainConfig, make_optimizer
 from elmo_core.runtime import MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD, use_heap_for_every_block, use_mmap_for_large_blocks
 
 OLD_BLOCK_TOKENS = 32  # the frozen char CNN's block of tokens (the library's BLOCK_TOKENS then)
@@ -122,6 +122,14 @@ def use_path(lm: BiLMLanguageModel, path: str, recurrence: str = "auto") -> BiLM
 
 
 # ------------------------------------------------------------------ timing
+def optimizer_for(lm: BiLMLanguageModel, path: str) -> torch.optim.Optimizer:
+    """Adam at 1e-3 as `elmo train` made it: torch's loop over the parameters on the old
+    path (2026-12-01), the trainer's `make_optimizer` (fused) on the new one."""
+    if path == "old":
+        return torch.optim.Adam(lm.parameters(), lr=1e-3)
+    return make_optimizer(list(lm.parameters()), TrainConfig(max_steps=1, lr=1e-3))
+
+
 def make_step(lm: BiLMLanguageModel, optimizer: torch.optim.Optimizer, precision: str, device: torch.device):
     """One training step as `Trainer.train_step` takes it (mean of both directions' losses)."""
     dtype = {"bf16": torch.bfloat16, "fp32": None}[precision]
@@ -156,7 +164,7 @@ def run(
     release_every = set_allocator(OLD_ALLOCATOR if path == "old" else allocator)
     torch.manual_seed(0)
     lm = use_path(BiLMLanguageModel(options, vocab_size, dropout=0.1).to(device).train(), path, recurrence)
-    step = make_step(lm, torch.optim.Adam(lm.parameters(), lr=1e-3), precision, device)
+    step = make_step(lm, optimizer_for(lm, path), precision, device)
     for batch in data[:2]:
         step(batch)
     if device.type == "cuda":
@@ -188,7 +196,7 @@ def train_and_score(
     float32, so only the training differs."""
     torch.manual_seed(0)
     lm = use_path(BiLMLanguageModel(options, len(vocab), dropout=0.1).to(device).train(), path)
-    step = make_step(lm, torch.optim.Adam(lm.parameters(), lr=1e-3), precision, device)
+    step = make_step(lm, optimizer_for(lm, path), precision, device)
     loss = math.nan
     for k in range(steps):
         loss = step(data[k % len(data)])
@@ -205,7 +213,7 @@ def breakdown(
     set_allocator(OLD_ALLOCATOR if path == "old" else "elmo-train")
     torch.manual_seed(0)
     lm = use_path(BiLMLanguageModel(options, vocab_size, dropout=0.1).to(device).train(), path)
-    optimizer = torch.optim.Adam(lm.parameters(), lr=1e-3)
+    optimizer = optimizer_for(lm, path)
     step = make_step(lm, optimizer, precision, device)
     dtype = {"bf16": torch.bfloat16, "fp32": None}[precision]
     bilm = lm.bilm

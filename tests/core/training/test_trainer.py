@@ -19,6 +19,7 @@ from elmo_core.apps.training.trainer import (
     TrainConfig,
     Trainer,
     load_checkpoint_file,
+    make_optimizer,
 )
 
 from .conftest import make_corpus, make_lm, write_lines
@@ -66,6 +67,28 @@ def test_resuming_from_a_checkpoint_reproduces_the_losses_exactly(tmp_path, opti
     assert first + second == straight  # exactly, not approximately
     steps = [json.loads(line)["step"] for line in (tmp_path / "split" / LOG_NAME).read_text().splitlines()]
     assert steps == [2, 4, 5, 6, 8, 10, 12, 14]
+
+
+def test_the_trainers_fused_adam_makes_torchs_plain_adam_updates_and_adagrad_starts_at_one():
+    torch.manual_seed(0)
+    weights = [torch.randn(5, 3), torch.randn(7)]
+    grads = [[torch.randn_like(w) for w in weights] for _ in range(3)]
+    fused_params = [torch.nn.Parameter(w.clone()) for w in weights]
+    plain_params = [torch.nn.Parameter(w.clone()) for w in weights]
+    fused = make_optimizer(fused_params, TrainConfig(max_steps=1, lr=0.01))
+    plain = torch.optim.Adam(plain_params, lr=0.01)
+    assert fused.param_groups[0]["fused"] is True
+    for step_grads in grads:
+        for params, optimizer in ((fused_params, fused), (plain_params, plain)):
+            for p, g in zip(params, step_grads):
+                p.grad = g.clone()
+            optimizer.step()
+    for a, b, start in zip(fused_params, plain_params, weights):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+        assert (a.detach() - start).abs().max() > 0.01  # three steps of up to lr = 0.01 each: it moved
+    adagrad = make_optimizer(plain_params, TrainConfig(max_steps=1, optimizer="adagrad"))
+    assert isinstance(adagrad, torch.optim.Adagrad) and adagrad.param_groups[0]["lr"] == 0.2
+    assert adagrad.param_groups[0]["initial_accumulator_value"] == 1.0
 
 
 def test_checkpoint_holds_what_an_exact_resume_needs(tmp_path, train_file, vocab):
