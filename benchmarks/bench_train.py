@@ -35,6 +35,7 @@ import argparse
 import datetime
 import math
 import platform
+import statistics
 import sys
 import time
 import types
@@ -262,6 +263,15 @@ ALLOCATORS = {  # name: (glibc mmap threshold or None for glibc's own, every blo
 OLD_ALLOCATOR = "elmo-train-2026-12-01"
 
 
+def paired_ratios(each: dict[tuple[str, str, str], list[float]]) -> dict[tuple[str, str], list[float]]:
+    """new/old words/s of each repeat, per (shape, precision) that ran both paths."""
+    return {
+        (shape, precision): [new / old for new, old in zip(rates, each[shape, precision, "old"])]
+        for (shape, precision, path), rates in each.items()
+        if path == "new" and (shape, precision, "old") in each
+    }
+
+
 def set_allocator(name: str) -> int | None:
     """Apply glibc's settings of ALLOCATORS[name] to this process; the trim period."""
     threshold, heap_only, release_every = ALLOCATORS[name]
@@ -339,6 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path in args.paths.split(",")
     ]
     best: dict[tuple[str, str, str], float] = {}
+    each: dict[tuple[str, str, str], list[float]] = {}
     for repeat in range(args.repeats):  # interleaved, so that load from elsewhere hits every row alike
         for shape, precision, path in configs:
             words_per_s = run(
@@ -353,6 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.allocator,
             )
             best[shape, precision, path] = max(best.get((shape, precision, path), 0.0), words_per_s)
+            each.setdefault((shape, precision, path), []).append(words_per_s)
             print(f"  repeat {repeat}: {shape} {path} {precision} {words_per_s:,.0f} words/s", flush=True)
     words = sum(map(len, sentences))
     rows = []
@@ -368,6 +380,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     headers = ["shape", "path", "recurrence", "precision", "words/s", "ratio to GEMM of its dtype", "vs old"]
     print(format_table(headers, rows))
+    paired = paired_ratios(each)
+    if paired:
+        # A shared machine's speed drifts by tens of percent within minutes; old and new of
+        # one repeat run back to back, so their ratio is steadier than the ratio of the bests.
+        print("\nnew/old per repeat (each repeat's two runs back to back), and their median:")
+        for (shape, precision), ratios in paired.items():
+            listed = ", ".join(f"{r:.2f}x" for r in ratios)
+            print(f"  {shape} {precision}: {listed}; median {statistics.median(ratios):.2f}x")
     if args.breakdown:
         print("\nms per batch, forward + backward, each part timed on its own (first --steps batches)")
         parts_rows = []

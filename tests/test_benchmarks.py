@@ -45,3 +45,14 @@ def test_every_benchmark_imports_as_a_module_of_the_package():
     modules = ", ".join(f"benchmarks.{script.stem}" for script in SCRIPTS)
     done = subprocess.run([sys.executable, "-c", f"import {modules}"], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_bench_train_pairs_each_repeats_new_and_old_runs():
+    from benchmarks.bench_train import paired_ratios
+
+    each = {
+        ("default", "bf16", "old"): [2000.0, 1000.0, 4000.0],
+        ("default", "bf16", "new"): [6000.0, 3500.0, 10000.0],
+        ("default", "fp32", "new"): [5000.0],  # no old run: no ratio
+    }
+    assert paired_ratios(each) == {("default", "bf16"): [3.0, 3.5, 2.5]}
