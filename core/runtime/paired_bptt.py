@@ -75,14 +75,14 @@ def _layer_weights(forward_cell, backward_cell, dtype: torch.dtype):  # noqa: AN
 
 @fused_kernel
 def cell_forward(
-    z: torch.Tensor, bias: torch.Tensor, c_prev: torch.Tensor, g_out: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One step's gates and cell update, both directions; writes g = o * tanh(c) into `g_out`.
+    z: torch.Tensor, bias: torch.Tensor, c_prev: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One step's gates and cell update, both directions.
 
     Shape: z [2, n, 4D] (gate blocks i, f, o, j, without the bias; the products' dtype),
-    bias [2, 1, 4D], c_prev [2, n, D] float32, g_out [2, n, D] (the products' dtype,
-    written) -> (gates [2, n, 4D]: sigmoid(i, f, o) and tanh(j), c [2, n, D], tanh(c)
-    [2, n, D]), all float32
+    bias [2, 1, 4D], c_prev [2, n, D] float32 -> (gates [2, n, 4D]: sigmoid(i, f, o) and
+    tanh(j), c [2, n, D], tanh(c) [2, n, D], all float32; g = o * tanh(c) [2, n, D] in
+    z's dtype)
     """
     D = c_prev.shape[-1]
     zf = z.float() + bias.float()
@@ -93,33 +93,43 @@ def cell_forward(
     i, f, o, j = gates.chunk(4, dim=-1)
     c = f * c_prev + i * j
     tanh_c = 2 * torch.sigmoid(2 * c) - 1
-    g_out.copy_(o * tanh_c)
-    return gates, c, tanh_c
+    return gates, c, tanh_c, (o * tanh_c).to(z.dtype)
 
 
 @fused_kernel
 def cell_backward(
-    dg: torch.Tensor,
-    d_c: torch.Tensor,
-    gates: torch.Tensor,
-    c_prev: torch.Tensor,
-    tanh_c: torch.Tensor,
-    dz_out: torch.Tensor,
-) -> None:
-    """The step's gate gradients from dg = dL/dg and dL/dc of step t + 1 (the forward's
-    `gates` and `tanh_c` saved): writes dz = dL/dz into `dz_out` (the products' dtype)
-    and dL/dc_prev into `d_c`.
+    dg: torch.Tensor, d_c: torch.Tensor, gates: torch.Tensor, c_prev: torch.Tensor, tanh_c: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The step's gate gradients from dg = dL/dg and d_c = dL/dc of step t + 1 (the
+    forward's `gates` and `tanh_c` saved).
 
-    Shape: dg [2, n, D] (the products' dtype), d_c [2, n, D] float32 (read, then
-    overwritten), gates [2, n, 4D], c_prev and tanh_c [2, n, D] float32, dz_out [2, n, 4D]
+    Shape: dg [2, n, D] (the products' dtype), d_c [2, n, D] float32, gates [2, n, 4D],
+    c_prev and tanh_c [2, n, D] float32 -> (dz = dL/dz [2, n, 4D] in dg's dtype,
+    dL/dc_prev [2, n, D] float32)
     """
     i, f, o, j = gates.chunk(4, dim=-1)
     dgf = dg.float()
     dc = d_c + dgf * o * (1 - tanh_c * tanh_c)
     s = gates[..., : i.shape[-1] * 3]
     ds = torch.cat([dc * j, dc * c_prev, dgf * tanh_c], dim=-1) * s * (1 - s)  # d i, d f, d o
-    dz_out.copy_(torch.cat([ds, dc * i * (1 - j * j)], dim=-1))
-    d_c.copy_(dc * f)
+    return torch.cat([ds, dc * i * (1 - j * j)], dim=-1).to(dg.dtype), dc * f
+
+
+def _rows(state: torch.Tensor, n: int) -> torch.Tensor:
+    """A [2, rows, D] state as n rows, contiguous: its first n, or zeros appended.
+
+    The fused kernels take only such fresh, contiguous tensors. torch.compile guards on how
+    a view's strides, storage offset and base relate to the sizes, and built the kernels
+    again for each new pattern, until its limit of 8 builds per function left them to the
+    eager operators for the rest of the process (seen with a bf16 and an fp32 model in
+    one process).
+    """
+    rows = state.shape[1]
+    if rows == n:
+        return state
+    if rows > n:
+        return state[:, :n].contiguous()
+    return torch.cat([state, state.new_zeros(2, n - rows, state.shape[2])], dim=1)
 
 
 class _PairedRecurrence(torch.autograd.Function):
@@ -147,9 +157,10 @@ class _PairedRecurrence(torch.autograd.Function):
             for t in range(num_steps):
                 n = batch_sizes[t]
                 z = torch.baddbmm(pre[:, t, :n], h[:, :n], w_h)  # [2, n, 4D]
-                gates, c, tanh_c = cell_forward(z, bias, c[:, :n], gated[:, t, :n])  # [2, n, 4D], [2, n, D] x 2
+                gates, c, tanh_c, g = cell_forward(z, bias, _rows(c, n))  # [2, n, 4D], [2, n, D] x 3
+                gated[:, t, :n] = g
                 h = out[:, t, :n]
-                torch.bmm(gated[:, t, :n], w_p, out=h)  # [2, n, P]
+                torch.bmm(g, w_p, out=h)  # [2, n, P]
                 if n < batch_size:
                     out[:, t, n:] = 0
                     gated[:, t, n:] = 0
@@ -169,18 +180,18 @@ class _PairedRecurrence(torch.autograd.Function):
             d_pre = out.new_empty(2, num_steps, batch_size, 4 * D)  # dz_t; zero where a row has ended
             d_h_all = out.new_empty(2, num_steps, batch_size, P)  # dh_t, for dW_P
             d_h = out.new_zeros(2, batch_size, P, dtype=torch.float32)  # from step t + 1
-            d_c = out.new_zeros(2, batch_size, D, dtype=torch.float32)
+            d_c = out.new_zeros(2, batch_sizes[-1], D, dtype=torch.float32)  # dL/dc_t from step t + 1
             zero_state = out.new_zeros(2, batch_size, D, dtype=torch.float32)  # c_{-1}
             w_h_t, w_p_t = w_h.transpose(1, 2), w_p.transpose(1, 2)
             for t in range(num_steps - 1, -1, -1):
                 n = batch_sizes[t]
                 gates, _, tanh_c = saved[t]
                 saved[t] = None  # freed as soon as it is used
-                c_prev = saved[t - 1][1][:, :n] if t else zero_state[:, :n]
+                c_prev = _rows(saved[t - 1][1], n) if t else zero_state  # (every row runs at t = 0)
                 dh = d_h_all[:, t, :n]
                 dh.copy_(d_out[:, t, :n] + d_h[:, :n])  # in the products' dtype
-                dz = d_pre[:, t, :n]
-                cell_backward(torch.bmm(dh, w_p_t), d_c[:, :n], gates, c_prev, tanh_c, dz)
+                dz, d_c = cell_backward(torch.bmm(dh, w_p_t), _rows(d_c, n), gates, c_prev, tanh_c)
+                d_pre[:, t, :n] = dz
                 d_h[:, :n] = torch.bmm(dz, w_h_t)
                 if n < batch_size:
                     d_pre[:, t, n:] = 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import torch
 
@@ -10,7 +11,8 @@ from elmo_core import set_recurrence
 from elmo_core.apps.training.data import make_batch
 from elmo_core.apps.training.model import BiLMLanguageModel
 from elmo_core.apps.training.vocab import Vocabulary
-from elmo_core.runtime.paired_bptt import paired_training_stacks
+from elmo_core.runtime.paired_bptt import cell_backward, cell_forward, paired_training_stacks
+from elmo_core.runtime import threads
 from elmo_core.runtime.recurrence import resolve_recurrence
 
 from ..conftest import make_tiny_options
@@ -102,3 +104,34 @@ def test_paired_training_step_under_bf16_autocast_stays_within_its_stated_tolera
     new, old = errors(grads_new), errors(grads_old)
     assert new.max() < 0.1, new.max()
     assert new.mean() < 1.5 * old.mean(), (new.mean(), old.mean())
+
+
+def test_the_fused_cell_kernels_are_built_a_few_times_whatever_the_batch_shapes_and_dtypes():
+    # torch.compile builds a function at most 8 times per process, then leaves it eager for
+    # good: slices of states with more rows, or a step at storage offset 0, each made a
+    # build of their own (8, the limit, after one bf16 and one fp32 model here).
+    # (Each thread count is a build too: the inductor's loops are compiled for one. The
+    # thread rule is held to torch's count here, so that only shapes and dtypes vary.)
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    before = threads.thread_policy()
+    threads.set_thread_policy("torch")
+    torch._dynamo.reset()
+    lm = _clip_free_lm()
+    set_recurrence(lm, "auto")
+    vocab = _vocab()
+    words = sorted({w for s in SENTENCES for w in s})
+    batches = [
+        [words[k : k + length] for length in lengths]
+        for k, lengths in enumerate([(7, 3, 3, 1), (5, 5), (6, 4, 2, 2, 1), (1,), (8, 8, 7, 2), (3, 2, 1)])
+    ]
+    for dtype in (torch.bfloat16, None):
+        for sentences in batches:
+            batch = make_batch(sentences, vocab)
+            with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
+                out = lm(batch.char_ids, batch.mask, batch.targets)
+            out.loss.backward()
+    threads.set_thread_policy(before)
+    for kernel in (cell_forward, cell_backward):
+        builds = len(_debug_get_cache_entry_list(inspect.unwrap(kernel).__code__))
+        assert 2 <= builds <= 6, (kernel.__name__, builds)  # per dtype: the first shape, any rows, 1 row
