@@ -11,8 +11,8 @@ from elmo_core import set_recurrence
 from elmo_core.apps.training.data import make_batch
 from elmo_core.apps.training.model import BiLMLanguageModel
 from elmo_core.apps.training.vocab import Vocabulary
-from elmo_core.runtime.paired_bptt import cell_backward, cell_forward, paired_training_stacks
 from elmo_core.runtime import threads
+from elmo_core.runtime.paired_bptt import cell_backward, cell_forward, paired_training_stacks
 from elmo_core.runtime.recurrence import resolve_recurrence
 
 from ..conftest import make_tiny_options
