@@ -17,6 +17,14 @@ over all 50 slots in blocks of 32 tokens with `amax`, and the module's own adapt
 softmax. `--perplexity-steps N` also trains old and new from the same seed for N steps
 on the same batches and prints both held-out perplexities.
 
+Batches: real sentences cut by the core's token budget and shuffled (seed 0), as the
+trainer's come. Each repeat runs on batches no earlier repeat ran, so that, as in a
+training run, every batch has shapes the process has not met before (bf16 products create
+a oneDNN kernel per new shape; `elmo_core.runtime.shapes`); old and new of one repeat share
+their batches. `--reuse-batches` runs every repeat on the same batches instead (how this
+benchmark ran before 2026-12-02). Before any product the benchmark makes room for 4,096
+oneDNN kernels, as `elmo train` does, so that neither path's kernels evict the other's.
+
 Shapes: "default" (the shipped model's shape and clips as its config.json says: on until
 issue 15, off since, so that it now equals "default-noclip"), "default-noclip" (the same
 without cell_clip/proj_clip) and any `PUBLISHED_OPTIONS` name ("small": the published
@@ -24,7 +32,7 @@ small shape, clips on). Random weights, a 50,000-word vocabulary built from the 
 
 Usage (from the repository root):
 
-    python -m benchmarks.bench_train --precisions fp32,bf16 --threads 2
+    python -m benchmarks.bench_train --precisions fp32,bf16 --threads 2 --steps 16 --repeats 4 --sentences 12000
     python -m benchmarks.bench_train --precisions bf16 --threads 2 --perplexity-steps 60
     python -m benchmarks.bench_train --device cuda --precisions fp32,bf16 --batch-tokens 65536
 """
@@ -35,6 +43,7 @@ import argparse
 import datetime
 import math
 import platform
+import random
 import statistics
 import sys
 import time
@@ -62,7 +71,13 @@ from elmo_core.apps.training import BiLMLanguageModel, LMOutput, Vocabulary, eva
 from elmo_core.apps.training.model import autocast_log_softmax_dtype
 from elmo_core.apps.training.softmax import adaptive_log_prob
 from elmo_core.apps.training.trainer import RELEASE_EVERY, TrainConfig, make_optimizer
-from elmo_core.runtime import MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD, use_heap_for_every_block, use_mmap_for_large_blocks
+from elmo_core.runtime import (
+    MMAP_THRESHOLD,
+    TRAIN_MMAP_THRESHOLD,
+    reserve_kernel_cache,
+    use_heap_for_every_block,
+    use_mmap_for_large_blocks,
+)
 
 OLD_BLOCK_TOKENS = 32  # the frozen char CNN's block of tokens (the library's BLOCK_TOKENS then)
 
@@ -160,8 +175,8 @@ def run(
     steps: int,
     allocator: str = "elmo-train",
 ) -> float:
-    """Words per second over `steps` timed training steps (after 2 warm-up steps), under
-    ALLOCATORS[allocator] for the new path and OLD_ALLOCATOR for the old one."""
+    """Words per second over `steps` timed training steps, `data[2:]` (after 2 warm-up steps
+    on `data[:2]`), under ALLOCATORS[allocator] for the new path and OLD_ALLOCATOR for the old one."""
     release_every = set_allocator(OLD_ALLOCATOR if path == "old" else allocator)
     torch.manual_seed(0)
     lm = use_path(BiLMLanguageModel(options, vocab_size, dropout=0.1).to(device).train(), path, recurrence)
@@ -172,7 +187,7 @@ def run(
         torch.cuda.synchronize()
     words, start = 0, time.perf_counter()
     for k in range(steps):
-        batch = data[k % len(data)]
+        batch = data[2 + k]
         step(batch)
         words += batch.num_words
         if release_every and (k + 1) % release_every == 0:
@@ -272,6 +287,13 @@ def paired_ratios(each: dict[tuple[str, str, str], list[float]]) -> dict[tuple[s
     }
 
 
+def repeat_batches(data: list, repeat: int, steps: int, reuse: bool) -> list:
+    """The 2 warm-up and `steps` timed batches of repeat `repeat`: its own slice of `data`
+    (wrapping around when `data` is too short), or with `reuse` the first ones, every repeat."""
+    first = 0 if reuse else repeat * (steps + 2)
+    return [data[(first + k) % len(data)] for k in range(steps + 2)]
+
+
 def set_allocator(name: str) -> int | None:
     """Apply glibc's settings of ALLOCATORS[name] to this process; the trim period."""
     threshold, heap_only, release_every = ALLOCATORS[name]
@@ -293,6 +315,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch-tokens", type=int, default=4096)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=2, help="interleaved repeats; the best of each is kept")
+    parser.add_argument(
+        "--reuse-batches",
+        action="store_true",
+        help="run every repeat on the same first batches (as before 2026-12-02: their shapes' oneDNN kernels are "
+        "then made once and reused, which a training run, whose every batch has its own shape, never does)",
+    )
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument(
         "--perplexity-steps",
@@ -314,6 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "every-step (before 2026-12-01) or glibc (glibc's defaults, no trimming; only with --paths new)",
     )
     args = parser.parse_args(argv)
+    reserve_kernel_cache()  # as `elmo train`, before the first product (old and new alike)
     threshold, heap_only, release_every = ALLOCATORS[args.allocator]
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -324,6 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     counts = Counter(w for s in sentences for w in s)
     vocab = Vocabulary(["<S>", "</S>", "<UNK>"] + [w for w, _ in counts.most_common(49_997)])
     data = batches(sentences, vocab, args.batch_tokens)
+    random.Random(0).shuffle(data)  # as the trainer's batches come: lengths mixed, each batch its own shape
     n = 8192 if device.type == "cuda" else 2048  # TFLOP/s of an n^3 torch.mm per precision
     dtypes = {"bf16": torch.bfloat16, "fp32": torch.float32}
     rates = {
@@ -335,6 +365,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"device   {torch.cuda.get_device_name(device)}; {platform.machine()}")
     print(machine_line())
     print(f"input    {source}; {len(sentences)} sentences in {len(data)} batches of <= {args.batch_tokens} positions")
+    per_repeat, needed = args.steps + 2, args.repeats * (args.steps + 2)
+    if args.reuse_batches:
+        print(f"batches  every repeat on the same {per_repeat} (--reuse-batches: their shapes' oneDNN kernels reused)")
+    elif needed > len(data):
+        print(f"batches  each repeat on its own {per_repeat}, repeating after {len(data)} (more --sentences: fresh)")
+    else:
+        print(f"batches  each repeat on its own {per_repeat}, none seen before: fresh shapes, as in training")
     trims = args.steps // release_every if release_every else 0
     print(
         f"memory   new path --allocator {args.allocator}: mmap threshold {threshold}, every block in the heap "
@@ -358,7 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 path,
                 args.recurrence,
                 precision,
-                data,
+                repeat_batches(data, repeat, args.steps, args.reuse_batches),
                 device,
                 args.steps,
                 args.allocator,

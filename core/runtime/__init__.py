@@ -3,7 +3,8 @@
 The recurrence paths and the thread rule (`Recurrence`, `attach_runtime`), the layer-0
 and feature caches, batching by a token budget, the windowed inference loop, the
 embedding drivers (`embed_sentences`, `iter_embeddings`), int8 quantization, bf16
-autocast choice, memory release and torch.distributed setup. Imports the model only.
+autocast choice, memory release, the training products' bucketed shapes and
+torch.distributed setup. Imports the model only.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from .recurrence import (
     resolve_recurrence,
     set_recurrence,
 )
+from .shapes import KERNEL_CACHE_CAPACITY, bucket_rows, pad_rows, reserve_kernel_cache
 from .threads import (
     SIDE_BY_SIDE_MIN_WEIGHTS,
     ThreadPolicy,
@@ -57,6 +59,7 @@ from .windows import RunBatch, run_in_windows
 __all__ = [
     "attach_runtime",
     "batches_by_token_budget",
+    "bucket_rows",
     "bucket_shape",
     "CacheStats",
     "CapturedRecurrence",
@@ -74,10 +77,12 @@ __all__ = [
     "has_runtime",
     "init_distributed",
     "is_quantized",
+    "KERNEL_CACHE_CAPACITY",
     "iter_embeddings",
     "LAYER_CHOICES",
     "MMAP_THRESHOLD",
     "other_load",
+    "pad_rows",
     "paired_stacks",
     "paired_training_stacks",
     "parameter_fingerprint",
@@ -86,6 +91,7 @@ __all__ = [
     "Recurrence",
     "RECURRENCES",
     "release_free_memory",
+    "reserve_kernel_cache",
     "resolve_recurrence",
     "run_in_windows",
     "run_side_by_side",

@@ -28,6 +28,9 @@ to float rounding). When a token comes within W slots of `max_characters_per_tok
 ids are padded instead and each bank's windows past its own last start in the model
 (`max_characters_per_token - width`) are left out of the max.
 
+Rows: the words are padded with words of padding characters up to `bucket_rows(words)`,
+whose outputs are dropped, so that the products meet few shapes (`elmo_core.runtime.shapes`).
+
 Values: the model's up to float rounding, gradients included; under autocast the products
 run in the autocast dtype and the max, bias and activation in float32
 (`tests/core/test_char_cnn_training.py`). Source: Kim et al. 2016; bilm-tf's char CNN
@@ -45,6 +48,7 @@ from torch import nn
 
 from ..model.char_cnn import PADDING_ID, CharCNN
 from .compiled import fused_kernel
+from .shapes import bucket_rows, pad_rows
 
 __all__ = ["encode_for_training"]
 
@@ -66,6 +70,10 @@ def encode_for_training(char_cnn: CharCNN, char_ids: torch.Tensor) -> torch.Tens
     convs = list(cast(Iterable[nn.Conv1d], char_cnn.convolutions))
     widths = [conv.kernel_size[0] for conv in convs]
     W, slots = max(widths), char_ids.shape[1]
+    num_words = char_ids.shape[0]
+    # Rows of padding characters up to a bucketed count, dropped at the end: every product
+    # then has one of a few row counts, whose oneDNN kernels are reused (`shapes.py`).
+    char_ids = pad_rows(char_ids, bucket_rows(num_words), value=PADDING_ID)
     longest = int((char_ids != PADDING_ID).sum(dim=1).max())  # real slots of the longest token
     if longest + W <= slots:
         ids = char_ids[:, : longest + W]  # windows 0 .. longest: every real one and one of padding only
@@ -90,7 +98,7 @@ def encode_for_training(char_cnn: CharCNN, char_ids: torch.Tensor) -> torch.Tens
         bias = torch.cat([cast(torch.Tensor, conv.bias) for conv in convs])
         features = pooled + bias.float()
         features = torch.relu(features) if char_cnn.activation == "relu" else torch.tanh(features)
-    return char_cnn.projection(char_cnn.highway(features))
+    return char_cnn.projection(char_cnn.highway(features))[:num_words]
 
 
 class _WindowEmbedding(torch.autograd.Function):

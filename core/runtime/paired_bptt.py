@@ -26,6 +26,10 @@ steps at the end rather than one small one per step:
     first (oneDNN's bf16 product with a transposed left operand: 6.9 against 4.6 ms for
     [2, 128, 4095] x [2, 4095, 2048]).
 
+The products over all steps run on `bucket_rows(steps * batch)` rows, zero past the real
+ones, and each step's products on fresh, contiguous operands, so that a run meets a few
+shapes per product and oneDNN reuses its kernels for them (`elmo_core.runtime.shapes`).
+
 The products run in the autocast dtype when autocast is on (bf16 on a CPU with
 AVX512-BF16), the cell state and every element-wise operation in float32, forward and
 backward; the step loop under autocast instead keeps the whole state in the autocast
@@ -45,6 +49,7 @@ from ..model.lstm import FORGET_BIAS, LSTMStack
 from .compiled import fused_kernel
 from .dropout import fast_dropout
 from .recurrence import reverse_index
+from .shapes import bucket_rows
 
 __all__ = ["paired_training_stacks"]
 
@@ -142,13 +147,38 @@ def _rows(state: torch.Tensor, n: int) -> torch.Tensor:
     return torch.cat([state, state.new_zeros(2, n - rows, state.shape[2])], dim=1)
 
 
+def _padded_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
+    """[2, steps, batch, K] -> [2, rows, K]: its steps * batch rows, then zero rows up to `rows`."""
+    used = t.shape[1] * t.shape[2]
+    out = t.new_empty(2, rows, t.shape[3])
+    out[:, :used] = t.reshape(2, used, -1)
+    out[:, used:] = 0
+    return out
+
+
+def _padded_columns(t: torch.Tensor, columns: int, shift: int = 0, ones: bool = False) -> torch.Tensor:
+    """[2, steps, batch, K] -> [2, K (+ 1), columns], contiguous: the rows of t as columns,
+    moved right by `shift` (zero columns first), zero columns up to `columns`, and a last
+    row of ones when `ones` (the left operand of a weight gradient, the bias's as its last row)."""
+    used, K = t.shape[1] * t.shape[2], t.shape[3]
+    out = t.new_empty(2, K + ones, columns)
+    out[:, :K, :shift] = 0
+    out[:, :K, shift:used] = t.reshape(2, used, K)[:, : used - shift].transpose(1, 2)
+    out[:, :K, used:] = 0
+    if ones:
+        out[:, K] = 1
+    return out
+
+
 class _PairedRecurrence(torch.autograd.Function):
     """One layer, both directions (see the module docstring).
 
     Shape: x [2, steps, batch, in], W_x [2, in, 4D], B [2, 1, 4D], W_h [2, P, 4D], W_P
     [2, D, P] (one dtype, the products' one) -> out [2, steps, batch, P] in that dtype,
     zero where a row has ended. `batch_sizes[t]` rows run at step t (rows sorted longest
-    first).
+    first). The products over all steps run on `bucket_rows(steps * batch)` rows, zero
+    past the real ones (`elmo_core.runtime.shapes`), and every per-step product on fresh,
+    contiguous operands, so that oneDNN meets a few shapes per run and reuses their kernels.
     """
 
     @staticmethod
@@ -156,40 +186,48 @@ class _PairedRecurrence(torch.autograd.Function):
         with torch.autocast(x.device.type, enabled=False):
             _, num_steps, batch_size, _ = x.shape
             D, P = w_p.shape[1], w_p.shape[2]
-            pre = torch.bmm(x.reshape(2, num_steps * batch_size, -1), w_x).view(2, num_steps, batch_size, 4 * D)
+            used, rows = num_steps * batch_size, bucket_rows(num_steps * batch_size)
+            pre = torch.bmm(_padded_rows(x, rows), w_x)[:, :used].view(2, num_steps, batch_size, 4 * D)
             bias = bias.detach()  # the fused kernel's input (torch.compile would read .grad of a non-leaf)
             # Rows past their end are written as zeros step by step (not zero-filled first).
             out = pre.new_empty(2, num_steps, batch_size, P)
-            gated = pre.new_empty(2, num_steps, batch_size, D)  # g_t, for dW_P
+            gated_rows = pre.new_empty(2, rows, D)  # g_t, for dW_P; zero past the real rows
+            gated_rows[:, used:] = 0
+            gated = gated_rows[:, :used].view(2, num_steps, batch_size, D)
             h = pre.new_zeros(2, batch_size, P)
             c = pre.new_zeros(2, batch_size, D, dtype=torch.float32)
             saved = []  # per step: (gates_t, c_t, tanh(c_t)), float32
             for t in range(num_steps):
                 n = batch_sizes[t]
-                z = torch.baddbmm(pre[:, t, :n], h[:, :n], w_h)  # [2, n, 4D]
+                z = torch.baddbmm(pre[:, t, :n], _rows(h, n), w_h)  # [2, n, 4D]
                 gates, c, tanh_c, g = cell_forward(z, bias, _rows(c, n))  # [2, n, 4D], [2, n, D] x 3
                 gated[:, t, :n] = g
-                h = out[:, t, :n]
-                torch.bmm(g, w_p, out=h)  # [2, n, P]
+                h = torch.bmm(g, w_p)  # [2, n, P]
+                out[:, t, :n] = h
                 if n < batch_size:
                     out[:, t, n:] = 0
                     gated[:, t, n:] = 0
                 saved.append((gates, c, tanh_c))
         ctx.saved = saved
         ctx.batch_sizes = batch_sizes
-        ctx.save_for_backward(x, w_x, w_h, w_p, out, gated)
+        ctx.save_for_backward(x, w_x, w_h, w_p, out, gated_rows)
         return out
 
     @staticmethod
     def backward(ctx, d_out):  # noqa: ANN001, ANN205
-        x, w_x, w_h, w_p, out, gated = ctx.saved_tensors
+        x, w_x, w_h, w_p, out, gated_rows = ctx.saved_tensors
         saved, batch_sizes = ctx.saved, ctx.batch_sizes
         with torch.autocast(out.device.type, enabled=False):
             _, num_steps, batch_size, P = out.shape
             D = w_p.shape[1]
-            d_pre = out.new_empty(2, num_steps, batch_size, 4 * D)  # dz_t; zero where a row has ended
-            d_h_all = out.new_empty(2, num_steps, batch_size, P)  # dh_t, for dW_P
-            d_h = out.new_zeros(2, batch_size, P, dtype=torch.float32)  # from step t + 1
+            used, rows = num_steps * batch_size, gated_rows.shape[1]
+            d_pre_rows = out.new_empty(2, rows, 4 * D)  # dz_t; zero where a row has ended and past the real rows
+            d_pre_rows[:, used:] = 0
+            d_pre = d_pre_rows[:, :used].view(2, num_steps, batch_size, 4 * D)
+            d_h_rows = out.new_empty(2, rows, P)  # dh_t, for dW_P
+            d_h_rows[:, used:] = 0
+            d_h_all = d_h_rows[:, :used].view(2, num_steps, batch_size, P)
+            d_h = out.new_zeros(2, batch_sizes[-1], P)  # dL/dh_t from step t + 1, the products' dtype
             d_c = out.new_zeros(2, batch_sizes[-1], D, dtype=torch.float32)  # dL/dc_t from step t + 1
             zero_state = out.new_zeros(2, batch_size, D, dtype=torch.float32)  # c_{-1}
             w_h_t, w_p_t = w_h.transpose(1, 2), w_p.transpose(1, 2)
@@ -198,30 +236,25 @@ class _PairedRecurrence(torch.autograd.Function):
                 gates, _, tanh_c = saved[t]
                 saved[t] = None  # freed as soon as it is used
                 c_prev = _rows(saved[t - 1][1], n) if t else zero_state  # (every row runs at t = 0)
-                dh = d_h_all[:, t, :n]
-                dh.copy_(d_out[:, t, :n] + d_h[:, :n])  # in the products' dtype
+                dh = d_out[:, t, :n] + _rows(d_h, n)  # [2, n, P]; rows that end at t get no dh from t + 1
+                d_h_all[:, t, :n] = dh
                 dz, d_c = cell_backward(torch.bmm(dh, w_p_t), _rows(d_c, n), gates, c_prev, tanh_c)
                 d_pre[:, t, :n] = dz
-                d_h[:, :n] = torch.bmm(dz, w_h_t)
+                d_h = torch.bmm(dz, w_h_t)
                 if n < batch_size:
                     d_pre[:, t, n:] = 0
                     d_h_all[:, t, n:] = 0
             ctx.saved = None
-            rows = d_pre.view(2, -1, 4 * D)  # [2, steps * batch, 4D]
-
-            def left(t: torch.Tensor) -> torch.Tensor:  # [2, steps, batch, P] -> [2, P, steps * batch], contiguous
-                return t.reshape(2, num_steps * batch_size, -1).transpose(1, 2).contiguous()
-
-            h_prev = torch.cat([out.new_zeros(2, 1, batch_size, P), out[:, :-1]], dim=1)  # h_{t-1}
-            d_w_h = torch.bmm(left(h_prev), rows)  # [2, P, 4D]
+            # The weight gradients, one product each over all steps; the P-wide left operands as
+            # contiguous [2, P, rows] (h_{t-1}: out moved one step, zeros at t = 0).
+            d_w_h = torch.bmm(_padded_columns(out, rows, shift=batch_size), d_pre_rows)  # [2, P, 4D]
             # g^T as a view: a contiguous copy of [2, D, steps * batch] bf16 took 20 ms for D = 512.
-            d_w_p = torch.bmm(gated.view(2, -1, D).transpose(1, 2), d_h_all.view(2, -1, P))  # [2, D, P]
+            d_w_p = torch.bmm(gated_rows.transpose(1, 2), d_h_rows)  # [2, D, P]
             # dW_x and dB as one product, [x^T; 1] @ dz: the column sum alone took 2.9 ms for
             # [2, 4092, 2048] bf16, the extra row 0.3.
-            ones = rows.new_ones(2, 1, num_steps * batch_size)
-            d_w_x_and_bias = torch.bmm(torch.cat([left(x), ones], dim=1), rows)  # [2, in + 1, 4D]
+            d_w_x_and_bias = torch.bmm(_padded_columns(x, rows, ones=True), d_pre_rows)  # [2, in + 1, 4D]
             d_w_x, d_bias = d_w_x_and_bias[:, :-1], d_w_x_and_bias[:, -1:]
-            d_x = torch.bmm(rows, w_x.transpose(1, 2)).view(x.shape)  # [2, steps, batch, in]
+            d_x = torch.bmm(d_pre_rows, w_x.transpose(1, 2))[:, :used].view(x.shape)  # [2, steps, batch, in]
         return d_x, d_w_x, d_bias, d_w_h, d_w_p, None
 
 

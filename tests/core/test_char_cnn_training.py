@@ -117,3 +117,16 @@ def test_the_runtime_hands_the_path_and_a_char_cnn_without_it_computes_the_same(
     for got, want in zip(with_path[1], without[1]):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     assert attach_runtime(cnn) is cnn and cnn.training_path is None  # no BiLM inside: nothing handed
+
+
+def test_a_word_count_padded_to_its_bucket_gives_the_unpadded_values_and_gradients():
+    # 37 distinct words: the products run on bucket_rows(37) = 38 rows, one of them padding.
+    cnn = _char_cnn()
+    words = [f"w{k}{'x' * (k % 7)}" for k in range(37)]
+    char_ids = _char_ids(words)
+    out, grads = _value_and_grads(cnn, CharCNN.__call__, char_ids)
+    assert out.shape == (37, 8)
+    expected, expected_grads = _value_and_grads(cnn, _all_slots, char_ids)
+    torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-6)
+    for got, want in zip(grads, expected_grads):  # sums of 37 words' terms, gradients up to ~2: float32 order
+        torch.testing.assert_close(got, want, atol=3e-5, rtol=1e-5)

@@ -24,6 +24,7 @@ import typer
 from ...model.errors import ElmoError
 from ...runtime.compiled import compile_enabled
 from ...runtime.memory import MMAP_THRESHOLD, use_heap_for_every_block, use_mmap_for_large_blocks
+from ...runtime.shapes import reserve_kernel_cache
 from ...runtime.threads import thread_policy
 from . import convert, data, embed, perplexity, probe, train
 from .shared import command_group
@@ -71,10 +72,12 @@ def main() -> None:
     The command owns its process, so it also fixes glibc's mmap threshold
     (`elmo_core.runtime.memory.use_mmap_for_large_blocks`): memory then stays close to what
     is alive, batch after batch; `elmo train` keeps every block in the heap instead
-    (`use_heap_for_every_block`; see `elmo_core.runtime.memory` for why).
+    (`use_heap_for_every_block`; see `elmo_core.runtime.memory` for why) and makes room for
+    4,096 oneDNN kernels (`elmo_core.runtime.shapes.reserve_kernel_cache`).
     """
     if sys.argv[1:2] == ["train"]:
         use_heap_for_every_block()
+        reserve_kernel_cache()
     else:
         use_mmap_for_large_blocks(MMAP_THRESHOLD)
     try:

@@ -18,7 +18,9 @@ bias added inside it) and a backward that turns the stored logits into their gra
 `softmax(logits) - onehot(t)` times the incoming gradient, each one fused kernel where
 torch.compile builds it (else in blocks of `ROW_BLOCK` rows; `elmo_core.runtime.compiled`).
 Under autocast the products run in its dtype and the log-sum-exp in float32 (the module's log-softmax ran in the
-autocast dtype on the CPU, so bf16 losses are now closer to float32 ones).
+autocast dtype on the CPU, so bf16 losses are now closer to float32 ones). Every product runs
+on a bucketed number of rows (`elmo_core.runtime.shapes`): predictions and each cluster's
+rows vary from batch to batch, and oneDNN creates a kernel for each new shape.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...runtime.compiled import fused_rowwise
+from ...runtime.shapes import bucket_rows, pad_rows
 
 __all__ = ["ROW_BLOCK", "adaptive_log_prob"]
 
@@ -138,22 +141,29 @@ def adaptive_log_prob(
         )
     device_type = hidden.device.type
     dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else hidden.dtype
+    num_rows = hidden.shape[0]
+    # Every product runs over a bucketed number of rows (`elmo_core.runtime.shapes`): zero
+    # rows appended to the head's input and repeated rows to each cluster's, whose results
+    # are dropped (and so get no gradient).
+    padded = bucket_rows(num_rows)
     with torch.autocast(device_type, enabled=False):
-        x = hidden.to(dtype)
+        x = pad_rows(hidden.to(dtype), padded)  # [padded, F]
         cutoffs = torch.tensor(softmax.cutoffs, device=target.device)  # [c_0, .., n_classes]
         cluster = torch.bucketize(target, cutoffs, right=True)  # 0 = the head's shortlist, k = tail k
         in_head = cluster == 0
-        head_target = torch.where(in_head, target, softmax.shortlist_size + cluster - 1)
+        head_target = pad_rows(torch.where(in_head, target, softmax.shortlist_size + cluster - 1), padded)
         head = softmax.head
         bias = head.bias.to(dtype) if head.bias is not None else None
-        log_prob = _LogSoftmaxAt.apply(x, head.weight.to(dtype), bias, head_target)  # [rows]
+        log_prob = _LogSoftmaxAt.apply(x, head.weight.to(dtype), bias, head_target)[:num_rows]  # [rows]
         for k, pair in enumerate(cast(Iterable[nn.Sequential], softmax.tail), start=1):
             projection, output = cast(nn.Linear, pair[0]), cast(nn.Linear, pair[1])
             rows = (cluster == k).nonzero().squeeze(1)
-            if rows.numel() == 0:
+            n_k = rows.numel()
+            if n_k == 0:
                 continue
-            features = F.linear(x.index_select(0, rows), projection.weight.to(dtype))  # [n_k, F / div^k]
-            relative = target.index_select(0, rows) - softmax.cutoffs[k - 1]
-            in_cluster = _LogSoftmaxAt.apply(features, output.weight.to(dtype), None, relative)  # [n_k]
+            rows_padded = torch.cat([rows, rows[:1].expand(bucket_rows(n_k) - n_k)])  # its first row repeated
+            features = F.linear(x.index_select(0, rows_padded), projection.weight.to(dtype))  # [n_k+, F / div^k]
+            relative = target.index_select(0, rows_padded) - softmax.cutoffs[k - 1]
+            in_cluster = _LogSoftmaxAt.apply(features, output.weight.to(dtype), None, relative)[:n_k]  # [n_k]
             log_prob = log_prob.index_add(0, rows, in_cluster)
     return log_prob
