@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import pytest
 import torch
@@ -102,3 +103,16 @@ def test_a_training_step_runs_its_large_products_on_bucketed_row_counts():
     for n in counts:
         assert n not in recorded.dims, (n, sorted(recorded.dims))
         assert bucket_rows(n) in recorded.dims, (n, sorted(recorded.dims))
+
+
+def test_elmo_train_makes_room_for_the_kernels_before_any_work_and_other_commands_do_not(monkeypatch):
+    import elmo_core.apps.cli as cli
+
+    monkeypatch.setattr(cli, "app", lambda: None)
+    monkeypatch.setattr(cli, "use_heap_for_every_block", lambda: None)
+    monkeypatch.setattr(cli, "use_mmap_for_large_blocks", lambda threshold: None)
+    for argv, expected in ((["elmo", "embed", "in.txt", "out.hdf5"], None), (["elmo", "train"], "4096")):
+        monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+        monkeypatch.setattr(sys, "argv", argv)
+        cli.main()
+        assert shapes.os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY") == expected, argv
