@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import copy
 import json
 import os
 import random
@@ -10,7 +11,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from elmo_core.apps.training import TrainingStream, Vocabulary, make_batch
+from elmo_core.apps.training import TrainingStream, Vocabulary, evaluate, make_batch
 from elmo_core.apps.training import trainer as trainer_module
 from elmo_core.apps.training.trainer import (
     CHECKPOINT_NAME,
@@ -21,6 +22,7 @@ from elmo_core.apps.training.trainer import (
     load_checkpoint_file,
     make_optimizer,
 )
+from elmo_core.model.precision import cpu_bf16_support
 
 from .conftest import make_corpus, make_lm, write_lines
 
@@ -353,3 +355,19 @@ def test_early_stopping_explains_what_it_needs(tmp_path, vocab):
         ValueError, match="patience watches the validation perplexity, but there are no validation sentences"
     ):
         Trainer(make_lm(vocab), vocab, [], TrainConfig(max_steps=1, patience=1))
+
+
+@pytest.mark.skipif(cpu_bf16_support() is None, reason="bf16 validation needs a CPU with AVX512-BF16 or AMX")
+def test_bf16_validation_after_training_steps_scores_the_current_weights(tmp_path, train_file, vocab):
+    """torch's fused Adam does not bump the parameters' version counters, which bf16
+    inference keys its weight copies on: validation after the first one scored stale weights."""
+    trainer = make_trainer(tmp_path, vocab, train_file, out="run", max_steps=10)
+    trainer.precision = "bf16"
+    trainer.validate()  # bf16 copies of the weights made here
+    for _ in range(3):
+        trainer.train_step(next(iter(trainer.stream)))
+    got = trainer.validate()
+    fresh = copy.deepcopy(trainer.lm)  # new parameter tensors: no copies kept for them
+    expected = evaluate(fresh, trainer.valid_sentences, vocab, batch_tokens=trainer.config.valid_batch_tokens,
+                        device=torch.device("cpu"), precision="bf16")  # fmt: skip
+    assert got.average == pytest.approx(expected.average, rel=1e-6)
