@@ -30,7 +30,14 @@ from .errors import ElmoError, OptionsError, WeightFileError
 from .highway import Highway
 from .lstm import LSTMCellWithProjection, LSTMStack, LSTMState, compile_recurrence, lstm_gates
 from .options import PUBLISHED_OPTIONS, BiLMOptions, CharCNNOptions, LSTMOptions
-from .precision import bf16_linear, bf16_weight, check_cpu_bf16, cpu_bf16_active, cpu_bf16_support
+from .precision import (
+    bf16_linear,
+    bf16_weight,
+    check_cpu_bf16,
+    cpu_bf16_active,
+    cpu_bf16_support,
+    keep_bf16_copies,
+)
 from .scalar_mix import (
     LAYER_NORM_SCOPES,
     ScalarMix,
@@ -83,6 +90,7 @@ __all__ = [
     "EOS_TOKEN",
     "Highway",
     "HIGHWAY_BLOCK_TOKENS",
+    "keep_bf16_copies",
     "LAYER_NORM_SCOPES",
     "lstm_gates",
     "LSTMCellWithProjection",

@@ -30,6 +30,7 @@ from .char_cnn import CharCNN
 from .characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
 from .lstm import LSTMStack, LSTMState
 from .options import BiLMOptions
+from .precision import keep_bf16_copies
 
 __all__ = ["BiLM", "BiLMOutput", "StackRunner", "StackOutputs", "TokenVectors", "check_char_ids", "reverse_index"]
 
@@ -285,7 +286,8 @@ class BiLM(nn.Module):
         C = self.options.char_cnn.max_characters_per_token
         check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
         device = self.bos_char_ids.device
-        with self.recurrence.threads(device) if self.recurrence is not None else nullcontext():
+        # keep_bf16_copies: bf16 copies of trainable weights live for this pass (precision.py)
+        with self.recurrence.threads(device) if self.recurrence is not None else nullcontext(), keep_bf16_copies():
             return self._forward(char_ids, mask, device)
 
     def _forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None, device: torch.device) -> BiLMOutput:

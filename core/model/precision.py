@@ -20,21 +20,38 @@ On a CPU without native bf16, bf16 runs slower than float32 (each product is emu
 `check_cpu_bf16` refuses it there with a message rather than running slower.
 
 The bf16 copies cost memory: half the float32 size of the char CNN and LSTM weights
-(about 185 MB for the original model's shape, 5 MB for the shipped one), kept while the
-model lives and replaced when a weight changes (its version or storage).
+(about 185 MB for the original model's shape, 5 MB for the shipped one). How long a copy
+is kept depends on whether its weight is frozen (`bf16_weight`):
+- a frozen weight (`requires_grad` False, ELMo's biLM as `Elmo` and `ElmoModel` load it):
+  while the model lives, replaced when the weight's version or storage changes (every
+  in-place change of a frozen weight, `load_state_dict` or `copy_`, bumps its version);
+- a trainable weight: for one forward pass of the biLM (`keep_bf16_copies`, which
+  `BiLM.forward` enters), since an optimizer may update it in place without bumping its
+  version (torch's fused Adam, `Adam(fused=True)`, does not), and a copy kept across
+  steps would then score stale weights.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["bf16_linear", "bf16_weight", "check_cpu_bf16", "cpu_bf16_active", "cpu_bf16_support"]
+__all__ = [
+    "bf16_linear",
+    "bf16_weight",
+    "check_cpu_bf16",
+    "cpu_bf16_active",
+    "cpu_bf16_support",
+    "keep_bf16_copies",
+]
 
 _BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 
@@ -79,21 +96,50 @@ def cpu_bf16_active(x: torch.Tensor) -> bool:
     )
 
 
-# id(weight) -> (a weak reference to it, the key it was copied under, its bf16 copy). Not a
-# WeakKeyDictionary (tensors compare element-wise) nor an attribute of the weight (it would
-# be pickled with the weight, e.g. by torch.save of a state_dict).
+# id(weight) -> (a weak reference to it, the key it was copied under, its bf16 copy), for
+# frozen weights. Not a WeakKeyDictionary (tensors compare element-wise) nor an attribute of
+# the weight (it would be pickled with the weight, e.g. by torch.save of a state_dict).
 _COPIES: dict[int, tuple[weakref.ref, tuple, torch.Tensor]] = {}
+# Inside `keep_bf16_copies`: id(weight) -> (the weight, its bf16 copy), for trainable weights.
+_PASS_COPIES: contextvars.ContextVar[dict[int, tuple] | None] = contextvars.ContextVar("bf16_pass", default=None)
+
+
+@contextmanager
+def keep_bf16_copies() -> Iterator[None]:
+    """Keep the bf16 copies of trainable weights until the block ends (one forward pass).
+
+    Outside such a block `bf16_weight` converts a trainable weight at every call (correct,
+    but a step loop would convert per step). A nested block shares the outer block's copies.
+    """
+    token = _PASS_COPIES.set(_PASS_COPIES.get() or {})
+    try:
+        yield
+    finally:
+        _PASS_COPIES.reset(token)
 
 
 def bf16_weight(weight: torch.Tensor) -> torch.Tensor:
-    """A bf16 copy of `weight`, made once and kept until the weight changes or is freed."""
+    """A bf16 copy of `weight`, made once and kept as long as it cannot be stale.
+
+    A frozen weight (`requires_grad` False): kept until the weight's version or storage
+    changes, or the weight is freed. A trainable one: kept until the enclosing
+    `keep_bf16_copies` block ends (a fresh copy per call outside one); see the module
+    docstring for why.
+
+    Shape: weight [...] float -> [...] bfloat16
+    """
+    if weight.requires_grad:
+        pass_copies = _PASS_COPIES.get()
+        if pass_copies is None:
+            return weight.detach().to(torch.bfloat16)
+        if id(weight) not in pass_copies:  # the weight is held there, so its id stays its own
+            pass_copies[id(weight)] = (weight, weight.detach().to(torch.bfloat16))
+        return pass_copies[id(weight)][1]
     key = (weight._version, weight.data_ptr(), weight.device, weight.shape)
     kept = _COPIES.get(id(weight))
     if kept is None or kept[0]() is not weight or kept[1] != key:
-        with torch.autocast("cpu", enabled=False), torch.no_grad():
-            copy = weight.detach().to(torch.bfloat16)
         ident = id(weight)
-        kept = (weakref.ref(weight, lambda _: _COPIES.pop(ident, None)), key, copy)
+        kept = (weakref.ref(weight, lambda _: _COPIES.pop(ident, None)), key, weight.detach().to(torch.bfloat16))
         _COPIES[ident] = kept
     return kept[2]
 

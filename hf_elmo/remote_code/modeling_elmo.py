@@ -19,11 +19,12 @@ The modules are elmo_core's (`BiLM`, `ScalarMix`), held directly as `self.bilm` 
 
 from __future__ import annotations
 
+import contextvars
 import os
 import warnings
 import weakref
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol, cast
 
@@ -61,16 +62,31 @@ def cpu_bf16_active(x: torch.Tensor) -> bool:
 
 
 _COPIES: dict[int, tuple[weakref.ref, tuple, torch.Tensor]] = {}
+_PASS_COPIES: contextvars.ContextVar[dict[int, tuple] | None] = contextvars.ContextVar("bf16_pass", default=None)
+
+
+@contextmanager
+def keep_bf16_copies() -> Iterator[None]:
+    token = _PASS_COPIES.set(_PASS_COPIES.get() or {})
+    try:
+        yield
+    finally:
+        _PASS_COPIES.reset(token)
 
 
 def bf16_weight(weight: torch.Tensor) -> torch.Tensor:
+    if weight.requires_grad:
+        pass_copies = _PASS_COPIES.get()
+        if pass_copies is None:
+            return weight.detach().to(torch.bfloat16)
+        if id(weight) not in pass_copies:  # the weight is held there, so its id stays its own
+            pass_copies[id(weight)] = (weight, weight.detach().to(torch.bfloat16))
+        return pass_copies[id(weight)][1]
     key = (weight._version, weight.data_ptr(), weight.device, weight.shape)
     kept = _COPIES.get(id(weight))
     if kept is None or kept[0]() is not weight or kept[1] != key:
-        with torch.autocast("cpu", enabled=False), torch.no_grad():
-            copy = weight.detach().to(torch.bfloat16)
         ident = id(weight)
-        kept = (weakref.ref(weight, lambda _: _COPIES.pop(ident, None)), key, copy)
+        kept = (weakref.ref(weight, lambda _: _COPIES.pop(ident, None)), key, weight.detach().to(torch.bfloat16))
         _COPIES[ident] = kept
     return kept[2]
 
@@ -583,7 +599,7 @@ class BiLM(nn.Module):
         C = self.options.char_cnn.max_characters_per_token
         check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
         device = self.bos_char_ids.device
-        with self.recurrence.threads(device) if self.recurrence is not None else nullcontext():
+        with self.recurrence.threads(device) if self.recurrence is not None else nullcontext(), keep_bf16_copies():
             return self._forward(char_ids, mask, device)
     def _forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None, device: torch.device) -> BiLMOutput:
         char_ids = char_ids.to(device)

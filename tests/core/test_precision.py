@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
 
@@ -12,7 +13,7 @@ import torch
 from elmo_core import embed_sentences, save_model_folder
 from elmo_core.model import precision as precision_module
 from elmo_core.model.lstm import LSTMCellWithProjection
-from elmo_core.model.precision import bf16_weight, cpu_bf16_support
+from elmo_core.model.precision import bf16_weight, cpu_bf16_support, keep_bf16_copies
 
 from ..conftest import make_tiny_elmo
 
@@ -55,7 +56,7 @@ def test_cpu_bf16_embed_matches_fp32_per_layer(sentences):
 
 
 def test_bf16_weight_is_copied_once_and_follows_changes():
-    weight = torch.nn.Parameter(torch.randn(8, 4))
+    weight = torch.nn.Parameter(torch.randn(8, 4), requires_grad=False)  # frozen, as Elmo loads its biLM
     first = bf16_weight(weight)
     assert first.dtype == torch.bfloat16
     assert bf16_weight(weight) is first  # kept, not converted again per call
@@ -64,6 +65,39 @@ def test_bf16_weight_is_copied_once_and_follows_changes():
     second = bf16_weight(weight)
     assert second is not first
     torch.testing.assert_close(second.float(), weight.detach(), rtol=1e-2, atol=1e-2)
+
+
+def test_bf16_copy_of_a_trainable_weight_lives_for_one_pass():
+    weight = torch.nn.Parameter(torch.randn(8, 4))
+    assert bf16_weight(weight) is not bf16_weight(weight)  # outside a pass: converted at each call
+    with keep_bf16_copies():
+        first = bf16_weight(weight)
+        with keep_bf16_copies():  # a nested block shares the outer one's copies
+            assert bf16_weight(weight) is first
+        assert bf16_weight(weight) is first
+    with keep_bf16_copies():
+        assert bf16_weight(weight) is not first  # a new pass: a new copy
+
+
+@native_bf16
+def test_bf16_forward_after_fused_adam_steps_sees_the_new_weights(sentences):
+    """torch's fused Adam updates the weights in place without bumping their versions, which a
+    copy kept across passes was keyed on: the second bf16 pass scored the first pass's weights."""
+    model = make_tiny_elmo(token_cache_words=0)
+    model.bilm.requires_grad_(True)  # fine-tuning the biLM
+    params = [p for p in model.bilm.parameters() if p.requires_grad]
+    versions = [p._version for p in params]
+    optimizer = torch.optim.Adam(params, lr=0.05, fused=True)
+    before = embed_sentences(model, sentences, layers="all", autocast_dtype=torch.bfloat16)
+    for p in params:
+        p.grad = torch.randn_like(p)
+    optimizer.step()
+    assert [p._version for p in params] == versions  # the update the version-keyed copies could not see
+    after = embed_sentences(model, sentences, layers="all", autocast_dtype=torch.bfloat16)
+    fresh = copy.deepcopy(model)  # new parameter tensors, no copies kept for them
+    expected = embed_sentences(fresh, sentences, layers="all", autocast_dtype=torch.bfloat16)
+    assert all(np.array_equal(a, e) for a, e in zip(after, expected))
+    assert not any(np.array_equal(a, b) for a, b in zip(after, before))
 
 
 def test_embed_refuses_cpu_bf16_without_native_bf16(sentences, monkeypatch):

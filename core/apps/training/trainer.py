@@ -322,12 +322,6 @@ class Trainer:
             grad_norm = math.nan
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        # torch's fused Adam changes the parameters in place without bumping their version
-        # counters, and bf16 inference keeps its weight copies until a version changes
-        # (`elmo_core.model.precision.bf16_weight`): without this, every bf16 validation of the
-        # process after its first scored stale weights (valid1k 202.2 at a step where the
-        # saved folder scores 102.6).
-        torch.autograd.graph.increment_version(list(self.lm.parameters()))
         self.step += 1
         self.tokens_seen += int(counts[1])
         result = StepResult(out.forward_loss.item(), out.backward_loss.item(), tokens, batch.num_words, grad_norm)
