@@ -287,6 +287,12 @@ class TrainingSettings(TrainConfig):
             raise ElmoError(f"--max-hours must be a positive number of hours; got {self.max_hours}.")
         if self.lr is not None and not self.lr > 0:
             raise ElmoError(f"--lr must be a positive learning rate; got {self.lr}.")
+        if self.halve_lr_below is not None and not 0.0 <= self.halve_lr_below < 1.0:
+            raise ElmoError(f"--halve-lr-below is a fraction in [0, 1), e.g. 0.05; got {self.halve_lr_below}.")
+        if self.halve_lr_below is not None and self.validate_every == 0:
+            raise ElmoError("--halve-lr-below acts at validations; give --validate-every N > 0 steps with it.")
+        if self.halve_lr_below is not None and self.valid is None and self.resume is None:  # resume: the checkpoint's
+            raise ElmoError(_halving_without_valid())
         if not 0.0 <= self.dropout < 1.0:
             raise ElmoError(f"--dropout must be in [0, 1); got {self.dropout}.")
 
@@ -327,9 +333,10 @@ class TrainingSettings(TrainConfig):
 
     def resume_settings(self) -> dict[str, Any]:
         """The `TrainConfig` fields a resumed run takes from here rather than from its checkpoint:
-        `stop_settings`, and `lr` and `precision` when given (for the rest of the run: neither
-        changes the data order, so the resume stays exact in everything else)."""
-        given = {name: getattr(self, name) for name in ("lr", "precision") if getattr(self, name) is not None}
+        `stop_settings`, and `lr`, `precision` and `halve_lr_below` when given (for the rest of
+        the run: none changes the data order, so the resume stays exact in everything else)."""
+        taken = ("lr", "precision", "halve_lr_below")
+        given = {name: getattr(self, name) for name in taken if getattr(self, name) is not None}
         return {**self.stop_settings(), **given}
 
     def data_settings(self) -> dict[str, Any]:
@@ -390,6 +397,8 @@ def run_training(settings: TrainingSettings | None = None, /, **fields: Any) -> 
             start.data["valid"] = start.data.get("valid") if settings.valid is None else str(settings.valid)
             if start.config.patience is not None and start.data["valid"] is None:
                 raise ElmoError(_patience_without_valid())
+            if start.config.halve_lr_below is not None and start.data["valid"] is None:
+                raise ElmoError(_halving_without_valid())
         else:
             start = _start_from_scratch_or_folder(settings, distributed)
         prefetch = settings.prefetch
@@ -405,6 +414,14 @@ def run_training(settings: TrainingSettings | None = None, /, **fields: Any) -> 
             lock.release(delete=True)
         if distributed:
             dist.destroy_process_group()
+
+
+def _halving_without_valid() -> str:
+    """The message for --halve-lr-below in a run without validation text."""
+    return (
+        "--halve-lr-below acts when the validation perplexity stops improving, but there is no --valid; "
+        "give held-out text with --valid FILE, or leave --halve-lr-below out."
+    )
 
 
 def _patience_without_valid() -> str:

@@ -31,6 +31,14 @@ model is validated once before its first step, the model folder is written only 
 as spaCy's `model-best`), and the run stops after `patience` validations in a row without
 a lower one. `checkpoint.pt` still holds the latest step, for an exact resume, and the
 best perplexity so far with it.
+
+Learning-rate halving on a plateau (`TrainConfig.halve_lr_below`, for a long pretraining run
+that nobody watches): at every validation whose `valid_ppl` is not at least that fraction
+below the best so far, the learning rate is halved (torch's `ReduceLROnPlateau` with
+factor 0.5, patience 0 and a relative threshold, stepped with `valid_ppl`). It does by
+rule what the shipped model's run did by hand ("halve when a validation gains under about
+5%", core/default_model/README.md), and its state is in the checkpoint, so a resumed run
+goes on with the same best and rate.
 """
 
 from __future__ import annotations
@@ -130,6 +138,9 @@ class TrainConfig:
             `validate_every` > 0; 1 stops at the first validation that is no better, a large
             value only keeps the best model. None = no early stopping (the model folder
             holds the last step's weights).
+        halve_lr_below: Halve the learning rate at each validation whose perplexity is not at
+            least this fraction below the best so far (module docstring); e.g. 0.05. Needs
+            validation sentences and `validate_every` > 0. None = a constant rate.
         checkpoint_every: Write the checkpoint and the model folder every N steps (and
             at the end). 0 = only at the end.
         validate_every: Validation perplexity every N steps (and at the end); 0 = only
@@ -168,6 +179,13 @@ class TrainConfig:
             "(needs --valid)."
         ),
     )
+    halve_lr_below: float | None = field(
+        default=None,
+        metadata=option_help(
+            "Halve the learning rate at each validation whose perplexity is not at least this fraction below "
+            "the best so far, e.g. 0.05 (needs --valid). With --resume: the checkpoint's unless given."
+        ),
+    )
     checkpoint_every: int = field(default=1000, metadata=option_help("Save checkpoint and model folder every N steps."))
     validate_every: int = field(default=1000, metadata=option_help("Validation perplexity every N steps."))
     log_every: int = field(default=50, metadata=option_help("A train_log.jsonl row every N steps."))
@@ -190,6 +208,15 @@ class TrainConfig:
         if self.patience is not None and self.validate_every == 0:
             raise ValueError(
                 "patience counts validations, but validate_every is 0 (validate only at the end); "
+                "give validate_every > 0 steps."
+            )
+        if self.halve_lr_below is not None and not 0.0 <= self.halve_lr_below < 1.0:
+            raise ValueError(
+                f"halve_lr_below is a fraction of the best perplexity in [0, 1), e.g. 0.05; got {self.halve_lr_below}."
+            )
+        if self.halve_lr_below is not None and self.validate_every == 0:
+            raise ValueError(
+                "halve_lr_below acts at validations, but validate_every is 0 (validate only at the end); "
                 "give validate_every > 0 steps."
             )
 
@@ -256,6 +283,8 @@ class Trainer:
             raise ValueError(f"the vocabulary has {len(vocab)} tokens but the model's softmax {lm.vocab_size}.")
         if config.patience is not None and not valid_sentences:
             raise ValueError("patience watches the validation perplexity, but there are no validation sentences.")
+        if config.halve_lr_below is not None and not valid_sentences:
+            raise ValueError("halve_lr_below watches the validation perplexity, but there are no validation sentences.")
         self.device = torch.device(device)
         self.distributed = dist.is_available() and dist.is_initialized()
         self.rank = dist.get_rank() if self.distributed else 0
@@ -281,6 +310,7 @@ class Trainer:
             )
         params = [p for p in self.lm.parameters() if p.requires_grad]
         self.optimizer = make_optimizer(params, config)
+        self.plateau = make_plateau_scheduler(self.optimizer, config)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision == "fp16")
         self.stream = stream
         if config.max_epochs is not None:
@@ -458,6 +488,8 @@ class Trainer:
     def _record_validation(self, run: _FitRun, valid: Perplexity) -> None:
         """Note a validation; with early stopping, write the model folder when it is the best so far."""
         run.last_valid, run.validated_at = valid, self.step
+        if self.plateau is not None:
+            self.plateau.step(valid.average)
         if self.config.patience is not None and self.early_stopping.update(self.step, valid.average):
             self.save_model_folder()
 
@@ -572,6 +604,7 @@ class Trainer:
             "scaler": self.scaler.state_dict(),
             "ranks": gathered,
             "early_stopping": asdict(self.early_stopping),
+            "lr_plateau": self.plateau.state_dict() if self.plateau is not None else None,
             "extra": self.checkpoint_extra,
         }
 
@@ -596,6 +629,9 @@ class Trainer:
             )
         self.lm.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.plateau is not None and state.get("lr_plateau"):  # none in older checkpoints
+            self.plateau.load_state_dict(state["lr_plateau"])
+            self.plateau.threshold = self.config.halve_lr_below  # a resumed run may be given a new one
         if self.config.lr is not None:  # the checkpoint's rate, or a new one a resumed run was given
             for group in self.optimizer.param_groups:
                 group["lr"] = self.config.lr
@@ -700,6 +736,18 @@ def make_optimizer(params: list[nn.Parameter], config: TrainConfig) -> torch.opt
     if config.optimizer == "adam":
         return torch.optim.Adam(params, lr=config.learning_rate, fused=True)
     return torch.optim.Adagrad(params, lr=config.learning_rate, initial_accumulator_value=1.0)
+
+
+def make_plateau_scheduler(
+    optimizer: torch.optim.Optimizer, config: TrainConfig
+) -> torch.optim.lr_scheduler.ReduceLROnPlateau | None:
+    """torch's `ReduceLROnPlateau` for `config.halve_lr_below` (module docstring), or None:
+    the rate halves at the first validation not `halve_lr_below` (relative) below the best."""
+    if config.halve_lr_below is None:
+        return None
+    return torch.optim.lr_scheduler.ReduceLROnPlateau(
+        optimizer, mode="min", factor=0.5, patience=0, threshold=config.halve_lr_below, threshold_mode="rel"
+    )
 
 
 def seed_everything(seed: int) -> None:

@@ -111,6 +111,24 @@ def test_a_resumed_run_keeps_its_learning_rate_or_takes_a_new_one_for_good(
     assert [rows[step]["lr"] for step in (2, 3, 4, 5)] == [0.002, 0.002, 0.0005, 0.0005]
 
 
+def test_a_resumed_run_takes_lr_halving_from_its_checkpoint_or_its_command(
+    tmp_path, options_file, train_file, valid_file
+):
+    out = tmp_path / "run"
+    start = ("--options", options_file, "--lr", 0.002, "--validate-every", 1, "--halve-lr-below", 0.0, "--max-steps", 2)
+    elmo(*train_args(out, train_file, valid_file, *start))
+    resume = ["train", "--out", out, "--resume", out / "checkpoint.pt", "--no-progress", "--validate-every", 1]
+    elmo(*resume, "--max-steps", 6)  # the checkpoint's threshold 0: halved at each validation that is not lower
+    state = torch.load(out / "checkpoint.pt", weights_only=False)
+    assert state["config"]["halve_lr_below"] == 0.0
+    elmo(*resume, "--max-steps", 8, "--halve-lr-below", 0.99)  # a new threshold: 99% gains, never met
+    rows = {r["step"]: r for r in map(json.loads, (out / "train_log.jsonl").read_text().splitlines())}
+    rates = [rows[step]["lr"] for step in range(1, 9)]
+    assert rates[0] == 0.002 and rates[:6] == sorted(rates[:6], reverse=True)
+    assert rates[6:] == [rates[5] / 2, rates[5] / 4]  # 0.99 is never met: halved at steps 7 and 8
+    assert torch.load(out / "checkpoint.pt", weights_only=False)["config"]["halve_lr_below"] == 0.99
+
+
 def test_a_resumed_run_keeps_validating_on_its_valid_file_and_its_patience_needs_no_valid(
     tmp_path, options_file, train_file, valid_file
 ):
@@ -217,6 +235,17 @@ def test_run_training_takes_settings_or_their_fields_as_keywords(tmp_path, optio
         ({"dropout": 1.0}, ElmoError, r"^--dropout must be in \[0, 1\); got 1\.0\.$"),
         ({"max_hours": 0.0}, ElmoError, r"^--max-hours must be a positive number of hours; got 0\.0\.$"),
         ({"max_steps": 1, "patience": 2}, ElmoError, r"^--patience stops when the validation perplexity .* no --valid"),
+        (
+            {"max_steps": 1, "halve_lr_below": 0.05},
+            ElmoError,
+            r"^--halve-lr-below acts when the validation perplexity stops improving, but there is no --valid",
+        ),
+        ({"halve_lr_below": 1.0}, ElmoError, r"^--halve-lr-below is a fraction in \[0, 1\), e\.g\. 0\.05; got 1\.0\.$"),
+        (
+            {"max_steps": 1, "halve_lr_below": 0.05, "validate_every": 0},
+            ElmoError,
+            r"^--halve-lr-below acts at validations; give --validate-every N > 0 steps with it\.$",
+        ),
         (
             {"max_steps": 1, "patience": 0},
             ElmoError,

@@ -371,3 +371,55 @@ def test_bf16_validation_after_training_steps_scores_the_current_weights(tmp_pat
     expected = evaluate(fresh, trainer.valid_sentences, vocab, batch_tokens=trainer.config.valid_batch_tokens,
                         device=torch.device("cpu"), precision="bf16")  # fmt: skip
     assert got.average == pytest.approx(expected.average, rel=1e-6)
+
+
+def halving_trainer(tmp_path, vocab, train_file, *, max_steps, lr=0.004):
+    lm = make_lm(vocab, seed=0, dropout=0.1)
+    stream = TrainingStream([train_file], vocab, batch_tokens=48, buffer_sentences=7, seed=0)
+    config = TrainConfig(
+        max_steps=max_steps,
+        lr=lr,
+        halve_lr_below=0.05,
+        validate_every=2,
+        checkpoint_every=2,
+        progress=False,
+    )
+    return Trainer(lm, vocab, stream, config, valid_sentences=make_corpus(4, seed=9), out_dir=tmp_path / "run")
+
+
+def logged_rates(folder):
+    rows = [json.loads(line) for line in (folder / LOG_NAME).read_text().splitlines()]
+    return [(r["step"], r["lr"]) for r in rows if r["valid_ppl"] is not None]
+
+
+def test_the_learning_rate_halves_at_each_validation_under_the_gain_asked_for(tmp_path, train_file, vocab):
+    trainer = halving_trainer(tmp_path, vocab, train_file, max_steps=10)
+    # Best so far -> the gain each validation needs (5%): 100 sets it; 90 < 95 gains; 88 is not
+    # under 85.5 (halve, best stays 90); 80 < 85.5 gains (best 80); 79 is not under 76 (halve).
+    scripted_validation(trainer, [100.0, 90.0, 88.0, 80.0, 79.0])
+    trainer.fit()
+    assert logged_rates(tmp_path / "run") == [(2, 0.004), (4, 0.004), (6, 0.002), (8, 0.002), (10, 0.001)]
+    assert trainer.optimizer.param_groups[0]["lr"] == 0.001
+
+
+def test_a_resumed_run_keeps_the_halving_state(tmp_path, train_file, vocab):
+    first = halving_trainer(tmp_path, vocab, train_file, max_steps=6)
+    scripted_validation(first, [100.0, 90.0, 88.0])  # steps 2, 4 (best 90), 6 (halved: 0.002)
+    first.fit()
+    resumed = halving_trainer(tmp_path, vocab, train_file, max_steps=8, lr=None)  # lr None: the checkpoint's
+    resumed.load_checkpoint(tmp_path / "run" / CHECKPOINT_NAME)
+    assert resumed.optimizer.param_groups[0]["lr"] == 0.002
+    scripted_validation(resumed, [86.0])  # not under 0.95 * 90 = 85.5 of the best before the resume
+    resumed.fit()
+    assert resumed.optimizer.param_groups[0]["lr"] == 0.001
+    state = load_checkpoint_file(tmp_path / "run" / CHECKPOINT_NAME)
+    assert state["lr_plateau"]["best"] == pytest.approx(90.0)
+
+
+def test_halving_explains_what_it_needs(tmp_path, vocab):
+    with pytest.raises(ValueError, match=r"halve_lr_below is a fraction of the best perplexity in \[0, 1\)"):
+        TrainConfig(max_steps=1, halve_lr_below=5.0)
+    with pytest.raises(ValueError, match="halve_lr_below acts at validations, but validate_every is 0"):
+        TrainConfig(max_steps=1, halve_lr_below=0.05, validate_every=0)
+    with pytest.raises(ValueError, match="halve_lr_below watches the validation perplexity, but there are no"):
+        Trainer(make_lm(vocab), vocab, [], TrainConfig(max_steps=1, halve_lr_below=0.05))
