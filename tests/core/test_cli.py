@@ -335,7 +335,7 @@ def test_every_command_that_writes_refuses_to_write_over_its_inputs(tmp_path, mo
 
 
 # ---------------------------------------------------------------- help at 80 columns, --version
-COMMANDS = ["embed", "train", "perplexity", "convert", "probe", "data pretokenize", "data vocab"]
+COMMANDS = ["embed", "train", "perplexity", "convert", "probe", "widen", "data pretokenize", "data vocab"]
 
 
 def _help(*args: str) -> str:

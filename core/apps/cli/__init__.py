@@ -10,6 +10,7 @@
     elmo perplexity FILE... [--model DIR]                                         (perplexity.py)
     elmo probe TRAIN EVAL [--column 1] [--plot probe.png] [--model DIR] ...       (probe.py)
     elmo data pretokenize FILES... --out CACHE | elmo data vocab FILES... --out vocab.txt   (data.py)
+    elmo widen --out DIR --lstm-dim N --projection-dim N [--model DIR] [--noise 0.01]       (widen.py)
 
 `python -m elmo_core` is the same command. Errors are one line on stderr, exit status 2.
 """
@@ -26,7 +27,7 @@ from ...runtime.compiled import compile_enabled
 from ...runtime.memory import MMAP_THRESHOLD, use_heap_for_every_block, use_mmap_for_large_blocks
 from ...runtime.shapes import reserve_kernel_cache
 from ...runtime.threads import thread_policy
-from . import convert, data, embed, perplexity, probe, train
+from . import convert, data, embed, perplexity, probe, train, widen
 from .shared import command_group
 
 __all__ = ["app", "main"]
@@ -39,6 +40,7 @@ for command, short_help in (
     (perplexity.perplexity, "Forward, backward and average perplexity of text files."),
     (convert.convert, "Convert between bilm-tf's files and a model folder."),
     (probe.probe, "Linear probe of each biLM layer on a CoNLL file's token labels."),
+    (widen.widen, "Grow a trained biLM to a wider shape that computes the same function."),
 ):
     app.command(short_help=short_help)(command)
 app.add_typer(

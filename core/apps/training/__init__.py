@@ -2,7 +2,7 @@
 
     from elmo_core.apps.training import Vocabulary, TrainingStream, BiLMLanguageModel, Trainer
 
-The command line is `elmo train`, `elmo perplexity` and `elmo data pretokenize|vocab`.
+The command line is `elmo train`, `elmo perplexity`, `elmo widen` and `elmo data pretokenize|vocab`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from .model import BiLMLanguageModel, LMOutput, default_cutoffs, load_language_m
 from .perplexity import Perplexity, evaluate
 from .trainer import TrainConfig, Trainer
 from .vocab import Vocabulary
+from .widen import widen_language_model
 
 __all__ = [
     "Batch",
@@ -34,4 +35,5 @@ __all__ = [
     "make_batch",
     "pretokenize_files",
     "save_language_model",
+    "widen_language_model",
 ]

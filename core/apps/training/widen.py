@@ -1,0 +1,137 @@
+"""Grow a trained biLM language model to a wider shape that computes the same function.
+
+Net2WiderNet (Chen, Goodfellow and Shlens 2016, "Net2Net", arXiv:1511.05641, section 3.2),
+applied to the biLM: a wider model starts from what a narrower one learned instead of from
+random weights, and then trains on (`elmo train --model OUT`). With LSTM cell size D -> k_D * D
+and projection P -> k_P * P (whole multiples), every unit is copied:
+
+    cell unit u' of D'           copy of unit u' mod D       (its rows in each gate block i, j, f, o)
+    projection feature p' of P'  copy of feature p' mod P    (the char CNN's projection, each
+                                                              LSTM's projection, hence every layer)
+    adaptive-softmax tail width  each of its units copied k_P times (its width is P / div**(i+1))
+
+A weight that reads copied inputs divides its columns by the number of copies (k_D or k_P),
+so each sum over the copies is the old sum: every layer of the wider model is its old
+value repeated, [v, v] for k = 2 (per direction), and the softmax's distribution is the old
+one. The cell state, gates, clips, residual connection and the char CNN before its projection
+are unchanged (element-wise on copies, or not widened).
+
+Copies of one unit would stay equal in training (equal inputs and equal outgoing weights
+give equal gradients), so `noise` adds Gaussian noise to the incoming weights of every copy
+but the first (std = `noise` times the std of that weight), as Net2Net suggests; with
+`noise=0` the wider model computes exactly the old function (up to float summation order).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import torch
+
+from .model import BiLMLanguageModel
+
+__all__ = ["widen_language_model"]
+
+_LSTM = re.compile(r"^bilm\.(forward|backward)_layers\.layers\.\d+\.(input_linear|state_linear|state_projection)\.")
+_TAIL = re.compile(r"^softmax\.tail\.(\d+)\.([01])\.weight$")
+
+
+def widen_language_model(
+    lm: BiLMLanguageModel, *, dim: int, projection_dim: int, noise: float = 0.01, seed: int = 0
+) -> BiLMLanguageModel:
+    """A `BiLMLanguageModel` with LSTM cell size `dim` and projection `projection_dim`,
+    computing `lm`'s function (module docstring), on the CPU, in float32.
+
+    Args:
+        lm: The trained model (not changed).
+        dim: The new `lstm.dim`: a whole multiple of the old one.
+        projection_dim: The new `lstm.projection_dim`: a whole multiple of the old one (and
+            so the new token-embedding width).
+        noise: Relative std of the noise on the extra copies' incoming weights (0 = the
+            exact function).
+        seed: Seed of that noise.
+
+    Returns:
+        The wider model, with `lm`'s dropout, vocabulary size, cutoffs and div_value.
+
+    Raises:
+        ValueError: for sizes that are not whole multiples of the old ones, a negative
+            noise, or a char CNN without a projection before or after (its filters exactly
+            as wide as the old or the new `projection_dim`).
+    """
+    old = lm.options
+    k_d = _multiple("the LSTM cell size (--lstm-dim)", dim, old.lstm.dim)
+    k_p = _multiple("the projection (--projection-dim)", projection_dim, old.lstm.projection_dim)
+    if not noise >= 0:
+        raise ValueError(f"noise is a relative std >= 0; got {noise}.")
+    if old.char_cnn.n_filters == old.lstm.projection_dim:
+        raise ValueError(
+            f"the char CNN's {old.char_cnn.n_filters} filters are the token embedding itself (no projection "
+            "layer), so its width cannot grow; widen a model whose filters are projected."
+        )
+    if old.char_cnn.n_filters == projection_dim:
+        raise ValueError(
+            f"a projection of {projection_dim} equals the char CNN's {old.char_cnn.n_filters} filters, where a model "
+            "has no projection layer, so the old projection's work would be lost; give another width."
+        )
+    options = dataclasses.replace(old, lstm=dataclasses.replace(old.lstm, dim=dim, projection_dim=projection_dim))
+    head = lm.head_config()
+    wide = BiLMLanguageModel(
+        options, head["n_classes"], dropout=lm.dropout, cutoffs=head["cutoffs"], div_value=head["div_value"]
+    )
+    generator = torch.Generator().manual_seed(seed)
+    P, D = old.lstm.projection_dim, old.lstm.dim
+    feature = torch.arange(projection_dim) % P  # new projection feature -> old
+    unit = torch.arange(dim) % D  # new cell unit -> old
+    gate = torch.cat([block * D + unit for block in range(4)])  # new gate row -> old (blocks i, j, f, o)
+    targets = wide.state_dict()
+    state = {}
+    for name, tensor in lm.state_dict().items():
+        tensor = tensor.detach().float().cpu()
+        rows = cols = None  # index maps of a widened dimension
+        copies = 1  # how many copies of each input the columns read
+        if name.startswith("bilm.char_cnn.projection."):
+            rows = feature
+        elif match := _LSTM.match(name):
+            part = match.group(2)
+            rows = feature if part == "state_projection" else gate
+            if name.endswith(".weight"):
+                cols, copies = (unit, k_d) if part == "state_projection" else (feature, k_p)
+        elif name == "softmax.head.weight":
+            cols, copies = feature, k_p
+        elif match := _TAIL.match(name):
+            width = tensor.shape[0] if match.group(2) == "0" else tensor.shape[1]  # the tail's own width
+            tail_unit = torch.arange(width * k_p) % width
+            if match.group(2) == "0":
+                rows, cols, copies = tail_unit, feature, k_p
+            else:
+                cols, copies = tail_unit, k_p
+        widened = tensor
+        if rows is not None:
+            widened = widened[rows]
+        if cols is not None:
+            widened = widened[:, cols] / copies
+        if rows is not None and noise > 0 and widened.dim() == 2:  # incoming weights of the extra copies
+            extra = ~_first_copies(rows)
+            noisy = noise * float(tensor.std()) * torch.randn(widened[extra].shape, generator=generator)
+            widened[extra] += noisy
+        if widened.shape != targets[name].shape:  # pragma: no cover - a shape rule above is wrong
+            raise AssertionError(f"{name}: widened to {tuple(widened.shape)}, expected {tuple(targets[name].shape)}")
+        state[name] = widened
+    wide.load_state_dict(state)
+    return wide
+
+
+def _first_copies(rows: torch.Tensor) -> torch.Tensor:
+    """True where `rows` (new index -> old index) names its old index for the first time."""
+    order = torch.arange(len(rows))
+    first = torch.full((int(rows.max()) + 1,), len(rows)).scatter_reduce(0, rows, order, "amin")
+    return order == first[rows]
+
+
+def _multiple(name: str, new: int, old: int) -> int:
+    """new / old, which must be a whole number >= 1."""
+    if new < 1 or new % old:
+        raise ValueError(f"{name} must be a whole multiple of the model's {old} to widen it; got {new}.")
+    return new // old
