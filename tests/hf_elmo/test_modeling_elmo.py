@@ -473,7 +473,9 @@ def test_a_sharded_save_pretrained_folder_gives_every_face_the_unsharded_vectors
     nlp.add_pipe("elmo", config={"model": {"path": str(sharded)}})
     doc = nlp(" ".join(sentences[1]))
     assert [t.text for t in doc] == sentences[1]
-    torch.testing.assert_close(torch.from_numpy(doc._.elmo_layers), torch.from_numpy(reference[1]), rtol=0, atol=1e-6)
+    # One Doc is a batch of one, the reference a batch of two: other product shapes, whose float
+    # rounding differs by up to 2.4e-6 on an AMD EPYC (MKL's kernels there; 1e-6 held on the Xeon).
+    torch.testing.assert_close(torch.from_numpy(doc._.elmo_layers), torch.from_numpy(reference[1]), rtol=0, atol=1e-5)
 
 
 def test_a_missing_shard_is_one_clear_error_for_from_pretrained(tmp_path, tiny_hf_model):

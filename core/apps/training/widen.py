@@ -80,47 +80,61 @@ def widen_language_model(
     wide = BiLMLanguageModel(
         options, head["n_classes"], dropout=lm.dropout, cutoffs=head["cutoffs"], div_value=head["div_value"]
     )
-    generator = torch.Generator().manual_seed(seed)
     P, D = old.lstm.projection_dim, old.lstm.dim
-    feature = torch.arange(projection_dim) % P  # new projection feature -> old
     unit = torch.arange(dim) % D  # new cell unit -> old
-    gate = torch.cat([block * D + unit for block in range(4)])  # new gate row -> old (blocks i, j, f, o)
-    targets = wide.state_dict()
-    state = {}
-    for name, tensor in lm.state_dict().items():
-        tensor = tensor.detach().float().cpu()
-        rows = cols = None  # index maps of a widened dimension
-        copies = 1  # how many copies of each input the columns read
-        if name.startswith("bilm.char_cnn.projection."):
-            rows = feature
-        elif match := _LSTM.match(name):
-            part = match.group(2)
-            rows = feature if part == "state_projection" else gate
-            if name.endswith(".weight"):
-                cols, copies = (unit, k_d) if part == "state_projection" else (feature, k_p)
-        elif name == "softmax.head.weight":
-            cols, copies = feature, k_p
-        elif match := _TAIL.match(name):
-            width = tensor.shape[0] if match.group(2) == "0" else tensor.shape[1]  # the tail's own width
-            tail_unit = torch.arange(width * k_p) % width
-            if match.group(2) == "0":
-                rows, cols, copies = tail_unit, feature, k_p
-            else:
-                cols, copies = tail_unit, k_p
-        widened = tensor
-        if rows is not None:
-            widened = widened[rows]
-        if cols is not None:
-            widened = widened[:, cols] / copies
-        if rows is not None and noise > 0 and widened.dim() == 2:  # incoming weights of the extra copies
-            extra = ~_first_copies(rows)
-            noisy = noise * float(tensor.std()) * torch.randn(widened[extra].shape, generator=generator)
-            widened[extra] += noisy
-        if widened.shape != targets[name].shape:  # pragma: no cover - a shape rule above is wrong
-            raise AssertionError(f"{name}: widened to {tuple(widened.shape)}, expected {tuple(targets[name].shape)}")
-        state[name] = widened
-    wide.load_state_dict(state)
+    copies = _Copies(
+        feature=torch.arange(projection_dim) % P,  # new projection feature -> old
+        unit=unit,
+        gate=torch.cat([block * D + unit for block in range(4)]),  # new gate row -> old (blocks i, j, f, o)
+        k_d=k_d,
+        k_p=k_p,
+    )
+    generator = torch.Generator().manual_seed(seed)
+    state = lm.state_dict()
+    wide.load_state_dict({name: _widen(name, tensor, copies, noise, generator) for name, tensor in state.items()})
     return wide
+
+
+@dataclasses.dataclass(frozen=True)
+class _Copies:
+    """Index maps from a widened dimension to the old one, and the copy counts k_D, k_P."""
+
+    feature: torch.Tensor  # [projection_dim]
+    unit: torch.Tensor  # [dim]
+    gate: torch.Tensor  # [4 * dim]
+    k_d: int
+    k_p: int
+
+
+def _widen(name: str, tensor: torch.Tensor, copies: _Copies, noise: float, generator: torch.Generator) -> torch.Tensor:
+    """One state-dict tensor of the wider model: rows copied where its outputs are widened,
+    columns copied and divided where its inputs are, noise on the extra copies' rows."""
+    tensor = tensor.detach().float().cpu()
+    rows = cols = None  # index maps of a widened dimension
+    reads = 1  # how many copies of each input the columns read
+    if name.startswith("bilm.char_cnn.projection."):
+        rows = copies.feature
+    elif match := _LSTM.match(name):
+        part = match.group(2)
+        rows = copies.feature if part == "state_projection" else copies.gate
+        if name.endswith(".weight"):
+            cols, reads = (copies.unit, copies.k_d) if part == "state_projection" else (copies.feature, copies.k_p)
+    elif name == "softmax.head.weight":
+        cols, reads = copies.feature, copies.k_p
+    elif match := _TAIL.match(name):
+        width = tensor.shape[0] if match.group(2) == "0" else tensor.shape[1]  # the tail's own width
+        tail_unit = torch.arange(width * copies.k_p) % width
+        if match.group(2) == "0":
+            rows, cols, reads = tail_unit, copies.feature, copies.k_p
+        else:
+            cols, reads = tail_unit, copies.k_p
+    widened = tensor if rows is None else tensor[rows]
+    if cols is not None:
+        widened = widened[:, cols] / reads
+    if rows is not None and noise > 0 and widened.dim() == 2:  # incoming weights of the extra copies
+        extra = ~_first_copies(rows)
+        widened[extra] += noise * float(tensor.std()) * torch.randn(widened[extra].shape, generator=generator)
+    return widened
 
 
 def _first_copies(rows: torch.Tensor) -> torch.Tensor:
