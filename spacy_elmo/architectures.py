@@ -1,11 +1,8 @@
-"""Registered, versioned model architectures. A published `.vN` never changes.
+"""Registered, versioned model architectures. Once released, a `.vN` never changes.
 
-    spacy-elmo.ElmoLayers.v1    Docs -> every biLM layer      (the `elmo` component's model)
-    spacy-elmo.ElmoLayers.v2    the same, with windows for long units and a sentence cache (default)
-    spacy-elmo.ElmoListener.v1  Docs -> token vectors, from the shared `elmo` component
-    spacy-elmo.ElmoListener.v2  the same, with the paper's ELMo dropout and mix L2 as settings
-    spacy-elmo.Tok2VecElmo.v1   Docs -> token vectors, with a biLM of its own
-    spacy-elmo.Tok2VecElmo.v2   the same, with ElmoListener.v2's settings
+    spacy-elmo.ElmoLayers.v2    Docs -> every biLM layer      (the `elmo` component's model)
+    spacy-elmo.ElmoListener.v2  Docs -> token vectors, from the shared `elmo` component
+    spacy-elmo.Tok2VecElmo.v2   Docs -> token vectors, with a biLM of its own
 
 Each architecture is one name with its versions: `spacy-elmo.ElmoLayers.vN` is built by
 `ElmoLayers_vN` here, which calls `build_elmo_layers` in `layers/elmo_layers.py`, whose thinc
@@ -17,7 +14,7 @@ The two tok2vec architectures are the same composition with a different source o
 layers (ELMo as the paper adds it to an existing model, section 3.3):
 
     layers (listener or own biLM) -> ScalarMixLayer (trainable w, gamma) -> Dropout
-                                     (v2: optional L2 on w)        (v2: optional rate of its own)
+                                     (optional L2 on w)             (optional rate of its own)
         [-> concatenate with a standard spaCy tok2vec, e.g. spacy.HashEmbedCNN.v2]
         [-> Maxout to `width`]
 
@@ -43,39 +40,7 @@ from .layers.feature_dropout import ElmoFeatureDropout
 from .layers.listener import ElmoListener
 from .layers.scalar_mix import ScalarMixLayer
 
-__all__ = ["ElmoLayers_v1", "ElmoLayers_v2", "ElmoListener_v1", "ElmoListener_v2", "Tok2VecElmo_v1", "Tok2VecElmo_v2"]
-
-
-@registry.architectures("spacy-elmo.ElmoLayers.v1")
-def ElmoLayers_v1(
-    path: str = "",
-    options: str = "",
-    weights: str = "",
-    max_batch_tokens: int = DEFAULT_BATCH_TOKENS,
-    per_sentence: bool = True,
-) -> Model[list[Doc], list[Floats3d]]:
-    """A frozen ELMo biLM: every layer of each Doc, [n_layers + 1, tokens, dim].
-
-    Nothing is read when the model is built; the biLM is loaded when the pipeline is
-    initialised (or first used), and a saved pipeline carries it in its own files.
-
-    path (str): A model folder (config.json + model.safetensors). Leave empty with
-        `options`/`weights` empty too for the default model that ships with the package.
-    options (str): bilm-tf's options.json, for the original files; goes with `weights`.
-    weights (str): bilm-tf's hdf5 weights; goes with `options`.
-    max_batch_tokens (int): Padded positions per biLM batch (sentences are sorted by
-        length first). 4096 is about 0.3 GB of LSTM activations for the original model.
-        Lower it on a small machine; raise it on a GPU. A sentence longer than the
-        budget gets a batch of its own.
-    per_sentence (bool): Run the biLM on each sentence when the Doc has sentence
-        boundaries (ELMo was trained on sentences). Leave on; without boundaries the
-        whole Doc is one sequence.
-
-    Every unit (sentence, or boundary-less Doc) is read whole, however long, as when
-    v1 was published; `spacy-elmo.ElmoLayers.v2` (the default) reads units longer than
-    `window_tokens` in windows, so that memory stays bounded.
-    """
-    return build_elmo_layers(path, options, weights, max_batch_tokens, per_sentence, window_tokens=0)
+__all__ = ["ElmoLayers_v2", "ElmoListener_v2", "Tok2VecElmo_v2"]
 
 
 @registry.architectures("spacy-elmo.ElmoLayers.v2")
@@ -89,25 +54,39 @@ def ElmoLayers_v2(
     window_context: int | None = None,
     cache_bytes: int = 0,
 ) -> Model[list[Doc], list[Floats3d]]:
-    """`spacy-elmo.ElmoLayers.v1` plus windows for long units and a cache of each sentence's layers.
+    """A frozen ELMo biLM: every layer of each Doc, [n_layers + 1, tokens, dim].
 
-    The default model of the `elmo` component. Windows: v1 reads every unit whole, so
-    one 100,000-token Doc without sentence boundaries becomes one 100,000-step biLM pass;
-    v2 reads a unit longer than `window_tokens` in overlapping windows. Cache: the biLM is
-    frozen, so the layers of a sentence never change. Training a downstream component for
-    several epochs shows it the same sentences again and again; with a cache, the biLM
-    runs on each distinct sentence once and later epochs (and the dev evaluations) read
-    the stored layers. The Docs get the same numbers as
-    without the cache (up to the float32 rounding of batching, about 1e-6) and
-    their own copies, so nothing a Doc's owner does can change the cache.
+    The default model of the `elmo` component. Nothing is read when the model is built.
+    The biLM is loaded when the pipeline is initialised (or first used), and a saved
+    pipeline carries it in its own files.
 
-    path, options, weights, max_batch_tokens, per_sentence: As for `spacy-elmo.ElmoLayers.v1`.
+    Windows: a unit (a sentence, or a Doc without sentence boundaries) longer than
+    `window_tokens` is read in overlapping windows, so one 100,000-token Doc does not
+    become one 100,000-step biLM pass. Cache: the biLM is frozen, so the layers of a
+    sentence never change. Training a downstream component for several epochs shows it
+    the same sentences again and again. With a cache, the biLM runs on each distinct
+    sentence once, and later epochs (and the dev evaluations) read the stored layers.
+    The Docs get the same numbers as without the cache (up to the float32 rounding of
+    batching, about 1e-6) and their own copies, so nothing a Doc's owner does can change
+    the cache.
+
+    path (str): A model folder (config.json + model.safetensors). Leave empty with
+        `options`/`weights` empty too for the default model that ships with the package.
+    options (str): bilm-tf's options.json, for the original files; goes with `weights`.
+    weights (str): bilm-tf's hdf5 weights; goes with `options`.
+    max_batch_tokens (int): Padded positions per biLM batch (sentences are sorted by
+        length first). 4096 is about 0.3 GB of LSTM activations for the original model.
+        Lower it on a small machine; raise it on a GPU. A sentence longer than the
+        budget gets a batch of its own.
+    per_sentence (bool): Run the biLM on each sentence when the Doc has sentence
+        boundaries (ELMo was trained on sentences). Leave on. Without boundaries the
+        whole Doc is one sequence.
     window_tokens (int): A sentence (or boundary-less Doc) longer than this is read in
         overlapping windows of this many tokens, so a 100,000-token Doc needs no more
         memory than a few windows. 1024 (the default) reads any real sentence and a
         600-token paragraph whole; units no longer than the window are never affected.
-        0 reads every unit whole, however long, as v1 does (memory then grows with the
-        longest unit). Vectors near a cut differ a little from a whole-Doc run; see
+        0 reads every unit whole, however long (memory then grows with the longest
+        unit). Vectors near a cut differ a little from a whole-Doc run; see
         `elmo_core.runtime.windows` and the README.
     window_context (int | None): Tokens of context on each side of a window's kept
         tokens. null (default) = window_tokens // 8. Leave unset.
@@ -125,11 +104,13 @@ def ElmoLayers_v2(
     )
 
 
-@registry.architectures("spacy-elmo.ElmoListener.v1")
-def ElmoListener_v1(
+@registry.architectures("spacy-elmo.ElmoListener.v2")
+def ElmoListener_v2(
     upstream: str = "elmo",
     tok2vec: Model[list[Doc], list[Floats2d]] | None = None,
     width: int | None = None,
+    dropout: float | None = None,
+    mix_l2: float = 0.0,
 ) -> Model[list[Doc], list[Floats2d]]:
     """ELMo token vectors from the shared `elmo` component, mixed for this component.
 
@@ -138,7 +119,7 @@ def ElmoListener_v1(
     its own (weights w and scale gamma, starting at the plain average; read them after
     training with `spacy_elmo.util.get_scalar_mix_weights(nlp, "ner")`), and, as the
     paper does, concatenates them with the component's usual token representation.
-    Dropout on the mixed vectors follows `[training] dropout`.
+    Dropout on the mixed vectors follows `[training] dropout` unless `dropout` is set.
 
     Where the vectors enter is set by what it wraps. With `tok2vec` a whole tok2vec
     (embeddings and CNN encoder), ELMo joins the encoder's output. As the `embed` of a
@@ -154,52 +135,15 @@ def ElmoListener_v1(
         Leave unset (null) for NER, parser and tagger, whose own input layer projects;
         set it when the downstream model needs a fixed width. The output is otherwise
         2 * projection_dim (+ the tok2vec's width).
-    """
-    return _mix_and_concatenate(ElmoListener(upstream), tok2vec, width)
-
-
-@registry.architectures("spacy-elmo.ElmoListener.v2")
-def ElmoListener_v2(
-    upstream: str = "elmo",
-    tok2vec: Model[list[Doc], list[Floats2d]] | None = None,
-    width: int | None = None,
-    dropout: float | None = None,
-    mix_l2: float = 0.0,
-) -> Model[list[Doc], list[Floats2d]]:
-    """`spacy-elmo.ElmoListener.v1` with two settings of the paper's recipe (section 3.3).
-
-    With `dropout` null and `mix_l2` 0 (the defaults) it is v1 exactly.
-
-    upstream, tok2vec, width: As for `spacy-elmo.ElmoListener.v1`.
     dropout (float | None): Dropout rate on the mixed ELMo vectors, fixed for this
         listener whatever `[training] dropout` says ("a moderate amount of dropout to
-        ELMo"). null follows `[training] dropout`, as v1 does.
+        ELMo"). null follows `[training] dropout`.
     mix_l2 (float): lambda of the penalty lambda * ||w||^2 on the mix's weights before
         the softmax, which keeps the mix close to the average of the layers (the
         paper's regularisation of the ELMo weights). 0 adds nothing. It comes on top of
         the optimizer's own L2 (`[training.optimizer] L2`), which decays every weight.
     """
     return _mix_and_concatenate(ElmoListener(upstream), tok2vec, width, dropout=dropout, mix_l2=mix_l2)
-
-
-@registry.architectures("spacy-elmo.Tok2VecElmo.v1")
-def Tok2VecElmo_v1(
-    elmo: Model[list[Doc], list[Floats3d]],
-    tok2vec: Model[list[Doc], list[Floats2d]] | None = None,
-    width: int | None = None,
-) -> Model[list[Doc], list[Floats2d]]:
-    """ELMo token vectors with a frozen biLM of its own, for a single consumer.
-
-    The same as `spacy-elmo.ElmoListener.v1`, but the component owns its biLM (a
-    `spacy-elmo.ElmoLayers.v1`/`.v2` block) instead of reading the shared `elmo` component.
-    `nlp.replace_listeners` produces this architecture. It costs a biLM per consumer;
-    with several consumers, share one `elmo` component through listeners instead.
-
-    elmo (Model): A `spacy-elmo.ElmoLayers.v1`/`.v2` block (the biLM and where it comes from).
-    tok2vec (Model | None): As for `spacy-elmo.ElmoListener.v1`.
-    width (int | None): As for `spacy-elmo.ElmoListener.v1`.
-    """
-    return _mix_and_concatenate(elmo, tok2vec, width)
 
 
 @registry.architectures("spacy-elmo.Tok2VecElmo.v2")
@@ -210,11 +154,15 @@ def Tok2VecElmo_v2(
     dropout: float | None = None,
     mix_l2: float = 0.0,
 ) -> Model[list[Doc], list[Floats2d]]:
-    """`spacy-elmo.Tok2VecElmo.v1` with the settings of `spacy-elmo.ElmoListener.v2`,
-    which `nlp.replace_listeners` turns into this architecture.
+    """ELMo token vectors with a frozen biLM of its own, for a single consumer.
 
-    elmo, tok2vec, width: As for `spacy-elmo.Tok2VecElmo.v1`.
-    dropout, mix_l2: As for `spacy-elmo.ElmoListener.v2`.
+    The same as `spacy-elmo.ElmoListener.v2`, but the component owns its biLM (a
+    `spacy-elmo.ElmoLayers.v2` block) instead of reading the shared `elmo` component.
+    `nlp.replace_listeners` produces this architecture. It costs a biLM per consumer.
+    With several consumers, share one `elmo` component through listeners instead.
+
+    elmo (Model): A `spacy-elmo.ElmoLayers.v2` block (the biLM and where it comes from).
+    tok2vec, width, dropout, mix_l2: As for `spacy-elmo.ElmoListener.v2`.
     """
     return _mix_and_concatenate(elmo, tok2vec, width, dropout=dropout, mix_l2=mix_l2)
 

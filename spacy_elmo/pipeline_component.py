@@ -77,7 +77,7 @@ def make_elmo(nlp: Language, name: str, model: Model[list[Doc], list[Floats3d]])
     `doc.tensor` at prediction time: in a pipeline with both, put `elmo` before
     `tok2vec` so that `tok2vec` writes last (ELMo's layers stay in `doc._.elmo_layers`).
 
-    Downstream components read the layers through `spacy-elmo.ElmoListener.v1`, each
+    Downstream components read the layers through `spacy-elmo.ElmoListener.v2`, each
     with its own trainable scalar mix. During training, list this component in
     `[training] annotating_components` so that the layers are computed once per batch
     and read by every listener.
@@ -193,7 +193,7 @@ class ElmoComponent(TrainablePipe):
                 raise ValueError(
                     f"component {component.name!r} has a {type(node).__name__} (e.g. "
                     f"spacy.Tok2VecListener.v1) with upstream = {self.name!r}, but {self.name!r} is an "
-                    "ELMo component. Use spacy-elmo.ElmoListener.v1 for its tok2vec."
+                    "ELMo component. Use spacy-elmo.ElmoListener.v2 for its tok2vec."
                 )
 
     @property

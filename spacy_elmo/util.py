@@ -312,7 +312,7 @@ def get_scalar_mix_weights(nlp: Language, name: str, index: int = 0) -> ScalarMi
     if not mixes:
         raise ValueError(
             f"component {name!r} has no ELMo scalar mix: its model uses neither "
-            "spacy-elmo.ElmoListener.v1 nor spacy-elmo.Tok2VecElmo.v1."
+            "spacy-elmo.ElmoListener.v2 nor spacy-elmo.Tok2VecElmo.v2."
         )
     if not 0 <= index < len(mixes):
         raise ValueError(f"component {name!r} has {len(mixes)} ELMo scalar mix(es); got index {index}.")

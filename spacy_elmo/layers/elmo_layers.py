@@ -415,7 +415,7 @@ def _replace_listener_cfg(elmo_layers_cfg: dict[str, Any], tok2vec_cfg: dict[str
             f'"model.tok2vec" or "model.tok2vec.embed".'
         )
     listener_cfg = listeners[0]
-    version = listener_cfg["@architectures"].rsplit(".", 1)[-1]  # "v1" or "v2": the same settings
+    version = listener_cfg["@architectures"].rsplit(".", 1)[-1]  # the same settings in both, version by version
     rest = {k: v for k, v in listener_cfg.items() if k not in ("@architectures", "upstream")}
     return {"@architectures": f"spacy-elmo.Tok2VecElmo.{version}", "elmo": dict(elmo_layers_cfg), **rest}
 

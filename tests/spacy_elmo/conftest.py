@@ -54,7 +54,7 @@ def ner_config(tok2vec: dict | None = None, **listener) -> dict:
     """A small spaCy NER whose tok2vec is an ELMo listener (or `tok2vec` if given)."""
     if tok2vec is None:
         tok2vec = {
-            "@architectures": "spacy-elmo.ElmoListener.v1",
+            "@architectures": "spacy-elmo.ElmoListener.v2",
             "upstream": "elmo",
             "tok2vec": hash_embed_cnn(),
             **listener,

@@ -1,4 +1,4 @@
-"""spacy-elmo.ElmoLayers.v1/.v2 (`build_elmo_layers`): the frozen biLM as a thinc layer."""
+"""spacy-elmo.ElmoLayers.v2 (`build_elmo_layers`): the frozen biLM as a thinc layer."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 from spacy.tokens import Doc
 
 from elmo_core import embed_sentences, save_model_folder
-from spacy_elmo.architectures import ElmoLayers_v1
+from spacy_elmo.architectures import ElmoLayers_v2
 from spacy_elmo.layers.elmo_layers import (
     ElmoShim,
     _single_threaded_torch_after_fork,
@@ -36,15 +36,15 @@ def docs_for(words_list):
 
 
 def test_building_reads_nothing_and_init_loads_the_source(tiny_model_dir):
-    model = ElmoLayers_v1(path=str(tiny_model_dir / "does-not-exist-yet"))
+    model = ElmoLayers_v2(path=str(tiny_model_dir / "does-not-exist-yet"))
     assert elmo_module(model) is None
-    model = ElmoLayers_v1(path=str(tiny_model_dir))
+    model = ElmoLayers_v2(path=str(tiny_model_dir))
     model.initialize()
     assert elmo_module(model) is not None and model.get_dim("nO") == DIM and model.get_dim("nL") == NUM_LAYERS
 
 
 def test_output_shapes_and_values_equal_the_core(tiny_model_dir):
-    model = ElmoLayers_v1(path=str(tiny_model_dir))
+    model = ElmoLayers_v2(path=str(tiny_model_dir))
     outputs = model.predict(docs_for(WORDS))  # loads on first use
     assert [x.shape for x in outputs] == [(NUM_LAYERS, len(w), DIM) for w in WORDS]
     assert all(x.dtype == np.float32 and isinstance(x, np.ndarray) for x in outputs)
@@ -54,17 +54,17 @@ def test_output_shapes_and_values_equal_the_core(tiny_model_dir):
 
 
 def test_padding_and_batch_mates_do_not_change_a_docs_layers(tiny_model_dir):
-    model = ElmoLayers_v1(path=str(tiny_model_dir), max_batch_tokens=10_000)
+    model = ElmoLayers_v2(path=str(tiny_model_dir), max_batch_tokens=10_000)
     together = model.predict(docs_for(WORDS))
     alone = [model.predict(docs_for([w]))[0] for w in WORDS]
-    tiny_budget = ElmoLayers_v1(path=str(tiny_model_dir), max_batch_tokens=3).predict(docs_for(WORDS))
+    tiny_budget = ElmoLayers_v2(path=str(tiny_model_dir), max_batch_tokens=3).predict(docs_for(WORDS))
     for a, b, c in zip(together, alone, tiny_budget):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-5)
 
 
 def test_backprop_is_a_no_op_and_no_tensor_keeps_a_graph(tiny_model_dir):
-    model = ElmoLayers_v1(path=str(tiny_model_dir))
+    model = ElmoLayers_v2(path=str(tiny_model_dir))
     outputs, backprop = model.begin_update(docs_for(WORDS))
     assert backprop([np.ones_like(x) for x in outputs]) == []
     assert all(isinstance(x, np.ndarray) for x in outputs)
@@ -72,10 +72,10 @@ def test_backprop_is_a_no_op_and_no_tensor_keeps_a_graph(tiny_model_dir):
 
 
 def test_serialisation_carries_the_model_folder_not_a_pickle(tiny_model_dir):
-    model = ElmoLayers_v1(path=str(tiny_model_dir))
+    model = ElmoLayers_v2(path=str(tiny_model_dir))
     expected = model.predict(docs_for(WORDS))
     data = model.to_bytes()
-    other = ElmoLayers_v1(path="/nowhere")
+    other = ElmoLayers_v2(path="/nowhere")
     other.from_bytes(data)
     for a, b in zip(other.predict(docs_for(WORDS)), expected):
         np.testing.assert_array_equal(a, b)
@@ -87,9 +87,9 @@ def test_serialisation_carries_the_model_folder_not_a_pickle(tiny_model_dir):
 
 def test_the_shim_runs_the_module_it_shows_after_loading_deserializing_copying_and_pickling(tiny_model_dir):
     # ElmoShim.elmo is the module thinc's shim runs (thinc has no public accessor for it).
-    model = ElmoLayers_v1(path=str(tiny_model_dir))
+    model = ElmoLayers_v2(path=str(tiny_model_dir))
     model.initialize()
-    restored = ElmoLayers_v1(path="/nowhere").from_bytes(model.to_bytes())
+    restored = ElmoLayers_v2(path="/nowhere").from_bytes(model.to_bytes())
     for layer in (model, restored, model.copy(), pickle.loads(pickle.dumps(model))):
         shim = layer.layers[0].shims[0]
         assert isinstance(shim, ElmoShim) and shim.elmo is elmo_module(layer)
@@ -104,7 +104,7 @@ def test_the_shim_runs_the_module_it_shows_after_loading_deserializing_copying_a
 
 
 def test_copy_is_independent_and_equal(tiny_model_dir):
-    model = ElmoLayers_v1(path=str(tiny_model_dir))
+    model = ElmoLayers_v2(path=str(tiny_model_dir))
     model.initialize()
     copy = model.copy()
     assert elmo_module(copy) is not elmo_module(model)
@@ -113,7 +113,7 @@ def test_copy_is_independent_and_equal(tiny_model_dir):
 
 
 def test_set_elmo_refuses_a_differently_shaped_model(tiny_model_dir):
-    model = ElmoLayers_v1(path=str(tiny_model_dir))
+    model = ElmoLayers_v2(path=str(tiny_model_dir))
     model.initialize()
     from elmo_core import BiLMOptions, CharCNNOptions, Elmo, LSTMOptions
 
@@ -141,7 +141,7 @@ def test_load_elmo_source_errors(source, match):
 
 def test_follows_thinc_device_on_cpu(tiny_model_dir):
     # On the CPU: nothing is pinned to a device; outputs are CPU numpy.
-    model = ElmoLayers_v1(path=str(tiny_model_dir))
+    model = ElmoLayers_v2(path=str(tiny_model_dir))
     outputs = model.predict(docs_for(WORDS[:1]))
     assert next(elmo_module(model).parameters()).device.type == "cpu"
     assert isinstance(outputs[0], np.ndarray)
@@ -197,7 +197,7 @@ def test_v2_cached_layers_equal_uncached_and_hits_skip_the_bilm(tiny_model_dir):
     from spacy_elmo.architectures import ElmoLayers_v2
     from spacy_elmo.layers.elmo_layers import feature_cache
 
-    plain = ElmoLayers_v1(path=str(tiny_model_dir)).predict(docs_for(WORDS))
+    plain = ElmoLayers_v2(path=str(tiny_model_dir)).predict(docs_for(WORDS))
     model = ElmoLayers_v2(path=str(tiny_model_dir), cache_bytes=1 << 20)
     first = model.predict(docs_for(WORDS))
     hits_before = feature_cache(model).stats.hits

@@ -101,7 +101,7 @@ def test_replace_listeners_keeps_predictions_through_removal_and_reload(tiny_mod
 
     nlp.replace_listeners("elmo", "ner", ["model.tok2vec"])
     tok2vec_cfg = nlp.config["components"]["ner"]["model"]["tok2vec"]
-    assert tok2vec_cfg["@architectures"] == "spacy-elmo.Tok2VecElmo.v1"
+    assert tok2vec_cfg["@architectures"] == "spacy-elmo.Tok2VecElmo.v2"
     assert tok2vec_cfg["elmo"]["@architectures"] == "spacy-elmo.ElmoLayers.v2"
     assert tok2vec_cfg["tok2vec"] == hash_embed_cnn()
     assert nlp.get_pipe("elmo").listening_components == []
@@ -192,8 +192,8 @@ def test_replace_listeners_names_the_paths_when_the_listener_cannot_be_found(tin
 def test_standalone_tok2vec_elmo_trains_and_round_trips(tiny_model_dir, tmp_path):
     nlp = spacy.blank("en")
     tok2vec = {
-        "@architectures": "spacy-elmo.Tok2VecElmo.v1",
-        "elmo": {"@architectures": "spacy-elmo.ElmoLayers.v1", "path": str(tiny_model_dir)},
+        "@architectures": "spacy-elmo.Tok2VecElmo.v2",
+        "elmo": {"@architectures": "spacy-elmo.ElmoLayers.v2", "path": str(tiny_model_dir)},
         "tok2vec": hash_embed_cnn(),
         "width": 24,
     }
@@ -237,7 +237,7 @@ def test_unlinked_listener_raises_at_first_call_too(tiny_model_dir):
 def test_spacy_tok2vec_listener_pointing_at_elmo_is_refused(tiny_model_dir):
     nlp = make_nlp(tiny_model_dir)
     spacy_listener = {"@architectures": "spacy.Tok2VecListener.v1", "width": 16, "upstream": "elmo"}
-    with pytest.raises(ValueError, match="Use spacy-elmo.ElmoListener.v1"):
+    with pytest.raises(ValueError, match="Use spacy-elmo.ElmoListener.v2"):
         nlp.add_pipe("ner", config=ner_config(tok2vec=spacy_listener))
 
 

@@ -74,9 +74,7 @@ def test_sentences_stay_the_unit_and_only_long_ones_are_cut(tiny_model_dir):
     np.testing.assert_allclose(doc.tensor[len(first) :], expected, atol=1e-5, rtol=1e-4)
 
 
-def test_v1_configs_keep_reading_whole_units_and_v2_windows_by_default(tiny_model_dir, tmp_path):
-    # A published .vN never changes: a config written for ElmoLayers.v1 (no window keys)
-    # still reads every unit whole; the default config (v2) windows at 1024 tokens.
+def test_default_config_windows_at_the_default_window_tokens(tiny_model_dir):
     nlp = make_nlp(tiny_model_dir)
     assert nlp.config["components"]["elmo"]["model"]["@architectures"] == "spacy-elmo.ElmoLayers.v2"
     assert nlp.get_pipe("elmo").model.attrs["window_tokens"] == DEFAULT_WINDOW_TOKENS
@@ -84,11 +82,14 @@ def test_v1_configs_keep_reading_whole_units_and_v2_windows_by_default(tiny_mode
     model_cfg = config["components"]["elmo"]["model"]
     for key in ("window_tokens", "window_context", "cache_bytes"):
         del model_cfg[key]
-    v2 = spacy.util.load_model_from_config(Config(config), auto_fill=True)
-    assert v2.get_pipe("elmo").model.attrs["window_tokens"] == DEFAULT_WINDOW_TOKENS
-    model_cfg["@architectures"] = "spacy-elmo.ElmoLayers.v1"
-    v1 = spacy.util.load_model_from_config(Config(config), auto_fill=True)
-    assert v1.get_pipe("elmo").model.attrs["window_tokens"] is None
+    filled = spacy.util.load_model_from_config(Config(config), auto_fill=True)
+    assert filled.get_pipe("elmo").model.attrs["window_tokens"] == DEFAULT_WINDOW_TOKENS
+
+
+def test_only_the_current_architecture_versions_are_registered():
+    # No shims for versions never released: each architecture has one registered version.
+    names = [name for name in spacy.registry.architectures.get_all() if name.startswith("spacy-elmo.")]
+    assert sorted(names) == ["spacy-elmo.ElmoLayers.v2", "spacy-elmo.ElmoListener.v2", "spacy-elmo.Tok2VecElmo.v2"]
 
 
 def test_bad_window_in_the_config_is_refused(tiny_model_dir):

@@ -423,7 +423,7 @@ def test_training_with_a_biLM_the_user_unfroze_is_refused_not_silently_frozen(ti
     else:  # the NER's own biLM, no shared component
         nlp = spacy.blank("en")
         tok2vec = {
-            "@architectures": "spacy-elmo.Tok2VecElmo.v1",
+            "@architectures": "spacy-elmo.Tok2VecElmo.v2",
             "elmo": {"@architectures": "spacy-elmo.ElmoLayers.v2", "path": str(tiny_model_dir)},
             "tok2vec": hash_embed_cnn(),
         }
