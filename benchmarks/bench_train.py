@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import math
 import platform
 import random
@@ -68,16 +69,34 @@ from benchmarks.common import (
 )
 from elmo_core import BiLMOptions, batches_by_token_budget, release_free_memory, set_recurrence
 from elmo_core.apps.training import BiLMLanguageModel, LMOutput, Vocabulary, evaluate, make_batch
-from elmo_core.apps.training.model import autocast_log_softmax_dtype
 from elmo_core.apps.training.softmax import adaptive_log_prob
 from elmo_core.apps.training.trainer import RELEASE_EVERY, TrainConfig, make_optimizer
 from elmo_core.runtime import (
     MMAP_THRESHOLD,
-    TRAIN_MMAP_THRESHOLD,
     reserve_kernel_cache,
     use_heap_for_every_block,
     use_mmap_for_large_blocks,
 )
+
+TRAIN_MMAP_THRESHOLD = 32 * 1024 * 1024
+"""The glibc mmap threshold `elmo train` set on 2026-12-01 (glibc's largest), for `--allocator`."""
+
+
+@functools.cache
+def _log_softmax_dtype(device: torch.device, autocast_dtype: torch.dtype) -> torch.dtype:
+    with torch.autocast(device.type, dtype=autocast_dtype):
+        return torch.log_softmax(torch.zeros(1, 2, device=device, dtype=autocast_dtype), dim=-1).dtype
+
+
+def autocast_log_softmax_dtype(device: torch.device) -> torch.dtype:
+    """The dtype `log_softmax` gives under the autocast active on `device`'s type.
+
+    The autocast dtype on the CPU, float32 on CUDA (its autocast runs log_softmax in float32).
+    The old step hands it to torch's `AdaptiveLogSoftmaxWithLoss`, which copies each
+    cluster's log-probs into a buffer of its input's dtype.
+    """
+    return _log_softmax_dtype(device, torch.get_autocast_dtype(device.type))
+
 
 OLD_BLOCK_TOKENS = 32  # the frozen char CNN's block of tokens (the library's BLOCK_TOKENS then)
 

@@ -56,3 +56,14 @@ def test_bench_train_pairs_each_repeats_new_and_old_runs():
         ("default", "fp32", "new"): [5000.0],  # no old run: no ratio
     }
     assert paired_ratios(each) == {("default", "bf16"): [3.0, 3.5, 2.5]}
+
+
+def test_bench_train_softmax_input_dtype_is_what_autocast_gives_log_softmax_on_the_device():
+    # On CUDA it is float32 (log_softmax is on CUDA autocast's float32 list); not testable here.
+    import torch
+
+    from benchmarks.bench_train import autocast_log_softmax_dtype
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert autocast_log_softmax_dtype(torch.device("cpu")) == torch.bfloat16
+        assert torch.log_softmax(torch.zeros(1, 2, dtype=torch.bfloat16), dim=-1).dtype == torch.bfloat16

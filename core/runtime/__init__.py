@@ -24,7 +24,6 @@ from .embedding import (
 from .feature_cache import CacheStats, FeatureCache
 from .memory import (
     MMAP_THRESHOLD,
-    TRAIN_MMAP_THRESHOLD,
     release_free_memory,
     use_heap_for_every_block,
     use_mmap_for_large_blocks,
@@ -103,7 +102,6 @@ __all__ = [
     "thread_policy",
     "ThreadPolicy",
     "TokenCache",
-    "TRAIN_MMAP_THRESHOLD",
     "usable_cpus",
     "use_heap_for_every_block",
     "use_mmap_for_large_blocks",

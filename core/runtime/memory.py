@@ -28,7 +28,7 @@ The fix has two parts, both here:
   256 kB or more then gets its own mapping and goes back to the OS when freed, so the
   shapes of one batch cannot fragment the heap either, and the peak inside a batch is
   close to what is alive. `elmo train` keeps every block in the heap instead
-  (`use_heap_for_every_block`; before it, `TRAIN_MMAP_THRESHOLD`, 32 MiB): a training
+  (`use_heap_for_every_block`; glibc's largest threshold, 32 MiB, was used first): a training
   step allocates far more than an inference batch, afresh each step. With 256 kB
   and a trim after every step, the default shape trained at 0.48-0.82x (fp32) and
   0.64-0.77x (bf16) the words/s of 32 MiB (`benchmarks/bench_train.py --allocator`, 8
@@ -51,7 +51,6 @@ import ctypes.util
 
 __all__ = [
     "MMAP_THRESHOLD",
-    "TRAIN_MMAP_THRESHOLD",
     "release_free_memory",
     "use_heap_for_every_block",
     "use_mmap_for_large_blocks",
@@ -60,13 +59,6 @@ __all__ = [
 
 MMAP_THRESHOLD = 256 * 1024
 """Bytes from which `use_mmap_for_large_blocks` makes glibc map each block on its own."""
-
-TRAIN_MMAP_THRESHOLD = 32 * 1024 * 1024
-"""The threshold `elmo train` set before `use_heap_for_every_block` (glibc's largest; kept for
-`benchmarks/bench_train.py --allocator`): a training step allocates and
-frees the same large activations every step, which the heap reuses, while a block mapped
-on its own has its pages faulted in afresh each time. The trainer's `release_free_memory()`
-every `RELEASE_EVERY` steps bounds the heap (see the module docstring for the measurement)."""
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_MMAP_MAX = -1, -3, -4  # glibc's mallopt parameter numbers (malloc.h)
 _GLIBC_MMAP_MAX = 65536  # glibc's default M_MMAP_MAX

@@ -29,7 +29,6 @@ side loads it with `load_model_folder`) plus the language-model parts:
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from collections.abc import Sequence
@@ -204,24 +203,6 @@ class BiLMLanguageModel(nn.Module):
         # numbers, without its full log-softmax tensors (see softmax.py).
         log_probs = adaptive_log_prob(self.softmax, hidden, torch.cat([forward_targets, backward_targets]))  # [2N]
         return LMOutput(-log_probs[:n].mean(), -log_probs[n:].mean(), n, n)
-
-
-@functools.cache
-def _log_softmax_dtype(device: torch.device, autocast_dtype: torch.dtype) -> torch.dtype:
-    with torch.autocast(device.type, dtype=autocast_dtype):
-        return torch.log_softmax(torch.zeros(1, 2, device=device, dtype=autocast_dtype), dim=-1).dtype
-
-
-def autocast_log_softmax_dtype(device: torch.device) -> torch.dtype:
-    """The dtype `log_softmax` gives under the autocast active on `device`'s type: the
-    autocast dtype on the CPU, float32 on CUDA (its autocast runs log_softmax in float32).
-
-    torch's `AdaptiveLogSoftmaxWithLoss` copies each cluster's log-probs into a buffer of
-    its input's dtype, so its input must have this dtype, whichever the recurrence handed
-    over (float32 from the CPU's fused and paired paths, where `torch.lstm` is not
-    autocast; the autocast dtype from the step loop's linear layers).
-    """
-    return _log_softmax_dtype(device, torch.get_autocast_dtype(device.type))
 
 
 # ---------------------------------------------------------------------- model folders
