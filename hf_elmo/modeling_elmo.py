@@ -274,6 +274,20 @@ def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None) -> 
     return input_ids
 
 
+def _asked_dtype(config: ElmoConfig) -> torch.dtype | None:
+    """The float dtype `from_pretrained(..., dtype=...)` asked for, if any other than float32.
+
+    transformers records the asked dtype in `config.dtype`. The core builds float32
+    whatever torch's default dtype, so another precision comes from this request alone.
+    """
+    dtype = getattr(config, "dtype", None)
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype, None)
+    if isinstance(dtype, torch.dtype) and dtype.is_floating_point and dtype != torch.float32:
+        return dtype
+    return None
+
+
 def _refuse_attentions(output_attentions: bool | None, config: ElmoConfig) -> None:
     if output_attentions or (output_attentions is None and getattr(config, "output_attentions", False)):
         raise ValueError(
@@ -303,7 +317,10 @@ class ElmoModel(ElmoPreTrainedModel):
                 f"scalar mix); got {config.num_output_representations}. Use "
                 "output_hidden_states=True for the raw biLM layers."
             )
-        core = Elmo(config.to_options(), **config.elmo_settings())  # the core's construction rules
+        core = Elmo(config.to_options(), **config.elmo_settings())  # the core's construction rules: float32
+        asked = _asked_dtype(config)
+        if asked is not None:
+            core.to(asked)
         self.bilm: BiLM = core.bilm
         self.scalar_mixes: nn.ModuleList = core.scalar_mixes
         # Rows are stateless: reading the windows of a long input all at once or in budgeted

@@ -52,6 +52,9 @@ from .configuration_elmo import (
 
 # ---- elmo_core/model/precision.py ---------------------------------------------
 
+WEIGHT_DTYPE = torch.float32
+
+
 def cpu_bf16_active(x: torch.Tensor) -> bool:
     return (
         x.device.type == "cpu"
@@ -105,7 +108,7 @@ class Highway(nn.Module):
     def __init__(self, size: int, n_highway: int) -> None:
         super().__init__()
         self.size = size
-        self.layers = nn.ModuleList(nn.Linear(size, 2 * size) for _ in range(n_highway))
+        self.layers = nn.ModuleList(nn.Linear(size, 2 * size, dtype=WEIGHT_DTYPE) for _ in range(n_highway))
         for layer in cast(Iterable[nn.Linear], self.layers):  # torch types a ModuleList's items as Module
             self.init_carry_bias(layer)
     def init_carry_bias(self, layer: nn.Linear) -> None:
@@ -139,14 +142,18 @@ class CharCNN(nn.Module):
         cc = options.char_cnn
         self.max_characters_per_token = cc.max_characters_per_token
         self.n_characters = cc.n_characters
-        self.char_embedding = nn.Parameter(torch.empty(cc.n_characters - 1, cc.embedding_dim))
+        self.char_embedding = nn.Parameter(torch.empty(cc.n_characters - 1, cc.embedding_dim, dtype=WEIGHT_DTYPE))
         self.reset_parameters()
-        self.convolutions = nn.ModuleList(nn.Conv1d(cc.embedding_dim, count, width) for width, count in cc.filters)
+        self.convolutions = nn.ModuleList(
+            nn.Conv1d(cc.embedding_dim, count, width, dtype=WEIGHT_DTYPE) for width, count in cc.filters
+        )
         self.activation = cc.activation
         self.highway = Highway(cc.n_filters, cc.n_highway)
         projection_dim = options.lstm.projection_dim
         self.projection: nn.Module = (
-            nn.Linear(cc.n_filters, projection_dim) if cc.n_filters != projection_dim else nn.Identity()
+            nn.Linear(cc.n_filters, projection_dim, dtype=WEIGHT_DTYPE)
+            if cc.n_filters != projection_dim
+            else nn.Identity()
         )
         self.training_path: Callable[[CharCNN, torch.Tensor], torch.Tensor] | None = None
     def reset_parameters(self) -> None:
@@ -231,9 +238,9 @@ class LSTMCellWithProjection(nn.Module):
         self.cell_clip = cell_clip
         self.proj_clip = proj_clip
         self.compile_recurrence = False  # see compile_recurrence()
-        self.input_linear = nn.Linear(input_size, 4 * dim)
-        self.state_linear = nn.Linear(projection_dim, 4 * dim, bias=False)
-        self.state_projection = nn.Linear(dim, projection_dim, bias=False)
+        self.input_linear = nn.Linear(input_size, 4 * dim, dtype=WEIGHT_DTYPE)
+        self.state_linear = nn.Linear(projection_dim, 4 * dim, bias=False, dtype=WEIGHT_DTYPE)
+        self.state_projection = nn.Linear(dim, projection_dim, bias=False, dtype=WEIGHT_DTYPE)
     def forward(
         self,
         inputs: torch.Tensor,
@@ -799,8 +806,8 @@ class ScalarMix(nn.Module):
         self.layer_norm_scope = layer_norm_scope
         self.initial_scalar_parameters = tuple(float(v) for v in initial_scalar_parameters)
         self.initial_gamma = float(gamma)
-        self.scalar_weights = nn.Parameter(torch.empty(n_outputs), requires_grad=trainable)
-        self.gamma = nn.Parameter(torch.empty(1), requires_grad=trainable)
+        self.scalar_weights = nn.Parameter(torch.empty(n_outputs, dtype=WEIGHT_DTYPE), requires_grad=trainable)
+        self.gamma = nn.Parameter(torch.empty(1, dtype=WEIGHT_DTYPE), requires_grad=trainable)
         self.reset_parameters()
     def reset_parameters(self) -> None:
         with torch.no_grad():
@@ -1244,6 +1251,20 @@ def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None) -> 
     return input_ids
 
 
+def _asked_dtype(config: ElmoConfig) -> torch.dtype | None:
+    """The float dtype `from_pretrained(..., dtype=...)` asked for, if any other than float32.
+
+    transformers records the asked dtype in `config.dtype`. The core builds float32
+    whatever torch's default dtype, so another precision comes from this request alone.
+    """
+    dtype = getattr(config, "dtype", None)
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype, None)
+    if isinstance(dtype, torch.dtype) and dtype.is_floating_point and dtype != torch.float32:
+        return dtype
+    return None
+
+
 def _refuse_attentions(output_attentions: bool | None, config: ElmoConfig) -> None:
     if output_attentions or (output_attentions is None and getattr(config, "output_attentions", False)):
         raise ValueError(
@@ -1273,7 +1294,10 @@ class ElmoModel(ElmoPreTrainedModel):
                 f"scalar mix); got {config.num_output_representations}. Use "
                 "output_hidden_states=True for the raw biLM layers."
             )
-        core = Elmo(config.to_options(), **config.elmo_settings())  # the core's construction rules
+        core = Elmo(config.to_options(), **config.elmo_settings())  # the core's construction rules: float32
+        asked = _asked_dtype(config)
+        if asked is not None:
+            core.to(asked)
         self.bilm: BiLM = core.bilm
         self.scalar_mixes: nn.ModuleList = core.scalar_mixes
         # Rows are stateless: reading the windows of a long input all at once or in budgeted

@@ -581,3 +581,22 @@ def test_a_long_row_is_windowed_on_the_models_device_from_inputs_on_the_cpu(devi
         got = model.to(device)(char_ids=char_ids, attention_mask=mask).last_hidden_state
     assert got.device.type == torch.device(device).type
     torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64], ids=str)
+def test_from_pretrained_gives_float32_under_another_default_dtype(saved_model_dir, tiny_tokenizer, dtype):
+    inputs = batch(tiny_tokenizer)
+    reference = ElmoModel.from_pretrained(saved_model_dir).eval()(**inputs).last_hidden_state
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        models = [ElmoModel.from_pretrained(saved_model_dir), AutoModel.from_pretrained(saved_model_dir)]
+        outputs = [model.eval()(**inputs).last_hidden_state for model in models]
+        assert torch.get_default_dtype() == dtype
+    finally:
+        torch.set_default_dtype(before)
+    for model, output in zip(models, outputs):
+        assert {p.dtype for p in model.parameters()} == {torch.float32}
+        torch.testing.assert_close(output, reference, rtol=0, atol=1e-6)
+    asked = ElmoModel.from_pretrained(saved_model_dir, dtype=torch.bfloat16)
+    assert {p.dtype for p in asked.parameters()} == {torch.bfloat16}  # another precision when asked for

@@ -441,3 +441,21 @@ def test_training_with_a_biLM_the_user_unfroze_is_refused_not_silently_frozen(ti
         np.testing.assert_allclose(doc.tensor, before, atol=1e-6, rtol=0)
     bilm.requires_grad_(False)
     nlp.update(examples(nlp), annotates=["elmo"] if route == "listener" else [])
+
+
+# ---------------------------------------------------------------- torch's default dtype
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64], ids=str)
+def test_the_component_loads_float32_under_another_default_dtype(tiny_model_dir, dtype):
+    text = "The river bank flooded ."
+    reference = make_nlp(tiny_model_dir)(text)._.elmo_layers
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        nlp = make_nlp(tiny_model_dir)
+        layers = nlp(text)._.elmo_layers
+        assert torch.get_default_dtype() == dtype
+    finally:
+        torch.set_default_dtype(before)
+    assert {p.dtype for p in nlp.get_pipe("elmo").elmo.parameters()} == {torch.float32}
+    assert layers.dtype == np.float32
+    np.testing.assert_allclose(layers, reference, rtol=0, atol=1e-6)
