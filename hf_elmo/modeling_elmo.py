@@ -33,6 +33,7 @@ from elmo_core.model import (
     Highway,
     ScalarMix,
     bilm_is_trainable,
+    check_char_ids,
     mix_representations,
     read_in_windows,
     run_bilm,
@@ -376,9 +377,14 @@ class ElmoModel(ElmoPreTrainedModel):
             ValueError: for missing char ids, ids of the wrong shape or outside
                 [0, n_characters), a mask that is not right-padded, or
                 `output_attentions=True`.
-            TypeError: for char ids that are not an integer tensor.
+            TypeError: for char ids that are not an integer tensor, or whose dtype cannot
+                hold the ids (int8, uint8); int16 and int32 ids give the int64 ids' vectors.
         """
-        input_ids = _char_ids(input_ids, char_ids)
+        options = self.bilm.options.char_cnn
+        # Checked here, before the windows cut them: any integer dtype that holds the ids, as int64.
+        input_ids = check_char_ids(
+            _char_ids(input_ids, char_ids), options.max_characters_per_token, options.n_characters
+        )
         _refuse_attentions(output_attentions, self.config)
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states

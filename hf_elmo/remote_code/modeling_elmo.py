@@ -518,7 +518,7 @@ def distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return rows[first], rank
 
 
-def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters: int) -> None:
+def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters: int) -> torch.Tensor:
     if not isinstance(char_ids, torch.Tensor):
         raise TypeError(
             f"char_ids must be a torch.Tensor; got {type(char_ids).__name__}. "
@@ -529,8 +529,13 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
             f"char_ids must be 3-D [batch, tokens, {max_characters_per_token}]; got shape "
             f"{tuple(char_ids.shape)}. Did you pass word ids? Use words_to_char_ids()."
         )
-    if char_ids.dtype.is_floating_point or char_ids.dtype.is_complex or char_ids.dtype == torch.bool:
-        raise TypeError(f"char_ids must be an integer tensor; got dtype {char_ids.dtype}.")
+    dtype = char_ids.dtype
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool or torch.iinfo(dtype).max < n_characters - 1:
+        raise TypeError(
+            f"char_ids must be an integer tensor whose dtype holds ids up to {n_characters - 1} (int16, int32 or "
+            f"int64); got dtype {dtype}. Make them as int64 (words_to_char_ids and ElmoTokenizer do), or "
+            "convert ids held in a wide enough dtype with char_ids.long()."
+        )
     if char_ids.numel():
         low, high = int(char_ids.min()), int(char_ids.max())
         if low < 0 or high >= n_characters:
@@ -539,6 +544,7 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
                 "Ids are UTF-8 bytes + 1 and markers 257..261 (see elmo_core.model.characters); "
                 "0 marks a padded position."
             )
+    return char_ids.long()  # no copy when they are int64 already
 
 
 def _check_runtime_part(name: str, value: object, method: str, example: str, by_name: str) -> None:
@@ -604,7 +610,7 @@ class BiLM(nn.Module):
         self._states = None
     def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> BiLMOutput:
         C = self.options.char_cnn.max_characters_per_token
-        check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
+        char_ids = check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
         device = self.bos_char_ids.device
         with self.recurrence.threads(device) if self.recurrence is not None else nullcontext(), keep_bf16_copies():
             return self._forward(char_ids, mask, device)
@@ -1349,9 +1355,14 @@ class ElmoModel(ElmoPreTrainedModel):
             ValueError: for missing char ids, ids of the wrong shape or outside
                 [0, n_characters), a mask that is not right-padded, or
                 `output_attentions=True`.
-            TypeError: for char ids that are not an integer tensor.
+            TypeError: for char ids that are not an integer tensor, or whose dtype cannot
+                hold the ids (int8, uint8); int16 and int32 ids give the int64 ids' vectors.
         """
-        input_ids = _char_ids(input_ids, char_ids)
+        options = self.bilm.options.char_cnn
+        # Checked here, before the windows cut them: any integer dtype that holds the ids, as int64.
+        input_ids = check_char_ids(
+            _char_ids(input_ids, char_ids), options.max_characters_per_token, options.n_characters
+        )
         _refuse_attentions(output_attentions, self.config)
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states

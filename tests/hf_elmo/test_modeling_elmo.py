@@ -600,3 +600,20 @@ def test_from_pretrained_gives_float32_under_another_default_dtype(saved_model_d
         torch.testing.assert_close(output, reference, rtol=0, atol=1e-6)
     asked = ElmoModel.from_pretrained(saved_model_dir, dtype=torch.bfloat16)
     assert {p.dtype for p in asked.parameters()} == {torch.bfloat16}  # another precision when asked for
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16], ids=str)
+def test_int32_and_int16_ids_give_the_int64_vectors_exactly(tiny_hf_model, tiny_tokenizer, dtype):
+    b = tiny_tokenizer([["The", "river", "bank", "."], ["Hello", "!"]], is_split_into_words=True, padding=True)
+    b = {k: torch.tensor(v) for k, v in b.items()}
+    want = tiny_hf_model(char_ids=b["char_ids"], attention_mask=b["attention_mask"]).last_hidden_state
+    as_char_ids = tiny_hf_model(char_ids=b["char_ids"].to(dtype), attention_mask=b["attention_mask"].to(dtype))
+    as_input_ids = tiny_hf_model(input_ids=b["char_ids"].to(dtype), attention_mask=b["attention_mask"])
+    assert torch.equal(as_char_ids.last_hidden_state, want) and torch.equal(as_input_ids.last_hidden_state, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.float16], ids=str)
+def test_ids_in_a_dtype_that_cannot_hold_them_are_refused_before_the_forward(tiny_hf_model, tiny_tokenizer, dtype):
+    b = batch(tiny_tokenizer)
+    with pytest.raises(TypeError, match=rf"char_ids .*{dtype}"):
+        tiny_hf_model(char_ids=b["char_ids"].to(dtype), attention_mask=b["attention_mask"])
