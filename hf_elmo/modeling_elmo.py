@@ -29,6 +29,7 @@ from transformers.utils import ModelOutput
 from elmo_core.files import NON_FINITE_FIX, count_non_finite, non_finite_error
 from elmo_core.model import (
     BiLM,
+    CharCNNOptions,
     Elmo,
     Highway,
     ScalarMix,
@@ -251,8 +252,17 @@ def _read_as_the_core_reads(load: Any, source: Any) -> Any:
 # <<< hf_elmo only
 
 
-def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None) -> torch.Tensor:
-    """The char ids to read: `char_ids`, or `input_ids` when they are char ids (3-D)."""
+def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None, options: CharCNNOptions) -> torch.Tensor:
+    """The char ids to read, checked and as int64: `char_ids`, or `input_ids` when they are char ids (3-D).
+
+    Checked here, before the windows cut them: ids of any integer dtype that holds them
+    (`elmo_core.model.check_char_ids`).
+    """
+    ids = _given_char_ids(input_ids, char_ids)
+    return check_char_ids(ids, options.max_characters_per_token, options.n_characters)
+
+
+def _given_char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None) -> torch.Tensor | None:
     if char_ids is not None:
         if isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and isinstance(char_ids, torch.Tensor):
             if tuple(input_ids.shape) != tuple(char_ids.shape[:2]):
@@ -380,11 +390,7 @@ class ElmoModel(ElmoPreTrainedModel):
             TypeError: for char ids that are not an integer tensor, or whose dtype cannot
                 hold the ids (int8, uint8); int16 and int32 ids give the int64 ids' vectors.
         """
-        options = self.bilm.options.char_cnn
-        # Checked here, before the windows cut them: any integer dtype that holds the ids, as int64.
-        input_ids = check_char_ids(
-            _char_ids(input_ids, char_ids), options.max_characters_per_token, options.n_characters
-        )
+        input_ids = _char_ids(input_ids, char_ids, self.bilm.options.char_cnn)
         _refuse_attentions(output_attentions, self.config)
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states
