@@ -94,7 +94,7 @@ def _as_int(value: object) -> int | None:
     if isinstance(value, bool) or getattr(value, "ndim", 0) != 0 or getattr(value, "dtype", None) == torch.bool:
         return None
     try:
-        return operator.index(value)  # type: ignore[call-overload]  # int, numpy integers, 0-d integer tensors
+        return operator.index(value)  # type: ignore[arg-type]  # int, numpy integers, 0-d integer tensors
     except TypeError:
         return None
 
