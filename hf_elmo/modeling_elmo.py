@@ -29,10 +29,12 @@ from transformers.utils import ModelOutput
 from elmo_core.files import NON_FINITE_FIX, count_non_finite, non_finite_error
 from elmo_core.model import (
     BiLM,
+    CharCNNOptions,
     Elmo,
     Highway,
     ScalarMix,
     bilm_is_trainable,
+    check_char_ids,
     mix_representations,
     read_in_windows,
     run_bilm,
@@ -250,8 +252,17 @@ def _read_as_the_core_reads(load: Any, source: Any) -> Any:
 # <<< hf_elmo only
 
 
-def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None) -> torch.Tensor:
-    """The char ids to read: `char_ids`, or `input_ids` when they are char ids (3-D)."""
+def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None, options: CharCNNOptions) -> torch.Tensor:
+    """The char ids to read, checked and as int64: `char_ids`, or `input_ids` when they are char ids (3-D).
+
+    Checked here, before the windows cut them: ids of any integer dtype that holds them
+    (`elmo_core.model.check_char_ids`).
+    """
+    ids = _given_char_ids(input_ids, char_ids)
+    return check_char_ids(ids, options.max_characters_per_token, options.n_characters)
+
+
+def _given_char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None) -> torch.Tensor | None:
     if char_ids is not None:
         if isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and isinstance(char_ids, torch.Tensor):
             if tuple(input_ids.shape) != tuple(char_ids.shape[:2]):
@@ -272,6 +283,20 @@ def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None) -> 
             "(model(**tokenizer(texts, return_tensors='pt')) does)."
         )
     return input_ids
+
+
+def _asked_dtype(config: ElmoConfig) -> torch.dtype | None:
+    """The float dtype `from_pretrained(..., dtype=...)` asked for, if any other than float32.
+
+    transformers records the asked dtype in `config.dtype`. The core builds float32
+    whatever torch's default dtype, so another precision comes from this request alone.
+    """
+    dtype = getattr(config, "dtype", None)
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype, None)
+    if isinstance(dtype, torch.dtype) and dtype.is_floating_point and dtype != torch.float32:
+        return dtype
+    return None
 
 
 def _refuse_attentions(output_attentions: bool | None, config: ElmoConfig) -> None:
@@ -303,7 +328,10 @@ class ElmoModel(ElmoPreTrainedModel):
                 f"scalar mix); got {config.num_output_representations}. Use "
                 "output_hidden_states=True for the raw biLM layers."
             )
-        core = Elmo(config.to_options(), **config.elmo_settings())  # the core's construction rules
+        core = Elmo(config.to_options(), **config.elmo_settings())  # the core's construction rules: float32
+        asked = _asked_dtype(config)
+        if asked is not None:
+            core.to(asked)
         self.bilm: BiLM = core.bilm
         self.scalar_mixes: nn.ModuleList = core.scalar_mixes
         # Rows are stateless: reading the windows of a long input all at once or in budgeted
@@ -359,9 +387,10 @@ class ElmoModel(ElmoPreTrainedModel):
             ValueError: for missing char ids, ids of the wrong shape or outside
                 [0, n_characters), a mask that is not right-padded, or
                 `output_attentions=True`.
-            TypeError: for char ids that are not an integer tensor.
+            TypeError: for char ids that are not an integer tensor, or whose dtype cannot
+                hold the ids (int8, uint8); int16 and int32 ids give the int64 ids' vectors.
         """
-        input_ids = _char_ids(input_ids, char_ids)
+        input_ids = _char_ids(input_ids, char_ids, self.bilm.options.char_cnn)
         _refuse_attentions(output_attentions, self.config)
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states

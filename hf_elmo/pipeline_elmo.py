@@ -84,10 +84,13 @@ class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
                 token budget decides).
 
         Returns:
-            One result per input string, in input order (see the class docstring).
+            One result per input string, in input order (see the class docstring): an
+            empty list for an empty list.
         """
         if isinstance(inputs, tuple):
             inputs = list(inputs)
+        if isinstance(inputs, list) and not inputs:
+            return []  # as n texts give n results (transformers' own check reads inputs[0])
         if not (isinstance(inputs, list) and len(inputs) > 1 and all(isinstance(t, str) for t in inputs)):
             return super().__call__(inputs, *args, **kwargs)
         assert self.tokenizer is not None  # a feature-extraction pipeline has one
@@ -137,7 +140,7 @@ def feature_extraction_pipeline(
         WeightFileError: if no model is named and no default model is installed.
         ValueError: if `batch_tokens` is not a positive integer.
     """
-    check_int("batch_tokens", batch_tokens, meaning="padded positions per batch")
+    batch_tokens = check_int("batch_tokens", batch_tokens, meaning="padded positions per batch")
     if model is None:
         model = str(resolve_model_source().folder)  # the default model (the core decides which)
     if isinstance(model, os.PathLike):

@@ -34,7 +34,7 @@ from transformers import BatchEncoding, PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 from transformers.utils import to_py_obj
 
-from elmo_core.files import DEFAULT_TOKENIZER, spacy_token_texts, token_offsets
+from elmo_core.files import DEFAULT_TOKENIZER, spacy_word_splitter, token_offsets
 from elmo_core.model import (
     BEGINNING_OF_SENTENCE_CHARACTER,
     BEGINNING_OF_WORD_CHARACTER,
@@ -134,8 +134,8 @@ def _load_text_tokenizer(name: str) -> Callable[[str], list[str]]:
     """The raw-text tokenizer `name` (an `elmo_core.tokenizers` plug-in).
 
     In a saved folder loaded where elmo-bilm is not installed, no plug-in exists; the
-    default rules ("spacy-en": spaCy's English tokenizer, whitespace tokens dropped by
-    the core's `spacy_token_texts`) are then built from spaCy directly, when spaCy is
+    default rules ("spacy-en": spaCy's English tokenizer, with the core's
+    `spacy_word_splitter`) are then built from spaCy directly, when spaCy is
     importable, so raw text gives the same tokens as in a full install.
     """
     # >>> hf_elmo only: the installed plug-ins
@@ -157,8 +157,7 @@ def _load_text_tokenizer(name: str) -> Callable[[str], list[str]]:
             "raw-text tokenisation needs spaCy (the pretraining data's English rules): pip install spacy, "
             "or pass token lists with is_split_into_words=True."
         ) from None
-    tokenizer = spacy.blank("en").tokenizer
-    return lambda text: spacy_token_texts(tokenizer(text))
+    return spacy_word_splitter(spacy.blank("en"))  # the core's rules: keeps nothing per word
 
 
 class ElmoTokenizer(PreTrainedTokenizer):

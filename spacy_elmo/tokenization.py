@@ -1,10 +1,14 @@
-"""Raw text to tokens with spaCy's English tokenizer rules."""
+"""Raw text to tokens with spaCy's English tokenizer rules.
+
+Both splitters keep nothing per word they see (`elmo_core.files.spacy_word_splitter`), so a
+long-running process that tokenises an open vocabulary stays at a flat size.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from elmo_core.files import spacy_token_texts
+from elmo_core.files import spacy_sentence_splitter, spacy_word_splitter
 
 __all__ = ["english_sentences", "english_tokenizer"]
 
@@ -17,12 +21,7 @@ def english_tokenizer() -> Callable[[str], list[str]]:
     """
     import spacy
 
-    tokenizer = spacy.blank("en").tokenizer
-
-    def tokenize(text: str) -> list[str]:
-        return spacy_token_texts(tokenizer(text))
-
-    return tokenize
+    return spacy_word_splitter(spacy.blank("en"))
 
 
 def english_sentences() -> Callable[[str], list[list[str]]]:
@@ -38,9 +37,4 @@ def english_sentences() -> Callable[[str], list[list[str]]]:
 
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
-
-    def split(text: str) -> list[list[str]]:
-        sentences = (spacy_token_texts(sent) for sent in nlp(text).sents)
-        return [tokens for tokens in sentences if tokens]
-
-    return split
+    return spacy_sentence_splitter(nlp)

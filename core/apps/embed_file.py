@@ -171,7 +171,7 @@ def plan_pieces(
     Raises:
         ElmoError: if the file does not exist or is not UTF-8 (names the line).
     """
-    check_int("piece_tokens", piece_tokens)
+    piece_tokens = check_int("piece_tokens", piece_tokens)
     path = Path(path)
     digest = hashlib.sha256()
     pieces: list[Piece] = []
@@ -310,7 +310,7 @@ def embed_file(
     # Bad arguments fail here, before a job folder records them as the job's settings.
     settings = EmbedSettings.given(settings, overrides)
     check_model(model, settings)
-    check_int("piece_tokens", piece_tokens)
+    piece_tokens = check_int("piece_tokens", piece_tokens)
     job_settings = _job_settings(model, settings, tokenize, record)
     check_embed_paths(input_path, output_path)
     files = _JobFiles(Path(input_path), Path(output_path), piece_tokens)

@@ -51,7 +51,9 @@ from .tokenizers import (
     TOKENIZER_ENTRY_POINTS,
     available_tokenizers,
     get_tokenizer,
+    spacy_sentence_splitter,
     spacy_token_texts,
+    spacy_word_splitter,
     token_offsets,
 )
 from .weights import bilm_tf_dataset_shapes, count_non_finite, load_bilm_tf, non_finite_error, save_bilm_tf
@@ -97,7 +99,9 @@ __all__ = [
     "same_file",
     "save_bilm_tf",
     "save_model_folder",
+    "spacy_sentence_splitter",
     "spacy_token_texts",
+    "spacy_word_splitter",
     "STDIN",
     "strip_line_end",
     "token_offsets",

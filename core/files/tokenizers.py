@@ -5,12 +5,15 @@ English tokenizer rules: `text -> list of tokens`), the rules the pretraining da
 tokenised with, so that users' text is split the same way. The rule for turning spaCy's
 tokens into ELMo's (`spacy_token_texts`) lives here, so that every face that calls spaCy
 (spacy_elmo, and a saved Hugging Face folder where elmo-bilm is not installed) applies
-the same one; the spaCy object is passed in, never imported.
+the same one; the spaCy object is passed in, never imported. So does the rule that a
+splitter keeps nothing per word it sees (`spacy_word_splitter`, `spacy_sentence_splitter`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from .plugins import load_plugin, plugin_names
@@ -21,6 +24,8 @@ __all__ = [
     "get_tokenizer",
     "available_tokenizers",
     "spacy_token_texts",
+    "spacy_word_splitter",
+    "spacy_sentence_splitter",
     "token_offsets",
 ]
 
@@ -56,6 +61,57 @@ def spacy_token_texts(tokens: Iterable[Any]) -> list[str]:
     `.is_space` (duck-typed: the core never imports spaCy).
     """
     return [token.text for token in tokens if not token.is_space]
+
+
+def spacy_word_splitter(nlp: Any) -> Callable[[str], list[str]]:
+    """A function `text -> ELMo's tokens` with the tokenizer of the spaCy pipeline `nlp`.
+
+    It keeps nothing per word. spaCy keeps every string its tokenizer meets in the
+    pipeline's vocabulary for good, so a long-running service that keeps seeing new words
+    (ids, URLs, typos) would grow without bound. Each call runs in a spaCy memory zone
+    (`_memory_zone`), which frees what the call added once the token texts are copied out.
+
+    Args:
+        nlp: A spaCy `Language` of the splitter's own (`spacy.blank("en")`), used by
+            nothing else: its vocabulary is emptied of each call's strings.
+    """
+    lock = threading.Lock()
+
+    def split(text: str) -> list[str]:
+        with _memory_zone(nlp, lock):
+            return spacy_token_texts(nlp.tokenizer(text))
+
+    return split
+
+
+def spacy_sentence_splitter(nlp: Any) -> Callable[[str], list[list[str]]]:
+    """A function `paragraph -> sentences of ELMo's tokens` with the spaCy pipeline `nlp`.
+
+    `nlp` must set sentence boundaries (e.g. a `sentencizer`). Whitespace tokens are
+    dropped and empty sentences skipped. Like `spacy_word_splitter`, it keeps nothing per
+    word, and `nlp` must be its own.
+    """
+    lock = threading.Lock()
+
+    def split(text: str) -> list[list[str]]:
+        with _memory_zone(nlp, lock):
+            sentences = (spacy_token_texts(sentence) for sentence in nlp(text).sents)
+            return [tokens for tokens in sentences if tokens]
+
+    return split
+
+
+@contextmanager
+def _memory_zone(nlp: Any, lock: threading.Lock) -> Iterator[None]:
+    """One call's spaCy memory zone (spaCy 3.8+: `Language.memory_zone`), one call at a time.
+
+    Strings and lexemes added inside the zone are freed when it ends, so nothing made
+    inside may be used after it. Zones must not overlap, hence the lock (the tokenizer
+    holds the GIL anyway). Before spaCy 3.8 there are no zones, and the strings stay.
+    """
+    zone = getattr(nlp, "memory_zone", None)
+    with lock, zone() if zone is not None else nullcontext():
+        yield
 
 
 def token_offsets(text: str, tokens: Sequence[str]) -> list[tuple[int, int]]:

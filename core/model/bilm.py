@@ -129,8 +129,14 @@ def distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return rows[first], rank
 
 
-def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters: int) -> None:
-    """Raise a clear error unless `char_ids` is a valid [batch, tokens, chars] id tensor."""
+def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters: int) -> torch.Tensor:
+    """`char_ids` as int64, after a clear error unless it is a valid [batch, tokens, chars] id tensor.
+
+    Ids of any integer dtype that holds every id (up to `n_characters - 1`: int16, int32,
+    int64, as numpy or ONNX Runtime hand them over) give the int64 ids' vectors. A dtype
+    that cannot hold them (int8, uint8) or is not an integer type is refused here, before
+    the forward.
+    """
     if not isinstance(char_ids, torch.Tensor):
         raise TypeError(
             f"char_ids must be a torch.Tensor; got {type(char_ids).__name__}. "
@@ -141,8 +147,13 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
             f"char_ids must be 3-D [batch, tokens, {max_characters_per_token}]; got shape "
             f"{tuple(char_ids.shape)}. Did you pass word ids? Use words_to_char_ids()."
         )
-    if char_ids.dtype.is_floating_point or char_ids.dtype.is_complex or char_ids.dtype == torch.bool:
-        raise TypeError(f"char_ids must be an integer tensor; got dtype {char_ids.dtype}.")
+    dtype = char_ids.dtype
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool or torch.iinfo(dtype).max < n_characters - 1:
+        raise TypeError(
+            f"char_ids must be an integer tensor whose dtype holds ids up to {n_characters - 1} (int16, int32 or "
+            f"int64); got dtype {dtype}. Make them as int64 (words_to_char_ids and ElmoTokenizer do), or "
+            "convert ids held in a wide enough dtype with char_ids.long()."
+        )
     if char_ids.numel():
         low, high = int(char_ids.min()), int(char_ids.max())
         if low < 0 or high >= n_characters:
@@ -151,6 +162,7 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
                 "Ids are UTF-8 bytes + 1 and markers 257..261 (see elmo_core.model.characters); "
                 "0 marks a padded position."
             )
+    return char_ids.long()  # no copy when they are int64 already
 
 
 def _check_runtime_part(name: str, value: object, method: str, example: str, by_name: str) -> None:
@@ -284,7 +296,7 @@ class BiLM(nn.Module):
                 mask that is not right-padded.
         """
         C = self.options.char_cnn.max_characters_per_token
-        check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
+        char_ids = check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
         device = self.bos_char_ids.device
         # keep_bf16_copies: bf16 copies of trainable weights live for this pass (precision.py)
         with self.recurrence.threads(device) if self.recurrence is not None else nullcontext(), keep_bf16_copies():

@@ -17,7 +17,7 @@ from torch import nn
 from .characters import CHAR_ID_OFFSET, PADDING_CHARACTER
 from .highway import Highway
 from .options import BiLMOptions
-from .precision import bf16_linear, bf16_weight, cpu_bf16_active
+from .precision import WEIGHT_DTYPE, bf16_linear, bf16_weight, cpu_bf16_active
 
 __all__ = ["BLOCK_TOKENS", "HIGHWAY_BLOCK_TOKENS", "CharCNN"]
 
@@ -60,14 +60,18 @@ class CharCNN(nn.Module):
         cc = options.char_cnn
         self.max_characters_per_token = cc.max_characters_per_token
         self.n_characters = cc.n_characters
-        self.char_embedding = nn.Parameter(torch.empty(cc.n_characters - 1, cc.embedding_dim))
+        self.char_embedding = nn.Parameter(torch.empty(cc.n_characters - 1, cc.embedding_dim, dtype=WEIGHT_DTYPE))
         self.reset_parameters()
-        self.convolutions = nn.ModuleList(nn.Conv1d(cc.embedding_dim, count, width) for width, count in cc.filters)
+        self.convolutions = nn.ModuleList(
+            nn.Conv1d(cc.embedding_dim, count, width, dtype=WEIGHT_DTYPE) for width, count in cc.filters
+        )
         self.activation = cc.activation
         self.highway = Highway(cc.n_filters, cc.n_highway)
         projection_dim = options.lstm.projection_dim
         self.projection: nn.Module = (
-            nn.Linear(cc.n_filters, projection_dim) if cc.n_filters != projection_dim else nn.Identity()
+            nn.Linear(cc.n_filters, projection_dim, dtype=WEIGHT_DTYPE)
+            if cc.n_filters != projection_dim
+            else nn.Identity()
         )
         self.training_path: Callable[[CharCNN, torch.Tensor], torch.Tensor] | None = None
 

@@ -2,12 +2,45 @@
 
 Every integer option of the library (batch sizes, token budgets, cache sizes, window
 lengths, widths) is checked by `check_int`, so a bad value always gets the same kind of
-message: what the argument must be, what it means, and what arrived.
+message: what the argument must be, what it means, and what arrived. It takes the
+integers other tools hand over as well (numpy's `np.int64`, a 0-d integer tensor) and
+returns the plain `int` they hold, so a caller keeps only Python ints.
 """
 
 from __future__ import annotations
 
+import operator
+from typing import Literal, overload
+
+import torch
+
 __all__ = ["check_int"]
+
+
+@overload
+def check_int(
+    name: str,
+    value: object,
+    *,
+    minimum: int = 1,
+    none_ok: Literal[False] = False,
+    meaning: str = "",
+    hint: str = "",
+    error: type[Exception] = ValueError,
+) -> int: ...
+
+
+@overload
+def check_int(
+    name: str,
+    value: object,
+    *,
+    minimum: int = 1,
+    none_ok: bool,
+    meaning: str = "",
+    hint: str = "",
+    error: type[Exception] = ValueError,
+) -> int | None: ...
 
 
 def check_int(
@@ -19,8 +52,11 @@ def check_int(
     meaning: str = "",
     hint: str = "",
     error: type[Exception] = ValueError,
-) -> None:
-    """Raise `error` unless `value` is an `int` (not a `bool`) of at least `minimum`.
+) -> int | None:
+    """The `int` that `value` holds; raise `error` unless it is an integer of at least `minimum`.
+
+    An integer is a Python `int`, a numpy integer scalar or a 0-d integer tensor (what
+    numpy, ONNX Runtime or torch hand over); never a `bool` (nor a numpy or torch bool).
 
     Args:
         name: The argument's name as the caller knows it (`"max_tokens"`, `"--piece-tokens"`).
@@ -35,15 +71,30 @@ def check_int(
         error: The exception class to raise (`ValueError` unless a caller's own error
             class, such as `OptionsError`, is what its users catch).
 
+    Returns:
+        `value` as a Python `int` (None when `value` is None and `none_ok`).
+
     Raises:
         error: e.g. `ValueError("max_tokens must be a positive integer; got 0.")`.
     """
     if value is None and none_ok:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        return None
+    number = _as_int(value)
+    if number is None or number < minimum:
         expected = {1: "a positive integer", 0: "a non-negative integer"}.get(minimum, f"an integer >= {minimum}")
         if meaning:
             expected += f" ({meaning})"
         if none_ok:
             expected += f", or leave {name} out" if name.startswith("--") else " or None"
         raise error(f"{name} must be {expected}; got {value!r}." + (f" {hint}" if hint else ""))
+    return number
+
+
+def _as_int(value: object) -> int | None:
+    """The `int` an integer scalar of any kind holds, or None for anything else (bools included)."""
+    if isinstance(value, bool) or getattr(value, "ndim", 0) != 0 or getattr(value, "dtype", None) == torch.bool:
+        return None
+    try:
+        return operator.index(value)  # type: ignore[arg-type]  # int, numpy integers, 0-d integer tensors
+    except TypeError:
+        return None

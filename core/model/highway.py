@@ -8,7 +8,7 @@ from typing import cast
 import torch
 from torch import nn
 
-from .precision import bf16_linear, cpu_bf16_active
+from .precision import WEIGHT_DTYPE, bf16_linear, cpu_bf16_active
 
 __all__ = ["Highway"]
 
@@ -40,7 +40,7 @@ class Highway(nn.Module):
     def __init__(self, size: int, n_highway: int) -> None:
         super().__init__()
         self.size = size
-        self.layers = nn.ModuleList(nn.Linear(size, 2 * size) for _ in range(n_highway))
+        self.layers = nn.ModuleList(nn.Linear(size, 2 * size, dtype=WEIGHT_DTYPE) for _ in range(n_highway))
         for layer in cast(Iterable[nn.Linear], self.layers):  # torch types a ModuleList's items as Module
             self.init_carry_bias(layer)
 

@@ -51,7 +51,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from .precision import bf16_linear, bf16_weight, cpu_bf16_active
+from .precision import WEIGHT_DTYPE, bf16_linear, bf16_weight, cpu_bf16_active
 
 __all__ = [
     "LSTMCellWithProjection",
@@ -168,9 +168,9 @@ class LSTMCellWithProjection(nn.Module):
         self.cell_clip = cell_clip
         self.proj_clip = proj_clip
         self.compile_recurrence = False  # see compile_recurrence()
-        self.input_linear = nn.Linear(input_size, 4 * dim)
-        self.state_linear = nn.Linear(projection_dim, 4 * dim, bias=False)
-        self.state_projection = nn.Linear(dim, projection_dim, bias=False)
+        self.input_linear = nn.Linear(input_size, 4 * dim, dtype=WEIGHT_DTYPE)
+        self.state_linear = nn.Linear(projection_dim, 4 * dim, bias=False, dtype=WEIGHT_DTYPE)
+        self.state_projection = nn.Linear(dim, projection_dim, bias=False, dtype=WEIGHT_DTYPE)
 
     def forward(
         self,

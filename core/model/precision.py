@@ -45,6 +45,7 @@ import torch.nn.functional as F
 from torch import nn
 
 __all__ = [
+    "WEIGHT_DTYPE",
     "bf16_linear",
     "bf16_weight",
     "check_cpu_bf16",
@@ -52,6 +53,16 @@ __all__ = [
     "cpu_bf16_support",
     "keep_bf16_copies",
 ]
+
+WEIGHT_DTYPE = torch.float32
+"""The dtype every parameter of the model is built in, whatever torch's default dtype.
+
+The weight files hold float32, and a program may set another default for a model of its
+own (`torch.set_default_dtype(torch.bfloat16)`). Each module passes this dtype to the
+parameters it creates, so a load gives the float32 model and its vectors, and torch's
+default is neither read nor changed. Another precision is the user's choice afterwards:
+`model.to(dtype)`, or `autocast_dtype` for the products alone.
+"""
 
 _BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 

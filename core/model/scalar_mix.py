@@ -17,6 +17,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from .precision import WEIGHT_DTYPE
+
 __all__ = [
     "LAYER_NORM_SCOPES",
     "ScalarMix",
@@ -173,8 +175,8 @@ class ScalarMix(nn.Module):
         self.layer_norm_scope = layer_norm_scope
         self.initial_scalar_parameters = tuple(float(v) for v in initial_scalar_parameters)
         self.initial_gamma = float(gamma)
-        self.scalar_weights = nn.Parameter(torch.empty(n_outputs), requires_grad=trainable)
-        self.gamma = nn.Parameter(torch.empty(1), requires_grad=trainable)
+        self.scalar_weights = nn.Parameter(torch.empty(n_outputs, dtype=WEIGHT_DTYPE), requires_grad=trainable)
+        self.gamma = nn.Parameter(torch.empty(1, dtype=WEIGHT_DTYPE), requires_grad=trainable)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -135,9 +135,10 @@ def check_window_settings(window_tokens: int | None, window_context: int | None)
     """
     if window_tokens == 0 and not isinstance(window_tokens, bool):
         return None
-    if window_tokens is not None:
-        _check_window(window_tokens, window_context)
-    return window_tokens
+    if window_tokens is None:
+        return None
+    _check_window(window_tokens, window_context)
+    return check_int("window_tokens", window_tokens)  # checked: the int it holds (a numpy integer's)
 
 
 PlanBatches = Callable[[list[int]], Iterable[Sequence[int]]]

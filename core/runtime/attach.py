@@ -18,6 +18,7 @@ import torch
 from ..model.bilm import BiLM
 from ..model.checks import check_int
 from .char_cnn_training import encode_for_training
+from .memory import release_when_collected
 from .recurrence import Recurrence
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS, TokenCache
 
@@ -29,6 +30,9 @@ def attach_runtime(
 ) -> torch.nn.Module:
     """Hand every `BiLM` inside `module` a `Recurrence(recurrence)`, a fresh layer-0 cache, and
     its char CNN the training path (`elmo_core.runtime.char_cnn_training.encode_for_training`).
+
+    Each biLM is also marked so that, once it is dropped and freed, its heap goes back to
+    the OS (`elmo_core.runtime.memory.release_when_collected`).
 
     Args:
         module: An `Elmo`, `BiLM`, `BiLMLanguageModel` or anything containing a `BiLM`.
@@ -47,6 +51,7 @@ def attach_runtime(
         bilm.recurrence = Recurrence(recurrence)  # one each: captured graphs are per model
         bilm.char_cnn.training_path = encode_for_training
         bilm.token_cache = TokenCache(token_cache_words) if token_cache_words else None
+        release_when_collected(bilm)  # a dropped model's heap goes back to the OS
     return module
 
 

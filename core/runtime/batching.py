@@ -38,8 +38,8 @@ def batches_by_token_budget(
     Raises:
         ValueError: if `max_tokens` or `max_batch_size` is not a positive integer.
     """
-    check_int("max_tokens", max_tokens)
-    check_int("max_batch_size", max_batch_size, none_ok=True)
+    max_tokens = check_int("max_tokens", max_tokens)
+    max_batch_size = check_int("max_batch_size", max_batch_size, none_ok=True)
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batches: list[list[int]] = []
     current: list[int] = []

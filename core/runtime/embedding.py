@@ -119,10 +119,13 @@ class EmbedSettings:
     )
 
     def __post_init__(self) -> None:
-        check_int("batch_tokens", self.batch_tokens)
+        object.__setattr__(self, "batch_tokens", check_int("batch_tokens", self.batch_tokens))
         if self.batch_size is not None:
-            check_int("batch_size", self.batch_size)
-        object.__setattr__(self, "window_tokens", check_window_settings(self.window_tokens, self.window_context))
+            object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size))
+        window_tokens = check_window_settings(self.window_tokens, self.window_context)
+        object.__setattr__(self, "window_tokens", window_tokens)
+        if window_tokens is not None and self.window_context is not None:  # an int, as the window's
+            object.__setattr__(self, "window_context", check_int("window_context", self.window_context, minimum=0))
         if self.autocast_dtype not in (None, torch.bfloat16, torch.float16):
             raise ValueError(
                 f"autocast_dtype must be torch.bfloat16, torch.float16 or None; got {self.autocast_dtype!r}."

@@ -53,8 +53,7 @@ class FeatureCache:
     """
 
     def __init__(self, max_bytes: int) -> None:
-        check_int("max_bytes", max_bytes, minimum=0, meaning="0 = no cache")
-        self.max_bytes = max_bytes
+        self.max_bytes = check_int("max_bytes", max_bytes, minimum=0, meaning="0 = no cache")
         self._entries: OrderedDict[Hashable, np.ndarray] = OrderedDict()
         self._nbytes = 0
         self._hits = 0

@@ -40,6 +40,14 @@ The fix has two parts, both here:
 
 `benchmarks/bench_memory.py` measures the peaks (`elmo embed` on 100k and on 1M tokens).
 
+A process that loads, uses and drops models many times (per tenant, per request, in a
+test suite) frees each model's tensors, but their heap stays with the process in the
+same way. A model that sits in a reference cycle (as a spaCy pipeline does) is freed by
+Python's cyclic collector, at a moment no face chooses. So every loader marks the models
+it builds (`release_when_collected`, from `attach_runtime`): once such a model has been
+freed, the end of the next garbage collection hands the heap back. Nothing runs for
+programs that never build a model, and nothing runs per collection beyond a flag check.
+
 On systems without glibc (macOS, Windows, musl) it does nothing: their allocators
 return memory differently.
 """
@@ -48,10 +56,14 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
+import threading
+import weakref
 
 __all__ = [
     "MMAP_THRESHOLD",
     "release_free_memory",
+    "release_when_collected",
     "use_heap_for_every_block",
     "use_mmap_for_large_blocks",
 ]
@@ -90,6 +102,35 @@ def release_free_memory() -> bool:
     if _MALLOC_TRIM is None:
         return False
     return bool(_MALLOC_TRIM(0))
+
+
+def release_when_collected(model: object) -> None:
+    """Hand the heap back to the OS once `model` has been freed (see the module docstring).
+
+    When `model` is freed, a flag is set: its tensors are freed just after that, so the
+    trim waits for the end of the next garbage collection (the one that freed a model in a
+    reference cycle, or the next of any generation), which runs `release_free_memory()`.
+    The collector's callback is installed on the first call, so a program that builds no
+    model gets none. Marking a model twice marks it once.
+    """
+    if _MALLOC_TRIM is None or model in _MARKED:
+        return
+    _MARKED.add(model)
+    weakref.finalize(model, _FREED.set)
+    with _INSTALL_LOCK:
+        if _after_collection not in gc.callbacks:
+            gc.callbacks.append(_after_collection)
+
+
+_MARKED: weakref.WeakSet[object] = weakref.WeakSet()
+_FREED = threading.Event()  # a marked model was freed since the last trim
+_INSTALL_LOCK = threading.Lock()
+
+
+def _after_collection(phase: str, info: dict[str, int]) -> None:
+    if phase == "stop" and _FREED.is_set():
+        _FREED.clear()
+        release_free_memory()
 
 
 def use_mmap_for_large_blocks(threshold: int = MMAP_THRESHOLD) -> bool:

@@ -64,13 +64,12 @@ class TokenCache:
     """
 
     def __init__(self, max_words: int = DEFAULT_TOKEN_CACHE_WORDS) -> None:
-        check_int(
+        self.max_words = check_int(
             "max_words",
             max_words,
             meaning="word types to keep",
             hint="To switch the cache off, use set_token_cache(model, 0) instead.",
         )
-        self.max_words = max_words
         self._lock = threading.Lock()
         self.clear()
 

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import torch
 
 try:  # transformers 5 spelling
     from transformers import PreTrainedConfig
@@ -73,16 +76,27 @@ def check_int(
     meaning: str = "",
     hint: str = "",
     error: type[Exception] = ValueError,
-) -> None:
+) -> int | None:
     if value is None and none_ok:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        return None
+    number = _as_int(value)
+    if number is None or number < minimum:
         expected = {1: "a positive integer", 0: "a non-negative integer"}.get(minimum, f"an integer >= {minimum}")
         if meaning:
             expected += f" ({meaning})"
         if none_ok:
             expected += f", or leave {name} out" if name.startswith("--") else " or None"
         raise error(f"{name} must be {expected}; got {value!r}." + (f" {hint}" if hint else ""))
+    return number
+
+
+def _as_int(value: object) -> int | None:
+    if isinstance(value, bool) or getattr(value, "ndim", 0) != 0 or getattr(value, "dtype", None) == torch.bool:
+        return None
+    try:
+        return operator.index(value)  # type: ignore[arg-type]  # int, numpy integers, 0-d integer tensors
+    except TypeError:
+        return None
 
 
 # ---- elmo_core/model/errors.py ------------------------------------------------
@@ -314,9 +328,10 @@ def _check_window(window_tokens: int, context: int | None) -> int:
 def check_window_settings(window_tokens: int | None, window_context: int | None) -> int | None:
     if window_tokens == 0 and not isinstance(window_tokens, bool):
         return None
-    if window_tokens is not None:
-        _check_window(window_tokens, window_context)
-    return window_tokens
+    if window_tokens is None:
+        return None
+    _check_window(window_tokens, window_context)
+    return check_int("window_tokens", window_tokens)  # checked: the int it holds (a numpy integer's)
 
 
 # ---- hf_elmo/configuration_elmo.py --------------------------------------------

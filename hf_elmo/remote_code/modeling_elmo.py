@@ -40,6 +40,7 @@ from transformers.utils import ModelOutput
 from .configuration_elmo import (
     BOS_TOKEN,
     BiLMOptions,
+    CharCNNOptions,
     DEFAULT_WINDOW_TOKENS,
     EOS_TOKEN,
     ElmoConfig,
@@ -51,6 +52,9 @@ from .configuration_elmo import (
 
 
 # ---- elmo_core/model/precision.py ---------------------------------------------
+
+WEIGHT_DTYPE = torch.float32
+
 
 def cpu_bf16_active(x: torch.Tensor) -> bool:
     return (
@@ -105,7 +109,7 @@ class Highway(nn.Module):
     def __init__(self, size: int, n_highway: int) -> None:
         super().__init__()
         self.size = size
-        self.layers = nn.ModuleList(nn.Linear(size, 2 * size) for _ in range(n_highway))
+        self.layers = nn.ModuleList(nn.Linear(size, 2 * size, dtype=WEIGHT_DTYPE) for _ in range(n_highway))
         for layer in cast(Iterable[nn.Linear], self.layers):  # torch types a ModuleList's items as Module
             self.init_carry_bias(layer)
     def init_carry_bias(self, layer: nn.Linear) -> None:
@@ -139,14 +143,18 @@ class CharCNN(nn.Module):
         cc = options.char_cnn
         self.max_characters_per_token = cc.max_characters_per_token
         self.n_characters = cc.n_characters
-        self.char_embedding = nn.Parameter(torch.empty(cc.n_characters - 1, cc.embedding_dim))
+        self.char_embedding = nn.Parameter(torch.empty(cc.n_characters - 1, cc.embedding_dim, dtype=WEIGHT_DTYPE))
         self.reset_parameters()
-        self.convolutions = nn.ModuleList(nn.Conv1d(cc.embedding_dim, count, width) for width, count in cc.filters)
+        self.convolutions = nn.ModuleList(
+            nn.Conv1d(cc.embedding_dim, count, width, dtype=WEIGHT_DTYPE) for width, count in cc.filters
+        )
         self.activation = cc.activation
         self.highway = Highway(cc.n_filters, cc.n_highway)
         projection_dim = options.lstm.projection_dim
         self.projection: nn.Module = (
-            nn.Linear(cc.n_filters, projection_dim) if cc.n_filters != projection_dim else nn.Identity()
+            nn.Linear(cc.n_filters, projection_dim, dtype=WEIGHT_DTYPE)
+            if cc.n_filters != projection_dim
+            else nn.Identity()
         )
         self.training_path: Callable[[CharCNN, torch.Tensor], torch.Tensor] | None = None
     def reset_parameters(self) -> None:
@@ -231,9 +239,9 @@ class LSTMCellWithProjection(nn.Module):
         self.cell_clip = cell_clip
         self.proj_clip = proj_clip
         self.compile_recurrence = False  # see compile_recurrence()
-        self.input_linear = nn.Linear(input_size, 4 * dim)
-        self.state_linear = nn.Linear(projection_dim, 4 * dim, bias=False)
-        self.state_projection = nn.Linear(dim, projection_dim, bias=False)
+        self.input_linear = nn.Linear(input_size, 4 * dim, dtype=WEIGHT_DTYPE)
+        self.state_linear = nn.Linear(projection_dim, 4 * dim, bias=False, dtype=WEIGHT_DTYPE)
+        self.state_projection = nn.Linear(dim, projection_dim, bias=False, dtype=WEIGHT_DTYPE)
     def forward(
         self,
         inputs: torch.Tensor,
@@ -511,7 +519,7 @@ def distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return rows[first], rank
 
 
-def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters: int) -> None:
+def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters: int) -> torch.Tensor:
     if not isinstance(char_ids, torch.Tensor):
         raise TypeError(
             f"char_ids must be a torch.Tensor; got {type(char_ids).__name__}. "
@@ -522,8 +530,13 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
             f"char_ids must be 3-D [batch, tokens, {max_characters_per_token}]; got shape "
             f"{tuple(char_ids.shape)}. Did you pass word ids? Use words_to_char_ids()."
         )
-    if char_ids.dtype.is_floating_point or char_ids.dtype.is_complex or char_ids.dtype == torch.bool:
-        raise TypeError(f"char_ids must be an integer tensor; got dtype {char_ids.dtype}.")
+    dtype = char_ids.dtype
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool or torch.iinfo(dtype).max < n_characters - 1:
+        raise TypeError(
+            f"char_ids must be an integer tensor whose dtype holds ids up to {n_characters - 1} (int16, int32 or "
+            f"int64); got dtype {dtype}. Make them as int64 (words_to_char_ids and ElmoTokenizer do), or "
+            "convert ids held in a wide enough dtype with char_ids.long()."
+        )
     if char_ids.numel():
         low, high = int(char_ids.min()), int(char_ids.max())
         if low < 0 or high >= n_characters:
@@ -532,6 +545,7 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
                 "Ids are UTF-8 bytes + 1 and markers 257..261 (see elmo_core.model.characters); "
                 "0 marks a padded position."
             )
+    return char_ids.long()  # no copy when they are int64 already
 
 
 def _check_runtime_part(name: str, value: object, method: str, example: str, by_name: str) -> None:
@@ -597,7 +611,7 @@ class BiLM(nn.Module):
         self._states = None
     def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> BiLMOutput:
         C = self.options.char_cnn.max_characters_per_token
-        check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
+        char_ids = check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
         device = self.bos_char_ids.device
         with self.recurrence.threads(device) if self.recurrence is not None else nullcontext(), keep_bf16_copies():
             return self._forward(char_ids, mask, device)
@@ -799,8 +813,8 @@ class ScalarMix(nn.Module):
         self.layer_norm_scope = layer_norm_scope
         self.initial_scalar_parameters = tuple(float(v) for v in initial_scalar_parameters)
         self.initial_gamma = float(gamma)
-        self.scalar_weights = nn.Parameter(torch.empty(n_outputs), requires_grad=trainable)
-        self.gamma = nn.Parameter(torch.empty(1), requires_grad=trainable)
+        self.scalar_weights = nn.Parameter(torch.empty(n_outputs, dtype=WEIGHT_DTYPE), requires_grad=trainable)
+        self.gamma = nn.Parameter(torch.empty(1, dtype=WEIGHT_DTYPE), requires_grad=trainable)
         self.reset_parameters()
     def reset_parameters(self) -> None:
         with torch.no_grad():
@@ -1220,8 +1234,17 @@ class ElmoPreTrainedModel(PreTrainedModel):
         super().save_pretrained(save_directory, *args, **kwargs)
 
 
-def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None) -> torch.Tensor:
-    """The char ids to read: `char_ids`, or `input_ids` when they are char ids (3-D)."""
+def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None, options: CharCNNOptions) -> torch.Tensor:
+    """The char ids to read, checked and as int64: `char_ids`, or `input_ids` when they are char ids (3-D).
+
+    Checked here, before the windows cut them: ids of any integer dtype that holds them
+    (`elmo_core.model.check_char_ids`).
+    """
+    ids = _given_char_ids(input_ids, char_ids)
+    return check_char_ids(ids, options.max_characters_per_token, options.n_characters)
+
+
+def _given_char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None) -> torch.Tensor | None:
     if char_ids is not None:
         if isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and isinstance(char_ids, torch.Tensor):
             if tuple(input_ids.shape) != tuple(char_ids.shape[:2]):
@@ -1242,6 +1265,20 @@ def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None) -> 
             "(model(**tokenizer(texts, return_tensors='pt')) does)."
         )
     return input_ids
+
+
+def _asked_dtype(config: ElmoConfig) -> torch.dtype | None:
+    """The float dtype `from_pretrained(..., dtype=...)` asked for, if any other than float32.
+
+    transformers records the asked dtype in `config.dtype`. The core builds float32
+    whatever torch's default dtype, so another precision comes from this request alone.
+    """
+    dtype = getattr(config, "dtype", None)
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype, None)
+    if isinstance(dtype, torch.dtype) and dtype.is_floating_point and dtype != torch.float32:
+        return dtype
+    return None
 
 
 def _refuse_attentions(output_attentions: bool | None, config: ElmoConfig) -> None:
@@ -1273,7 +1310,10 @@ class ElmoModel(ElmoPreTrainedModel):
                 f"scalar mix); got {config.num_output_representations}. Use "
                 "output_hidden_states=True for the raw biLM layers."
             )
-        core = Elmo(config.to_options(), **config.elmo_settings())  # the core's construction rules
+        core = Elmo(config.to_options(), **config.elmo_settings())  # the core's construction rules: float32
+        asked = _asked_dtype(config)
+        if asked is not None:
+            core.to(asked)
         self.bilm: BiLM = core.bilm
         self.scalar_mixes: nn.ModuleList = core.scalar_mixes
         # Rows are stateless: reading the windows of a long input all at once or in budgeted
@@ -1325,9 +1365,10 @@ class ElmoModel(ElmoPreTrainedModel):
             ValueError: for missing char ids, ids of the wrong shape or outside
                 [0, n_characters), a mask that is not right-padded, or
                 `output_attentions=True`.
-            TypeError: for char ids that are not an integer tensor.
+            TypeError: for char ids that are not an integer tensor, or whose dtype cannot
+                hold the ids (int8, uint8); int16 and int32 ids give the int64 ids' vectors.
         """
-        input_ids = _char_ids(input_ids, char_ids)
+        input_ids = _char_ids(input_ids, char_ids, self.bilm.options.char_cnn)
         _refuse_attentions(output_attentions, self.config)
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states

@@ -28,7 +28,9 @@ with all-zero rows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from typing import Any, cast
 
 import torch
@@ -55,6 +57,21 @@ DEFAULT_TOKENIZER = "spacy-en"
 
 def spacy_token_texts(tokens: Iterable[Any]) -> list[str]:
     return [token.text for token in tokens if not token.is_space]
+
+
+def spacy_word_splitter(nlp: Any) -> Callable[[str], list[str]]:
+    lock = threading.Lock()
+    def split(text: str) -> list[str]:
+        with _memory_zone(nlp, lock):
+            return spacy_token_texts(nlp.tokenizer(text))
+    return split
+
+
+@contextmanager
+def _memory_zone(nlp: Any, lock: threading.Lock) -> Iterator[None]:
+    zone = getattr(nlp, "memory_zone", None)
+    with lock, zone() if zone is not None else nullcontext():
+        yield
 
 
 def token_offsets(text: str, tokens: Sequence[str]) -> list[tuple[int, int]]:
@@ -169,8 +186,8 @@ def _load_text_tokenizer(name: str) -> Callable[[str], list[str]]:
     """The raw-text tokenizer `name` (an `elmo_core.tokenizers` plug-in).
 
     In a saved folder loaded where elmo-bilm is not installed, no plug-in exists; the
-    default rules ("spacy-en": spaCy's English tokenizer, whitespace tokens dropped by
-    the core's `spacy_token_texts`) are then built from spaCy directly, when spaCy is
+    default rules ("spacy-en": spaCy's English tokenizer, with the core's
+    `spacy_word_splitter`) are then built from spaCy directly, when spaCy is
     importable, so raw text gives the same tokens as in a full install.
     """
     if name != DEFAULT_TOKENIZER:
@@ -185,8 +202,7 @@ def _load_text_tokenizer(name: str) -> Callable[[str], list[str]]:
             "raw-text tokenisation needs spaCy (the pretraining data's English rules): pip install spacy, "
             "or pass token lists with is_split_into_words=True."
         ) from None
-    tokenizer = spacy.blank("en").tokenizer
-    return lambda text: spacy_token_texts(tokenizer(text))
+    return spacy_word_splitter(spacy.blank("en"))  # the core's rules: keeps nothing per word
 
 
 class ElmoTokenizer(PreTrainedTokenizer):

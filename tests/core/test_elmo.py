@@ -212,3 +212,22 @@ def test_mix_representations_reads_the_given_layers_and_zeroes_padding():
     for grad in grads:
         torch.testing.assert_close(grad[out.mask], torch.full_like(grad[out.mask], 1 / 3), atol=1e-6, rtol=1e-6)
         assert grad[~out.mask].abs().max() == 0
+
+
+# ---------------------------------------------------------------- ids in other integer types
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16], ids=str)
+def test_int32_and_int16_char_ids_give_the_int64_vectors_exactly(dtype):
+    elmo = make_tiny_elmo(dropout=0.0)
+    char_ids, mask = words_to_char_ids([["The", "river", "bank", "."], ["naïve", "😀"]])
+    want = elmo(char_ids, mask)
+    got = elmo(char_ids.to(dtype), mask.to(dtype))
+    assert torch.equal(got.activations, want.activations) and torch.equal(got.mask, want.mask)
+    assert torch.equal(elmo.bilm(char_ids.to(dtype), mask).activations, elmo.bilm(char_ids, mask).activations)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.float32, torch.bool], ids=str)
+def test_char_ids_in_a_dtype_that_cannot_hold_them_are_refused_naming_the_dtype(dtype):
+    elmo = make_tiny_elmo(dropout=0.0)
+    char_ids, mask = words_to_char_ids([["The", "river"]])
+    with pytest.raises(TypeError, match=rf"char_ids .*{dtype}"):
+        elmo(char_ids.to(dtype), mask)

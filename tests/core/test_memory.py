@@ -6,6 +6,7 @@ nothing else this test session allocated counts.
 
 from __future__ import annotations
 
+import gc
 import json
 import lzma
 import os
@@ -16,9 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from elmo_core import PUBLISHED_OPTIONS, Elmo, save_bilm_tf, save_model_folder
+from elmo_core import PUBLISHED_OPTIONS, Elmo, load_model_folder, save_bilm_tf, save_model_folder
+from elmo_core.runtime import memory
 
-from ..conftest import SHARED
+from ..conftest import SHARED, make_tiny_elmo
 
 BIN = Path(sys.executable).parent
 SHARD = SHARED / "data" / "lm" / "enwiki2015" / "train" / "train-01.txt.xz"
@@ -180,3 +182,22 @@ def test_a_block_over_glibcs_largest_mmap_threshold_comes_from_the_heap_only_whe
         [sys.executable, "-c", _WHERE_A_LARGE_BLOCK_LIVES, setting], capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["heap" if setting == "heap" else "mapping"]
+
+
+def test_a_dropped_model_hands_its_heap_back_once_collected(monkeypatch, tmp_path):
+    # Loaded, used in a reference cycle (as a spaCy pipeline holds it), dropped: the collection
+    # that frees it ends with a trim, with no call from the user.
+    if memory._MALLOC_TRIM is None:
+        pytest.skip("no glibc: nothing to hand back")
+    save_model_folder(make_tiny_elmo(), tmp_path)
+    trims = []
+    monkeypatch.setattr(memory, "release_free_memory", lambda: trims.append(1) or True)
+    holder: dict = {"model": load_model_folder(tmp_path)}
+    holder["self"] = holder  # a cycle: only the collector frees it
+    gc.collect()
+    trims.clear()
+    del holder
+    gc.collect()
+    assert trims == [1]
+    gc.collect()
+    assert trims == [1]  # once per freed model, not per collection

@@ -581,3 +581,39 @@ def test_a_long_row_is_windowed_on_the_models_device_from_inputs_on_the_cpu(devi
         got = model.to(device)(char_ids=char_ids, attention_mask=mask).last_hidden_state
     assert got.device.type == torch.device(device).type
     torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64], ids=str)
+def test_from_pretrained_gives_float32_under_another_default_dtype(saved_model_dir, tiny_tokenizer, dtype):
+    inputs = batch(tiny_tokenizer)
+    reference = ElmoModel.from_pretrained(saved_model_dir).eval()(**inputs).last_hidden_state
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        models = [ElmoModel.from_pretrained(saved_model_dir), AutoModel.from_pretrained(saved_model_dir)]
+        outputs = [model.eval()(**inputs).last_hidden_state for model in models]
+        assert torch.get_default_dtype() == dtype
+    finally:
+        torch.set_default_dtype(before)
+    for model, output in zip(models, outputs):
+        assert {p.dtype for p in model.parameters()} == {torch.float32}
+        torch.testing.assert_close(output, reference, rtol=0, atol=1e-6)
+    asked = ElmoModel.from_pretrained(saved_model_dir, dtype=torch.bfloat16)
+    assert {p.dtype for p in asked.parameters()} == {torch.bfloat16}  # another precision when asked for
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16], ids=str)
+def test_int32_and_int16_ids_give_the_int64_vectors_exactly(tiny_hf_model, tiny_tokenizer, dtype):
+    b = tiny_tokenizer([["The", "river", "bank", "."], ["Hello", "!"]], is_split_into_words=True, padding=True)
+    b = {k: torch.tensor(v) for k, v in b.items()}
+    want = tiny_hf_model(char_ids=b["char_ids"], attention_mask=b["attention_mask"]).last_hidden_state
+    as_char_ids = tiny_hf_model(char_ids=b["char_ids"].to(dtype), attention_mask=b["attention_mask"].to(dtype))
+    as_input_ids = tiny_hf_model(input_ids=b["char_ids"].to(dtype), attention_mask=b["attention_mask"])
+    assert torch.equal(as_char_ids.last_hidden_state, want) and torch.equal(as_input_ids.last_hidden_state, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.float16], ids=str)
+def test_ids_in_a_dtype_that_cannot_hold_them_are_refused_before_the_forward(tiny_hf_model, tiny_tokenizer, dtype):
+    b = batch(tiny_tokenizer)
+    with pytest.raises(TypeError, match=rf"char_ids .*{dtype}"):
+        tiny_hf_model(char_ids=b["char_ids"].to(dtype), attention_mask=b["attention_mask"])

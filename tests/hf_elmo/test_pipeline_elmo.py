@@ -197,3 +197,9 @@ def test_an_empty_string_gives_one_row_of_zero_tokens_of_the_full_width(saved_mo
     assert np.asarray(pickle.loads(pickle.dumps(empty))).shape == (1, 0, 16)
     np.testing.assert_array_equal(np.asarray(two), np.array(list(two), dtype=np.float32))
     assert np.asarray(feature_extraction_pipeline()("")).shape == (1, 0, 256)  # the default model
+
+
+def test_no_texts_give_an_empty_list(tiny_hf_model, tiny_tokenizer):
+    extractor = feature_extraction_pipeline(tiny_hf_model, tiny_tokenizer)
+    assert extractor([]) == [] and extractor(()) == []
+    assert extractor([], return_tensors=True) == []

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer, DataCollatorForTokenClassification
 
-from elmo_core import words_to_char_ids
+from elmo_core import ElmoError, words_to_char_ids
 from elmo_core.files.model_folder import tokenizer_settings
 from hf_elmo import ElmoBatchEncoding, ElmoTokenizer
 
@@ -186,3 +186,50 @@ def test_offsets_point_at_each_tokens_characters(tiny_tokenizer):
 def test_overflowing_tokens_are_refused_with_the_reason(tiny_tokenizer):
     with pytest.raises(ValueError, match="reads a sentence of any length whole"):
         tiny_tokenizer(["a", "b"], is_split_into_words=True, return_overflowing_tokens=True)
+
+
+# ---------------------------------------------------------------- raw text keeps nothing per word
+def new_words_texts(n_texts: int, seed: int = 0) -> list[str]:
+    """Texts of 40 random lowercase words each, nearly all new to any vocabulary."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    return [" ".join("".join(rng.choice(letters, 9)) for _ in range(40)) + " ." for _ in range(n_texts)]
+
+
+@pytest.fixture
+def spacy_vocabularies(monkeypatch) -> list:
+    """Every spaCy pipeline `spacy.blank` builds during the test (the raw-text splitters' own)."""
+    import spacy
+
+    built = []
+    blank = spacy.blank
+
+    def recording_blank(*args, **kwargs):
+        built.append(blank(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(spacy, "blank", recording_blank)
+    return built
+
+
+@pytest.mark.parametrize("plugins", [True, False], ids=["plug-in", "saved-folder-fallback"])
+def test_tokenising_raw_text_keeps_no_string_per_new_word(spacy_vocabularies, monkeypatch, plugins):
+    # A long-running service sees new words without end: ids, URLs, typos.
+    import hf_elmo.tokenization_elmo as tokenization
+
+    if not plugins:  # a saved folder's code where elmo-bilm is not installed builds spaCy itself
+
+        def not_installed(name: str):
+            raise ElmoError("no plug-in")
+
+        monkeypatch.setattr(tokenization, "get_tokenizer", not_installed)
+    tokenizer = ElmoTokenizer.from_options(make_tiny_options())
+    warm_up, texts = new_words_texts(5, seed=1), new_words_texts(50)
+    for text in warm_up:
+        tokenizer(text)
+    held = [len(nlp.vocab.strings) for nlp in spacy_vocabularies]
+    encodings = [tokenizer(text, return_offsets_mapping=True) for text in texts]
+    assert spacy_vocabularies and [len(nlp.vocab.strings) for nlp in spacy_vocabularies] == held  # 2,000 new words
+    # The tokens are still the words, with their spans.
+    assert tokenizer.tokenize(texts[0]) == texts[0].split()
+    assert encodings[0]["offset_mapping"][1] == (10, 19)

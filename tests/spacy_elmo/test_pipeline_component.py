@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import gc
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -441,3 +443,57 @@ def test_training_with_a_biLM_the_user_unfroze_is_refused_not_silently_frozen(ti
         np.testing.assert_allclose(doc.tensor, before, atol=1e-6, rtol=0)
     bilm.requires_grad_(False)
     nlp.update(examples(nlp), annotates=["elmo"] if route == "listener" else [])
+
+
+# ---------------------------------------------------------------- torch's default dtype
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64], ids=str)
+def test_the_component_loads_float32_under_another_default_dtype(tiny_model_dir, dtype):
+    text = "The river bank flooded ."
+    reference = make_nlp(tiny_model_dir)(text)._.elmo_layers
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        nlp = make_nlp(tiny_model_dir)
+        layers = nlp(text)._.elmo_layers
+        assert torch.get_default_dtype() == dtype
+    finally:
+        torch.set_default_dtype(before)
+    assert {p.dtype for p in nlp.get_pipe("elmo").elmo.parameters()} == {torch.float32}
+    assert layers.dtype == np.float32
+    np.testing.assert_allclose(layers, reference, rtol=0, atol=1e-6)
+
+
+# ---------------------------------------------------------------- repeated loads
+RELOAD_SCRIPT = """
+import gc
+import spacy
+import spacy_elmo  # noqa: F401
+
+def rss_mb():
+    gc.collect()
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
+
+def cycle():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    nlp("a b c")
+
+cycle()
+start = rss_mb()
+gc.disable()  # spaCy pipelines are freed by the cyclic collector: here all at once, at the end
+for _ in range(5):
+    cycle()
+gc.enable()
+print(rss_mb() - start)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc for the resident size")
+def test_repeated_loads_give_their_memory_back():
+    # A service that loads a pipeline per tenant or request: the freed models' heap goes back
+    # to the OS with no call from the user (the default model: 11 MB of weights).
+    result = subprocess.run([sys.executable, "-c", RELOAD_SCRIPT], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    grown_mb = float(result.stdout.split()[-1])
+    assert grown_mb < 20, f"the resident size grew by {grown_mb:.1f} MB over 5 loads"

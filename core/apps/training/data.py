@@ -163,12 +163,12 @@ class TrainingStream:
         missing = [str(p) for p in paths if not Path(p).is_file()]
         if missing:
             raise FileNotFoundError(f"training files not found: {missing}.")
-        check_int("batch_tokens", batch_tokens)
-        check_int("buffer_sentences", buffer_sentences)
+        batch_tokens = check_int("batch_tokens", batch_tokens)
+        buffer_sentences = check_int("buffer_sentences", buffer_sentences)
         if not 0 <= rank < world_size:
             raise ValueError(f"rank must be in [0, world_size); got rank {rank}, world_size {world_size}.")
-        check_int("seed", seed, minimum=0)
-        check_int("max_sentence_tokens", max_sentence_tokens, none_ok=True)
+        seed = check_int("seed", seed, minimum=0)
+        max_sentence_tokens = check_int("max_sentence_tokens", max_sentence_tokens, none_ok=True)
         self.paths = [Path(p) for p in paths]
         self.vocab = vocab
         self.batch_tokens = batch_tokens
