@@ -19,6 +19,8 @@ rules hold everywhere:
 - No command writes over one of its inputs: `check_output_spares_inputs` compares
   what a command will write with what it reads, under any spelling (relative or
   absolute, `./x`, symlinks, hard links), before any work is done.
+- No command writes over the work of an earlier run: `check_output_is_new` refuses an
+  output file that exists, or an output folder that holds files the command writes.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ __all__ = [
     "ENCODING",
     "STDIN",
     "check_input_file",
+    "check_output_is_new",
     "check_output_spares_inputs",
     "is_stream",
     "iter_lines",
@@ -390,3 +393,35 @@ def check_output_spares_inputs(
                     f"{in_name} {path} is in {out_name} {folder}, where this command writes {name!r}: "
                     f"it would destroy the input. Give another {out_name}, or move the input."
                 )
+
+
+def check_output_is_new(
+    name: str, path: str | Path, fix: str, *, patterns: Sequence[str] | None = None, what: str = "files"
+) -> None:
+    """Refuse, before any work, an output that holds an earlier run's work.
+
+    Without `patterns`, `path` is a file the command writes: refused if anything is there.
+    With `patterns`, `path` is a folder the command writes into: refused if it holds a
+    file whose name matches one of them. A missing or empty folder is fine.
+
+    Args:
+        name: How the message names the output (the option: `--out`).
+        path: The output file or folder.
+        fix: The way out, one sentence (what to give instead).
+        patterns: The `fnmatch` patterns of the names the command writes in the folder.
+        what: What the matching files make up ("a training run"), for the message.
+
+    Raises:
+        ElmoError: one line naming the output, what it holds and `fix`.
+    """
+    path = Path(path)
+    if patterns is None:
+        if os.path.lexists(path):
+            raise ElmoError(f"{name} {path} already exists, and this command would overwrite it. {fix}")
+        return
+    if not path.is_dir():
+        return
+    found = sorted(p.name for p in path.iterdir() if any(fnmatch.fnmatch(p.name, pattern) for pattern in patterns))
+    if found:
+        shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
+        raise ElmoError(f"{name} {path} already holds {what} ({shown}), which this command would overwrite. {fix}")

@@ -16,8 +16,12 @@ clips, the layer outputs. Exactness is reported per layer by
 When it applies (`cpu_bf16_active`): a CPU tensor, autocast enabled for the CPU with
 bf16, and no autograd (inference). Training under autocast keeps torch's autocast.
 
-On a CPU without native bf16, bf16 runs slower than float32 (each product is emulated);
-`check_cpu_bf16` refuses it there with a message rather than running slower.
+One rule decides which precision may run on the CPU (`check_cpu_precision`), for every
+command and function that takes one: a reduced precision runs there only where it is not
+slower than float32. That is bf16 on a CPU with native bf16 (the path above, and torch's
+oneDNN kernels for training). On a CPU without native bf16, bf16 is emulated, product by
+product; fp16 has no native CPU path here at all (torch's CPU autocast converts its
+operands on every call). Both are refused there with one message rather than running slower.
 
 The bf16 copies cost memory: half the float32 size of the char CNN and LSTM weights
 (about 185 MB for the original model's shape, 5 MB for the shipped one). How long a copy
@@ -49,6 +53,7 @@ __all__ = [
     "bf16_linear",
     "bf16_weight",
     "check_cpu_bf16",
+    "check_cpu_precision",
     "cpu_bf16_active",
     "cpu_bf16_support",
     "keep_bf16_copies",
@@ -87,14 +92,34 @@ def cpu_bf16_support() -> str | None:
         return None
 
 
+def check_cpu_precision(dtype: torch.dtype | None) -> None:
+    """Raise `ValueError` unless `dtype` runs on this CPU at least as fast as float32.
+
+    The one rule for a precision on the CPU (module docstring): float32 (or None: the
+    model's own) always; bf16 where the CPU computes it natively (`cpu_bf16_support`);
+    nothing else.
+
+    Args:
+        dtype: The precision asked for: the autocast dtype, or the parameters' dtype.
+    """
+    if dtype in (None, torch.float32):
+        return
+    if dtype == torch.bfloat16 and cpu_bf16_support() is not None:
+        return
+    if dtype == torch.bfloat16:
+        reason = "bf16 on the CPU needs native bf16 instructions (AVX512-BF16 or AMX), which this CPU does not have"
+    else:
+        name = {torch.float16: "fp16"}.get(dtype, str(dtype))
+        reason = f"{name} has no native path on the CPU (it runs on GPUs)"
+    raise ValueError(
+        f"{reason}: it would run slower than float32 here. Use float32 (the default; --precision fp32) "
+        "or int8 (--precision int8, elmo embed), or run it on a GPU."
+    )
+
+
 def check_cpu_bf16() -> None:
-    """Raise `ValueError` unless this CPU computes bf16 natively (see the module docstring)."""
-    if cpu_bf16_support() is None:
-        raise ValueError(
-            "bf16 on the CPU needs native bf16 instructions (AVX512-BF16 or AMX), which this CPU "
-            "does not have: it would run slower than float32 here. Use float32 (the default; "
-            "--precision fp32) or int8 (--precision int8), or bf16 on a GPU."
-        )
+    """Raise `ValueError` unless this CPU computes bf16 natively (`check_cpu_precision`)."""
+    check_cpu_precision(torch.bfloat16)
 
 
 def cpu_bf16_active(x: torch.Tensor) -> bool:

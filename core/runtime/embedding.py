@@ -14,7 +14,7 @@ import torch
 
 from ..model.characters import check_sentences, words_to_char_ids
 from ..model.checks import check_int
-from ..model.precision import check_cpu_bf16
+from ..model.precision import check_cpu_precision
 from ..model.windows import DEFAULT_WINDOW_TOKENS, check_window_settings
 from .attach import attach_runtime, has_runtime
 from .quantization import is_quantized
@@ -91,7 +91,8 @@ class EmbedSettings:
             the model's own dtype. On the CPU, `torch.bfloat16` runs the char CNN,
             highway and LSTM products in bf16 with float32 accumulation, gates and
             state, on CPUs with AVX512-BF16 or AMX (`elmo_core.model.precision`), and is
-            refused on others, where it would be slower than float32.
+            refused on others, where it would be slower than float32; `torch.float16`
+            is refused on the CPU for the same reason (`check_cpu_precision`).
         window_tokens: A sentence longer than this is read in overlapping windows of this many
             tokens (see `elmo_core.model.windows`), so memory does not grow with its length;
             shorter ones are read whole and are not affected. None (or 0) reads every sentence whole.
@@ -285,8 +286,8 @@ def _autocast(device: torch.device, dtype: torch.dtype | None):
     """A `torch.autocast` context for `dtype`, or a no-op one for None."""
     if dtype is None:
         return contextlib.nullcontext()
-    if device.type == "cpu" and dtype == torch.bfloat16:
-        check_cpu_bf16()  # bf16 products with float32 state where the CPU has them (elmo_core.model.precision)
+    if device.type == "cpu":
+        check_cpu_precision(dtype)  # bf16 where the CPU computes it natively, nothing else (elmo_core.model.precision)
     return torch.autocast(device.type, dtype=dtype)
 
 
@@ -316,8 +317,8 @@ def embed_sentences(
         TypeError: if `sentences` is not a list of lists of str, or a keyword is not an
             `EmbedSettings` field.
         ValueError: for an unknown `layers` value, a bad budget or window, a stateful
-            model, an `autocast_dtype` other than bfloat16/float16, or bfloat16 on a CPU
-            without native bf16.
+            model, an `autocast_dtype` other than bfloat16/float16, or one slower than
+            float32 on the CPU (`check_cpu_precision`: float16, or bfloat16 without native bf16).
     """
     settings = EmbedSettings.given(settings, overrides)
     _check_call(model, sentences, settings)

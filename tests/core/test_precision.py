@@ -119,3 +119,62 @@ def test_elmo_embed_refuses_bf16_on_such_a_cpu_in_one_line(tmp_path):
     assert done.stderr.strip().count("\n") == 0
     assert "needs native bf16 instructions" in done.stderr
     assert not (tmp_path / "out.hdf5").exists()
+
+
+@pytest.mark.parametrize("native", [None, "avx512_bf16"], ids=["no native bf16", "native bf16"])
+def test_one_rule_refuses_every_precision_slower_than_fp32_on_the_cpu(sentences, monkeypatch, native):
+    """fp16 has no native CPU path, and bf16 has one only with AVX512-BF16 or AMX: each is
+    refused by the same check, with the same way out, where it would be slower than fp32."""
+    monkeypatch.setattr(precision_module, "cpu_bf16_support", lambda: native)
+    model = make_tiny_elmo()
+    with pytest.raises(ValueError, match=r"^fp16 has no native path on the CPU .*: it would run slower than float32"):
+        embed_sentences(model, sentences, autocast_dtype=torch.float16)
+    if native is None:
+        with pytest.raises(
+            ValueError, match=r"^bf16 on the CPU needs native bf16 .*: it would run slower than float32"
+        ):
+            embed_sentences(model, sentences, autocast_dtype=torch.bfloat16)
+    else:
+        assert len(embed_sentences(model, sentences, autocast_dtype=torch.bfloat16)) == len(sentences)
+    expected = embed_sentences(model, sentences)  # float32 always runs
+    assert all(np.array_equal(a, b) for a, b in zip(embed_sentences(model, sentences, autocast_dtype=None), expected))
+
+
+@pytest.mark.parametrize(("precision", "native"), [("fp16", "amx_bf16"), ("bf16", None)])
+def test_every_command_taking_precision_refuses_one_slower_than_fp32_on_the_cpu(
+    tmp_path, monkeypatch, precision, native
+):
+    from typer.testing import CliRunner
+
+    from elmo_core.apps.cli import app
+    from elmo_core.apps.training import TrainConfig, Trainer, Vocabulary
+    from elmo_core.apps.training.model import BiLMLanguageModel
+
+    monkeypatch.setattr(precision_module, "cpu_bf16_support", lambda: native)
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    (tmp_path / "in.txt").write_text("a b c\n", encoding="utf-8")
+    elmo = make_tiny_elmo()
+    elmo.options.to_json(tmp_path / "options.json")
+    commands = [
+        ["embed", tmp_path / "in.txt", tmp_path / "out.hdf5", "--model", tmp_path / "model"],
+        [
+            "train",
+            "--out",
+            tmp_path / "run",
+            "--train",
+            tmp_path / "in.txt",
+            "--options",
+            tmp_path / "options.json",
+            "--max-steps",
+            1,
+            "--pretokenized",
+        ],  # fmt: skip
+    ]
+    for command in commands:
+        with pytest.raises(ValueError, match="it would run slower than float32 here"):
+            CliRunner().invoke(app, [*map(str, command), "--precision", precision], catch_exceptions=False)
+    assert not (tmp_path / "out.hdf5").exists() and not (tmp_path / "run").exists()
+    # A resumed run takes its checkpoint's precision: the trainer applies the same rule.
+    vocab = Vocabulary.build([["a", "b", "c"]])
+    with pytest.raises(ValueError, match="it would run slower than float32 here"):
+        Trainer(BiLMLanguageModel(elmo.options, len(vocab)), vocab, [], TrainConfig(max_steps=1, precision=precision))

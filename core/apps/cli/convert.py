@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ...files.text_files import check_input_file, check_output_spares_inputs
+from ...files.text_files import check_input_file, check_output_is_new, check_output_spares_inputs
 from ...model.errors import ElmoError
 
 __all__ = ["convert"]
@@ -86,7 +86,8 @@ def _bilm_tf_paths(prefix: Path) -> tuple[Path, Path]:
 
 
 def _check_convert_spares_inputs(paths: list[Path], to_hdf5: bool, download: str | None) -> None:
-    """Raise a one-line ElmoError if what `elmo convert` writes would replace one of its inputs."""
+    """Raise a one-line ElmoError if what `elmo convert` writes would replace one of its inputs,
+    or files already there: an existing OUT_PREFIX file, or an OUT_DIR that holds a model folder."""
     from ...files.model_folder import MODEL_FOLDER_FILES
 
     if to_hdf5:
@@ -95,10 +96,20 @@ def _check_convert_spares_inputs(paths: list[Path], to_hdf5: bool, download: str
         options_path, weights_path = _bilm_tf_paths(prefix)
         outputs = [("OUT_PREFIX_options.json", options_path), ("OUT_PREFIX_weights.hdf5", weights_path)]
         check_output_spares_inputs(outputs, inputs)
-    elif not download:
+        for name, path in outputs:
+            check_output_is_new(name, path, "Give another OUT_PREFIX, or delete the old files first.")
+        return
+    if not download:
         check_output_spares_inputs(
             [], [("OPTIONS", paths[0]), ("WEIGHTS", paths[1])], folders=[("OUT_DIR", paths[2], MODEL_FOLDER_FILES)]
         )
+    check_output_is_new(
+        "OUT_DIR",
+        paths[-1],
+        "Give a fresh OUT_DIR (a new or empty folder), or delete the old model first.",
+        patterns=MODEL_FOLDER_FILES,
+        what="a model folder's files",
+    )
 
 
 def _write_bilm_tf_files(model_dir: Path, prefix: Path) -> None:

@@ -20,7 +20,7 @@ from typing import Annotated
 
 import typer
 
-from ...files.text_files import check_output_spares_inputs
+from ...files.text_files import check_output_is_new, check_output_spares_inputs
 from ...model.errors import ElmoError
 from ..training.commands import TrainingSettings
 from ..training.corpus import DEFAULT_SPLITTER
@@ -35,6 +35,10 @@ app = command_group("Prepare biLM training data: pretokenize raw text once, coun
 SplitterOption = Annotated[
     str, typer.Option(help="Entry point in elmo_core.tokenizers that splits raw paragraphs into sentences.")
 ]
+
+
+_NEW_FILE = "Give a new path, or delete the old file first."
+"""The way out when an output of `elmo data` exists: no command writes over earlier work."""
 
 
 @app.callback()
@@ -62,6 +66,7 @@ def pretokenize(
     started = time.monotonic()
     files = expand_files(inputs)
     check_output_spares_inputs([("--out", out)], [("FILES", f) for f in files])
+    check_output_is_new("--out", out, _NEW_FILE)
     sentences, tokens = pretokenize_files(files, out, splitter, jobs=jobs)
     seconds = time.monotonic() - started
     typer.echo(
@@ -89,6 +94,7 @@ def vocab(
     split = None if pretokenized else get_sentence_splitter(splitter)
     files = expand_files(inputs)
     check_output_spares_inputs([("--out", out)], [("FILES", f) for f in files])
+    check_output_is_new("--out", out, _NEW_FILE)
     vocabulary = build_vocabulary(files, split, vocab_size=vocab_size, min_count=min_count)
     vocabulary.save(out)
     assert vocabulary.counts is not None
@@ -118,6 +124,8 @@ def hold_out_command(
     check_output_spares_inputs(outputs, [("FILE", input_file)])
     if out_kept.resolve() == out_held_out.resolve():
         raise ElmoError(f"--out-kept and --out-held-out are both {out_kept}; give two files.")
+    for flag, path in outputs:
+        check_output_is_new(flag, path, _NEW_FILE)
     for flag, path in outputs:
         if not path.parent.is_dir():
             raise ElmoError(f"the folder of {flag} ({path.parent}) does not exist; create it first.")

@@ -17,7 +17,7 @@ from ...files.tokenizers import get_tokenizer
 from ...model.checks import check_int
 from ...model.elmo import Elmo
 from ...model.errors import ElmoError
-from ...model.precision import check_cpu_bf16
+from ...model.precision import check_cpu_precision
 from ...runtime.attach import set_token_cache
 from ...runtime.embedding import EmbedSettings, check_layers
 from ...runtime.quantization import quantize_int8
@@ -56,8 +56,10 @@ ProgressOption = Annotated[
 PrecisionOption = Annotated[
     str,
     typer.Option(
-        help="fp32 (exact), int8 (CPU: int8 LSTMs, 1.2-2.8x faster, cosine about 0.9998), "
-        "bf16 (GPUs, and CPUs with AVX512-BF16 or AMX: bf16 products, float32 state) or fp16 (GPUs)."
+        help="fp32 (exact), int8 (CPU: int8 LSTMs, cosine about 0.9998; faster for large LSTMs, not for the "
+        "default model: measured per shape in benchmarks/README.md), bf16 (GPUs, and CPUs with AVX512-BF16 or "
+        "AMX: bf16 products, float32 state) or fp16 (GPUs); on a CPU where bf16 or fp16 would run slower than fp32, "
+        "they are refused."
     ),
 ]
 TokenCacheOption = Annotated[
@@ -147,8 +149,8 @@ def _check_options(
     check_int("--window-tokens", window_tokens, minimum=0, meaning="0 = no windows", error=ElmoError)
     check_int("--piece-tokens", piece_tokens, meaning="tokens", error=ElmoError)
     check_device(device)
-    if precision == "bf16" and torch.device(device).type == "cpu":
-        check_cpu_bf16()  # refused where the CPU has no native bf16: it would be slower than fp32
+    if torch.device(device).type == "cpu":
+        check_cpu_precision(AUTOCAST_DTYPES.get(precision))  # a precision slower than fp32 here is refused
     check_embed_paths(input_file, output_file)
 
 

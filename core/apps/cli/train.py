@@ -10,17 +10,22 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import shlex
+import signal
+import time
 import typing
 from dataclasses import MISSING, Field, fields
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from ...files.text_files import check_input_file
-from ..training.commands import TrainingSettings
+from ..training.commands import STOP_SETTINGS, TrainingSettings
+from ..training.trainer import CHECKPOINT_NAME
 from .shared import plural
 
-__all__ = ["settings_parameters", "train"]
+__all__ = ["resume_command", "settings_parameters", "train"]
 
 
 def train(**options: Any) -> None:
@@ -29,7 +34,10 @@ def train(**options: Any) -> None:
     Writes a model folder (loadable by every `elmo` command, plus vocab.txt and
     lm_head.safetensors), checkpoint.pt and train_log.jsonl to --out, every
     --checkpoint-every steps and at the end. One run owns --out at a time: a second
-    run on it stops at once. For several processes, launch with torchrun:
+    run on it stops at once, and a new run refuses an --out that holds another run's
+    files (continue it with --resume OUT/checkpoint.pt). Ctrl-C stops after the current
+    step, saves a checkpoint and prints the command that resumes; a second Ctrl-C stops
+    at once. For several processes, launch with torchrun:
     `torchrun --nproc-per-node 2 -m elmo_core train ...`.
     """
     settings = _training_settings(options)
@@ -37,13 +45,71 @@ def train(**options: Any) -> None:
         if getattr(settings, what) is not None:
             check_input_file(getattr(settings, what), "--" + what)
     settings.check_files()  # before anything is read or written (run_training checks again)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    _log_plainly()
     from ..training.commands import run_training
 
-    summary = run_training(settings)
-    if int(os.environ.get("RANK", "0")) == 0:
+    started = time.monotonic()
+    reports = int(os.environ.get("RANK", "0")) == 0
+    checkpoint = Path(settings.out) / CHECKPOINT_NAME
+    try:
+        summary = run_training(settings, stop_on_signals=True)
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before the first step
+        if reports:
+            kept = f"; {checkpoint} holds the last checkpoint" if checkpoint.is_file() else ""
+            typer.echo(f"interrupted: stopped at once, without saving{kept}.", err=True)
+        raise SystemExit(128 + int(signal.SIGINT)) from None
+    if reports and summary.get("interrupted"):
+        resume = shlex.join(resume_command(settings, (time.monotonic() - started) / 3600))
+        typer.echo(f"interrupted at step {summary['step']}: saved {checkpoint}; resume with: {resume}", err=True)
+    elif reports:
         trained = f"trained to step {summary['step']} ({plural(summary['tokens'], 'token')})"
         typer.echo(f"{trained}; model folder: {settings.out}", err=True)
+    if summary.get("interrupted"):
+        raise SystemExit(128 + int(signal.SIGINT))
+
+
+class _PlainFormatter(logging.Formatter):
+    """A log record as the other commands write to stderr: its message, and a warning's
+    level in front of it (`warning: ...`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        return f"{record.levelname.lower()}: {text}" if record.levelno >= logging.WARNING else text
+
+
+def _log_plainly() -> None:
+    """Training's log lines on stderr, unless the program has set up logging itself
+    (`logging.basicConfig`'s rule)."""
+    if logging.root.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(_PlainFormatter("%(message)s"))
+    logging.root.addHandler(handler)
+    logging.root.setLevel(logging.INFO)
+
+
+def resume_command(settings: TrainingSettings, hours_used: float = 0.0) -> list[str]:
+    """The command that continues an interrupted run from its checkpoint, to the stops it was given.
+
+    The data, model, learning rate and precision come from the checkpoint; when to stop,
+    validate, log and save come from the command (`STOP_SETTINGS`), so those that differ
+    from their defaults are given again. `--max-hours` counts hours of one invocation:
+    the resumed one gets what is left of `hours_used`'s budget.
+    """
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    start = ["torchrun", "--nproc-per-node", str(world), "-m", "elmo_core"] if world > 1 else ["elmo"]
+    out = Path(settings.out)
+    command = [*start, "train", "--out", str(out), "--resume", str(out / CHECKPOINT_NAME)]
+    defaults = {f.name: f.default for f in fields(TrainingSettings)}
+    for name in STOP_SETTINGS:
+        value = getattr(settings, name)
+        if name == "max_hours" and value is not None:
+            value = round(max(value - hours_used, 0.0), 4)
+        if value == defaults[name]:
+            continue
+        option = "--" + name.replace("_", "-")
+        command += [f"--no-{option[2:]}"] if value is False else [option] if value is True else [option, str(value)]
+    return command
 
 
 def settings_parameters(settings: type) -> list[inspect.Parameter]:

@@ -35,7 +35,7 @@ def widen(
     train the wider model on: elmo train --model OUT ... (a new run from its weights).
     """
     from ...files.model_folder import MODEL_FOLDER_FILES, resolve_model_source
-    from ...files.text_files import check_output_spares_inputs
+    from ...files.text_files import check_output_is_new, check_output_spares_inputs
     from ..training import load_language_model, save_language_model, widen_language_model
     from ..training.model import LM_HEAD_NAME, VOCAB_NAME
 
@@ -46,7 +46,10 @@ def widen(
     folder = resolve_model_source(model).folder
     assert folder is not None  # one path (or none: the default model) always names a folder
     reads = [("--model", path) for path in sorted(folder.iterdir()) if path.is_file()]
-    check_output_spares_inputs([], reads, folders=[("--out", out, (VOCAB_NAME, LM_HEAD_NAME, *MODEL_FOLDER_FILES))])
+    written = (VOCAB_NAME, LM_HEAD_NAME, *MODEL_FOLDER_FILES)
+    check_output_spares_inputs([], reads, folders=[("--out", out, written)])
+    fix = "Give a fresh --out (a new or empty folder), or delete the old model first."
+    check_output_is_new("--out", out, fix, patterns=written, what="a model folder's files")
     lm, vocab, settings = load_language_model(folder)
     try:
         wide = widen_language_model(lm, dim=lstm_dim, projection_dim=projection_dim, noise=noise, seed=seed)

@@ -21,13 +21,20 @@ import torch.distributed as dist
 from ...files.folder_lock import LOCK_NAME, FolderLock
 from ...files.model_folder import MODEL_FOLDER_FILES, load_model_folder, read_model_config, resolve_model_source
 from ...files.options_file import read_options
-from ...files.text_files import check_input_file, check_output_spares_inputs, is_stream, iter_lines
+from ...files.text_files import (
+    check_input_file,
+    check_output_is_new,
+    check_output_spares_inputs,
+    is_stream,
+    iter_lines,
+    same_file,
+)
 from ...model.checks import check_int
 from ...model.errors import ElmoError
 from .corpus import DEFAULT_SPLITTER, Splitter, get_sentence_splitter, iter_sentences
 from .data import PrefetchingStream, TrainingStream
 from .model import LM_HEAD_NAME, VOCAB_NAME, BiLMLanguageModel, has_lm_head, load_language_model
-from .perplexity import Perplexity, evaluate
+from .perplexity import Perplexity, check_precision, evaluate
 from .trainer import (
     CHECKPOINT_NAME,
     LOG_NAME,
@@ -232,8 +239,9 @@ class TrainingSettings(TrainConfig):
     precision: str | None = field(  # type: ignore[assignment]
         default=None,
         metadata=option_help(
-            "auto (bf16 on CUDA, fp32 on CPU; the default), fp32, bf16 or fp16. With --resume: the "
-            "checkpoint's unless given, a new one from here on when given."
+            "auto (bf16 on CUDA, fp32 on CPU; the default), fp32, bf16 or fp16. On a CPU: bf16 only where it "
+            "has AVX512-BF16 or AMX, no fp16 (slower than fp32). With --resume: the checkpoint's unless given, "
+            "a new one from here on when given."
         ),
     )
     # Where it runs; `prefetch` batches are built ahead in a worker process (`PrefetchingStream`);
@@ -267,6 +275,11 @@ class TrainingSettings(TrainConfig):
         check_int("--max-epochs", self.max_epochs, none_ok=True, error=ElmoError)
         if self.precision is not None and self.precision not in PRECISIONS:
             raise ElmoError(f"--precision must be one of {', '.join(PRECISIONS)}; got {self.precision!r}.")
+        if self.precision is not None and self.precision != "auto":
+            try:
+                check_precision(torch.device(self.device), self.precision)
+            except ValueError as err:
+                raise ElmoError(str(err)) from None
         specials = "3 specials and 1 word"
         check_int("--vocab-size", self.vocab_size, minimum=4, none_ok=True, meaning=specials, error=ElmoError)
         check_int("--min-count", self.min_count, none_ok=True, error=ElmoError)
@@ -366,17 +379,22 @@ class TrainingSettings(TrainConfig):
         return TrainConfig(**{**config, "precision": self.precision or TrainConfig.precision})
 
 
-def run_training(settings: TrainingSettings | None = None, /, **fields: Any) -> dict[str, Any]:
+def run_training(
+    settings: TrainingSettings | None = None, /, *, stop_on_signals: bool = False, **fields: Any
+) -> dict[str, Any]:
     """Train (or continue training) a biLM language model; see `elmo train --help`.
 
     Args:
         settings: The run's `TrainingSettings`.
+        stop_on_signals: On Ctrl-C (SIGINT) or SIGTERM, stop at the next step boundary and
+            save a checkpoint to resume from (`Trainer.fit`); what `elmo train` does.
         **fields: `TrainingSettings` fields, as keywords: the settings when `settings` is
             None (`run_training(train=[...], valid=None, out="run", options="options.json")`),
             else changes to it.
 
     Returns:
-        The trainer's summary (`step`, `tokens`, `elapsed_s`, `valid_*ppl`).
+        The trainer's summary (`step`, `tokens`, `elapsed_s`, `valid_*ppl`; `interrupted`
+        with `stop_on_signals`).
 
     Raises:
         ElmoError: for missing or conflicting arguments.
@@ -391,7 +409,7 @@ def run_training(settings: TrainingSettings | None = None, /, **fields: Any) -> 
     distributed = world_size > 1
     lock = None
     try:
-        lock = _own_out_folder(Path(settings.out), rank, distributed)
+        lock = _own_out_folder(Path(settings.out), settings.resume, rank, distributed)
         if settings.resume is not None:
             start = _start_from_checkpoint(settings.resume, settings.train, settings.resume_settings())
             start.data["valid"] = start.data.get("valid") if settings.valid is None else str(settings.valid)
@@ -405,7 +423,7 @@ def run_training(settings: TrainingSettings | None = None, /, **fields: Any) -> 
         if prefetch is None:
             prefetch = 8 if device.startswith("cuda") else 0
         trainer = _make_trainer(start, start.data["valid"], settings.out, device, rank, world_size, prefetch)
-        summary = trainer.fit()
+        summary = trainer.fit(stop_on_signals=stop_on_signals)
         if distributed:
             dist.barrier()  # leave together: gloo can abort a process whose peer has gone
         return summary
@@ -441,13 +459,15 @@ def _no_validation_sentences(valid: str | Path) -> str:
     )
 
 
-def _own_out_folder(out: Path, rank: int, distributed: bool) -> FolderLock | None:
+def _own_out_folder(out: Path, resume: str | Path | None, rank: int, distributed: bool) -> FolderLock | None:
     """Rank 0 (the process that writes) takes --out's `FolderLock` for the run's life, before
-    anything is read or written; the other ranks learn its answer. A killed run's lock dies
+    anything is read or written, and checks that --out holds no other run's work
+    (`_check_no_other_run`); the other ranks learn its answer. A killed run's lock dies
     with it, so the next run resumes its folder.
 
     Raises:
-        ElmoError: on every rank, at once, when another run holds --out.
+        ElmoError: on every rank, at once, when another run holds --out, or --out holds
+            another run's files.
     """
     answer: list[str | None] = [None]
     lock = None
@@ -455,13 +475,39 @@ def _own_out_folder(out: Path, rank: int, distributed: bool) -> FolderLock | Non
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
             lock = FolderLock(out, busy=_busy_message(out))
+            _check_no_other_run(out, resume)
         except (ElmoError, OSError) as err:  # an OSError too: the other ranks must hear of it, not hang
             answer[0] = str(err)
+            if lock is not None:
+                lock.release(delete=True)
+                lock = None
     if distributed:
         dist.broadcast_object_list(answer, src=0)
     if answer[0] is not None:
         raise ElmoError(answer[0])
     return lock
+
+
+def _check_no_other_run(out: Path, resume: str | Path | None) -> None:
+    """Refuse an --out that holds files a run writes (`TRAINING_FILES`), unless this run
+    resumes the checkpoint in it: a run never overwrites another run's work.
+
+    Raises:
+        ElmoError: one line naming --out, the files there, --resume and a fresh --out.
+    """
+    if resume is not None and same_file(Path(resume).parent, out):
+        return
+    checkpoint = out / CHECKPOINT_NAME
+    if resume is not None:
+        fix = (
+            f"Resume a run in its own folder (--out {Path(resume).parent} --resume {resume}), "
+            "or give a fresh --out (a new or empty folder)."
+        )
+    elif checkpoint.is_file():
+        fix = f"Continue that run with --resume {checkpoint}, or give a fresh --out (a new or empty folder)."
+    else:
+        fix = f"Give a fresh --out (a new or empty folder); there is no {CHECKPOINT_NAME} there to --resume from."
+    check_output_is_new("--out", out, fix, patterns=TRAINING_FILES, what="another training run's files")
 
 
 def _busy_message(out: Path) -> str:

@@ -28,11 +28,12 @@ from typing import NamedTuple
 import torch
 from tqdm import tqdm
 
+from ...model.precision import check_cpu_precision
 from .data import eval_batches
 from .model import BiLMLanguageModel
 from .vocab import Vocabulary
 
-__all__ = ["Perplexity", "evaluate", "autocast_context"]
+__all__ = ["Perplexity", "autocast_context", "check_precision", "evaluate", "precision_dtype"]
 
 
 class Perplexity(NamedTuple):
@@ -78,11 +79,28 @@ def _exp(x: float) -> float:
         return math.inf
 
 
+def precision_dtype(precision: str) -> torch.dtype | None:
+    """The autocast dtype of a precision's name: None for "fp32"."""
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+
+
+def check_precision(device: torch.device, precision: str) -> None:
+    """Raise `ValueError` for a precision that would run slower than float32 on `device`
+    (the one rule for the CPU: `elmo_core.model.precision.check_cpu_precision`)."""
+    if device.type == "cpu":
+        check_cpu_precision(precision_dtype(precision))
+
+
 def autocast_context(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
-    """`torch.autocast` for "bf16"/"fp16", a no-op for "fp32"."""
-    if precision == "fp32":
+    """`torch.autocast` for "bf16"/"fp16", a no-op for "fp32".
+
+    Raises:
+        ValueError: for a precision slower than float32 on `device` (`check_precision`).
+    """
+    dtype = precision_dtype(precision)
+    if dtype is None:
         return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    check_precision(device, precision)
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 

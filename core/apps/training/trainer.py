@@ -43,6 +43,7 @@ goes on with the same best and rate.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -70,8 +71,9 @@ from .checkpoint import (
     truncate_log,
 )
 from .data import Batch
+from .interrupt import StopSignals
 from .model import BiLMLanguageModel, save_language_model
-from .perplexity import Perplexity, autocast_context, evaluate
+from .perplexity import Perplexity, autocast_context, check_precision, evaluate
 from .vocab import Vocabulary
 
 __all__ = [
@@ -87,6 +89,7 @@ __all__ = [
     "init_distributed",
     "lm_from_checkpoint",
     "load_checkpoint_file",
+    "log_line",
     "make_optimizer",
     "seed_everything",
 ]
@@ -124,7 +127,9 @@ class TrainConfig:
             `all_clip_norm_val`; see the module docstring for the 0.5 equivalence).
             0 disables clipping.
         precision: "auto" (bf16 autocast on CUDA, fp32 on CPU), "fp32", "bf16" or
-            "fp16" (CUDA only; uses a gradient scaler).
+            "fp16" (uses a gradient scaler). On the CPU, bf16 needs native bf16 and fp16
+            is refused: neither may run slower than fp32
+            (`elmo_core.model.precision.check_cpu_precision`).
         max_steps: Stop at this total step count (counted across resumes). None = no
             step limit.
         max_hours: Stop after this many hours of this invocation. None = no limit.
@@ -293,8 +298,7 @@ class Trainer:
         self.precision = config.precision
         if self.precision == "auto":
             self.precision = "bf16" if self.device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
-        if self.precision == "fp16" and self.device.type != "cuda":
-            raise ValueError("precision fp16 needs a CUDA device; use fp32 (or bf16) on the CPU.")
+        check_precision(self.device, self.precision)  # none slower than fp32 (elmo_core.model.precision)
         seed_everything(config.seed + self.rank)
         self.lm = lm.to(self.device)
         self.vocab = vocab
@@ -384,44 +388,56 @@ class Trainer:
         return result
 
     # ------------------------------------------------------------------ the loop
-    def fit(self, callback: Callable[[int, StepResult], None] | None = None) -> dict[str, Any]:
+    def fit(
+        self, callback: Callable[[int, StepResult], None] | None = None, *, stop_on_signals: bool = False
+    ) -> dict[str, Any]:
         """Train until `max_steps` / `max_hours` (or the stream ends, or early stopping's
         `patience` runs out); returns a summary (with `patience`: also `best_valid_ppl`,
-        `best_step` and `stopped_early`).
+        `best_step` and `stopped_early`; with `stop_on_signals`: `interrupted`).
 
         Writes checkpoints, the model folder and log rows as configured (rank 0), and
-        always validates, logs and saves at the last step.
+        always validates, logs and saves at the last step. Log rows go to the `logging`
+        module as one readable line each, through tqdm while the bar is shown, so that a
+        line never runs into the bar.
 
         Args:
             callback: Called as `callback(step, result)` after every step.
+            stop_on_signals: Stop at the next step boundary on SIGINT (Ctrl-C) or SIGTERM,
+                and save the checkpoint an exact resume needs (without the last step's
+                validation); a second signal stops at once, without saving
+                (`elmo_core.apps.training.interrupt`). The summary's `interrupted` is True
+                when a signal stopped the run.
         """
         from tqdm import tqdm
+        from tqdm.contrib.logging import logging_redirect_tqdm
 
         run = _FitRun(time.monotonic())
         if self._iterator is None:
             self._iterator = iter(self.stream)
-        bar = tqdm(
-            total=self.config.max_steps,
-            initial=self.step,
-            unit="step",
-            dynamic_ncols=True,
-            disable=not (self.config.progress and self.is_main),
-        )
-        try:
-            if self.config.patience is not None and self.early_stopping.best is None:
-                self._validate_before_training(run)
-            self._train_until_stopped(run, bar, callback)
-        finally:
-            bar.close()
-            close = getattr(self._iterator, "close", None)
-            if close is not None:  # a generator: the stream keeps its position
-                close()  # (and a prefetching worker stops)
-                self._iterator = None
-            if run.put_back is not None:  # only taken from a stream with state_dict()
-                stream: Any = self.stream
-                stream.load_state_dict(run.put_back)
-                self._iterator = None
-        return self._finish_fit(run)
+        show = self.config.progress and self.is_main
+        bar = tqdm(total=self.config.max_steps, initial=self.step, unit="step", dynamic_ncols=True, disable=not show)
+        notice = "stopping after this step to save a checkpoint (a second Ctrl-C stops at once, without saving)"
+        signals = StopSignals(notice if self.is_main else None) if stop_on_signals else contextlib.nullcontext()
+        with signals as run.signals, logging_redirect_tqdm() if show else contextlib.nullcontext():
+            try:
+                if self.config.patience is not None and self.early_stopping.best is None:
+                    self._validate_before_training(run)
+                self._train_until_stopped(run, bar, callback)
+            finally:
+                bar.close()
+                self._leave_stream(run)
+            return self._finish_fit(run)
+
+    def _leave_stream(self, run: _FitRun) -> None:
+        """Close the batch iterator; the stream keeps its position (a batch taken but not trained goes back)."""
+        close = getattr(self._iterator, "close", None)
+        if close is not None:  # a generator: the stream keeps its position
+            close()  # (and a prefetching worker stops)
+            self._iterator = None
+        if run.put_back is not None:  # only taken from a stream with state_dict()
+            stream: Any = self.stream
+            stream.load_state_dict(run.put_back)
+            self._iterator = None
 
     def _train_until_stopped(self, run: _FitRun, bar: Any, callback: Callable[[int, StepResult], None] | None) -> None:
         """Steps until `max_steps`, `max_hours` (on any rank) or the end of the stream; validates,
@@ -429,7 +445,9 @@ class Trainer:
         config = self.config
         while config.max_steps is None or self.step < config.max_steps:
             out_of_time = config.max_hours is not None and time.monotonic() - run.started > config.max_hours * 3600
-            if self._agree(out_of_time):
+            interrupted = run.signals is not None and run.signals.received is not None
+            if self._agree(out_of_time or interrupted):
+                run.interrupted = self._agree(interrupted)  # on any rank: all save and stop together
                 break
             before = self.stream.state_dict() if hasattr(self.stream, "state_dict") else None
             assert self._iterator is not None  # made in fit()
@@ -494,8 +512,9 @@ class Trainer:
             self.save_model_folder()
 
     def _finish_fit(self, run: _FitRun) -> dict[str, Any]:
-        """Validate, log and save the last step (unless already done); return `fit`'s summary."""
-        valid = self.validate() if run.validated_at != self.step else None
+        """Validate (unless a signal stopped the run: it saves at once), log and save the last
+        step, unless already done; return `fit`'s summary."""
+        valid = self.validate() if run.validated_at != self.step and not run.interrupted else None
         if valid is not None:
             self._record_validation(run, valid)
         if run.interval.steps or valid is not None:
@@ -504,6 +523,8 @@ class Trainer:
             self.save(run.started)
         elapsed = self.elapsed_before + time.monotonic() - run.started
         summary: dict[str, Any] = {"step": self.step, "tokens": self.tokens_seen, "elapsed_s": round(elapsed, 1)}
+        if run.signals is not None:
+            summary["interrupted"] = run.interrupted
         if run.last_valid is not None:
             summary.update(
                 valid_forward_ppl=run.last_valid.forward,
@@ -533,7 +554,9 @@ class Trainer:
 
     def _log_row(self, interval: _LogInterval, valid: Perplexity | None, started: float) -> None:
         sums = self._all_reduce(
-            torch.tensor([interval.forward_nll, interval.backward_nll, interval.tokens], dtype=torch.float64)
+            torch.tensor(
+                [interval.forward_nll, interval.backward_nll, interval.tokens, interval.words], dtype=torch.float64
+            )
         )
         train_ppl = math.exp((sums[0] + sums[1]).item() / (2 * sums[2].item())) if sums[2] > 0 else None
         row = {
@@ -548,7 +571,7 @@ class Trainer:
         }
         if not self.is_main:
             return
-        logger.info("step %d: %s", self.step, row)
+        logger.info("%s", log_line(row, words_per_s=sums[3].item() / max(interval.seconds(), 1e-9)))
         if self.out_dir is not None:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             with open(self.out_dir / LOG_NAME, "a", encoding="utf-8") as f:
@@ -650,6 +673,27 @@ class Trainer:
             truncate_log(self.out_dir / LOG_NAME, self.step)
 
 
+def log_line(row: dict[str, Any], words_per_s: float | None = None) -> str:
+    """A `train_log.jsonl` row as one line for people (the file keeps every digit):
+
+        step 120  loss 5.213  ppl 183.6  valid ppl 190.2  lr 0.001  words/s 2,345  elapsed 0:02:05
+
+    `loss` is the mean of both directions' (the log of `ppl`); what a row lacks (no
+    training steps since the last row, no validation) is left out.
+    """
+    parts = [f"step {row['step']}"]
+    if row.get("train_ppl") is not None:
+        parts += [f"loss {math.log(row['train_ppl']):.3f}", f"ppl {row['train_ppl']:.1f}"]
+    if row.get("valid_ppl") is not None:
+        parts.append(f"valid ppl {row['valid_ppl']:.1f}")
+    parts.append(f"lr {row['lr']:.3g}")
+    if words_per_s is not None and row.get("train_ppl") is not None:
+        parts.append(f"words/s {words_per_s:,.0f}")
+    seconds = int(row["elapsed_s"])
+    parts.append(f"elapsed {seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}")
+    return "  ".join(parts)
+
+
 def _limit_epochs(stream: Iterable[Batch], max_epochs: int) -> None:
     """Make `stream` end after `max_epochs` passes over its files (`TrainingStream.epochs`)."""
     limited = getattr(stream, "stream", stream)  # a PrefetchingStream's TrainingStream
@@ -723,6 +767,8 @@ class _FitRun:
     validated_at: int = -1
     saved_at: int = -1
     put_back: dict[str, Any] | None = None  # the stream's position before a batch taken but not trained
+    signals: StopSignals | None = None  # with stop_on_signals: the signals that stop the run
+    interrupted: bool = False  # a signal stopped the run (on any rank)
 
 
 def make_optimizer(params: list[nn.Parameter], config: TrainConfig) -> torch.optim.Optimizer:

@@ -1,0 +1,70 @@
+"""Ctrl-C and SIGTERM during training: stop at the next step boundary, so the run can save.
+
+`Trainer.fit(stop_on_signals=True)` (what `elmo train` asks for) holds a `StopSignals` while
+it trains: the first SIGINT (Ctrl-C) or SIGTERM (a scheduler's stop) is recorded, the loop
+stops after the step it is in, and the run writes the checkpoint an exact resume needs.
+A second signal stops at once, without saving. A second signal that comes within
+`REPEAT_AFTER_S` of the first counts as the same request: a launcher (torchrun) passes the
+terminal's Ctrl-C on to processes that got it already.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from types import FrameType, TracebackType
+from typing import Any
+
+__all__ = ["REPEAT_AFTER_S", "StopSignals"]
+
+REPEAT_AFTER_S = 1.0
+"""Seconds after the first signal from which a second one stops at once."""
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class StopSignals:
+    """A context manager: while entered, SIGINT and SIGTERM ask the training loop to stop.
+
+    The handlers in force before are put back on exit. Outside the main thread (where Python
+    takes no signal handlers) nothing is installed and `received` stays None.
+
+    Args:
+        notice: Written to standard error (one line) when the first signal arrives; None
+            for nothing (the processes of a run other than the one that reports).
+
+    Attributes:
+        received: The number of the first signal received, or None.
+    """
+
+    def __init__(self, notice: str | None = None) -> None:
+        self.notice = notice
+        self.received: int | None = None
+        self._first_at = 0.0
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in _SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        now = time.monotonic()
+        if self.received is None:
+            self.received, self._first_at = signum, now
+            if self.notice is not None:
+                with contextlib.suppress(OSError):  # no usable standard error: the stop goes on regardless
+                    os.write(2, f"\n{self.notice}\n".encode())
+        elif now - self._first_at >= REPEAT_AFTER_S:
+            raise KeyboardInterrupt
