@@ -577,14 +577,27 @@ def _embed_piece(model, reader, folder, piece, tokenize, settings, bar, watcher,
         sentences = [text.split() for text in texts]
     else:
         sentences = [tokenize(text) if text.strip() else [] for text in texts]
+    shown = [0] * len(sentences)  # words of each line on the bar so far
+    kept = [0] * len(sentences)  # tokens of each long line embedded so far
+
+    def on_window(i: int, tokens: int) -> None:  # a long line moves the bar window by window
+        kept[i] += tokens
+        words = counts[i] * kept[i] // max(len(sentences[i]), 1)  # the bar counts whitespace words
+        bar.update(words - shown[i])
+        shown[i] = words
+        if watcher is not None:
+            watcher.poll()
+        if stop_requested is not None and stop_requested():
+            raise KeyboardInterrupt
+
     # v108: attributes over 64 kB (long lines' tokens)
     with atomic_path(_piece_path(folder, piece)) as tmp, open_hdf5(tmp, "w", libver="v108") as out:
         out.attrs["first_line"] = piece.first_line
         out.attrs["end_line"] = piece.end_line
-        for i, vectors in iter_embeddings(model, sentences, settings):
+        for i, vectors in iter_embeddings(model, sentences, settings, on_window=on_window):
             dataset = out.create_dataset(str(piece.first_line + i), data=vectors)
             dataset.attrs.create("tokens", _storable(sentences[i]), dtype=h5py.string_dtype())
-            bar.update(counts[i])
+            bar.update(counts[i] - shown[i])
             if watcher is not None:
                 watcher.poll()
             if stop_requested is not None and stop_requested():
