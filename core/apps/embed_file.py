@@ -64,6 +64,7 @@ import torch.distributed as dist
 
 from ..files.atomic_files import atomic_path, atomic_write
 from ..files.folder_lock import FolderLock
+from ..files.hdf5_files import import_h5py, open_hdf5
 from ..files.text_files import (
     BYTE_ORDER_MARK,
     check_input_file,
@@ -397,8 +398,7 @@ def _run_job(
     stop_requested: Callable[[], bool] | None,
 ) -> EmbedFileResult:
     """This process's share of the pieces left to do; then rank 0 merges every piece into OUTPUT."""
-    import h5py
-
+    h5py = import_h5py()
     distributed = dist.is_available() and dist.is_initialized()
     rank = dist.get_rank() if distributed else 0
     world_size = dist.get_world_size() if distributed else 1
@@ -426,7 +426,7 @@ def _run_job(
             watcher.finish()
         bar.close()
         if rank == 0:
-            _merge(folder, pieces, files.output_path, job, h5py)
+            _merge(folder, pieces, files.output_path, job)
     finally:
         if lock is not None:
             lock.release()
@@ -577,14 +577,27 @@ def _embed_piece(model, reader, folder, piece, tokenize, settings, bar, watcher,
         sentences = [text.split() for text in texts]
     else:
         sentences = [tokenize(text) if text.strip() else [] for text in texts]
+    shown = [0] * len(sentences)  # words of each line on the bar so far
+    kept = [0] * len(sentences)  # tokens of each long line embedded so far
+
+    def on_window(i: int, tokens: int) -> None:  # a long line moves the bar window by window
+        kept[i] += tokens
+        words = counts[i] * kept[i] // max(len(sentences[i]), 1)  # the bar counts whitespace words
+        bar.update(words - shown[i])
+        shown[i] = words
+        if watcher is not None:
+            watcher.poll()
+        if stop_requested is not None and stop_requested():
+            raise KeyboardInterrupt
+
     # v108: attributes over 64 kB (long lines' tokens)
-    with atomic_path(_piece_path(folder, piece)) as tmp, h5py.File(tmp, "w", libver="v108") as out:
+    with atomic_path(_piece_path(folder, piece)) as tmp, open_hdf5(tmp, "w", libver="v108") as out:
         out.attrs["first_line"] = piece.first_line
         out.attrs["end_line"] = piece.end_line
-        for i, vectors in iter_embeddings(model, sentences, settings):
+        for i, vectors in iter_embeddings(model, sentences, settings, on_window=on_window):
             dataset = out.create_dataset(str(piece.first_line + i), data=vectors)
             dataset.attrs.create("tokens", _storable(sentences[i]), dtype=h5py.string_dtype())
-            bar.update(counts[i])
+            bar.update(counts[i] - shown[i])
             if watcher is not None:
                 watcher.poll()
             if stop_requested is not None and stop_requested():
@@ -616,15 +629,15 @@ class _PieceWatcher:
         self.poll(force=True)
 
 
-def _merge(folder: Path, pieces: Sequence[Piece], output_path: Path, job: dict[str, Any], h5py: Any) -> None:
+def _merge(folder: Path, pieces: Sequence[Piece], output_path: Path, job: dict[str, Any]) -> None:
     """Copy every piece's datasets, in line order, into one file; rename it to OUTPUT."""
     # The merged file is written inside the job folder: a merge that is cut short leaves
     # nothing beside OUTPUT.
-    with atomic_path(output_path, tmp_dir=folder) as tmp, h5py.File(tmp, "w", libver="v108") as out:
+    with atomic_path(output_path, tmp_dir=folder) as tmp, open_hdf5(tmp, "w", libver="v108") as out:
         out.attrs["layers"] = job["settings"]["layers"]
         out.attrs["dim"] = job["settings"]["dim"]
         for piece in pieces:
-            with h5py.File(_piece_path(folder, piece), "r") as source:
+            with open_hdf5(_piece_path(folder, piece), "r") as source:
                 for line in range(piece.first_line, piece.end_line):
                     source.copy(source[str(line)], out, name=str(line))
     # Renamed first (atomic, under the lock): a run that starts now finds no folder and makes

@@ -20,7 +20,8 @@ Conventions that need no transform, and why:
   forget bias is not in `B` and is added at run time (see `lstm.py`), so `B` is copied
   unchanged and an export is bit-exact.
 
-h5py is imported only when one of these functions is called.
+h5py is imported only when one of these functions is called (`elmo_core.files.hdf5_files`,
+which also reports a file that another process holds locked as locked).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from torch import nn
 from ..model.bilm import BiLM
 from ..model.errors import WeightFileError
 from ..runtime.attach import attach_runtime, has_runtime
+from .hdf5_files import open_hdf5
 
 if TYPE_CHECKING:
     from ..model.elmo import Elmo
@@ -134,7 +136,8 @@ def load_bilm_tf(model: BiLM | Elmo, weight_file: str | os.PathLike[str]) -> Non
 
     Raises:
         WeightFileError: if the file is missing or not hdf5, or a dataset is missing or
-            has another shape than the options imply (names the dataset and both shapes).
+            has another shape than the options imply (names the dataset and both shapes),
+            or another process holds the file locked (says so, and what to do).
         ImportError: if h5py is not installed (`pip install 'elmo-bilm[hdf5]'`).
     """
     bilm = _as_bilm(model)
@@ -149,7 +152,6 @@ def load_bilm_tf(model: BiLM | Elmo, weight_file: str | os.PathLike[str]) -> Non
 
 def _open_weight_file(path: Path) -> Any:
     """The open h5py file at `path`; a WeightFileError that says what to do when there is none."""
-    h5py = _import_h5py()
     if not path.exists():
         raise WeightFileError(f"weight file {path} does not exist. Check the path (and its working directory).")
     if path.is_dir():
@@ -158,7 +160,9 @@ def _open_weight_file(path: Path) -> Any:
             "(or --model DIR); for bilm-tf files pass the ..._weights.hdf5 file itself."
         )
     try:
-        return h5py.File(path, "r")
+        return open_hdf5(path, "r", error=WeightFileError)  # a locked file: its own WeightFileError
+    except WeightFileError:
+        raise
     except Exception as err:  # OSError for a bad signature or a truncated file
         raise WeightFileError(
             f"{path} is not a readable hdf5 file ({err}). It may be truncated (an interrupted "
@@ -278,15 +282,15 @@ def save_bilm_tf(model: BiLM | Elmo, weight_file: str | Path) -> None:
     and renamed when complete, so a failure never leaves a partial file behind.
 
     Raises:
+        WeightFileError: if another process holds the temporary file locked.
         ImportError: if h5py is not installed.
     """
     bilm = _as_bilm(model)
-    h5py = _import_h5py()
     path = Path(weight_file)
     tmp = path.with_name(path.name + ".partial")
     params = dict(bilm.named_parameters())
     try:
-        with h5py.File(tmp, "w") as handle, torch.no_grad():
+        with open_hdf5(tmp, "w", error=WeightFileError) as handle, torch.no_grad():
             for ds in _bilm_tf_table(bilm):
                 array = torch.zeros(ds.shape, dtype=torch.float32)
                 for target in ds.targets:
@@ -308,11 +312,3 @@ def _as_bilm(model: BiLM | Elmo) -> BiLM:
     if not isinstance(bilm, BiLM):
         raise TypeError(f"expected a BiLM or an Elmo; got {type(model).__name__}.")
     return bilm
-
-
-def _import_h5py():  # noqa: ANN202
-    try:
-        import h5py
-    except ImportError as err:
-        raise ImportError("reading or writing bilm-tf hdf5 weights needs h5py: pip install 'elmo-bilm[hdf5]'") from err
-    return h5py

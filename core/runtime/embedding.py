@@ -18,7 +18,7 @@ from ..model.precision import check_cpu_precision
 from ..model.windows import DEFAULT_WINDOW_TOKENS, check_window_settings
 from .attach import attach_runtime, has_runtime
 from .quantization import is_quantized
-from .windows import RunBatch, run_in_windows
+from .windows import OnWindow, RunBatch, run_in_windows
 
 if TYPE_CHECKING:
     from ..model.elmo import Elmo
@@ -152,7 +152,12 @@ class EmbedSettings:
 
 
 def iter_embeddings(
-    model: Elmo, sentences: Sequence[Sequence[str]], settings: EmbedSettings | None = None, **overrides: Any
+    model: Elmo,
+    sentences: Sequence[Sequence[str]],
+    settings: EmbedSettings | None = None,
+    *,
+    on_window: OnWindow | None = None,
+    **overrides: Any,
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Yield `(index, vectors)` for every sentence, batch by batch (not in input order).
 
@@ -165,14 +170,18 @@ def iter_embeddings(
     assembled); freed memory is handed back to the OS after every batch
     (`elmo_core.runtime.windows.run_in_windows`), so it stays flat over a long run. See
     `embed_sentences` for the arguments and shapes.
+
+    `on_window(index, kept_tokens)`, when given, is called after each window of a sentence
+    read in windows (longer than `window_tokens`), before that sentence is yielded: the
+    progress of a long sentence (`elmo embed`'s bar moves with it).
     """
     settings = EmbedSettings.given(settings, overrides)
     _check_call(model, sentences, settings)
-    yield from _embeddings(model, sentences, settings)
+    yield from _embeddings(model, sentences, settings, on_window)
 
 
 def _embeddings(
-    model: Elmo, sentences: Sequence[Sequence[str]], settings: EmbedSettings
+    model: Elmo, sentences: Sequence[Sequence[str]], settings: EmbedSettings, on_window: OnWindow | None = None
 ) -> Iterator[tuple[int, np.ndarray]]:
     """`iter_embeddings` after its checks."""
     if not has_runtime(model):  # a model built by hand: the runtime every loader gives (no value changes)
@@ -193,6 +202,7 @@ def _embeddings(
                 batch_size=settings.batch_size,
                 window_tokens=settings.window_tokens,
                 window_context=settings.window_context,
+                on_window=on_window,
             )
     finally:
         _leave_eval(model)

@@ -26,6 +26,9 @@ Correctness rules, enforced by `BiLM`:
 - A hit returns the same value a miss computes, up to the rounding of a batched
   convolution (tested at atol 1e-6 against the uncached model).
 
+A model under `torch.compile` looks its words up outside the compiled graph (a graph
+break), under `torch.inference_mode` and `torch.no_grad` alike.
+
 Thread-safe (one lock per cache); pickling and `copy.deepcopy` keep the settings and
 drop the entries.
 """
@@ -126,6 +129,11 @@ class TokenCache:
         Shape:
             words: [num_words, chars] int64 -> [num_words, P]
         """
+        if torch.compiler.is_compiling():
+            # Inside `torch.compile(model)`: the lookup runs in Python, out of the graph. Its
+            # numpy keys and its table, written outside inference mode, are state across
+            # calls, and traced they became guards that failed under `torch.inference_mode`.
+            return torch.compiler.disable(self.lookup)(words, compute)
         keys = _row_keys(words)
         device_type = words.device.type
         dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None

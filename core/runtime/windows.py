@@ -18,12 +18,16 @@ from ..model.windows import DEFAULT_WINDOW_TOKENS, Window, check_window_settings
 from .batching import batches_by_token_budget
 from .memory import release_free_memory
 
-__all__ = ["RunBatch", "run_in_windows"]
+__all__ = ["OnWindow", "RunBatch", "run_in_windows"]
 
 
 RunBatch = Callable[[list[Sequence[str]]], Sequence[np.ndarray] | np.ndarray]
 """Reads one batch of token lists; returns one array `[..., tokens, dim]` per row (token
 axis -2), holding at least that row's tokens (positions after them are ignored)."""
+
+OnWindow = Callable[[int, int], None]
+"""Told `(index, kept tokens)` after each window of a sequence read in windows, in batch
+order, before the sequence is complete: a progress bar's step inside a long sequence."""
 
 
 def run_in_windows(
@@ -34,6 +38,7 @@ def run_in_windows(
     batch_size: int | None = None,
     window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
     window_context: int | None = None,
+    on_window: OnWindow | None = None,
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Plan windows, run them in batches, assemble: yield `(index, array)` as each sequence completes.
 
@@ -54,6 +59,7 @@ def run_in_windows(
         batch_size: Optional cap on pieces per batch.
         window_tokens: Longest piece; None or 0 reads every sequence whole.
         window_context: Context tokens on each side of a kept stretch (default `window_tokens // 8`).
+        on_window: See `OnWindow`; not told of sequences read whole (they are yielded at once).
 
     Yields:
         `(index into sequences, array)`, the array float32, C-ordered, shaped as
@@ -77,7 +83,7 @@ def run_in_windows(
             if (w.start, w.end) == (0, len(sequences[i])):  # read whole
                 yield i, np.array(kept, dtype=np.float32, order="C", copy=True)
                 continue
-            _add_window(assembling, i, len(sequences[i]), w, kept)
+            _add_window(assembling, i, len(sequences[i]), w, kept, on_window)
             windows_left[i] -= 1
             if windows_left[i] == 0:
                 yield i, assembling.pop(i)
@@ -86,11 +92,15 @@ def run_in_windows(
         release_free_memory()
 
 
-def _add_window(assembling: dict[int, np.ndarray], i: int, length: int, w: Window, kept: np.ndarray) -> None:
-    """Copy a window's kept vectors into sequence `i`'s array, made at its first window."""
+def _add_window(
+    assembling: dict[int, np.ndarray], i: int, length: int, w: Window, kept: np.ndarray, on_window: OnWindow | None
+) -> None:
+    """Copy a window's kept vectors into sequence `i`'s array, made at its first window; tell `on_window`."""
     if i not in assembling:
         assembling[i] = np.empty((*kept.shape[:-2], length, kept.shape[-1]), dtype=np.float32)
     assembling[i][..., w.keep_start : w.keep_end, :] = kept
+    if on_window is not None:
+        on_window(i, w.keep_end - w.keep_start)
 
 
 def _pieces(num_tokens: int, window_tokens: int | None, window_context: int | None) -> list[Window]:

@@ -151,3 +151,78 @@ def test_a_kernel_whose_recompilation_for_a_new_shape_fails_goes_on_eagerly(monk
     with pytest.warns(RuntimeWarning, match="could not build the fused kernel"):
         assert double(torch.ones(2)).tolist() == [2.0] * 2
     assert compiled_module._BUILD_FAILED == [double.__qualname__]
+
+
+# ---------------------------------------------------------------- the compile cache folder (R60)
+CACHE_SCRIPT = """
+import os, sys, warnings
+import torch
+from elmo_core.runtime.compiled import use_writable_compile_cache
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    use_writable_compile_cache()
+spare = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+torch.optim.Adam([torch.zeros(2, requires_grad=True)])  # loads torch's compiler, which makes its cache folder
+print(spare)
+for warning in caught:
+    print(f"{warning.category.__name__}: {warning.message}")
+"""
+
+
+def test_a_compile_cache_folder_that_cannot_be_written_is_replaced_by_a_temporary_one_with_a_warning(tmp_path):
+    (tmp_path / "a_file").write_text("not a folder\n")
+    cache = tmp_path / "a_file" / "inductor"  # cannot be created, as on a read-only file system
+    env = {**__import__("os").environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "ELMO_COMPILE": "1"}
+    done = subprocess.run([sys.executable, "-c", CACHE_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    spare, *warned = done.stdout.splitlines()
+    assert Path(spare) != cache and not Path(spare).exists()  # used, then deleted at exit
+    assert len(warned) == 1 and warned[0].startswith("RuntimeWarning: the compile cache folder "), done.stdout
+    assert f"{cache} (TORCHINDUCTOR_CACHE_DIR) is not writable (Not a directory)" in warned[0]
+    assert "ELMO_COMPILE=0 to train without compiling" in warned[0]
+
+
+def test_a_writable_compile_cache_folder_is_left_as_set(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled_module.use_writable_compile_cache()
+    assert compiled_module.os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "cache")
+    assert (tmp_path / "cache").is_dir()
+
+
+def test_no_writable_folder_for_the_compile_cache_is_one_error_naming_the_variable(tmp_path, monkeypatch):
+    from elmo_core import ElmoError
+
+    (tmp_path / "a_file").write_text("")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "a_file" / "cache"))
+
+    def read_only(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(compiled_module.tempfile, "mkdtemp", read_only)
+    with pytest.raises(ElmoError) as caught:
+        compiled_module.use_writable_compile_cache()
+    message = str(caught.value)
+    assert "\n" not in message and "(TORCHINDUCTOR_CACHE_DIR) is not writable" in message
+    assert "set TORCHINDUCTOR_CACHE_DIR to a writable folder" in message
+
+
+def test_a_kernel_whose_cache_file_cannot_be_written_names_the_compile_cache(monkeypatch):
+    monkeypatch.setattr(compiled_module, "_BUILD_FAILED", [], raising=False)
+
+    def read_only_cache(fn):
+        def call(*args):
+            raise OSError(30, "Read-only file system")
+
+        return call
+
+    monkeypatch.setattr(compiled_module.torch, "compile", read_only_cache)
+
+    @fused_kernel
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return 2 * x
+
+    with pytest.warns(RuntimeWarning, match="Set TORCHINDUCTOR_CACHE_DIR to a writable folder") as caught:
+        assert double(torch.ones(2)).tolist() == [2.0, 2.0]
+    assert "C++ compiler" not in str(caught[0].message)

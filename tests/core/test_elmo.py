@@ -231,3 +231,29 @@ def test_char_ids_in_a_dtype_that_cannot_hold_them_are_refused_naming_the_dtype(
     char_ids, mask = words_to_char_ids([["The", "river"]])
     with pytest.raises(TypeError, match=rf"char_ids .*{dtype}"):
         elmo(char_ids.to(dtype), mask)
+
+
+# ---------------------------------------------------------------- torch.compile
+@pytest.mark.parametrize("mode", [torch.inference_mode, torch.no_grad], ids=["inference_mode", "no_grad"])
+def test_torch_compile_of_elmo_with_the_token_cache_gives_the_uncompiled_activations(mode):
+    """Dynamo (backend "eager", no C++ compiler) over the whole model, the token cache on: the
+    cache's lookup stays out of the graph, and calls after the first reuse the graph and the cache."""
+    elmo = make_tiny_elmo(dropout=0.0)
+    assert elmo.bilm.token_cache is not None
+    sentences = [["The", "river", "bank", "."], ["a", "bank"], ["naïve", "😀", "x" * 60]]
+    ids, mask = words_to_char_ids(sentences)
+    with torch.no_grad():
+        expected = elmo(ids, mask)
+    torch._dynamo.reset()
+    compiled = torch.compile(elmo, backend="eager")
+    try:
+        for call in range(2):
+            with mode():
+                got = compiled(ids, mask)
+            torch.testing.assert_close(got.activations, expected.activations, atol=1e-6, rtol=0)
+            for a, b in zip(got.representations, expected.representations, strict=True):
+                torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+            assert torch.equal(got.mask, expected.mask), f"call {call}"
+        assert elmo.bilm.token_cache.hits > 0  # the later call was answered by the cache
+    finally:
+        torch._dynamo.reset()

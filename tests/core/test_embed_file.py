@@ -420,3 +420,55 @@ def test_a_job_folder_that_is_a_broken_link_is_one_error_not_a_hang(tmp_path):
     (tmp_path / "file.partial").write_text("x")
     with pytest.raises(ElmoError, match=r"exists but is not a folder"):
         FolderLock(tmp_path / "file.partial", busy="busy")
+
+
+class _RecordingBar:
+    """A progress bar that remembers every step (in place of tqdm's)."""
+
+    def __init__(self, total: int, initial: int) -> None:
+        self.total, self.n, self.disable = total, initial, False
+        self.steps: list[int] = []
+
+    def update(self, n: int) -> None:
+        self.steps.append(n)
+        self.n += n
+
+    def close(self) -> None:
+        pass
+
+
+def test_progress_on_one_long_line_advances_window_by_window_to_its_word_count(tmp_path, monkeypatch):
+    from elmo_core.apps import embed_file as module
+
+    bars: list[_RecordingBar] = []
+
+    def recording_bar(job, left, show):
+        bars.append(_RecordingBar(job["tokens"], job["tokens"] - sum(p.tokens for p in left)))
+        return bars[-1]
+
+    monkeypatch.setattr(module, "_progress_bar", recording_bar)
+    words = [f"w{i % 37}" for i in range(3001)]
+    (tmp_path / "in.txt").write_text("a b c\n" + " ".join(words) + "\nd e\n", encoding="utf-8")
+    elmo = make_tiny_elmo(dropout=0.0)
+    settings = {"window_tokens": 64, "batch_tokens": 400}
+    module.embed_file(elmo, tmp_path / "in.txt", tmp_path / "out.hdf5", progress=True, **settings)
+    (bar,) = bars
+    assert bar.n == bar.total == 3006 and sum(bar.steps) == 3006
+    # The long line moves the bar about once per batch of windows (3001 tokens in windows keeping
+    # 48 each, 6 windows per batch), not once at its end.
+    assert len(bar.steps) >= 3001 // (48 * 6)
+    assert max(bar.steps) < 3001 // 5
+    with h5py.File(tmp_path / "out.hdf5", "r") as out:
+        assert out["1"].shape == (3, 3001, 16)
+
+
+def test_the_windows_of_one_long_line_run_together_and_give_the_vectors_of_one_window_per_pass():
+    from elmo_core import embed_sentences
+
+    elmo = make_tiny_elmo(dropout=0.0)
+    line = [[f"w{i % 37}" for i in range(700)]]
+    together = embed_sentences(elmo, line, window_tokens=64, batch_tokens=4096)[0]  # 13 windows per pass
+    alone = embed_sentences(elmo, line, window_tokens=64, batch_size=1)[0]  # one window per pass
+    np.testing.assert_allclose(together, alone, atol=1e-6, rtol=0)
+    whole_passes = embed_sentences(elmo, [line[0][:64]], window_tokens=64)[0]  # a line of one window
+    np.testing.assert_allclose(together[:, :56], whole_passes[:, :56], atol=1e-6, rtol=0)

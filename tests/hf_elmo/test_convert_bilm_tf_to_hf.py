@@ -155,3 +155,14 @@ def test_download_converts_on_arrival_from_local_files(tiny_bilm_hdf5, tmp_path,
     assert len(fetched) == 2  # kept originals are reused
     convert("--download", "small", tmp_path / "cli")
     assert len(fetched) == 4 and (tmp_path / "cli" / "modeling_elmo.py").is_file()
+
+
+def test_converting_weights_another_process_holds_open_says_locked_and_writes_nothing(tiny_bilm_hdf5, tmp_path):
+    from ..core.test_hdf5_files import assert_says_locked, held_open
+
+    options, weights = tiny_bilm_hdf5
+    with held_open(weights):
+        result = runner.invoke(app, ["convert", str(options), str(weights), str(tmp_path / "model")])
+    assert isinstance(result.exception, ElmoError)
+    assert_says_locked(str(result.exception), weights)
+    assert not (tmp_path / "model").exists()

@@ -23,7 +23,7 @@ from typing import Annotated
 import typer
 
 from ...model.errors import ElmoError
-from ...runtime.compiled import compile_enabled
+from ...runtime.compiled import compile_enabled, use_writable_compile_cache
 from ...runtime.memory import MMAP_THRESHOLD, use_heap_for_every_block, use_mmap_for_large_blocks
 from ...runtime.shapes import reserve_kernel_cache
 from ...runtime.threads import thread_policy
@@ -75,7 +75,9 @@ def main() -> None:
     (`elmo_core.runtime.memory.use_mmap_for_large_blocks`): memory then stays close to what
     is alive, batch after batch; `elmo train` keeps every block in the heap instead
     (`use_heap_for_every_block`; see `elmo_core.runtime.memory` for why) and makes room for
-    4,096 oneDNN kernels (`elmo_core.runtime.shapes.reserve_kernel_cache`).
+    4,096 oneDNN kernels (`elmo_core.runtime.shapes.reserve_kernel_cache`). Where torch's
+    compile cache folder cannot be written, it uses a temporary one, with a warning
+    (`elmo_core.runtime.compiled.use_writable_compile_cache`).
     """
     if sys.argv[1:2] == ["train"]:
         use_heap_for_every_block()
@@ -85,6 +87,7 @@ def main() -> None:
     try:
         thread_policy()  # a bad ELMO_THREADS is one line before any work
         compile_enabled()  # and a bad ELMO_COMPILE
+        use_writable_compile_cache()  # torch's compile cache: a temporary one where the set one is not writable
         app()
     except (ElmoError, TypeError, ValueError, OSError) as err:  # OSError: files, the network
         typer.echo(f"error: {err}", err=True)

@@ -595,3 +595,37 @@ def test_a_run_without_a_stop_condition_is_refused_naming_the_options_and_what_a
         with pytest.raises(ElmoError, match=r"^give --max-steps, --max-hours or --max-epochs .* again with --resume"):
             runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
     assert sorted(p.name for p in out.iterdir()) == before and not (tmp_path / "new").exists()
+
+
+# ---------------------------------------------------------------- the compile cache folder (R60)
+@pytest.mark.parametrize(
+    "compile_flag", [pytest.param("1", marks=pytest.mark.slow), "0"], ids=["compiling", "ELMO_COMPILE=0"]
+)
+def test_train_with_a_compile_cache_folder_it_cannot_write_trains_and_names_the_folder(
+    tmp_path, options_file, train_file, compile_flag
+):
+    """TORCHINDUCTOR_CACHE_DIR below a regular file cannot be created, as a folder on a read-only
+    file system cannot (root may write a chmod-read-only folder, so the test uses a file)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "a_file").write_text("not a folder\n")
+    cache = tmp_path / "a_file" / "inductor"
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "ELMO_COMPILE": compile_flag}
+    exe = shutil.which("elmo") or str(Path(sys.executable).parent / "elmo")
+    out = tmp_path / "run"
+    args = ["train", "--out", out, "--train", train_file, "--options", options_file, "--pretokenized"]
+    args += ["--batch-tokens", 64, "--no-progress", "--max-steps", 2]
+    done = subprocess.run([exe, *map(str, args)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "Errno" not in done.stderr
+    assert load_model_folder(out) is not None
+    warned = [line for line in done.stderr.splitlines() if "RuntimeWarning" in line]
+    if compile_flag == "0":
+        assert warned == []  # nothing is compiled, so nothing to say
+    else:
+        assert len(warned) == 1, done.stderr
+        assert f"the compile cache folder {cache} (TORCHINDUCTOR_CACHE_DIR) is not writable" in warned[0]
+        assert "ELMO_COMPILE=0 to train without compiling" in warned[0]
