@@ -46,7 +46,7 @@ from elmo_core.model import (
     check_sentences,
     word_to_char_ids,
 )
-from elmo_core.runtime.first_use import first_use_lock
+from elmo_core.runtime import first_use_lock
 
 # >>> hf_elmo only: the installed code also reads the core's options and tokenizer plug-ins
 # isort: split

@@ -296,8 +296,7 @@ class BiLM(nn.Module):
         The runtime's thread rule on the CPU (`elmo_core.runtime.threads.forward_threads`);
         a no-op for a biLM without a runtime. Nested uses of one thread count once.
         """
-        device = self.bos_char_ids.device
-        return self.recurrence.threads(device) if self.recurrence is not None else nullcontext()
+        return self.recurrence.threads(self.bos_char_ids.device) if self.recurrence is not None else nullcontext()
 
     def _forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None, device: torch.device) -> BiLMOutput:
         char_ids = char_ids.to(device)

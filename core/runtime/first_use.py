@@ -33,7 +33,4 @@ def first_use_lock(owner: object) -> threading.RLock:
         owner: The object whose state is loaded; it must take weak references.
     """
     with _guard:
-        lock = _locks.get(owner)
-        if lock is None:
-            lock = _locks[owner] = threading.RLock()
-        return lock
+        return _locks.setdefault(owner, threading.RLock())

@@ -101,10 +101,7 @@ _locks: weakref.WeakKeyDictionary[object, threading.RLock] = weakref.WeakKeyDict
 
 def first_use_lock(owner: object) -> threading.RLock:
     with _guard:
-        lock = _locks.get(owner)
-        if lock is None:
-            lock = _locks[owner] = threading.RLock()
-        return lock
+        return _locks.setdefault(owner, threading.RLock())
 
 
 # ---- hf_elmo/tokenization_elmo.py ---------------------------------------------
