@@ -10,7 +10,7 @@ its thinc wrapper) and assembles each sequence from its windows.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 
 import numpy as np
 
@@ -34,7 +34,7 @@ def run_in_windows(
     batch_size: int | None = None,
     window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
     window_context: int | None = None,
-) -> Iterator[tuple[int, np.ndarray]]:
+) -> Generator[tuple[int, np.ndarray], None, None]:
     """Plan windows, run them in batches, assemble: yield `(index, array)` as each sequence completes.
 
     A sequence of at most `window_tokens` tokens is one piece, read whole; a longer one is
