@@ -397,8 +397,9 @@ class ElmoModel(ElmoPreTrainedModel):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         mask = attention_mask.bool() if isinstance(attention_mask, torch.Tensor) else attention_mask
         frozen = not bilm_is_trainable(self.bilm)  # the core's one rule for "frozen"
-        activations, out_mask = self._read(input_ids, mask, frozen)
-        output = self._mix(activations, out_mask, bool(output_hidden_states))
+        with self.bilm.threads():  # the windows and mixes too: the runtime's thread rule (BiLM.threads)
+            activations, out_mask = self._read(input_ids, mask, frozen)
+            output = self._mix(activations, out_mask, bool(output_hidden_states))
         return output if return_dict else output.to_tuple()
 
     def _mix(self, activations: torch.Tensor, out_mask: torch.Tensor, output_hidden_states: bool) -> ElmoModelOutput:

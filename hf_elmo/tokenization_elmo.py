@@ -46,6 +46,7 @@ from elmo_core.model import (
     check_sentences,
     word_to_char_ids,
 )
+from elmo_core.runtime import first_use_lock
 
 # >>> hf_elmo only: the installed code also reads the core's options and tokenizer plug-ins
 # isort: split
@@ -285,7 +286,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
     def _split_with_offsets(self, text: str) -> tuple[list[str], list[tuple[int, int]]]:
         """Tokens of raw text and their `(start, end)` character spans in it."""
         if self._split_text is None:
-            self._split_text = _load_text_tokenizer(self.text_tokenizer)
+            with first_use_lock(self):  # concurrent first calls load it once
+                if self._split_text is None:
+                    self._split_text = _load_text_tokenizer(self.text_tokenizer)
         tokens: list[str] = []
         offsets: list[tuple[int, int]] = []
         position = 0

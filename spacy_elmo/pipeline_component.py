@@ -19,6 +19,7 @@ from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
 from elmo_core import Elmo, ElmoError, ScalarMix, load_model_folder, release_free_memory, save_model_folder
+from elmo_core.runtime import first_use_lock
 
 from .layers.elmo_layers import check_frozen_for_training, elmo_module, set_dims_from_elmo, set_elmo
 from .layers.listener import ElmoListener
@@ -394,6 +395,10 @@ class ElmoComponent(TrainablePipe):
             elmo_core.ElmoError: if the configured source cannot be read (see
                 `layers.elmo_layers.load_elmo_source`).
         """
+        with first_use_lock(self):  # concurrent first calls load once; the others find it loaded
+            return self._load_once()
+
+    def _load_once(self) -> _LoadedBiLM:
         self.model.initialize()
         elmo = elmo_module(self.model)
         assert elmo is not None  # initialize() loaded it
@@ -409,7 +414,7 @@ class ElmoComponent(TrainablePipe):
                 "token.vector, span.vector and doc.vector return those, not ELMo's. ELMo's vectors "
                 "are in doc.tensor (mixed) and doc._.elmo_layers (every layer).",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
         return self._loaded
 

@@ -297,10 +297,18 @@ class BiLM(nn.Module):
         """
         C = self.options.char_cnn.max_characters_per_token
         char_ids = check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
-        device = self.bos_char_ids.device
         # keep_bf16_copies: bf16 copies of trainable weights live for this pass (precision.py)
-        with self.recurrence.threads(device) if self.recurrence is not None else nullcontext(), keep_bf16_copies():
-            return self._forward(char_ids, mask, device)
+        with self.threads(), keep_bf16_copies():
+            return self._forward(char_ids, mask, self.bos_char_ids.device)
+
+    def threads(self) -> AbstractContextManager:
+        """The context of the library's work on this biLM: its forward, and what a caller
+        computes from the outputs (scalar mixes, a face's outputs).
+
+        The runtime's thread rule on the CPU (`elmo_core.runtime.threads.forward_threads`);
+        a no-op for a biLM without a runtime. Nested uses of one thread count once.
+        """
+        return self.recurrence.threads(self.bos_char_ids.device) if self.recurrence is not None else nullcontext()
 
     def _forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None, device: torch.device) -> BiLMOutput:
         char_ids = char_ids.to(device)

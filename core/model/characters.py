@@ -152,14 +152,16 @@ def words_to_char_ids(
     """
     check_sentences(sentences)
     C = max_characters_per_token
-    lengths = torch.tensor([len(s) for s in sentences], dtype=torch.long)
+    # Built in numpy, then handed to torch: no torch operation runs here, so no OpenMP
+    # team either (a process forked after parallel work can call this; see
+    # elmo_core.runtime.threads).
+    lengths = np.array([len(s) for s in sentences], dtype=np.int64)
     num_tokens = int(lengths.max()) if len(sentences) else 0
-    mask = torch.arange(num_tokens)[None, :] < lengths[:, None]  # [batch, tokens]
-    char_ids = torch.zeros(len(sentences), num_tokens, C, dtype=torch.long)
+    mask = np.arange(num_tokens)[None, :] < lengths[:, None]  # [batch, tokens]
+    char_ids = np.zeros((len(sentences), num_tokens, C), dtype=np.int64)
     if num_tokens:
         # One bytes object per word (cached), joined and viewed as a [real tokens, C]
         # array: the Python work per token is a dict lookup, not 50 int conversions.
         flat = b"".join(_word_id_bytes(word, C) for sentence in sentences for word in sentence)
-        ids = np.frombuffer(flat, dtype=np.int16).reshape(-1, C)
-        char_ids[mask] = torch.from_numpy(ids.astype(np.int64))  # row-major: sentence by sentence
-    return char_ids, mask
+        char_ids[mask] = np.frombuffer(flat, dtype=np.int16).reshape(-1, C)  # row-major: sentence by sentence
+    return torch.from_numpy(char_ids), torch.from_numpy(mask)

@@ -134,9 +134,10 @@ class Elmo(nn.Module):
         Raises:
             ValueError / TypeError: as `BiLM.forward`.
         """
-        out = run_bilm(self.bilm, char_ids, mask)
-        layers = out.activations.unbind(0)
-        representations = mix_representations(self.scalar_mixes, layers, out.mask, self.dropout, self.training)
+        with self.bilm.threads():  # the mixes too: the thread rule's count (BiLM.threads)
+            out = run_bilm(self.bilm, char_ids, mask)
+            layers = out.activations.unbind(0)
+            representations = mix_representations(self.scalar_mixes, layers, out.mask, self.dropout, self.training)
         return ElmoOutput(representations, out.activations, out.mask)
 
 

@@ -19,9 +19,11 @@ from .embedding import (
     check_layers,
     check_model,
     embed_sentences,
+    inference_step,
     iter_embeddings,
 )
 from .feature_cache import CacheStats, FeatureCache
+from .first_use import first_use_lock
 from .memory import (
     MMAP_THRESHOLD,
     release_free_memory,
@@ -51,6 +53,7 @@ from .threads import (
     set_thread_policy,
     thread_policy,
     usable_cpus,
+    watch_forks,
 )
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS, TokenCache, float64_sum, parameter_fingerprint
 from .windows import RunBatch, run_in_windows
@@ -71,9 +74,11 @@ __all__ = [
     "check_model",
     "embed_sentences",
     "FeatureCache",
+    "first_use_lock",
     "float64_sum",
     "forward_threads",
     "has_runtime",
+    "inference_step",
     "init_distributed",
     "is_quantized",
     "iter_embeddings",
@@ -103,6 +108,7 @@ __all__ = [
     "ThreadPolicy",
     "TokenCache",
     "usable_cpus",
+    "watch_forks",
     "use_heap_for_every_block",
     "use_mmap_for_large_blocks",
 ]

@@ -20,6 +20,7 @@ from ..model.checks import check_int
 from .char_cnn_training import encode_for_training
 from .memory import release_when_collected
 from .recurrence import Recurrence
+from .threads import watch_forks
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS, TokenCache
 
 __all__ = ["attach_runtime", "has_runtime", "set_token_cache"]
@@ -47,6 +48,7 @@ def attach_runtime(
     """
     Recurrence(recurrence)  # both settings are checked before any biLM changes
     _check_words(token_cache_words)
+    watch_forks()  # a process forked after this load can run the model (elmo_core.runtime.threads)
     for bilm in _bilms(module):
         bilm.recurrence = Recurrence(recurrence)  # one each: captured graphs are per model
         bilm.char_cnn.training_path = encode_for_training

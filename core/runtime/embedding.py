@@ -17,6 +17,7 @@ from ..model.checks import check_int
 from ..model.precision import check_cpu_precision
 from ..model.windows import DEFAULT_WINDOW_TOKENS, check_window_settings
 from .attach import attach_runtime, has_runtime
+from .first_use import first_use_lock
 from .quantization import is_quantized
 from .windows import OnWindow, RunBatch, run_in_windows
 
@@ -27,6 +28,7 @@ __all__ = [
     "EmbedSettings",
     "check_model",
     "embed_sentences",
+    "inference_step",
     "iter_embeddings",
     "check_layers",
     "LAYER_CHOICES",
@@ -183,27 +185,53 @@ def iter_embeddings(
 def _embeddings(
     model: Elmo, sentences: Sequence[Sequence[str]], settings: EmbedSettings, on_window: OnWindow | None = None
 ) -> Iterator[tuple[int, np.ndarray]]:
-    """`iter_embeddings` after its checks."""
+    """`iter_embeddings` after its checks.
+
+    Each step runs the model in its inference modes (`inference_step`), and only the step:
+    the caller's code between steps runs in the caller's modes, as torch's own decorators
+    do for generators.
+    """
     if not has_runtime(model):  # a model built by hand: the runtime every loader gives (no value changes)
-        attach_runtime(model)
+        with first_use_lock(model):
+            if not has_runtime(model):
+                attach_runtime(model)
     if is_quantized(model):
         _check_int8_use(model, settings.device, settings.autocast_dtype)
     if settings.device is not None:
         model.to(settings.device)
     precision = _autocast(next(model.parameters()).device, settings.autocast_dtype)
-    run_batch = _batch_runner(model, settings.layers, precision)
+    steps = run_in_windows(
+        sentences,
+        _batch_runner(model, settings.layers, precision),
+        batch_tokens=settings.batch_tokens,
+        batch_size=settings.batch_size,
+        window_tokens=settings.window_tokens,
+        window_context=settings.window_context,
+        on_window=on_window,
+    )
+    try:
+        while True:
+            with inference_step(model):
+                item = next(steps, None)
+            if item is None:
+                return
+            yield item
+    finally:
+        steps.close()
+
+
+@contextlib.contextmanager
+def inference_step(model: torch.nn.Module) -> Iterator[None]:
+    """Run the block with `model` in eval mode under `torch.inference_mode`, then put both back.
+
+    The model's own mode comes back when the last block running on it (in any thread)
+    ends, so concurrent calls on one model neither see each other's eval() as the
+    caller's mode nor run with dropout on after another call has put it back.
+    """
     _enter_eval(model)
     try:
         with torch.inference_mode():
-            yield from run_in_windows(
-                sentences,
-                run_batch,
-                batch_tokens=settings.batch_tokens,
-                batch_size=settings.batch_size,
-                window_tokens=settings.window_tokens,
-                window_context=settings.window_context,
-                on_window=on_window,
-            )
+            yield
     finally:
         _leave_eval(model)
 
@@ -236,27 +264,28 @@ def _batch_runner(model: Elmo, layers: str | int, precision: contextlib.Abstract
     C = model.options.char_cnn.max_characters_per_token
 
     def run_batch(texts: list[Sequence[str]]) -> np.ndarray:
-        char_ids, mask = words_to_char_ids(texts, C)
-        with precision:
-            # The scalar mixes only when asked for: for the other choices they would be
-            # computed and thrown away.
-            out = model(char_ids, mask) if layers == "mix" else model.bilm(char_ids, mask)
-        if layers == "all":
-            result = out.activations.transpose(0, 1)  # [batch, layers, tokens, dim]
-        elif layers == "top":
-            result = out.activations[-1]
-        elif layers == "average":
-            result = out.activations.mean(dim=0)
-        elif layers == "mix":
-            result = out.representations[0]
-        else:
-            result = out.activations[int(layers)]
-        return result.float().cpu().numpy()  # `out` and the inputs are freed on return
+        with model.bilm.threads():  # the chosen layers are ours to compute too
+            char_ids, mask = words_to_char_ids(texts, C)
+            with precision:
+                # The scalar mixes only when asked for: for the other choices they would be
+                # computed and thrown away.
+                out = model(char_ids, mask) if layers == "mix" else model.bilm(char_ids, mask)
+            if layers == "all":
+                result = out.activations.transpose(0, 1)  # [batch, layers, tokens, dim]
+            elif layers == "top":
+                result = out.activations[-1]
+            elif layers == "average":
+                result = out.activations.mean(dim=0)
+            elif layers == "mix":
+                result = out.representations[0]
+            else:
+                result = out.activations[int(layers)]
+            return result.float().cpu().numpy()  # `out` and the inputs are freed on return
 
     return run_batch
 
 
-# Calls to iter_embeddings running on each model (from any thread), and the mode to put
+# Steps running on each model (from any thread: `inference_step`), and the mode to put
 # back when the last one ends. Switching a shared model to eval() and back per call
 # raced: a second thread could read the first one's eval() as the caller's mode, or
 # run in training mode (dropout on) after the first one restored it.

@@ -30,13 +30,24 @@ the machine's CPUs. It never raises torch's count: `torch.set_num_threads(1)` or
 `OMP_NUM_THREADS=1` (which torchrun sets) stays 1. Without `/proc` (macOS, Windows) only
 the affinity and torch's count apply.
 
-What is global. `torch.set_num_threads` belongs to the whole process. With torch's
-OpenMP backend it takes effect for the calling thread (and threads that have not run a
-parallel operation yet), and MKL's count is process-wide; a program that runs its own
-torch work in other threads during a biLM forward may see that count lowered until the
-forward returns. `set_thread_policy("torch")` (or `ELMO_THREADS=torch`) switches all of
-this off; `set_thread_policy(N)` (or `ELMO_THREADS=N`) runs every forward with exactly N
-threads. Inter-op threads are not touched: the biLM runs no inter-op work.
+Only the forward's own thread. torch keeps its OpenMP count per thread, and a thread
+takes the count last set anywhere in the process when it first runs parallel work.
+`torch.set_num_threads` sets both: the caller's count and that process-wide default.
+`_use_threads` therefore puts the default back at once, from a short-lived thread of its
+own, so a thread that starts while a forward runs gets torch's count for its own work, not
+the forward's. The count applies to the library's own work on a biLM (`BiLM.threads`: the
+forward, the scalar mixes, the faces' outputs) and nowhere else.
+`set_thread_policy("torch")` (or `ELMO_THREADS=torch`) switches all of this off;
+`set_thread_policy(N)` (or `ELMO_THREADS=N`) runs every forward with exactly N threads.
+Inter-op threads are not touched: the biLM runs no inter-op work.
+
+Forked processes. GNU OpenMP (torch's CPU builds on Linux) is not fork-safe: in a process
+forked after its parent ran a parallel region, the thread that forked waits for the
+parent's thread team at its first parallel region, for ever. From the first use of the
+library (a load or a forward) a fork hook (`watch_forks`) marks that thread in the child,
+and the library's work in it runs with one thread (no team to wait for). Other threads of
+the child start teams of their own and keep the policy. torch's count for the user's own
+work is left as it is.
 """
 
 from __future__ import annotations
@@ -65,6 +76,7 @@ __all__ = [
     "set_thread_policy",
     "thread_policy",
     "usable_cpus",
+    "watch_forks",
 ]
 
 ThreadPolicy = str | int
@@ -299,15 +311,21 @@ def choose_threads(ceiling: int, usable: int, others: float, running: int = 1) -
 def forward_threads(device: torch.device) -> Iterator[int]:
     """Run the block with the thread count of the policy in force (see the module docstring).
 
-    Does nothing for a device other than the CPU, for the policy "torch", or inside another
+    Does nothing for a device other than the CPU, for the policy "torch" (except in the
+    thread that forked a child process, which runs with one thread), or inside another
     `forward_threads` block of the same thread.
 
     Yields:
         The number of intra-op threads the block runs with.
     """
     global _active
+    if device.type != "cpu" or getattr(_nesting, "depth", 0) > 0:
+        yield torch.get_num_threads()
+        return
+    watch_forks()
     policy = thread_policy()
-    if device.type != "cpu" or policy == "torch" or getattr(_nesting, "depth", 0) > 0:
+    forked = _forked_thread == threading.get_ident()
+    if policy == "torch" and not forked:
         yield torch.get_num_threads()
         return
     before = torch.get_num_threads()
@@ -315,22 +333,64 @@ def forward_threads(device: torch.device) -> Iterator[int]:
         _active += 1
         running = _active
     try:
-        if isinstance(policy, int):
+        if forked:
+            chosen = 1  # the parent's OpenMP team is gone: never wait for it
+        elif isinstance(policy, int):
             chosen = policy
         else:
             chosen = choose_threads(before, usable_cpus(), other_load(), running)
         if chosen != before:
-            torch.set_num_threads(chosen)
-        _nesting.depth = 1
+            _use_threads(chosen, before)
+        _nesting.depth, _nesting.torch_count = 1, before
         try:
             yield chosen
         finally:
             _nesting.depth = 0
             if chosen != before:
-                torch.set_num_threads(before)
+                torch.set_num_threads(before)  # this thread's count and the default: both torch's
     finally:
         with _lock:
             _active -= 1
+
+
+def _use_threads(count: int, default: int) -> None:
+    """Give the calling thread `count` intra-op threads, and leave `default` to threads that start now.
+
+    `torch.set_num_threads` also sets the count that a thread takes at its first parallel
+    work; a short-lived thread of our own sets that back to `default` (its own count is
+    thrown away with it).
+    """
+    torch.set_num_threads(count)
+    if count != default:
+        restore = threading.Thread(target=torch.set_num_threads, args=(default,), name="elmo-thread-count")
+        restore.start()
+        restore.join()
+
+
+_watching = False
+_forked_thread: int | None = None  # in a forked child: the thread that forked it
+
+
+def watch_forks() -> None:
+    """Install the library's fork hook (once, at its first use; never at import).
+
+    In a child process, the hook marks the thread that forked: the library's work in that
+    thread then runs with one thread (see the module docstring).
+    """
+    global _watching
+    if _watching or not hasattr(os, "register_at_fork"):
+        return
+    with _lock:
+        if not _watching:
+            os.register_at_fork(after_in_child=_after_fork_in_child)
+            _watching = True
+
+
+def _after_fork_in_child() -> None:
+    global _forked_thread, _lock, _active
+    _forked_thread = threading.get_ident()
+    _lock = threading.Lock()  # another thread of the parent may have held it: it does not exist here
+    _active = 1 if getattr(_nesting, "depth", 0) > 0 else 0
 
 
 _nesting = threading.local()
@@ -365,32 +425,34 @@ def run_side_by_side(first: Callable[[], T], second: Callable[[], U], threads: i
     """`(first(), second())`, `second` in a new thread; each with `threads` intra-op threads.
 
     The worker gets the caller's inference mode and CPU autocast state (both are per
-    thread in torch); torch's count in the calling thread is put back afterwards.
+    thread in torch). torch's count in the calling thread is put back afterwards, and
+    threads that start meanwhile get torch's own count (`_use_threads`).
     """
     inference = torch.is_inference_mode_enabled()
     autocast = torch.is_autocast_enabled("cpu")
     dtype = torch.get_autocast_dtype("cpu")
+    before = torch.get_num_threads()
+    default = getattr(_nesting, "torch_count", before)  # torch's count outside the forward
     results: list = []
     errors: list[BaseException] = []
 
     def work() -> None:
         try:
-            torch.set_num_threads(threads)
+            _use_threads(threads, default)
             with torch.inference_mode(inference), torch.no_grad(), torch.autocast("cpu", dtype, enabled=autocast):
                 results.append(second())
         except BaseException as err:  # noqa: BLE001 - re-raised in the caller
             errors.append(err)
 
-    before = torch.get_num_threads()
     worker = threading.Thread(target=work, name="elmo-backward-direction")
     worker.start()
     try:
-        torch.set_num_threads(threads)
+        _use_threads(threads, default)
         with _nested():
             first_result = first()
     finally:
         worker.join()
-        torch.set_num_threads(before)  # also MKL's count, which is process-wide
+        _use_threads(before, default)  # also MKL's count, which is per thread
     if errors:
         raise errors[0]
     return first_result, results[0]

@@ -10,7 +10,7 @@ its thinc wrapper) and assembles each sequence from its windows.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 
 import numpy as np
 
@@ -39,7 +39,7 @@ def run_in_windows(
     window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
     window_context: int | None = None,
     on_window: OnWindow | None = None,
-) -> Iterator[tuple[int, np.ndarray]]:
+) -> Generator[tuple[int, np.ndarray], None, None]:
     """Plan windows, run them in batches, assemble: yield `(index, array)` as each sequence completes.
 
     A sequence of at most `window_tokens` tokens is one piece, read whole; a longer one is

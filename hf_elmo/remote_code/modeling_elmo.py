@@ -612,9 +612,10 @@ class BiLM(nn.Module):
     def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> BiLMOutput:
         C = self.options.char_cnn.max_characters_per_token
         char_ids = check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
-        device = self.bos_char_ids.device
-        with self.recurrence.threads(device) if self.recurrence is not None else nullcontext(), keep_bf16_copies():
-            return self._forward(char_ids, mask, device)
+        with self.threads(), keep_bf16_copies():
+            return self._forward(char_ids, mask, self.bos_char_ids.device)
+    def threads(self) -> AbstractContextManager:
+        return self.recurrence.threads(self.bos_char_ids.device) if self.recurrence is not None else nullcontext()
     def _forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None, device: torch.device) -> BiLMOutput:
         char_ids = char_ids.to(device)
         real = (char_ids != 0).any(dim=-1) if mask is None else _check_mask(mask, char_ids).to(device)
@@ -913,9 +914,10 @@ class Elmo(nn.Module):
     def n_outputs(self) -> int:
         return self.options.n_outputs
     def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> ElmoOutput:
-        out = run_bilm(self.bilm, char_ids, mask)
-        layers = out.activations.unbind(0)
-        representations = mix_representations(self.scalar_mixes, layers, out.mask, self.dropout, self.training)
+        with self.bilm.threads():  # the mixes too: the thread rule's count (BiLM.threads)
+            out = run_bilm(self.bilm, char_ids, mask)
+            layers = out.activations.unbind(0)
+            representations = mix_representations(self.scalar_mixes, layers, out.mask, self.dropout, self.training)
         return ElmoOutput(representations, out.activations, out.mask)
 
 
@@ -1375,8 +1377,9 @@ class ElmoModel(ElmoPreTrainedModel):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         mask = attention_mask.bool() if isinstance(attention_mask, torch.Tensor) else attention_mask
         frozen = not bilm_is_trainable(self.bilm)  # the core's one rule for "frozen"
-        activations, out_mask = self._read(input_ids, mask, frozen)
-        output = self._mix(activations, out_mask, bool(output_hidden_states))
+        with self.bilm.threads():  # the windows and mixes too: the runtime's thread rule (BiLM.threads)
+            activations, out_mask = self._read(input_ids, mask, frozen)
+            output = self._mix(activations, out_mask, bool(output_hidden_states))
         return output if return_dict else output.to_tuple()
 
     def _mix(self, activations: torch.Tensor, out_mask: torch.Tensor, output_hidden_states: bool) -> ElmoModelOutput:

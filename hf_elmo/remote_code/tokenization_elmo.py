@@ -1,4 +1,4 @@
-# Generated from hf_elmo/tokenization_elmo.py and the code of the 2 elmo_core modules named in its
+# Generated from hf_elmo/tokenization_elmo.py and the code of the 3 elmo_core modules named in its
 # sections, so that a saved model folder needs no elmo-bilm. Do not edit: edit those, then run
 #     python -m hf_elmo.remote_code.generate
 """ElmoTokenizer: text or token lists to ELMo's character ids. No vocabulary file.
@@ -29,6 +29,7 @@ with all-zero rows.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any, cast
@@ -106,6 +107,17 @@ def check_sentences(sentences: object) -> None:
         for token in sentence:
             if not isinstance(token, str):
                 raise TypeError(f"sentence {k} holds a {type(token).__name__} ({token!r}); every token must be a str.")
+
+
+# ---- elmo_core/runtime/first_use.py -------------------------------------------
+
+_guard = threading.Lock()
+_locks: weakref.WeakKeyDictionary[object, threading.RLock] = weakref.WeakKeyDictionary()
+
+
+def first_use_lock(owner: object) -> threading.RLock:
+    with _guard:
+        return _locks.setdefault(owner, threading.RLock())
 
 
 # ---- hf_elmo/tokenization_elmo.py ---------------------------------------------
@@ -323,7 +335,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
     def _split_with_offsets(self, text: str) -> tuple[list[str], list[tuple[int, int]]]:
         """Tokens of raw text and their `(start, end)` character spans in it."""
         if self._split_text is None:
-            self._split_text = _load_text_tokenizer(self.text_tokenizer)
+            with first_use_lock(self):  # concurrent first calls load it once
+                if self._split_text is None:
+                    self._split_text = _load_text_tokenizer(self.text_tokenizer)
         tokens: list[str] = []
         offsets: list[tuple[int, int]] = []
         position = 0

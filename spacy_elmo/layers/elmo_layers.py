@@ -38,7 +38,6 @@ holds (`elmo` None) becomes the real module when a saved pipeline is read.
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 from pathlib import Path
 from typing import Any, cast
@@ -66,6 +65,7 @@ from elmo_core import (
     words_to_char_ids,
 )
 from elmo_core.model import bilm_is_trainable, check_int
+from elmo_core.runtime import first_use_lock, inference_step
 
 __all__ = [
     "ElmoShim",
@@ -81,17 +81,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 LAYER_NAME = "elmo_layers"
-
-
-def _single_threaded_torch_after_fork() -> None:
-    # GNU OpenMP, which torch's CPU builds use, is not fork-safe: a process forked after
-    # its parent ran a multithreaded op hangs at its first parallel region (spaCy #6662).
-    # nlp.pipe(n_process=N) forks N workers, which then run one thread each.
-    torch.set_num_threads(1)
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_single_threaded_torch_after_fork)
 
 
 def build_elmo_layers(
@@ -132,12 +121,17 @@ def build_elmo_layers(
 def forward(model: Model[list[Doc], list[Floats3d]], docs: list[Doc], is_train: bool):
     elmo = elmo_module(model)
     if elmo is None:  # a first call before any initialisation: the one load, now
-        model.initialize()
+        model.initialize()  # concurrent first calls load once (`init`)
         elmo = elmo_module(model)
         assert elmo is not None  # initialize() loaded it
     if is_train:
         check_frozen_for_training(elmo)
     _follow_thinc_device(elmo)
+    with elmo.bilm.threads():  # the library's work on the biLM: its thread rule (elmo_core.runtime.threads)
+        return _forward(model, elmo, docs)
+
+
+def _forward(model: Model[list[Doc], list[Floats3d]], elmo: Elmo, docs: list[Doc]):
     n_outputs, dim = model.get_dim("nL"), model.get_dim("nO")
     outputs = [np.zeros((n_outputs, len(doc), dim), dtype="float32") for doc in docs]
     units = list(_units(docs, model.attrs["per_sentence"]))
@@ -197,10 +191,17 @@ def check_frozen_for_training(elmo: Elmo) -> None:
 
 def init(model: Model[list[Doc], list[Floats3d]], X: Any = None, Y: Any = None) -> None:
     """The layer's one load: read the biLM from the configured source, unless the layer
-    already holds one (deserialized, set with `set_elmo`, or loaded before)."""
-    if elmo_module(model) is None:
-        logger.info("loading the ELMo biLM from %s", _describe_source(model.attrs["source"]))
-        set_elmo(model, load_elmo_source(**model.attrs["source"]))
+    already holds one (deserialized, set with `set_elmo`, or loaded before).
+
+    Concurrent first calls load once: they hold the lock of the placeholder shim, and
+    those that waited find the biLM loaded (`elmo_core.runtime.first_use_lock`).
+    """
+    if elmo_module(model) is not None:
+        return
+    with first_use_lock(model.layers[0].shims[0]):
+        if elmo_module(model) is None:
+            logger.info("loading the ELMo biLM from %s", _describe_source(model.attrs["source"]))
+            set_elmo(model, load_elmo_source(**model.attrs["source"]))
 
 
 # ------------------------------------------------------------------ the torch module
@@ -227,6 +228,17 @@ class ElmoShim(PyTorchShim):
     def _deserialize(self, current: Elmo | None, data: bytes, device: torch.device) -> Elmo | None:
         self.elmo = deserialize_elmo(current, data, device)
         return self.elmo
+
+    def predict(self, inputs: ArgsKwargs) -> Any:
+        """The module's output, run in eval mode under `torch.inference_mode` for this call only.
+
+        thinc's own `predict` switches the module to eval() and then to train(), whatever
+        mode it was in, also while another thread's call runs; the core's
+        `inference_step` puts the module's own mode back when the last call on it ends.
+        """
+        assert self.elmo is not None  # `forward` loaded it
+        with inference_step(self.elmo), torch.autocast(device_type="cuda", enabled=self._mixed_precision):
+            return self._model(*inputs.args, **inputs.kwargs)
 
 
 def _wrap(elmo: Elmo | None) -> Model:

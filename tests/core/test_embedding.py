@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
-from elmo_core import embed_sentences, load_model_folder, save_model_folder
+from elmo_core import embed_sentences, iter_embeddings, load_model_folder, save_model_folder
 
 from ..conftest import make_tiny_elmo
 
@@ -180,3 +181,31 @@ def test_embed_settings_are_checked_when_made():
         embed_sentences(make_tiny_elmo(), [S], batch=4)
     with pytest.raises(TypeError, match="settings must be an EmbedSettings, e.g. EmbedSettings"):
         embed_sentences(make_tiny_elmo(), [S], {"layers": "top"})
+
+
+def test_iter_embeddings_runs_the_loop_body_in_the_callers_modes(sentences):
+    # A task head trained around the model: the loop body runs in the caller's modes
+    # (grad on, inference mode off, the model in training mode), while each batch of the
+    # biLM still runs in eval mode under inference mode (the vectors of embed_sentences).
+    elmo = make_tiny_elmo(dropout=0.5)
+    expected = embed_sentences(elmo, sentences, layers="top")
+    elmo.train()
+    head = torch.nn.Linear(elmo.output_dim, 2)
+    seen = []
+    for i, vectors in iter_embeddings(elmo, sentences, layers="top", batch_size=1):
+        seen.append((torch.is_grad_enabled(), torch.is_inference_mode_enabled(), elmo.training))
+        head.zero_grad()
+        head(torch.from_numpy(vectors)).sum().backward()
+        assert head.weight.grad is not None and head.weight.grad.abs().sum() > 0
+        np.testing.assert_allclose(vectors, expected[i], rtol=0, atol=1e-6)
+    assert seen == [(True, False, True)] * len(sentences)
+    assert elmo.training
+
+
+def test_iter_embeddings_left_suspended_leaves_the_callers_modes(sentences):
+    elmo = make_tiny_elmo(dropout=0.5).train()
+    steps = iter_embeddings(elmo, sentences, layers="top", batch_size=1)
+    next(steps)
+    assert (torch.is_grad_enabled(), torch.is_inference_mode_enabled(), elmo.training) == (True, False, True)
+    steps.close()
+    assert elmo.training

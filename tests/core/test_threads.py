@@ -201,3 +201,135 @@ def test_a_bad_ELMO_THREADS_fails_at_first_use_and_is_one_line_from_the_cli(tmp_
         "Use 'auto' to follow the free CPUs, 'torch' to keep torch's own setting."
     ]
     assert not (tmp_path / "out.h5").exists()
+
+
+def _thread_started_during(run, start_inside) -> int:
+    """torch's count of a thread whose first torch work ran during `run()`, read after it returned.
+
+    `start_inside` is patched (by the caller) to call the returned `start` hook: the thread
+    starts there, does its first parallel torch work at once, and waits until `run()` has
+    returned before doing its own work and reading its count (a server's pool growing
+    while a forward runs).
+    """
+    started = threads.threading.Event()
+    finished = threads.threading.Event()
+    counts: list[int] = []
+
+    def worker() -> None:
+        torch.ones(1 << 20).sum()  # its first parallel region: torch reads the count in force now
+        started.set()
+        finished.wait(60)
+        torch.ones(256, 256) @ torch.ones(256, 256)
+        counts.append(torch.get_num_threads())
+
+    workers: list[threads.threading.Thread] = []
+
+    def start() -> None:
+        if not workers:
+            workers.append(threads.threading.Thread(target=worker))
+            workers[0].start()
+            assert started.wait(60)
+
+    start_inside(start)
+    run()
+    finished.set()
+    workers[0].join(60)
+    assert counts, "the thread started during the forward never ran"
+    return counts[0]
+
+
+def test_threads_started_during_a_forward_keep_torchs_count_afterwards(tiny_elmo, sentences, policy, monkeypatch):
+    from elmo_core import embed_sentences
+    from elmo_core.model.bilm import BiLM
+
+    torch.set_num_threads(3)  # torch's own count; the policy runs every forward with 1
+    set_thread_policy(1)
+    inner = BiLM._forward
+
+    def start_inside(start):
+        def forward(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+            start()
+            return inner(self, *args, **kwargs)
+
+        monkeypatch.setattr(BiLM, "_forward", forward)
+
+    count = _thread_started_during(lambda: embed_sentences(tiny_elmo, sentences), start_inside)
+    assert count == 3, f"a thread started during a biLM forward has {count} torch threads, not torch's 3"
+    assert torch.get_num_threads() == 3
+
+
+def test_threads_started_while_the_directions_run_side_by_side_keep_torchs_count(sentences, policy, monkeypatch):
+    from elmo_core import embed_sentences
+
+    from ..conftest import make_tiny_elmo
+
+    model = make_tiny_elmo(token_cache_words=0)
+    torch.set_num_threads(2)
+    monkeypatch.setattr(threads, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(threads, "other_load", lambda: 0.0)
+    monkeypatch.setattr(threads, "SIDE_BY_SIDE_MIN_WEIGHTS", 0)  # the tiny model's layers qualify
+
+    def start_inside(start):
+        model.bilm.forward_layers.register_forward_pre_hook(lambda *_: start())
+
+    count = _thread_started_during(lambda: embed_sentences(model, sentences), start_inside)
+    assert count == 2, f"a thread started while the directions ran side by side has {count} torch threads, not 2"
+    assert torch.get_num_threads() == 2
+
+
+_FORK_HOOKS = """
+import os, sys
+hooks = []
+register = os.register_at_fork
+def recording(**kwargs):
+    hooks.extend(f.__module__ for f in kwargs.values())
+    register(**kwargs)
+os.register_at_fork = recording
+import elmo_core, hf_elmo, spacy_elmo, spacy
+spacy.blank("en")
+ours = lambda: [m for m in hooks if (m or "").split(".")[0] in ("elmo_core", "spacy_elmo", "hf_elmo")]
+print("after import:", ours())
+elmo = elmo_core.load_elmo(sys.argv[1])
+print("after first use:", ours())
+"""
+
+
+def test_importing_the_plugins_installs_no_fork_hook_until_first_use(tmp_path):
+    import subprocess
+    import sys
+
+    from elmo_core import save_model_folder
+
+    from ..conftest import make_tiny_elmo
+
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    done = subprocess.run(
+        [sys.executable, "-c", _FORK_HOOKS, str(tmp_path / "model")], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "after import: []", lines
+    assert lines[1] == "after first use: ['elmo_core.runtime.threads']", lines
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_runs_the_library_on_one_thread_and_keeps_torchs_count(policy):
+    threads.watch_forks()  # what the first load or forward does
+    torch.set_num_threads(2)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: the library's count in the forking thread, torch's count, then leave at once
+        try:
+            with forward_threads(torch.device("cpu")) as chosen:
+                inside = torch.get_num_threads()
+            os.write(write, f"{chosen} {inside} {torch.get_num_threads()}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    report = os.read(read, 64).decode()
+    os.close(read)
+    assert report == "1 1 2"  # one thread inside the library's work, the user's 2 outside it
+    set_thread_policy(2)
+    with forward_threads(torch.device("cpu")) as chosen:
+        assert chosen == 2  # the parent is not a forked child

@@ -6,13 +6,15 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import numpy as np
 import pytest
 import torch
 
 from ..core.test_concurrency import run_in_threads
-from .conftest import DIM
+from .conftest import DIM, make_nlp
 
 TEXTS = ["Apple is a company .", "The river bank .", "Don't stop-me now!!", "", "a"] * 4
 
@@ -186,3 +188,57 @@ def test_pipe_with_two_processes_keeps_similarity_as_one_process(nlp, tmp_path, 
     for route in ("two", "tuples"):
         assert report[route] == pytest.approx(one, abs=1e-5), route
     assert "W109" not in done.stderr  # no advice to re-add hooks by hand
+
+
+def _first_calls_at_once(call, threads: int = 8) -> list:
+    """`call()` from `threads` threads released together by a barrier (a server starting under traffic)."""
+    barrier = threading.Barrier(threads)
+
+    def work(i: int):
+        barrier.wait(60)
+        return call()
+
+    return run_in_threads(work, threads)
+
+
+def _counting_loads(monkeypatch, module, name: str) -> list[int]:
+    """Count calls of `module.name`; each call lingers so that concurrent first calls overlap."""
+    loads: list[int] = []
+    load = getattr(module, name)
+
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        loads.append(1)
+        time.sleep(0.3)
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return loads
+
+
+def test_concurrent_first_calls_load_the_bilm_once(tiny_model_dir, monkeypatch):
+    from spacy_elmo.layers import elmo_layers
+
+    expected = make_nlp(tiny_model_dir)("The river bank flooded after the storm .").tensor
+    loads = _counting_loads(monkeypatch, elmo_layers, "load_elmo_source")
+    nlp = make_nlp(tiny_model_dir)  # not initialised: the first call loads the biLM
+    docs = _first_calls_at_once(lambda: nlp("The river bank flooded after the storm ."))
+    assert len(loads) == 1, f"{len(loads)} loads for 8 concurrent first calls"
+    for doc in docs:
+        np.testing.assert_allclose(doc.tensor, expected, atol=1e-6, rtol=0)
+
+
+def test_concurrent_first_calls_of_the_elmo_layers_load_the_bilm_once(tiny_model_dir, monkeypatch):
+    import spacy
+    from spacy.tokens import Doc
+
+    from spacy_elmo.layers import elmo_layers
+
+    vocab = spacy.blank("en").vocab
+    docs = [Doc(vocab, words=["The", "river", "bank", "."])]
+    expected = elmo_layers.build_elmo_layers(str(tiny_model_dir)).predict(docs)[0]
+    loads = _counting_loads(monkeypatch, elmo_layers, "load_elmo_source")
+    layer = elmo_layers.build_elmo_layers(str(tiny_model_dir))  # used before any initialisation
+    outputs = _first_calls_at_once(lambda: layer.predict(docs))
+    assert len(loads) == 1, f"{len(loads)} loads for 8 concurrent first calls"
+    for output in outputs:
+        np.testing.assert_allclose(output[0], expected, atol=1e-6, rtol=0)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pickle
 
 import numpy as np
@@ -16,7 +15,6 @@ from elmo_core import embed_sentences, save_model_folder
 from spacy_elmo.architectures import ElmoLayers_v2
 from spacy_elmo.layers.elmo_layers import (
     ElmoShim,
-    _single_threaded_torch_after_fork,
     deserialize_elmo,
     elmo_module,
     load_elmo_source,
@@ -160,30 +158,6 @@ def test_require_gpu_moves_the_module_and_outputs_stay_on_cpu(tiny_model_dir):
         spacy.require_cpu()
 
 
-def test_forked_children_run_torch_on_one_thread():
-    # GNU OpenMP hangs in a child forked after a multithreaded op (nlp.pipe(n_process>1)).
-    threads = torch.get_num_threads()
-    try:
-        _single_threaded_torch_after_fork()
-        assert torch.get_num_threads() == 1
-    finally:
-        torch.set_num_threads(threads)
-    if hasattr(os, "register_at_fork"):
-        torch.set_num_threads(2)
-        read, write = os.pipe()
-        try:
-            pid = os.fork()
-        finally:
-            torch.set_num_threads(threads)
-        if pid == 0:  # child: report its thread count and leave at once
-            os.write(write, str(torch.get_num_threads()).encode())
-            os._exit(0)
-        os.close(write)
-        os.waitpid(pid, 0)
-        assert os.read(read, 16) == b"1"
-        os.close(read)
-
-
 def test_saved_tiny_model_round_trip_through_load_elmo_source(tmp_path):
     elmo = make_tiny_elmo()
     save_model_folder(elmo, tmp_path)
@@ -267,3 +241,20 @@ def test_v2_caches_a_sentence_read_in_windows_whole(tiny_model_dir):
     assert feature_cache(model).stats[:3] == (1, 1, 1)  # one hit, one miss, one entry
     np.testing.assert_allclose(first, plain, rtol=0, atol=1e-6)
     np.testing.assert_allclose(second, plain, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_component_leaves_the_bilms_mode_and_the_callers_modes_as_it_found_them(nlp, training):
+    elmo = nlp.get_pipe("elmo").elmo
+    expected = nlp("The river bank .").tensor.copy()
+    elmo.train(training)
+    seen = []
+    handle = elmo.bilm.register_forward_pre_hook(
+        lambda *_: seen.append((elmo.training, torch.is_inference_mode_enabled()))
+    )
+    doc = nlp("The river bank .")
+    handle.remove()
+    assert seen == [(False, True)]  # the biLM itself runs in eval mode under inference mode
+    assert elmo.training == training
+    assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+    np.testing.assert_allclose(doc.tensor, expected, atol=1e-6, rtol=0)
