@@ -207,7 +207,7 @@ def test_code_block_runs_as_written(block: CodeBlock, user_folder: Path) -> None
     """Each block runs alone, as a user pastes it into a new folder; or its marker says why it cannot."""
     if block.no_run is not None:
         assert block.no_run, f"{block.id}: say why the block is not run: <!-- no-run: REASON -->"
-        pytest.skip(f"no-run: {block.no_run}")
+        pytest.skip(f"{block.id}: no-run: {block.no_run}")
     if block.language == "python":
         exec(compile(block.code, block.id, "exec"), {"__name__": "__main__"})
         return
