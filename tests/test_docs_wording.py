@@ -211,3 +211,17 @@ def test_timing_patterns_find_quoted_timings(text):
 )
 def test_timing_patterns_leave_shapes_and_tolerances_alone(text):
     assert findings(text, TIMING) == []
+
+
+DOCS_PAGE = re.compile(r"\bdocs/[\w./-]+\.md\b")
+
+
+def test_docs_pages_named_in_docstrings_exist():
+    """A docstring that sends the reader to a docs page (instead of quoting a number) names a page that exists."""
+    missing = []
+    for path in library_modules():
+        for line, text in docstrings(path.read_text(encoding="utf-8")):
+            missing += [
+                f"{relative(path)}:{line}: {page}" for page in DOCS_PAGE.findall(text) if not (REPO / page).is_file()
+            ]
+    assert not missing, "\n".join(missing)

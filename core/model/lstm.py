@@ -27,7 +27,7 @@ running, so the element-wise steps run on contiguous memory. The same operations
 same order on the same values. Only MKL's summation order inside a product may differ:
 `test_cpu_inference_runs_on_columns_with_the_row_loops_values` (tests/core/test_lstm.py)
 holds the two loops within 1e-6. `benchmarks/bench_lstm_layout.py` times the two layouts
-(docs/results/speed.md). Memory: the same tensors, transposed, and one pre-activation
+(docs/results/speed-memory.md). Memory: the same tensors, transposed, and one pre-activation
 block per call instead of one per block of steps.
 
 Fused recurrence: without clips (`cell_clip` and `proj_clip` off) this cell is exactly

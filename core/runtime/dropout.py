@@ -4,7 +4,7 @@
 from the generator per element. A training step draws three such masks (both LSTM
 layers' inputs and the top layer before the softmax), each over a million elements in a
 4,096-position batch: a visible part of a bf16 step of the default shape
-(`benchmarks/bench_train.py --breakdown`, docs/results/speed.md). Here the generator
+(`benchmarks/bench_train.py --breakdown`, docs/results/speed-memory.md). Here the generator
 fills 64-bit words, and each element reads 16 of their bits, a fraction of the work.
 
 The dropout rate is `p` rounded to a multiple of 2**-16 (0.1 becomes 6554 / 65536 =

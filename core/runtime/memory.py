@@ -31,7 +31,7 @@ The fix has two parts, both here:
   (`use_heap_for_every_block`): a training step allocates far more than an inference
   batch, afresh each step. A 256 kB threshold with a trim after every step trains slower
   than glibc's largest threshold (`TRAIN_MMAP_THRESHOLD`, 32 MiB), and that slower than
-  the heap alone (`benchmarks/bench_train.py --allocator`, docs/results/speed.md).
+  the heap alone (`benchmarks/bench_train.py --allocator`, docs/results/speed-memory.md).
   The price is memory: the resident size of an hour's training, sampled each minute,
   moved between 1.1 and 3.2 GB (a sawtooth between trims, not growing), against
   1.3-1.4 GB with the 32 MiB threshold. A library does not change a process-wide
@@ -123,7 +123,7 @@ def use_heap_for_every_block(enabled: bool = True) -> bool:
     on its own whatever the setting, so a training step's largest tensors (the softmax's
     [predictions, classes] logits, 58 MB in bf16 for a 4,096-position batch of the default
     shape; the LSTMs' [2, steps, rows, 4D] gate inputs) would have their pages faulted in
-    afresh every step (`benchmarks/bench_train.py` measures the cost, docs/results/speed.md).
+    afresh every step (`benchmarks/bench_train.py` measures the cost, docs/results/speed-memory.md).
     `mallopt(M_MMAP_MAX, 0)` stops that; `M_TRIM_THRESHOLD` at 1 GiB keeps a `free` from
     handing the top of the heap back between steps, which the trainer does every
     `RELEASE_EVERY` steps instead (`release_free_memory`). For programs that own their

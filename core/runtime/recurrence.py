@@ -21,7 +21,7 @@ Four ways to compute the same thing (`BiLM.recurrence`, set with `set_recurrence
     (in float32 run on columns, `elmo_core.model.lstm`). torch's CPU LSTM with
     projections is a per-step loop too, and "fused" computes the padding of the padded
     batch: it was the slower of the two there (`benchmarks/bench_core.py`,
-    docs/results/speed.md). Training a clip-free, stateless biLM
+    docs/results/speed-memory.md). Training a clip-free, stateless biLM
     on the CPU (a gradient flows into the LSTMs) takes "paired", which then runs
     `elmo_core.runtime.paired_bptt`: one autograd Function per layer with the backward through
     time written out (`benchmarks/bench_train.py`). On CUDA it picks "fused" (cuDNN)

@@ -6,7 +6,7 @@ batch has its own number of positions, distinct words and predictions, so nearly
 large product of a step would have a shape no earlier step had. With the default shape on
 a CPU with AMX, most of a step's products are then created anew, and creating them costs
 a large part of what running them does (`ONEDNN_VERBOSE=2` shows it;
-`benchmarks/bench_train.py` draws fresh batches for each repeat, docs/results/speed.md).
+`benchmarks/bench_train.py` draws fresh batches for each repeat, docs/results/speed-memory.md).
 float32 products go to MKL, which creates nothing per shape.
 
 The training path therefore computes its large products over rows padded up to

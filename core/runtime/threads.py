@@ -7,7 +7,7 @@ step and layer), so a batch crosses thousands of barriers. When another process 
 of the cores (a browser, a second job on a shared CI runner), one thread of the team
 waits for a time slice of that core at every barrier while the other spins. On a 2-core
 CPU with one busy-looping process beside it, `embed` with torch's default two threads runs
-an order of magnitude slower than with one thread (docs/results/speed.md). Letting idle
+an order of magnitude slower than with one thread (docs/results/speed-memory.md). Letting idle
 threads sleep instead of spin (`OMP_WAIT_POLICY=PASSIVE`, `GOMP_SPINCOUNT=0`) recovers
 part of that and slows the idle machine down: every barrier then pays a wake-up. The one
 choice that is good on both is the number of threads: as many as there are free CPUs.
@@ -340,7 +340,7 @@ SIDE_BY_SIDE_MIN_WEIGHTS = 1 << 20
 """Recurrent weights (4 * dim * projection_dim) from which the two LSTM directions run side by
 side. Side by side is faster for the original shape (4096/512) and for 1024/256, and no faster
 for the shipped 512/128, whose steps are too short for two Python threads (measured on a 2-core
-CPU, docs/results/speed.md)."""
+CPU, docs/results/speed-memory.md)."""
 
 T = TypeVar("T")
 U = TypeVar("U")
