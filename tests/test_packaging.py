@@ -87,3 +87,32 @@ def test_the_old_command_lines_are_gone(module):
     result = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120)
     assert result.returncode != 0 or result.stdout == "", result.stdout
     assert "usage" not in (result.stdout + result.stderr).lower()
+
+
+# ---------------------------------------------------------------- the package configuration
+def _configured_packages() -> tuple[list[str], dict[str, str]]:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    return setuptools["packages"], setuptools["package-dir"]
+
+
+def test_every_library_folder_is_a_configured_package():
+    # setuptools installs only the packages it is told of: a folder missing from the list is left out of the
+    # wheel, or (a folder of data such as default_model/) installed with a warning that says future setuptools
+    # will drop it.
+    packages, package_dir = _configured_packages()
+    expected = []
+    for folder, package in INSTALLED_AS.items():
+        assert package_dir[package] == folder
+        for path in sorted([REPO / folder, *(REPO / folder).rglob("*")]):
+            if path.is_dir() and "__pycache__" not in path.parts and any(p.is_file() for p in path.iterdir()):
+                expected.append(".".join([package, *path.relative_to(REPO / folder).parts]))
+    assert sorted(packages) == sorted(expected)
+
+
+def test_the_default_model_ships_in_the_wheel(wheel):
+    names = set(wheel.namelist())
+    shipped = sorted(p.name for p in (REPO / "core" / "default_model").iterdir() if p.is_file())
+    assert {"config.json", "model.safetensors", "vocab.txt"} <= set(shipped)
+    assert [n for n in shipped if f"elmo_core/default_model/{n}" not in names] == []
+    assert {"elmo_core/py.typed", "spacy_elmo/py.typed", "hf_elmo/py.typed"} <= names

@@ -1,10 +1,17 @@
-"""The README's first steps run as written."""
+"""The README's and the docs' code runs as written."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+import torch
+from markdown_it import MarkdownIt  # CommonMark's own reading of fences (in lists, ~~~, longer fences)
 
 from .conftest import REPO
 
@@ -32,12 +39,12 @@ def test_readme_snippets_are_found():
 
 
 @pytest.mark.parametrize("shape", ["small"])
-def test_readme_pretraining_options_command_writes_a_readable_options_json(tmp_path, shape):
+def test_docs_pretraining_options_command_writes_a_readable_options_json(tmp_path, shape):
     from elmo_core import PUBLISHED_OPTIONS, read_options
 
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    docs = "".join(path.read_text(encoding="utf-8") for path in markdown_files())  # the README or a guide
     command = f"PUBLISHED_OPTIONS['{shape}'].to_json('options.json')"
-    assert command in readme
+    assert command in docs
     PUBLISHED_OPTIONS[shape].to_json(tmp_path / "options.json")
     assert read_options(tmp_path / "options.json") == PUBLISHED_OPTIONS[shape]
 
@@ -107,3 +114,152 @@ REPO_PATH = re.compile(r"`((?:core|tests|benchmarks|examples|hf_elmo|spacy_elmo|
 def test_repository_paths_named_in_the_docs_exist(doc):
     text = (REPO / doc).read_text(encoding="utf-8")
     assert sorted({p for p in REPO_PATH.findall(text) if not (REPO / p).exists()}) == []
+
+
+# ---------------------------------------------------------------- every code block runs
+RUN_LANGUAGES = {
+    "python": "python",
+    "py": "python",
+    "bash": "bash",
+    "sh": "bash",
+    "shell": "bash",
+    "console": "console",
+}
+"""Fence languages whose blocks the suite runs. Others (text, yaml, ini, json, ...) are shown, not run."""
+
+NO_RUN = re.compile(r"^\s*<!--\s*no-run:(?P<reason>.*?)-->\s*$")
+"""The marker on the line directly above a fence whose block is not run: `<!-- no-run: REASON -->`."""
+
+BLOCK_TIMEOUT_S = 300
+"""A shell block that needs longer belongs behind a no-run marker: the default suite stays fast."""
+
+
+def markdown_files() -> list[Path]:
+    """The Markdown a user reads: the README, the contributors' guide and the docs site."""
+    files = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md"))]
+    return [f for f in files if f.is_file()]
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    """One fenced block of a Markdown file: where it is, its language, its text and its no-run marker."""
+
+    path: Path
+    line: int  # 1-based line of the opening fence
+    language: str
+    code: str
+    no_run: str | None  # the marker's reason ("" for a marker without one); None: no marker
+
+    @property
+    def id(self) -> str:
+        return f"{self.path.relative_to(REPO).as_posix()}:{self.line}"
+
+
+def code_blocks(path: Path) -> list[CodeBlock]:
+    """The fenced blocks of `path` in a language the suite runs, with the marker above each if any."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    blocks = []
+    for token in MarkdownIt("commonmark").parse(text):
+        language = token.info.split()[0].lower() if token.info.strip() else ""
+        if token.type != "fence" or language not in RUN_LANGUAGES or token.map is None:
+            continue
+        first = token.map[0]
+        marker = NO_RUN.match(lines[first - 1]) if first > 0 else None
+        reason = marker["reason"].strip() if marker else None
+        blocks.append(CodeBlock(path, first + 1, RUN_LANGUAGES[language], token.content, reason))
+    return blocks
+
+
+def console_commands(block: str) -> str:
+    """The commands of a console block: its `$ ` lines (and their backslash continuations), without output."""
+    commands, continued = [], False
+    for line in block.splitlines():
+        if continued or line.startswith("$ "):
+            commands.append(line if continued else line[2:])
+            continued = line.endswith("\\")
+    return "\n".join(commands)
+
+
+ALL_BLOCKS = [block for path in markdown_files() for block in code_blocks(path)]
+
+
+@pytest.fixture
+def user_folder(tmp_path, monkeypatch):
+    """A fresh empty folder as the working directory, offline, and torch's global state put back after."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    try:
+        import huggingface_hub.constants
+    except ImportError:
+        pass
+    else:  # read once at import: the variable alone does not reach an imported huggingface_hub
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    threads, grad, dtype = torch.get_num_threads(), torch.is_grad_enabled(), torch.get_default_dtype()
+    yield tmp_path
+    torch.set_num_threads(threads)
+    torch.set_grad_enabled(grad)
+    torch.set_default_dtype(dtype)
+
+
+@pytest.mark.parametrize("block", ALL_BLOCKS, ids=[block.id for block in ALL_BLOCKS])
+def test_code_block_runs_as_written(block: CodeBlock, user_folder: Path) -> None:
+    """Each block runs alone, as a user pastes it into a new folder; or its marker says why it cannot."""
+    if block.no_run is not None:
+        assert block.no_run, f"{block.id}: say why the block is not run: <!-- no-run: REASON -->"
+        pytest.skip(f"{block.id}: no-run: {block.no_run}")
+    if block.language == "python":
+        exec(compile(block.code, block.id, "exec"), {"__name__": "__main__"})
+        return
+    script = block.code if block.language == "bash" else console_commands(block.code)
+    env = {
+        **os.environ,
+        "REPO": str(REPO),
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+    }
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=user_folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT_S,
+    )
+    assert done.returncode == 0, f"{block.id} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+
+
+def test_no_run_markers_stand_directly_above_a_block():
+    """A marker with no fence under it marks nothing: it was left behind when its block moved."""
+    stray = []
+    for path in markdown_files():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        marked = {block.line - 1 for block in code_blocks(path) if block.no_run is not None}
+        stray += [f"{path.name}:{i + 1}" for i, line in enumerate(lines) if NO_RUN.match(line) and i + 1 not in marked]
+    assert stray == []
+
+
+def test_code_blocks_are_found():
+    """The collection reads real files: the README has blocks of both kinds."""
+    readme = [block for block in ALL_BLOCKS if block.path.name == "README.md"]
+    assert {"python", "bash"} <= {block.language for block in readme}
+    assert all(block.code.strip() for block in ALL_BLOCKS)
+
+
+def test_console_blocks_run_their_prompted_lines_only():
+    block = "$ elmo embed a.txt \\\n    out.hdf5\nwrote out.hdf5\n$ ls\nout.hdf5\n"
+    assert console_commands(block) == "elmo embed a.txt \\\n    out.hdf5\nls"
+
+
+def test_a_marker_is_read_only_directly_above_its_fence(tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "<!-- no-run: needs a GPU -->\n```python\nprint(1)\n```\n\n<!-- no-run: -->\n```bash\nls\n```\n\n"
+        "<!-- no-run: far -->\n\n```python\nprint(2)\n```\n\n```text\nnot run\n```\n",
+        encoding="utf-8",
+    )
+    blocks = code_blocks(doc)
+    assert [(b.line, b.language, b.no_run) for b in blocks] == [
+        (2, "python", "needs a GPU"),
+        (7, "bash", ""),
+        (13, "python", None),
+    ]

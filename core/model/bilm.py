@@ -103,10 +103,10 @@ def distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     (lexicographic) order, the same inverse, from 1-D `torch.unique` calls.
 
     torch's `unique(dim=0)` compares neighbouring rows one `at::equal` at a time on the
-    CPU (about 20 ms of a training step's char CNN for 4,096 positions,
-    `benchmarks/bench_train.py`). Here the columns are packed, most significant first,
-    into int64 keys a few at a time, each key prefixed with the rank of the row's columns
-    before it: ranking those keys is ranking the rows lexicographically.
+    CPU, a visible part of a training step's char CNN (`benchmarks/bench_train.py`).
+    Here the columns are packed, most significant first, into int64 keys a few at a
+    time, each key prefixed with the rank of the row's columns before it: ranking those
+    keys is ranking the rows lexicographically.
 
     Shape: rows [n, width] non-negative integers -> ([distinct, width], [n] int64)
     """

@@ -20,25 +20,23 @@ step's element-wise work runs in place and the outputs are written into one tens
 Float32 inference on the CPU runs the same loop on columns (`_forward_columns`): the
 state is kept transposed, h as [P, n] and c as [D, n], so that every product reads its
 weight in the layout it is stored in, `W_h @ h` ([4D, P] @ [P, n]) and `W_P @ g`, where
-the row loop's `h @ W_h.T` makes MKL read the weight transposed. With n = 32 rows on
-this project's CPU (one thread, Xeon with AVX-512): the recurrent product 3.4 against
-4.8 ms, the projection 0.81 against 1.19 ms. The pre-activations of a block and each
-step's z go into two buffers made once per call (fresh 8 MB blocks had their pages
-faulted in again and again), and the state keeps only the rows still running, so the
-element-wise steps run on contiguous memory. The same operations in the same order on
-the same values; only MKL's summation order inside a product may differ (within 2.4e-7
-of the row loop for the original shape; tests at 1e-6). Both stacks of the original
-shape at batch 32 run in 0.88x the row loop's time with the two directions side by side
-(two threads) and 0.80x on one thread; the shipped shape in 0.88x and 0.86x
-(`benchmarks/bench_lstm_layout.py`). Memory: the same tensors, transposed, and one
-pre-activation block per call instead of one per block of steps.
+the row loop's `h @ W_h.T` makes MKL read the weight transposed. The pre-activations of
+a block and each step's z go into two buffers made once per call (fresh 8 MB blocks would
+have their pages faulted in again and again), and the state keeps only the rows still
+running, so the element-wise steps run on contiguous memory. The same operations in the
+same order on the same values. Only MKL's summation order inside a product may differ:
+`test_cpu_inference_runs_on_columns_with_the_row_loops_values` (tests/core/test_lstm.py)
+holds the two loops within 1e-6. `benchmarks/bench_lstm_layout.py` times the two layouts
+(docs/results/speed-memory.md). Memory: the same tensors, transposed, and one pre-activation
+block per call instead of one per block of steps.
 
 Fused recurrence: without clips (`cell_clip` and `proj_clip` off) this cell is exactly
 torch's `nn.LSTM(proj_size=P)` cell once the gate blocks are reordered (torch: i, f, g, o;
 bilm-tf: i, j, f, o with j = g) and the +1 forget bias is folded into the bias. Such
 cells then run as one `torch.lstm` call over a packed batch: cuDNN's fused kernels on a
-GPU, the native loop on the CPU (no Python per step). Same values up to float rounding
-(max 3e-7 measured against the step loop), gradients included. The published models
+GPU, the native loop on the CPU (no Python per step). Same values up to float rounding,
+gradients included (`test_fused_cell_equals_the_step_loop_with_gradients`,
+tests/core/test_recurrence.py). The published models
 clip, so they keep the step loop. Which path a `BiLM` takes is chosen in `recurrence.py`.
 """
 

@@ -103,7 +103,7 @@ def encode_for_training(char_cnn: CharCNN, char_ids: torch.Tensor) -> torch.Tens
 
 class _WindowEmbedding(torch.autograd.Function):
     """`F.embedding(windows, table.to(dtype))`, whose backward is one `index_add_` into the
-    table (autograd's embedding backward sorts every index first: 2-3x slower here).
+    table (autograd's embedding backward sorts every index first, which is slower here).
 
     Shape: table [n_characters, E], windows [S, tokens, W] int64 -> [S, tokens, W, E] in `dtype`
     """

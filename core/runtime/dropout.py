@@ -1,11 +1,11 @@
 """Dropout for the training step, its mask drawn from 16 random bits per element.
 
 `torch.nn.functional.dropout` on the CPU draws its mask with `bernoulli_`, one double
-from the generator per element: 5.1 ms for the 1M-element input of one LSTM layer in a
-4,096-position batch, three such masks per training step (both LSTM layers' inputs and
-the top layer before the softmax), about 6% of a bf16 step of the default shape
-(`benchmarks/bench_train.py --breakdown`). Here the generator fills 64-bit words, and
-each element reads 16 of their bits: 1.2 ms for the same mask.
+from the generator per element. A training step draws three such masks (both LSTM
+layers' inputs and the top layer before the softmax), each over a million elements in a
+4,096-position batch: a visible part of a bf16 step of the default shape
+(`benchmarks/bench_train.py --breakdown`, docs/results/speed-memory.md). Here the generator
+fills 64-bit words, and each element reads 16 of their bits, a fraction of the work.
 
 The dropout rate is `p` rounded to a multiple of 2**-16 (0.1 becomes 6554 / 65536 =
 0.1000061), and the kept elements are scaled by the reciprocal of that rounded keep

@@ -7,8 +7,8 @@ with its own `mmap` and returns it to the OS on `free`, but after freeing such a
 raises its mmap threshold to that block's size (up to 32 MiB), so later blocks of up to
 that size come from the heap instead. The heap keeps freed space for reuse, and with
 ever-changing sizes the holes between live blocks rarely fit the next request: the
-resident size grows with the number of batches, although nothing stays alive. Measured
-before this module, with the shipped model and `elmo embed --layers top`: 0.74 GB after
+resident size grows with the number of batches, although nothing stays alive. Without
+this module, with the shipped model and `elmo embed --layers top`: 0.74 GB after
 151k tokens of enwiki text, 0.93 GB after 319k, 1.39 GB after the same 319k three times
 (0.67 GB with `MALLOC_MMAP_THRESHOLD_=65536`). Pretraining grew from 1.1 to 3.0 GB the
 same way.
@@ -28,15 +28,15 @@ The fix has two parts, both here:
   256 kB or more then gets its own mapping and goes back to the OS when freed, so the
   shapes of one batch cannot fragment the heap either, and the peak inside a batch is
   close to what is alive. `elmo train` keeps every block in the heap instead
-  (`use_heap_for_every_block`; glibc's largest threshold, 32 MiB, was used first): a training
-  step allocates far more than an inference batch, afresh each step. With 256 kB
-  and a trim after every step, the default shape trained at 0.48-0.82x (fp32) and
-  0.64-0.77x (bf16) the words/s of 32 MiB (`benchmarks/bench_train.py --allocator`, 8
-  steps, 2 threads), and run 1 of issue 15 went from 3,100 to about 3,900 bf16 words/s.
-  The price is memory: its resident size, sampled each minute for an hour, moved between
-  1.1 and 3.2 GB (a sawtooth between trims, not growing), against 1.3-1.4 GB before. A
-  library does not change a process-wide allocator setting of the program it runs in,
-  so the faces used from Python do not call this; a user who wants it can.
+  (`use_heap_for_every_block`): a training step allocates far more than an inference
+  batch, afresh each step. A 256 kB threshold with a trim after every step trains slower
+  than glibc's largest threshold (32 MiB), and that slower than
+  the heap alone (`benchmarks/bench_train.py --allocator`, docs/results/speed-memory.md).
+  The price is memory: the resident size of an hour's training, sampled each minute,
+  moved between 1.1 and 3.2 GB (a sawtooth between trims, not growing), against
+  1.3-1.4 GB with the 32 MiB threshold. A library does not change a process-wide
+  allocator setting of the program it runs in, so the faces used from Python do not
+  call this; a user who wants it can.
 
 `benchmarks/bench_memory.py` measures the peaks (`elmo embed` on 100k and on 1M tokens).
 
@@ -155,8 +155,8 @@ def use_heap_for_every_block(enabled: bool = True) -> bool:
     glibc maps a block over its largest mmap threshold (32 MiB, `TRAIN_MMAP_THRESHOLD`)
     on its own whatever the setting, so a training step's largest tensors (the softmax's
     [predictions, classes] logits, 58 MB in bf16 for a 4,096-position batch of the default
-    shape; the LSTMs' [2, steps, rows, 4D] gate inputs) had their pages faulted in afresh
-    every step: 14% of a bf16 step (`benchmarks/bench_train.py`, 530 against 454 ms).
+    shape; the LSTMs' [2, steps, rows, 4D] gate inputs) would have their pages faulted in
+    afresh every step (`benchmarks/bench_train.py` measures the cost, docs/results/speed-memory.md).
     `mallopt(M_MMAP_MAX, 0)` stops that; `M_TRIM_THRESHOLD` at 1 GiB keeps a `free` from
     handing the top of the heap back between steps, which the trainer does every
     `RELEASE_EVERY` steps instead (`release_free_memory`). For programs that own their

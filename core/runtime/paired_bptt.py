@@ -23,8 +23,8 @@ steps at the end rather than one small one per step:
     then dW_h = sum_t h_{t-1}^T dz_t, dW_P = sum_t g_t^T dh_t, dW_x = x^T dz, dx = dz W_x^T
     and db = sum dz, each one product over all steps (db as one more row of dW_x's,
     [x^T; 1] @ dz); the P-wide left operands of the weight gradients are made contiguous
-    first (oneDNN's bf16 product with a transposed left operand: 6.9 against 4.6 ms for
-    [2, 128, 4095] x [2, 4095, 2048]).
+    first (oneDNN's bf16 product runs slower with a transposed left operand, at
+    [2, 128, 4095] x [2, 4095, 2048] for one).
 
 The products over all steps run on `bucket_rows(steps * batch)` rows, zero past the real
 ones, and each step's products on fresh, contiguous operands, so that a run meets a few

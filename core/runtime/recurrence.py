@@ -18,10 +18,10 @@ Four ways to compute the same thing (`BiLM.recurrence`, set with `set_recurrence
                 per step. CUDA only; inference only (no gradient, not stateful).
 
     "auto" (the default) keeps the step loop on the CPU for inference, for every model
-    (in float32 run on columns, `elmo_core.model.lstm`, within 2.4e-7 of the row loop):
-    measured there (`benchmarks/bench_core.py`; one thread),
-    torch's CPU LSTM with projections is a per-step loop too, and "fused" was 14-37%
-    slower (the padded batch computes the padding). Training a clip-free, stateless biLM
+    (in float32 run on columns, `elmo_core.model.lstm`). torch's CPU LSTM with
+    projections is a per-step loop too, and "fused" computes the padding of the padded
+    batch: it was the slower of the two there (`benchmarks/bench_core.py`,
+    docs/results/speed-memory.md). Training a clip-free, stateless biLM
     on the CPU (a gradient flows into the LSTMs) takes "paired", which then runs
     `elmo_core.runtime.paired_bptt`: one autograd Function per layer with the backward through
     time written out (`benchmarks/bench_train.py`). On CUDA it picks "fused" (cuDNN)
@@ -122,8 +122,8 @@ def set_recurrence(module: torch.nn.Module, mode: str = "auto") -> torch.nn.Modu
 
     Args:
         module: An `Elmo`, `BiLM`, `BiLMLanguageModel` or anything containing a `BiLM`.
-        mode: One of RECURRENCES. "auto" is the default; "step" switches every new path
-            off (the original loop, as before this option existed).
+        mode: One of RECURRENCES. "auto" is the default. "step" runs the cell's own loop
+            everywhere, with every faster path off.
 
     Returns:
         `module`, changed in place.

@@ -3,11 +3,11 @@
 On a CPU, torch runs bf16 matrix products through oneDNN, which generates a kernel for
 each new shape (its "primitive") and keeps the last 1,024 in a cache. Every training
 batch has its own number of positions, distinct words and predictions, so nearly every
-large product of a step had a shape no earlier step had: with the default shape on the
-2-core Xeon this issue was measured on (AMX, avx512_bf16), 28 of a step's products were
-created anew, 131 ms of a 460 ms bf16 step, against 196 ms for running all of its
-products (`ONEDNN_VERBOSE=2`, three fresh batches; `benchmarks/bench_train.py` now draws
-fresh batches for each repeat). float32 products go to MKL, which creates nothing per shape.
+large product of a step would have a shape no earlier step had. With the default shape on
+a CPU with AMX, most of a step's products are then created anew, and creating them costs
+a large part of what running them does (`ONEDNN_VERBOSE=2` shows it;
+`benchmarks/bench_train.py` draws fresh batches for each repeat, docs/results/speed-memory.md).
+float32 products go to MKL, which creates nothing per shape.
 
 The training path therefore computes its large products over rows padded up to
 `bucket_rows(n)`: 16 sizes per power of two, so at most 6.25% of the rows are padding
@@ -20,8 +20,8 @@ recurrence's own tests, at row counts that are padded).
 A long run still meets more shapes than oneDNN's cache holds: the per-step products of the
 LSTM loop have one shape per number of rows still running, and with the bucketed large
 ones a run of the default shape created 583 kernels in its first 80 steps, still growing.
-Once the shapes outnumber the cache, it evicts the kernels it needs next (1,500 shapes in
-turn: 2.1 ms a product against 0.19 with room for all). `elmo train`, which owns its
+Once the shapes outnumber the cache, it evicts the kernels it needs next, and each
+product pays for its kernel's creation again. `elmo train`, which owns its
 process, therefore calls `reserve_kernel_cache()` first: oneDNN's
 `ONEDNN_PRIMITIVE_CACHE_CAPACITY` at 4,096 kernels unless the user set it.
 """

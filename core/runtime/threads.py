@@ -5,13 +5,12 @@ by default, and every operation ends at a barrier where the team waits for its s
 thread. The biLM's LSTMs are thousands of small operations per batch (a few per time
 step and layer), so a batch crosses thousands of barriers. When another process holds one
 of the cores (a browser, a second job on a shared CI runner), one thread of the team
-waits for a time slice of that core at every barrier while the other spins: measured on
-the project's 2-core CPU with the shipped model and one busy-looping process beside it,
-`embed` fell from 17,700 tokens/s to 980 with torch's default two threads, against
-12,100 with one thread. Letting idle threads sleep instead of spin (`OMP_WAIT_POLICY=PASSIVE`,
-`GOMP_SPINCOUNT=0`) recovered only 10,900 there and cost the idle machine more than half
-(7,400-7,600 tokens/s): every barrier then pays a wake-up. The one choice that is good on
-both is the number of threads: as many as there are free CPUs.
+waits for a time slice of that core at every barrier while the other spins. On a 2-core
+CPU with one busy-looping process beside it, `embed` with torch's default two threads runs
+an order of magnitude slower than with one thread (docs/results/speed-memory.md). Letting idle
+threads sleep instead of spin (`OMP_WAIT_POLICY=PASSIVE`, `GOMP_SPINCOUNT=0`) recovers
+part of that and slows the idle machine down: every barrier then pays a wake-up. The one
+choice that is good on both is the number of threads: as many as there are free CPUs.
 
 What. `forward_threads()` wraps each `BiLM.forward` on the CPU (so `embed`, `elmo embed`,
 the spaCy component and the Hugging Face model all go through it). It sets torch's
@@ -399,9 +398,9 @@ _nesting = threading.local()
 # ---------------------------------------------------------------- the two directions at once
 SIDE_BY_SIDE_MIN_WEIGHTS = 1 << 20
 """Recurrent weights (4 * dim * projection_dim) from which the two LSTM directions run side by
-side. Measured on the project's 2-core CPU, batch 32, 50 steps, both stacks: 0.80x the time of
-one after the other for the original shape (4096/512), 0.90x for 1024/256, and no gain (within
-noise) for the shipped 512/128, whose steps are too short for two Python threads."""
+side. Side by side is faster for the original shape (4096/512) and for 1024/256, and no faster
+for the shipped 512/128, whose steps are too short for two Python threads (measured on a 2-core
+CPU, docs/results/speed-memory.md)."""
 
 T = TypeVar("T")
 U = TypeVar("U")

@@ -10,7 +10,7 @@ Input files are plain `.txt` or xz-compressed `.txt.xz`, read as UTF-8 by
   rule-based sentencizer);
 - pre-tokenised text (`splitter=None`): one sentence per line, tokens separated by
   whitespace. `pretokenize_files` writes such a cache once, so that training epochs do
-  not re-run the tokenizer (spaCy: ~9 s per 1.8M-token enwiki shard on one core).
+  not re-run the tokenizer (spaCy's rules are slow next to reading a file).
 
 Line numbers count every line, empty ones included; data-parallel ranks take every
 W-th line (`rank::world_size`), so their shares are disjoint.

@@ -361,8 +361,8 @@ class _Reader:
 class PrefetchingStream:
     """A `TrainingStream` run `depth` batches ahead in one worker process.
 
-    Building a batch (reading, char ids, targets) takes ~30 ms per 4096 tokens on one CPU
-    core: nothing next to a CPU training step, but a real share of a GPU step. This
+    Building a batch (reading, char ids, targets) takes little time next to a CPU
+    training step, but a real share of a GPU step. This
     wrapper moves it to a `DataLoader` worker. The batches and their order are exactly
     those of the wrapped stream, and `state_dict()` is the position after the last batch
     *handed out* (not the last one the worker built), so checkpoints resume exactly.

@@ -10,9 +10,9 @@ target t in cluster k (k = 0 for the head's shortlist):
 
 Its forward writes the whole [predictions, classes] log-softmax of the head (and of each
 cluster), gathers one column, and its backward scatters the gradient into a zero tensor
-of that size and runs the log-softmax backward over it: on the CPU that was 186 ms of a
-4,096-position bf16 training step, 25 ms of it matrix products
-(`benchmarks/bench_train.py`). `adaptive_log_prob` computes the same numbers from the
+of that size and runs the log-softmax backward over it: on the CPU, most of that time
+is not the matrix products (`benchmarks/bench_train.py`, docs/results/speed-memory.md).
+`adaptive_log_prob` computes the same numbers from the
 same parameters with one product per layer, a float32 `logsumexp` over the rows (the
 bias added inside it) and a backward that turns the stored logits into their gradient in place,
 `softmax(logits) - onehot(t)` times the incoming gradient, each one fused kernel where
