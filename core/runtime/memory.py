@@ -152,7 +152,7 @@ def use_mmap_for_large_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
 def use_heap_for_every_block(enabled: bool = True) -> bool:
     """Make glibc serve every block from its heap, however large (`elmo train`), or undo it.
 
-    glibc maps a block over its largest mmap threshold (32 MiB, `TRAIN_MMAP_THRESHOLD`)
+    glibc maps a block over its largest mmap threshold (32 MiB)
     on its own whatever the setting, so a training step's largest tensors (the softmax's
     [predictions, classes] logits, 58 MB in bf16 for a 4,096-position batch of the default
     shape; the LSTMs' [2, steps, rows, 4D] gate inputs) would have their pages faulted in
