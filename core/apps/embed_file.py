@@ -76,6 +76,7 @@ from ..model.checks import check_int
 from ..model.errors import ElmoError
 from ..runtime.embedding import EmbedSettings, check_model, iter_embeddings
 from ..runtime.token_cache import float64_sum
+from .console import progress_bar
 
 if TYPE_CHECKING:
     from ..model.elmo import Elmo
@@ -477,15 +478,9 @@ def _busy_message(files: _JobFiles) -> str:
 
 
 def _progress_bar(job: dict[str, Any], left: Sequence[Piece], show: bool) -> Any:
-    """A tqdm bar over the job's tokens, starting at those of the pieces already done."""
-    from tqdm import tqdm
-
-    return tqdm(  # counts whitespace-separated words (the tokens without --tokenize)
-        total=job["tokens"],
-        initial=job["tokens"] - sum(p.tokens for p in left),
-        unit="tok",
-        dynamic_ncols=True,
-        disable=not show,
+    """A bar over the job's tokens, starting at those of the pieces already done."""
+    return progress_bar(  # counts whitespace-separated words (the tokens without --tokenize)
+        job["tokens"], unit="tok", show=show, initial=job["tokens"] - sum(p.tokens for p in left)
     )
 
 

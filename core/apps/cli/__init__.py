@@ -27,6 +27,7 @@ from ...runtime.compiled import compile_enabled
 from ...runtime.memory import MMAP_THRESHOLD, use_heap_for_every_block, use_mmap_for_large_blocks
 from ...runtime.shapes import reserve_kernel_cache
 from ...runtime.threads import thread_policy
+from ..console import quiet_failures
 from . import convert, data, embed, perplexity, probe, train, widen
 from .shared import command_group
 
@@ -75,17 +76,20 @@ def main() -> None:
     (`elmo_core.runtime.memory.use_mmap_for_large_blocks`): memory then stays close to what
     is alive, batch after batch; `elmo train` keeps every block in the heap instead
     (`use_heap_for_every_block`; see `elmo_core.runtime.memory` for why) and makes room for
-    4,096 oneDNN kernels (`elmo_core.runtime.shapes.reserve_kernel_cache`).
+    4,096 oneDNN kernels (`elmo_core.runtime.shapes.reserve_kernel_cache`). Where standard
+    error is closed or full, the command does its work all the same and its messages are
+    dropped (`elmo_core.apps.console.quiet_failures`).
     """
     if sys.argv[1:2] == ["train"]:
         use_heap_for_every_block()
         reserve_kernel_cache()
     else:
         use_mmap_for_large_blocks(MMAP_THRESHOLD)
-    try:
-        thread_policy()  # a bad ELMO_THREADS is one line before any work
-        compile_enabled()  # and a bad ELMO_COMPILE
-        app()
-    except (ElmoError, TypeError, ValueError, OSError) as err:  # OSError: files, the network
-        typer.echo(f"error: {err}", err=True)
-        raise SystemExit(2) from None
+    with quiet_failures():  # a closed or full stderr drops the messages, not the work
+        try:
+            thread_policy()  # a bad ELMO_THREADS is one line before any work
+            compile_enabled()  # and a bad ELMO_COMPILE
+            app()
+        except (ElmoError, TypeError, ValueError, OSError) as err:  # OSError: files, the network
+            typer.echo(f"error: {err}", err=True)
+            raise SystemExit(2) from None

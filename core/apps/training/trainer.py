@@ -60,6 +60,7 @@ from torch import nn
 
 from ...runtime.distributed import init_distributed
 from ...runtime.memory import release_free_memory
+from ..console import progress_bar
 from .checkpoint import (
     CHECKPOINT_FORMAT,
     atomic_torch_save,
@@ -395,17 +396,11 @@ class Trainer:
         Args:
             callback: Called as `callback(step, result)` after every step.
         """
-        from tqdm import tqdm
-
         run = _FitRun(time.monotonic())
         if self._iterator is None:
             self._iterator = iter(self.stream)
-        bar = tqdm(
-            total=self.config.max_steps,
-            initial=self.step,
-            unit="step",
-            dynamic_ncols=True,
-            disable=not (self.config.progress and self.is_main),
+        bar = progress_bar(
+            self.config.max_steps, unit="step", show=self.config.progress and self.is_main, initial=self.step
         )
         try:
             if self.config.patience is not None and self.early_stopping.best is None:
