@@ -66,9 +66,7 @@ def stderr_usable() -> bool:
     return stream is not None and not getattr(stream, "closed", False)
 
 
-def progress_bar(
-    total: int | None, *, unit: str, show: bool = True, initial: int = 0, desc: str | None = None
-) -> tqdm:
+def progress_bar(total: int | None, *, unit: str, show: bool = True, initial: int = 0, desc: str | None = None) -> tqdm:
     """A tqdm bar on standard error, counting `unit`s up to `total` (None: no end known).
 
     Off when `show` is False, when `total` is 0 (an empty input draws nothing) and when
