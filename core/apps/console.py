@@ -17,7 +17,7 @@ sets `sys.stderr` to None), a service whose stderr is a full disk (every write f
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -66,19 +66,31 @@ def stderr_usable() -> bool:
     return stream is not None and not getattr(stream, "closed", False)
 
 
-def progress_bar(total: int | None, *, unit: str, show: bool = True, initial: int = 0, desc: str | None = None) -> tqdm:
-    """A tqdm bar on standard error, counting `unit`s up to `total` (None: no end known).
+def progress_bar(
+    total: int | None,
+    *,
+    unit: str,
+    show: bool = True,
+    initial: int = 0,
+    desc: str | None = None,
+    items: Iterable[Any] | None = None,
+) -> tqdm:
+    """A tqdm bar on standard error, counting `unit`s up to `total` (None: no end known);
+    iterating it yields `items`, one count each.
 
     Off when `show` is False, when `total` is 0 (an empty input draws nothing) and when
-    standard error is not usable (`stderr_usable`). A write that fails once the bar is
-    drawn (the disk filled up, the descriptor was closed) is dropped, and the bar stays
-    quiet from then on.
+    standard error is not usable (`stderr_usable`). A bar with no known end appears only
+    after half a second of work, so that an empty or quick input draws none. A write that
+    fails once the bar is drawn (the disk filled up, the descriptor was closed) is
+    dropped, and the bar stays quiet from then on.
     """
     from tqdm import tqdm
 
     usable = stderr_usable()
     return tqdm(
+        items,
         total=total,
+        delay=0.5 if total is None else 0.0,
         initial=initial,
         unit=unit,
         desc=desc,

@@ -29,6 +29,7 @@ import torch
 from ..files.text_files import check_input_file, iter_lines
 from ..model.errors import ElmoError
 from ..runtime.embedding import DEFAULT_BATCH_TOKENS, iter_embeddings
+from .console import progress_bar
 
 if TYPE_CHECKING:
     from ..model.elmo import Elmo
@@ -105,19 +106,22 @@ def read_conll_column(path: str | Path, column: int) -> tuple[list[list[str]], l
     return sentences, labels
 
 
-def _features(elmo: Elmo, sentences: Sequence[Sequence[str]], batch_tokens: int) -> torch.Tensor:
-    """Every layer's vector of every token, in file order: [n_layers + 1, tokens, dim] float32."""
+def _features(elmo: Elmo, sentences: Sequence[Sequence[str]], batch_tokens: int, bar: Any) -> torch.Tensor:
+    """Every layer's vector of every token, in file order: [n_layers + 1, tokens, dim] float32.
+    `bar` counts the tokens."""
     offsets = np.cumsum([0] + [len(s) for s in sentences])
     out = torch.empty(elmo.n_outputs, int(offsets[-1]), elmo.output_dim)
     for i, vectors in iter_embeddings(elmo, sentences, layers="all", batch_tokens=batch_tokens):
         out[:, offsets[i] : offsets[i + 1]] = torch.from_numpy(vectors)  # [layers, tokens, dim]
+        bar.update(len(sentences[i]))
     return out
 
 
 # ------------------------------------------------------------------ training
 def _train_softmax_regression(
-    x: torch.Tensor, y: torch.Tensor, num_labels: int, *, epochs: int, batch_size: int, lr: float, seed: int
+    x: torch.Tensor, y: torch.Tensor, num_labels: int, *, epochs: int, batch_size: int, lr: float, seed: int, bar: Any
 ) -> torch.nn.Linear:
+    """A probe fitted by minibatch Adam; `bar` counts its steps."""
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     probe = torch.nn.Linear(x.shape[1], num_labels)
@@ -135,6 +139,7 @@ def _train_softmax_regression(
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+            bar.update(1)
     return probe
 
 
@@ -171,6 +176,7 @@ def run_probe(
     lr: float = 1e-3,
     seed: int = 0,
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    progress: bool = False,
 ) -> ProbeResult:
     """Train and score a linear probe on each biLM layer and on their average.
 
@@ -185,6 +191,8 @@ def run_probe(
         lr: Adam's learning rate, on standardised features.
         seed: Seeds the probes' init and the token order.
         batch_tokens: Padded positions per biLM batch.
+        progress: Show progress bars on stderr: the tokens run through the biLM, then
+            the probes' Adam steps.
 
     Returns:
         A `ProbeResult`.
@@ -200,21 +208,24 @@ def run_probe(
     majority = float((y_eval == int(counts.argmax())).float().mean())
 
     logger.info("computing biLM layers for %d + %d tokens", len(y_train), len(y_eval))
-    x_train = _features(elmo, train[0], batch_tokens)  # [layers, train tokens, dim]
-    x_eval = _features(elmo, evaluation[0], batch_tokens)  # [layers, eval tokens, dim]
+    with progress_bar(len(y_train) + len(y_eval), unit="tok", desc="biLM layers", show=progress) as bar:
+        x_train = _features(elmo, train[0], batch_tokens, bar)  # [layers, train tokens, dim]
+        x_eval = _features(elmo, evaluation[0], batch_tokens, bar)  # [layers, eval tokens, dim]
     representations = [(f"layer {k}", x_train[k], x_eval[k]) for k in range(elmo.n_outputs)]
     representations.append(("average", x_train.mean(0), x_eval.mean(0)))
 
     names, accuracy, correct = [], [], []
-    for name, x, x_e in representations:
-        probe = _train_softmax_regression(
-            x, y_train, len(labels), epochs=epochs, batch_size=batch_size, lr=lr, seed=seed
-        )
-        n = _correct(probe, x_e, y_eval)
-        names.append(name)
-        correct.append(n)
-        accuracy.append(n / len(y_eval))
-        logger.info("%s: accuracy %.4f", name, n / len(y_eval))
+    steps = len(representations) * epochs * -(-len(y_train) // batch_size)
+    with progress_bar(steps, unit="step", desc="probes", show=progress) as bar:
+        for name, x, x_e in representations:
+            probe = _train_softmax_regression(
+                x, y_train, len(labels), epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, bar=bar
+            )
+            n = _correct(probe, x_e, y_eval)
+            names.append(name)
+            correct.append(n)
+            accuracy.append(n / len(y_eval))
+            logger.info("%s: accuracy %.4f", name, n / len(y_eval))
     return ProbeResult(tuple(names), tuple(accuracy), tuple(correct), len(y_eval), majority, tuple(labels))
 
 

@@ -120,3 +120,17 @@ def test_plot_explains_a_missing_matplotlib(monkeypatch, files, tmp_path):
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     with pytest.raises(ElmoError, match=r"pip install 'elmo-bilm\[probe\]'"):
         plot_probe(result, tmp_path / "p.png")
+
+
+def test_probe_command_shows_its_progress_on_stderr(files, tmp_path):
+    model_dir = tmp_path / "model"
+    save_model_folder(make_tiny_elmo(), model_dir)
+    train, evaluation = (read_conll_column(path, 1) for path in files)
+    tokens = sum(map(len, train[0])) + sum(map(len, evaluation[0]))
+    steps = 4 * 2 * -(-sum(map(len, train[0])) // 32)  # 3 layers and the average, 2 epochs, 32 tokens a step
+    args = ["probe", *map(str, files), "--model", str(model_dir), "--epochs", "2", "--batch-size", "32"]
+    result = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert f"{tokens}/{tokens}" in result.stderr and f"{steps}/{steps}" in result.stderr
+    quiet = CliRunner().invoke(app, [*args, "--no-progress"], catch_exceptions=False)
+    assert quiet.stderr == "" and quiet.stdout == result.stdout

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from pathlib import Path
 from typing import Annotated
@@ -37,10 +36,12 @@ SplitterOption = Annotated[
 ]
 
 
+ProgressOption = Annotated[bool, typer.Option(help="Show a progress bar on stderr.")]
+
+
 @app.callback()
 def _data() -> None:
-    """Prepare biLM training data (progress is logged to stderr)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    """Prepare biLM training data."""
 
 
 @app.command(short_help="Split raw paragraphs into tokenised sentences, once, into a cache.")
@@ -64,6 +65,8 @@ def pretokenize(
     check_output_spares_inputs([("--out", out)], [("FILES", f) for f in files])
     sentences, tokens = pretokenize_files(files, out, splitter, jobs=jobs)
     seconds = time.monotonic() - started
+    if sentences == 0:
+        typer.echo(f"warning: FILES hold no sentences ({', '.join(map(str, files))}).", err=True)
     typer.echo(
         f"wrote {plural(sentences, 'sentence')}, {plural(tokens, 'token')} from {plural(len(files), 'file')} "
         f"to {out} in {seconds:.1f} s ({tokens / max(seconds, 1e-9):.0f} tokens/s)",
@@ -79,6 +82,7 @@ def vocab(
     min_count: Annotated[int | None, setting_option(TrainingSettings, "min_count")] = TrainingSettings.min_count,
     pretokenized: Annotated[bool, setting_option(TrainingSettings, "pretokenized")] = TrainingSettings.pretokenized,
     splitter: SplitterOption = DEFAULT_SPLITTER,
+    progress: ProgressOption = True,
 ) -> None:
     """Count the words of the training text and write the softmax vocabulary."""
     from ..training.commands import build_vocabulary, expand_files
@@ -89,9 +93,14 @@ def vocab(
     split = None if pretokenized else get_sentence_splitter(splitter)
     files = expand_files(inputs)
     check_output_spares_inputs([("--out", out)], [("FILES", f) for f in files])
-    vocabulary = build_vocabulary(files, split, vocab_size=vocab_size, min_count=min_count)
+    vocabulary = build_vocabulary(files, split, vocab_size=vocab_size, min_count=min_count, progress=progress)
     vocabulary.save(out)
     assert vocabulary.counts is not None
+    if len(vocabulary) == 3 and vocabulary.counts[2] == 0:  # the specials alone, and no unknown word
+        typer.echo(
+            f"warning: FILES hold no words ({', '.join(map(str, files))}); {out} holds only the 3 special tokens.",
+            err=True,
+        )
     covered = sum(vocabulary.counts[3:]) / max(sum(vocabulary.counts[2:]), 1)
     typer.echo(
         f"wrote {plural(len(vocabulary), 'token')} to {out}; they cover {covered:.2%} of the running words", err=True

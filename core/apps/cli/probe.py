@@ -38,6 +38,9 @@ def probe(
     seed: Annotated[int, typer.Option(help="Seed for the probes' init and token order.")] = 0,
     batch_tokens: BatchTokensOption = DEFAULT_BATCH_TOKENS,
     device: DeviceOption = "cpu",
+    progress: Annotated[
+        bool, typer.Option(help="Show progress bars on stderr: the biLM's tokens, then the probes' steps.")
+    ] = True,
 ) -> None:
     """Linear probe of each biLM layer (0 = char CNN) and their average on token labels.
 
@@ -69,6 +72,7 @@ def probe(
         lr=lr,
         seed=seed,
         batch_tokens=batch_tokens,
+        progress=progress,
     )
     _print_table(result)
     if plot is not None:

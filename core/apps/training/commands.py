@@ -24,6 +24,7 @@ from ...files.options_file import read_options
 from ...files.text_files import check_input_file, check_output_spares_inputs, is_stream, iter_lines
 from ...model.checks import check_int
 from ...model.errors import ElmoError
+from ..console import progress_bar
 from .corpus import DEFAULT_SPLITTER, Splitter, get_sentence_splitter, iter_sentences
 from .data import PrefetchingStream, TrainingStream
 from .model import LM_HEAD_NAME, VOCAB_NAME, BiLMLanguageModel, has_lm_head, load_language_model
@@ -124,13 +125,21 @@ def expand_files(patterns: Sequence[str | Path]) -> list[Path]:
 
 
 def build_vocabulary(
-    files: Sequence[Path], splitter: Splitter | None, *, vocab_size: int | None, min_count: int | None
+    files: Sequence[Path],
+    splitter: Splitter | None,
+    *,
+    vocab_size: int | None,
+    min_count: int | None,
+    progress: bool = False,
 ) -> Vocabulary:
-    """Count the words of `files` (one full pass) and keep the frequent ones."""
+    """Count the words of `files` (one full pass) and keep the frequent ones; `progress`
+    shows a bar of the sentences counted on stderr."""
     if vocab_size is None and min_count is None:
         vocab_size = DEFAULT_VOCAB_SIZE
     logger.info("building the vocabulary from %d files", len(files))
-    return Vocabulary.build(iter_sentences(files, splitter), min_count=min_count or 1, max_size=vocab_size)
+    sentences = iter_sentences(files, splitter)
+    with progress_bar(None, unit=" sentences", desc="counting words", show=progress, items=sentences) as bar:
+        return Vocabulary.build(bar, min_count=min_count or 1, max_size=vocab_size)
 
 
 def _shared_vocabulary(make: Any, distributed: bool) -> Vocabulary:
