@@ -27,7 +27,8 @@ import numpy as np
 import torch
 
 from ..files.text_files import check_input_file, iter_lines
-from ..model.errors import ElmoError
+from ..model.checks import check_int
+from ..model.errors import ElmoError, SettingError
 from ..runtime.embedding import DEFAULT_BATCH_TOKENS, iter_embeddings
 from .console import progress_bar
 
@@ -198,11 +199,13 @@ def run_probe(
         A `ProbeResult`.
 
     Raises:
-        ElmoError: if the training labels have fewer than 2 values or `epochs` or
-            `batch_size` is not positive.
+        ElmoError: if the training labels have fewer than 2 values.
+        SettingError: if `epochs`, `batch_size` or `lr` is not positive.
     """
-    if epochs < 1 or batch_size < 1:
-        raise ElmoError(f"epochs and batch_size must be positive; got epochs={epochs}, batch_size={batch_size}.")
+    check_int("epochs", epochs)
+    check_int("batch_size", batch_size, meaning="tokens per Adam step")
+    if not lr > 0:
+        raise SettingError(f"lr must be a positive learning rate; got {lr}.", "lr")
     labels, y_train, y_eval = _label_ids(train[1], evaluation[1])
     counts = np.bincount(y_train.numpy(), minlength=len(labels))
     majority = float((y_eval == int(counts.argmax())).float().mean())

@@ -6,7 +6,7 @@ Every error says what was expected, what arrived and how to fix it. All of them 
 
 from __future__ import annotations
 
-__all__ = ["ElmoError", "OptionsError", "WeightFileError"]
+__all__ = ["ElmoError", "OptionsError", "SettingError", "WeightFileError"]
 
 
 class ElmoError(ValueError):
@@ -22,3 +22,15 @@ class WeightFileError(ElmoError):
 
     The message names the file and, for a dataset or tensor, its name and both shapes.
     """
+
+
+class SettingError(ValueError):
+    """A setting (a function's argument, a settings field) has a value it cannot take.
+
+    `names` are the settings the message names, spelled as in Python (`batch_size`), so
+    that a face can name them as its users typed them (`elmo embed --batch-size`).
+    """
+
+    def __init__(self, message: str, *names: str) -> None:
+        super().__init__(message)
+        self.names = names

@@ -22,8 +22,9 @@ def convert(
     paths: Annotated[
         list[Path],
         typer.Argument(
-            metavar="OPTIONS WEIGHTS OUT_DIR | MODEL_DIR OUT_PREFIX | OUT_DIR",
-            help="bilm-tf options.json, hdf5 weights and the model folder to write (see below).",
+            metavar="PATHS",
+            help="OPTIONS WEIGHTS OUT_DIR, or MODEL_DIR OUT_PREFIX with --to-hdf5, or OUT_DIR with --download: "
+            "see the forms above.",
         ),
     ],
     to_hdf5: Annotated[
@@ -36,7 +37,8 @@ def convert(
     download: Annotated[
         str | None,
         typer.Option(
-            help="Download a published model (small, medium, original, original_5.5B) and convert it into OUT_DIR."
+            metavar="NAME",
+            help="Download a published model (small, medium, original, original_5.5B) and convert it into OUT_DIR.",
         ),
     ] = None,
 ) -> None:

@@ -32,7 +32,8 @@ app = command_group("Prepare biLM training data: pretokenize raw text once, coun
 
 # elmo train has no --splitter (the settings' `splitter` is for Python callers), so it is declared here.
 SplitterOption = Annotated[
-    str, typer.Option(help="Entry point in elmo_core.tokenizers that splits raw paragraphs into sentences.")
+    str,
+    typer.Option(metavar="NAME", help="Entry point in elmo_core.tokenizers that splits raw paragraphs into sentences."),
 ]
 
 
@@ -51,7 +52,8 @@ def pretokenize(
         typer.Argument(metavar="FILES...", help="Raw text, one paragraph per line (.txt or .txt.xz; globs allowed)."),
     ],
     out: Annotated[
-        Path, typer.Option(help="The cache to write: one sentence per line (.txt, or .txt.xz to compress).")
+        Path,
+        typer.Option(metavar="FILE", help="The cache to write: one sentence per line (.txt, or .txt.xz to compress)."),
     ],
     jobs: Annotated[int, typer.Option(help="Worker processes (one input file each at a time).")] = 1,
     splitter: SplitterOption = DEFAULT_SPLITTER,
@@ -77,7 +79,7 @@ def pretokenize(
 @app.command(short_help="Count the training text's words; write the softmax vocabulary.")
 def vocab(
     inputs: Annotated[list[str], typer.Argument(metavar="FILES...", help="Training text (globs allowed).")],
-    out: Annotated[Path, typer.Option(help="vocab.txt to write (token<TAB>count per line).")],
+    out: Annotated[Path, typer.Option(metavar="FILE", help="vocab.txt to write (token<TAB>count per line).")],
     vocab_size: Annotated[int | None, setting_option(TrainingSettings, "vocab_size")] = TrainingSettings.vocab_size,
     min_count: Annotated[int | None, setting_option(TrainingSettings, "min_count")] = TrainingSettings.min_count,
     pretokenized: Annotated[bool, setting_option(TrainingSettings, "pretokenized")] = TrainingSettings.pretokenized,
@@ -110,8 +112,8 @@ def vocab(
 @app.command("hold-out", short_help="Set a random share of the sentences aside as held-out text for --valid.")
 def hold_out_command(
     input_file: Annotated[Path, typer.Argument(metavar="FILE", help="One sentence per line (.txt or .txt.xz).")],
-    out_kept: Annotated[Path, typer.Option(help="The sentences kept, for elmo train --train.")],
-    out_held_out: Annotated[Path, typer.Option(help="The sentences held out, for elmo train --valid.")],
+    out_kept: Annotated[Path, typer.Option(metavar="FILE", help="The sentences kept, for elmo train --train.")],
+    out_held_out: Annotated[Path, typer.Option(metavar="FILE", help="The sentences held out, for elmo train --valid.")],
     fraction: Annotated[float, typer.Option(help="The share held out, in (0, 1).")] = 0.05,
     seed: Annotated[int, typer.Option(help="Seeds the choice: the same file and seed give the same split.")] = 0,
 ) -> None:

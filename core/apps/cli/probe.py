@@ -26,7 +26,10 @@ def probe(
     ] = 1,
     plot: Annotated[
         Path | None,
-        typer.Option(help="Save a bar plot of the accuracies here (.png unless another suffix; needs matplotlib)."),
+        typer.Option(
+            metavar="FILE",
+            help="Save a bar plot of the accuracies here (.png unless another suffix; needs matplotlib).",
+        ),
     ] = None,
     title: Annotated[str, typer.Option(help="Title of the plot (default: the column and file names).")] = "",
     model: ModelOption = None,

@@ -107,7 +107,7 @@ LOG_NAME = "train_log.jsonl"
 def option_help(text: str, **cli: Any) -> dict[str, Any]:
     """A settings field's metadata: `help`, the help of the `elmo train` option made from the
     field, and `cli`, anything the option needs besides (`type`: its type, where the
-    field's does not suit a command line)."""
+    field's does not suit a command line; `metavar`: how help names its value)."""
     return {"help": text, "cli": cli}
 
 
@@ -153,7 +153,7 @@ class TrainConfig:
     """
 
     # Each field's `metadata["help"]` is the help of `elmo train`'s option of the same name.
-    optimizer: str = field(default="adam", metadata=option_help("adam or adagrad (bilm-tf's)."))
+    optimizer: str = field(default="adam", metadata=option_help("adam or adagrad (bilm-tf's).", metavar="NAME"))
     lr: float | None = field(
         default=None,
         metadata=option_help(

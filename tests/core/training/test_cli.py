@@ -284,6 +284,25 @@ def test_prepare_commands_write_a_cache_and_a_vocabulary(tmp_path):
     assert vocab.read_text(encoding="utf-8").splitlines()[:4] == ["<S>\t3", "</S>\t3", "<UNK>\t0", ".\t2"]
 
 
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        (
+            "--max-sentence-tokens",
+            "0",
+            "--max-sentence-tokens must be a positive integer, or leave --max-sentence-tokens out; got 0.",
+        ),
+        ("--buffer-sentences", "0", "--buffer-sentences must be a positive integer; got 0."),
+        ("--prefetch", "-1", "--prefetch must be a non-negative integer"),
+    ],
+)
+def test_train_errors_name_the_options_the_user_typed(tmp_path, options_file, train_file, option, value, message):
+    args = ["train", "--out", tmp_path / "run", "--train", train_file, "--options", options_file, "--max-steps", 1]
+    result = runner.invoke(app, [str(a) for a in [*args, option, value]])
+    assert isinstance(result.exception, ElmoError) and str(result.exception).startswith(message), result.exception
+    assert not (tmp_path / "run").exists()
+
+
 def test_data_vocab_prints_like_the_other_commands_and_warns_on_an_empty_input(tmp_path):
     import subprocess
     import sys
