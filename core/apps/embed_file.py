@@ -68,6 +68,7 @@ from ..files.text_files import (
     BYTE_ORDER_MARK,
     check_input_file,
     check_output_spares_inputs,
+    decode_line,
     is_stream,
     open_binary,
     strip_line_end,
@@ -185,10 +186,7 @@ def plan_pieces(
     with handle:
         for raw in handle:
             digest.update(raw)
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise ElmoError(f"{name or path} is not UTF-8 text (line {line + 1}: {err.reason}).") from None
+            text = decode_line(raw, name or str(path), line + 1)
             n = len(_split_line(text, line).split())
             if line > first_line and cost + n + 1 > piece_tokens:
                 pieces.append(Piece(len(pieces), first_line, line, byte_start, offset, cost))

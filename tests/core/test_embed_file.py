@@ -381,7 +381,9 @@ def test_a_stream_that_is_not_utf8_is_one_line_and_leaves_nothing_behind(tmp_pat
         timeout=TIMEOUT,
     )
     assert result.returncode == 2
-    assert result.stderr.decode().strip() == "error: - is not UTF-8 text (line 2: invalid continuation byte)."
+    message = result.stderr.decode().strip()
+    assert message.startswith("error: - is not UTF-8 text (line 2: invalid continuation byte). Convert it to UTF-8")
+    assert "\n" not in message and "iconv -f CP1252 -t UTF-8 in.txt > out.txt" in message
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
 
 
