@@ -457,6 +457,25 @@ def test_errors_from_the_settings_checks_name_the_options_the_user_typed(tmp_pat
     assert not (tmp_path / "out.h5").exists()
 
 
+@pytest.mark.parametrize("form", ["bilm-tf files", "--download", "--to-hdf5"])
+def test_convert_into_a_path_that_is_a_file_is_one_line_before_any_work(tmp_path, tiny_bilm_hdf5, form):
+    options, weights = tiny_bilm_hdf5
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    taken = tmp_path / "taken"
+    taken.write_text("someone's file\n", encoding="utf-8")
+    args = {
+        "bilm-tf files": [options, weights, taken],
+        "--download": ["--download", "small", taken],
+        "--to-hdf5": ["--to-hdf5", tmp_path / "model", taken / "bilm"],
+    }[form]
+    result = runner.invoke(app, ["convert", *map(str, args)])
+    assert isinstance(result.exception, ElmoError), result.exception
+    what = "the folder of OUT_PREFIX" if form == "--to-hdf5" else "OUT_DIR"
+    expected = f"{what} {taken} is a file, not a folder; give a folder's path (it is created if missing)."
+    assert str(result.exception) == expected
+    assert taken.read_text(encoding="utf-8") == "someone's file\n"
+
+
 def test_version_is_the_installed_package_version():
     from importlib.metadata import version
 

@@ -80,6 +80,11 @@ def _check_convert_paths(paths: list[Path], to_hdf5: bool, download: str | None)
     if not to_hdf5 and not download:
         check_input_file(paths[0], "OPTIONS")
         check_input_file(paths[1], "WEIGHTS")
+    folder, what = (paths[-1].parent, "the folder of OUT_PREFIX") if to_hdf5 else (paths[-1], "OUT_DIR")
+    taken = next((p for p in (folder, *folder.parents) if p.exists()), None)  # the first that exists
+    if taken is not None and not taken.is_dir():
+        where = f"{taken} is a file" if taken == folder else f"{folder} lies inside {taken}, which is a file"
+        raise ElmoError(f"{what} {where}, not a folder; give a folder's path (it is created if missing).")
 
 
 def _bilm_tf_paths(prefix: Path) -> tuple[Path, Path]:
