@@ -73,6 +73,7 @@ from ..files.text_files import (
     open_binary,
     strip_line_end,
 )
+from ..files.weights import import_h5py
 from ..model.checks import check_int
 from ..model.errors import ElmoError
 from ..runtime.embedding import EmbedSettings, check_model, iter_embeddings
@@ -396,7 +397,7 @@ def _run_job(
     stop_requested: Callable[[], bool] | None,
 ) -> EmbedFileResult:
     """This process's share of the pieces left to do; then rank 0 merges every piece into OUTPUT."""
-    import h5py
+    h5py = import_h5py("embed_file (its output is hdf5)")
 
     distributed = dist.is_available() and dist.is_initialized()
     rank = dist.get_rank() if distributed else 0

@@ -34,13 +34,20 @@ import torch
 from torch import nn
 
 from ..model.bilm import BiLM
-from ..model.errors import WeightFileError
+from ..model.errors import WeightFileError, missing_extra
 from ..runtime.attach import attach_runtime, has_runtime
 
 if TYPE_CHECKING:
     from ..model.elmo import Elmo
 
-__all__ = ["bilm_tf_dataset_shapes", "count_non_finite", "load_bilm_tf", "non_finite_error", "save_bilm_tf"]
+__all__ = [
+    "bilm_tf_dataset_shapes",
+    "count_non_finite",
+    "import_h5py",
+    "load_bilm_tf",
+    "non_finite_error",
+    "save_bilm_tf",
+]
 
 
 class _Target(NamedTuple):
@@ -149,7 +156,7 @@ def load_bilm_tf(model: BiLM | Elmo, weight_file: str | os.PathLike[str]) -> Non
 
 def _open_weight_file(path: Path) -> Any:
     """The open h5py file at `path`; a WeightFileError that says what to do when there is none."""
-    h5py = _import_h5py()
+    h5py = import_h5py()
     if not path.exists():
         raise WeightFileError(f"weight file {path} does not exist. Check the path (and its working directory).")
     if path.is_dir():
@@ -281,7 +288,7 @@ def save_bilm_tf(model: BiLM | Elmo, weight_file: str | Path) -> None:
         ImportError: if h5py is not installed.
     """
     bilm = _as_bilm(model)
-    h5py = _import_h5py()
+    h5py = import_h5py()
     path = Path(weight_file)
     tmp = path.with_name(path.name + ".partial")
     params = dict(bilm.named_parameters())
@@ -310,9 +317,10 @@ def _as_bilm(model: BiLM | Elmo) -> BiLM:
     return bilm
 
 
-def _import_h5py():  # noqa: ANN202
+def import_h5py(what: str = "reading or writing bilm-tf hdf5 weights") -> Any:
+    """h5py, or an ImportError saying that `what` needs it and which extra installs it."""
     try:
         import h5py
     except ImportError as err:
-        raise ImportError("reading or writing bilm-tf hdf5 weights needs h5py: pip install 'elmo-bilm[hdf5]'") from err
+        raise missing_extra(err, "h5py", "hdf5", what) from err
     return h5py

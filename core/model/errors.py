@@ -6,7 +6,7 @@ Every error says what was expected, what arrived and how to fix it. All of them 
 
 from __future__ import annotations
 
-__all__ = ["ElmoError", "OptionsError", "SettingError", "WeightFileError"]
+__all__ = ["ElmoError", "OptionsError", "SettingError", "WeightFileError", "missing_extra"]
 
 
 class ElmoError(ValueError):
@@ -34,3 +34,14 @@ class SettingError(ValueError):
     def __init__(self, message: str, *names: str) -> None:
         super().__init__(message)
         self.names = names
+
+
+def missing_extra(err: ImportError, package: str, extra: str, what: str) -> ImportError:
+    """What to raise for `err`, met where `what` imports `package`: if `package` itself is
+    not installed, an ImportError that names the extra of elmo-bilm which installs it
+    (`pip install 'elmo-bilm[hf]'`); else `err` itself (a module `package` needs is missing).
+    """
+    if (err.name or "").split(".")[0] != package:
+        return err
+    label = {"spacy": "spaCy"}.get(package, package)
+    return ImportError(f"{what} needs {label}, which is not installed: pip install 'elmo-bilm[{extra}]'", name=package)

@@ -14,6 +14,7 @@ import torch
 import typer
 
 from ...files.tokenizers import get_tokenizer
+from ...files.weights import import_h5py
 from ...model.checks import check_int
 from ...model.elmo import Elmo
 from ...model.errors import ElmoError
@@ -150,6 +151,10 @@ def _check_options(
     if precision == "bf16" and torch.device(device).type == "cpu":
         check_cpu_bf16()  # refused where the CPU has no native bf16: it would be slower than fp32
     check_embed_paths(input_file, output_file)
+    try:
+        import_h5py("elmo embed (its OUTPUT is hdf5)")
+    except ImportError as err:
+        raise ElmoError(str(err)) from None
 
 
 def _settings(
