@@ -62,6 +62,22 @@ def word_to_char_ids(word: str, max_characters_per_token: int = 50) -> tuple[int
     return tuple(i + CHAR_ID_OFFSET for i in ids)
 
 
+# ---- elmo_core/model/errors.py ------------------------------------------------
+
+class ElmoError(ValueError):
+    pass
+
+
+class OptionsError(ElmoError):
+    pass
+
+
+class SettingError(ValueError):
+    def __init__(self, message: str, *names: str) -> None:
+        super().__init__(message)
+        self.names = names
+
+
 # ---- elmo_core/model/checks.py ------------------------------------------------
 
 def check_int(
@@ -72,7 +88,7 @@ def check_int(
     none_ok: bool = False,
     meaning: str = "",
     hint: str = "",
-    error: type[Exception] = ValueError,
+    error: type[Exception] = SettingError,
 ) -> None:
     if value is None and none_ok:
         return
@@ -82,17 +98,8 @@ def check_int(
             expected += f" ({meaning})"
         if none_ok:
             expected += f", or leave {name} out" if name.startswith("--") else " or None"
-        raise error(f"{name} must be {expected}; got {value!r}." + (f" {hint}" if hint else ""))
-
-
-# ---- elmo_core/model/errors.py ------------------------------------------------
-
-class ElmoError(ValueError):
-    pass
-
-
-class OptionsError(ElmoError):
-    pass
+        message = f"{name} must be {expected}; got {value!r}." + (f" {hint}" if hint else "")
+        raise SettingError(message, name) if error is SettingError else error(message)
 
 
 # ---- elmo_core/model/options.py -----------------------------------------------
@@ -303,10 +310,12 @@ def _check_window(window_tokens: int, context: int | None) -> int:
         return default_context(window_tokens)
     check_int("window_context", context, minimum=0)
     if 2 * context >= window_tokens:
-        raise ValueError(
+        raise SettingError(
             f"window_context ({context}) must be less than half of window_tokens ({window_tokens}): "
             "each window keeps window_tokens - 2 * window_context tokens. Lower the context or "
-            "raise window_tokens."
+            "raise window_tokens.",
+            "window_context",
+            "window_tokens",
         )
     return context
 
