@@ -289,17 +289,21 @@ def plot_probe(result: ProbeResult, path: str | Path, title: str = "") -> Path:
     fig, ax = plt.subplots(figsize=(5, 3.2), dpi=120)
     bars = ax.bar(result.names, values, color=["#999999"] + ["#4c72b0"] * (len(values) - 2) + ["#dd8452"])
     for bar, value in zip(bars, values):
-        ax.text(bar.get_x() + bar.get_width() / 2, value, f"{value:.1f}", ha="center", va="bottom", fontsize=8)
-    # Zoom on the bars: the differences between layers are a few points.
+        x = bar.get_x() + bar.get_width() / 2
+        ax.annotate(f"{value:.1f}", (x, value), xytext=(0, 2), textcoords="offset points", ha="center", fontsize=8)
+    # Zoom on the bars: the differences between layers are a few points. Headroom above 100
+    # keeps the labels of full bars under the title; the ticks stop at 100.
     low = max(0.0, min(values) - 5)
     majority = 100 * result.majority_accuracy
+    note = f"majority label: {majority:.1f}%"
     if majority >= low:
-        ax.axhline(majority, color="black", linestyle=":", linewidth=1, label="majority label")
-        ax.legend(fontsize=7, loc="lower right")
-    ax.set_ylim(low, 100)
+        ax.axhline(majority, color="black", linestyle=":", linewidth=1)
+        note += " (dotted line)"
+    ax.set_ylim(low, 100 + 0.12 * (100 - low))
+    ax.set_yticks([t for t in ax.get_yticks() if low <= t <= 100])
     ax.set_ylabel("accuracy (%)")
+    ax.set_xlabel(note, fontsize=7)  # under the bars, where no bar reaches
     ax.set_title(title or f"linear probe, {result.num_tokens} tokens", fontsize=9)
-    ax.text(0.01, 0.98, f"majority label: {majority:.1f}%", transform=ax.transAxes, fontsize=7, va="top")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

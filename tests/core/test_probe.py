@@ -134,3 +134,34 @@ def test_probe_command_shows_its_progress_on_stderr(files, tmp_path):
     assert f"{tokens}/{tokens}" in result.stderr and f"{steps}/{steps}" in result.stderr
     quiet = CliRunner().invoke(app, [*args, "--no-progress"], catch_exceptions=False)
     assert quiet.stderr == "" and quiet.stdout == result.stdout
+
+
+@pytest.mark.parametrize("majority", [0.3, 0.97], ids=["majority below the bars", "majority line drawn"])
+def test_probe_plot_at_100_percent_has_no_overlapping_text_or_bars(monkeypatch, tmp_path, majority):
+    pytest.importorskip("matplotlib")
+    from elmo_core.apps.probe import ProbeResult, pyplot
+
+    plt = pyplot()
+    figures = []
+    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))  # keep the figure to measure it
+    names = ("layer 0", "layer 1", "layer 2", "average")
+    result = ProbeResult(names, (1.0, 1.0, 1.0, 1.0), (500,) * 4, 500, majority, ("A", "B"))
+    plot_probe(result, tmp_path / "probe.png", title="linear probe, column 1: train.txt -> eval.txt")
+    (fig,) = [f for f in figures if getattr(f, "axes", None)]  # the plot (not plot_path's empty figure)
+    renderer = fig.canvas.get_renderer()
+    (ax,) = fig.axes
+    texts = [t for t in [ax.title, *ax.texts, ax.xaxis.label, *fig.texts] if t.get_text()]
+    legend = ax.get_legend()
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in texts]
+    boxes += [("legend", legend.get_window_extent(renderer))] if legend is not None else []
+    assert any(f"{majority * 100:.1f}%" in text for text, _ in boxes)  # the majority label is said
+    assert [text for text, _ in boxes].count("100.0") == 4  # each bar's label
+    from matplotlib.transforms import Bbox
+
+    bars = [Bbox.intersection(patch.get_window_extent(renderer), ax.bbox) for patch in ax.patches]  # as drawn
+    for i, (text, box) in enumerate(boxes):
+        for other, other_box in boxes[i + 1 :]:
+            assert not box.overlaps(other_box), (text, other)
+        for bar in bars:
+            assert not box.overlaps(bar), text
+        assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1), text  # inside the image
