@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ..files.text_files import check_input_file, iter_lines
-from ..model.checks import check_int
+from ..model.checks import check_setting
 from ..model.errors import ElmoError, SettingError
 from ..runtime.embedding import DEFAULT_BATCH_TOKENS, iter_embeddings
 from .console import progress_bar
@@ -202,8 +202,8 @@ def run_probe(
         ElmoError: if the training labels have fewer than 2 values.
         SettingError: if `epochs`, `batch_size` or `lr` is not positive.
     """
-    check_int("epochs", epochs)
-    check_int("batch_size", batch_size, meaning="tokens per Adam step")
+    check_setting("epochs", epochs)
+    check_setting("batch_size", batch_size, meaning="tokens per Adam step")
     if not lr > 0:
         raise SettingError(f"lr must be a positive learning rate; got {lr}.", "lr")
     labels, y_train, y_eval = _label_ids(train[1], evaluation[1])

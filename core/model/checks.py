@@ -7,9 +7,11 @@ message: what the argument must be, what it means, and what arrived.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .errors import SettingError
 
-__all__ = ["check_int"]
+__all__ = ["check_int", "check_setting"]
 
 
 def check_int(
@@ -20,7 +22,7 @@ def check_int(
     none_ok: bool = False,
     meaning: str = "",
     hint: str = "",
-    error: type[Exception] = SettingError,
+    error: type[Exception] = ValueError,
 ) -> None:
     """Raise `error` unless `value` is an `int` (not a `bool`) of at least `minimum`.
 
@@ -34,12 +36,11 @@ def check_int(
         meaning: What the number counts or what a special value does, in parentheses after
             the expectation, e.g. "0 = no cache".
         hint: A sentence appended to the message, e.g. how to fix it.
-        error: The exception class to raise: `SettingError` (a `ValueError` that carries
-            `name`, for a face to respell), unless a caller's own error class, such as
-            `OptionsError`, is what its users catch.
+        error: The exception class to raise (`ValueError` unless a caller's own error
+            class, such as `OptionsError`, is what its users catch).
 
     Raises:
-        error: e.g. `SettingError("max_tokens must be a positive integer; got 0.")`.
+        error: e.g. `ValueError("max_tokens must be a positive integer; got 0.")`.
     """
     if value is None and none_ok:
         return
@@ -49,5 +50,17 @@ def check_int(
             expected += f" ({meaning})"
         if none_ok:
             expected += f", or leave {name} out" if name.startswith("--") else " or None"
-        message = f"{name} must be {expected}; got {value!r}." + (f" {hint}" if hint else "")
-        raise SettingError(message, name) if error is SettingError else error(message)
+        raise error(f"{name} must be {expected}; got {value!r}." + (f" {hint}" if hint else ""))
+
+
+def check_setting(name: str, value: object, **kwargs: Any) -> None:
+    """`check_int` for a setting that a face names its own way (`batch_size` is `elmo embed
+    --batch-size`): the error is a `SettingError` that carries `name`.
+
+    Raises:
+        SettingError: as `check_int` words it.
+    """
+    try:
+        check_int(name, value, **kwargs)
+    except ValueError as err:
+        raise SettingError(str(err), name) from None

@@ -39,7 +39,6 @@ from typing import NamedTuple
 import torch
 
 from .checks import check_int
-from .errors import SettingError
 
 __all__ = [
     "DEFAULT_WINDOW_TOKENS",
@@ -82,12 +81,10 @@ def _check_window(window_tokens: int, context: int | None) -> int:
         return default_context(window_tokens)
     check_int("window_context", context, minimum=0)
     if 2 * context >= window_tokens:
-        raise SettingError(
+        raise ValueError(
             f"window_context ({context}) must be less than half of window_tokens ({window_tokens}): "
             "each window keeps window_tokens - 2 * window_context tokens. Lower the context or "
-            "raise window_tokens.",
-            "window_context",
-            "window_tokens",
+            "raise window_tokens."
         )
     return context
 

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ..model.characters import check_sentences, words_to_char_ids
-from ..model.checks import check_int
+from ..model.checks import check_setting
 from ..model.errors import SettingError
 from ..model.precision import check_cpu_bf16
 from ..model.windows import DEFAULT_WINDOW_TOKENS, check_window_settings
@@ -121,10 +121,14 @@ class EmbedSettings:
     )
 
     def __post_init__(self) -> None:
-        check_int("batch_tokens", self.batch_tokens)
+        check_setting("batch_tokens", self.batch_tokens)
         if self.batch_size is not None:
-            check_int("batch_size", self.batch_size)
-        object.__setattr__(self, "window_tokens", check_window_settings(self.window_tokens, self.window_context))
+            check_setting("batch_size", self.batch_size)
+        try:
+            window_tokens = check_window_settings(self.window_tokens, self.window_context)
+        except ValueError as err:
+            raise SettingError(str(err), "window_tokens", "window_context") from None
+        object.__setattr__(self, "window_tokens", window_tokens)
         if self.autocast_dtype not in (None, torch.bfloat16, torch.float16):
             raise ValueError(
                 f"autocast_dtype must be torch.bfloat16, torch.float16 or None; got {self.autocast_dtype!r}."

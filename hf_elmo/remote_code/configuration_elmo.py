@@ -72,12 +72,6 @@ class OptionsError(ElmoError):
     pass
 
 
-class SettingError(ValueError):
-    def __init__(self, message: str, *names: str) -> None:
-        super().__init__(message)
-        self.names = names
-
-
 # ---- elmo_core/model/checks.py ------------------------------------------------
 
 def check_int(
@@ -88,7 +82,7 @@ def check_int(
     none_ok: bool = False,
     meaning: str = "",
     hint: str = "",
-    error: type[Exception] = SettingError,
+    error: type[Exception] = ValueError,
 ) -> None:
     if value is None and none_ok:
         return
@@ -98,8 +92,7 @@ def check_int(
             expected += f" ({meaning})"
         if none_ok:
             expected += f", or leave {name} out" if name.startswith("--") else " or None"
-        message = f"{name} must be {expected}; got {value!r}." + (f" {hint}" if hint else "")
-        raise SettingError(message, name) if error is SettingError else error(message)
+        raise error(f"{name} must be {expected}; got {value!r}." + (f" {hint}" if hint else ""))
 
 
 # ---- elmo_core/model/options.py -----------------------------------------------
@@ -310,12 +303,10 @@ def _check_window(window_tokens: int, context: int | None) -> int:
         return default_context(window_tokens)
     check_int("window_context", context, minimum=0)
     if 2 * context >= window_tokens:
-        raise SettingError(
+        raise ValueError(
             f"window_context ({context}) must be less than half of window_tokens ({window_tokens}): "
             "each window keeps window_tokens - 2 * window_context tokens. Lower the context or "
-            "raise window_tokens.",
-            "window_context",
-            "window_tokens",
+            "raise window_tokens."
         )
     return context
 
