@@ -109,7 +109,7 @@ def quiet_failures() -> Iterator[None]:
     progress bar there (`progress_bar`), which needs no such guard.
     """
     previous = sys.stderr
-    sys.stderr = _DropOnFailure(previous)  # type: ignore[assignment]  # a TextIO in all that is used of it
+    sys.stderr = _DropOnFailure(previous)
     try:
         yield
     finally:

@@ -120,7 +120,7 @@ def _features(elmo: Elmo, sentences: Sequence[Sequence[str]], batch_tokens: int,
 
 # ------------------------------------------------------------------ training
 def _train_softmax_regression(
-    x: torch.Tensor, y: torch.Tensor, num_labels: int, *, epochs: int, batch_size: int, lr: float, seed: int, bar: Any
+    x: torch.Tensor, y: torch.Tensor, num_labels: int, epochs: int, batch_size: int, lr: float, seed: int, bar: Any
 ) -> torch.nn.Linear:
     """A probe fitted by minibatch Adam; `bar` counts its steps."""
     generator = torch.Generator().manual_seed(seed)
@@ -216,20 +216,17 @@ def run_probe(
         x_eval = _features(elmo, evaluation[0], batch_tokens, bar)  # [layers, eval tokens, dim]
     representations = [(f"layer {k}", x_train[k], x_eval[k]) for k in range(elmo.n_outputs)]
     representations.append(("average", x_train.mean(0), x_eval.mean(0)))
-
-    names, accuracy, correct = [], [], []
     steps = len(representations) * epochs * -(-len(y_train) // batch_size)
     with progress_bar(steps, unit="step", desc="probes", show=progress) as bar:
-        for name, x, x_e in representations:
-            probe = _train_softmax_regression(
-                x, y_train, len(labels), epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, bar=bar
-            )
-            n = _correct(probe, x_e, y_eval)
-            names.append(name)
-            correct.append(n)
-            accuracy.append(n / len(y_eval))
-            logger.info("%s: accuracy %.4f", name, n / len(y_eval))
-    return ProbeResult(tuple(names), tuple(accuracy), tuple(correct), len(y_eval), majority, tuple(labels))
+        correct = [
+            _correct(_train_softmax_regression(x, y_train, len(labels), epochs, batch_size, lr, seed, bar), x_e, y_eval)
+            for _, x, x_e in representations
+        ]
+    accuracy = [n / len(y_eval) for n in correct]
+    names = tuple(name for name, _, _ in representations)
+    for name, value in zip(names, accuracy):
+        logger.info("%s: accuracy %.4f", name, value)
+    return ProbeResult(names, tuple(accuracy), tuple(correct), len(y_eval), majority, tuple(labels))
 
 
 # ------------------------------------------------------------------ plot

@@ -15,6 +15,10 @@ from .shared import BatchTokensOption, DeviceOption, ModelOption, OptionsOption,
 
 __all__ = ["probe"]
 
+ProgressOption = Annotated[
+    bool, typer.Option(help="Show progress bars on stderr: the biLM's tokens, then the probes' steps.")
+]
+
 
 def probe(
     train_file: Annotated[
@@ -41,9 +45,7 @@ def probe(
     seed: Annotated[int, typer.Option(help="Seed for the probes' init and token order.")] = 0,
     batch_tokens: BatchTokensOption = DEFAULT_BATCH_TOKENS,
     device: DeviceOption = "cpu",
-    progress: Annotated[
-        bool, typer.Option(help="Show progress bars on stderr: the biLM's tokens, then the probes' steps.")
-    ] = True,
+    progress: ProgressOption = True,
 ) -> None:
     """Linear probe of each biLM layer (0 = char CNN) and their average on token labels.
 
@@ -64,19 +66,9 @@ def probe(
             plot, [("TRAIN", train_file), ("EVAL", eval_file), ("--options", options), ("--weights", weights)]
         )
     elmo = load_model(model, options, weights, device)
-    train_data = read_conll_column(train_file, column)
-    eval_data = read_conll_column(eval_file, column)
-    result = run_probe(
-        elmo,
-        train_data,
-        eval_data,
-        epochs=epochs,
-        batch_size=batch_size,
-        lr=lr,
-        seed=seed,
-        batch_tokens=batch_tokens,
-        progress=progress,
-    )
+    train_data, eval_data = read_conll_column(train_file, column), read_conll_column(eval_file, column)
+    settings = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "seed": seed, "batch_tokens": batch_tokens}
+    result = run_probe(elmo, train_data, eval_data, progress=progress, **settings)
     _print_table(result)
     if plot is not None:
         written = plot_probe(
