@@ -273,20 +273,20 @@ def decode_line(data: bytes, name: str, line: int) -> str:
         line: The line's number, from 1.
 
     Raises:
-        ElmoError: for a UTF-16 or UTF-32 byte-order mark on line 1, for NUL bytes (which UTF-8
-            text does not have, and UTF-16 or UTF-32 text without a mark does), or for bytes
-            that are not UTF-8 (text in another encoding): each with the `iconv` command that
-            converts the file.
+        ElmoError: for a UTF-16 or UTF-32 byte-order mark on line 1, for a line with a NUL in
+            every other byte (UTF-16 text without a mark; a stray NUL in UTF-8 text is read as
+            the character it is), or for bytes that are not UTF-8 (text in another encoding):
+            each with the `iconv` command that converts the file.
     """
     wide = next((kind for mark, kind in _WIDE_BYTE_ORDER_MARKS if line == 1 and data.startswith(mark)), None)
     if wide is not None:
         what = f"is {wide} text (it starts with a {wide} byte-order mark), not UTF-8"
         raise ElmoError(f"{name} {what}. Convert it to UTF-8 first: {_iconv(wide, name)}.")
-    if b"\x00" in data:
-        encoding = "UTF-16LE" if data[1::2].count(0) > data[::2].count(0) else "UTF-16BE"  # where ASCII's NULs fall
+    utf16 = _utf16_without_mark(data, line)
+    if utf16 is not None:
         raise ElmoError(
-            f"{name} is not UTF-8 text (line {line} has NUL bytes: it looks like UTF-16 or UTF-32 without a "
-            f"byte-order mark, or a binary file). Convert UTF-16 text to UTF-8 first: {_iconv(encoding, name)}."
+            f"{name} is not UTF-8 text (line {line} has a NUL byte in every other byte: it looks like UTF-16 "
+            f"without a byte-order mark). Convert it to UTF-8 first: {_iconv(utf16, name)}."
         )
     try:
         return data.decode("utf-8")
@@ -295,6 +295,19 @@ def decode_line(data: bytes, name: str, line: int) -> str:
             f"{name} is not UTF-8 text (line {line}: {err.reason}). Convert it to UTF-8 from the encoding it was "
             f"written in first, e.g. for Windows text: {_iconv('CP1252', name)} (file -i guesses the encoding)."
         ) from None
+
+
+def _utf16_without_mark(data: bytes, line: int) -> str | None:
+    """The UTF-16 variant ("UTF-16LE" or "UTF-16BE") that line 1's bytes look like, without a
+    byte-order mark (ASCII's NUL in every other byte, on one side only), else None. Only line
+    1 is judged, where the file starts: a stray NUL in UTF-8 text, or a run of them further
+    on (a damaged archive), is not taken for it."""
+    if line != 1 or b"\x00" not in data or len(data) < 2:
+        return None
+    even, odd = data[::2].count(0) / len(data[::2]), data[1::2].count(0) / len(data[1::2])
+    if max(even, odd) < 0.7 or min(even, odd) > 0.3:
+        return None
+    return "UTF-16LE" if odd > even else "UTF-16BE"
 
 
 def _iconv(encoding: str, name: str) -> str:

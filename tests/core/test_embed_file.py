@@ -254,9 +254,9 @@ def test_bad_batch_or_window_arguments_fail_before_a_job_folder_exists(tmp_path)
     (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
     out = tmp_path / "out.hdf5"
     for extra, message in (
-        (["--batch-size", "0"], "batch_size must be a positive integer"),
+        (["--batch-size", "0"], "--batch-size must be a positive integer"),
         (["--batch-tokens", "-1"], "--batch-tokens must be a positive integer"),
-        (["--window-tokens", "8", "--window-context", "4"], "must be less than half of window_tokens"),
+        (["--window-tokens", "8", "--window-context", "4"], "must be less than half of --window-tokens"),
     ):
         result = run(BIN / "elmo", "embed", tmp_path / "in.txt", out, "--model", tmp_path / "model", *extra)
         assert result.returncode == 2 and message in result.stderr, result.stderr

@@ -96,8 +96,8 @@ def test_every_reader_names_the_file_and_line_of_bytes_that_are_not_utf8(tmp_pat
     [
         ("utf-16", "is UTF-16 text (it starts with a UTF-16 byte-order mark), not UTF-8", "iconv -f UTF-16 -t UTF-8"),
         ("utf-32", "is UTF-32 text (it starts with a UTF-32 byte-order mark), not UTF-8", "iconv -f UTF-32 -t UTF-8"),
-        ("utf-16-le", "has NUL bytes: it looks like UTF-16 or UTF-32", "iconv -f UTF-16LE -t UTF-8"),
-        ("utf-16-be", "has NUL bytes: it looks like UTF-16 or UTF-32", "iconv -f UTF-16BE -t UTF-8"),
+        ("utf-16-le", "a NUL byte in every other byte: it looks like UTF-16", "iconv -f UTF-16LE -t UTF-8"),
+        ("utf-16-be", "a NUL byte in every other byte: it looks like UTF-16", "iconv -f UTF-16BE -t UTF-8"),
         ("cp1252", "is not UTF-8 text (line 2: invalid continuation byte)", "iconv -f CP1252 -t UTF-8"),
     ],
 )

@@ -58,6 +58,9 @@ def convert(
     """
     _check_convert_paths(paths, to_hdf5, download)
     _check_convert_spares_inputs(paths, to_hdf5, download)
+    _check_out_is_a_folder(
+        paths[-1].parent if to_hdf5 else paths[-1], "the folder of OUT_PREFIX" if to_hdf5 else "OUT_DIR"
+    )
     if to_hdf5:
         _write_bilm_tf_files(*paths)
         return
@@ -80,8 +83,11 @@ def _check_convert_paths(paths: list[Path], to_hdf5: bool, download: str | None)
     if not to_hdf5 and not download:
         check_input_file(paths[0], "OPTIONS")
         check_input_file(paths[1], "WEIGHTS")
-    folder, what = (paths[-1].parent, "the folder of OUT_PREFIX") if to_hdf5 else (paths[-1], "OUT_DIR")
-    taken = next((p for p in (folder, *folder.parents) if p.exists()), None)  # the first that exists
+
+
+def _check_out_is_a_folder(folder: Path, what: str) -> None:
+    """Raise a one-line ElmoError if `folder`, or the first of its parents that exists, is a file."""
+    taken = next((p for p in (folder, *folder.parents) if p.exists()), None)
     if taken is not None and not taken.is_dir():
         where = f"{taken} is a file" if taken == folder else f"{folder} lies inside {taken}, which is a file"
         raise ElmoError(f"{what} {where}, not a folder; give a folder's path (it is created if missing).")

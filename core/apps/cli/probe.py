@@ -67,8 +67,8 @@ def probe(
         )
     elmo = load_model(model, options, weights, device)
     train_data, eval_data = read_conll_column(train_file, column), read_conll_column(eval_file, column)
-    settings = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "seed": seed, "batch_tokens": batch_tokens}
-    result = run_probe(elmo, train_data, eval_data, progress=progress, **settings)
+    numbers = {"epochs": epochs, "batch_size": batch_size, "seed": seed, "batch_tokens": batch_tokens}
+    result = run_probe(elmo, train_data, eval_data, lr=lr, progress=progress, **numbers)
     _print_table(result)
     if plot is not None:
         written = plot_probe(
