@@ -273,7 +273,7 @@ def decode_line(data: bytes, name: str, line: int) -> str:
         line: The line's number, from 1.
 
     Raises:
-        ElmoError: for a UTF-16 or UTF-32 byte-order mark on line 1, for a line with a NUL in
+        ElmoError: for a UTF-16 or UTF-32 byte-order mark on line 1, for a line 1 with a NUL in
             every other byte (UTF-16 text without a mark; a stray NUL in UTF-8 text is read as
             the character it is), or for bytes that are not UTF-8 (text in another encoding):
             each with the `iconv` command that converts the file.
