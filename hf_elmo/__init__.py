@@ -27,7 +27,12 @@ Original bilm-tf files convert with `elmo convert OPTIONS WEIGHTS OUT_DIR` (see
 
 from __future__ import annotations
 
-from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer
+from elmo_core.model import missing_extra
+
+try:
+    from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer
+except ImportError as err:  # not installed: say which extra installs it
+    raise missing_extra(err, "transformers", "hf", "hf_elmo") from err
 
 from .configuration_elmo import ElmoConfig
 from .modeling_elmo import ElmoForTokenClassification, ElmoModel, ElmoModelOutput, ElmoPreTrainedModel

@@ -18,7 +18,14 @@ Also here: the raw-text tokenizer that `elmo embed --tokenize` uses (`tokenizati
 
 from __future__ import annotations
 
-from . import architectures, corpus  # noqa: F401 - registers the architectures and the reader
+from elmo_core.model import missing_extra
+
+try:
+    import spacy  # noqa: F401 - before the modules that use it, to name the extra if it is missing
+except ImportError as err:
+    raise missing_extra(err, "spacy", "spacy", "spacy_elmo") from err
+
+from . import architectures, corpus  # noqa: F401, E402 - registers the architectures and the reader
 from .pipeline_component import ElmoComponent, make_elmo
 from .util import ScalarMixWeights, get_scalar_mix_weights, restore_docs
 

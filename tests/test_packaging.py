@@ -116,3 +116,52 @@ def test_the_default_model_ships_in_the_wheel(wheel):
     assert {"config.json", "model.safetensors", "vocab.txt"} <= set(shipped)
     assert [n for n in shipped if f"elmo_core/default_model/{n}" not in names] == []
     assert {"elmo_core/py.typed", "spacy_elmo/py.typed", "hf_elmo/py.typed"} <= names
+
+
+# ---------------------------------------------------------------- missing extras
+MISSING_EXTRAS = """
+import sys
+
+for package, module in (("transformers", "hf_elmo"), ("spacy", "spacy_elmo")):
+    sys.modules[package] = None  # as if not installed: importing it raises ModuleNotFoundError
+    try:
+        __import__(module)
+    except ImportError as err:
+        print(module, type(err).__name__, err)
+    del sys.modules[package]
+sys.modules["h5py"] = None
+from elmo_core import BiLMOptions, CharCNNOptions, Elmo, LSTMOptions, load_bilm_tf
+
+options = BiLMOptions(char_cnn=CharCNNOptions(embedding_dim=4, filters=((1, 4),)), lstm=LSTMOptions(dim=8, n_layers=1))
+try:
+    load_bilm_tf(Elmo(options), "weights.hdf5")
+except ImportError as err:
+    print("load_bilm_tf", type(err).__name__, err)
+from elmo_core.apps.cli import main
+
+sys.argv = ["elmo", "embed", "in.txt", "out.h5"]
+try:
+    main()
+except SystemExit as stop:
+    print("elmo embed exit", stop.code)
+"""
+
+
+def test_a_missing_extra_is_named_with_the_command_that_installs_it(tmp_path):
+    (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-c", MISSING_EXTRAS], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    lines = result.stdout.splitlines()
+    install = "which is not installed: pip install 'elmo-bilm"
+    assert lines[0] == f"hf_elmo ImportError hf_elmo needs transformers, {install}[hf]'", result.stderr
+    assert lines[1] == f"spacy_elmo ImportError spacy_elmo needs spaCy, {install}[spacy]'"
+    assert lines[2] == (
+        "load_bilm_tf ImportError reading bilm-tf hdf5 weights needs h5py, which is not installed: "
+        "pip install 'elmo-bilm[hdf5]'"
+    )
+    assert lines[3] == "elmo embed exit 2"
+    assert result.stderr.strip() == (
+        "error: elmo embed (its OUTPUT is hdf5) needs h5py, which is not installed: pip install 'elmo-bilm[hdf5]'"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]

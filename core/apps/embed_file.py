@@ -69,6 +69,7 @@ from ..files.text_files import (
     BYTE_ORDER_MARK,
     check_input_file,
     check_output_spares_inputs,
+    decode_line,
     is_stream,
     open_binary,
     strip_line_end,
@@ -77,6 +78,7 @@ from ..model.checks import check_int
 from ..model.errors import ElmoError
 from ..runtime.embedding import EmbedSettings, check_model, iter_embeddings
 from ..runtime.token_cache import float64_sum
+from .console import progress_bar
 
 if TYPE_CHECKING:
     from ..model.elmo import Elmo
@@ -185,10 +187,7 @@ def plan_pieces(
     with handle:
         for raw in handle:
             digest.update(raw)
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise ElmoError(f"{name or path} is not UTF-8 text (line {line + 1}: {err.reason}).") from None
+            text = decode_line(raw, name or str(path), line + 1)
             n = len(_split_line(text, line).split())
             if line > first_line and cost + n + 1 > piece_tokens:
                 pieces.append(Piece(len(pieces), first_line, line, byte_start, offset, cost))
@@ -398,7 +397,7 @@ def _run_job(
     stop_requested: Callable[[], bool] | None,
 ) -> EmbedFileResult:
     """This process's share of the pieces left to do; then rank 0 merges every piece into OUTPUT."""
-    h5py = import_h5py()
+    h5py = import_h5py("embed_file (its output is hdf5)")
     distributed = dist.is_available() and dist.is_initialized()
     rank = dist.get_rank() if distributed else 0
     world_size = dist.get_world_size() if distributed else 1
@@ -477,15 +476,9 @@ def _busy_message(files: _JobFiles) -> str:
 
 
 def _progress_bar(job: dict[str, Any], left: Sequence[Piece], show: bool) -> Any:
-    """A tqdm bar over the job's tokens, starting at those of the pieces already done."""
-    from tqdm import tqdm
-
-    return tqdm(  # counts whitespace-separated words (the tokens without --tokenize)
-        total=job["tokens"],
-        initial=job["tokens"] - sum(p.tokens for p in left),
-        unit="tok",
-        dynamic_ncols=True,
-        disable=not show,
+    """A bar over the job's tokens, starting at those of the pieces already done."""
+    return progress_bar(  # counts whitespace-separated words (the tokens without --tokenize)
+        job["tokens"], unit="tok", show=show, initial=job["tokens"] - sum(p.tokens for p in left)
     )
 
 

@@ -27,8 +27,10 @@ import numpy as np
 import torch
 
 from ..files.text_files import check_input_file, iter_lines
-from ..model.errors import ElmoError
+from ..model.checks import check_setting
+from ..model.errors import ElmoError, SettingError
 from ..runtime.embedding import DEFAULT_BATCH_TOKENS, iter_embeddings
+from .console import progress_bar
 
 if TYPE_CHECKING:
     from ..model.elmo import Elmo
@@ -105,19 +107,22 @@ def read_conll_column(path: str | Path, column: int) -> tuple[list[list[str]], l
     return sentences, labels
 
 
-def _features(elmo: Elmo, sentences: Sequence[Sequence[str]], batch_tokens: int) -> torch.Tensor:
-    """Every layer's vector of every token, in file order: [n_layers + 1, tokens, dim] float32."""
+def _features(elmo: Elmo, sentences: Sequence[Sequence[str]], batch_tokens: int, bar: Any) -> torch.Tensor:
+    """Every layer's vector of every token, in file order: [n_layers + 1, tokens, dim] float32.
+    `bar` counts the tokens."""
     offsets = np.cumsum([0] + [len(s) for s in sentences])
     out = torch.empty(elmo.n_outputs, int(offsets[-1]), elmo.output_dim)
     for i, vectors in iter_embeddings(elmo, sentences, layers="all", batch_tokens=batch_tokens):
         out[:, offsets[i] : offsets[i + 1]] = torch.from_numpy(vectors)  # [layers, tokens, dim]
+        bar.update(len(sentences[i]))
     return out
 
 
 # ------------------------------------------------------------------ training
 def _train_softmax_regression(
-    x: torch.Tensor, y: torch.Tensor, num_labels: int, *, epochs: int, batch_size: int, lr: float, seed: int
+    x: torch.Tensor, y: torch.Tensor, num_labels: int, epochs: int, batch_size: int, lr: float, seed: int, bar: Any
 ) -> torch.nn.Linear:
+    """A probe fitted by minibatch Adam; `bar` counts its steps."""
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     probe = torch.nn.Linear(x.shape[1], num_labels)
@@ -135,6 +140,7 @@ def _train_softmax_regression(
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+            bar.update(1)
     return probe
 
 
@@ -171,6 +177,7 @@ def run_probe(
     lr: float = 1e-3,
     seed: int = 0,
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    progress: bool = False,
 ) -> ProbeResult:
     """Train and score a linear probe on each biLM layer and on their average.
 
@@ -185,37 +192,41 @@ def run_probe(
         lr: Adam's learning rate, on standardised features.
         seed: Seeds the probes' init and the token order.
         batch_tokens: Padded positions per biLM batch.
+        progress: Show progress bars on stderr: the tokens run through the biLM, then
+            the probes' Adam steps.
 
     Returns:
         A `ProbeResult`.
 
     Raises:
-        ElmoError: if the training labels have fewer than 2 values or `epochs` or
-            `batch_size` is not positive.
+        ElmoError: if the training labels have fewer than 2 values.
+        SettingError: if `epochs`, `batch_size` or `lr` is not positive.
     """
-    if epochs < 1 or batch_size < 1:
-        raise ElmoError(f"epochs and batch_size must be positive; got epochs={epochs}, batch_size={batch_size}.")
+    check_setting("epochs", epochs)
+    check_setting("batch_size", batch_size, meaning="tokens per Adam step")
+    if not lr > 0:
+        raise SettingError(f"lr must be a positive learning rate; got {lr}.", "lr")
     labels, y_train, y_eval = _label_ids(train[1], evaluation[1])
     counts = np.bincount(y_train.numpy(), minlength=len(labels))
     majority = float((y_eval == int(counts.argmax())).float().mean())
 
     logger.info("computing biLM layers for %d + %d tokens", len(y_train), len(y_eval))
-    x_train = _features(elmo, train[0], batch_tokens)  # [layers, train tokens, dim]
-    x_eval = _features(elmo, evaluation[0], batch_tokens)  # [layers, eval tokens, dim]
+    with progress_bar(len(y_train) + len(y_eval), unit="tok", desc="biLM layers", show=progress) as bar:
+        x_train = _features(elmo, train[0], batch_tokens, bar)  # [layers, train tokens, dim]
+        x_eval = _features(elmo, evaluation[0], batch_tokens, bar)  # [layers, eval tokens, dim]
     representations = [(f"layer {k}", x_train[k], x_eval[k]) for k in range(elmo.n_outputs)]
     representations.append(("average", x_train.mean(0), x_eval.mean(0)))
-
-    names, accuracy, correct = [], [], []
-    for name, x, x_e in representations:
-        probe = _train_softmax_regression(
-            x, y_train, len(labels), epochs=epochs, batch_size=batch_size, lr=lr, seed=seed
-        )
-        n = _correct(probe, x_e, y_eval)
-        names.append(name)
-        correct.append(n)
-        accuracy.append(n / len(y_eval))
-        logger.info("%s: accuracy %.4f", name, n / len(y_eval))
-    return ProbeResult(tuple(names), tuple(accuracy), tuple(correct), len(y_eval), majority, tuple(labels))
+    steps = len(representations) * epochs * -(-len(y_train) // batch_size)
+    with progress_bar(steps, unit="step", desc="probes", show=progress) as bar:
+        correct = [
+            _correct(_train_softmax_regression(x, y_train, len(labels), epochs, batch_size, lr, seed, bar), x_e, y_eval)
+            for _, x, x_e in representations
+        ]
+    accuracy = [n / len(y_eval) for n in correct]
+    names = tuple(name for name, _, _ in representations)
+    for name, value in zip(names, accuracy):
+        logger.info("%s: accuracy %.4f", name, value)
+    return ProbeResult(names, tuple(accuracy), tuple(correct), len(y_eval), majority, tuple(labels))
 
 
 # ------------------------------------------------------------------ plot
@@ -275,17 +286,21 @@ def plot_probe(result: ProbeResult, path: str | Path, title: str = "") -> Path:
     fig, ax = plt.subplots(figsize=(5, 3.2), dpi=120)
     bars = ax.bar(result.names, values, color=["#999999"] + ["#4c72b0"] * (len(values) - 2) + ["#dd8452"])
     for bar, value in zip(bars, values):
-        ax.text(bar.get_x() + bar.get_width() / 2, value, f"{value:.1f}", ha="center", va="bottom", fontsize=8)
-    # Zoom on the bars: the differences between layers are a few points.
+        x = bar.get_x() + bar.get_width() / 2
+        ax.annotate(f"{value:.1f}", (x, value), xytext=(0, 2), textcoords="offset points", ha="center", fontsize=8)
+    # Zoom on the bars: the differences between layers are a few points. Headroom above 100
+    # keeps the labels of full bars under the title; the ticks stop at 100.
     low = max(0.0, min(values) - 5)
     majority = 100 * result.majority_accuracy
+    note = f"majority label: {majority:.1f}%"
     if majority >= low:
-        ax.axhline(majority, color="black", linestyle=":", linewidth=1, label="majority label")
-        ax.legend(fontsize=7, loc="lower right")
-    ax.set_ylim(low, 100)
+        ax.axhline(majority, color="black", linestyle=":", linewidth=1)
+        note += " (dotted line)"
+    ax.set_ylim(low, 100 + 0.12 * (100 - low))
+    ax.set_yticks([t for t in ax.get_yticks() if low <= t <= 100])
     ax.set_ylabel("accuracy (%)")
+    ax.set_xlabel(note, fontsize=7)  # under the bars, where no bar reaches
     ax.set_title(title or f"linear probe, {result.num_tokens} tokens", fontsize=9)
-    ax.text(0.01, 0.98, f"majority label: {majority:.1f}%", transform=ax.transAxes, fontsize=7, va="top")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -17,7 +17,7 @@ import errno
 from pathlib import Path
 from typing import Any
 
-from ..model.errors import ElmoError
+from ..model.errors import ElmoError, missing_extra
 
 __all__ = ["LOCKING_VARIABLE", "hdf5_lock_error", "import_h5py", "open_hdf5"]
 
@@ -28,12 +28,12 @@ _BUSY = {errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES}
 """errno values of a lock that another process holds (flock/fcntl)."""
 
 
-def import_h5py() -> Any:
-    """The h5py module; an ImportError that names the extra to install when it is missing."""
+def import_h5py(what: str = "reading or writing hdf5 files") -> Any:
+    """h5py, or an ImportError saying that `what` needs it and which extra installs it."""
     try:
         import h5py
     except ImportError as err:
-        raise ImportError("reading or writing hdf5 files needs h5py: pip install 'elmo-bilm[hdf5]'") from err
+        raise missing_extra(err, "h5py", "hdf5", what) from err
     return h5py
 
 

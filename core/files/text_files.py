@@ -11,7 +11,9 @@ rules hold everywhere:
 - `.xz`, `.gz` and `.bz2` files are decompressed on the fly (`open_binary`), and `-`
   is standard input; a reader that must read a file twice (training epochs) refuses a
   stream (`-`, a pipe) up front.
-- Bytes that are not UTF-8 give one `ElmoError` naming the file and the line; a JSON
+- Bytes that are not UTF-8 give one `ElmoError` naming the file, the line and the
+  `iconv` command that converts it (`decode_line`); UTF-16 and UTF-32 text, with its
+  byte-order mark or with the NUL bytes it has without one, is named as such. A JSON
   file (`read_json`: options.json, a model folder's config.json) that is not JSON names
   the file, the line and the column.
 - A path that does not exist, is a folder, or cannot be read gives one `ElmoError`
@@ -31,6 +33,7 @@ import gzip
 import json
 import lzma
 import os
+import shlex
 import stat
 import sys
 import zlib
@@ -48,6 +51,7 @@ __all__ = [
     "check_input_file",
     "check_output_is_new",
     "check_output_spares_inputs",
+    "decode_line",
     "is_stream",
     "iter_lines",
     "open_binary",
@@ -221,7 +225,7 @@ def open_text(path: str | Path, mode: str = "rt") -> TextIO:
 
 class _TextLines:
     """A text file read line by line, like `io.TextIOWrapper(..., newline="\\n")`, that says
-    where it is not UTF-8: `ElmoError("{path} is not UTF-8 text (line N: reason).")`."""
+    where it is not UTF-8 (`decode_line`)."""
 
     def __init__(self, path: str | Path, raw: IO[bytes]) -> None:
         self.name = str(path)
@@ -233,10 +237,7 @@ class _TextLines:
         if not data:
             return ""
         self._line += 1
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise ElmoError(f"{self.name} is not UTF-8 text (line {self._line}: {err.reason}).") from None
+        text = decode_line(data, self.name, self._line)
         if self._line == 1 and text.startswith(BYTE_ORDER_MARK):
             text = text[len(BYTE_ORDER_MARK) :]
         return text
@@ -255,6 +256,70 @@ class _TextLines:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_WIDE_BYTE_ORDER_MARKS = (  # UTF-32's first: its little-endian mark starts with UTF-16's
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
+
+def decode_line(data: bytes, name: str, line: int) -> str:
+    """One line's bytes as text: UTF-8, or one `ElmoError` that says what the file is and
+    how to convert it.
+
+    Args:
+        data: The line's bytes, as read (its line ending included).
+        name: How the message names the file (its path, `-` for standard input).
+        line: The line's number, from 1.
+
+    Raises:
+        ElmoError: for a UTF-16 or UTF-32 byte-order mark on line 1, for a line 1 with a NUL in
+            every other byte (UTF-16 text without a mark; a stray NUL in UTF-8 text is read as
+            the character it is), or for bytes that are not UTF-8 (text in another encoding):
+            each with the `iconv` command that converts the file.
+    """
+    wide = next((kind for mark, kind in _WIDE_BYTE_ORDER_MARKS if line == 1 and data.startswith(mark)), None)
+    if wide is not None:
+        what = f"is {wide} text (it starts with a {wide} byte-order mark), not UTF-8"
+        raise ElmoError(f"{name} {what}. Convert it to UTF-8 first: {_iconv(wide, name)}.")
+    utf16 = _utf16_without_mark(data, line)
+    if utf16 is not None:
+        raise ElmoError(
+            f"{name} is not UTF-8 text (line {line} has a NUL byte in every other byte: it looks like UTF-16 "
+            f"without a byte-order mark). Convert it to UTF-8 first: {_iconv(utf16, name)}."
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ElmoError(
+            f"{name} is not UTF-8 text (line {line}: {err.reason}). Convert it to UTF-8 from the encoding it was "
+            f"written in first, e.g. for Windows text: {_iconv('CP1252', name)} (file -i guesses the encoding)."
+        ) from None
+
+
+def _utf16_without_mark(data: bytes, line: int) -> str | None:
+    """The UTF-16 variant ("UTF-16LE" or "UTF-16BE") that line 1's bytes look like, without a
+    byte-order mark (ASCII's NUL in every other byte, on one side only), else None. Only line
+    1 is judged, where the file starts: a stray NUL in UTF-8 text, or a run of them further
+    on (a damaged archive), is not taken for it."""
+    if line != 1 or b"\x00" not in data or len(data) < 2:
+        return None
+    even, odd = data[::2].count(0) / len(data[::2]), data[1::2].count(0) / len(data[1::2])
+    if max(even, odd) < 0.7 or min(even, odd) > 0.3:
+        return None
+    return "UTF-16LE" if odd > even else "UTF-16BE"
+
+
+def _iconv(encoding: str, name: str) -> str:
+    """The `iconv` command that converts the file `name` from `encoding` into a UTF-8 copy beside it."""
+    path = Path(name)
+    if is_stream(name) or path.suffix in COMPRESSIONS:
+        return f"iconv -f {encoding} -t UTF-8 in.txt > out.txt"  # the user's own file names
+    converted = path.with_name(f"{path.stem}.utf8{path.suffix}")
+    return f"iconv -f {encoding} -t UTF-8 {shlex.quote(name)} > {shlex.quote(str(converted))}"
 
 
 def iter_lines(path: str | Path) -> Iterator[str]:

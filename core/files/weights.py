@@ -37,12 +37,18 @@ from torch import nn
 from ..model.bilm import BiLM
 from ..model.errors import WeightFileError
 from ..runtime.attach import attach_runtime, has_runtime
-from .hdf5_files import open_hdf5
+from .hdf5_files import import_h5py, open_hdf5
 
 if TYPE_CHECKING:
     from ..model.elmo import Elmo
 
-__all__ = ["bilm_tf_dataset_shapes", "count_non_finite", "load_bilm_tf", "non_finite_error", "save_bilm_tf"]
+__all__ = [
+    "bilm_tf_dataset_shapes",
+    "count_non_finite",
+    "load_bilm_tf",
+    "non_finite_error",
+    "save_bilm_tf",
+]
 
 
 class _Target(NamedTuple):
@@ -152,6 +158,7 @@ def load_bilm_tf(model: BiLM | Elmo, weight_file: str | os.PathLike[str]) -> Non
 
 def _open_weight_file(path: Path) -> Any:
     """The open h5py file at `path`; a WeightFileError that says what to do when there is none."""
+    import_h5py("reading bilm-tf hdf5 weights")  # a missing extra first, before any check of the file
     if not path.exists():
         raise WeightFileError(f"weight file {path} does not exist. Check the path (and its working directory).")
     if path.is_dir():

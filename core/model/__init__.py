@@ -26,7 +26,7 @@ from .characters import (
 )
 from .checks import check_int
 from .elmo import Elmo, ElmoOutput, bilm_is_trainable, mix_representations, run_bilm
-from .errors import ElmoError, OptionsError, WeightFileError
+from .errors import ElmoError, OptionsError, SettingError, WeightFileError, missing_extra
 from .highway import Highway
 from .lstm import LSTMCellWithProjection, LSTMStack, LSTMState, compile_recurrence, lstm_gates
 from .options import PUBLISHED_OPTIONS, BiLMOptions, CharCNNOptions, LSTMOptions
@@ -99,6 +99,7 @@ __all__ = [
     "LSTMOptions",
     "LSTMStack",
     "LSTMState",
+    "missing_extra",
     "mix_representations",
     "OptionsError",
     "PADDING_CHARACTER",
@@ -112,6 +113,7 @@ __all__ = [
     "run_bilm",
     "scalar_mix",
     "ScalarMix",
+    "SettingError",
     "softmax_weights",
     "softmax_weights_backward",
     "StackOutputs",

@@ -10,11 +10,13 @@ returns the plain `int` they hold, so a caller keeps only Python ints.
 from __future__ import annotations
 
 import operator
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 import torch
 
-__all__ = ["check_int"]
+from .errors import SettingError
+
+__all__ = ["check_int", "check_setting"]
 
 
 @overload
@@ -98,3 +100,19 @@ def _as_int(value: object) -> int | None:
         return operator.index(value)  # type: ignore[arg-type]  # int, numpy integers, 0-d integer tensors
     except TypeError:
         return None
+
+
+def check_setting(name: str, value: object, **kwargs: Any) -> int | None:
+    """`check_int` for a setting that a face names its own way (`batch_size` is `elmo embed
+    --batch-size`): the error is a `SettingError` that carries `name`.
+
+    Returns:
+        The plain `int` (or None where `none_ok`), as `check_int` returns it.
+
+    Raises:
+        SettingError: as `check_int` words it.
+    """
+    try:
+        return check_int(name, value, **kwargs)
+    except ValueError as err:
+        raise SettingError(str(err), name) from None

@@ -6,7 +6,7 @@ Every error says what was expected, what arrived and how to fix it. All of them 
 
 from __future__ import annotations
 
-__all__ = ["ElmoError", "OptionsError", "WeightFileError"]
+__all__ = ["ElmoError", "OptionsError", "SettingError", "WeightFileError", "missing_extra"]
 
 
 class ElmoError(ValueError):
@@ -22,3 +22,26 @@ class WeightFileError(ElmoError):
 
     The message names the file and, for a dataset or tensor, its name and both shapes.
     """
+
+
+class SettingError(ValueError):
+    """A setting (a function's argument, a settings field) has a value it cannot take.
+
+    `names` are the settings the message names, spelled as in Python (`batch_size`), so
+    that a face can name them as its users typed them (`elmo embed --batch-size`).
+    """
+
+    def __init__(self, message: str, *names: str) -> None:
+        super().__init__(message)
+        self.names = names
+
+
+def missing_extra(err: ImportError, package: str, extra: str, what: str) -> ImportError:
+    """What to raise for `err`, met where `what` imports `package`: if `package` itself is
+    not installed, an ImportError that names the extra of elmo-bilm which installs it
+    (`pip install 'elmo-bilm[hf]'`); else `err` itself (a module `package` needs is missing).
+    """
+    if (err.name or "").split(".")[0] != package:
+        return err
+    label = {"spacy": "spaCy"}.get(package, package)
+    return ImportError(f"{what} needs {label}, which is not installed: pip install 'elmo-bilm[{extra}]'", name=package)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from ..model.bilm import BiLM
-from ..model.checks import check_int
+from ..model.checks import check_setting
 from .char_cnn_training import encode_for_training
 from .memory import release_when_collected
 from .recurrence import Recurrence
@@ -88,4 +88,4 @@ def _bilms(module: torch.nn.Module) -> list[BiLM]:
 
 
 def _check_words(value: object) -> None:
-    check_int("token_cache_words", value, minimum=0, meaning="0 switches the cache off")
+    check_setting("token_cache_words", value, minimum=0, meaning="0 switches the cache off")

@@ -13,7 +13,8 @@ import numpy as np
 import torch
 
 from ..model.characters import check_sentences, words_to_char_ids
-from ..model.checks import check_int
+from ..model.checks import check_setting
+from ..model.errors import SettingError
 from ..model.precision import check_cpu_precision
 from ..model.windows import DEFAULT_WINDOW_TOKENS, check_window_settings
 from .attach import attach_runtime, has_runtime
@@ -44,7 +45,7 @@ LAYER_CHOICES = ("all", "top", "average", "mix")
 
 
 def check_layers(layers: object, n_outputs: int, num_mixes: int) -> None:
-    """Raise `ValueError` unless `layers` is one of LAYER_CHOICES or a layer index 0..L.
+    """Raise `SettingError` (a `ValueError`) unless `layers` is one of LAYER_CHOICES or a layer index 0..L.
 
     Negative indices are refused rather than read Python's way, so that no sentinel
     can silently select a different layer (a user passing -1 for "the top layer" of a
@@ -53,18 +54,19 @@ def check_layers(layers: object, n_outputs: int, num_mixes: int) -> None:
     valid = f"'all', 'top', 'average', 'mix' or a layer index 0..{n_outputs - 1}"
     if isinstance(layers, str):
         if layers not in LAYER_CHOICES:
-            raise ValueError(f"layers must be {valid}; got {layers!r}.")
+            raise SettingError(f"layers must be {valid}; got {layers!r}.", "layers")
         if layers == "mix" and num_mixes == 0:
-            raise ValueError(
+            raise SettingError(
                 "layers='mix' needs a model with at least one scalar mix "
-                "(num_output_representations >= 1); use 'all', 'top' or 'average'."
+                "(num_output_representations >= 1); use 'all', 'top' or 'average'.",
+                "layers",
             )
         return
     if isinstance(layers, bool) or not isinstance(layers, (int, np.integer)):
-        raise ValueError(f"layers must be {valid}; got {layers!r} ({type(layers).__name__}).")
+        raise SettingError(f"layers must be {valid}; got {layers!r} ({type(layers).__name__}).", "layers")
     if not 0 <= int(layers) < n_outputs:
         why = " Negative indices are not accepted." if int(layers) < 0 else f" This model has {n_outputs} layers."
-        raise ValueError(f"layers must be {valid}; got {layers!r}.{why}")
+        raise SettingError(f"layers must be {valid}; got {layers!r}.{why}", "layers")
 
 
 def _help(text: str) -> dict[str, str]:
@@ -122,13 +124,16 @@ class EmbedSettings:
     )
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "batch_tokens", check_int("batch_tokens", self.batch_tokens))
+        object.__setattr__(self, "batch_tokens", check_setting("batch_tokens", self.batch_tokens))
         if self.batch_size is not None:
-            object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size))
-        window_tokens = check_window_settings(self.window_tokens, self.window_context)
+            object.__setattr__(self, "batch_size", check_setting("batch_size", self.batch_size))
+        try:
+            window_tokens = check_window_settings(self.window_tokens, self.window_context)
+        except ValueError as err:
+            raise SettingError(str(err), "window_tokens", "window_context") from None
         object.__setattr__(self, "window_tokens", window_tokens)
         if window_tokens is not None and self.window_context is not None:  # an int, as the window's
-            object.__setattr__(self, "window_context", check_int("window_context", self.window_context, minimum=0))
+            object.__setattr__(self, "window_context", check_setting("window_context", self.window_context, minimum=0))
         if self.autocast_dtype not in (None, torch.bfloat16, torch.float16):
             raise ValueError(
                 f"autocast_dtype must be torch.bfloat16, torch.float16 or None; got {self.autocast_dtype!r}."

@@ -65,6 +65,16 @@ def word_to_char_ids(word: str, max_characters_per_token: int = 50) -> tuple[int
     return tuple(i + CHAR_ID_OFFSET for i in ids)
 
 
+# ---- elmo_core/model/errors.py ------------------------------------------------
+
+class ElmoError(ValueError):
+    pass
+
+
+class OptionsError(ElmoError):
+    pass
+
+
 # ---- elmo_core/model/checks.py ------------------------------------------------
 
 def check_int(
@@ -97,16 +107,6 @@ def _as_int(value: object) -> int | None:
         return operator.index(value)  # type: ignore[arg-type]  # int, numpy integers, 0-d integer tensors
     except TypeError:
         return None
-
-
-# ---- elmo_core/model/errors.py ------------------------------------------------
-
-class ElmoError(ValueError):
-    pass
-
-
-class OptionsError(ElmoError):
-    pass
 
 
 # ---- elmo_core/model/options.py -----------------------------------------------

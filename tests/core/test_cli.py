@@ -375,7 +375,8 @@ def test_help_at_80_columns_shows_every_option_whole_and_breaks_lines_only_where
         continues = bool(after.strip()) and (indent > 2 if in_table else indent >= 1)
         names_only = in_table and line.startswith("  -") and "  " not in line.strip()
         if line.strip() and continues and not names_only and line not in ("Arguments:", "Options:"):
-            assert len(line.rstrip()) + 1 + len(after.split()[0]) > width, f"broken early:\n{line}\n{after}"
+            space = 2 if after.split()[0].startswith("[") else 1  # click puts two spaces before "[default: ...]"
+            assert len(line.rstrip()) + space + len(after.split()[0]) > width, f"broken early:\n{line}\n{after}"
 
 
 @pytest.mark.parametrize("program", [["elmo"], ["elmo", "data"], [sys.executable, "-m", "elmo_core"]])
@@ -403,6 +404,76 @@ def test_embed_options_that_are_embed_settings_take_their_default_and_help_from_
             assert options[f.name].help == f.metadata["help"], f.name
             assert options[f.name].default == (f.default or 0 if f.name == "window_tokens" else f.default), f.name
     assert set(shared) < set(options) and "autocast_dtype" not in options  # --precision says it in words
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, "data hold-out"])
+def test_help_names_values_with_words_users_read_not_python_types(command):
+    text = runner.invoke(app, [*command.split(), "--help"], terminal_width=200).stdout
+    assert re.findall(r"<[a-z][\w\[\]|, ]*>", text) == []  # no <list[str]>, <list[Path]>, <path>, <int>
+    assert "see below" not in text
+    options = {line.split()[0]: line.split()[1] for line in text.splitlines() if line.startswith("  --")}
+    expected = {
+        "embed": {"--model": "DIR", "--options": "FILE", "--batch-tokens": "N", "--layers": "LAYERS"},
+        "train": {"--train": "FILE", "--out": "DIR", "--lr": "NUMBER", "--resume": "FILE"},
+        "perplexity": {"--model": "DIR", "--batch-tokens": "N"},
+        "probe": {"--plot": "FILE", "--lr": "NUMBER", "--column": "N"},
+        "data vocab": {"--out": "FILE", "--vocab-size": "N"},
+        "convert": {"--download": "NAME"},
+    }.get(command, {})
+    assert {name: options[name] for name in expected} == expected
+
+
+def test_convert_help_points_at_the_forms_where_they_are():
+    text = " ".join(runner.invoke(app, ["convert", "--help"], terminal_width=200).stdout.split())
+    assert "see below" not in text
+    assert text.index("elmo convert OPTIONS WEIGHTS OUT_DIR writes") < text.index("see the forms above")
+
+
+def test_errors_from_the_settings_checks_name_the_options_the_user_typed(tmp_path):
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
+    (tmp_path / "tags.txt").write_text("a X\nb Y\n", encoding="utf-8")
+    embed = ["embed", tmp_path / "in.txt", tmp_path / "out.h5", "--model", tmp_path / "model"]
+    probe = ["probe", tmp_path / "tags.txt", tmp_path / "tags.txt", "--model", tmp_path / "model"]
+    cases = [
+        ([*embed, "--token-cache", "-1"], "--token-cache must be a non-negative integer (0 switches the cache off)"),
+        ([*embed, "--batch-size", "0"], "--batch-size must be a positive integer; got 0."),
+        ([*embed, "--window-context", "-1"], "--window-context must be a non-negative integer; got -1."),
+        (
+            [*embed, "--window-tokens", "8", "--window-context", "4"],
+            "--window-context (4) must be less than half of --window-tokens (8): each window keeps "
+            "--window-tokens - 2 * --window-context tokens. Lower the context or raise --window-tokens.",
+        ),
+        ([*embed, "--layers", "5"], "--layers must be 'all', 'top', 'average', 'mix' or a layer index 0..2"),
+        ([*probe, "--batch-size", "0"], "--batch-size must be a positive integer (tokens per Adam step); got 0."),
+        ([*probe, "--epochs", "0"], "--epochs must be a positive integer; got 0."),
+        ([*probe, "--lr", "-1"], "--lr must be a positive learning rate; got -1.0."),
+    ]
+    for args, message in cases:
+        result = runner.invoke(app, [str(a) for a in args])
+        assert isinstance(result.exception, ElmoError), (args, result.exception)
+        assert str(result.exception).startswith(message), (args, str(result.exception))
+        assert not re.search(r"(?<![\w-])(token_cache_words|batch_size|window_\w+|epochs|lr)\b", str(result.exception))
+    assert not (tmp_path / "out.h5").exists()
+
+
+@pytest.mark.parametrize("form", ["bilm-tf files", "--download", "--to-hdf5"])
+def test_convert_into_a_path_that_is_a_file_is_one_line_before_any_work(tmp_path, tiny_bilm_hdf5, form):
+    options, weights = tiny_bilm_hdf5
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    taken = tmp_path / "taken"
+    taken.write_text("someone's file\n", encoding="utf-8")
+    args = {
+        "bilm-tf files": [options, weights, taken],
+        "--download": ["--download", "small", taken],
+        "--to-hdf5": ["--to-hdf5", tmp_path / "model", taken / "bilm"],
+    }[form]
+    result = runner.invoke(app, ["convert", *map(str, args)])
+    assert isinstance(result.exception, ElmoError), result.exception
+    what = "the folder of OUT_PREFIX" if form == "--to-hdf5" else "OUT_DIR"
+    expected = f"{what} {taken} is a file, not a folder; give a folder's path (it is created if missing)."
+    assert str(result.exception) == expected
+    assert taken.read_text(encoding="utf-8") == "someone's file\n"
 
 
 def test_version_is_the_installed_package_version():

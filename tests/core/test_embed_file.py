@@ -254,9 +254,9 @@ def test_bad_batch_or_window_arguments_fail_before_a_job_folder_exists(tmp_path)
     (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
     out = tmp_path / "out.hdf5"
     for extra, message in (
-        (["--batch-size", "0"], "batch_size must be a positive integer"),
+        (["--batch-size", "0"], "--batch-size must be a positive integer"),
         (["--batch-tokens", "-1"], "--batch-tokens must be a positive integer"),
-        (["--window-tokens", "8", "--window-context", "4"], "must be less than half of window_tokens"),
+        (["--window-tokens", "8", "--window-context", "4"], "must be less than half of --window-tokens"),
     ):
         result = run(BIN / "elmo", "embed", tmp_path / "in.txt", out, "--model", tmp_path / "model", *extra)
         assert result.returncode == 2 and message in result.stderr, result.stderr
@@ -381,7 +381,9 @@ def test_a_stream_that_is_not_utf8_is_one_line_and_leaves_nothing_behind(tmp_pat
         timeout=TIMEOUT,
     )
     assert result.returncode == 2
-    assert result.stderr.decode().strip() == "error: - is not UTF-8 text (line 2: invalid continuation byte)."
+    message = result.stderr.decode().strip()
+    assert message.startswith("error: - is not UTF-8 text (line 2: invalid continuation byte). Convert it to UTF-8")
+    assert "\n" not in message and "iconv -f CP1252 -t UTF-8 in.txt > out.txt" in message
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
 
 

@@ -120,3 +120,48 @@ def test_plot_explains_a_missing_matplotlib(monkeypatch, files, tmp_path):
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     with pytest.raises(ElmoError, match=r"pip install 'elmo-bilm\[probe\]'"):
         plot_probe(result, tmp_path / "p.png")
+
+
+def test_probe_command_shows_its_progress_on_stderr(files, tmp_path):
+    model_dir = tmp_path / "model"
+    save_model_folder(make_tiny_elmo(), model_dir)
+    train, evaluation = (read_conll_column(path, 1) for path in files)
+    tokens = sum(map(len, train[0])) + sum(map(len, evaluation[0]))
+    steps = 4 * 2 * -(-sum(map(len, train[0])) // 32)  # 3 layers and the average, 2 epochs, 32 tokens a step
+    args = ["probe", *map(str, files), "--model", str(model_dir), "--epochs", "2", "--batch-size", "32"]
+    result = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert f"{tokens}/{tokens}" in result.stderr and f"{steps}/{steps}" in result.stderr
+    quiet = CliRunner().invoke(app, [*args, "--no-progress"], catch_exceptions=False)
+    assert quiet.stderr == "" and quiet.stdout == result.stdout
+
+
+@pytest.mark.parametrize("majority", [0.3, 0.97], ids=["majority below the bars", "majority line drawn"])
+def test_probe_plot_at_100_percent_has_no_overlapping_text_or_bars(monkeypatch, tmp_path, majority):
+    pytest.importorskip("matplotlib")
+    from elmo_core.apps.probe import ProbeResult, pyplot
+
+    plt = pyplot()
+    figures = []
+    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))  # keep the figure to measure it
+    names = ("layer 0", "layer 1", "layer 2", "average")
+    result = ProbeResult(names, (1.0, 1.0, 1.0, 1.0), (500,) * 4, 500, majority, ("A", "B"))
+    plot_probe(result, tmp_path / "probe.png", title="linear probe, column 1: train.txt -> eval.txt")
+    (fig,) = [f for f in figures if getattr(f, "axes", None)]  # the plot (not plot_path's empty figure)
+    renderer = fig.canvas.get_renderer()
+    (ax,) = fig.axes
+    texts = [t for t in [ax.title, *ax.texts, ax.xaxis.label, *fig.texts] if t.get_text()]
+    legend = ax.get_legend()
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in texts]
+    boxes += [("legend", legend.get_window_extent(renderer))] if legend is not None else []
+    assert any(f"{majority * 100:.1f}%" in text for text, _ in boxes)  # the majority label is said
+    assert [text for text, _ in boxes].count("100.0") == 4  # each bar's label
+    from matplotlib.transforms import Bbox
+
+    bars = [Bbox.intersection(patch.get_window_extent(renderer), ax.bbox) for patch in ax.patches]  # as drawn
+    for i, (text, box) in enumerate(boxes):
+        for other, other_box in boxes[i + 1 :]:
+            assert not box.overlaps(other_box), (text, other)
+        for bar in bars:
+            assert not box.overlaps(bar), text
+        assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1), text  # inside the image

@@ -84,11 +84,34 @@ def test_every_reader_names_the_file_and_line_of_bytes_that_are_not_utf8(tmp_pat
         lambda: read_conll_column(path, 1),
     ]
     for read in readers:
-        with pytest.raises(ElmoError, match=rf"{path} is not UTF-8 text \(line 3: invalid continuation byte\)\.$"):
+        with pytest.raises(ElmoError, match=rf"{path} is not UTF-8 text \(line 3: invalid continuation byte\)\. "):
             read()
     good = tmp_path / f"good.txt{suffix}"
     good.write_bytes(compress(b"\xef\xbb\xbfa b\r\nc\n"))
     assert list(iter_lines(good)) == ["a b", "c"]
+
+
+@pytest.mark.parametrize(
+    "encoding, says, fix",
+    [
+        ("utf-16", "is UTF-16 text (it starts with a UTF-16 byte-order mark), not UTF-8", "iconv -f UTF-16 -t UTF-8"),
+        ("utf-32", "is UTF-32 text (it starts with a UTF-32 byte-order mark), not UTF-8", "iconv -f UTF-32 -t UTF-8"),
+        ("utf-16-le", "a NUL byte in every other byte: it looks like UTF-16", "iconv -f UTF-16LE -t UTF-8"),
+        ("utf-16-be", "a NUL byte in every other byte: it looks like UTF-16", "iconv -f UTF-16BE -t UTF-8"),
+        ("cp1252", "is not UTF-8 text (line 2: invalid continuation byte)", "iconv -f CP1252 -t UTF-8"),
+    ],
+)
+def test_text_in_another_encoding_is_named_with_the_command_that_converts_it(tmp_path, encoding, says, fix):
+    from elmo_core.apps.embed_file import plan_pieces
+
+    path = tmp_path / "in file.txt"
+    path.write_bytes("the river\ncafé au lait\n".encode(encoding))
+    for read in (lambda: list(iter_lines(path)), lambda: read_text(path), lambda: plan_pieces(path, 100)):
+        with pytest.raises(ElmoError) as err:
+            read()
+        message = str(err.value)
+        assert str(path) in message and says in message, message
+        assert f"{fix} '{path}' > '{tmp_path / 'in file.utf8.txt'}'" in message, message
 
 
 @pytest.mark.parametrize("suffix", [".xz", ".gz", ".bz2"])

@@ -269,7 +269,7 @@ def test_cli_refuses_a_bad_window_with_a_one_line_error(tmp_path):
         ],
     )
     assert result.exit_code != 0
-    assert "window_context (40) must be less than half of window_tokens (64)" in str(result.exception)
+    assert "--window-context (40) must be less than half of --window-tokens (64)" in str(result.exception)
     assert not (tmp_path / "out.hdf5").exists()
 
 

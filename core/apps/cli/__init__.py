@@ -27,6 +27,7 @@ from ...runtime.compiled import compile_enabled, use_writable_compile_cache
 from ...runtime.memory import MMAP_THRESHOLD, use_heap_for_every_block, use_mmap_for_large_blocks
 from ...runtime.shapes import reserve_kernel_cache
 from ...runtime.threads import thread_policy
+from ..console import quiet_failures
 from . import convert, data, embed, perplexity, probe, train, widen
 from .shared import command_group
 
@@ -77,18 +78,21 @@ def main() -> None:
     (`use_heap_for_every_block`; see `elmo_core.runtime.memory` for why) and makes room for
     4,096 oneDNN kernels (`elmo_core.runtime.shapes.reserve_kernel_cache`). Where torch's
     compile cache folder cannot be written, it uses a temporary one, with a warning
-    (`elmo_core.runtime.compiled.use_writable_compile_cache`).
+    (`elmo_core.runtime.compiled.use_writable_compile_cache`). Where standard error is
+    closed or full, the command does its work all the same and its messages are dropped
+    (`elmo_core.apps.console.quiet_failures`).
     """
     if sys.argv[1:2] == ["train"]:
         use_heap_for_every_block()
         reserve_kernel_cache()
     else:
         use_mmap_for_large_blocks(MMAP_THRESHOLD)
-    try:
-        thread_policy()  # a bad ELMO_THREADS is one line before any work
-        compile_enabled()  # and a bad ELMO_COMPILE
-        use_writable_compile_cache()  # torch's compile cache: a temporary one where the set one is not writable
-        app()
-    except (ElmoError, TypeError, ValueError, OSError) as err:  # OSError: files, the network
-        typer.echo(f"error: {err}", err=True)
-        raise SystemExit(2) from None
+    with quiet_failures():  # a closed or full stderr drops the messages, not the work
+        try:
+            thread_policy()  # a bad ELMO_THREADS is one line before any work
+            compile_enabled()  # and a bad ELMO_COMPILE
+            use_writable_compile_cache()  # torch's compile cache: a temporary one where the set one is not writable
+            app()
+        except (ElmoError, TypeError, ValueError, OSError) as err:  # OSError: files, the network
+            typer.echo(f"error: {err}", err=True)
+            raise SystemExit(2) from None

@@ -22,8 +22,9 @@ def convert(
     paths: Annotated[
         list[Path],
         typer.Argument(
-            metavar="OPTIONS WEIGHTS OUT_DIR | MODEL_DIR OUT_PREFIX | OUT_DIR",
-            help="bilm-tf options.json, hdf5 weights and the model folder to write (see below).",
+            metavar="PATHS",
+            help="OPTIONS WEIGHTS OUT_DIR, or MODEL_DIR OUT_PREFIX with --to-hdf5, or OUT_DIR with --download: "
+            "see the forms above.",
         ),
     ],
     to_hdf5: Annotated[
@@ -36,7 +37,8 @@ def convert(
     download: Annotated[
         str | None,
         typer.Option(
-            help="Download a published model (small, medium, original, original_5.5B) and convert it into OUT_DIR."
+            metavar="NAME",
+            help="Download a published model (small, medium, original, original_5.5B) and convert it into OUT_DIR.",
         ),
     ] = None,
 ) -> None:
@@ -56,6 +58,9 @@ def convert(
     """
     _check_convert_paths(paths, to_hdf5, download)
     _check_convert_spares_inputs(paths, to_hdf5, download)
+    _check_out_is_a_folder(
+        paths[-1].parent if to_hdf5 else paths[-1], "the folder of OUT_PREFIX" if to_hdf5 else "OUT_DIR"
+    )
     if to_hdf5:
         _write_bilm_tf_files(*paths)
         return
@@ -78,6 +83,14 @@ def _check_convert_paths(paths: list[Path], to_hdf5: bool, download: str | None)
     if not to_hdf5 and not download:
         check_input_file(paths[0], "OPTIONS")
         check_input_file(paths[1], "WEIGHTS")
+
+
+def _check_out_is_a_folder(folder: Path, what: str) -> None:
+    """Raise a one-line ElmoError if `folder`, or the first of its parents that exists, is a file."""
+    taken = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if taken is not None and not taken.is_dir():
+        where = f"{taken} is a file" if taken == folder else f"{folder} lies inside {taken}, which is a file"
+        raise ElmoError(f"{what} {where}, not a folder; give a folder's path (it is created if missing).")
 
 
 def _bilm_tf_paths(prefix: Path) -> tuple[Path, Path]:

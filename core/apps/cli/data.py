@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from pathlib import Path
 from typing import Annotated
@@ -33,18 +32,20 @@ app = command_group("Prepare biLM training data: pretokenize raw text once, coun
 
 # elmo train has no --splitter (the settings' `splitter` is for Python callers), so it is declared here.
 SplitterOption = Annotated[
-    str, typer.Option(help="Entry point in elmo_core.tokenizers that splits raw paragraphs into sentences.")
+    str,
+    typer.Option(metavar="NAME", help="Entry point in elmo_core.tokenizers that splits raw paragraphs into sentences."),
 ]
 
 
 _NEW_FILE = "Give a new path, or delete the old file first."
 """The way out when an output of `elmo data` exists: no command writes over earlier work."""
 
+ProgressOption = Annotated[bool, typer.Option(help="Show a progress bar on stderr.")]
+
 
 @app.callback()
 def _data() -> None:
-    """Prepare biLM training data (progress is logged to stderr)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    """Prepare biLM training data."""
 
 
 @app.command(short_help="Split raw paragraphs into tokenised sentences, once, into a cache.")
@@ -54,7 +55,8 @@ def pretokenize(
         typer.Argument(metavar="FILES...", help="Raw text, one paragraph per line (.txt or .txt.xz; globs allowed)."),
     ],
     out: Annotated[
-        Path, typer.Option(help="The cache to write: one sentence per line (.txt, or .txt.xz to compress).")
+        Path,
+        typer.Option(metavar="FILE", help="The cache to write: one sentence per line (.txt, or .txt.xz to compress)."),
     ],
     jobs: Annotated[int, typer.Option(help="Worker processes (one input file each at a time).")] = 1,
     splitter: SplitterOption = DEFAULT_SPLITTER,
@@ -69,6 +71,8 @@ def pretokenize(
     check_output_is_new("--out", out, _NEW_FILE)
     sentences, tokens = pretokenize_files(files, out, splitter, jobs=jobs)
     seconds = time.monotonic() - started
+    if sentences == 0:
+        typer.echo(f"warning: FILES hold no sentences ({', '.join(map(str, files))}).", err=True)
     typer.echo(
         f"wrote {plural(sentences, 'sentence')}, {plural(tokens, 'token')} from {plural(len(files), 'file')} "
         f"to {out} in {seconds:.1f} s ({tokens / max(seconds, 1e-9):.0f} tokens/s)",
@@ -79,11 +83,12 @@ def pretokenize(
 @app.command(short_help="Count the training text's words; write the softmax vocabulary.")
 def vocab(
     inputs: Annotated[list[str], typer.Argument(metavar="FILES...", help="Training text (globs allowed).")],
-    out: Annotated[Path, typer.Option(help="vocab.txt to write (token<TAB>count per line).")],
+    out: Annotated[Path, typer.Option(metavar="FILE", help="vocab.txt to write (token<TAB>count per line).")],
     vocab_size: Annotated[int | None, setting_option(TrainingSettings, "vocab_size")] = TrainingSettings.vocab_size,
     min_count: Annotated[int | None, setting_option(TrainingSettings, "min_count")] = TrainingSettings.min_count,
     pretokenized: Annotated[bool, setting_option(TrainingSettings, "pretokenized")] = TrainingSettings.pretokenized,
     splitter: SplitterOption = DEFAULT_SPLITTER,
+    progress: ProgressOption = True,
 ) -> None:
     """Count the words of the training text and write the softmax vocabulary."""
     from ..training.commands import build_vocabulary, expand_files
@@ -95,9 +100,14 @@ def vocab(
     files = expand_files(inputs)
     check_output_spares_inputs([("--out", out)], [("FILES", f) for f in files])
     check_output_is_new("--out", out, _NEW_FILE)
-    vocabulary = build_vocabulary(files, split, vocab_size=vocab_size, min_count=min_count)
+    vocabulary = build_vocabulary(files, split, vocab_size=vocab_size, min_count=min_count, progress=progress)
     vocabulary.save(out)
     assert vocabulary.counts is not None
+    if len(vocabulary) == 3 and vocabulary.counts[2] == 0:  # the specials alone, and no unknown word
+        typer.echo(
+            f"warning: FILES hold no words ({', '.join(map(str, files))}); {out} holds only the 3 special tokens.",
+            err=True,
+        )
     covered = sum(vocabulary.counts[3:]) / max(sum(vocabulary.counts[2:]), 1)
     typer.echo(
         f"wrote {plural(len(vocabulary), 'token')} to {out}; they cover {covered:.2%} of the running words", err=True
@@ -107,8 +117,8 @@ def vocab(
 @app.command("hold-out", short_help="Set a random share of the sentences aside as held-out text for --valid.")
 def hold_out_command(
     input_file: Annotated[Path, typer.Argument(metavar="FILE", help="One sentence per line (.txt or .txt.xz).")],
-    out_kept: Annotated[Path, typer.Option(help="The sentences kept, for elmo train --train.")],
-    out_held_out: Annotated[Path, typer.Option(help="The sentences held out, for elmo train --valid.")],
+    out_kept: Annotated[Path, typer.Option(metavar="FILE", help="The sentences kept, for elmo train --train.")],
+    out_held_out: Annotated[Path, typer.Option(metavar="FILE", help="The sentences held out, for elmo train --valid.")],
     fraction: Annotated[float, typer.Option(help="The share held out, in (0, 1).")] = 0.05,
     seed: Annotated[int, typer.Option(help="Seeds the choice: the same file and seed give the same split.")] = 0,
 ) -> None:

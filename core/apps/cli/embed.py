@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import torch
 import typer
 
+from ...files.hdf5_files import import_h5py
 from ...files.tokenizers import get_tokenizer
 from ...model.checks import check_int
 from ...model.elmo import Elmo
@@ -42,7 +43,7 @@ PRECISIONS = ("fp32", "int8", "bf16", "fp16")
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 # The options that are `EmbedSettings` fields take their help and default from the field.
-LayersOption = Annotated[str, setting_option(EmbedSettings, "layers")]
+LayersOption = Annotated[str, setting_option(EmbedSettings, "layers", metavar="LAYERS")]
 BatchSizeOption = Annotated[int | None, setting_option(EmbedSettings, "batch_size")]
 WindowTokensOption = Annotated[int, setting_option(EmbedSettings, "window_tokens")]
 WindowContextOption = Annotated[int | None, setting_option(EmbedSettings, "window_context")]
@@ -62,8 +63,8 @@ PrecisionOption = Annotated[
         "they are refused."
     ),
 ]
-TokenCacheOption = Annotated[
-    int, typer.Option(help="Word types kept in the layer-0 cache (0 = off); changes no value.")
+TokenCacheOption = Annotated[  # named as the setting it is (`token_cache_words`), so errors name --token-cache
+    int, typer.Option("--token-cache", help="Word types kept in the layer-0 cache (0 = off); changes no value.")
 ]
 PieceTokensOption = Annotated[
     int,
@@ -93,7 +94,7 @@ def embed(
     window_tokens: WindowTokensOption = DEFAULT.window_tokens or 0,
     window_context: WindowContextOption = DEFAULT.window_context,
     precision: PrecisionOption = "fp32",
-    token_cache: TokenCacheOption = DEFAULT_TOKEN_CACHE_WORDS,
+    token_cache_words: TokenCacheOption = DEFAULT_TOKEN_CACHE_WORDS,
     piece_tokens: PieceTokensOption = DEFAULT_PIECE_TOKENS,
 ) -> None:
     """Write ELMo vectors for every line of INPUT to the hdf5 file OUTPUT.
@@ -115,7 +116,7 @@ def embed(
     layer_choice: str | int = int(layers) if layers.lstrip("-").isdigit() else layers
     _check_options(precision, batch_tokens, window_tokens, piece_tokens, device, input_file, output_file)
     with _resumable_on_interrupt(output_file) as stopped, process_group(device) as (rank, device):
-        elmo = _embedding_model(model, options, weights, device, layer_choice, token_cache, precision)
+        elmo = _embedding_model(model, options, weights, device, layer_choice, token_cache_words, precision)
         settings = _settings(layer_choice, batch_tokens, batch_size, precision, window_tokens, window_context)
         result = embed_file(
             elmo,
@@ -152,6 +153,10 @@ def _check_options(
     if torch.device(device).type == "cpu":
         check_cpu_precision(AUTOCAST_DTYPES.get(precision))  # a precision slower than fp32 here is refused
     check_embed_paths(input_file, output_file)
+    try:
+        import_h5py("elmo embed (its OUTPUT is hdf5)")
+    except ImportError as err:
+        raise ElmoError(str(err)) from None
 
 
 def _settings(

@@ -21,7 +21,8 @@ def perplexity(
         list[str], typer.Argument(metavar="FILE...", help="Text files (.xz, .gz, .bz2; - = standard input).")
     ],
     model: Annotated[
-        Path | None, typer.Option(help="Model folder with a language-model head (default: the default model).")
+        Path | None,
+        typer.Option(metavar="DIR", help="Model folder with a language-model head (default: the default model)."),
     ] = None,
     pretokenized: Annotated[
         bool, typer.Option(help="One tokenised sentence per line instead of raw paragraphs.")

@@ -15,6 +15,10 @@ from .shared import BatchTokensOption, DeviceOption, ModelOption, OptionsOption,
 
 __all__ = ["probe"]
 
+ProgressOption = Annotated[
+    bool, typer.Option(help="Show progress bars on stderr: the biLM's tokens, then the probes' steps.")
+]
+
 
 def probe(
     train_file: Annotated[
@@ -26,7 +30,10 @@ def probe(
     ] = 1,
     plot: Annotated[
         Path | None,
-        typer.Option(help="Save a bar plot of the accuracies here (.png unless another suffix; needs matplotlib)."),
+        typer.Option(
+            metavar="FILE",
+            help="Save a bar plot of the accuracies here (.png unless another suffix; needs matplotlib).",
+        ),
     ] = None,
     title: Annotated[str, typer.Option(help="Title of the plot (default: the column and file names).")] = "",
     model: ModelOption = None,
@@ -38,6 +45,7 @@ def probe(
     seed: Annotated[int, typer.Option(help="Seed for the probes' init and token order.")] = 0,
     batch_tokens: BatchTokensOption = DEFAULT_BATCH_TOKENS,
     device: DeviceOption = "cpu",
+    progress: ProgressOption = True,
 ) -> None:
     """Linear probe of each biLM layer (0 = char CNN) and their average on token labels.
 
@@ -58,18 +66,9 @@ def probe(
             plot, [("TRAIN", train_file), ("EVAL", eval_file), ("--options", options), ("--weights", weights)]
         )
     elmo = load_model(model, options, weights, device)
-    train_data = read_conll_column(train_file, column)
-    eval_data = read_conll_column(eval_file, column)
-    result = run_probe(
-        elmo,
-        train_data,
-        eval_data,
-        epochs=epochs,
-        batch_size=batch_size,
-        lr=lr,
-        seed=seed,
-        batch_tokens=batch_tokens,
-    )
+    train_data, eval_data = read_conll_column(train_file, column), read_conll_column(eval_file, column)
+    numbers = {"epochs": epochs, "batch_size": batch_size, "seed": seed, "batch_tokens": batch_tokens}
+    result = run_probe(elmo, train_data, eval_data, lr=lr, progress=progress, **numbers)
     _print_table(result)
     if plot is not None:
         written = plot_probe(

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args, get_origin
 
 import torch
 import typer
+from typer.core import TyperArgument, TyperCommand, TyperOption
 
 from ...model.elmo import Elmo
-from ...model.errors import ElmoError
+from ...model.errors import ElmoError, SettingError
 from ...runtime.embedding import EmbedSettings
 from ..training.commands import TrainingSettings
 
@@ -32,27 +34,93 @@ __all__ = [
 ]
 
 
+METAVARS: dict[object, str] = {int: "N", float: "NUMBER", str: "TEXT", Path: "PATH"}
+"""How an option's help names its value, by its type, where the option names none of its
+own (`--model DIR`, `--train FILE`): `--batch-tokens N`, `--lr NUMBER`."""
+METAVARS.update({"integer": "N", "float": "NUMBER", "text": "TEXT", "path": "PATH"})  # click's names of those types
+
+
+def _metavar(option: Any) -> str:
+    """`METAVARS`' name for the type of `option`'s value: typer's record of its annotation
+    (`type_descriptor`: typer 0.2x, which writes `<int>` where there is no metavar) or
+    click's type (earlier typer)."""
+    descriptor = getattr(option, "type_descriptor", None)
+    if descriptor is None:
+        return METAVARS.get(option.type.name, "VALUE")
+    kind = descriptor.annotation
+    return METAVARS.get(get_args(kind)[0] if get_origin(kind) is list else kind, "VALUE")  # list: a repeated option
+
+
+class _Argument(TyperArgument):
+    """A command's argument, named in help by its metavar alone (INPUT, FILES...), as click
+    names it, without a Python type after it."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+
+class Command(TyperCommand):
+    """An `elmo` command: its help names values in words (`METAVARS`), and an error from a
+    settings check (`SettingError`) names the options the user typed, not the fields
+    behind them: `--batch-size must be a positive integer`, not `batch_size must be ...`.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, TyperArgument):
+                param.__class__ = _Argument
+            elif isinstance(param, TyperOption) and param.metavar is None and not param.is_flag:
+                param.metavar = _metavar(param)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SettingError as err:
+            raise ElmoError(self.respell(err)) from None
+
+    def respell(self, err: SettingError) -> str:
+        """`err`'s message with each setting it names spelled as this command's option of
+        that name (a parameter's name is the field's: `batch_size` is `--batch-size`)."""
+        options = {p.name: p.opts[0] for p in self.params if isinstance(p, TyperOption)}
+        message = str(err)
+        for name in err.names:
+            if name in options:
+                message = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", options[name], message)
+        return message
+
+
+class _Commands(typer.Typer):
+    """A typer app whose commands are `Command`s."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", Command)
+        return super().command(*args, **kwargs)
+
+
 def command_group(help: str) -> typer.Typer:
     """A typer app with the house settings: no shell completion, help when called bare,
-    plain tracebacks (`main` turns errors into one line) and plain-text help."""
-    return typer.Typer(
+    plain tracebacks (`main` turns errors into one line), plain-text help, and `Command`s."""
+    return _Commands(
         add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None, help=help
     )
 
 
 def setting_option(settings: type, name: str, *param_decls: str, **kwargs: Any) -> Any:
     """The `typer.Option` for the field `name` of the settings dataclass `settings`, with the
-    field's help (`metadata["help"]`): the option's text is written once, beside the field."""
+    field's help (`metadata["help"]`) and metavar (`metadata["cli"]["metavar"]`, if any): the
+    option's text is written once, beside the field."""
     (found,) = [f for f in fields(settings) if f.name == name]
+    kwargs.setdefault("metavar", found.metadata.get("cli", {}).get("metavar"))
     return typer.Option(*param_decls, help=found.metadata["help"], **kwargs)
 
 
 # Options shared by several commands, each declared (and its help written) once.
-ModelOption = Annotated[Path | None, typer.Option(help="Model folder.")]
-OptionsOption = Annotated[Path | None, typer.Option(help="bilm-tf options.json (with --weights).")]
-WeightsOption = Annotated[Path | None, typer.Option(help="bilm-tf hdf5 weights (with --options).")]
+ModelOption = Annotated[Path | None, typer.Option(metavar="DIR", help="Model folder.")]
+OptionsOption = Annotated[Path | None, typer.Option(metavar="FILE", help="bilm-tf options.json (with --weights).")]
+WeightsOption = Annotated[Path | None, typer.Option(metavar="FILE", help="bilm-tf hdf5 weights (with --options).")]
 BatchTokensOption = Annotated[int, setting_option(EmbedSettings, "batch_tokens")]
-DeviceOption = Annotated[str, typer.Option(help="torch device, e.g. cpu or cuda.")]
+DeviceOption = Annotated[str, typer.Option(metavar="DEVICE", help="torch device, e.g. cpu or cuda.")]
 TorchrunDeviceOption = Annotated[str, setting_option(TrainingSettings, "device")]  # elmo train's --device
 
 MODEL_FLAGS = ("--model", "--options", "--weights")

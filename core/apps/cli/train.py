@@ -115,7 +115,8 @@ def resume_command(settings: TrainingSettings, hours_used: float = 0.0) -> list[
 def settings_parameters(settings: type) -> list[inspect.Parameter]:
     """One typer option per field of the dataclass `settings` that has `metadata["help"]`:
     named as the field, with its default (none: a required option) and help; its type is
-    the field's, or `metadata["cli"]["type"]` where the field's does not suit a command line.
+    the field's, or `metadata["cli"]["type"]` where the field's does not suit a command line;
+    its value is named in help by `metadata["cli"]["metavar"]`, or by its type (`Command`).
     The fields the class declares come first, in its order, then those it inherits."""
     hints = typing.get_type_hints(settings)
     own = list(vars(settings).get("__annotations__", {}))
@@ -129,7 +130,8 @@ def settings_parameters(settings: type) -> list[inspect.Parameter]:
             continue
         kind = f.metadata["cli"].get("type", hints[f.name])
         default = inspect.Parameter.empty if f.default is MISSING else f.default
-        annotation = Annotated[kind, typer.Option(help=f.metadata["help"])]  # type: ignore[valid-type]  # built at run time
+        option = typer.Option(help=f.metadata["help"], metavar=f.metadata["cli"].get("metavar"))
+        annotation = Annotated[kind, option]  # type: ignore[valid-type]  # built at run time
         parameters.append(
             inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
         )

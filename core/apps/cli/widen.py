@@ -14,12 +14,14 @@ __all__ = ["widen"]
 
 
 def widen(
-    out: Annotated[Path, typer.Option(help="The model folder to write (with vocab.txt and lm_head.safetensors).")],
+    out: Annotated[
+        Path, typer.Option(metavar="DIR", help="The model folder to write (with vocab.txt and lm_head.safetensors).")
+    ],
     lstm_dim: Annotated[int, typer.Option(help="The new lstm.dim: a whole multiple of the model's.")],
     projection_dim: Annotated[int, typer.Option(help="The new lstm.projection_dim: a whole multiple of the model's.")],
     model: Annotated[
         Path | None,
-        typer.Option(help="Model folder with a language-model head (default: the default model)."),
+        typer.Option(metavar="DIR", help="Model folder with a language-model head (default: the default model)."),
     ] = None,
     noise: Annotated[
         float,

@@ -31,6 +31,7 @@ from ...files.text_files import (
 )
 from ...model.checks import check_int
 from ...model.errors import ElmoError
+from ..console import progress_bar
 from .corpus import DEFAULT_SPLITTER, Splitter, get_sentence_splitter, iter_sentences
 from .data import PrefetchingStream, TrainingStream
 from .model import LM_HEAD_NAME, VOCAB_NAME, BiLMLanguageModel, has_lm_head, load_language_model
@@ -84,9 +85,9 @@ def _cutoffs_from_text(text: str | None) -> list[int] | None:
     return [int(c) for c in text.split(",")] if text else None
 
 
-def _path_option(text: str) -> dict[str, Any]:
-    """`option_help` for a path field that may be None."""
-    return option_help(text, type=Path | None)
+def _path_option(text: str, metavar: str = "FILE") -> dict[str, Any]:
+    """`option_help` for a path field that may be None (`metavar`: how help names it)."""
+    return option_help(text, type=Path | None, metavar=metavar)
 
 
 def _check_glob_spares_out(pattern: str, out: Path) -> None:
@@ -131,13 +132,21 @@ def expand_files(patterns: Sequence[str | Path]) -> list[Path]:
 
 
 def build_vocabulary(
-    files: Sequence[Path], splitter: Splitter | None, *, vocab_size: int | None, min_count: int | None
+    files: Sequence[Path],
+    splitter: Splitter | None,
+    *,
+    vocab_size: int | None,
+    min_count: int | None,
+    progress: bool = False,
 ) -> Vocabulary:
-    """Count the words of `files` (one full pass) and keep the frequent ones."""
+    """Count the words of `files` (one full pass) and keep the frequent ones; `progress`
+    shows a bar of the sentences counted on stderr."""
     if vocab_size is None and min_count is None:
         vocab_size = DEFAULT_VOCAB_SIZE
     logger.info("building the vocabulary from %d files", len(files))
-    return Vocabulary.build(iter_sentences(files, splitter), min_count=min_count or 1, max_size=vocab_size)
+    sentences = iter_sentences(files, splitter)
+    with progress_bar(None, unit=" sentences", desc="counting words", show=progress, items=sentences) as bar:
+        return Vocabulary.build(bar, min_count=min_count or 1, max_size=vocab_size)
 
 
 def _shared_vocabulary(make: Any, distributed: bool) -> Vocabulary:
@@ -171,13 +180,14 @@ class TrainingSettings(TrainConfig):
 
     # The output folder, the data, and where the run starts.
     out: str | Path = field(
-        metadata=option_help("Output folder: model folder, checkpoint.pt, train_log.jsonl.", type=Path)
+        metadata=option_help("Output folder: model folder, checkpoint.pt, train_log.jsonl.", type=Path, metavar="DIR")
     )
     train: Sequence[str | Path] | None = field(
         default=None,
         metadata=option_help(
             "Training text: a file or a quoted glob ('train/*.txt.xz'); repeat for more. Optional with --resume.",
             type=list[str] | None,
+            metavar="FILE",
         ),
     )
     valid: str | Path | None = field(
@@ -187,7 +197,9 @@ class TrainingSettings(TrainConfig):
     options: str | Path | None = field(default=None, metadata=_path_option("bilm-tf options.json of a new model."))
     model: str | Path | None = field(
         default=None,
-        metadata=_path_option("Continue from this model folder (weights; vocabulary and softmax if it has them)."),
+        metadata=_path_option(
+            "Continue from this model folder (weights; vocabulary and softmax if it has them).", metavar="DIR"
+        ),
     )
     resume: str | Path | None = field(
         default=None, metadata=_path_option("Continue a run exactly from its checkpoint.pt.")
@@ -233,6 +245,7 @@ class TrainingSettings(TrainConfig):
             "Adaptive-softmax cluster ends, e.g. '4000,20000' (default: from the vocabulary size).",
             type=str | None,
             parse=_cutoffs_from_text,
+            metavar="N,N,...",
         ),
     )
     # None: "auto" for a new run (TrainConfig's default); a resumed run's checkpoint's.
@@ -249,7 +262,9 @@ class TrainingSettings(TrainConfig):
     # only take a core from training.
     device: str = field(
         default="cpu",
-        metadata=option_help("torch device, e.g. cpu or cuda; under torchrun each process uses cuda:LOCAL_RANK."),
+        metadata=option_help(
+            "torch device, e.g. cpu or cuda; under torchrun each process uses cuda:LOCAL_RANK.", metavar="DEVICE"
+        ),
     )
     prefetch: int | None = field(
         default=None, metadata=option_help("Batches built ahead in a worker process (default 8 on CUDA, 0 on CPU).")
@@ -285,6 +300,9 @@ class TrainingSettings(TrainConfig):
         check_int("--min-count", self.min_count, none_ok=True, error=ElmoError)
         for name in ("checkpoint_every", "validate_every", "log_every"):
             check_int("--" + name.replace("_", "-"), getattr(self, name), minimum=0, error=ElmoError)
+        check_int("--max-sentence-tokens", self.max_sentence_tokens, none_ok=True, error=ElmoError)
+        check_int("--buffer-sentences", self.buffer_sentences, error=ElmoError)
+        check_int("--prefetch", self.prefetch, minimum=0, none_ok=True, meaning="0 = no worker", error=ElmoError)
         check_int(
             "--patience",
             self.patience,

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
-from tqdm import tqdm
 
 from ...model.precision import check_cpu_precision
+from ..console import progress_bar
 from .data import eval_batches
 from .model import BiLMLanguageModel
 from .vocab import Vocabulary
@@ -137,7 +137,7 @@ def evaluate(
     forward_nll = backward_nll = 0.0
     tokens = 0
     total = sum(len(s) + 1 for s in sentences)  # predictions per direction: words + </S>
-    bar = tqdm(total=total, unit="tok", desc=progress, dynamic_ncols=True, disable=progress is None or not total)
+    bar = progress_bar(total, unit="tok", desc=progress, show=progress is not None)
     try:
         for batch in eval_batches(sentences, vocab, batch_tokens, lm.options.char_cnn.max_characters_per_token):
             batch = batch.to(device)

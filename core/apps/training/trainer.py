@@ -61,6 +61,7 @@ from torch import nn
 
 from ...runtime.distributed import init_distributed
 from ...runtime.memory import release_free_memory
+from ..console import progress_bar
 from .checkpoint import (
     CHECKPOINT_FORMAT,
     atomic_torch_save,
@@ -109,7 +110,7 @@ LOG_NAME = "train_log.jsonl"
 def option_help(text: str, **cli: Any) -> dict[str, Any]:
     """A settings field's metadata: `help`, the help of the `elmo train` option made from the
     field, and `cli`, anything the option needs besides (`type`: its type, where the
-    field's does not suit a command line)."""
+    field's does not suit a command line; `metavar`: how help names its value)."""
     return {"help": text, "cli": cli}
 
 
@@ -157,7 +158,7 @@ class TrainConfig:
     """
 
     # Each field's `metadata["help"]` is the help of `elmo train`'s option of the same name.
-    optimizer: str = field(default="adam", metadata=option_help("adam or adagrad (bilm-tf's)."))
+    optimizer: str = field(default="adam", metadata=option_help("adam or adagrad (bilm-tf's).", metavar="NAME"))
     lr: float | None = field(
         default=None,
         metadata=option_help(
@@ -408,14 +409,13 @@ class Trainer:
                 (`elmo_core.apps.training.interrupt`). The summary's `interrupted` is True
                 when a signal stopped the run.
         """
-        from tqdm import tqdm
         from tqdm.contrib.logging import logging_redirect_tqdm
 
         run = _FitRun(time.monotonic())
         if self._iterator is None:
             self._iterator = iter(self.stream)
         show = self.config.progress and self.is_main
-        bar = tqdm(total=self.config.max_steps, initial=self.step, unit="step", dynamic_ncols=True, disable=not show)
+        bar = progress_bar(self.config.max_steps, unit="step", show=show, initial=self.step)
         notice = "stopping after this step to save a checkpoint (a second Ctrl-C stops at once, without saving)"
         signals = StopSignals(notice if self.is_main else None) if stop_on_signals else contextlib.nullcontext()
         with signals as run.signals, logging_redirect_tqdm() if show else contextlib.nullcontext():

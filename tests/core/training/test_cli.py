@@ -289,6 +289,54 @@ def test_prepare_commands_write_a_cache_and_a_vocabulary(tmp_path):
     assert vocab.read_text(encoding="utf-8").splitlines()[:4] == ["<S>\t3", "</S>\t3", "<UNK>\t0", ".\t2"]
 
 
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        (
+            "--max-sentence-tokens",
+            "0",
+            "--max-sentence-tokens must be a positive integer, or leave --max-sentence-tokens out; got 0.",
+        ),
+        ("--buffer-sentences", "0", "--buffer-sentences must be a positive integer; got 0."),
+        ("--prefetch", "-1", "--prefetch must be a non-negative integer"),
+    ],
+)
+def test_train_errors_name_the_options_the_user_typed(tmp_path, options_file, train_file, option, value, message):
+    args = ["train", "--out", tmp_path / "run", "--train", train_file, "--options", options_file, "--max-steps", 1]
+    result = runner.invoke(app, [str(a) for a in [*args, option, value]])
+    assert isinstance(result.exception, ElmoError) and str(result.exception).startswith(message), result.exception
+    assert not (tmp_path / "run").exists()
+
+
+def test_data_vocab_prints_like_the_other_commands_and_warns_on_an_empty_input(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "empty.txt").write_text("", encoding="utf-8")
+    exe = shutil.which("elmo") or str(Path(sys.executable).parent / "elmo")
+    args = ["data", "vocab", "empty.txt", "--out", "vocab.txt", "--pretokenized", "--no-progress"]
+    result = subprocess.run([exe, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [  # no timestamped logger line
+        "warning: FILES hold no words (empty.txt); vocab.txt holds only the 3 special tokens.",
+        "wrote 3 tokens to vocab.txt; they cover 0.00% of the running words",
+    ]
+    (tmp_path / "text.txt").write_text("a b a\nc a\n", encoding="utf-8")
+    args = ["data", "vocab", str(tmp_path / "text.txt"), "--out", str(tmp_path / "v.txt"), "--pretokenized"]
+    shown = runner.invoke(app, args, catch_exceptions=False).stderr
+    assert shown.splitlines()[-1] == f"wrote 6 tokens to {tmp_path / 'v.txt'}; they cover 100.00% of the running words"
+
+
+def test_data_pretokenize_warns_on_an_empty_input(tmp_path):
+    pytest.importorskip("spacy")
+    (tmp_path / "empty.txt").write_text("\n\n", encoding="utf-8")
+    args = ["data", "pretokenize", str(tmp_path / "empty.txt"), "--out", str(tmp_path / "cache.txt")]
+    result = runner.invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0
+    assert result.stderr.splitlines()[0] == f"warning: FILES hold no sentences ({tmp_path / 'empty.txt'})."
+
+
 # ---------------------------------------------------------------- every bad file gets one line
 def one_line_error(*args) -> str:
     """Run the `elmo` command line as a user would; it must fail with one line and exit 2."""
