@@ -15,7 +15,7 @@ from thinc.api import Config
 import elmo_core
 import spacy_elmo.architectures
 import spacy_elmo.layers
-from spacy_elmo.architectures import ElmoLayers_v1, ElmoLayers_v2, ElmoListener_v1, Tok2VecElmo_v1
+from spacy_elmo.architectures import ElmoLayers_v2, ElmoListener_v2, Tok2VecElmo_v2
 from spacy_elmo.pipeline_component import DEFAULT_CONFIG_STR
 
 from .conftest import examples, make_nlp, ner_config
@@ -26,10 +26,9 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize(
     "name, function",
     [
-        ("spacy-elmo.ElmoLayers.v1", ElmoLayers_v1),
         ("spacy-elmo.ElmoLayers.v2", ElmoLayers_v2),
-        ("spacy-elmo.ElmoListener.v1", ElmoListener_v1),
-        ("spacy-elmo.Tok2VecElmo.v1", Tok2VecElmo_v1),
+        ("spacy-elmo.ElmoListener.v2", ElmoListener_v2),
+        ("spacy-elmo.Tok2VecElmo.v2", Tok2VecElmo_v2),
     ],
 )
 def test_architectures_are_registered_under_versioned_names(name, function):
@@ -37,10 +36,11 @@ def test_architectures_are_registered_under_versioned_names(name, function):
 
 
 def test_the_registered_spacy_elmo_architectures_are_the_versioned_names_only():
-    # One name per thing (issue 26): no second registration of the biLM layer under another name.
+    # One name per thing: no second registration of the biLM layer under another name, and one
+    # version of each (nothing was released, so no shim keeps an older one).
     registered = {name for name in registry.architectures.get_all() if name.startswith("spacy-elmo.")}
     assert registered == {
-        f"spacy-elmo.{name}.v{version}" for name in ("ElmoLayers", "ElmoListener", "Tok2VecElmo") for version in (1, 2)
+        f"spacy-elmo.{name}.v{version}" for name in ("ElmoLayers", "ElmoListener", "Tok2VecElmo") for version in (2,)
     }
     pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
     declared = pyproject.split("[project.entry-points.spacy_architectures]")[1].split("\n[")[0]
@@ -53,8 +53,7 @@ def test_the_registered_spacy_elmo_architectures_are_the_versioned_names_only():
 def test_the_biLM_layer_is_named_elmo_layers_in_its_module_builder_and_thinc_node(tiny_model_dir):
     layers_module = importlib.import_module("spacy_elmo.layers.elmo_layers")
     assert importlib.util.find_spec("spacy_elmo.layers.elmo_model") is None
-    for architecture in (ElmoLayers_v1, ElmoLayers_v2):
-        assert architecture(path=str(tiny_model_dir)).name == "elmo_layers"
+    assert ElmoLayers_v2(path=str(tiny_model_dir)).name == "elmo_layers"
     assert spacy_elmo.layers.build_elmo_layers is layers_module.build_elmo_layers
     # No deprecated aliases: the old Python names are simply gone.
     assert not hasattr(spacy_elmo.architectures, "ElmoModel_v2")
@@ -90,7 +89,7 @@ def test_the_components_settings_are_declared_once_in_its_layers_signature():
 @pytest.mark.parametrize("width", [0, -3, True])
 def test_listener_width_must_be_positive(width):
     with pytest.raises(ValueError, match="width must be a positive integer"):
-        ElmoListener_v1(width=width)
+        ElmoListener_v2(width=width)
 
 
 def test_listener_output_width_with_and_without_tok2vec_and_projection(tiny_model_dir):

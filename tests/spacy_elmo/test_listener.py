@@ -309,19 +309,6 @@ def make_v2_ner_nlp(model_dir, steps: int, **settings):
     return nlp
 
 
-def test_listener_v2_with_its_defaults_trains_exactly_as_v1(tiny_model_dir):
-    fix_random_seed(0)
-    v1 = make_nlp(tiny_model_dir)
-    v1.add_pipe("ner", config=ner_config())
-    optimizer = v1.initialize(lambda: examples(v1))
-    for _ in range(3):
-        v1.update(examples(v1), sgd=optimizer, drop=0.1)
-    fix_random_seed(0)
-    v2 = make_v2_ner_nlp(tiny_model_dir, steps=3)
-    for a, b in zip(ner_tok2vec_output(v1), ner_tok2vec_output(v2)):
-        np.testing.assert_array_equal(a, b)
-
-
 def test_feature_dropout_keeps_its_own_rate_whatever_spacy_sets():
     layer = ElmoFeatureDropout(0.25)
     set_dropout_rate(layer, 0.0)  # what spaCy does with [training] dropout before each update

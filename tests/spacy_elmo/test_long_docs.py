@@ -86,12 +86,6 @@ def test_default_config_windows_at_the_default_window_tokens(tiny_model_dir):
     assert filled.get_pipe("elmo").model.attrs["window_tokens"] == DEFAULT_WINDOW_TOKENS
 
 
-def test_only_the_current_architecture_versions_are_registered():
-    # No shims for versions never released: each architecture has one registered version.
-    names = [name for name in spacy.registry.architectures.get_all() if name.startswith("spacy-elmo.")]
-    assert sorted(names) == ["spacy-elmo.ElmoLayers.v2", "spacy-elmo.ElmoListener.v2", "spacy-elmo.Tok2VecElmo.v2"]
-
-
 def test_bad_window_in_the_config_is_refused(tiny_model_dir):
     with pytest.raises(ValueError, match=r"window_context \(64\) must be less than half of window_tokens \(100\)"):
         make_nlp(tiny_model_dir, window_tokens=100, window_context=64)
