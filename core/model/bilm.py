@@ -306,9 +306,12 @@ class BiLM(nn.Module):
         computes from the outputs (scalar mixes, a face's outputs).
 
         The runtime's thread rule on the CPU (`elmo_core.runtime.threads.forward_threads`);
-        a no-op for a biLM without a runtime. Nested uses of one thread count once.
+        a no-op for a biLM without a runtime, and while `torch.compile` traces the model (thread
+        counts are the process's state, not part of a graph). Nested uses of one thread count once.
         """
-        return self.recurrence.threads(self.bos_char_ids.device) if self.recurrence is not None else nullcontext()
+        if self.recurrence is None or torch.compiler.is_compiling():
+            return nullcontext()
+        return self.recurrence.threads(self.bos_char_ids.device)
 
     def _forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None, device: torch.device) -> BiLMOutput:
         char_ids = char_ids.to(device)

@@ -615,7 +615,9 @@ class BiLM(nn.Module):
         with self.threads(), keep_bf16_copies():
             return self._forward(char_ids, mask, self.bos_char_ids.device)
     def threads(self) -> AbstractContextManager:
-        return self.recurrence.threads(self.bos_char_ids.device) if self.recurrence is not None else nullcontext()
+        if self.recurrence is None or torch.compiler.is_compiling():
+            return nullcontext()
+        return self.recurrence.threads(self.bos_char_ids.device)
     def _forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None, device: torch.device) -> BiLMOutput:
         char_ids = char_ids.to(device)
         real = (char_ids != 0).any(dim=-1) if mask is None else _check_mask(mask, char_ids).to(device)
