@@ -57,6 +57,13 @@ class _DropOnFailure:
         return getattr(self.stream, name)
 
 
+def _guarded(stream: Any) -> _DropOnFailure:
+    """`stream` behind a `_DropOnFailure`, the same object where it already is one
+    (`quiet_failures`): tqdm.write, and so its logging redirect, clears only the bars drawn on
+    the very stream it writes to, so a log line never runs into the bar."""
+    return stream if isinstance(stream, _DropOnFailure) else _DropOnFailure(stream)
+
+
 def stderr_usable() -> bool:
     """Whether `sys.stderr` can take output: it is there, open, and no write to it has failed
     (as far as `quiet_failures` has seen)."""
@@ -95,7 +102,7 @@ def progress_bar(
         unit=unit,
         desc=desc,
         dynamic_ncols=True,
-        file=_DropOnFailure(sys.stderr) if usable else None,
+        file=_guarded(sys.stderr) if usable else None,
         disable=not (show and total != 0 and usable),
     )
 

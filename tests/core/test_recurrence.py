@@ -242,7 +242,11 @@ def test_bf16_on_the_gpu_keeps_cosine_0999_per_layer_on_2000_real_sentences():
         assert cos.mean() >= 0.999, (k, cos.mean())
 
 
-def test_paired_path_under_bf16_autocast_keeps_float32_state_and_stays_close():
+def test_paired_path_under_bf16_autocast_keeps_float32_state_and_stays_close(monkeypatch):
+    from elmo_core.model import precision
+
+    # The numbers of the path, on any CPU: bf16 is refused without native support (slower than fp32).
+    monkeypatch.setattr(precision, "cpu_bf16_support", lambda: "avx512_bf16")
     elmo = make_tiny_elmo(token_cache_words=0)
     set_recurrence(elmo, "step")
     expected = np.concatenate(embed_sentences(elmo, TEXT, layers="all"), axis=1)
