@@ -325,9 +325,10 @@ def test_after_import_hf_elmo_a_folder_of_other_code_runs_the_installed_code_and
     assert str(folder.resolve()) in message and "modeling_elmo.py differ" in message
     assert f"runs with the installed elmo-bilm {elmo_core.__version__}" in message
     assert "in a process that does not import hf_elmo" in message
-    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8").split())
-    assert "A folder always runs its own code" not in readme
-    assert "takes precedence over a folder's `auto_map`, even with `trust_remote_code=True`" in readme
+    guide = Path(__file__).resolve().parents[2] / "docs" / "guides" / "hugging-face.md"
+    guide_text = " ".join(guide.read_text(encoding="utf-8").split())
+    assert "A folder always runs its own code" not in guide_text
+    assert "takes precedence over a folder's `auto_map`, even with `trust_remote_code=True`" in guide_text
     # The folder's own code (what runs where hf_elmo is not imported) gives the same vectors.
     own = get_class_from_dynamic_module("modeling_elmo.ElmoModel", str(folder))
     assert own.__module__.startswith("transformers_modules.") and hasattr(

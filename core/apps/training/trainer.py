@@ -676,7 +676,7 @@ class Trainer:
 def log_line(row: dict[str, Any], words_per_s: float | None = None) -> str:
     """A `train_log.jsonl` row as one line for people (the file keeps every digit):
 
-        step 120  loss 5.213  ppl 183.6  valid ppl 190.2  lr 0.001  words/s 2,345  elapsed 0:02:05
+        step N  loss L  ppl P  valid ppl V  lr R  words/s W  elapsed H:MM:SS
 
     `loss` is the mean of both directions' (the log of `ppl`); what a row lacks (no
     training steps since the last row, no validation) is left out.

@@ -76,4 +76,6 @@ NEEDS_HARDWARE: dict[str, str] = {
     "test_disk_offload_safetensors": "needs an accelerator",
     "test_model_parallelism": "needs two accelerators",
     "test_kernels_can_load_without_crashing": "needs an accelerator and the kernels library",
+    "test_kernels_can_run_without_crashing_inference": "needs an accelerator and the kernels library",
+    "test_kernels_can_run_without_crashing_training": "needs an accelerator and the kernels library",
 }
