@@ -74,7 +74,8 @@ def fixture_dir(_allennlp_fixture: Path | None) -> Path:
     if _allennlp_fixture is None:
         pytest.skip(
             f"AllenNLP's ELMo fixture not found at {FIXTURE_DIR}: set {FIXTURE_ENV} to a copy of "
-            "test_fixtures/elmo/ from github.com/allenai/allennlp (tag v2.10.1); see the README, Exactness."
+            "test_fixtures/elmo/ from github.com/allenai/allennlp (tag v2.10.1); "
+            "see CONTRIBUTING.md, AllenNLP's fixture."
         )
     return _allennlp_fixture
 

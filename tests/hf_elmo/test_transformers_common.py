@@ -27,7 +27,8 @@ def test_transformers_common_model_and_config_tests_pass():
         pytest.skip(
             f"set {SDIST_ENV} to the source distribution (.tar.gz) of the installed transformers to run its "
             "common tests against ElmoModel/ElmoForTokenClassification; fetch it with `python -m "
-            "tests.hf_elmo.transformers_common.run_transformers_common_tests --fetch DIR` (see the README, Quick start)"
+            "tests.hf_elmo.transformers_common.run_transformers_common_tests --fetch DIR` "
+            "(see CONTRIBUTING.md, transformers' common model tests)"
         )
     module = "tests.hf_elmo.transformers_common.run_transformers_common_tests"
     done = subprocess.run([sys.executable, "-m", module, sdist], cwd=REPO, capture_output=True, text=True, timeout=900)

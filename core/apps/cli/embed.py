@@ -106,11 +106,10 @@ def embed(
     Work in progress lives in OUTPUT.partial/, which one run owns at a time, and OUTPUT appears
     only when complete. An interrupted run continues where it stopped when the same command is
     run again. For several processes or machines, launch with torchrun: `torchrun
-    --nproc-per-node 4 -m elmo_core embed INPUT OUTPUT ...` (see the README's "Big corpora"
-    section).
+    --nproc-per-node 4 -m elmo_core embed INPUT OUTPUT ...` (see docs/guides/big-corpora.md).
 
     A line longer than --window-tokens (a whole document on one line, say) is read in overlapping
-    windows, so memory does not grow with its length; see the README's "Long documents" section
+    windows, so memory does not grow with its length; see docs/guides/python.md, "Long documents"
     for what that does to vectors near the cuts.
     """
     layer_choice: str | int = int(layers) if layers.lstrip("-").isdigit() else layers
