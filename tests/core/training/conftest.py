@@ -53,6 +53,14 @@ def train_file(tmp_path, corpus) -> Path:
 
 
 @pytest.fixture
+def options_file(tmp_path) -> Path:
+    """A tiny biLM's options.json (`make_lm_options`)."""
+    path = tmp_path / "options.json"
+    make_lm_options().to_json(path)
+    return path
+
+
+@pytest.fixture
 def valid_file(tmp_path) -> Path:
     return write_lines(tmp_path / "valid.txt", make_corpus(40, seed=1))
 

@@ -25,13 +25,6 @@ def elmo(*args) -> str:
     return result.stdout
 
 
-@pytest.fixture
-def options_file(tmp_path):
-    path = tmp_path / "options.json"
-    make_lm_options().to_json(path)
-    return path
-
-
 def train_args(out, train_file, valid_file, *more):
     return [
         "train",

@@ -13,7 +13,7 @@ from elmo_core.apps.training.model import save_language_model
 from elmo_core.model.errors import ElmoError
 
 from ...conftest import make_tiny_elmo
-from .conftest import make_lm, make_lm_options
+from .conftest import make_lm
 from .test_cli import elmo, train_args
 
 runner = CliRunner()
@@ -36,13 +36,6 @@ def snapshot(folder):
 def eager(monkeypatch):
     """torch's eager operators: the same numbers, without a first compile in the test."""
     monkeypatch.setenv("ELMO_COMPILE", "0")
-
-
-@pytest.fixture
-def options_file(tmp_path):
-    path = tmp_path / "options.json"
-    make_lm_options().to_json(path)
-    return path
 
 
 def test_a_new_train_run_on_an_out_that_holds_a_run_is_refused_naming_resume_and_a_fresh_out(

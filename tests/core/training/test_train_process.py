@@ -19,8 +19,6 @@ from typer.testing import CliRunner
 from elmo_core.apps.cli import app
 from elmo_core.apps.training.checkpoint import load_checkpoint_file
 
-from .conftest import make_lm_options
-
 runner = CliRunner()
 
 
@@ -29,13 +27,6 @@ def eager(monkeypatch):
     """torch's eager operators here and in the child process: the same code on both sides of
     an exact comparison, and no first compile in the test."""
     monkeypatch.setenv("ELMO_COMPILE", "0")
-
-
-@pytest.fixture
-def options_file(tmp_path):
-    path = tmp_path / "options.json"
-    make_lm_options().to_json(path)
-    return path
 
 
 def start_train(*args, stderr=subprocess.PIPE) -> subprocess.Popen:
