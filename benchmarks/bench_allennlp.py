@@ -37,7 +37,8 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import DEFAULT_DATA, child_env, from_repo, load_sentences, machine_line, shape_options
-from elmo_core import Elmo, embed_sentences, load_bilm_tf, save_bilm_tf, set_token_cache, words_to_char_ids
+from elmo_core import Elmo, embed_sentences, load_bilm_tf, save_bilm_tf, words_to_char_ids
+from elmo_core.runtime.attach import set_token_cache
 
 FILES = [
     "allennlp/modules/elmo.py",

@@ -45,7 +45,7 @@ from benchmarks.common import (
     token_cosines,
 )
 from elmo_core import embed_sentences, load_model_folder, quantize_int8
-from elmo_core.files import default_model_dir
+from elmo_core.files.model_folder import default_model_dir
 
 ENWIKI_VALID = from_repo(DEFAULT_DATA)
 BATCH = 32

@@ -113,7 +113,7 @@ _SAVE_HF = """
 import sys
 import hf_elmo
 from transformers import AutoModel, AutoTokenizer
-from elmo_core.files import default_model_dir
+from elmo_core.files.model_folder import default_model_dir
 AutoModel.from_pretrained(default_model_dir()).save_pretrained(sys.argv[1])
 AutoTokenizer.from_pretrained(default_model_dir()).save_pretrained(sys.argv[1])
 """
@@ -124,8 +124,9 @@ import json, sys, time
 import numpy as np
 import torch
 from benchmarks.common import gemm_gflops, shape_options, token_cosines
-from elmo_core import Elmo, attach_runtime, embed_sentences
-from elmo_core.model import cpu_bf16_support
+from elmo_core import Elmo, embed_sentences
+from elmo_core.runtime.attach import attach_runtime
+from elmo_core.model.precision import cpu_bf16_support
 shape, path = sys.argv[1], sys.argv[2]
 sentences = json.load(open(path))
 torch.manual_seed(0)

@@ -70,21 +70,11 @@ from benchmarks.common import (
     shape_options,
     token_layer_flops,
 )
-from elmo_core import (
-    PUBLISHED_OPTIONS,
-    BiLMOptions,
-    Elmo,
-    batches_by_token_budget,
-    embed_sentences,
-    load_bilm_tf,
-    quantize_int8,
-    save_bilm_tf,
-    set_recurrence,
-    set_token_cache,
-    word_to_char_ids,
-)
-from elmo_core.model import BOS_TOKEN, EOS_TOKEN
-from elmo_core.runtime import quantize_linear_layers
+from elmo_core import PUBLISHED_OPTIONS, BiLMOptions, Elmo, embed_sentences, load_bilm_tf, quantize_int8, save_bilm_tf
+from elmo_core.model.characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
+from elmo_core.runtime.attach import set_recurrence, set_token_cache
+from elmo_core.runtime.batching import batches_by_token_budget
+from elmo_core.runtime.quantization import quantize_linear_layers
 
 WARMUP_SENTENCES = 32
 RESULT_PREFIX = "RESULT "

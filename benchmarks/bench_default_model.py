@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.common import DEFAULT_DATA, REPO_ROOT, child_env, from_repo, load_average, machine_line
-from elmo_core.files import default_model_dir
+from elmo_core.files.model_folder import default_model_dir
 
 CHILD = """
 import json, sys, time

@@ -8,7 +8,7 @@ fp32 without TF32, and bf16). A mode is RECURRENCE-DTYPE[-compiled]:
 
 - RECURRENCE: "step" (the per-step loop every earlier version ran), "paired", "auto"
   (the default: "captured" CUDA graphs for models with clips, cuDNN's fused LSTM for
-  clip-free ones); see `elmo_core.runtime.recurrence`;
+  clip-free ones); see `elmo_core.model.recurrence`;
 - DTYPE: fp32 (TF32 off) or bf16 (`autocast_dtype=torch.bfloat16`);
 - -compiled: after `compile_recurrence(model)` (the step loop's element-wise part fused
   by torch.compile; compiled once, before timing).
@@ -47,8 +47,10 @@ from benchmarks.common import (
     shape_options,
     token_cosines,
 )
-from elmo_core import Elmo, compile_recurrence, embed_sentences, load_model_folder, set_recurrence
-from elmo_core.files import default_model_dir
+from elmo_core import Elmo, embed_sentences, load_model_folder
+from elmo_core.files.model_folder import default_model_dir
+from elmo_core.model.recurrence.lstm import compile_recurrence
+from elmo_core.runtime.attach import set_recurrence
 
 MODES = ("step-fp32", "step-bf16", "auto-fp32", "auto-bf16")
 GEMM_DTYPES = (torch.float32, torch.bfloat16)

@@ -1,7 +1,7 @@
 """The LSTM step loop on columns against the row loop, float32 inference on the CPU, in one run.
 
 Float32 inference on the CPU runs each cell's steps on columns (`LSTMCellWithProjection.
-_forward_columns`, see `elmo_core.model.lstm`); the row loop is what it ran before, and what
+_forward_columns`, see `elmo_core.model.recurrence.lstm`); the row loop is what it ran before, and what
 autograd, autocast and int8 still run. This script times both on the same biLM (random
 weights of the chosen shape) and the same batch: `--batch` rows of random lengths in
 [8, 32) over `--steps` steps, both stacks through the biLM's recurrence as inference runs
@@ -24,8 +24,9 @@ from unittest import mock
 import torch
 
 from benchmarks.common import machine_line, shape_options
-from elmo_core import Elmo, attach_runtime, set_thread_policy
-from elmo_core.model import LSTMCellWithProjection
+from elmo_core import Elmo, set_thread_policy
+from elmo_core.model.recurrence.lstm import LSTMCellWithProjection
+from elmo_core.runtime.attach import attach_runtime
 
 
 def _no(self: LSTMCellWithProjection, inputs: torch.Tensor) -> bool:

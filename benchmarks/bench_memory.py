@@ -43,7 +43,7 @@ import torch
 
 from benchmarks.common import format_table, from_repo, load_average, load_sentences, machine_line
 from elmo_core import PUBLISHED_OPTIONS, Elmo, load_model_folder, save_bilm_tf, save_model_folder
-from elmo_core.files import default_model_dir
+from elmo_core.files.model_folder import default_model_dir
 
 DEFAULT_DATA_DIR = Path("../shared/data/lm/enwiki2015")  # relative to the repository root
 BIN = Path(sys.executable).parent

@@ -10,7 +10,7 @@ excluded; the same count for both paths, so the two ratios compare like the word
 over the same-process GEMM rate of that dtype.
 
 Paths, both in every run: "new" is the library as it is (`recurrence` "auto", which
-trains a clip-free biLM on the CPU with `elmo_core.runtime.paired_bptt`; the char CNN over the
+trains a clip-free biLM on the CPU with `elmo_core.model.recurrence.paired_bptt`; the char CNN over the
 batch's longest word; `elmo_core.apps.training.softmax`); "old" is the training step as it
 was on 2026-12-01 (issue 25), kept here as a frozen copy: the step loop, the char CNN
 over all 50 slots in blocks of 32 tokens with `amax`, and the module's own adaptive
@@ -20,7 +20,7 @@ on the same batches and prints both held-out perplexities.
 Batches: real sentences cut by the core's token budget and shuffled (seed 0), as the
 trainer's come. Each repeat runs on batches no earlier repeat ran, so that, as in a
 training run, every batch has shapes the process has not met before (bf16 products create
-a oneDNN kernel per new shape; `elmo_core.runtime.shapes`); old and new of one repeat share
+a oneDNN kernel per new shape; `elmo_core.model.kernels`); old and new of one repeat share
 their batches. `--reuse-batches` runs every repeat on the same batches instead (how this
 benchmark ran before 2026-12-02). Before any product the benchmark makes room for 4,096
 oneDNN kernels, as `elmo train` does, so that neither path's kernels evict the other's.
@@ -67,16 +67,17 @@ from benchmarks.common import (
     machine_line,
     shape_options,
 )
-from elmo_core import BiLMOptions, batches_by_token_budget, release_free_memory, set_recurrence
-from elmo_core.apps.training import BiLMLanguageModel, LMOutput, Vocabulary, evaluate, make_batch
+from elmo_core import BiLMOptions, release_free_memory
+from elmo_core.apps.cli.process import reserve_kernel_cache
+from elmo_core.apps.training.data import make_batch
+from elmo_core.apps.training.model import BiLMLanguageModel, LMOutput
+from elmo_core.apps.training.perplexity import evaluate
 from elmo_core.apps.training.softmax import adaptive_log_prob
 from elmo_core.apps.training.trainer import RELEASE_EVERY, TrainConfig, make_optimizer
-from elmo_core.runtime import (
-    MMAP_THRESHOLD,
-    reserve_kernel_cache,
-    use_heap_for_every_block,
-    use_mmap_for_large_blocks,
-)
+from elmo_core.apps.training.vocab import Vocabulary
+from elmo_core.runtime.attach import set_recurrence
+from elmo_core.runtime.batching import batches_by_token_budget
+from elmo_core.runtime.memory import MMAP_THRESHOLD, use_heap_for_every_block, use_mmap_for_large_blocks
 
 TRAIN_MMAP_THRESHOLD = 32 * 1024 * 1024
 """The glibc mmap threshold `elmo train` set on 2026-12-01 (glibc's largest), for `--allocator`."""
@@ -329,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--shapes", default="default")
     parser.add_argument("--paths", default="old,new", help="old (the frozen 2026-12-01 step), new (the library)")
-    parser.add_argument("--recurrence", default="auto", help="the new path's recurrence (elmo_core.runtime.recurrence)")
+    parser.add_argument("--recurrence", default="auto", help="the new path's recurrence (elmo_core.model.recurrence)")
     parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--batch-tokens", type=int, default=4096)
     parser.add_argument("--steps", type=int, default=10)

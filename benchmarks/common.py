@@ -24,8 +24,8 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from elmo_core import PUBLISHED_OPTIONS, BiLMOptions, read_model_config
-from elmo_core.files import default_model_dir
+from elmo_core import PUBLISHED_OPTIONS, BiLMOptions
+from elmo_core.files.model_folder import default_model_dir, read_model_config
 
 T = TypeVar("T")
 
@@ -62,7 +62,7 @@ def shape_options(shape: str) -> BiLMOptions:
     (the default shape with LSTM cell 1024 and projection 256, the char CNN projecting to 256).
 
     A "-noclip" suffix switches `cell_clip` and `proj_clip` off (such cells run as fused
-    `torch.lstm` calls; see `elmo_core.runtime.recurrence`).
+    `torch.lstm` calls; see `elmo_core.model.recurrence`).
     """
     if shape.endswith("-noclip"):
         options = shape_options(shape.removesuffix("-noclip"))

@@ -26,19 +26,14 @@ from transformers import PreTrainedModel
 from transformers.modeling_outputs import TokenClassifierOutput
 from transformers.utils import ModelOutput
 
-from elmo_core.files import NON_FINITE_FIX, count_non_finite, non_finite_error
-from elmo_core.model import (
-    BiLM,
-    CharCNNOptions,
-    Elmo,
-    Highway,
-    ScalarMix,
-    bilm_is_trainable,
-    check_char_ids,
-    mix_representations,
-    read_in_windows,
-    run_bilm,
-)
+from elmo_core.files.model_folder import NON_FINITE_FIX
+from elmo_core.files.weights import count_non_finite, non_finite_error
+from elmo_core.model.bilm import BiLM, check_char_ids
+from elmo_core.model.elmo import Elmo, bilm_is_trainable, mix_representations, run_bilm
+from elmo_core.model.highway import Highway
+from elmo_core.model.options import CharCNNOptions
+from elmo_core.model.scalar_mix import ScalarMix
+from elmo_core.runtime.windows import read_in_windows
 
 from .configuration_elmo import ElmoConfig
 
@@ -46,8 +41,10 @@ from .configuration_elmo import ElmoConfig
 # isort: split
 from functools import partial
 
-from elmo_core.files import check_model_folder, folder_variant
-from elmo_core.runtime import DEFAULT_BATCH_TOKENS, attach_runtime, batches_by_token_budget
+from elmo_core.files.model_folder import check_model_folder, folder_variant
+from elmo_core.runtime.attach import attach_runtime
+from elmo_core.runtime.batching import batches_by_token_budget
+from elmo_core.runtime.embedding import DEFAULT_BATCH_TOKENS
 from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
     note_which_code_runs,
     save_generated_code,
@@ -419,7 +416,7 @@ class ElmoModel(ElmoPreTrainedModel):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The biLM's activations and mask, a row longer than `config.window_tokens` read in windows.
 
-        The windows are the core's (`elmo_core.model.windows.read_in_windows`, the plan of
+        The windows are the core's (`elmo_core.runtime.windows.read_in_windows`, the plan of
         `embed_sentences` and the spaCy component). The biLM's working memory is bounded by a
         batch of windows (the runtime's `DEFAULT_BATCH_TOKENS` positions; a saved folder's own
         code, run where elmo-bilm is not installed, reads them all at once), not by the row.

@@ -23,9 +23,11 @@ import numpy as np
 import torch
 from transformers import FeatureExtractionPipeline, pipeline
 
-from elmo_core.files import resolve_model_source
-from elmo_core.model import check_int
-from elmo_core.runtime import DEFAULT_BATCH_TOKENS, batches_by_token_budget, release_free_memory
+from elmo_core.files.model_folder import resolve_model_source
+from elmo_core.model.checks import check_int
+from elmo_core.runtime.batching import batches_by_token_budget
+from elmo_core.runtime.embedding import DEFAULT_BATCH_TOKENS
+from elmo_core.runtime.memory import release_free_memory
 
 __all__ = ["ElmoFeatureExtractionPipeline", "FeatureList", "feature_extraction_pipeline"]
 

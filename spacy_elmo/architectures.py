@@ -32,8 +32,9 @@ from spacy.util import registry
 from thinc.api import Dropout, Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Floats3d
 
-from elmo_core import DEFAULT_BATCH_TOKENS, DEFAULT_WINDOW_TOKENS
-from elmo_core.model import check_int
+from elmo_core.model.checks import check_int
+from elmo_core.runtime.embedding import DEFAULT_BATCH_TOKENS
+from elmo_core.runtime.windows import DEFAULT_WINDOW_TOKENS
 
 from .layers.elmo_layers import build_elmo_layers
 from .layers.feature_dropout import ElmoFeatureDropout

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from elmo_core import BiLMOptions, CharCNNOptions, Elmo, LSTMOptions, attach_runtime, save_bilm_tf
+from elmo_core import BiLMOptions, Elmo, save_bilm_tf
+from elmo_core.model.options import CharCNNOptions, LSTMOptions
+from elmo_core.runtime.attach import attach_runtime
 from elmo_core.runtime.token_cache import DEFAULT_TOKEN_CACHE_WORDS
 
 REPO = Path(__file__).resolve().parents[1]

@@ -130,7 +130,8 @@ for package, module in (("transformers", "hf_elmo"), ("spacy", "spacy_elmo")):
         print(module, type(err).__name__, err)
     del sys.modules[package]
 sys.modules["h5py"] = None
-from elmo_core import BiLMOptions, CharCNNOptions, Elmo, LSTMOptions, load_bilm_tf
+from elmo_core import BiLMOptions, Elmo, load_bilm_tf
+from elmo_core.model.options import CharCNNOptions, LSTMOptions
 
 options = BiLMOptions(char_cnn=CharCNNOptions(embedding_dim=4, filters=((1, 4),)), lstm=LSTMOptions(dim=8, n_layers=1))
 try:

@@ -19,7 +19,6 @@ outputs, e.g. AllenNLP's test fixture.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import NamedTuple, Protocol
 
@@ -28,11 +27,11 @@ from torch import nn
 
 from .char_cnn import CharCNN
 from .characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
-from .lstm import LSTMStack, LSTMState
 from .options import BiLMOptions
 from .precision import keep_bf16_copies
+from .recurrence.lstm import LSTMStack, LSTMState, RunDirections, StackOutputs, reverse_index
 
-__all__ = ["BiLM", "BiLMOutput", "StackRunner", "StackOutputs", "TokenVectors", "check_char_ids", "reverse_index"]
+__all__ = ["BiLM", "BiLMOutput", "StackRunner", "TokenVectors", "check_char_ids"]
 
 
 class BiLMOutput(NamedTuple):
@@ -48,17 +47,6 @@ class BiLMOutput(NamedTuple):
 
     activations: torch.Tensor
     mask: torch.Tensor
-
-
-StackOutputs = tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]
-"""What running both LSTM stacks gives: each layer's output per direction, time-major
-([steps, batch, P]; the backward outputs already in forward time order), and `order`:
-row r of the outputs is batch row `order[r]`."""
-
-
-StackRun = tuple[list[torch.Tensor], list[LSTMState]]
-RunDirections = Callable[[Callable[[], StackRun], Callable[[], StackRun]], tuple[StackRun, StackRun]]
-"""Runs the forward and the backward stack (two callables) and returns both results."""
 
 
 class TokenVectors(Protocol):
@@ -84,18 +72,6 @@ class StackRunner(Protocol):
     def __call__(self, bilm: BiLM, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
         """Both stacks of `bilm` over [batch, steps, P] layer-0 vectors with `lengths` real steps per row."""
         ...
-
-
-def reverse_index(lengths: torch.Tensor, num_steps: int) -> torch.Tensor:
-    """Index that reverses each row over its own length and leaves its padding in place.
-
-    Used with `gather` on a time-major tensor; it is its own inverse.
-
-    Shape: lengths [batch] int64 -> [num_steps, batch] int64
-    """
-    steps = torch.arange(num_steps, device=lengths.device)[:, None]  # [steps, 1]
-    row_len = lengths[None, :]  # [1, batch]
-    return torch.where(steps < row_len, row_len - 1 - steps, steps)
 
 
 def distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

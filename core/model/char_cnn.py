@@ -48,7 +48,7 @@ class CharCNN(nn.Module):
 
     Attributes:
         training_path: How a call that differentiates runs (a runtime part, e.g.
-            `elmo_core.runtime.char_cnn_training.encode_for_training`, handed in by
+            `elmo_core.model.char_cnn_training.encode_for_training`, handed in by
             `elmo_core.attach_runtime`): the same function, faster. None: `forward`'s blocks.
 
     Shape:

@@ -16,11 +16,10 @@ from ..model.characters import check_sentences, words_to_char_ids
 from ..model.checks import check_setting
 from ..model.errors import SettingError
 from ..model.precision import check_cpu_precision
-from ..model.windows import DEFAULT_WINDOW_TOKENS, check_window_settings
 from .attach import attach_runtime, has_runtime
 from .first_use import first_use_lock
 from .quantization import is_quantized
-from .windows import OnWindow, RunBatch, run_in_windows
+from .windows import DEFAULT_WINDOW_TOKENS, OnWindow, RunBatch, check_window_settings, run_in_windows
 
 if TYPE_CHECKING:
     from ..model.elmo import Elmo
@@ -98,7 +97,7 @@ class EmbedSettings:
             refused on others, where it would be slower than float32; `torch.float16`
             is refused on the CPU for the same reason (`check_cpu_precision`).
         window_tokens: A sentence longer than this is read in overlapping windows of this many
-            tokens (see `elmo_core.model.windows`), so memory does not grow with its length;
+            tokens (see `elmo_core.runtime.windows`), so memory does not grow with its length;
             shorter ones are read whole and are not affected. None (or 0) reads every sentence whole.
         window_context: Tokens of context on each side of a window's kept tokens
             (default `window_tokens // 8`).

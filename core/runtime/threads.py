@@ -66,6 +66,8 @@ import torch
 
 __all__ = [
     "SIDE_BY_SIDE_MIN_WEIGHTS",
+    "THREAD_RULE",
+    "CpuThreadRule",
     "ThreadPolicy",
     "choose_threads",
     "directions_side_by_side",
@@ -465,3 +467,29 @@ def _nested() -> Iterator[None]:
         yield
     finally:
         _nesting.depth = depth
+
+
+class CpuThreadRule:
+    """The runtime's thread rule, in the form a biLM's recurrence takes it
+    (`elmo_core.model.recurrence.ThreadRule`): `forward_threads` around a whole pass,
+    and the two directions side by side where `directions_side_by_side` says so."""
+
+    def forward(self, device: torch.device) -> contextlib.AbstractContextManager:
+        """`forward_threads(device)`."""
+        return forward_threads(device)
+
+    def run_directions(
+        self, device: torch.device, recurrent_weights: int
+    ) -> Callable[[Callable[[], T], Callable[[], U]], tuple[T, U]] | None:
+        """`run_side_by_side` with the threads per direction chosen here, or None (one after the other)."""
+        split = directions_side_by_side(device, recurrent_weights)
+        if not split:
+            return None
+        return lambda first, second: run_side_by_side(first, second, split)
+
+    def __repr__(self) -> str:
+        return "THREAD_RULE"
+
+
+THREAD_RULE = CpuThreadRule()
+"""The one thread rule every loader hands a biLM's `Recurrence` (`elmo_core.runtime.attach`)."""

@@ -1,24 +1,275 @@
-"""The windowed, batched inference loop: `run_in_windows`.
+"""Overlapping windows over sequences too long to read in one biLM pass.
 
-It plans the windows of every sequence with the model's `plan_windows`
-(`elmo_core.model.windows`, where windows and what they do to the vectors are
-described), cuts them into batches by a token budget, runs each batch through a
-caller's function (the core's `iter_embeddings` runs the `Elmo`; the spaCy layer runs
-its thinc wrapper) and assembles each sequence from its windows.
+A sentence (or a spaCy Doc without sentence boundaries, or one line given to
+`elmo embed`) is read whole when it has at most `window_tokens` tokens. A longer one
+is read in overlapping windows of `window_tokens` tokens, each with `context` tokens
+of context on both sides of the stretch it keeps, so memory stays bounded by the
+window (and the batch budget), not by the length of the input:
+
+    tokens     0 ........................................................... n
+    window 0   [=============================kept=============|--context--]
+    window 1                              [--context--|=======kept=======|--context--]
+    window 2                                                  [--context--|====kept====]
+               stride = window_tokens - 2 * context kept tokens per middle window
+
+Each token's vectors come from the one window that keeps it: there it has at least
+`context` tokens on each side (fewer only at the true ends of the input), which is the
+most left-and-right context any window offers it up to the `stride` boundary.
+
+What windowing does to the vectors: the biLM adds `<S>` and `</S>` around every
+sequence and starts its LSTMs from zero, so a window reads as if a sentence began
+`context` tokens before its first kept token. Layer 0 (the char CNN) depends on the
+token alone and is unchanged. The LSTM layers differ from a whole-sequence run by an
+amount that shrinks with the distance to the cut; with the default `context` the kept
+tokens are at least 128 tokens away from any cut. Inputs no longer than
+`window_tokens` are never cut, so their vectors are exactly those of a run without
+windows. `tests/core/test_windows.py` measures the differences on a small model.
+
+`read_in_windows` reads a padded batch of char ids this way (hf_elmo's `ElmoModel.forward`),
+keeping autograd intact; `run_in_windows` reads token lists this way for `embed_sentences`,
+`elmo embed` and the spaCy component: it cuts them into batches by a token budget, runs
+each batch through a caller's function and assembles each sequence from its windows. Both
+cut with `plan_windows`, so every face gives a long input the same vectors.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import NamedTuple
 
 import numpy as np
+import torch
 
-from ..model.windows import DEFAULT_WINDOW_TOKENS, Window, check_window_settings, plan_windows
+from ..model.checks import check_int
 from .batching import batches_by_token_budget
 from .memory import release_free_memory
 
-__all__ = ["OnWindow", "RunBatch", "run_in_windows"]
+__all__ = [
+    "DEFAULT_WINDOW_TOKENS",
+    "check_window_settings",
+    "default_context",
+    "OnWindow",
+    "plan_windows",
+    "PlanBatches",
+    "read_in_windows",
+    "ReadPieces",
+    "run_in_windows",
+    "RunBatch",
+    "Window",
+]
+
+DEFAULT_WINDOW_TOKENS = 1024
+"""Longest sequence read in one pass. Long enough for any real sentence and for a
+600-token paragraph; a 100,000-token document becomes about 130 windows."""
+
+
+class Window(NamedTuple):
+    """One biLM pass over `tokens[start:end]`, keeping the vectors of `tokens[keep_start:keep_end]`."""
+
+    start: int
+    end: int
+    keep_start: int
+    keep_end: int
+
+
+def default_context(window_tokens: int) -> int:
+    """Context tokens on each side of a window when none is given: `window_tokens // 8`."""
+    return window_tokens // 8
+
+
+def _check_window(window_tokens: int, context: int | None) -> int:
+    check_int(
+        "window_tokens",
+        window_tokens,
+        meaning="None reads every sequence whole",
+        hint=f"{DEFAULT_WINDOW_TOKENS} is a good value.",
+    )
+    if context is None:
+        return default_context(window_tokens)
+    check_int("window_context", context, minimum=0)
+    if 2 * context >= window_tokens:
+        raise ValueError(
+            f"window_context ({context}) must be less than half of window_tokens ({window_tokens}): "
+            "each window keeps window_tokens - 2 * window_context tokens. Lower the context or "
+            "raise window_tokens."
+        )
+    return context
+
+
+def plan_windows(
+    num_tokens: int, window_tokens: int = DEFAULT_WINDOW_TOKENS, context: int | None = None
+) -> list[Window]:
+    """The windows that cover a sequence of `num_tokens` tokens (see the module docstring).
+
+    Args:
+        num_tokens: Length of the sequence (>= 0).
+        window_tokens: Most tokens one pass reads. A sequence of at most this many
+            tokens is one window, read whole.
+        context: Tokens of context on each side of a window's kept stretch
+            (default `window_tokens // 8`). 0 cuts the sequence into disjoint pieces.
+
+    Returns:
+        Windows in order; their kept stretches tile `[0, num_tokens)` exactly, and
+        every window reads at most `window_tokens` tokens.
+
+    Raises:
+        ValueError: if `window_tokens` is not positive, or `2 * context >= window_tokens`.
+    """
+    context = _check_window(window_tokens, context)
+    if num_tokens <= window_tokens:
+        return [Window(0, num_tokens, 0, num_tokens)]
+    windows = []
+    keep_start = 0
+    while True:
+        start = max(0, keep_start - context)
+        end = start + window_tokens
+        if end >= num_tokens:  # the last window: read the final window_tokens tokens
+            windows.append(Window(max(0, num_tokens - window_tokens), num_tokens, keep_start, num_tokens))
+            return windows
+        windows.append(Window(start, end, keep_start, end - context))
+        keep_start = end - context
+
+
+def check_window_settings(window_tokens: int | None, window_context: int | None) -> int | None:
+    """Check the window settings up front; return `window_tokens`, with 0 read as None.
+
+    None, or 0 (as on the command line and in spaCy configs), reads every sequence
+    whole, however long.
+
+    Raises:
+        ValueError: if `window_tokens` is not a positive integer, 0 or None, or
+            `window_context` is negative or at least half of `window_tokens`.
+    """
+    if window_tokens == 0 and not isinstance(window_tokens, bool):
+        return None
+    if window_tokens is None:
+        return None
+    _check_window(window_tokens, window_context)
+    return check_int("window_tokens", window_tokens)  # checked: the int it holds (a numpy integer's)
+
+
+PlanBatches = Callable[[list[int]], Iterable[Sequence[int]]]
+"""Groups pieces by their lengths into batches: lists of indices, each index once."""
+
+ReadPieces = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+"""Reads a batch of pieces: `(char_ids [pieces, tokens, chars], mask [pieces, tokens])` ->
+a tensor `[..., pieces, tokens (+ 2 with boundaries), dim]` (batch axis -3, token axis -2),
+e.g. a `BiLM`'s activations."""
+
+
+def read_in_windows(
+    read: ReadPieces,
+    char_ids: torch.Tensor,
+    mask: torch.Tensor | None,
+    *,
+    batches: PlanBatches | None = None,
+    window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
+    window_context: int | None = None,
+    boundaries: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Read a padded batch of char ids in windows, keeping autograd (hf_elmo's `ElmoModel`).
+
+    Each row longer than `window_tokens` is cut by `plan_windows`, exactly as the
+    runtime's `run_in_windows` cuts a sequence, and each of its tokens keeps the vectors
+    of the one window that keeps it; shorter rows are read whole. The pieces of all rows
+    are read in the batches `batches` plans (all at once by default) and assembled with
+    torch operations (slices and concatenation), so autograd flows through
+    them: what `read` builds a graph for (a trainable biLM, or the layers a trainable
+    scalar mix reads afterwards) gets its gradients, window by window. While training,
+    though, every window's graph is kept until the backward pass, so the memory bound of
+    inference does not hold then.
+
+    Args:
+        read: See `ReadPieces`.
+        char_ids: [batch, tokens, chars], right-padded (checked by `read`, piece by piece).
+        mask: [batch, tokens] bool, True = real token; derived from `char_ids` (any id
+            non-zero) when None, as `BiLM.forward` does.
+        batches: Groups piece lengths into batches (e.g. the runtime's
+            `batches_by_token_budget` with a budget, which bounds memory); None reads
+            every piece in one batch. Rows are stateless, so the grouping changes no value.
+        window_tokens, window_context: As `run_in_windows`; None or 0 reads every row whole.
+        boundaries: `read` returns the `<S>`/`</S>` positions too (`keep_sentence_boundaries`):
+            a long row keeps the `<S>` of its first window and the `</S>` of its last.
+
+    Returns:
+        None when no row is longer than `window_tokens` (read the batch as it is: its
+        vectors are exactly those of a run without windows); else the assembled output
+        `[..., batch, tokens (+ 2), dim]`, zero at padded positions, and its mask
+        `[batch, tokens (+ 2)]` (on the output's device, as `BiLM.forward` returns it).
+
+    Raises:
+        ValueError: for a bad budget or window setting, or a mask that is not right-padded.
+    """
+    window_tokens = check_window_settings(window_tokens, window_context)
+    to_cut = _rows_to_cut(char_ids, mask, window_tokens)
+    if to_cut is None or window_tokens is None:
+        return None
+    mask, lengths = to_cut
+    pieces = [(i, w) for i, n in enumerate(lengths) for w in plan_windows(n, window_tokens, window_context)]
+    kept: dict[int, torch.Tensor] = {}  # piece -> its kept output
+    edge = int(boundaries)  # read output rows before a piece's first token
+    piece_lengths = [w.end - w.start for _, w in pieces]
+    for batch in batches(piece_lengths) if batches is not None else [list(range(len(pieces)))]:
+        out = read(*_piece_inputs(char_ids, mask, [pieces[k] for k in batch]))  # [..., pieces, longest (+ 2), dim]
+        for row, k in enumerate(batch):
+            kept[k] = out[..., row, _kept_span(pieces[k][1], lengths[pieces[k][0]], edge), :]  # [..., kept, dim]
+    rows = [torch.cat([kept[k] for k, (j, _) in enumerate(pieces) if j == i], dim=-2) for i in range(len(lengths))]
+    return _assemble(rows, char_ids.shape[1] + 2 * edge)
+
+
+def _rows_to_cut(
+    char_ids: torch.Tensor, mask: torch.Tensor | None, window_tokens: int | None
+) -> tuple[torch.Tensor, list[int]] | None:
+    """The bool mask [batch, tokens] and row lengths of a batch with a row to cut; None to read it whole.
+
+    Raises:
+        ValueError: for a mask (or non-zero char ids) that is not right-padded.
+    """
+    if not isinstance(char_ids, torch.Tensor) or char_ids.dim() != 3 or window_tokens is None:
+        return None  # read whole (ids of the wrong kind get `read`'s error)
+    if char_ids.shape[1] <= window_tokens:
+        return None
+    if mask is not None and (not isinstance(mask, torch.Tensor) or tuple(mask.shape) != tuple(char_ids.shape[:2])):
+        return None  # `read` names the mask's problem
+    mask = (char_ids != 0).any(dim=-1) if mask is None else mask.bool()
+    lengths_tensor = mask.sum(dim=1)  # [batch]
+    if not torch.equal(mask, torch.arange(mask.shape[1], device=mask.device)[None, :] < lengths_tensor[:, None]):
+        raise ValueError(
+            "padding must be on the right: every row of the mask (or of non-zero char_ids) must be True "
+            "for its first n positions and False after. Build inputs with words_to_char_ids()."
+        )
+    lengths = [int(n) for n in lengths_tensor.tolist()]
+    return None if max(lengths, default=0) <= window_tokens else (mask, lengths)
+
+
+def _piece_inputs(
+    char_ids: torch.Tensor, mask: torch.Tensor, pieces: list[tuple[int, Window]]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The char ids [pieces, longest, chars] and mask [pieces, longest] of (row, window) pieces."""
+    longest = max(w.end - w.start for _, w in pieces)
+    piece_ids = char_ids.new_zeros((len(pieces), longest, char_ids.shape[-1]))  # [pieces, longest, chars]
+    piece_mask = mask.new_zeros((len(pieces), longest))
+    for row, (i, w) in enumerate(pieces):
+        piece_ids[row, : w.end - w.start] = char_ids[i, w.start : w.end]
+        piece_mask[row, : w.end - w.start] = True
+    return piece_ids, piece_mask
+
+
+def _kept_span(w: Window, length: int, edge: int) -> slice:
+    """The output positions a window keeps, with its row's `<S>` / `</S>` (when `edge`) at the row's ends."""
+    first = 0 if edge and w.keep_start == 0 else w.keep_start - w.start + edge  # 0: the row's <S>
+    last = w.keep_end - w.start + edge + (edge if w.keep_end == length else 0)  # + 1: the row's </S>
+    return slice(first, last)
+
+
+def _assemble(rows: list[torch.Tensor], num_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows [..., length, dim] zero-padded to `num_steps` and stacked: [..., batch, num_steps, dim], and the mask."""
+    padded = [torch.cat([r, r.new_zeros((*r.shape[:-2], num_steps - r.shape[-2], r.shape[-1]))], dim=-2) for r in rows]
+    output = torch.stack(padded, dim=-3)  # [..., batch, tokens (+ 2), dim]
+    positions = torch.arange(num_steps, device=output.device)  # the mask goes where `read` put the output
+    lengths = torch.tensor([r.shape[-2] for r in rows], device=output.device)
+    return output, positions[None, :] < lengths[:, None]
 
 
 RunBatch = Callable[[list[Sequence[str]]], Sequence[np.ndarray] | np.ndarray]

@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from elmo_core.apps.training import get_sentence_splitter, iter_sentences
+from elmo_core.apps.training.corpus import get_sentence_splitter, iter_sentences
 
 SPACY_FOLDER = "spacy"
 WORD2VEC_FILE = "vectors.w2v.txt"

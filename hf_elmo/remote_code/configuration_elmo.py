@@ -297,7 +297,7 @@ ELMO_SETTINGS: dict[str, Any] = {
 }
 
 
-# ---- elmo_core/model/windows.py -----------------------------------------------
+# ---- elmo_core/runtime/windows.py ---------------------------------------------
 
 DEFAULT_WINDOW_TOKENS = 1024
 

@@ -186,9 +186,15 @@ class CharCNN(nn.Module):
         return self.projection(highway)
 
 
-# ---- elmo_core/model/lstm.py --------------------------------------------------
+# ---- elmo_core/model/recurrence/lstm.py ---------------------------------------
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
+
+StackOutputs = tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]
+
+
+StackRun = tuple[list[torch.Tensor], list[LSTMState]]
+RunDirections = Callable[[Callable[[], StackRun], Callable[[], StackRun]], tuple[StackRun, StackRun]]
 
 FORGET_BIAS = 1.0  # TensorFlow LSTMCell's default, added at run time
 
@@ -221,6 +227,12 @@ def _compiled_gates():
     if _COMPILED_GATES is None:
         _COMPILED_GATES = torch.compile(lstm_gates, dynamic=True)
     return _COMPILED_GATES
+
+
+def reverse_index(lengths: torch.Tensor, num_steps: int) -> torch.Tensor:
+    steps = torch.arange(num_steps, device=lengths.device)[:, None]  # [steps, 1]
+    row_len = lengths[None, :]  # [1, batch]
+    return torch.where(steps < row_len, row_len - 1 - steps, steps)
 
 
 class LSTMCellWithProjection(nn.Module):
@@ -472,13 +484,6 @@ class BiLMOutput(NamedTuple):
     mask: torch.Tensor
 
 
-StackOutputs = tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]
-
-
-StackRun = tuple[list[torch.Tensor], list[LSTMState]]
-RunDirections = Callable[[Callable[[], StackRun], Callable[[], StackRun]], tuple[StackRun, StackRun]]
-
-
 class TokenVectors(Protocol):
     def lookup(self, words: torch.Tensor, char_cnn: nn.Module) -> torch.Tensor:
         ...
@@ -491,12 +496,6 @@ class StackRunner(Protocol):
         ...
     def __call__(self, bilm: BiLM, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
         ...
-
-
-def reverse_index(lengths: torch.Tensor, num_steps: int) -> torch.Tensor:
-    steps = torch.arange(num_steps, device=lengths.device)[:, None]  # [steps, 1]
-    row_len = lengths[None, :]  # [1, batch]
-    return torch.where(steps < row_len, row_len - 1 - steps, steps)
 
 
 def distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -975,7 +974,7 @@ def non_finite_error(source: object, what: str, count: int, fix: str) -> WeightF
 NON_FINITE_FIX = "The file is damaged or came from a diverged training run; save or download the model again."
 
 
-# ---- elmo_core/model/windows.py -----------------------------------------------
+# ---- elmo_core/runtime/windows.py ---------------------------------------------
 
 class Window(NamedTuple):
     start: int
@@ -1401,7 +1400,7 @@ class ElmoModel(ElmoPreTrainedModel):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The biLM's activations and mask, a row longer than `config.window_tokens` read in windows.
 
-        The windows are the core's (`elmo_core.model.windows.read_in_windows`, the plan of
+        The windows are the core's (`elmo_core.runtime.windows.read_in_windows`, the plan of
         `embed_sentences` and the spaCy component). The biLM's working memory is bounded by a
         batch of windows (the runtime's `DEFAULT_BATCH_TOKENS` positions; a saved folder's own
         code, run where elmo-bilm is not installed, reads them all at once), not by the row.

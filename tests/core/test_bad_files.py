@@ -13,9 +13,7 @@ from safetensors.torch import load_file, save_file
 
 from elmo_core import (
     BiLMOptions,
-    CharCNNOptions,
     Elmo,
-    LSTMOptions,
     OptionsError,
     WeightFileError,
     embed_sentences,
@@ -25,6 +23,7 @@ from elmo_core import (
     save_model_folder,
 )
 from elmo_core.files.model_folder import check_model_folder
+from elmo_core.model.options import CharCNNOptions, LSTMOptions
 
 from ..conftest import make_tiny_elmo, make_tiny_options
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from elmo_core import batches_by_token_budget
+from elmo_core.runtime.batching import batches_by_token_budget
 
 
 def test_every_index_once_and_budget_respected():

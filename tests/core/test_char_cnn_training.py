@@ -1,4 +1,4 @@
-"""The char CNN's training path (`elmo_core.runtime.char_cnn_training`) computes the model's
+"""The char CNN's training path (`elmo_core.model.char_cnn_training`) computes the model's
 char CNN over all `max_characters_per_token` slots: values and gradients."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from elmo_core import CharCNN, attach_runtime
 from elmo_core.apps.training.data import make_batch
 from elmo_core.apps.training.vocab import Vocabulary
-from elmo_core.runtime import char_cnn_training
-from elmo_core.runtime.char_cnn_training import encode_for_training
+from elmo_core.model import char_cnn_training
+from elmo_core.model.char_cnn_training import encode_for_training
 
 from ..conftest import make_tiny_elmo, make_tiny_options
 

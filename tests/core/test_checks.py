@@ -4,9 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from elmo_core import EmbedSettings, batches_by_token_budget, embed_sentences, set_token_cache
+from elmo_core import EmbedSettings, embed_sentences
 from elmo_core.model.checks import check_int
 from elmo_core.model.errors import OptionsError
+from elmo_core.runtime.attach import set_token_cache
+from elmo_core.runtime.batching import batches_by_token_budget
 from elmo_core.runtime.feature_cache import FeatureCache
 from elmo_core.runtime.token_cache import TokenCache
 

@@ -1,4 +1,4 @@
-"""The fused kernels (`elmo_core.runtime.compiled`): compiled where torch.compile can build
+"""The fused kernels (`elmo_core.model.kernels`): compiled where torch.compile can build
 them, torch's eager operators otherwise, with the same numbers."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from elmo_core.runtime import compiled as compiled_module
-from elmo_core.runtime.compiled import fused_kernel, fused_rowwise
+from elmo_core.model import kernels as compiled_module
+from elmo_core.model.kernels import fused_kernel, fused_rowwise
 
 from .test_paired_bptt import _clip_free_lm, _loss_and_grads
 
@@ -157,7 +157,7 @@ def test_a_kernel_whose_recompilation_for_a_new_shape_fails_goes_on_eagerly(monk
 CACHE_SCRIPT = """
 import os, sys, warnings
 import torch
-from elmo_core.runtime.compiled import use_writable_compile_cache
+from elmo_core.model.kernels import use_writable_compile_cache
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     use_writable_compile_cache()

@@ -80,8 +80,8 @@ script runs it) and prints their exit statuses: one process start for them all."
 
 @pytest.mark.parametrize("redirect", REDIRECTS)
 def test_every_command_with_stderr_closed_or_full_does_its_work(tmp_path, redirect):
-    from elmo_core.apps.training import Vocabulary
     from elmo_core.apps.training.model import save_language_model
+    from elmo_core.apps.training.vocab import Vocabulary
 
     corpus = make_corpus(60)
     write_lines(tmp_path / "text.txt", corpus)
@@ -120,9 +120,9 @@ def test_every_command_with_stderr_closed_or_full_does_its_work(tmp_path, redire
 
 @pytest.mark.parametrize("stderr", [None, FailingStream()], ids=["None", "full"])
 def test_functions_with_progress_work_without_a_usable_stderr(tmp_path, monkeypatch, stderr):
-    from elmo_core.apps.training import Vocabulary
     from elmo_core.apps.training.commands import run_perplexity
     from elmo_core.apps.training.model import save_language_model
+    from elmo_core.apps.training.vocab import Vocabulary
 
     elmo = make_tiny_elmo()
     corpus = make_corpus(30)

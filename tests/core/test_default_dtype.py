@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from elmo_core import Elmo, embed_sentences, load_bilm_tf, load_elmo, load_model_folder, save_model_folder
-from elmo_core.runtime import attach_runtime
+from elmo_core.runtime.attach import attach_runtime
 
 from ..conftest import make_tiny_elmo, make_tiny_options
 

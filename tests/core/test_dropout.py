@@ -1,4 +1,4 @@
-"""`elmo_core.runtime.dropout.fast_dropout`: F.dropout's contract, with 16 random bits per element."""
+"""`elmo_core.model.recurrence.dropout.fast_dropout`: F.dropout's contract, with 16 random bits per element."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from elmo_core.runtime.dropout import DROPOUT_LEVELS, fast_dropout
+from elmo_core.model.recurrence.dropout import DROPOUT_LEVELS, fast_dropout
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.0001])

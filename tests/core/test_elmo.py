@@ -122,7 +122,7 @@ def test_unfrozen_subset_of_the_biLM_alone_gets_gradients_and_changes(subset):
 def test_char_cnn_alone_unfrozen_keeps_the_lstms_on_a_differentiable_path(monkeypatch):
     """With only the char CNN trainable, its gradient flows back through the frozen LSTMs:
     the recurrence must be chosen as needing gradients (on a GPU, never a CUDA graph replay)."""
-    import elmo_core.runtime.recurrence as recurrence_module
+    import elmo_core.model.recurrence as recurrence_module
 
     seen = []
     real = recurrence_module.resolve_recurrence
@@ -142,7 +142,9 @@ def test_char_cnn_alone_unfrozen_keeps_the_lstms_on_a_differentiable_path(monkey
 
 @pytest.mark.gpu
 def test_char_cnn_alone_fine_tunes_on_the_gpu_as_on_the_cpu():
-    from elmo_core import BiLMOptions, CharCNNOptions, LSTMOptions, set_recurrence
+    from elmo_core import BiLMOptions
+    from elmo_core.model.options import CharCNNOptions, LSTMOptions
+    from elmo_core.runtime.attach import set_recurrence
 
     options = BiLMOptions(  # clipped cells: "auto" would replay CUDA graphs without gradients
         char_cnn=CharCNNOptions(embedding_dim=4, filters=((1, 4), (2, 8)), n_highway=1),

@@ -13,7 +13,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elmo_core import embed_sentences, word_to_char_ids, words_to_char_ids
+from elmo_core import embed_sentences, words_to_char_ids
+from elmo_core.model.characters import word_to_char_ids
 
 from ..conftest import make_tiny_elmo
 

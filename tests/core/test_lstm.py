@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-import elmo_core.model.lstm as lstm_module
-from elmo_core import compile_recurrence, embed_sentences, quantize_int8
-from elmo_core.model.lstm import LSTMCellWithProjection, lstm_gates
+import elmo_core.model.recurrence.lstm as lstm_module
+from elmo_core import embed_sentences, quantize_int8
+from elmo_core.model.recurrence.lstm import LSTMCellWithProjection, compile_recurrence, lstm_gates
 
 from ..conftest import make_tiny_elmo
 

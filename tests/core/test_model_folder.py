@@ -9,17 +9,14 @@ from safetensors.torch import load_file, save_file
 
 from elmo_core import (
     ElmoError,
-    ModelSource,
     OptionsError,
     WeightFileError,
     embed_sentences,
     load_elmo,
     load_model_folder,
-    read_model_config,
-    resolve_model_source,
     save_model_folder,
 )
-from elmo_core.files.model_folder import check_model_folder
+from elmo_core.files.model_folder import ModelSource, check_model_folder, read_model_config, resolve_model_source
 
 from ..conftest import make_tiny_elmo
 
@@ -340,7 +337,7 @@ def test_the_stored_elmo_settings_are_the_constructors_keywords_with_its_default
     import inspect
 
     from elmo_core import Elmo
-    from elmo_core.files import ELMO_SETTINGS
+    from elmo_core.files.model_folder import ELMO_SETTINGS
 
     parameters = list(inspect.signature(Elmo.__init__).parameters.values())[2:]  # after self, options
     expected = [(p.name, p.default) for p in parameters if p.name != "requires_grad"]  # not stored

@@ -1,4 +1,4 @@
-"""The training recurrence (`elmo_core.runtime.paired_bptt`) computes the step loop's loss and gradients."""
+"""The training recurrence (`elmo_core.model.recurrence.paired_bptt`) computes the step loop's loss and gradients."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import inspect
 
 import torch
 
-from elmo_core import set_recurrence
 from elmo_core.apps.training.data import make_batch
 from elmo_core.apps.training.model import BiLMLanguageModel
 from elmo_core.apps.training.vocab import Vocabulary
+from elmo_core.model.recurrence import resolve_recurrence
+from elmo_core.model.recurrence.paired_bptt import cell_backward, cell_forward, paired_training_stacks
 from elmo_core.runtime import threads
-from elmo_core.runtime.paired_bptt import cell_backward, cell_forward, paired_training_stacks
-from elmo_core.runtime.recurrence import resolve_recurrence
+from elmo_core.runtime.attach import set_recurrence
 
 from ..conftest import make_tiny_options
 

@@ -12,8 +12,8 @@ import torch
 
 from elmo_core import embed_sentences, save_model_folder
 from elmo_core.model import precision as precision_module
-from elmo_core.model.lstm import LSTMCellWithProjection
 from elmo_core.model.precision import bf16_weight, cpu_bf16_support, keep_bf16_copies
+from elmo_core.model.recurrence.lstm import LSTMCellWithProjection
 
 from ..conftest import make_tiny_elmo
 
@@ -147,8 +147,9 @@ def test_every_command_taking_precision_refuses_one_slower_than_fp32_on_the_cpu(
     from typer.testing import CliRunner
 
     from elmo_core.apps.cli import app
-    from elmo_core.apps.training import TrainConfig, Trainer, Vocabulary
     from elmo_core.apps.training.model import BiLMLanguageModel
+    from elmo_core.apps.training.trainer import TrainConfig, Trainer
+    from elmo_core.apps.training.vocab import Vocabulary
 
     monkeypatch.setattr(precision_module, "cpu_bf16_support", lambda: native)
     save_model_folder(make_tiny_elmo(), tmp_path / "model")

@@ -7,8 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from elmo_core import embed_sentences, is_quantized, quantize_int8, save_model_folder
-from elmo_core.model.lstm import LSTMCellWithProjection
+from elmo_core import embed_sentences, quantize_int8, save_model_folder
+from elmo_core.model.recurrence.lstm import LSTMCellWithProjection
+from elmo_core.runtime.quantization import is_quantized
 
 from ..conftest import make_tiny_elmo
 

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from elmo_core import BiLM, Elmo, attach_runtime, embed_sentences, quantize_int8, set_recurrence
-from elmo_core.model.lstm import LSTMCellWithProjection
-from elmo_core.runtime.recurrence import bucket_shape, resolve_recurrence, reverse_index
+from elmo_core import BiLM, Elmo, embed_sentences, quantize_int8
+from elmo_core.model.recurrence import resolve_recurrence
+from elmo_core.model.recurrence.lstm import LSTMCellWithProjection, reverse_index
+from elmo_core.model.recurrence.paired import bucket_shape
+from elmo_core.runtime.attach import attach_runtime, set_recurrence
 
 from ..conftest import make_tiny_elmo, make_tiny_options
 

@@ -1,4 +1,4 @@
-"""Bucketed row counts of the training step's products (`elmo_core.runtime.shapes`)."""
+"""Bucketed row counts of the training step's products (`elmo_core.model.kernels`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from elmo_core.apps.training.data import make_batch
 from elmo_core.apps.training.model import BiLMLanguageModel
 from elmo_core.apps.training.vocab import Vocabulary
-from elmo_core.runtime import shapes
-from elmo_core.runtime.shapes import bucket_rows, pad_rows, reserve_kernel_cache
+from elmo_core.model import kernels as shapes
+from elmo_core.model.kernels import bucket_rows, pad_rows, reserve_kernel_cache
 
 from ..conftest import make_tiny_options
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from elmo_core import set_token_cache
 from elmo_core.model.characters import words_to_char_ids
 from elmo_core.runtime import threads
+from elmo_core.runtime.attach import set_token_cache
 from elmo_core.runtime.threads import choose_threads, forward_threads, set_thread_policy
 
 

@@ -10,19 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from elmo_core import (
-    BiLM,
-    Elmo,
-    TokenCache,
-    attach_runtime,
-    embed_sentences,
-    has_runtime,
-    load_bilm_tf,
-    save_bilm_tf,
-    set_recurrence,
-    set_token_cache,
-    words_to_char_ids,
-)
+from elmo_core import BiLM, Elmo, embed_sentences, load_bilm_tf, save_bilm_tf, words_to_char_ids
+from elmo_core.runtime.attach import attach_runtime, has_runtime, set_recurrence, set_token_cache
+from elmo_core.runtime.token_cache import TokenCache
 
 from ..conftest import make_tiny_elmo, make_tiny_options
 

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from elmo_core import BiLM, BiLMOptions, CharCNNOptions, LSTMOptions, WeightFileError, load_bilm_tf, save_bilm_tf
+from elmo_core import BiLM, BiLMOptions, WeightFileError, load_bilm_tf, save_bilm_tf
 from elmo_core.files.weights import bilm_tf_dataset_shapes, count_non_finite, non_finite_error
+from elmo_core.model.options import CharCNNOptions, LSTMOptions
 
 from ..conftest import make_tiny_elmo
 

@@ -9,8 +9,9 @@ from typer.testing import CliRunner
 
 import elmo_core.apps.cli.embed
 import elmo_core.runtime.windows
-from elmo_core import DEFAULT_WINDOW_TOKENS, check_window_settings, embed_sentences, plan_windows, run_in_windows
+from elmo_core import embed_sentences
 from elmo_core.apps.cli import app
+from elmo_core.runtime.windows import DEFAULT_WINDOW_TOKENS, check_window_settings, plan_windows, run_in_windows
 
 from ..conftest import make_tiny_elmo
 
@@ -284,7 +285,9 @@ def test_read_in_windows_gives_a_padded_batch_the_vectors_of_run_in_windows(budg
     """The tensor form (hf_elmo's ElmoModel) cuts and keeps exactly as `embed` does; padding stays zero."""
     import torch
 
-    from elmo_core import batches_by_token_budget, read_in_windows, words_to_char_ids
+    from elmo_core import words_to_char_ids
+    from elmo_core.runtime.batching import batches_by_token_budget
+    from elmo_core.runtime.windows import read_in_windows
 
     elmo = make_tiny_elmo()
     words = ["river", "bank", "Ada", ",", "notes", "the", "was", "steep"]

@@ -5,8 +5,8 @@ import json
 import pytest
 from transformers import AutoConfig
 
-from elmo_core import BiLMOptions, OptionsError, read_model_config
-from elmo_core.files.model_folder import ELMO_SETTINGS
+from elmo_core import BiLMOptions, OptionsError
+from elmo_core.files.model_folder import ELMO_SETTINGS, read_model_config
 from hf_elmo import ElmoConfig
 
 from ..conftest import make_tiny_options

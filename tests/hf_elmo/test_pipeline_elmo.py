@@ -4,8 +4,9 @@ import pytest
 import torch
 from transformers import pipeline
 
-from elmo_core import WeightFileError, batches_by_token_budget, embed_sentences
+from elmo_core import WeightFileError, embed_sentences
 from elmo_core.files.model_folder import default_model_dir
+from elmo_core.runtime.batching import batches_by_token_budget
 from hf_elmo import ElmoFeatureExtractionPipeline, feature_extraction_pipeline
 
 TEXTS = ["Hello world.", "Don't stop-me now, the river bank is near!", "A", "Two words"]

@@ -113,7 +113,8 @@ def test_copy_is_independent_and_equal(tiny_model_dir):
 def test_set_elmo_refuses_a_differently_shaped_model(tiny_model_dir):
     model = ElmoLayers_v2(path=str(tiny_model_dir))
     model.initialize()
-    from elmo_core import BiLMOptions, CharCNNOptions, Elmo, LSTMOptions
+    from elmo_core import BiLMOptions, Elmo
+    from elmo_core.model.options import CharCNNOptions, LSTMOptions
 
     wider = Elmo(
         BiLMOptions(

@@ -7,7 +7,8 @@ import pytest
 import spacy
 from thinc.api import Config
 
-from elmo_core import DEFAULT_WINDOW_TOKENS, embed_sentences
+from elmo_core import embed_sentences
+from elmo_core.runtime.windows import DEFAULT_WINDOW_TOKENS
 
 from .conftest import DIM, make_nlp
 

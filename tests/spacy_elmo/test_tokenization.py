@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import spacy
 
-from elmo_core.files import get_tokenizer
+from elmo_core.files.tokenizers import get_tokenizer
 
 
 def new_words_text(seed: int) -> str:

@@ -23,12 +23,12 @@ from typing import Annotated
 import typer
 
 from ...model.errors import ElmoError
-from ...runtime.compiled import compile_enabled, use_writable_compile_cache
+from ...model.kernels import compile_enabled
 from ...runtime.memory import MMAP_THRESHOLD, use_heap_for_every_block, use_mmap_for_large_blocks
-from ...runtime.shapes import reserve_kernel_cache
 from ...runtime.threads import thread_policy
 from ..console import quiet_failures
 from . import convert, data, embed, perplexity, probe, train, widen
+from .process import reserve_kernel_cache, use_writable_compile_cache
 from .shared import command_group
 
 __all__ = ["app", "main"]
@@ -76,9 +76,9 @@ def main() -> None:
     (`elmo_core.runtime.memory.use_mmap_for_large_blocks`): memory then stays close to what
     is alive, batch after batch; `elmo train` keeps every block in the heap instead
     (`use_heap_for_every_block`; see `elmo_core.runtime.memory` for why) and makes room for
-    4,096 oneDNN kernels (`elmo_core.runtime.shapes.reserve_kernel_cache`). Where torch's
+    4,096 oneDNN kernels (`elmo_core.model.kernels.reserve_kernel_cache`). Where torch's
     compile cache folder cannot be written, it uses a temporary one, with a warning
-    (`elmo_core.runtime.compiled.use_writable_compile_cache`). Where standard error is
+    (`elmo_core.model.kernels.use_writable_compile_cache`). Where standard error is
     closed or full, the command does its work all the same and its messages are dropped
     (`elmo_core.apps.console.quiet_failures`).
     """

@@ -45,8 +45,8 @@ from ...model.checks import check_int
 from ...model.elmo import Elmo
 from ...model.errors import WeightFileError
 from ...model.options import BiLMOptions
+from ...model.recurrence.dropout import fast_dropout
 from ...runtime.attach import attach_runtime
-from ...runtime.dropout import fast_dropout
 from .softmax import adaptive_log_prob
 from .vocab import Vocabulary
 

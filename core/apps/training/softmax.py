@@ -16,10 +16,10 @@ is not the matrix products (`benchmarks/bench_train.py`, docs/results/speed-memo
 same parameters with one product per layer, a float32 `logsumexp` over the rows (the
 bias added inside it) and a backward that turns the stored logits into their gradient in place,
 `softmax(logits) - onehot(t)` times the incoming gradient, each one fused kernel where
-torch.compile builds it (else in blocks of `ROW_BLOCK` rows; `elmo_core.runtime.compiled`).
+torch.compile builds it (else in blocks of `ROW_BLOCK` rows; `elmo_core.model.kernels`).
 Under autocast the products run in its dtype and the log-sum-exp in float32 (the module's log-softmax ran in the
 autocast dtype on the CPU, so bf16 losses are now closer to float32 ones). Every product runs
-on a bucketed number of rows (`elmo_core.runtime.shapes`): predictions and each cluster's
+on a bucketed number of rows (`elmo_core.model.kernels`): predictions and each cluster's
 rows vary from batch to batch, and oneDNN creates a kernel for each new shape.
 """
 
@@ -32,15 +32,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...runtime.compiled import fused_rowwise
-from ...runtime.shapes import bucket_rows, pad_rows
+from ...model.kernels import bucket_rows, fused_rowwise, pad_rows
 
 __all__ = ["ROW_BLOCK", "adaptive_log_prob"]
 
 ROW_BLOCK = 64
 """Rows per block of the float32 log-sum-exp and its backward on torch's eager operators
 (a block of head logits, 64 x 4,002 float32 values, is 1 MB: it stays in a core's cache
-from one pass to the next); compiled (`elmo_core.runtime.compiled`), each is one pass."""
+from one pass to the next); compiled (`elmo_core.model.kernels`), each is one pass."""
 
 
 @fused_rowwise(ROW_BLOCK)
@@ -142,7 +141,7 @@ def adaptive_log_prob(
     device_type = hidden.device.type
     dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else hidden.dtype
     num_rows = hidden.shape[0]
-    # Every product runs over a bucketed number of rows (`elmo_core.runtime.shapes`): zero
+    # Every product runs over a bucketed number of rows (`elmo_core.model.kernels`): zero
     # rows appended to the head's input and repeated rows to each cluster's, whose results
     # are dropped (and so get no gradient).
     padded = bucket_rows(num_rows)

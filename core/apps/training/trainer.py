@@ -59,7 +59,6 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ...runtime.distributed import init_distributed
 from ...runtime.memory import release_free_memory
 from ..console import progress_bar
 from .checkpoint import (
@@ -72,6 +71,7 @@ from .checkpoint import (
     truncate_log,
 )
 from .data import Batch
+from .distributed import init_distributed
 from .interrupt import StopSignals
 from .model import BiLMLanguageModel, save_language_model
 from .perplexity import Perplexity, autocast_context, check_precision, evaluate

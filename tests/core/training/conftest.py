@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from elmo_core import BiLMOptions, CharCNNOptions, LSTMOptions
-from elmo_core.apps.training import BiLMLanguageModel, Vocabulary
+from elmo_core import BiLMOptions
+from elmo_core.apps.training.model import BiLMLanguageModel
+from elmo_core.apps.training.vocab import Vocabulary
+from elmo_core.model.options import CharCNNOptions, LSTMOptions
 
 WORDS = "the cat sat on a mat and dog ran to big red house . , it was".split()
 

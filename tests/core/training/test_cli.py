@@ -10,8 +10,9 @@ from typer.testing import CliRunner
 
 from elmo_core import load_model_folder
 from elmo_core.apps.cli import app
-from elmo_core.apps.training import TrainingStream, load_language_model
 from elmo_core.apps.training.commands import TrainingSettings, run_perplexity, run_training
+from elmo_core.apps.training.data import TrainingStream
+from elmo_core.apps.training.model import load_language_model
 from elmo_core.model.errors import ElmoError, WeightFileError
 
 from .conftest import make_lm_options
@@ -567,7 +568,7 @@ def test_a_train_glob_that_would_match_what_the_run_writes_in_out_is_refused_up_
 def test_training_settings_are_a_train_config_and_restate_none_of_its_fields():
     from dataclasses import fields
 
-    from elmo_core.apps.training import TrainConfig
+    from elmo_core.apps.training.trainer import TrainConfig
 
     assert issubclass(TrainingSettings, TrainConfig)
     own = TrainingSettings.__dict__["__annotations__"]
@@ -583,7 +584,7 @@ def test_hold_out_writes_the_kept_and_the_held_out_sentences(tmp_path):
     source.write_text("\n".join(lines) + "\n\n", encoding="utf-8")
     kept, held = tmp_path / "kept.txt", tmp_path / "held.txt"
     elmo("data", "hold-out", source, "--out-kept", kept, "--out-held-out", held, "--fraction", 0.1, "--seed", 1)
-    from elmo_core.apps.training import hold_out
+    from elmo_core.apps.training.corpus import hold_out
 
     expected = hold_out(lines, 0.1, seed=1)
     assert kept.read_text(encoding="utf-8").splitlines() == expected[0] and len(expected[1]) == 4

@@ -6,9 +6,9 @@ import lzma
 import pytest
 import torch
 
-from elmo_core.apps.training import TrainingStream, Vocabulary, iter_sentences, make_batch, pretokenize_files
-from elmo_core.apps.training.corpus import cut_sentence
-from elmo_core.apps.training.data import PAD_TARGET
+from elmo_core.apps.training.corpus import cut_sentence, iter_sentences, pretokenize_files
+from elmo_core.apps.training.data import PAD_TARGET, TrainingStream, make_batch
+from elmo_core.apps.training.vocab import Vocabulary
 
 from .conftest import make_corpus, write_lines
 
@@ -148,7 +148,7 @@ def test_xz_and_plain_files_read_the_same_and_pretokenize_round_trips(tmp_path, 
 
 def test_training_stream_runs_on_raw_text_with_the_spacy_splitter(tmp_path):
     pytest.importorskip("spacy")
-    from elmo_core.apps.training import get_sentence_splitter
+    from elmo_core.apps.training.corpus import get_sentence_splitter
 
     split = get_sentence_splitter("spacy-en-sentences")
     assert split("Dr. Smith arrived. It rained!  Then it stopped.") == [
@@ -184,7 +184,7 @@ def test_prefetching_stream_yields_the_same_batches_and_positions(train_file, vo
 
 # ---------------------------------------------------------------------- held-out sentences
 def test_hold_out_sets_a_seeded_share_aside_and_keeps_the_order():
-    from elmo_core.apps.training import hold_out
+    from elmo_core.apps.training.corpus import hold_out
 
     lines = [f"sentence {i}" for i in range(100)] + ["  "]
     kept, held = hold_out(lines, 0.05, seed=3)
@@ -199,7 +199,7 @@ def test_hold_out_sets_a_seeded_share_aside_and_keeps_the_order():
 
 
 def test_hold_out_explains_a_bad_fraction_or_too_few_sentences():
-    from elmo_core.apps.training import hold_out
+    from elmo_core.apps.training.corpus import hold_out
 
     with pytest.raises(ValueError, match=r"held-out fraction must be in \(0, 1\), e\.g\. 0\.05; got 5\.0"):
         hold_out(["a", "b"], 5.0)

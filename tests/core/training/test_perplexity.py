@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from elmo_core.apps.training import make_batch
+from elmo_core.apps.training.data import make_batch
 from elmo_core.apps.training.perplexity import Perplexity, evaluate
 
 from .conftest import make_lm

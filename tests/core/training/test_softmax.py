@@ -36,7 +36,7 @@ def test_adaptive_log_prob_equals_the_module_with_gradients(monkeypatch, cluster
     softmax = _softmax()
     torch.manual_seed(1)
     # 101 rows: the head's products run on bucket_rows(101) = 104 rows and the largest
-    # cluster's on more rows than it has (elmo_core.runtime.shapes); the padding changes nothing.
+    # cluster's on more rows than it has (elmo_core.model.kernels); the padding changes nothing.
     hidden = torch.randn(101, 16)
     high = {"all": 300, "head only": 20, "second cluster empty": 100}[clusters_hit]
     target = torch.randint(0, high, (101,))

@@ -11,17 +11,19 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from elmo_core.apps.training import TrainingStream, Vocabulary, evaluate, make_batch
 from elmo_core.apps.training import trainer as trainer_module
+from elmo_core.apps.training.checkpoint import load_checkpoint_file
+from elmo_core.apps.training.data import TrainingStream, make_batch
+from elmo_core.apps.training.perplexity import evaluate
 from elmo_core.apps.training.trainer import (
     CHECKPOINT_NAME,
     LOG_NAME,
     RELEASE_EVERY,
     TrainConfig,
     Trainer,
-    load_checkpoint_file,
     make_optimizer,
 )
+from elmo_core.apps.training.vocab import Vocabulary
 from elmo_core.model.precision import cpu_bf16_support
 
 from .conftest import make_corpus, make_lm, write_lines
@@ -247,7 +249,7 @@ def test_two_gloo_processes_match_one_process_on_the_combined_batch(tmp_path):
 
 
 def test_fitting_twice_continues_where_the_first_fit_stopped(tmp_path, train_file, vocab):
-    from elmo_core.apps.training import PrefetchingStream
+    from elmo_core.apps.training.data import PrefetchingStream
 
     once: list[float] = []
     make_trainer(tmp_path, vocab, train_file, out="once", max_steps=6).fit(callback=lambda s, r: once.append(r.loss))
@@ -284,7 +286,7 @@ def early_stopping_trainer(tmp_path, vocab, train_file, patience, max_steps=100)
 
 
 def bilm_weights(folder):
-    from elmo_core.apps.training import load_language_model
+    from elmo_core.apps.training.model import load_language_model
 
     return load_language_model(folder)[0].bilm.state_dict()
 

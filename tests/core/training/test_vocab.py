@@ -4,8 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from elmo_core.apps.training import Vocabulary
-from elmo_core.apps.training.vocab import SPECIAL_TOKENS
+from elmo_core.apps.training.vocab import SPECIAL_TOKENS, Vocabulary
 
 
 def test_vocabulary_puts_specials_first_then_words_by_count():

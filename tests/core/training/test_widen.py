@@ -10,14 +10,10 @@ import torch
 from typer.testing import CliRunner
 
 from elmo_core.apps.cli import app
-from elmo_core.apps.training import (
-    BiLMLanguageModel,
-    evaluate,
-    load_language_model,
-    make_batch,
-    save_language_model,
-    widen_language_model,
-)
+from elmo_core.apps.training.data import make_batch
+from elmo_core.apps.training.model import BiLMLanguageModel, load_language_model, save_language_model
+from elmo_core.apps.training.perplexity import evaluate
+from elmo_core.apps.training.widen import widen_language_model
 from elmo_core.model.errors import ElmoError
 
 from .conftest import make_corpus, make_lm, make_lm_options, write_lines

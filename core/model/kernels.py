@@ -1,4 +1,9 @@
-"""Element-wise kernels of the training step, fused by `torch.compile` where it can build them.
+"""Kernels of the gradient paths: element-wise functions fused by `torch.compile`, and bucketed row counts.
+
+The char CNN's training path (`elmo_core.model.char_cnn_training`), the paired recurrence's
+written-out backward (`elmo_core.model.recurrence.paired_bptt`) and the trainer's softmax share them.
+
+## Fused element-wise kernels
 
 A training step of the biLM runs a few dozen element-wise operators per LSTM step and
 direction (the gates' sigmoids and tanhs, the cell update, their derivatives). Run one
@@ -16,22 +21,37 @@ not built yet, runs on torch's eager operators from then on: the same numbers, s
 debug, or where compiling is not wanted); `1`, empty or unset compiles; any other value is
 refused (`ELMO_COMPILE=false` would otherwise compile).
 
-torch keeps what it compiles in its compile cache folder (`TORCHINDUCTOR_CACHE_DIR`, by
-default `torchinductor_<user>` in the temporary folder), and creates that folder when it
-loads its compiler, which every torch optimizer does, compiled kernels or not. The `elmo`
-commands check the folder first (`use_writable_compile_cache`): where it cannot be written
-(a read-only file system, a path below a file), a run warns once and keeps the cache in a
-temporary folder of its own instead of stopping on a bare `[Errno 30]`.
+## Bucketed row counts
+
+Row counts of a training step's matrix products are rounded up so that their kernels are reused.
+
+On a CPU, torch runs bf16 matrix products through oneDNN, which generates a kernel for
+each new shape (its "primitive") and keeps the last 1,024 in a cache. Every training
+batch has its own number of positions, distinct words and predictions, so nearly every
+large product of a step would have a shape no earlier step had. With the default shape on
+a CPU with AMX, most of a step's products are then created anew, and creating them costs
+a large part of what running them does (`ONEDNN_VERBOSE=2` shows it;
+`benchmarks/bench_train.py` draws fresh batches for each repeat, docs/results/speed-memory.md).
+float32 products go to MKL, which creates nothing per shape.
+
+The training path therefore computes its large products over rows padded up to
+`bucket_rows(n)`: 16 sizes per power of two, so at most 6.25% of the rows are padding
+(3% on average) and a run meets a few dozen row counts per product, each created once.
+The padding rows hold zeros (or a padding word) and receive zero gradient, so the values
+and gradients of the real rows are those of the unpadded products up to float rounding
+(the shapes: `tests/core/model/test_kernels.py`; the values: the softmax's, char CNN's and paired
+recurrence's own tests, at row counts that are padded).
+
+torch keeps what it compiles in its compile cache folder (`TORCHINDUCTOR_CACHE_DIR`); the
+`elmo` commands make sure it is writable first (`elmo_core.apps.cli.process`).
 """
 
 from __future__ import annotations
 
-import atexit
 import functools
 import getpass
 import os
 import re
-import shutil
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -40,15 +60,15 @@ from typing import Any, TypeVar
 
 import torch
 
-from ..model.errors import ElmoError
-
 __all__ = [
+    "BUCKETS_PER_OCTAVE",
     "CACHE_VARIABLE",
+    "bucket_rows",
     "compile_cache_folder",
     "compile_enabled",
     "fused_kernel",
     "fused_rowwise",
-    "use_writable_compile_cache",
+    "pad_rows",
 ]
 
 CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
@@ -85,55 +105,6 @@ def compile_cache_folder() -> Path:
             user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
         folder = os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
     return Path(os.path.abspath(folder))
-
-
-def use_writable_compile_cache() -> None:
-    """For the `elmo` commands, which own their process: a compile cache folder they can write.
-
-    torch creates its compile cache folder when it loads its compiler (every torch
-    optimizer does, even with `ELMO_COMPILE=0`), and stops with a bare OSError where it
-    cannot. When the folder cannot be created or written, this points
-    `TORCHINDUCTOR_CACHE_DIR` at a new temporary folder, deleted when the process ends, and
-    warns once (`RuntimeWarning`) naming the folder and the ways out; with `ELMO_COMPILE=0`
-    nothing is compiled, and the switch is silent.
-
-    Raises:
-        ElmoError: if no temporary folder can be made either (one line: which folder, and
-            how to point `TORCHINDUCTOR_CACHE_DIR` at a writable one).
-    """
-    folder = compile_cache_folder()
-    problem = _unwritable(folder)
-    if problem is None:
-        return
-    try:
-        spare = tempfile.mkdtemp(prefix="elmo-compile-cache-")
-    except OSError as err:
-        raise ElmoError(
-            f"the compile cache folder {folder} ({CACHE_VARIABLE}) is not writable ({problem}), and no temporary "
-            f"folder can be made instead ({err.strerror or err}). torch needs one to train, even with ELMO_COMPILE=0: "
-            f"set {CACHE_VARIABLE} to a writable folder (e.g. one inside --out)."
-        ) from None
-    atexit.register(shutil.rmtree, spare, ignore_errors=True)
-    os.environ[CACHE_VARIABLE] = spare
-    if compile_enabled():
-        warnings.warn(
-            f"the compile cache folder {folder} ({CACHE_VARIABLE}) is not writable ({problem}); this run keeps "
-            f"torch's compiled kernels in the temporary folder {spare}, deleted at the end. Set {CACHE_VARIABLE} "
-            "to a writable folder to keep them between runs, or ELMO_COMPILE=0 to train without compiling.",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-
-
-def _unwritable(folder: Path) -> str | None:
-    """Why `folder` cannot be created or written (the OS's words), or None when it can."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as err:
-        return f"{err.strerror or err}" if err.errno else str(err)
-    return None
 
 
 def fused_kernel(fn: F) -> F:
@@ -209,3 +180,40 @@ def _compiled_or_eager(fn: Callable[..., Any], eager: Callable[..., Any] | None 
             return run_eager(*args)
 
     return call
+
+
+BUCKETS_PER_OCTAVE = 16
+"""Row counts per power of two that `bucket_rows` rounds to (2**4: at most 1/16 padding)."""
+
+
+def bucket_rows(n: int) -> int:
+    """`n` rounded up to a multiple of 2**(floor(log2 n) - 4): the next of 16 sizes per power of two.
+
+    Counts up to 32 stay as they are; above, the padding is less than n / 16 (e.g. 7,060
+    -> 7,168, 4,095 -> 4,096, 141 -> 144).
+
+    Raises:
+        ValueError: for n < 0.
+    """
+    if n < 0:
+        raise ValueError(f"a row count must be >= 0; got {n}.")
+    unit = 1 << max(0, n.bit_length() - 1 - (BUCKETS_PER_OCTAVE.bit_length() - 1))  # 2**(floor(log2 n) - 4)
+    return -(-n // unit) * unit
+
+
+def pad_rows(x: torch.Tensor, rows: int, value: float = 0) -> torch.Tensor:
+    """`x` with rows of `value` appended along dim 0 up to `rows` (`x` itself when it has them).
+
+    Differentiable: the padding rows' gradient is dropped.
+
+    Shape: x [n, ...] -> [rows, ...]
+
+    Raises:
+        ValueError: if `rows` < n.
+    """
+    n = x.shape[0]
+    if rows < n:
+        raise ValueError(f"cannot pad {n} rows to {rows}: rows must be >= {n}.")
+    if rows == n:
+        return x
+    return torch.cat([x, x.new_full((rows - n, *x.shape[1:]), value)])

@@ -1,36 +1,6 @@
-"""How the biLM's LSTM recurrence runs: the step loop, fused kernels, or both directions
-together at a fixed shape (replayable as a CUDA graph).
-
-Four ways to compute the same thing (`BiLM.recurrence`, set with `set_recurrence`):
-
-    "step"      the cell's own loop (`LSTMCellWithProjection`): per direction and layer,
-                step t runs on the rows still going (rows sorted by length). Python
-                launches a handful of small kernels per step. The CPU reference.
-    "fused"     clip-free cells only: one `torch.lstm` call per direction and layer
-                (cuDNN on a GPU, torch's native loop on the CPU). See `lstm.py`.
-    "paired"    both directions of a layer in one batched product per step, over a
-                fixed [steps, batch] shape: every row runs every step, a mask freezes a
-                row's state after its own last token and zeroes its outputs there, so
-                no row's numbers depend on another row or on the padding. Half the
-                launches of "step", and no shape depends on the data.
-    "captured"  "paired" recorded once per bucketed (batch, steps) shape as a CUDA graph
-                (`torch.cuda.CUDAGraph`) and replayed: one launch per batch, no Python
-                per step. CUDA only; inference only (no gradient, not stateful).
-
-    "auto" (the default) keeps the step loop on the CPU for inference, for every model
-    (in float32 run on columns, `elmo_core.model.lstm`). torch's CPU LSTM with
-    projections is a per-step loop too, and "fused" computes the padding of the padded
-    batch: it was the slower of the two there (`benchmarks/bench_core.py`,
-    docs/results/speed-memory.md). Training a clip-free, stateless biLM
-    on the CPU (a gradient flows into the LSTMs) takes "paired", which then runs
-    `elmo_core.runtime.paired_bptt`: one autograd Function per layer with the backward through
-    time written out (`benchmarks/bench_train.py`). On CUDA it picks "fused" (cuDNN)
-    for clip-free float cells and, for cells with clips (the published models, which
-    cuDNN cannot compute), "captured" when nothing needs a gradient and the biLM is not
-    stateful, else "step".
-
-All four agree up to float rounding (tested at atol 2e-6 on the CPU); clips, the +1
-forget bias, the residual connection and dropout are applied as in `LSTMStack`.
+"""Both directions of a layer in one batched product per step ("paired"), and the same
+computation replayed as CUDA graphs ("captured"): two of the recurrence's paths
+(`elmo_core.model.recurrence` chooses among them).
 
 The paired step, for a layer with input x (both directions stacked on a leading axis
 of 2; the backward direction reads each row reversed over its own length):
@@ -51,137 +21,11 @@ from collections import OrderedDict
 
 import torch
 
-from ..model.bilm import BiLM, StackOutputs, reverse_index
-from ..model.lstm import FORGET_BIAS, LSTMStack, lstm_gates
 from .dropout import fast_dropout
-from .threads import directions_side_by_side, forward_threads, run_side_by_side
-from .token_cache import DEFAULT_TOKEN_CACHE_WORDS, TokenCache
+from .lstm import FORGET_BIAS, LSTMStack, lstm_gates, reverse_index
+from .paired_bptt import paired_training_stacks
 
-__all__ = [
-    "RECURRENCES",
-    "CapturedRecurrence",
-    "Recurrence",
-    "bucket_shape",
-    "paired_stacks",
-    "resolve_recurrence",
-    "set_recurrence",
-]
-
-RECURRENCES = ("auto", "step", "fused", "paired", "captured")
-
-
-class Recurrence:
-    """How a `BiLM` runs its LSTMs here: the path `mode` resolves to, and the thread rule.
-
-    Handed to a biLM as `bilm.recurrence` (by `set_recurrence` or `attach_runtime`); the
-    biLM calls it for both stacks of every forward pass and runs the whole pass inside
-    `threads(device)` (`elmo_core.runtime.threads.forward_threads`).
-
-    Args:
-        mode: One of RECURRENCES (see the module docstring).
-
-    Raises:
-        ValueError: for an unknown mode.
-    """
-
-    def __init__(self, mode: str = "auto") -> None:
-        if mode not in RECURRENCES:
-            raise ValueError(f"recurrence must be one of {', '.join(RECURRENCES)}; got {mode!r}.")
-        self.mode = mode
-        self.captured = CapturedRecurrence()
-
-    def __repr__(self) -> str:
-        return f"Recurrence({self.mode!r})"
-
-    def threads(self, device: torch.device) -> contextlib.AbstractContextManager:
-        """No more CPU threads than there are free CPUs (a taken core stalls every step)."""
-        return forward_threads(device)
-
-    def __call__(self, bilm: BiLM, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
-        """Both stacks of `bilm` by the path `mode` resolves to; rows in batch order on the
-        paired and captured paths, sorted longest first on the others."""
-        stacks = (bilm.forward_layers, bilm.backward_layers)
-        # A gradient flows through the stacks when their weights train, or when only the
-        # char CNN does (its vectors `tokens` then carry the graph): either way no CUDA
-        # graph replay, which would cut the graph at its static input buffers.
-        trainable = tokens.requires_grad or any(p.requires_grad for s in stacks for p in s.parameters())
-        needs_grad = torch.is_grad_enabled() and trainable
-        path = resolve_recurrence(self.mode, stacks, tokens.device, needs_grad, bilm.stateful)
-        if path in ("paired", "captured"):
-            run = paired_stacks if path == "paired" else self.captured
-            forward_out, backward_out = run(stacks, tokens, lengths)  # time-major, batch order
-            return forward_out, backward_out, torch.arange(tokens.shape[0], device=tokens.device)
-        lstm = bilm.options.lstm
-        split = directions_side_by_side(tokens.device, 4 * lstm.dim * lstm.projection_dim)
-        run_directions = (lambda first, second: run_side_by_side(first, second, split)) if split else None
-        return bilm.run_sorted(tokens, lengths, fused=path == "fused", run_directions=run_directions)
-
-
-def set_recurrence(module: torch.nn.Module, mode: str = "auto") -> torch.nn.Module:
-    """Hand every `BiLM` inside `module` a `Recurrence(mode)` (see the module docstring).
-
-    Args:
-        module: An `Elmo`, `BiLM`, `BiLMLanguageModel` or anything containing a `BiLM`.
-        mode: One of RECURRENCES. "auto" is the default. "step" runs the cell's own loop
-            everywhere, with every faster path off.
-
-    Returns:
-        `module`, changed in place.
-
-    Raises:
-        ValueError: for an unknown mode.
-    """
-    Recurrence(mode)  # an unknown mode is refused before any biLM changes
-    for bilm in module.modules():
-        if isinstance(bilm, BiLM):
-            if bilm.recurrence is None and bilm.token_cache is None:  # no runtime yet: the default cache too
-                bilm.token_cache = TokenCache(DEFAULT_TOKEN_CACHE_WORDS)
-            bilm.recurrence = Recurrence(mode)  # one each: its captured graphs are its own
-    return module
-
-
-def resolve_recurrence(
-    mode: str, stacks: tuple[LSTMStack, LSTMStack], device: torch.device, needs_grad: bool, stateful: bool
-) -> str:
-    """The concrete path ("step", "fused", "paired" or "captured") that `mode` means here.
-
-    Raises:
-        ValueError: when the asked path cannot compute this model exactly: "fused" with
-            clips or int8 cells; "paired" int8 or stateful; "captured" off CUDA, with
-            gradients, int8 or stateful.
-    """
-    cells = [cell for stack in stacks for cell in stack.layers]
-    can_fuse = all(cell.can_fuse for cell in cells)
-    can_capture = device.type == "cuda" and not needs_grad and not stateful and not _quantized(cells)
-    if mode == "auto":
-        if device.type != "cuda":
-            # Training a clip-free biLM: both directions per step and a written-out
-            # backward (`elmo_core.runtime.paired_bptt`); everything else keeps the step loop.
-            return "paired" if needs_grad and can_fuse and not stateful else "step"
-        if can_fuse:
-            return "fused"
-        return "captured" if can_capture else "step"
-    if mode == "fused" and not can_fuse:
-        raise ValueError(
-            "recurrence='fused' needs cells without cell_clip/proj_clip and with float (not int8) "
-            "weights: torch's fused LSTM kernels cannot clip. Use 'auto', which falls back to the step loop."
-        )
-    if mode == "captured" and not can_capture:
-        raise ValueError(
-            "recurrence='captured' replays CUDA graphs: it needs the model on a CUDA device, no "
-            f"gradient, stateful=False and float weights; here device={device}, needs_grad={needs_grad}, "
-            f"stateful={stateful}. Use 'auto' (or 'paired', the same computation without the graph)."
-        )
-    if mode == "paired" and (_quantized(cells) or stateful):
-        raise ValueError(
-            "recurrence='paired' needs float weights and starts every row from zero: an int8 or "
-            "stateful biLM runs the step loop ('auto' or 'step')."
-        )
-    return mode
-
-
-def _quantized(cells) -> bool:  # noqa: ANN001
-    return not all(cell.has_float_linears for cell in cells)
+__all__ = ["CapturedRecurrence", "bucket_shape", "paired_stacks"]
 
 
 def bucket_shape(batch_size: int, num_steps: int) -> tuple[int, int]:
@@ -265,8 +109,6 @@ def paired_stacks(
     cells = [cell for stack in stacks for cell in stack.layers]
     needs_grad = torch.is_grad_enabled() and any(p.requires_grad for s in stacks for p in s.parameters())
     if needs_grad and all(cell.can_fuse for cell in cells) and bool((lengths > 0).all()):
-        from .paired_bptt import paired_training_stacks  # it imports this module
-
         return paired_training_stacks(stacks, tokens, lengths)
     num_steps = tokens.shape[1]
     x = tokens.transpose(0, 1)  # [steps, batch, P]

@@ -43,24 +43,38 @@ clip, so they keep the step loop. Which path a `BiLM` takes is chosen in `recurr
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from .precision import WEIGHT_DTYPE, bf16_linear, bf16_weight, cpu_bf16_active
+from ..precision import WEIGHT_DTYPE, bf16_linear, bf16_weight, cpu_bf16_active
 
 __all__ = [
     "LSTMCellWithProjection",
     "LSTMStack",
     "LSTMState",
+    "RunDirections",
+    "StackOutputs",
     "compile_recurrence",
     "lstm_gates",
+    "reverse_index",
 ]
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
 """(h [batch, projection_dim], c [batch, dim]) of one layer."""
+
+StackOutputs = tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]
+"""What running both LSTM stacks gives: each layer's output per direction, time-major
+([steps, batch, P]; the backward outputs already in forward time order), and `order`:
+row r of the outputs is batch row `order[r]`."""
+
+
+StackRun = tuple[list[torch.Tensor], list[LSTMState]]
+RunDirections = Callable[[Callable[[], StackRun], Callable[[], StackRun]], tuple[StackRun, StackRun]]
+"""Runs the forward and the backward stack (two callables) and returns both results."""
 
 FORGET_BIAS = 1.0  # TensorFlow LSTMCell's default, added at run time
 
@@ -139,6 +153,18 @@ def compile_recurrence(module: nn.Module, enabled: bool = True) -> nn.Module:
         if isinstance(cell, LSTMCellWithProjection):
             cell.compile_recurrence = enabled
     return module
+
+
+def reverse_index(lengths: torch.Tensor, num_steps: int) -> torch.Tensor:
+    """Index that reverses each row over its own length and leaves its padding in place.
+
+    Used with `gather` on a time-major tensor; it is its own inverse.
+
+    Shape: lengths [batch] int64 -> [num_steps, batch] int64
+    """
+    steps = torch.arange(num_steps, device=lengths.device)[:, None]  # [steps, 1]
+    row_len = lengths[None, :]  # [1, batch]
+    return torch.where(steps < row_len, row_len - 1 - steps, steps)
 
 
 class LSTMCellWithProjection(nn.Module):

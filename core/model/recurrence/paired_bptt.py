@@ -28,14 +28,14 @@ steps at the end rather than one small one per step:
 
 The products over all steps run on `bucket_rows(steps * batch)` rows, zero past the real
 ones, and each step's products on fresh, contiguous operands, so that a run meets a few
-shapes per product and oneDNN reuses its kernels for them (`elmo_core.runtime.shapes`).
+shapes per product and oneDNN reuses its kernels for them (`elmo_core.model.kernels`).
 
 The products run in the autocast dtype when autocast is on (bf16 on a CPU with
 AVX512-BF16), the cell state and every element-wise operation in float32, forward and
 backward; the step loop under autocast instead keeps the whole state in the autocast
 dtype. Each step's element-wise work is one kernel forward (`cell_forward`) and one
 backward (`cell_backward`), fused by torch.compile where it can build them
-(`elmo_core.runtime.compiled`); the forward keeps the gates and tanh(c) for the backward.
+(`elmo_core.model.kernels`); the forward keeps the gates and tanh(c) for the backward.
 Only clip-free cells (`LSTMCellWithProjection.can_fuse`) take this path: with
 clips, `recurrence.py` keeps the autograd loops. Same values as the step loop up to float
 rounding, gradients included (`tests/core/test_paired_bptt.py`).
@@ -45,11 +45,9 @@ from __future__ import annotations
 
 import torch
 
-from ..model.lstm import FORGET_BIAS, LSTMStack
-from .compiled import fused_kernel
+from ..kernels import bucket_rows, fused_kernel
 from .dropout import fast_dropout
-from .recurrence import reverse_index
-from .shapes import bucket_rows
+from .lstm import FORGET_BIAS, LSTMStack, reverse_index
 
 __all__ = ["paired_training_stacks"]
 
@@ -177,7 +175,7 @@ class _PairedRecurrence(torch.autograd.Function):
     [2, D, P] (one dtype, the products' one) -> out [2, steps, batch, P] in that dtype,
     zero where a row has ended. `batch_sizes[t]` rows run at step t (rows sorted longest
     first). The products over all steps run on `bucket_rows(steps * batch)` rows, zero
-    past the real ones (`elmo_core.runtime.shapes`), and every per-step product on fresh,
+    past the real ones (`elmo_core.model.kernels`), and every per-step product on fresh,
     contiguous operands, so that oneDNN meets a few shapes per run and reuses their kernels.
     """
 

@@ -29,7 +29,7 @@ ids are padded instead and each bank's windows past its own last start in the mo
 (`max_characters_per_token - width`) are left out of the max.
 
 Rows: the words are padded with words of padding characters up to `bucket_rows(words)`,
-whose outputs are dropped, so that the products meet few shapes (`elmo_core.runtime.shapes`).
+whose outputs are dropped, so that the products meet few shapes (`elmo_core.model.kernels`).
 
 Values: the model's up to float rounding, gradients included; under autocast the products
 run in the autocast dtype and the max, bias and activation in float32
@@ -46,9 +46,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..model.char_cnn import PADDING_ID, CharCNN
-from .compiled import fused_kernel
-from .shapes import bucket_rows, pad_rows
+from .char_cnn import PADDING_ID, CharCNN
+from .kernels import bucket_rows, fused_kernel, pad_rows
 
 __all__ = ["encode_for_training"]
 

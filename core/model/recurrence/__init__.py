@@ -1,0 +1,172 @@
+"""How the biLM's LSTMs run: every path, and the chooser (`Recurrence`) that picks one.
+
+This package is the one place to read how the recurrence is computed:
+
+    lstm.py          the cell (`LSTMCellWithProjection`) and a one-direction stack
+                     (`LSTMStack`): the step loop on rows, the same loop on columns
+                     (float32 inference on the CPU) and torch's fused LSTM. A `BiLM`
+                     handed no `Recurrence` runs these: the reference.
+    paired.py        both directions of a layer in one batched product per step
+                     ("paired"), and the same recorded as CUDA graphs ("captured").
+    paired_bptt.py   "paired" with the backward through time written out, for a
+                     gradient pass (pretraining and fine-tuning).
+    dropout.py       the dropout on each LSTM layer's input during training.
+
+Four ways to compute the same thing (`BiLM.recurrence`, set with
+`elmo_core.runtime.attach.set_recurrence`):
+
+    "step"      the cell's own loop (`LSTMCellWithProjection`): per direction and layer,
+                step t runs on the rows still going (rows sorted by length). Python
+                launches a handful of small kernels per step. The CPU reference.
+    "fused"     clip-free cells only: one `torch.lstm` call per direction and layer
+                (cuDNN on a GPU, torch's native loop on the CPU). See `lstm.py`.
+    "paired"    both directions of a layer in one batched product per step, over a
+                fixed [steps, batch] shape: every row runs every step, a mask freezes a
+                row's state after its own last token and zeroes its outputs there, so
+                no row's numbers depend on another row or on the padding. Half the
+                launches of "step", and no shape depends on the data.
+    "captured"  "paired" recorded once per bucketed (batch, steps) shape as a CUDA graph
+                (`torch.cuda.CUDAGraph`) and replayed: one launch per batch, no Python
+                per step. CUDA only; inference only (no gradient, not stateful).
+
+"auto" (the default) keeps the step loop on the CPU for inference, for every model (in
+float32 run on columns, `lstm.py`). torch's CPU LSTM with projections is a per-step loop
+too, and "fused" computes the padding of the padded batch: it was the slower of the two
+there (`benchmarks/bench_core.py`, docs/results/speed-memory.md). A gradient pass through
+a clip-free, stateless biLM on the CPU takes "paired", which then runs `paired_bptt.py`:
+one autograd Function per layer with the backward through time written out
+(`benchmarks/bench_train.py`). On CUDA it picks "fused" (cuDNN) for clip-free float cells
+and, for cells with clips (the published models, which cuDNN cannot compute), "captured"
+when nothing needs a gradient and the biLM is not stateful, else "step".
+
+All four agree up to float rounding (tested at atol 2e-6 on the CPU); clips, the +1
+forget bias, the residual connection and dropout are applied as in `LSTMStack`.
+
+The thread rule (how many CPU threads a pass uses, and whether the two directions run
+side by side) is a part the runtime hands in (`ThreadRule`, `elmo_core.runtime.threads`):
+this package imports nothing outside the model.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Protocol
+
+import torch
+
+from .lstm import LSTMStack, RunDirections, StackOutputs
+from .paired import CapturedRecurrence, paired_stacks
+
+if TYPE_CHECKING:
+    from ..bilm import BiLM
+
+__all__ = ["RECURRENCES", "Recurrence", "ThreadRule", "resolve_recurrence"]
+
+RECURRENCES = ("auto", "step", "fused", "paired", "captured")
+
+
+class ThreadRule(Protocol):
+    """How a forward pass uses CPU threads (the runtime's is `elmo_core.runtime.threads.THREAD_RULE`)."""
+
+    def forward(self, device: torch.device) -> AbstractContextManager:
+        """The context a whole forward pass on `device` runs in."""
+        ...
+
+    def run_directions(self, device: torch.device, recurrent_weights: int) -> RunDirections | None:
+        """How to run the two directions (e.g. side by side on separate cores); None: one after the other."""
+        ...
+
+
+class Recurrence:
+    """How a `BiLM` runs its LSTMs here: the path `mode` resolves to, and the thread rule.
+
+    Handed to a biLM as `bilm.recurrence` (by `elmo_core.runtime.attach`, which gives it
+    the runtime's thread rule); the biLM calls it for both stacks of every forward pass
+    and runs the whole pass inside `threads(device)`.
+
+    Args:
+        mode: One of RECURRENCES (see the module docstring).
+        thread_rule: How a pass uses CPU threads (`ThreadRule`); None: torch's threads as
+            they are, and the two directions one after the other.
+
+    Raises:
+        ValueError: for an unknown mode.
+    """
+
+    def __init__(self, mode: str = "auto", thread_rule: ThreadRule | None = None) -> None:
+        if mode not in RECURRENCES:
+            raise ValueError(f"recurrence must be one of {', '.join(RECURRENCES)}; got {mode!r}.")
+        self.mode = mode
+        self.thread_rule = thread_rule
+        self.captured = CapturedRecurrence()
+
+    def __repr__(self) -> str:
+        return f"Recurrence({self.mode!r})"
+
+    def threads(self, device: torch.device) -> AbstractContextManager:
+        """The thread rule's context for a whole forward pass on `device`."""
+        return nullcontext() if self.thread_rule is None else self.thread_rule.forward(device)
+
+    def __call__(self, bilm: BiLM, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
+        """Both stacks of `bilm` by the path `mode` resolves to; rows in batch order on the
+        paired and captured paths, sorted longest first on the others."""
+        stacks = (bilm.forward_layers, bilm.backward_layers)
+        # A gradient flows through the stacks when their weights train, or when only the
+        # char CNN does (its vectors `tokens` then carry the graph): either way no CUDA
+        # graph replay, which would cut the graph at its static input buffers.
+        trainable = tokens.requires_grad or any(p.requires_grad for s in stacks for p in s.parameters())
+        needs_grad = torch.is_grad_enabled() and trainable
+        path = resolve_recurrence(self.mode, stacks, tokens.device, needs_grad, bilm.stateful)
+        if path in ("paired", "captured"):
+            run = paired_stacks if path == "paired" else self.captured
+            forward_out, backward_out = run(stacks, tokens, lengths)  # time-major, batch order
+            return forward_out, backward_out, torch.arange(tokens.shape[0], device=tokens.device)
+        lstm = bilm.options.lstm
+        run_directions = None
+        if self.thread_rule is not None:
+            run_directions = self.thread_rule.run_directions(tokens.device, 4 * lstm.dim * lstm.projection_dim)
+        return bilm.run_sorted(tokens, lengths, fused=path == "fused", run_directions=run_directions)
+
+
+def resolve_recurrence(
+    mode: str, stacks: tuple[LSTMStack, LSTMStack], device: torch.device, needs_grad: bool, stateful: bool
+) -> str:
+    """The concrete path ("step", "fused", "paired" or "captured") that `mode` means here.
+
+    Raises:
+        ValueError: when the asked path cannot compute this model exactly: "fused" with
+            clips or int8 cells; "paired" int8 or stateful; "captured" off CUDA, with
+            gradients, int8 or stateful.
+    """
+    cells = [cell for stack in stacks for cell in stack.layers]
+    can_fuse = all(cell.can_fuse for cell in cells)
+    can_capture = device.type == "cuda" and not needs_grad and not stateful and not _quantized(cells)
+    if mode == "auto":
+        if device.type != "cuda":
+            # Training a clip-free biLM: both directions per step and a written-out
+            # backward (`elmo_core.model.recurrence.paired_bptt`); everything else keeps the step loop.
+            return "paired" if needs_grad and can_fuse and not stateful else "step"
+        if can_fuse:
+            return "fused"
+        return "captured" if can_capture else "step"
+    if mode == "fused" and not can_fuse:
+        raise ValueError(
+            "recurrence='fused' needs cells without cell_clip/proj_clip and with float (not int8) "
+            "weights: torch's fused LSTM kernels cannot clip. Use 'auto', which falls back to the step loop."
+        )
+    if mode == "captured" and not can_capture:
+        raise ValueError(
+            "recurrence='captured' replays CUDA graphs: it needs the model on a CUDA device, no "
+            f"gradient, stateful=False and float weights; here device={device}, needs_grad={needs_grad}, "
+            f"stateful={stateful}. Use 'auto' (or 'paired', the same computation without the graph)."
+        )
+    if mode == "paired" and (_quantized(cells) or stateful):
+        raise ValueError(
+            "recurrence='paired' needs float weights and starts every row from zero: an int8 or "
+            "stateful biLM runs the step loop ('auto' or 'step')."
+        )
+    return mode
+
+
+def _quantized(cells) -> bool:  # noqa: ANN001
+    return not all(cell.has_float_linears for cell in cells)
