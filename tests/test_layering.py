@@ -84,21 +84,112 @@ def test_every_core_module_belongs_to_a_layer():
     )
 
 
-FACE_PATHS = {"elmo_core", "elmo_core.model", "elmo_core.runtime", "elmo_core.files"}
-"""What the faces import the core from: its public API and the three lower layers' packages."""
-
-
 @pytest.mark.parametrize("face", ["spacy_elmo", "hf_elmo"])
-def test_faces_import_the_core_through_its_packages_only(face):
+def test_faces_import_no_private_name_of_the_core(face):
+    """A face imports the core's public API or a module's public names, never a `_name`."""
     reached = {}
     for path in sorted((REPO / face).rglob("*.py")):
         if path.parent.name == "remote_code" and path.name.endswith("_elmo.py"):
             continue  # generated: imports nothing of elmo-bilm (tests/hf_elmo/test_remote_code.py)
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("elmo_core"):
-                if node.module not in FACE_PATHS:
-                    reached[f"{path.relative_to(REPO)}:{node.lineno}"] = node.module
+                private = [a.name for a in node.names if a.name.startswith("_") and a.name != "__version__"]
+                if private or any(part.startswith("_") for part in node.module.split(".")[1:]):
+                    reached[f"{path.relative_to(REPO)}:{node.lineno}"] = (node.module, private)
     assert reached == {}
+
+
+LIBRARY = {"elmo_core": REPO / "core", "spacy_elmo": REPO / "spacy_elmo", "hf_elmo": REPO / "hf_elmo"}
+
+
+def _module_name(package: str, folder: Path, path: Path) -> str:
+    parts = list(path.relative_to(folder).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join([package, *parts])
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each library module -> the library modules it imports (at top level or inside a
+    function; imports only for type checkers are left out: they never run)."""
+    modules = {}
+    for package, folder in LIBRARY.items():
+        for path in sorted(folder.rglob("*.py")):
+            if path.parent.name == "remote_code" and path.name.endswith("_elmo.py"):
+                continue
+            modules[_module_name(package, folder, path)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        here = name.split(".") if is_package else name.split(".")[:-1]
+        edges = set()
+        stack: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"))]
+        while stack:
+            node = stack.pop()
+            if _is_type_checking(node):
+                continue
+            stack.extend(ast.iter_child_nodes(node))
+            if isinstance(node, ast.ImportFrom):
+                base = here[: len(here) - (node.level - 1)] if node.level else []
+                module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+                for alias in node.names:
+                    target = f"{module}.{alias.name}" if f"{module}.{alias.name}" in modules else module
+                    if target in modules:
+                        edges.add(target)
+            elif isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names if a.name in modules}
+        graph[name] = edges - {name}
+    return graph
+
+
+def test_no_import_circle_anywhere_in_the_library():
+    graph = import_graph()
+    assert "elmo_core.model.recurrence.lstm" in graph["elmo_core.model.bilm"]  # the graph sees relative imports
+    circles = []
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                circles.append(" -> ".join([*path[path.index(nxt) :], nxt]))
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert circles == []
+
+
+def test_the_recurrence_package_holds_every_path_and_imports_only_the_model():
+    """How the LSTM runs is answered in one package: the step loop, the paired and captured
+    paths, the written-out backward, and the chooser; the runtime hands in its thread rule."""
+    graph = import_graph()
+    recurrence = {m for m in graph if m.startswith("elmo_core.model.recurrence")}
+    assert recurrence == {
+        "elmo_core.model.recurrence",
+        "elmo_core.model.recurrence.dropout",
+        "elmo_core.model.recurrence.lstm",
+        "elmo_core.model.recurrence.paired",
+        "elmo_core.model.recurrence.paired_bptt",
+    }
+    reached = {t for m in recurrence for t in graph[m]}
+    assert all(t.startswith("elmo_core.model.") for t in reached), sorted(reached)
+
+
+def test_no_two_core_modules_share_a_name():
+    """One concept, one module (`apps/cli/` is named for the `elmo` commands, one module each)."""
+    names: dict[str, list[str]] = {}
+    for path in sorted((REPO / "core").rglob("*.py")):
+        if path.name != "__init__.py" and path.parent.name != "cli":
+            names.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    assert {n: p for n, p in names.items() if len(p) > 1} == {}
 
 
 def test_importing_elmo_core_loads_no_framework_and_no_h5py():

@@ -225,7 +225,7 @@ def count_non_finite(values: torch.Tensor | np.ndarray, rows_per_block: int | No
         values: A tensor (a weight), or a numpy block of a file being read. A numpy
             block is counted with numpy: counting the blocks through torch raised the
             peak memory of reading an hdf5 file by about the size of its weights
-            (tests/core/test_memory.py).
+            (tests/core/runtime/test_memory.py).
         rows_per_block: Count a tensor this many rows (axis 0) at a time, so that the
             temporaries stay small for a large tensor; None counts it at once.
     """

@@ -33,7 +33,7 @@ whose outputs are dropped, so that the products meet few shapes (`elmo_core.mode
 
 Values: the model's up to float rounding, gradients included; under autocast the products
 run in the autocast dtype and the max, bias and activation in float32
-(`tests/core/test_char_cnn_training.py`). Source: Kim et al. 2016; bilm-tf's char CNN
+(`tests/core/model/test_char_cnn_training.py`). Source: Kim et al. 2016; bilm-tf's char CNN
 (docs/bilm_tf.md §3), whose convolutions run over all slots (`VALID` padding).
 """
 

@@ -12,7 +12,7 @@ by one, each reads and writes its [2, rows, 4D] operands again and pays a launch
 by TorchInductor (`torch.compile`, which generates one C++/OpenMP loop per function on
 the CPU and one Triton kernel on CUDA), each function here becomes one pass over its
 operands. The compiled code computes the same float32 expressions, so it agrees with
-the eager operators up to float rounding (`tests/core/test_paired_bptt.py`).
+the eager operators up to float rounding (`tests/core/model/recurrence/test_paired_bptt.py`).
 
 Compilation needs a C++ compiler on the CPU (Triton on CUDA). Where it cannot build a
 kernel, that call warns (once per process) and every fused function, this one and those

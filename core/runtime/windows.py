@@ -23,7 +23,7 @@ token alone and is unchanged. The LSTM layers differ from a whole-sequence run b
 amount that shrinks with the distance to the cut; with the default `context` the kept
 tokens are at least 128 tokens away from any cut. Inputs no longer than
 `window_tokens` are never cut, so their vectors are exactly those of a run without
-windows. `tests/core/test_windows.py` measures the differences on a small model.
+windows. `tests/core/runtime/test_windows.py` measures the differences on a small model.
 
 `read_in_windows` reads a padded batch of char ids this way (hf_elmo's `ElmoModel.forward`),
 keeping autograd intact; `run_in_windows` reads token lists this way for `embed_sentences`,

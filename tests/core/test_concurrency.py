@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from elmo_core import embed_sentences
-
-from ..conftest import make_tiny_elmo
+from tests.conftest import make_tiny_elmo
 
 SENTENCES = [[f"w{j}" for j in range(1 + k % 9)] for k in range(12)] + [["hello", "my", "name", "is", "mud", "."]]
 
@@ -46,8 +45,7 @@ def test_two_threads_on_one_model_match_one_thread(training):
 def test_concurrent_first_embeds_of_a_hand_built_model_attach_its_runtime_once(monkeypatch):
     from elmo_core.model.elmo import Elmo
     from elmo_core.runtime import embedding
-
-    from ..spacy_elmo.test_concurrency import _counting_loads, _first_calls_at_once
+    from tests.spacy_elmo.test_concurrency import _counting_loads, _first_calls_at_once
 
     built = make_tiny_elmo()
     expected = embed_sentences(built, SENTENCES, layers="all")

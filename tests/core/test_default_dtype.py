@@ -12,8 +12,7 @@ import torch
 
 from elmo_core import Elmo, embed_sentences, load_bilm_tf, load_elmo, load_model_folder, save_model_folder
 from elmo_core.runtime.attach import attach_runtime
-
-from ..conftest import make_tiny_elmo, make_tiny_options
+from tests.conftest import make_tiny_elmo, make_tiny_options
 
 SENTENCES = [["The", "river", "bank", "flooded", "."], ["naïve", "x"]]
 OTHER_DEFAULTS = [torch.bfloat16, torch.float64, torch.float16]

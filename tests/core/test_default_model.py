@@ -11,8 +11,7 @@ import pytest
 
 from elmo_core import embed_sentences, load_model_folder
 from elmo_core.files.model_folder import DEFAULT_MODEL_DIR, default_model_dir
-
-from ..conftest import SHARED
+from tests.conftest import SHARED
 
 pytestmark = pytest.mark.skipif(
     not (DEFAULT_MODEL_DIR / "config.json").is_file(), reason="this checkout ships no default model"

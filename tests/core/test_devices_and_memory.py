@@ -19,8 +19,7 @@ import torch
 
 from elmo_core import embed_sentences, words_to_char_ids
 from elmo_core.runtime.embedding import DEFAULT_BATCH_TOKENS
-
-from ..conftest import DEVICES, REPO, make_tiny_elmo
+from tests.conftest import DEVICES, REPO, make_tiny_elmo
 
 ODD_TOKENS = ["中华人民共和国", "中" * 16, "中" * 17, "😀" * 13, "a" * 48, "a" * 49, "naïve", "x" * 10000]
 

@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 
 from elmo_core import embed_sentences, words_to_char_ids
 from elmo_core.model.characters import word_to_char_ids
-
-from ..conftest import make_tiny_elmo
+from tests.conftest import make_tiny_elmo
 
 ODD_TOKENS = [
     "",

@@ -158,7 +158,7 @@ def test_download_converts_on_arrival_from_local_files(tiny_bilm_hdf5, tmp_path,
 
 
 def test_converting_weights_another_process_holds_open_says_locked_and_writes_nothing(tiny_bilm_hdf5, tmp_path):
-    from ..core.test_hdf5_files import assert_says_locked, held_open
+    from ..core.files.test_hdf5_files import assert_says_locked, held_open
 
     options, weights = tiny_bilm_hdf5
     with held_open(weights):

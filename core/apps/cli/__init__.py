@@ -76,9 +76,9 @@ def main() -> None:
     (`elmo_core.runtime.memory.use_mmap_for_large_blocks`): memory then stays close to what
     is alive, batch after batch; `elmo train` keeps every block in the heap instead
     (`use_heap_for_every_block`; see `elmo_core.runtime.memory` for why) and makes room for
-    4,096 oneDNN kernels (`elmo_core.model.kernels.reserve_kernel_cache`). Where torch's
+    4,096 oneDNN kernels (`elmo_core.apps.cli.process.reserve_kernel_cache`). Where torch's
     compile cache folder cannot be written, it uses a temporary one, with a warning
-    (`elmo_core.model.kernels.use_writable_compile_cache`). Where standard error is
+    (`elmo_core.apps.cli.process.use_writable_compile_cache`). Where standard error is
     closed or full, the command does its work all the same and its messages are dropped
     (`elmo_core.apps.console.quiet_failures`).
     """

@@ -25,7 +25,7 @@ a block and each step's z go into two buffers made once per call (fresh 8 MB blo
 have their pages faulted in again and again), and the state keeps only the rows still
 running, so the element-wise steps run on contiguous memory. The same operations in the
 same order on the same values. Only MKL's summation order inside a product may differ:
-`test_cpu_inference_runs_on_columns_with_the_row_loops_values` (tests/core/test_lstm.py)
+`test_cpu_inference_runs_on_columns_with_the_row_loops_values` (tests/core/model/recurrence/test_lstm.py)
 holds the two loops within 1e-6. `benchmarks/bench_lstm_layout.py` times the two layouts
 (docs/results/speed-memory.md). Memory: the same tensors, transposed, and one pre-activation
 block per call instead of one per block of steps.
@@ -36,7 +36,7 @@ bilm-tf: i, j, f, o with j = g) and the +1 forget bias is folded into the bias. 
 cells then run as one `torch.lstm` call over a packed batch: cuDNN's fused kernels on a
 GPU, the native loop on the CPU (no Python per step). Same values up to float rounding,
 gradients included (`test_fused_cell_equals_the_step_loop_with_gradients`,
-tests/core/test_recurrence.py). The published models
+tests/core/model/recurrence/test_recurrence.py). The published models
 clip, so they keep the step loop. Which path a `BiLM` takes is chosen in `recurrence.py`.
 """
 

@@ -38,7 +38,7 @@ backward (`cell_backward`), fused by torch.compile where it can build them
 (`elmo_core.model.kernels`); the forward keeps the gates and tanh(c) for the backward.
 Only clip-free cells (`LSTMCellWithProjection.can_fuse`) take this path: with
 clips, `recurrence.py` keeps the autograd loops. Same values as the step loop up to float
-rounding, gradients included (`tests/core/test_paired_bptt.py`).
+rounding, gradients included (`tests/core/model/recurrence/test_paired_bptt.py`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,180 @@
+"""bf16 inference on the CPU: bf16 products, float32 state; refused without native bf16."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from elmo_core import embed_sentences, save_model_folder
+from elmo_core.model import precision as precision_module
+from elmo_core.model.precision import bf16_weight, cpu_bf16_support, keep_bf16_copies
+from elmo_core.model.recurrence.lstm import LSTMCellWithProjection
+from tests.conftest import make_tiny_elmo
+
+native_bf16 = pytest.mark.skipif(cpu_bf16_support() is None, reason="this CPU has no native bf16")
+
+
+def _cosines(a: list[np.ndarray], b: list[np.ndarray]) -> np.ndarray:
+    """Mean cosine per layer over all tokens; arrays [layers, tokens, dim]."""
+    x, y = np.concatenate(a, axis=1), np.concatenate(b, axis=1)
+    cos = (x * y).sum(-1) / (np.linalg.norm(x, axis=-1) * np.linalg.norm(y, axis=-1) + 1e-30)
+    return cos.mean(axis=1)
+
+
+@native_bf16
+def test_cpu_bf16_lstm_keeps_float32_state_and_outputs():
+    torch.manual_seed(0)
+    cell = LSTMCellWithProjection(16, 64, 16, cell_clip=3.0, proj_clip=3.0).eval()
+    x = torch.randn(5, 3, 16)
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        out, (h, c) = cell(x, [3, 3, 2, 2, 1])
+    assert out.dtype == h.dtype == c.dtype == torch.float32
+    with torch.inference_mode():
+        reference, _ = cell(x, [3, 3, 2, 2, 1])
+    assert not torch.equal(out, reference)  # the products did run in bf16
+    torch.testing.assert_close(out, reference, rtol=0, atol=2e-2)
+
+
+@native_bf16
+def test_cpu_bf16_embed_matches_fp32_per_layer(sentences):
+    model = make_tiny_elmo(token_cache_words=0)
+    fp32 = embed_sentences(model, sentences * 4, layers="all")
+    bf16 = embed_sentences(model, sentences * 4, layers="all", autocast_dtype=torch.bfloat16)
+    assert all(v.dtype == np.float32 for v in bf16)
+    cosines = _cosines(fp32, bf16)
+    assert cosines.shape == (3,)
+    # Every layer within bf16's product rounding of float32 (the issue's bound is 0.9999;
+    # the original shape's numbers are in benchmarks/results/bench_contention_*.txt).
+    assert (cosines >= 0.99995).all(), cosines
+    assert not all(np.array_equal(a, b) for a, b in zip(fp32, bf16))
+
+
+def test_bf16_weight_is_copied_once_and_follows_changes():
+    weight = torch.nn.Parameter(torch.randn(8, 4), requires_grad=False)  # frozen, as Elmo loads its biLM
+    first = bf16_weight(weight)
+    assert first.dtype == torch.bfloat16
+    assert bf16_weight(weight) is first  # kept, not converted again per call
+    with torch.no_grad():
+        weight.add_(1.0)  # an in-place update (an optimizer step, load_state_dict)
+    second = bf16_weight(weight)
+    assert second is not first
+    torch.testing.assert_close(second.float(), weight.detach(), rtol=1e-2, atol=1e-2)
+
+
+def test_bf16_copy_of_a_trainable_weight_lives_for_one_pass():
+    weight = torch.nn.Parameter(torch.randn(8, 4))
+    assert bf16_weight(weight) is not bf16_weight(weight)  # outside a pass: converted at each call
+    with keep_bf16_copies():
+        first = bf16_weight(weight)
+        with keep_bf16_copies():  # a nested block shares the outer one's copies
+            assert bf16_weight(weight) is first
+        assert bf16_weight(weight) is first
+    with keep_bf16_copies():
+        assert bf16_weight(weight) is not first  # a new pass: a new copy
+
+
+@native_bf16
+def test_bf16_forward_after_fused_adam_steps_sees_the_new_weights(sentences):
+    """torch's fused Adam updates the weights in place without bumping their versions, which a
+    copy kept across passes was keyed on: the second bf16 pass scored the first pass's weights."""
+    model = make_tiny_elmo(token_cache_words=0)
+    model.bilm.requires_grad_(True)  # fine-tuning the biLM
+    params = [p for p in model.bilm.parameters() if p.requires_grad]
+    versions = [p._version for p in params]
+    optimizer = torch.optim.Adam(params, lr=0.05, fused=True)
+    before = embed_sentences(model, sentences, layers="all", autocast_dtype=torch.bfloat16)
+    for p in params:
+        p.grad = torch.randn_like(p)
+    optimizer.step()
+    assert [p._version for p in params] == versions  # the update the version-keyed copies could not see
+    after = embed_sentences(model, sentences, layers="all", autocast_dtype=torch.bfloat16)
+    fresh = copy.deepcopy(model)  # new parameter tensors, no copies kept for them
+    expected = embed_sentences(fresh, sentences, layers="all", autocast_dtype=torch.bfloat16)
+    assert all(np.array_equal(a, e) for a, e in zip(after, expected))
+    assert not any(np.array_equal(a, b) for a, b in zip(after, before))
+
+
+def test_embed_refuses_cpu_bf16_without_native_bf16(sentences, monkeypatch):
+    monkeypatch.setattr(precision_module, "cpu_bf16_support", lambda: None)
+    with pytest.raises(ValueError, match=r"needs native bf16 instructions \(AVX512-BF16 or AMX\)"):
+        embed_sentences(make_tiny_elmo(), sentences, autocast_dtype=torch.bfloat16)
+
+
+def test_elmo_embed_refuses_bf16_on_such_a_cpu_in_one_line(tmp_path):
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    (tmp_path / "in.txt").write_text("a b c\n", encoding="utf-8")
+    script = (
+        "import sys, elmo_core.model.precision as p; p.cpu_bf16_support = lambda: None; "
+        "from elmo_core.apps.cli import main; sys.argv = ['elmo'] + sys.argv[1:]; main()"
+    )
+    args = ["embed", tmp_path / "in.txt", tmp_path / "out.hdf5", "--model", tmp_path / "model", "--precision", "bf16"]
+    done = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0
+    assert "needs native bf16 instructions" in done.stderr
+    assert not (tmp_path / "out.hdf5").exists()
+
+
+@pytest.mark.parametrize("native", [None, "avx512_bf16"], ids=["no native bf16", "native bf16"])
+def test_one_rule_refuses_every_precision_slower_than_fp32_on_the_cpu(sentences, monkeypatch, native):
+    """fp16 has no native CPU path, and bf16 has one only with AVX512-BF16 or AMX: each is
+    refused by the same check, with the same way out, where it would be slower than fp32."""
+    monkeypatch.setattr(precision_module, "cpu_bf16_support", lambda: native)
+    model = make_tiny_elmo()
+    with pytest.raises(ValueError, match=r"^fp16 has no native path on the CPU .*: it would run slower than float32"):
+        embed_sentences(model, sentences, autocast_dtype=torch.float16)
+    if native is None:
+        with pytest.raises(
+            ValueError, match=r"^bf16 on the CPU needs native bf16 .*: it would run slower than float32"
+        ):
+            embed_sentences(model, sentences, autocast_dtype=torch.bfloat16)
+    else:
+        assert len(embed_sentences(model, sentences, autocast_dtype=torch.bfloat16)) == len(sentences)
+    expected = embed_sentences(model, sentences)  # float32 always runs
+    assert all(np.array_equal(a, b) for a, b in zip(embed_sentences(model, sentences, autocast_dtype=None), expected))
+
+
+@pytest.mark.parametrize(("precision", "native"), [("fp16", "amx_bf16"), ("bf16", None)])
+def test_every_command_taking_precision_refuses_one_slower_than_fp32_on_the_cpu(
+    tmp_path, monkeypatch, precision, native
+):
+    from typer.testing import CliRunner
+
+    from elmo_core.apps.cli import app
+    from elmo_core.apps.training.model import BiLMLanguageModel
+    from elmo_core.apps.training.trainer import TrainConfig, Trainer
+    from elmo_core.apps.training.vocab import Vocabulary
+
+    monkeypatch.setattr(precision_module, "cpu_bf16_support", lambda: native)
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    (tmp_path / "in.txt").write_text("a b c\n", encoding="utf-8")
+    elmo = make_tiny_elmo()
+    elmo.options.to_json(tmp_path / "options.json")
+    commands = [
+        ["embed", tmp_path / "in.txt", tmp_path / "out.hdf5", "--model", tmp_path / "model"],
+        [
+            "train",
+            "--out",
+            tmp_path / "run",
+            "--train",
+            tmp_path / "in.txt",
+            "--options",
+            tmp_path / "options.json",
+            "--max-steps",
+            1,
+            "--pretokenized",
+        ],  # fmt: skip
+    ]
+    for command in commands:
+        with pytest.raises(ValueError, match="it would run slower than float32 here"):
+            CliRunner().invoke(app, [*map(str, command), "--precision", precision], catch_exceptions=False)
+    assert not (tmp_path / "out.hdf5").exists() and not (tmp_path / "run").exists()
+    # A resumed run takes its checkpoint's precision: the trainer applies the same rule.
+    vocab = Vocabulary.build([["a", "b", "c"]])
+    with pytest.raises(ValueError, match="it would run slower than float32 here"):
+        Trainer(BiLMLanguageModel(elmo.options, len(vocab)), vocab, [], TrainConfig(max_steps=1, precision=precision))
