@@ -20,15 +20,14 @@ if __name__ != "elmo_core":  # pragma: no cover - packaging guard
     )
 
 from ._version import __version__ as __version__
-from .files.model_folder import load_elmo, load_model_folder, save_model_folder
+from .files.model_folder import default_model_dir, load_elmo, load_model_folder, save_model_folder
 from .files.options_file import read_options
 from .files.weights import load_bilm_tf, save_bilm_tf
 from .model.bilm import BiLM, BiLMOutput
 from .model.characters import words_to_char_ids
-from .model.elmo import Elmo, ElmoOutput
+from .model.elmo import Elmo, ElmoOutput, ScalarMix
 from .model.errors import ElmoError, OptionsError, WeightFileError
 from .model.options import PUBLISHED_OPTIONS, BiLMOptions
-from .model.scalar_mix import ScalarMix
 from .runtime.embedding import EmbedSettings, embed_sentences, iter_embeddings
 from .runtime.feature_cache import FeatureCache
 from .runtime.memory import release_free_memory
@@ -38,6 +37,7 @@ from .runtime.threads import set_thread_policy
 __all__ = [
     # loading and saving
     "load_elmo",
+    "default_model_dir",
     "load_model_folder",
     "save_model_folder",
     "read_options",

@@ -29,10 +29,9 @@ from transformers.utils import ModelOutput
 from elmo_core.files.model_folder import NON_FINITE_FIX
 from elmo_core.files.weights import count_non_finite, non_finite_error
 from elmo_core.model.bilm import BiLM, check_char_ids
-from elmo_core.model.elmo import Elmo, bilm_is_trainable, mix_representations, run_bilm
-from elmo_core.model.highway import Highway
+from elmo_core.model.char_cnn import Highway
+from elmo_core.model.elmo import Elmo, ScalarMix, bilm_is_trainable, mix_representations, run_bilm
 from elmo_core.model.options import CharCNNOptions
-from elmo_core.model.scalar_mix import ScalarMix
 from elmo_core.runtime.windows import read_in_windows
 
 from .configuration_elmo import ElmoConfig

@@ -42,10 +42,9 @@ from ..model.characters import (
     END_OF_WORD_CHARACTER,
     PADDING_CHARACTER,
 )
-from ..model.elmo import Elmo
+from ..model.elmo import Elmo, ScalarMix
 from ..model.errors import ElmoError, OptionsError, WeightFileError
 from ..model.options import BiLMOptions
-from ..model.scalar_mix import ScalarMix
 from ..runtime.attach import attach_runtime
 from ..runtime.quantization import is_quantized
 from ..runtime.token_cache import DEFAULT_TOKEN_CACHE_WORDS

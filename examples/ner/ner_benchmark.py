@@ -69,10 +69,10 @@ from spacy.training import Corpus, Example
 from spacy.training.initialize import init_nlp
 from spacy.training.loop import train as train_nlp
 
+from elmo_core import default_model_dir
 from elmo_core.apps.training.commands import run_perplexity, run_training
 from elmo_core.apps.training.corpus import hold_out
 from elmo_core.apps.training.model import has_lm_head
-from elmo_core.files.model_folder import default_model_dir
 from spacy_elmo.corpus import read_conll_ner
 from spacy_elmo.layers.elmo_layers import feature_cache
 

@@ -1,4 +1,4 @@
-# Generated from hf_elmo/modeling_elmo.py and the code of the 11 elmo_core modules named in its
+# Generated from hf_elmo/modeling_elmo.py and the code of the 9 elmo_core modules named in its
 # sections, so that a saved model folder needs no elmo-bilm. Do not edit: edit those, then run
 #     python -m hf_elmo.remote_code.generate
 """ELMo as a transformers model: ElmoPreTrainedModel, ElmoModel, ElmoForTokenClassification.
@@ -49,6 +49,12 @@ from .configuration_elmo import (
     check_window_settings,
     word_to_char_ids,
 )
+
+
+# ---- elmo_core/model/errors.py ------------------------------------------------
+
+class WeightFileError(ElmoError):
+    pass
 
 
 # ---- elmo_core/model/precision.py ---------------------------------------------
@@ -103,7 +109,13 @@ def bf16_linear(x: torch.Tensor, layer: nn.Linear, bias: bool = True) -> torch.T
     return y
 
 
-# ---- elmo_core/model/highway.py -----------------------------------------------
+# ---- elmo_core/model/char_cnn.py ----------------------------------------------
+
+BLOCK_TOKENS = 32
+
+
+HIGHWAY_BLOCK_TOKENS = 256
+
 
 class Highway(nn.Module):
     def __init__(self, size: int, n_highway: int) -> None:
@@ -121,20 +133,6 @@ class Highway(nn.Module):
             gate = torch.sigmoid(gate)
             x = gate * torch.relu(candidate) + (1 - gate) * x
         return x
-
-
-# ---- elmo_core/model/errors.py ------------------------------------------------
-
-class WeightFileError(ElmoError):
-    pass
-
-
-# ---- elmo_core/model/char_cnn.py ----------------------------------------------
-
-BLOCK_TOKENS = 32
-
-
-HIGHWAY_BLOCK_TOKENS = 256
 
 
 class CharCNN(nn.Module):
@@ -764,7 +762,7 @@ def _check_mask(mask: object, char_ids: torch.Tensor) -> torch.Tensor:
     return mask.bool()
 
 
-# ---- elmo_core/model/scalar_mix.py --------------------------------------------
+# ---- elmo_core/model/elmo.py --------------------------------------------------
 
 LAYER_NORM_SCOPES = ("sentence", "batch")
 
@@ -857,8 +855,6 @@ def _masked_layer_norm(layer: torch.Tensor, mask: torch.Tensor, per_sentence: bo
     var = (((layer - mean) * m) ** 2).sum(dim=dims, keepdim=True) / safe
     return (layer - mean) / torch.sqrt(var + eps)
 
-
-# ---- elmo_core/model/elmo.py --------------------------------------------------
 
 class ElmoOutput(NamedTuple):
     representations: list[torch.Tensor]

@@ -4,7 +4,7 @@
 
 The thinc layer of `elmo_core.ScalarMix`: w and gamma are thinc params (so they train
 with thinc's optimizer and travel in the pipeline's files), and the arithmetic is the
-core's (`elmo_core.model.scalar_mix`: the formula, the softmax and their gradients), run on
+core's (`elmo_core.model.elmo`: the formula, the softmax and their gradients), run on
 thinc's arrays. Same start as the core (w = 0, gamma = 1, i.e. the average of the
 layers). It learns inside the component that owns it (an NER, a tagger); the layers it
 mixes come from the frozen biLM and take no gradient.
@@ -17,7 +17,7 @@ from typing import Any, cast
 from thinc.api import Model, torch2xp, xp2torch
 from thinc.types import Floats1d, Floats2d, Floats3d
 
-from elmo_core.model.scalar_mix import (
+from elmo_core.model.elmo import (
     softmax_weights,
     softmax_weights_backward,
     weighted_layer_sum,

@@ -6,37 +6,8 @@
     from elmo_core.apps.training.vocab import Vocabulary
 
 The command line is `elmo train`, `elmo perplexity`, `elmo widen` and `elmo data pretokenize|vocab`.
+
+This package re-exports nothing: import from its modules.
 """
 
-from __future__ import annotations
-
-from .corpus import get_sentence_splitter, hold_out, iter_sentences, pretokenize_files
-from .data import Batch, PrefetchingStream, TrainingStream, eval_batches, make_batch
-from .model import BiLMLanguageModel, LMOutput, default_cutoffs, load_language_model, save_language_model
-from .perplexity import Perplexity, evaluate
-from .trainer import TrainConfig, Trainer
-from .vocab import Vocabulary
-from .widen import widen_language_model
-
-__all__ = [
-    "Batch",
-    "BiLMLanguageModel",
-    "LMOutput",
-    "Perplexity",
-    "PrefetchingStream",
-    "TrainConfig",
-    "Trainer",
-    "TrainingStream",
-    "Vocabulary",
-    "default_cutoffs",
-    "eval_batches",
-    "evaluate",
-    "get_sentence_splitter",
-    "hold_out",
-    "iter_sentences",
-    "load_language_model",
-    "make_batch",
-    "pretokenize_files",
-    "save_language_model",
-    "widen_language_model",
-]
+__all__: list[str] = []

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from elmo_core import ScalarMix
-from elmo_core.model.scalar_mix import (
+from elmo_core.model.elmo import (
     scalar_mix,
     softmax_weights,
     softmax_weights_backward,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import torch
 
-from elmo_core.model.highway import Highway
+from elmo_core.model.char_cnn import Highway
 
 
 def test_highway_is_the_gated_formula_and_starts_with_a_carry_bias_of_minus_2():
