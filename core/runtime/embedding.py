@@ -33,7 +33,6 @@ __all__ = [
     "check_layers",
     "LAYER_CHOICES",
     "DEFAULT_BATCH_TOKENS",
-    "DEFAULT_WINDOW_TOKENS",
 ]
 
 DEFAULT_BATCH_TOKENS = 4096

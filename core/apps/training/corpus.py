@@ -35,7 +35,6 @@ __all__ = [
     "hold_out",
     "iter_sentences",
     "line_sentences",
-    "open_text",
     "pretokenize_files",
 ]
 

@@ -48,10 +48,11 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
+from ...files.text_files import open_text
 from ...model.characters import words_to_char_ids
 from ...model.checks import check_int
 from ...runtime.batching import batches_by_token_budget
-from .corpus import Splitter, line_sentences, open_text
+from .corpus import Splitter, line_sentences
 from .vocab import Vocabulary
 
 __all__ = ["Batch", "PAD_TARGET", "PrefetchingStream", "TrainingStream", "eval_batches", "make_batch"]

@@ -65,13 +65,11 @@ from .checkpoint import (
     CHECKPOINT_FORMAT,
     atomic_torch_save,
     get_rng_state,
-    lm_from_checkpoint,
     load_checkpoint_file,
     set_rng_state,
     truncate_log,
 )
 from .data import Batch
-from .distributed import init_distributed
 from .interrupt import StopSignals
 from .model import BiLMLanguageModel, save_language_model
 from .perplexity import Perplexity, autocast_context, check_precision, evaluate
@@ -87,9 +85,6 @@ __all__ = [
     "Trainer",
     "config_from_checkpoint",
     "option_help",
-    "init_distributed",
-    "lm_from_checkpoint",
-    "load_checkpoint_file",
     "log_line",
     "make_optimizer",
     "seed_everything",
