@@ -133,7 +133,7 @@ def feature_extraction_pipeline(
 
     Args:
         model: An `ElmoModel`, or a model folder (path) or Hub id. None = the default
-            model folder that ships with elmo-bilm (`elmo_core.resolve_model_source`).
+            model folder that ships with elmo-bilm (`elmo_core.files.model_folder.resolve_model_source`).
         tokenizer: An `ElmoTokenizer` or a folder holding one. Default: the model's folder.
         batch_tokens: Budget of padded positions per batch (see the class docstring).
         **kwargs: Passed to `transformers.pipeline` (`device`, `batch_size`, ...).

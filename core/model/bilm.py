@@ -159,16 +159,16 @@ class BiLM(nn.Module):
             original implementations did. Off by default; see `reset_states()`.
         keep_sentence_boundaries: Return the `<S>`/`</S>` positions too (tokens + 2).
         dropout: Dropout on every LSTM layer's input during training (bilm-tf: 0.1).
-        token_cache: A layer-0 cache (`TokenVectors`, e.g. `elmo_core.TokenCache`), or
+        token_cache: A layer-0 cache (`TokenVectors`, e.g. `elmo_core.runtime.token_cache.TokenCache`), or
             None (the default): the char CNN runs on every batch's distinct words. The
             cache is skipped while the char CNN trains (a char CNN parameter has
             `requires_grad`, in grad mode or in training mode).
         recurrence: How the LSTMs run on this machine (a `StackRunner`, e.g.
-            `elmo_core.Recurrence("auto")`), or None (the default): the step loop of
+            `elmo_core.model.recurrence.Recurrence("auto")`), or None (the default): the step loop of
             `LSTMStack` with torch's threads, the reference the others equal.
 
     The model is the computation only; the inference runtime hands it the cache and the
-    recurrence (`elmo_core.attach_runtime`, which every loader and face calls), and may
+    recurrence (`elmo_core.runtime.attach.attach_runtime`, which every loader and face calls), and may
     replace them at any time (`set_recurrence`, `set_token_cache`).
 
     Attributes:

@@ -99,7 +99,7 @@ class CharCNN(nn.Module):
     Attributes:
         training_path: How a call that differentiates runs (a runtime part, e.g.
             `elmo_core.model.char_cnn_training.encode_for_training`, handed in by
-            `elmo_core.attach_runtime`): the same function, faster. None: `forward`'s blocks.
+            `elmo_core.runtime.attach.attach_runtime`): the same function, faster. None: `forward`'s blocks.
 
     Shape:
         char_ids: [num_tokens, max_characters_per_token] int64 -> [num_tokens, projection_dim]

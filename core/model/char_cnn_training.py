@@ -5,7 +5,7 @@
 largest part of the char CNN's training cost: oneDNN's convolutions for 16 input
 channels, and above all the max-pool's backward, which scatters into a [tokens, filters,
 windows] tensor through strided loops (`benchmarks/bench_train.py --breakdown`). For a
-training step (`encode_for_training`, which `elmo_core.attach_runtime` hands every
+training step (`encode_for_training`, which `elmo_core.runtime.attach.attach_runtime` hands every
 `CharCNN` as its `training_path`) the same function is computed as:
 
     windows   w[s, t] = char ids t[s : s + W]       W = the widest bank, s = window start

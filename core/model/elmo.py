@@ -292,7 +292,7 @@ class Elmo(nn.Module):
 
     The module is the model alone (its biLM runs the step loop, with no cache); vectors
     for tokenised text come from the runtime's `elmo_core.embed_sentences(elmo, ...)`,
-    which also hands the biLM its runtime (`elmo_core.attach_runtime`: the recurrence
+    which also hands the biLM its runtime (`elmo_core.runtime.attach.attach_runtime`: the recurrence
     path, the thread rule and a layer-0 cache) if it has none; the loaders do so at load.
 
     Shape:

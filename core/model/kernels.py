@@ -39,7 +39,7 @@ The training path therefore computes its large products over rows padded up to
 (3% on average) and a run meets a few dozen row counts per product, each created once.
 The padding rows hold zeros (or a padding word) and receive zero gradient, so the values
 and gradients of the real rows are those of the unpadded products up to float rounding
-(the shapes: `tests/core/model/test_kernels.py`; the values: the softmax's, char CNN's and paired
+(the shapes: `tests/core/model/test_kernels_buckets.py`; the values: the softmax's, char CNN's and paired
 recurrence's own tests, at row counts that are padded).
 
 torch keeps what it compiles in its compile cache folder (`TORCHINDUCTOR_CACHE_DIR`); the

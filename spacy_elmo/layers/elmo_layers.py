@@ -3,7 +3,7 @@
     docs
       -> units: each sentence (when the Doc has sentence boundaries and per_sentence
          is on) or the whole Doc; whitespace tokens are left out
-      -> elmo_core.run_in_windows: a unit longer than window_tokens is cut into
+      -> elmo_core.runtime.windows.run_in_windows: a unit longer than window_tokens is cut into
          overlapping windows (each token keeps the vectors of the window that keeps
          it), the pieces are batched by a token budget, each batch runs through
          the PyTorch wrapper (an `ElmoShim`): words -> char_ids, mask -> activations

@@ -82,8 +82,8 @@ def test_the_components_settings_are_declared_once_in_its_layers_signature():
     filled = {k: v for k, v in nlp.get_pipe_config("elmo")["model"].items() if k != "@architectures"}
     signature = inspect.signature(ElmoLayers_v2).parameters
     assert filled == {name: p.default for name, p in signature.items()}
-    assert filled["max_batch_tokens"] == elmo_core.DEFAULT_BATCH_TOKENS
-    assert filled["window_tokens"] == elmo_core.DEFAULT_WINDOW_TOKENS
+    assert filled["max_batch_tokens"] == elmo_core.runtime.embedding.DEFAULT_BATCH_TOKENS
+    assert filled["window_tokens"] == elmo_core.runtime.windows.DEFAULT_WINDOW_TOKENS
 
 
 @pytest.mark.parametrize("width", [0, -3, True])

@@ -1,5 +1,5 @@
-"""What every `elmo` command sets up in its own process before any work: torch's compile
-cache folder and room in oneDNN's kernel cache.
+"""What the `elmo` commands set up in their own process before any work: a writable compile
+cache folder for torch (every command), and room in oneDNN's kernel cache (`elmo train`).
 
 Both are process-wide settings, so the library never makes them: only the commands,
 which own their process, and `benchmarks/bench_train.py`.
@@ -11,12 +11,15 @@ commands check the folder first (`use_writable_compile_cache`): where it cannot 
 (a read-only file system, a path below a file), a run warns once and keeps the cache in a
 temporary folder of its own instead of stopping on a bare `[Errno 30]`.
 
-A long run still meets more shapes than oneDNN's cache holds: the per-step products of the
+A training step computes its large products over bucketed row counts
+(`elmo_core.model.kernels.bucket_rows`), so that bf16 products on the CPU reuse oneDNN's
+kernels. A long run still meets more shapes than oneDNN's cache holds: the per-step products of the
 LSTM loop have one shape per number of rows still running, and with the bucketed large
 ones a run of the default shape created 583 kernels in its first 80 steps, still growing.
 Once the shapes outnumber the cache, it evicts the kernels it needs next, and each
-product pays for its kernel's creation again. The commands therefore call `reserve_kernel_cache()` first: oneDNN's
-`ONEDNN_PRIMITIVE_CACHE_CAPACITY` at 4,096 kernels unless the user set it.
+product pays for its kernel's creation again. `elmo train` therefore calls
+`reserve_kernel_cache()` first: oneDNN's `ONEDNN_PRIMITIVE_CACHE_CAPACITY` at 4,096 kernels
+unless the user set it.
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ def widen(
     """
     from ...files.model_folder import MODEL_FOLDER_FILES, resolve_model_source
     from ...files.text_files import check_output_is_new, check_output_spares_inputs
-    from ..training import load_language_model, save_language_model, widen_language_model
-    from ..training.model import LM_HEAD_NAME, VOCAB_NAME
+    from ..training.model import LM_HEAD_NAME, VOCAB_NAME, load_language_model, save_language_model
+    from ..training.widen import widen_language_model
 
     check_int("--lstm-dim", lstm_dim, error=ElmoError)
     check_int("--projection-dim", projection_dim, error=ElmoError)
