@@ -26,7 +26,6 @@ from .layers.listener import ElmoListener
 from .util import (
     ScalarMixWeights,
     install_extensions,
-    install_pipe_keeping_similarity,
     mix_layers,
     set_similarity_hooks,
 )
@@ -63,12 +62,11 @@ def make_elmo(nlp: Language, name: str, model: Model[list[Doc], list[Floats3d]])
     `doc.tensor` ([tokens, dim]), so that `token.vector`, `span.vector`, `doc.vector`
     (the mean over the Doc's tokens) and `similarity` (the cosine, through Doc hooks)
     give ELMo vectors, as long as the vocab has no static vectors, which spaCy would
-    prefer. `nlp.pipe(texts, n_process=N)` gives the same Docs as one process, hooks
-    included (the factory makes `nlp.pipe` re-add them to the Docs that come back from
-    the workers: `spacy_elmo.util.PipeKeepingSimilarity`). Serialising a Doc yourself
-    keeps the tensor and the layers but drops the hooks (spaCy warns W109;
-    `spacy_elmo.restore_docs` re-adds them, and rebuilds the tensor after a DocBin,
-    which never stores it). The mix is the
+    prefer. A serialised Doc keeps the tensor and the layers but not the hooks (spaCy
+    warns W109), and so does every Doc of `nlp.pipe(texts, n_process=N)` with N > 1,
+    which spaCy's workers send back serialised. Call `spacy_elmo.restore_docs(docs)` on
+    those Docs: it re-adds the hooks (and rebuilds the tensor after a DocBin, which never
+    stores it). The mix is the
     model folder's first scalar mix: w = 0 and gamma = 1, i.e. the average of the
     layers, unless the folder was saved with trained or fixed mix weights (a folder with
     no scalar mix gets the average too). Whitespace tokens are not shown to the biLM and
@@ -109,7 +107,6 @@ def make_elmo(nlp: Language, name: str, model: Model[list[Doc], list[Floats3d]])
             this, 1024 by default, is read in overlapping windows, so memory stays bounded
             for a Doc of any length; see `elmo_core.runtime.windows`).
     """
-    install_pipe_keeping_similarity(nlp)
     return ElmoComponent(nlp.vocab, model, name=name)
 
 
@@ -130,11 +127,7 @@ class ElmoComponent(TrainablePipe):
     Attributes:
         model: The `spacy-elmo.ElmoLayers.v2` layer (wraps the torch `Elmo`).
         listener_map: The listeners of each downstream component, by component name.
-        sets_similarity_hooks: True: the Docs it annotates get similarity hooks
-            (read by `spacy_elmo.util.PipeKeepingSimilarity`).
     """
-
-    sets_similarity_hooks = True
 
     def __init__(self, vocab: Vocab, model: Model[list[Doc], list[Floats3d]], name: str = "elmo") -> None:
         self.vocab = vocab
@@ -217,29 +210,25 @@ class ElmoComponent(TrainablePipe):
         error_handler = self.get_error_handler()
         try:
             mix = self._bilm().mix
-            self._annotate([doc], self.model.predict([doc]), mix, similarity_hooks=True)
+            self._annotate([doc], self.model.predict([doc]), mix)
             return doc
         except Exception as e:
             error_handler(self.name, self, [doc], e)
             return doc  # a handler that returns lets the Doc through unannotated (None would be spaCy's E005)
 
-    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128, similarity_hooks: bool = True) -> Iterator[Doc]:
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
         """Annotate a stream of Docs, `batch_size` Docs at a time.
 
         Inside each group the biLM runs on batches of at most `max_batch_tokens` padded
         positions (longest first), so memory is bounded whatever the Docs' lengths. After
         each group, freed heap memory is handed back to the OS (`elmo_core.release_free_memory`),
         so the resident size stays flat over a long stream.
-
-        `similarity_hooks=False` leaves the hooks out: `nlp.pipe(n_process>1)` passes it
-        to its worker processes, whose Docs cannot carry hooks back, and adds the hooks
-        in the calling process instead (`spacy_elmo.util.PipeKeepingSimilarity`).
         """
         error_handler = self.get_error_handler()
         for docs in util.minibatch(stream, size=batch_size):
             try:
                 mix = self._bilm().mix
-                self._annotate(docs, self.model.predict(docs), mix, similarity_hooks)
+                self._annotate(docs, self.model.predict(docs), mix)
                 release_free_memory()
                 yield from docs
             except Exception as e:
@@ -256,16 +245,15 @@ class ElmoComponent(TrainablePipe):
 
     def set_annotations(self, docs: Iterable[Doc], layers: list[Floats3d]) -> None:
         """Write `doc._.elmo_layers`, `doc._.elmo_mix`, `doc.tensor` (the mix) and the similarity hooks."""
-        self._annotate(docs, layers, self._bilm().mix, similarity_hooks=True)
+        self._annotate(docs, layers, self._bilm().mix)
 
     @staticmethod
-    def _annotate(docs: Iterable[Doc], layers: list[Floats3d], mix: np.ndarray, similarity_hooks: bool) -> None:
+    def _annotate(docs: Iterable[Doc], layers: list[Floats3d], mix: np.ndarray) -> None:
         for doc, x in zip(docs, layers):
             doc._.elmo_layers = x
             doc._.elmo_mix = mix
             doc.tensor = mix_layers(cast(np.ndarray, x), mix)  # numpy: the layer's outputs are on the CPU
-            if similarity_hooks:
-                set_similarity_hooks(doc)
+            set_similarity_hooks(doc)
 
     # ------------------------------------------------------------------ training
     def update(
@@ -308,8 +296,6 @@ class ElmoComponent(TrainablePipe):
         The examples are not needed: nothing is fitted to data.
         """
         validate_get_examples(get_examples, "ElmoComponent.initialize")
-        if nlp is not None:  # e.g. a component sourced from another pipeline, built without this nlp
-            install_pipe_keeping_similarity(nlp)
         self._load()
 
     def finish_update(self, sgd: Optimizer) -> None:

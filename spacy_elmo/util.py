@@ -7,7 +7,7 @@ What the `elmo` component puts on every Doc, and how each piece travels:
 | `doc.tensor` | the mixed vectors, float32 [tokens, dim] | kept | dropped (spaCy's DocBin never stores it) |
 | `doc._.elmo_layers` | every biLM layer, float32 [n_layers + 1, tokens, dim] | kept | kept |
 | `doc._.elmo_mix` | the mix behind `doc.tensor`: float32 [n_layers + 2] = softmax(w), then gamma | kept | kept |
-| similarity hooks | `similarity` as the cosine of ELMo vectors | dropped; `nlp.pipe` puts them back | dropped |
+| similarity hooks | `similarity` as the cosine of ELMo vectors | dropped; `restore_docs` puts them back | dropped |
 
 `token.vector`, `span.vector` and `doc.vector` read `doc.tensor` when the vocab has no
 static vectors (spaCy's rule), so they are right wherever the tensor is. The hooks are
@@ -22,20 +22,21 @@ gives None and a warning that says how to recompute them, never rows of other to
 `doc.copy()` keeps the layers; `Span.as_doc` gets none (spaCy copies no Doc-level
 extension values), so run the elmo component on it for its own.
 
-`nlp.pipe(texts, n_process=N)` gives Docs with everything, hooks included: the `elmo`
-factory makes the pipeline's `pipe` put the hooks back on the Docs that come from the
-worker processes (`PipeKeepingSimilarity`). After `DocBin.get_docs` (or any
-deserialisation of your own), call `restore_docs(docs)`: it rebuilds
+`nlp.pipe(texts, n_process=N)` with N > 1 gives Docs with the tensor and the layers but
+without the hooks: spaCy's workers send each Doc back as `Doc.to_bytes()`, which cannot
+hold them (spaCy warns W109 in each worker). Call `restore_docs(docs)` on the Docs it
+gives, as after `DocBin.get_docs` (or any deserialisation of your own). It rebuilds
 `doc.tensor` bit for bit from the layers and the mix kept in user data, re-adds the
 hooks, and warns about Docs that carry no layers (for instance from a DocBin made
 without `store_user_data=True`), which it cannot restore. Nothing silently becomes zeros.
+Without it, `similarity` on such Docs is spaCy's own: 1.0 for two tokens of the same text.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import torch
@@ -50,11 +51,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ScalarMixWeights",
-    "PipeKeepingSimilarity",
     "get_scalar_mix_weights",
-    "has_elmo_layers",
     "install_extensions",
-    "install_pipe_keeping_similarity",
     "mix_layers",
     "restore_docs",
     "set_similarity_hooks",
@@ -159,62 +157,6 @@ def set_similarity_hooks(doc: Doc) -> None:
     doc.user_token_hooks["similarity"] = similarity
 
 
-def has_elmo_layers(doc: Doc) -> bool:
-    """Whether the `elmo` component annotated `doc` (its layers travel in user data)."""
-    return doc.user_data.get(_LAYERS_KEY) is not None  # type: ignore[call-overload]  # see _LAYERS_KEY
-
-
-class PipeKeepingSimilarity:
-    """`Language.pipe` for a pipeline with `elmo`: Docs from other processes get their hooks back.
-
-    spaCy's `nlp.pipe(texts, n_process=N)` runs the pipeline in N worker processes and
-    sends each Doc back as `Doc.to_bytes()`, which keeps `doc.tensor` and user data
-    (`doc._.elmo_layers`, `doc._.elmo_mix`) but not the Doc's user hooks (spaCy warns
-    W109; explosion/spaCy #6402, where the maintainers' advice is to add the hooks again
-    after `nlp.pipe`). Without them `token.similarity` falls back to spaCy's own rule,
-    1.0 for two tokens of the same text. The `elmo` factory installs this object as
-    the pipeline's `pipe` (`install_pipe_keeping_similarity`), so that step is never
-    the user's: with `n_process != 1` the workers skip the hooks (so nothing warns
-    W109 about them), and every Doc the `elmo` component annotated gets them back in
-    the calling process, as `set_annotations` gives them in one process. With
-    `n_process=1` it is `Language.pipe` unchanged.
-
-    Picklable (the spawn start method pickles the pipeline), as a plain object holding
-    the pipeline.
-    """
-
-    def __init__(self, nlp: Language) -> None:
-        self.nlp = nlp
-
-    def __call__(self, texts: Iterable, **kwargs: Any) -> Iterator:
-        n_process = kwargs.get("n_process", 1)
-        if n_process != 1 and not kwargs.get("as_tuples", False):
-            # (as_tuples=True: Language.pipe calls nlp.pipe, i.e. this, again without it.)
-            cfg = {name: dict(c) for name, c in (kwargs.get("component_cfg") or {}).items()}
-            for name, component in self.nlp.pipeline:
-                if getattr(component, "sets_similarity_hooks", False):
-                    cfg.setdefault(name, {})["similarity_hooks"] = False
-            kwargs["component_cfg"] = cfg
-        items = type(self.nlp).pipe(self.nlp, texts, **kwargs)  # the class's own method
-        if n_process == 1:
-            return items
-        return _with_hooks(items)
-
-
-def _with_hooks(items: Iterable) -> Iterator:
-    for item in items:
-        doc = item[0] if isinstance(item, tuple) else item
-        if isinstance(doc, Doc) and has_elmo_layers(doc) and "similarity" not in doc.user_token_hooks:
-            set_similarity_hooks(doc)
-        yield item
-
-
-def install_pipe_keeping_similarity(nlp: Language) -> None:
-    """Make `nlp.pipe` a `PipeKeepingSimilarity` (idempotent); see there for why."""
-    if not isinstance(nlp.__dict__.get("pipe"), PipeKeepingSimilarity):
-        nlp.__dict__["pipe"] = PipeKeepingSimilarity(nlp)  # an instance attribute over the method
-
-
 def similarity(obj: Doc | Span | Token, other: Doc | Span | Token) -> float:
     """Cosine similarity of `obj.vector` and `other.vector` (0.0 if either is all zeros).
 
@@ -243,9 +185,10 @@ def similarity(obj: Doc | Span | Token, other: Doc | Span | Token) -> float:
 def restore_docs(docs: Iterable[Doc]) -> int:
     """Give deserialised Docs back `doc.tensor` and the similarity hooks.
 
-    For Docs from `DocBin.get_docs` (which drops `doc.tensor`) or `Doc.from_bytes`
-    (which drops hooks); `nlp.pipe(n_process>1)` needs no call, it puts the hooks back
-    itself (`PipeKeepingSimilarity`). The tensor is rebuilt from
+    For Docs from `nlp.pipe(texts, n_process=N)` with N > 1 and from `Doc.from_bytes`
+    (both drop the hooks), and from `DocBin.get_docs` (which also drops `doc.tensor`).
+    Pass a list or any iterable, such as the Docs of a stream one at a time:
+    `for doc in nlp.pipe(texts, n_process=2): restore_docs([doc])`. The tensor is rebuilt from
     `doc._.elmo_layers` and `doc._.elmo_mix` with the component's own arithmetic, so it
     is bit-for-bit the original.
 

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 import spacy
 import torch
+from spacy.lang.en import English
+from spacy.language import Language
 
 from elmo_core import WeightFileError, embed_sentences, save_model_folder
 from spacy_elmo import ElmoComponent
@@ -97,6 +99,23 @@ def test_similarity_is_the_cosine_of_elmo_vectors_even_for_the_same_word(nlp):
 def test_similarity_with_an_empty_doc_warns_and_is_zero(nlp):
     with pytest.warns(UserWarning, match="all-zero vector"):
         assert nlp("a b").similarity(nlp(" ")) == 0.0
+
+
+def test_adding_and_using_elmo_replaces_no_method_of_the_pipeline(tiny_model_dir):
+    """The component sets hooks on its Docs only: `nlp.pipe` and the rest stay spaCy's own."""
+    blank_attributes = set(vars(spacy.blank("en")))
+    classes = {cls: dict(vars(cls)) for cls in (Language, English)}
+    nlp = make_nlp(tiny_model_dir)
+    nlp.initialize()
+    sourced = spacy.blank("en")
+    sourced.add_pipe("elmo", source=nlp)
+    sourced.initialize()
+    for pipeline in (nlp, sourced):
+        list(pipeline.pipe(["a b", "c"]))
+        assert "pipe" not in vars(pipeline)
+        assert type(pipeline).pipe is Language.pipe and pipeline.pipe.__func__ is Language.pipe
+        assert set(vars(pipeline)) == blank_attributes  # no attribute over a method of the class
+    assert {cls: dict(vars(cls)) for cls in classes} == classes
 
 
 # ---------------------------------------------------------------- no carried state
