@@ -205,3 +205,26 @@ def test_core_folder_cannot_be_imported_as_core():
     code = f"import sys; sys.path.insert(0, {str(REPO)!r}); import core"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode != 0 and "must be imported as 'elmo_core'" in out.stderr
+
+
+TRAINING = ("elmo_core.apps.training", "elmo_core.apps.cli.train", "elmo_core.apps.cli.perplexity")
+"""The training package and the commands that only train or evaluate a language model."""
+
+
+def test_no_core_module_outside_the_training_package_serves_only_training():
+    """The training kernels sit beside the trainer: a module whose only users train is inside
+    `apps/training`. (The gradient paths of the model serve fine-tuning through every face too.)"""
+    graph = import_graph()
+    users: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        for target in targets:
+            users.setdefault(target, set()).add(module)
+    only_training = {
+        module: sorted(users[module])
+        for module in graph
+        if module.startswith("elmo_core")
+        and not module.startswith(TRAINING)
+        and users.get(module)
+        and all(user.startswith(TRAINING) for user in users[module])
+    }
+    assert only_training == {}

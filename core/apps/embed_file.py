@@ -279,7 +279,7 @@ def embed_file(
     """Write ELMo vectors for every line of a text file to one hdf5 file (see module docstring).
 
     Runs on every process of a torchrun job when a process group is initialised
-    (`elmo_core.apps.training.distributed.init_distributed`), else alone. Resumes the job in
+    (`elmo_core.runtime.distributed.init_distributed`), else alone. Resumes the job in
     `job_folder(output_path)` when there is one.
 
     Args:

@@ -1,9 +1,10 @@
 """The model: what the paper defines, as torch modules (Peters et al. 2018, sections 3.1-3.2).
 
 Options (bilm-tf's `options.json` keys, `options.py`), character ids (`characters.py`), the
-char CNN with highway and projection (`char_cnn.py`, `highway.py`) and its training path
+char CNN with highway and projection (`char_cnn.py`) and its training path
 (`char_cnn_training.py`), the LSTM recurrence with every path that runs it
-(`recurrence/`), the biLM (`bilm.py`), the scalar mix (`scalar_mix.py`) and `Elmo`
+(`recurrence/`) and the fused kernels of the gradient paths (`kernels.py`), the biLM
+(`bilm.py`), and `Elmo` with its scalar mix
 (`elmo.py`). Lowest layer: imports nothing else of `elmo_core`. A `BiLM` is handed its
 recurrence and layer-0 cache by the runtime (`elmo_core.runtime.attach`); without them it
 runs the step loop, with no cache.

@@ -71,7 +71,7 @@ def encode_for_training(char_cnn: CharCNN, char_ids: torch.Tensor) -> torch.Tens
     W, slots = max(widths), char_ids.shape[1]
     num_words = char_ids.shape[0]
     # Rows of padding characters up to a bucketed count, dropped at the end: every product
-    # then has one of a few row counts, whose oneDNN kernels are reused (`shapes.py`).
+    # then has one of a few row counts, whose oneDNN kernels are reused (`elmo_core.model.kernels`).
     char_ids = pad_rows(char_ids, bucket_rows(num_words), value=PADDING_ID)
     longest = int((char_ids != PADDING_ID).sum(dim=1).max())  # real slots of the longest token
     if longest + W <= slots:

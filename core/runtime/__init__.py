@@ -4,8 +4,9 @@ Handing a model its runtime parts (`attach.py`), the thread rule (`threads.py`),
 layer-0 and feature caches (`token_cache.py`, `feature_cache.py`), batching by a token
 budget (`batching.py`), windows over long inputs and the windowed inference loop
 (`windows.py`), the embedding drivers (`embedding.py`: `embed_sentences`,
-`iter_embeddings`), int8 quantization (`quantization.py`), memory release (`memory.py`)
-and the first-use lock (`first_use.py`). Imports the model only.
+`iter_embeddings`), int8 quantization (`quantization.py`), memory release (`memory.py`),
+the first-use lock (`first_use.py`) and `torch.distributed` setup (`distributed.py`).
+Imports the model only.
 
 The names users need are in `elmo_core`; this package re-exports nothing.
 """

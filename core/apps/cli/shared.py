@@ -165,7 +165,7 @@ def check_device(device: str) -> None:
 def process_group(device: str) -> Iterator[tuple[int, str]]:
     """`init_distributed(device)` for the duration of a command: yields (rank, this process's
     device), and destroys the process group at the end when torchrun started several processes."""
-    from ..training.distributed import init_distributed
+    from ...runtime.distributed import init_distributed
 
     rank, world_size, device = init_distributed(device)
     try:

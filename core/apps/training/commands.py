@@ -31,11 +31,11 @@ from ...files.text_files import (
 )
 from ...model.checks import check_int
 from ...model.errors import ElmoError
+from ...runtime.distributed import init_distributed
 from ..console import progress_bar
 from .checkpoint import lm_from_checkpoint, load_checkpoint_file
 from .corpus import DEFAULT_SPLITTER, Splitter, get_sentence_splitter, iter_sentences
 from .data import PrefetchingStream, TrainingStream
-from .distributed import init_distributed
 from .model import LM_HEAD_NAME, VOCAB_NAME, BiLMLanguageModel, has_lm_head, load_language_model
 from .perplexity import Perplexity, check_precision, evaluate
 from .trainer import (

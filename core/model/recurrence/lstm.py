@@ -37,7 +37,7 @@ cells then run as one `torch.lstm` call over a packed batch: cuDNN's fused kerne
 GPU, the native loop on the CPU (no Python per step). Same values up to float rounding,
 gradients included (`test_fused_cell_equals_the_step_loop_with_gradients`,
 tests/core/model/recurrence/test_recurrence.py). The published models
-clip, so they keep the step loop. Which path a `BiLM` takes is chosen in `recurrence.py`.
+clip, so they keep the step loop. Which path a `BiLM` takes is chosen in this package's `__init__.py`.
 """
 
 from __future__ import annotations

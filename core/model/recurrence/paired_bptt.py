@@ -37,7 +37,7 @@ dtype. Each step's element-wise work is one kernel forward (`cell_forward`) and 
 backward (`cell_backward`), fused by torch.compile where it can build them
 (`elmo_core.model.kernels`); the forward keeps the gates and tanh(c) for the backward.
 Only clip-free cells (`LSTMCellWithProjection.can_fuse`) take this path: with
-clips, `recurrence.py` keeps the autograd loops. Same values as the step loop up to float
+clips, the chooser (`__init__.py`) keeps the autograd loops. Same values as the step loop up to float
 rounding, gradients included (`tests/core/model/recurrence/test_paired_bptt.py`).
 """
 
