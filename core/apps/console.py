@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-__all__ = ["progress_bar", "quiet_failures", "stderr_usable"]
-
 
 class _DropOnFailure:
     """A text stream that passes writes on to `stream` until one fails (a full disk, a

@@ -83,15 +83,7 @@ from .console import progress_bar
 if TYPE_CHECKING:
     from ..model.elmo import Elmo
 
-__all__ = [
-    "DEFAULT_PIECE_TOKENS",
-    "EmbedFileResult",
-    "Piece",
-    "check_embed_paths",
-    "embed_file",
-    "job_folder",
-    "plan_pieces",
-]
+__all__ = ["embed_file"]
 
 logger = logging.getLogger(__name__)
 

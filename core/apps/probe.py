@@ -35,7 +35,6 @@ from .console import progress_bar
 if TYPE_CHECKING:
     from ..model.elmo import Elmo
 
-__all__ = ["ProbeResult", "plot_path", "plot_probe", "read_conll_column", "run_probe"]
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,6 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_write"]
-
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path, tmp_dir: str | Path | None = None) -> Iterator[Path]:

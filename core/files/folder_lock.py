@@ -26,8 +26,6 @@ from pathlib import Path
 
 from ..model.errors import ElmoError
 
-__all__ = ["LOCK_NAME", "FolderLock"]
-
 LOCK_NAME = ".lock"
 
 

@@ -19,8 +19,6 @@ from typing import Any
 
 from ..model.errors import ElmoError, missing_extra
 
-__all__ = ["LOCKING_VARIABLE", "hdf5_lock_error", "import_h5py", "open_hdf5"]
-
 LOCKING_VARIABLE = "HDF5_USE_FILE_LOCKING"
 """The environment variable that turns HDF5's file locks off (`FALSE`), read when HDF5 starts."""
 

@@ -53,27 +53,7 @@ from .options_file import read_options
 from .text_files import read_json
 from .weights import count_non_finite, load_bilm_tf, non_finite_error
 
-__all__ = [
-    "CONFIG_NAME",
-    "WEIGHTS_NAME",
-    "WEIGHTS_INDEX_NAME",
-    "WeightFiles",
-    "weight_files",
-    "folder_variant",
-    "TOKENIZER_CONFIG_NAME",
-    "ELMO_SETTINGS",
-    "NON_FINITE_FIX",
-    "save_model_folder",
-    "load_model_folder",
-    "read_model_config",
-    "check_model_folder",
-    "tokenizer_settings",
-    "default_model_dir",
-    "DEFAULT_MODEL_DIR",
-    "ModelSource",
-    "resolve_model_source",
-    "load_elmo",
-]
+__all__ = ["default_model_dir", "load_elmo", "load_model_folder", "save_model_folder"]
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"

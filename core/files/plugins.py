@@ -12,8 +12,6 @@ from typing import Any
 
 from ..model.errors import ElmoError
 
-__all__ = ["load_plugin", "plugin_names"]
-
 
 def plugin_names(group: str) -> list[str]:
     """Names registered in an entry-point group."""

@@ -43,25 +43,6 @@ from typing import IO, Any, TextIO, cast
 
 from ..model.errors import ElmoError
 
-__all__ = [
-    "BYTE_ORDER_MARK",
-    "COMPRESSIONS",
-    "ENCODING",
-    "STDIN",
-    "check_input_file",
-    "check_output_is_new",
-    "check_output_spares_inputs",
-    "decode_line",
-    "is_stream",
-    "iter_lines",
-    "open_binary",
-    "open_text",
-    "read_json",
-    "read_text",
-    "same_file",
-    "strip_line_end",
-]
-
 ENCODING = "utf-8-sig"
 """UTF-8 that drops a leading byte-order mark (and reads a file without one as UTF-8)."""
 

@@ -18,17 +18,6 @@ from typing import Any
 
 from .plugins import load_plugin, plugin_names
 
-__all__ = [
-    "TOKENIZER_ENTRY_POINTS",
-    "DEFAULT_TOKENIZER",
-    "get_tokenizer",
-    "available_tokenizers",
-    "spacy_token_texts",
-    "spacy_word_splitter",
-    "spacy_sentence_splitter",
-    "token_offsets",
-]
-
 TOKENIZER_ENTRY_POINTS = "elmo_core.tokenizers"
 DEFAULT_TOKENIZER = "spacy-en"
 

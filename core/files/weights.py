@@ -42,13 +42,7 @@ from .hdf5_files import import_h5py, open_hdf5
 if TYPE_CHECKING:
     from ..model.elmo import Elmo
 
-__all__ = [
-    "bilm_tf_dataset_shapes",
-    "count_non_finite",
-    "load_bilm_tf",
-    "non_finite_error",
-    "save_bilm_tf",
-]
+__all__ = ["load_bilm_tf", "save_bilm_tf"]
 
 
 class _Target(NamedTuple):

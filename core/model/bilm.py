@@ -31,7 +31,7 @@ from .options import BiLMOptions
 from .precision import keep_bf16_copies
 from .recurrence.lstm import LSTMStack, LSTMState, RunDirections, StackOutputs, reverse_index
 
-__all__ = ["BiLM", "BiLMOutput", "StackRunner", "TokenVectors", "check_char_ids"]
+__all__ = ["BiLM", "BiLMOutput"]
 
 
 class BiLMOutput(NamedTuple):

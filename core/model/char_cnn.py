@@ -20,8 +20,6 @@ from .characters import CHAR_ID_OFFSET, PADDING_CHARACTER
 from .options import BiLMOptions
 from .precision import WEIGHT_DTYPE, bf16_linear, bf16_weight, cpu_bf16_active
 
-__all__ = ["BLOCK_TOKENS", "HIGHWAY_BLOCK_TOKENS", "CharCNN", "Highway"]
-
 BLOCK_TOKENS = 32
 """Tokens per block of the convolutions without a gradient (see `CharCNN.forward`)."""
 

@@ -49,8 +49,6 @@ from torch import nn
 from .char_cnn import PADDING_ID, CharCNN
 from .kernels import bucket_rows, fused_kernel, pad_rows
 
-__all__ = ["encode_for_training"]
-
 
 def encode_for_training(char_cnn: CharCNN, char_ids: torch.Tensor) -> torch.Tensor:
     """`char_cnn(char_ids)` for a step that differentiates it (see the module docstring).

@@ -28,19 +28,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-__all__ = [
-    "BEGINNING_OF_SENTENCE_CHARACTER",
-    "END_OF_SENTENCE_CHARACTER",
-    "BEGINNING_OF_WORD_CHARACTER",
-    "END_OF_WORD_CHARACTER",
-    "PADDING_CHARACTER",
-    "CHAR_ID_OFFSET",
-    "BOS_TOKEN",
-    "EOS_TOKEN",
-    "word_to_char_ids",
-    "words_to_char_ids",
-    "check_sentences",
-]
+__all__ = ["words_to_char_ids"]
 
 # Raw ids, before the +1 offset (bilm-tf's UnicodeCharsVocabulary numbering).
 BEGINNING_OF_SENTENCE_CHARACTER = 256

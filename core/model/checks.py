@@ -16,8 +16,6 @@ import torch
 
 from .errors import SettingError
 
-__all__ = ["check_int", "check_setting"]
-
 
 @overload
 def check_int(

@@ -27,20 +27,7 @@ from .bilm import BiLM, BiLMOutput
 from .options import BiLMOptions
 from .precision import WEIGHT_DTYPE
 
-__all__ = [
-    "LAYER_NORM_SCOPES",
-    "bilm_is_trainable",
-    "Elmo",
-    "ElmoOutput",
-    "mix_representations",
-    "run_bilm",
-    "scalar_mix",
-    "ScalarMix",
-    "softmax_weights",
-    "softmax_weights_backward",
-    "weighted_layer_sum",
-    "weighted_layer_sum_backward",
-]
+__all__ = ["Elmo", "ElmoOutput", "ScalarMix"]
 
 
 LAYER_NORM_SCOPES = ("sentence", "batch")

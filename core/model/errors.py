@@ -6,7 +6,7 @@ Every error says what was expected, what arrived and how to fix it. All of them 
 
 from __future__ import annotations
 
-__all__ = ["ElmoError", "OptionsError", "SettingError", "WeightFileError", "missing_extra"]
+__all__ = ["ElmoError", "OptionsError", "WeightFileError"]
 
 
 class ElmoError(ValueError):

@@ -60,17 +60,6 @@ from typing import Any, TypeVar
 
 import torch
 
-__all__ = [
-    "BUCKETS_PER_OCTAVE",
-    "CACHE_VARIABLE",
-    "bucket_rows",
-    "compile_cache_folder",
-    "compile_enabled",
-    "fused_kernel",
-    "fused_rowwise",
-    "pad_rows",
-]
-
 CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 """The environment variable that names torch's compile cache folder."""
 

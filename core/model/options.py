@@ -25,7 +25,7 @@ from typing import Any
 from .checks import check_int
 from .errors import OptionsError
 
-__all__ = ["BiLMOptions", "CharCNNOptions", "LSTMOptions", "PUBLISHED_OPTIONS"]
+__all__ = ["PUBLISHED_OPTIONS", "BiLMOptions"]
 
 _ACTIVATIONS = ("relu", "tanh")
 

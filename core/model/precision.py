@@ -48,17 +48,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = [
-    "WEIGHT_DTYPE",
-    "bf16_linear",
-    "bf16_weight",
-    "check_cpu_bf16",
-    "check_cpu_precision",
-    "cpu_bf16_active",
-    "cpu_bf16_support",
-    "keep_bf16_copies",
-]
-
 WEIGHT_DTYPE = torch.float32
 """The dtype every parameter of the model is built in, whatever torch's default dtype.
 

@@ -23,7 +23,7 @@ from .memory import release_when_collected
 from .threads import THREAD_RULE, watch_forks
 from .token_cache import DEFAULT_TOKEN_CACHE_WORDS, TokenCache
 
-__all__ = ["attach_runtime", "has_runtime", "set_recurrence", "set_token_cache"]
+__all__ = ["attach_runtime", "set_recurrence", "set_token_cache"]
 
 
 def attach_runtime(

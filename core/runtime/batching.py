@@ -10,8 +10,6 @@ from collections.abc import Sequence
 
 from ..model.checks import check_int
 
-__all__ = ["batches_by_token_budget"]
-
 
 def batches_by_token_budget(
     lengths: Sequence[int],

@@ -12,8 +12,6 @@ import os
 import torch
 import torch.distributed as dist
 
-__all__ = ["init_distributed"]
-
 
 def init_distributed(device: str = "cpu") -> tuple[int, int, str]:
     """Join the process group when launched by torchrun (WORLD_SIZE > 1).

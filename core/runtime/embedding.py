@@ -24,16 +24,7 @@ from .windows import DEFAULT_WINDOW_TOKENS, OnWindow, RunBatch, check_window_set
 if TYPE_CHECKING:
     from ..model.elmo import Elmo
 
-__all__ = [
-    "EmbedSettings",
-    "check_model",
-    "embed_sentences",
-    "inference_step",
-    "iter_embeddings",
-    "check_layers",
-    "LAYER_CHOICES",
-    "DEFAULT_BATCH_TOKENS",
-]
+__all__ = ["EmbedSettings", "embed_sentences", "iter_embeddings"]
 
 DEFAULT_BATCH_TOKENS = 4096
 """Default budget of padded positions per batch (about 0.3 GB of LSTM pre-activations

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..model.checks import check_int
 
-__all__ = ["CacheStats", "FeatureCache"]
+__all__ = ["FeatureCache"]
 
 
 class CacheStats(NamedTuple):

@@ -16,8 +16,6 @@ from __future__ import annotations
 import threading
 import weakref
 
-__all__ = ["first_use_lock"]
-
 _guard = threading.Lock()
 _locks: weakref.WeakKeyDictionary[object, threading.RLock] = weakref.WeakKeyDictionary()
 

@@ -60,13 +60,7 @@ import gc
 import threading
 import weakref
 
-__all__ = [
-    "MMAP_THRESHOLD",
-    "release_free_memory",
-    "release_when_collected",
-    "use_heap_for_every_block",
-    "use_mmap_for_large_blocks",
-]
+__all__ = ["release_free_memory"]
 
 
 MMAP_THRESHOLD = 256 * 1024

@@ -32,7 +32,7 @@ from torch import nn
 if TYPE_CHECKING:
     from ..model.elmo import Elmo
 
-__all__ = ["is_quantized", "quantize_int8", "quantize_linear_layers"]
+__all__ = ["quantize_int8"]
 
 
 def quantize_int8(elmo: Elmo) -> Elmo:

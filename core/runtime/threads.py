@@ -64,21 +64,7 @@ from typing import TypeVar
 
 import torch
 
-__all__ = [
-    "SIDE_BY_SIDE_MIN_WEIGHTS",
-    "THREAD_RULE",
-    "CpuThreadRule",
-    "ThreadPolicy",
-    "choose_threads",
-    "directions_side_by_side",
-    "run_side_by_side",
-    "forward_threads",
-    "other_load",
-    "set_thread_policy",
-    "thread_policy",
-    "usable_cpus",
-    "watch_forks",
-]
+__all__ = ["set_thread_policy"]
 
 ThreadPolicy = str | int
 """`"auto"` (the default), `"torch"` (leave torch's count alone) or a whole number of threads."""

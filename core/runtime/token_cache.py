@@ -45,8 +45,6 @@ import torch
 from ..model.characters import CHAR_ID_OFFSET, PADDING_CHARACTER
 from ..model.checks import check_int
 
-__all__ = ["DEFAULT_TOKEN_CACHE_WORDS", "TokenCache", "float64_sum", "parameter_fingerprint"]
-
 DEFAULT_TOKEN_CACHE_WORDS = 50_000
 """Default bound, in word types: ~100 MB of float32 for the original model
 (`projection_dim` 512), ~25 MB for the shipped default model (128)."""

@@ -45,20 +45,6 @@ from ..model.checks import check_int
 from .batching import batches_by_token_budget
 from .memory import release_free_memory
 
-__all__ = [
-    "DEFAULT_WINDOW_TOKENS",
-    "check_window_settings",
-    "default_context",
-    "OnWindow",
-    "plan_windows",
-    "PlanBatches",
-    "read_in_windows",
-    "ReadPieces",
-    "run_in_windows",
-    "RunBatch",
-    "Window",
-]
-
 DEFAULT_WINDOW_TOKENS = 1024
 """Longest sequence read in one pass. Long enough for any real sentence and for a
 600-token paragraph; a 100,000-token document becomes about 130 windows."""

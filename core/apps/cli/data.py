@@ -25,8 +25,6 @@ from ..training.commands import TrainingSettings
 from ..training.corpus import DEFAULT_SPLITTER
 from .shared import command_group, plural, setting_option
 
-__all__ = ["app"]
-
 app = command_group("Prepare biLM training data: pretokenize raw text once, count the vocabulary, hold sentences out.")
 
 

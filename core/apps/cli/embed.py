@@ -37,7 +37,7 @@ from .shared import (
     setting_option,
 )
 
-__all__ = ["AUTOCAST_DTYPES", "PRECISIONS", "embed"]
+__all__ = ["embed"]
 
 PRECISIONS = ("fp32", "int8", "bf16", "fp16")
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}

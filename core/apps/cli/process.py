@@ -34,8 +34,6 @@ from pathlib import Path
 from ...model.errors import ElmoError
 from ...model.kernels import CACHE_VARIABLE, compile_cache_folder, compile_enabled
 
-__all__ = ["KERNEL_CACHE_CAPACITY", "reserve_kernel_cache", "use_writable_compile_cache"]
-
 KERNEL_CACHE_CAPACITY = 4096
 """oneDNN kernels `reserve_kernel_cache` makes room for (oneDNN's default: 1,024)."""
 

@@ -18,22 +18,6 @@ from ...model.errors import ElmoError, SettingError
 from ...runtime.embedding import EmbedSettings
 from ..training.commands import TrainingSettings
 
-__all__ = [
-    "BatchTokensOption",
-    "DeviceOption",
-    "MODEL_FLAGS",
-    "ModelOption",
-    "OptionsOption",
-    "TorchrunDeviceOption",
-    "WeightsOption",
-    "check_device",
-    "load_model",
-    "plural",
-    "process_group",
-    "setting_option",
-]
-
-
 METAVARS: dict[object, str] = {int: "N", float: "NUMBER", str: "TEXT", Path: "PATH"}
 """How an option's help names its value, by its type, where the option names none of its
 own (`--model DIR`, `--train FILE`): `--batch-tokens N`, `--lr NUMBER`."""

@@ -25,7 +25,7 @@ from ..training.commands import STOP_SETTINGS, TrainingSettings
 from ..training.trainer import CHECKPOINT_NAME
 from .shared import plural
 
-__all__ = ["resume_command", "settings_parameters", "train"]
+__all__ = ["train"]
 
 
 def train(**options: Any) -> None:

@@ -27,16 +27,6 @@ from ...model.options import BiLMOptions
 from .model import BiLMLanguageModel
 from .vocab import Vocabulary
 
-__all__ = [
-    "CHECKPOINT_FORMAT",
-    "atomic_torch_save",
-    "get_rng_state",
-    "lm_from_checkpoint",
-    "load_checkpoint_file",
-    "set_rng_state",
-    "truncate_log",
-]
-
 CHECKPOINT_FORMAT = "elmo-bilm-training-checkpoint"
 
 

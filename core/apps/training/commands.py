@@ -50,14 +50,7 @@ from .trainer import (
 )
 from .vocab import Vocabulary
 
-__all__ = [
-    "DEFAULT_VOCAB_SIZE",
-    "TrainingSettings",
-    "build_vocabulary",
-    "expand_files",
-    "run_perplexity",
-    "run_training",
-]
+__all__ = ["TrainingSettings", "run_perplexity", "run_training"]
 
 logger = logging.getLogger(__name__)
 

@@ -27,16 +27,7 @@ from ...files.atomic_files import atomic_path
 from ...files.text_files import open_text
 from ...files.tokenizers import get_tokenizer
 
-__all__ = [
-    "DEFAULT_SPLITTER",
-    "Splitter",
-    "cut_sentence",
-    "get_sentence_splitter",
-    "hold_out",
-    "iter_sentences",
-    "line_sentences",
-    "pretokenize_files",
-]
+__all__ = ["get_sentence_splitter", "hold_out", "iter_sentences"]
 
 Splitter = Callable[[str], list[list[str]]]
 """A paragraph of raw text -> its sentences, each a list of token strings."""

@@ -55,8 +55,6 @@ from ...runtime.batching import batches_by_token_budget
 from .corpus import Splitter, line_sentences
 from .vocab import Vocabulary
 
-__all__ = ["Batch", "PAD_TARGET", "PrefetchingStream", "TrainingStream", "eval_batches", "make_batch"]
-
 PAD_TARGET = -100  # target id at padded positions; never used (the model masks them)
 
 

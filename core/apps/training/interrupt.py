@@ -18,8 +18,6 @@ import time
 from types import FrameType, TracebackType
 from typing import Any
 
-__all__ = ["REPEAT_AFTER_S", "StopSignals"]
-
 REPEAT_AFTER_S = 1.0
 """Seconds after the first signal from which a second one stops at once."""
 

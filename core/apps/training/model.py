@@ -50,16 +50,7 @@ from ...runtime.attach import attach_runtime
 from .softmax import adaptive_log_prob
 from .vocab import Vocabulary
 
-__all__ = [
-    "BiLMLanguageModel",
-    "LMOutput",
-    "LM_HEAD_NAME",
-    "VOCAB_NAME",
-    "default_cutoffs",
-    "has_lm_head",
-    "load_language_model",
-    "save_language_model",
-]
+__all__ = ["BiLMLanguageModel", "has_lm_head", "load_language_model", "save_language_model"]
 
 VOCAB_NAME = "vocab.txt"
 LM_HEAD_NAME = "lm_head.safetensors"

@@ -33,7 +33,7 @@ from .data import eval_batches
 from .model import BiLMLanguageModel
 from .vocab import Vocabulary
 
-__all__ = ["Perplexity", "autocast_context", "check_precision", "evaluate", "precision_dtype"]
+__all__ = ["Perplexity", "evaluate"]
 
 
 class Perplexity(NamedTuple):

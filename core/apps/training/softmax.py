@@ -34,8 +34,6 @@ from torch import nn
 
 from ...model.kernels import bucket_rows, fused_rowwise, pad_rows
 
-__all__ = ["ROW_BLOCK", "adaptive_log_prob"]
-
 ROW_BLOCK = 64
 """Rows per block of the float32 log-sum-exp and its backward on torch's eager operators
 (a block of head logits, 64 x 4,002 float32 values, is 1 MB: it stays in a core's cache

@@ -75,20 +75,7 @@ from .model import BiLMLanguageModel, save_language_model
 from .perplexity import Perplexity, autocast_context, check_precision, evaluate
 from .vocab import Vocabulary
 
-__all__ = [
-    "CHECKPOINT_NAME",
-    "LOG_NAME",
-    "PRECISIONS",
-    "RELEASE_EVERY",
-    "StepResult",
-    "TrainConfig",
-    "Trainer",
-    "config_from_checkpoint",
-    "option_help",
-    "log_line",
-    "make_optimizer",
-    "seed_everything",
-]
+__all__ = ["TrainConfig", "Trainer"]
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 """`TrainConfig.precision` values."""

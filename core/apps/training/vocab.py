@@ -27,7 +27,7 @@ from ...files.atomic_files import atomic_write
 from ...files.text_files import iter_lines
 from ...model.checks import check_int
 
-__all__ = ["Vocabulary", "BOS", "EOS", "UNK", "SPECIAL_TOKENS"]
+__all__ = ["Vocabulary"]
 
 BOS = "<S>"
 EOS = "</S>"

@@ -31,8 +31,6 @@ import torch
 
 from .model import BiLMLanguageModel
 
-__all__ = ["widen_language_model"]
-
 _LSTM = re.compile(r"^bilm\.(forward|backward)_layers\.layers\.\d+\.(input_linear|state_linear|state_projection)\.")
 _TAIL = re.compile(r"^softmax\.tail\.(\d+)\.([01])\.weight$")
 

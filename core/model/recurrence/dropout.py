@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["DROPOUT_LEVELS", "fast_dropout"]
-
 DROPOUT_LEVELS = 1 << 16
 """The dropout rate is a multiple of 1 / DROPOUT_LEVELS (16 random bits per element)."""
 

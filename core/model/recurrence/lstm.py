@@ -52,17 +52,6 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from ..precision import WEIGHT_DTYPE, bf16_linear, bf16_weight, cpu_bf16_active
 
-__all__ = [
-    "LSTMCellWithProjection",
-    "LSTMStack",
-    "LSTMState",
-    "RunDirections",
-    "StackOutputs",
-    "compile_recurrence",
-    "lstm_gates",
-    "reverse_index",
-]
-
 LSTMState = tuple[torch.Tensor, torch.Tensor]
 """(h [batch, projection_dim], c [batch, dim]) of one layer."""
 

@@ -25,8 +25,6 @@ from .dropout import fast_dropout
 from .lstm import FORGET_BIAS, LSTMStack, lstm_gates, reverse_index
 from .paired_bptt import paired_training_stacks
 
-__all__ = ["CapturedRecurrence", "bucket_shape", "paired_stacks"]
-
 
 def bucket_shape(batch_size: int, num_steps: int) -> tuple[int, int]:
     """The (batch, steps) a captured graph is recorded for, >= the given shape.

@@ -49,8 +49,6 @@ from ..kernels import bucket_rows, fused_kernel
 from .dropout import fast_dropout
 from .lstm import FORGET_BIAS, LSTMStack, reverse_index
 
-__all__ = ["paired_training_stacks"]
-
 
 def _gate_order(w: torch.Tensor) -> torch.Tensor:
     """Rows (or entries) in blocks i, j, f, o (bilm-tf) -> i, f, o, j: the three sigmoid
