@@ -439,7 +439,7 @@ class _RecordingBar:
 
 
 def test_progress_on_one_long_line_advances_window_by_window_to_its_word_count(tmp_path, monkeypatch):
-    from elmo_core.apps.embed_file import embed_file as module
+    from elmo_core.apps import embed_file as module
 
     bars: list[_RecordingBar] = []
 
