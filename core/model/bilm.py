@@ -217,8 +217,20 @@ class BiLM(nn.Module):
         self.reset_buffers()
         # Stateful mode: per direction, per layer (h, c) with rows in batch-row order.
         self._states: dict[str, list[LSTMState]] | None = None
-        _check_runtime_part("recurrence", recurrence, "threads", "Recurrence('step')", "set_recurrence(model, 'step')")
-        _check_runtime_part("token_cache", token_cache, "lookup", "TokenCache(50000)", "set_token_cache(model, n)")
+        _check_runtime_part(
+            "recurrence",
+            recurrence,
+            "threads",
+            "model.recurrence.Recurrence('step')",
+            "runtime.attach.set_recurrence(model, 'step')",
+        )
+        _check_runtime_part(
+            "token_cache",
+            token_cache,
+            "lookup",
+            "runtime.token_cache.TokenCache(50000)",
+            "runtime.attach.set_token_cache(model, n)",
+        )
         self.token_cache = token_cache
         self.recurrence = recurrence
 

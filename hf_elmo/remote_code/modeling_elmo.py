@@ -589,8 +589,20 @@ class BiLM(nn.Module):
         self.register_buffer("eos_char_ids", torch.empty(C, dtype=torch.long), persistent=False)
         self.reset_buffers()
         self._states: dict[str, list[LSTMState]] | None = None
-        _check_runtime_part("recurrence", recurrence, "threads", "Recurrence('step')", "set_recurrence(model, 'step')")
-        _check_runtime_part("token_cache", token_cache, "lookup", "TokenCache(50000)", "set_token_cache(model, n)")
+        _check_runtime_part(
+            "recurrence",
+            recurrence,
+            "threads",
+            "model.recurrence.Recurrence('step')",
+            "runtime.attach.set_recurrence(model, 'step')",
+        )
+        _check_runtime_part(
+            "token_cache",
+            token_cache,
+            "lookup",
+            "runtime.token_cache.TokenCache(50000)",
+            "runtime.attach.set_token_cache(model, n)",
+        )
         self.token_cache = token_cache
         self.recurrence = recurrence
     @property
