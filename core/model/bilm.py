@@ -141,12 +141,15 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
     return char_ids.long()  # no copy when they are int64 already
 
 
+_HOMES = {"recurrence": "elmo_core.model.recurrence", "token_cache": "elmo_core.runtime.token_cache"}
+
+
 def _check_runtime_part(name: str, value: object, method: str, example: str, by_name: str) -> None:
     """Refuse a runtime part given as a name or a size (the old `BiLM(recurrence="step")`)."""
     if value is not None and not hasattr(value, method):
         raise TypeError(
-            f"{name} must be an object such as elmo_core.{example}, or None; got {value!r}. "
-            f"To choose it by name or size, build the BiLM without it and call elmo_core.{by_name}."
+            f"{name} must be an object such as {_HOMES[name]}.{example}, or None; got {value!r}. "
+            f"To choose it by name or size, build the BiLM without it and call elmo_core.runtime.attach.{by_name}."
         )
 
 
@@ -217,20 +220,8 @@ class BiLM(nn.Module):
         self.reset_buffers()
         # Stateful mode: per direction, per layer (h, c) with rows in batch-row order.
         self._states: dict[str, list[LSTMState]] | None = None
-        _check_runtime_part(
-            "recurrence",
-            recurrence,
-            "threads",
-            "model.recurrence.Recurrence('step')",
-            "runtime.attach.set_recurrence(model, 'step')",
-        )
-        _check_runtime_part(
-            "token_cache",
-            token_cache,
-            "lookup",
-            "runtime.token_cache.TokenCache(50000)",
-            "runtime.attach.set_token_cache(model, n)",
-        )
+        _check_runtime_part("recurrence", recurrence, "threads", "Recurrence('step')", "set_recurrence(model, 'step')")
+        _check_runtime_part("token_cache", token_cache, "lookup", "TokenCache(50000)", "set_token_cache(model, n)")
         self.token_cache = token_cache
         self.recurrence = recurrence
 
