@@ -36,7 +36,15 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common import DEFAULT_DATA, child_env, from_repo, load_sentences, machine_line, shape_options
+from benchmarks.common import (
+    DEFAULT_DATA,
+    child_env,
+    from_repo,
+    load_sentences,
+    machine_line,
+    own_peak_rss_mb,
+    shape_options,
+)
 from elmo_core import Elmo, embed_sentences, load_bilm_tf, save_bilm_tf, words_to_char_ids
 from elmo_core.runtime.attach import set_token_cache
 
@@ -215,10 +223,7 @@ def alone(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     run()
     rate = sum(map(len, sentences)) / (time.perf_counter() - start)
-    # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across exec, so it would show the parent's peak.
-    status = Path("/proc/self/status").read_text().split("VmHWM:")[1].split()
-    peak = int(status[0]) / 1024  # kB
-    print(json.dumps({"tok_s": rate, "peak_rss_mib": peak}))
+    print(json.dumps({"tok_s": rate, "peak_rss_mib": own_peak_rss_mb()}))  # VmHWM: this process's own peak
     return 0
 
 

@@ -1,7 +1,7 @@
 """One very long line against the same text in short lines, through `elmo embed`'s embedding path.
 
 `elmo embed` reads each input line as one sequence; a line longer than `window_tokens`
-(1024) is cut into overlapping windows (`elmo_core.model.windows`) and its windows are
+(1024) is cut into overlapping windows (`elmo_core.runtime.windows`) and its windows are
 batched by the same budget of padded positions as short lines. This script embeds the
 same tokens twice with the shipped default model, `--layers top`, each time in a fresh
 process:
@@ -40,13 +40,14 @@ from pathlib import Path
 from benchmarks.common import (
     DEFAULT_DATA,
     SEED,
-    _synthetic_sentences,
     child_env,
     current_rss_mb,
     format_table,
     from_repo,
     load_average,
     machine_line,
+    own_peak_rss_mb,
+    synthetic_sentences,
     timed,
 )
 
@@ -62,24 +63,10 @@ def input_tokens(data: Path, count: int) -> tuple[list[str], str]:
                 tokens += line.split()
                 if len(tokens) >= count:
                     return tokens[:count], f"{data} (first {count} tokens)"
-    words = [w for sentence in _synthetic_sentences(random.Random(SEED), count // 20 + 1) for w in sentence]
+    words = [w for sentence in synthetic_sentences(random.Random(SEED), count // 20 + 1) for w in sentence]
     while len(words) < count:
         words += words
     return words[:count], f"synthetic (seed {SEED}; {data} not found or too small)"
-
-
-def vm_hwm_mb() -> float | None:
-    """Peak resident memory of this process's own address space (VmHWM), in MiB; None without /proc.
-
-    Unlike `ru_maxrss`, it starts afresh at exec, so a child does not report its parent's peak.
-    """
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 def measure(layout: str, budget: int, data: Path, count: int, line_tokens: int) -> dict[str, object]:
@@ -113,7 +100,7 @@ def measure(layout: str, budget: int, data: Path, count: int, line_tokens: int) 
         "others": others,
         "windows": windows[0],
         "rss_before": rss_before,
-        "peak": vm_hwm_mb(),
+        "peak": own_peak_rss_mb(),
     }
 
 

@@ -169,10 +169,10 @@ def load_sentences(data: Path, count: int) -> tuple[list[list[str]], str]:
         pool = list(enwiki_sentences(from_repo(data)))
         if len(pool) >= count:
             return rng.sample(pool, count), f"{data} ({len(pool)} sentences of {MIN_TOKENS}..{MAX_TOKENS} tokens)"
-    return _synthetic_sentences(rng, count), f"synthetic (seed {SEED}; {data} not found or too small)"
+    return synthetic_sentences(rng, count), f"synthetic (seed {SEED}; {data} not found or too small)"
 
 
-def _synthetic_sentences(rng: random.Random, count: int) -> list[list[str]]:
+def synthetic_sentences(rng: random.Random, count: int) -> list[list[str]]:
     """Zipf-distributed made-up words; gamma-distributed lengths with mean about 25."""
     letters = "abcdefghijklmnopqrstuvwxyz"
     vocab = ["".join(rng.choices(letters, k=min(1 + int(rng.expovariate(0.25)), 20))) for _ in range(5000)]
@@ -319,6 +319,19 @@ def current_rss_mb() -> float | None:
     except (OSError, IndexError, ValueError):
         return None
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def own_peak_rss_mb() -> float | None:
+    """Peak resident memory of this process's own address space (VmHWM), in MiB; None without /proc.
+
+    Unlike `ru_maxrss` (`peak_rss_mb`), which Linux keeps across exec, it starts afresh in a
+    child process, so a child does not report its parent's peak.
+    """
+    try:
+        status = Path("/proc/self/status").read_text()
+        return int(status.split("VmHWM:")[1].split()[0]) / 1024  # kB
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def peak_rss_mb() -> float:

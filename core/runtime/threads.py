@@ -473,9 +473,6 @@ class CpuThreadRule:
             return None
         return lambda first, second: run_side_by_side(first, second, split)
 
-    def __repr__(self) -> str:
-        return "THREAD_RULE"
-
 
 THREAD_RULE = CpuThreadRule()
 """The one thread rule every loader hands a biLM's `Recurrence` (`elmo_core.runtime.attach`)."""
