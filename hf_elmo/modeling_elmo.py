@@ -41,6 +41,7 @@ from .configuration_elmo import ElmoConfig
 from functools import partial
 
 from elmo_core.files.model_folder import check_model_folder, folder_variant
+from elmo_core.model.recurrence.time_chunks import CHUNK_STEPS
 from elmo_core.runtime.attach import attach_runtime
 from elmo_core.runtime.batching import batches_by_token_budget
 from elmo_core.runtime.embedding import DEFAULT_BATCH_TOKENS
@@ -335,7 +336,9 @@ class ElmoModel(ElmoPreTrainedModel):
         self._window_batches = None
         # >>> hf_elmo only: the runtime (recurrence path, thread rule, layer-0 cache), as every face gets it
         attach_runtime(self.bilm)
-        self._window_batches = partial(batches_by_token_budget, max_tokens=DEFAULT_BATCH_TOKENS)
+        self._window_batches = partial(
+            batches_by_token_budget, max_tokens=DEFAULT_BATCH_TOKENS, chunk_steps=CHUNK_STEPS
+        )
         # <<< hf_elmo only
         self.post_init()
 

@@ -17,6 +17,7 @@ def batches_by_token_budget(
     *,
     max_batch_size: int | None = None,
     tokens_per_sentence_extra: int = 2,
+    chunk_steps: int | None = None,
 ) -> list[list[int]]:
     """Group sentence indices into batches of at most `max_tokens` padded positions.
 
@@ -25,10 +26,18 @@ def batches_by_token_budget(
     `extra` = 2 counts the `<S>`/`</S>` positions the biLM adds. A sentence longer than
     the budget gets a batch of its own.
 
+    With `chunk_steps`, a row counts at most that many steps: the biLM steps a longer
+    batch that many steps at a time (`elmo_core.model.recurrence.time_chunks`), so the
+    budget bounds the positions it works on at once, rows x steps per chunk. Long rows
+    then share a batch (the windows of a long document: 16 of 1024 tokens in 4096), which
+    is what makes them fast on a CPU; what such a batch holds until it ends is its outputs.
+
     Args:
         lengths: Token count of each sentence.
         max_tokens: Budget of padded positions per batch (> 0).
         max_batch_size: Optional cap on sentences per batch.
+        chunk_steps: Most steps a row counts (`CHUNK_STEPS` where the biLM steps in
+            chunks); None counts every step.
 
     Returns:
         Lists of indices into `lengths`; every index appears exactly once.
@@ -38,12 +47,14 @@ def batches_by_token_budget(
     """
     max_tokens = check_int("max_tokens", max_tokens)
     max_batch_size = check_int("max_batch_size", max_batch_size, none_ok=True)
+    most = check_int("chunk_steps", chunk_steps, none_ok=True)
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batches: list[list[int]] = []
     current: list[int] = []
     longest = 0
     for i in order:
         cost = lengths[i] + tokens_per_sentence_extra
+        cost = cost if most is None else min(cost, most)
         full = max_batch_size is not None and len(current) >= max_batch_size
         if current and (full or max(longest, cost) * (len(current) + 1) > max_tokens):
             batches.append(current)

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["EmbedSettings", "embed_sentences", "iter_embeddings"]
 
 DEFAULT_BATCH_TOKENS = 4096
-"""Default budget of padded positions per batch (about 0.3 GB of LSTM pre-activations
-for the original model's shape; lower it on small machines, raise it on a GPU)."""
+"""Default budget of padded positions per batch (`batches_by_token_budget`: a row counts
+at most `CHUNK_STEPS` positions); lower it on small machines, raise it on a GPU."""
 
 LAYER_CHOICES = ("all", "top", "average", "mix")
 

@@ -25,6 +25,12 @@ tokens are at least 128 tokens away from any cut. Inputs no longer than
 `window_tokens` are never cut, so their vectors are exactly those of a run without
 windows. `tests/core/runtime/test_windows.py` measures the differences on a small model.
 
+Windows share batches. The biLM steps rows longer than `CHUNK_STEPS` (256) a chunk
+at a time (`elmo_core.model.recurrence.time_chunks`), so a batch counts a window's positions
+up to 256: the default budget of 4096 positions holds 16 windows of 1024 tokens, and the
+LSTM's products run on 16 columns per step, not 4. With the context read twice, a long
+line reads about a third more positions than the same text split into sentences.
+
 `read_in_windows` reads a padded batch of char ids this way (hf_elmo's `ElmoModel.forward`),
 keeping autograd intact; `run_in_windows` reads token lists this way for `embed_sentences`,
 `elmo embed` and the spaCy component: it cuts them into batches by a token budget, runs
@@ -42,6 +48,7 @@ import numpy as np
 import torch
 
 from ..model.checks import check_int
+from ..model.recurrence.time_chunks import CHUNK_STEPS
 from .batching import batches_by_token_budget
 from .memory import release_free_memory
 
@@ -280,11 +287,10 @@ def run_in_windows(
     """Plan windows, run them in batches, assemble: yield `(index, array)` as each sequence completes.
 
     A sequence of at most `window_tokens` tokens is one piece, read whole; a longer one is
-    cut by `plan_windows`. Pieces are batched by `batches_by_token_budget`, longest first,
-    and a sequence is yielded when its last piece has been read (not in input order).
-
-    Memory is bounded by one batch (and one window, plus a long sequence being assembled).
-    Every yielded array is a fresh copy, never a view, which would keep the whole batch's
+    cut by `plan_windows`. Pieces are batched by `batches_by_token_budget`, longest first
+    (see the module docstring), and a sequence is yielded when its last piece has been
+    read (not in input order). Memory is bounded by one batch (plus a long sequence being
+    assembled). Every yielded array is a fresh copy, never a view, which would keep the whole batch's
     array alive for as long as the caller keeps one sequence. After each batch its arrays
     are dropped and the freed heap goes back to the OS (`elmo_core.runtime.memory`): every batch
     has new shapes, and without the trim the resident size creeps up over a long run.
@@ -292,7 +298,7 @@ def run_in_windows(
     Args:
         sequences: Token lists (empty ones give arrays with 0 tokens).
         run_batch: See `RunBatch`; it gets `sequences[i][start:end]` for each piece.
-        batch_tokens: Budget of padded positions per batch.
+        batch_tokens: Budget of padded positions per batch (a piece counts at most `CHUNK_STEPS`).
         batch_size: Optional cap on pieces per batch.
         window_tokens: Longest piece; None or 0 reads every sequence whole.
         window_context: Context tokens on each side of a kept stretch (default `window_tokens // 8`).
@@ -307,7 +313,8 @@ def run_in_windows(
     """
     window_tokens = check_window_settings(window_tokens, window_context)
     pieces = [(i, w) for i, tokens in enumerate(sequences) for w in _pieces(len(tokens), window_tokens, window_context)]
-    batches = batches_by_token_budget([w.end - w.start for _, w in pieces], batch_tokens, max_batch_size=batch_size)
+    lengths = [w.end - w.start for _, w in pieces]  # a piece counts at most CHUNK_STEPS (the module docstring)
+    batches = batches_by_token_budget(lengths, batch_tokens, max_batch_size=batch_size, chunk_steps=CHUNK_STEPS)
     windows_left = Counter(i for i, _ in pieces)
     assembling: dict[int, np.ndarray] = {}  # long sequences being assembled: index -> arrays so far
     kept: np.ndarray | None = None  # a view of the current batch's arrays

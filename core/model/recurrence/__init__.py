@@ -11,6 +11,8 @@ This package is the one place to read how the recurrence is computed:
     paired_bptt.py   "paired" with the backward through time written out, for a
                      gradient pass (pretraining and fine-tuning).
     dropout.py       the dropout on each LSTM layer's input during training.
+    time_chunks.py   long inference batches stepped a chunk of steps at a time, on
+                     "step" or "fused": the same values, a fraction of the memory.
 
 Four ways to compute the same thing (`BiLM.recurrence`, set with
 `elmo_core.runtime.attach.set_recurrence`):
@@ -56,6 +58,7 @@ import torch
 
 from .lstm import LSTMStack, RunDirections, StackOutputs
 from .paired import CapturedRecurrence, paired_stacks
+from .time_chunks import CHUNK_STEPS, run_in_chunks
 
 if TYPE_CHECKING:
     from ..bilm import BiLM
@@ -88,16 +91,22 @@ class Recurrence:
         mode: One of RECURRENCES (see the module docstring).
         thread_rule: How a pass uses CPU threads (`ThreadRule`); None: torch's threads as
             they are, and the two directions one after the other.
+        chunk_steps: An inference batch of more steps than this on the "step" or "fused"
+            path is stepped this many steps at a time (`time_chunks.py`: the same values,
+            less memory); None never.
 
     Raises:
         ValueError: for an unknown mode.
     """
 
-    def __init__(self, mode: str = "auto", thread_rule: ThreadRule | None = None) -> None:
+    def __init__(
+        self, mode: str = "auto", thread_rule: ThreadRule | None = None, chunk_steps: int | None = CHUNK_STEPS
+    ) -> None:
         if mode not in RECURRENCES:
             raise ValueError(f"recurrence must be one of {', '.join(RECURRENCES)}; got {mode!r}.")
         self.mode = mode
         self.thread_rule = thread_rule
+        self.chunk_steps = chunk_steps
         self.captured = CapturedRecurrence()
 
     def __repr__(self) -> str:
@@ -125,7 +134,11 @@ class Recurrence:
         run_directions = None
         if self.thread_rule is not None:
             run_directions = self.thread_rule.run_directions(tokens.device, 4 * lstm.dim * lstm.projection_dim)
-        return bilm.run_sorted(tokens, lengths, fused=path == "fused", run_directions=run_directions)
+        fused = path == "fused"
+        chunk = self.chunk_steps
+        if chunk is not None and tokens.shape[1] > chunk and not (needs_grad or bilm.stateful or bilm.training):
+            return run_in_chunks(stacks, tokens, lengths, steps=chunk, fused=fused, run_directions=run_directions)
+        return bilm.run_sorted(tokens, lengths, fused=fused, run_directions=run_directions)
 
 
 def resolve_recurrence(

@@ -72,6 +72,11 @@ INPUT_BLOCK_ROWS = 128
 small enough that the block's pre-activations stay small (4 MB for the original model)."""
 
 
+def input_block_steps(batch_size: int) -> int:
+    """Steps per input product for a batch of `batch_size` rows: `INPUT_BLOCK_ROWS` rows or more."""
+    return max(1, -(-INPUT_BLOCK_ROWS // max(batch_size, 1)))
+
+
 def lstm_gates(z: torch.Tensor, c: torch.Tensor, cell_clip: float | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The element-wise part of one step: new cell state and the gated output.
 
@@ -254,7 +259,7 @@ class LSTMCellWithProjection(nn.Module):
         bf16 = cpu_bf16_active(inputs) and float_linears
         recurrent = bf16_weight(self.state_linear.weight) if bf16 else None
         pre: tuple[torch.Tensor, ...] = ()
-        block = max(1, -(-INPUT_BLOCK_ROWS // max(batch_size, 1)))  # steps per input product
+        block = input_block_steps(batch_size)
         for t in range(num_steps):
             if t % block == 0:
                 pre, pre_t = (), None  # free the last block before computing the next
@@ -322,7 +327,7 @@ class LSTMCellWithProjection(nn.Module):
         output = inputs.new_zeros(num_steps, batch_size, self.projection_dim)
         w_x, w_h, w_p = self.input_linear.weight, self.state_linear.weight, self.state_projection.weight
         bias = self.input_linear.bias[:, None]  # [4D, 1]
-        block = max(1, -(-INPUT_BLOCK_ROWS // max(batch_size, 1)))  # steps per input product
+        block = input_block_steps(batch_size)
         pre_buffer = inputs.new_empty(4 * D * min(block, num_steps) * batch_size)
         z_buffer = inputs.new_empty(4 * D * batch_size)
         pre = pre_buffer

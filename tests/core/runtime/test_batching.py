@@ -28,3 +28,16 @@ def test_oversized_sentence_gets_its_own_batch_and_cap_applies():
 def test_bad_budget(bad):
     with pytest.raises(ValueError, match="max_tokens must be a positive integer"):
         batches_by_token_budget([1], bad)
+
+
+def test_with_chunks_a_row_counts_at_most_the_chunk_steps():
+    """The biLM steps long rows `chunk_steps` at a time: a batch's cost is rows x min(longest + 2, chunk)."""
+    lengths = [1024] * 40 + [300] * 3 + [25] * 10
+    batches = batches_by_token_budget(lengths, 4096, chunk_steps=256)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert [len(b) for b in batches] == [16, 16, 16, 5]  # rows count min(length + 2, 256): 8 + 3 + 5 fit the third
+    for batch in batches:
+        assert len(batch) * min(max(lengths[i] for i in batch) + 2, 256) <= 4096
+    assert [len(b) for b in batches_by_token_budget(lengths, 4096)][:2] == [3, 3]  # every step counted
+    with pytest.raises(ValueError, match="chunk_steps must be a positive integer"):
+        batches_by_token_budget(lengths, 4096, chunk_steps=0)

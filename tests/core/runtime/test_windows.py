@@ -11,6 +11,7 @@ import elmo_core.apps.cli.embed
 import elmo_core.runtime.windows
 from elmo_core import embed_sentences
 from elmo_core.apps.cli import app
+from elmo_core.model.recurrence.time_chunks import CHUNK_STEPS
 from elmo_core.runtime.windows import DEFAULT_WINDOW_TOKENS, check_window_settings, plan_windows, run_in_windows
 from tests.conftest import make_tiny_elmo
 
@@ -192,8 +193,8 @@ def test_windows_do_not_depend_on_batch_mates_or_budget():
 
 
 # ---------------------------------------------------------------- bounded memory
-def _longest_pass(elmo, sentences, **kwargs) -> tuple[int, int]:
-    """(most tokens in one biLM sequence, most padded positions in one biLM call)."""
+def _passes(elmo, sentences, **kwargs) -> list[tuple[int, int]]:
+    """(rows, tokens) of every biLM call that embedding `sentences` makes."""
     seen = []
     handle = elmo.bilm.register_forward_hook(lambda module, args, out: seen.append(tuple(out.activations.shape[1:3])))
     try:
@@ -201,7 +202,17 @@ def _longest_pass(elmo, sentences, **kwargs) -> tuple[int, int]:
     finally:
         handle.remove()
     assert [len(o) for o in out] == [len(s) for s in sentences]
-    return max(t for _, t in seen), max(rows * (t + 2) for rows, t in seen)
+    return seen
+
+
+def _longest_pass(elmo, sentences, **kwargs) -> tuple[int, int]:
+    """(most tokens in one biLM sequence, most positions one biLM call steps at once).
+
+    A call steps `rows x (tokens + 2)` positions at once, or `rows x CHUNK_STEPS` when
+    its rows are longer and it steps them a chunk at a time.
+    """
+    seen = _passes(elmo, sentences, **kwargs)
+    return max(t for _, t in seen), max(rows * min(t + 2, CHUNK_STEPS) for rows, t in seen)
 
 
 def test_a_long_document_is_read_in_passes_bounded_by_the_window_and_budget():
@@ -211,6 +222,20 @@ def test_a_long_document_is_read_in_passes_bounded_by_the_window_and_budget():
         assert longest <= 256 and positions <= 1024
     longest, _ = _longest_pass(elmo, [words(3_000)], window_tokens=None)
     assert longest == 3_000  # without windows the whole document is one sequence
+
+
+def test_a_long_lines_windows_share_a_batch_as_many_as_the_budget_steps_at_once():
+    """One line of 20,000 tokens at the default window (1024) and budget (4096): its 26
+    windows go 16 to a biLM call (4096 // CHUNK_STEPS), not 4 (4096 // 1026), so the
+    LSTM's products run on 16 columns per step; the vectors stay those of one window per call."""
+    elmo = make_tiny_elmo()
+    doc = words(20_000)
+    windows = plan_windows(len(doc))
+    seen = _passes(elmo, [doc])
+    assert sorted(seen, reverse=True) == [(16, DEFAULT_WINDOW_TOKENS), (len(windows) - 16, DEFAULT_WINDOW_TOKENS)]
+    assert 4096 // CHUNK_STEPS == 16
+    one_per_call = embed_sentences(elmo, [doc], layers="top", batch_size=1)[0]
+    np.testing.assert_allclose(embed_sentences(elmo, [doc], layers="top")[0], one_per_call, atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.slow

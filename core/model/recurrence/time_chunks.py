@@ -1,0 +1,111 @@
+"""Long rows stepped a chunk of steps at a time (inference).
+
+A batch of long rows, such as the windows of a long document (each 1026 steps with
+`<S>` and `</S>`), runs its two stacks one chunk of `CHUNK_STEPS` steps at a time.
+Each layer starts a chunk from the `(h, c)` it ended the last one with, so every step
+computes what it computes in one pass over all steps. A chunk is a whole number of the
+cell's input blocks (`input_block_steps`), so the products are the same products too,
+and the outputs equal one pass's to the last bit on the step loop.
+
+What changes is what is held at once. One pass over all steps holds every layer's
+outputs twice over (as the stacks return them, and the backward stack's reversed back
+into time order) and a reversed copy of the input. In chunks, each layer's outputs are
+written into place as they come, and one chunk of input is reversed at a time. That
+lets many long rows share a batch, and then the LSTM's products run on many columns at
+once: on a CPU a product on 16 columns costs little more per step than one on 4
+(`benchmarks/bench_long_line.py`). The runtime's batching counts a row's positions up to
+`CHUNK_STEPS` for that reason (`elmo_core.runtime.batching.batches_by_token_budget`).
+
+`Recurrence` takes this path on its own for inference (no gradient, eval mode, not
+stateful) on the "step" and "fused" paths, when a batch has more than `CHUNK_STEPS` steps.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .lstm import LSTMStack, LSTMState, RunDirections, StackOutputs, StackRun, input_block_steps, reverse_index
+
+CHUNK_STEPS = 256
+"""Steps per chunk (rounded up to whole input blocks): long enough that a chunk's work
+dwarfs its bookkeeping, short enough that 16 rows of it fit the default budget of padded
+positions (4096)."""
+
+
+def chunk_length(batch_size: int, steps: int = CHUNK_STEPS) -> int:
+    """`steps` rounded up to a whole number of the cell's input blocks for `batch_size` rows."""
+    block = input_block_steps(batch_size)
+    return block * max(1, -(-steps // block))
+
+
+def run_in_chunks(
+    stacks: tuple[LSTMStack, LSTMStack],
+    tokens: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    steps: int = CHUNK_STEPS,
+    fused: bool = False,
+    run_directions: RunDirections | None = None,
+) -> StackOutputs:
+    """Both stacks over [batch, steps, P] inputs, `steps` steps at a time (see the module docstring).
+
+    Args:
+        stacks: The forward and the backward stack.
+        tokens: [batch, num_steps, P] layer-0 vectors, right-padded.
+        lengths: [batch] real steps per row.
+        steps: Steps per chunk (rounded up by `chunk_length`).
+        fused: One `torch.lstm` call per direction, layer and chunk (clip-free cells).
+        run_directions: As in `BiLM.run_sorted`; None runs the directions one after the other.
+
+    Returns:
+        See `StackOutputs`: as `BiLM.run_sorted` returns them, rows sorted longest first.
+    """
+    batch_size, num_steps, _ = tokens.shape
+    sorted_lengths, order = lengths.sort(descending=True, stable=True)
+    running = sorted_lengths[None, :] > torch.arange(num_steps, device=lengths.device)[:, None]
+    batch_sizes = running.sum(dim=1).tolist()  # rows still running at each step
+    x = tokens.index_select(0, order).transpose(0, 1)  # [steps, batch, P], sorted rows
+    reverse = reverse_index(sorted_lengths, num_steps)[..., None]  # [steps, batch, 1]; its own inverse
+    chunk = chunk_length(batch_size, steps)
+
+    def forward() -> StackRun:
+        return _stack_in_chunks(stacks[0], x, None, batch_sizes, chunk, fused)
+
+    def backward() -> StackRun:
+        return _stack_in_chunks(stacks[1], x, reverse, batch_sizes, chunk, fused)
+
+    if run_directions is not None:
+        (forward_out, _), (backward_out, _) = run_directions(forward, backward)
+    else:
+        forward_out, _ = forward()
+        backward_out, _ = backward()
+    return forward_out, backward_out, order
+
+
+def _stack_in_chunks(
+    stack: LSTMStack,
+    x: torch.Tensor,
+    reverse: torch.Tensor | None,
+    batch_sizes: list[int],
+    chunk: int,
+    fused: bool,
+) -> StackRun:
+    """One stack over time-major sorted inputs `x`, read reversed over each row when `reverse` is given.
+
+    Returns each layer's outputs [steps, batch, P] in forward time order, and the final states.
+    """
+    num_steps, batch_size, width = x.shape
+    outputs: list[torch.Tensor] = []
+    states: list[LSTMState | None] | None = None
+    for start in range(0, num_steps, chunk):
+        end = min(num_steps, start + chunk)
+        index = None if reverse is None else reverse[start:end]  # [chunk, batch, 1]: where step s reads
+        inputs = x[start:end] if index is None else x.gather(0, index.expand(-1, -1, width))
+        ys, states = stack(inputs, batch_sizes[start:end], states, fused=fused, final_state=True)
+        outputs = outputs or [y.new_empty(num_steps, batch_size, y.shape[-1]) for y in ys]
+        for out, y in zip(outputs, ys):
+            if index is None:
+                out[start:end] = y
+            else:  # back to forward time: step s of row b is position reverse[s, b]
+                out.scatter_(0, index.expand(-1, -1, y.shape[-1]), y)
+    return outputs, [state for state in states or [] if state is not None]
