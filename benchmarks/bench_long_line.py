@@ -2,7 +2,8 @@
 
 `elmo embed` reads each input line as one sequence; a line longer than `window_tokens`
 (1024) is cut into overlapping windows (`elmo_core.runtime.windows`) and its windows are
-batched by the same budget of padded positions as short lines. This script embeds the
+batched by the same budget of padded positions as short lines, each window counting 256
+positions: the biLM steps them 256 steps at a time (`elmo_core.model.recurrence.time_chunks`). This script embeds the
 same tokens twice with the shipped default model, `--layers top`, each time in a fresh
 process:
 
