@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 
 from ...files.folder_lock import LOCK_NAME, FolderLock
-from ...files.model_folder import MODEL_FOLDER_FILES, load_model_folder, read_model_config, resolve_model_source
+from ...files.model_folder import load_model_folder, read_model_config, resolve_model_source
 from ...files.options_file import read_options
 from ...files.text_files import (
     check_input_file,
@@ -36,12 +36,12 @@ from ..console import progress_bar
 from .checkpoint import lm_from_checkpoint, load_checkpoint_file
 from .corpus import DEFAULT_SPLITTER, Splitter, get_sentence_splitter, iter_sentences
 from .data import PrefetchingStream, TrainingStream
-from .model import LM_HEAD_NAME, VOCAB_NAME, BiLMLanguageModel, has_lm_head, load_language_model
+from .model import BiLMLanguageModel, has_lm_head, load_language_model
 from .perplexity import Perplexity, check_precision, evaluate
 from .trainer import (
     CHECKPOINT_NAME,
-    LOG_NAME,
     PRECISIONS,
+    TRAINING_FILES,
     TrainConfig,
     Trainer,
     config_from_checkpoint,
@@ -67,9 +67,6 @@ STOP_SETTINGS = (
     "progress",
 )
 """The `TrainConfig` fields a resumed run takes from its command rather than from its checkpoint."""
-
-TRAINING_FILES = (CHECKPOINT_NAME, LOG_NAME, VOCAB_NAME, LM_HEAD_NAME, *MODEL_FOLDER_FILES)
-"""Name patterns of the files `elmo train` writes in --out."""
 
 
 def _cutoffs_from_text(text: str | None) -> list[int] | None:

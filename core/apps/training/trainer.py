@@ -59,6 +59,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ...files.model_folder import MODEL_FOLDER_FILES
+from ...files.text_files import check_output_is_new
+from ...model.errors import ElmoError
 from ...runtime.memory import release_free_memory
 from ..console import progress_bar
 from .checkpoint import (
@@ -71,7 +74,7 @@ from .checkpoint import (
 )
 from .data import Batch
 from .interrupt import StopSignals
-from .model import BiLMLanguageModel, save_language_model
+from .model import LM_HEAD_NAME, VOCAB_NAME, BiLMLanguageModel, save_language_model
 from .perplexity import Perplexity, autocast_context, check_precision, evaluate
 from .vocab import Vocabulary
 
@@ -87,6 +90,9 @@ logger = logging.getLogger(__name__)
 
 CHECKPOINT_NAME = "checkpoint.pt"
 LOG_NAME = "train_log.jsonl"
+
+TRAINING_FILES = (CHECKPOINT_NAME, LOG_NAME, VOCAB_NAME, LM_HEAD_NAME, *MODEL_FOLDER_FILES)
+"""Name patterns of the files a run writes in its output folder."""
 
 
 def option_help(text: str, **cli: Any) -> dict[str, Any]:
@@ -311,6 +317,7 @@ class Trainer:
         self.elapsed_before = 0.0  # seconds trained by earlier invocations
         self.early_stopping = _EarlyStopping()
         self._iterator: Iterator[Batch] | None = None
+        self._out_dir_is_ours = False  # checked, or a checkpoint was loaded: out_dir holds this run
 
     @property
     def is_main(self) -> bool:
@@ -393,6 +400,7 @@ class Trainer:
         """
         from tqdm.contrib.logging import logging_redirect_tqdm
 
+        self._check_no_other_run()
         run = _FitRun(time.monotonic())
         if self._iterator is None:
             self._iterator = iter(self.stream)
@@ -613,6 +621,30 @@ class Trainer:
             "extra": self.checkpoint_extra,
         }
 
+    def _check_no_other_run(self) -> None:
+        """Refuse to start a new run (no checkpoint loaded, no earlier `fit`) in an `out_dir` that
+        holds a run's files, on every rank when rank 0 refuses: a run never overwrites another
+        run's work.
+
+        Raises:
+            ElmoError: one line naming `out_dir`, the files there, `load_checkpoint` and a fresh folder.
+        """
+        if self._out_dir_is_ours or self.out_dir is None:
+            return
+        checkpoint = self.out_dir / CHECKPOINT_NAME
+        fix = "Give a fresh out_dir (a new or empty folder)."
+        if checkpoint.is_file():
+            fix = f"Continue that run with trainer.load_checkpoint({str(checkpoint)!r}) before fit(), or g" + fix[1:]
+        refusal: ElmoError | None = None
+        if self.is_main:
+            try:
+                check_output_is_new("out_dir", self.out_dir, fix, patterns=TRAINING_FILES, what="another run's files")
+            except ElmoError as err:
+                refusal = err
+        if self._agree(refusal is not None):  # every rank stops with rank 0 (alone, it would leave them waiting)
+            raise refusal or ElmoError(f"rank 0 refused out_dir {self.out_dir}: it holds another run's files. {fix}")
+        self._out_dir_is_ours = True
+
     def load_checkpoint(self, checkpoint: str | Path | dict[str, Any]) -> None:
         """Restore a checkpoint into this trainer (built with the checkpoint's model and vocab).
 
@@ -651,6 +683,7 @@ class Trainer:
             self.stream.load_state_dict(mine["stream"])
         set_rng_state(mine["rng"], self.device)
         self._iterator = None
+        self._out_dir_is_ours = True
         if self.is_main and self.out_dir is not None:
             truncate_log(self.out_dir / LOG_NAME, self.step)
 

@@ -24,6 +24,7 @@ from elmo_core.apps.training.trainer import (
     make_optimizer,
 )
 from elmo_core.apps.training.vocab import Vocabulary
+from elmo_core.model.errors import ElmoError
 from elmo_core.model.precision import cpu_bf16_support
 from tests.core.apps.training.conftest import make_corpus, make_lm, write_lines
 
@@ -424,3 +425,21 @@ def test_halving_explains_what_it_needs(tmp_path, vocab):
         TrainConfig(max_steps=1, halve_lr_below=0.05, validate_every=0)
     with pytest.raises(ValueError, match="halve_lr_below watches the validation perplexity, but there are no"):
         Trainer(make_lm(vocab), vocab, [], TrainConfig(max_steps=1, halve_lr_below=0.05))
+
+
+def test_a_new_trainer_refuses_an_out_dir_that_holds_a_run_and_resumes_when_asked(tmp_path, train_file, vocab):
+    """Python's `Trainer` keeps `elmo train`'s rule: a run never overwrites another run's work."""
+    make_trainer(tmp_path, vocab, train_file, out="run", max_steps=5).fit()
+    out = tmp_path / "run"
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    again = make_trainer(tmp_path, vocab, train_file, out="run", max_steps=8)
+    with pytest.raises(ElmoError) as info:
+        again.fit()
+    message = str(info.value)
+    assert "\n" not in message and f"out_dir {out} already holds another run's files" in message
+    assert f"trainer.load_checkpoint({str(out / 'checkpoint.pt')!r}) before fit()" in message
+    assert "fresh out_dir" in message
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nothing written
+    again.load_checkpoint(out / "checkpoint.pt")
+    assert again.fit()["step"] == 8  # resumed into its own folder
+    assert make_trainer(tmp_path, vocab, train_file, out="fresh", max_steps=2).fit()["step"] == 2
