@@ -181,9 +181,9 @@ def _embeddings(
 ) -> Iterator[tuple[int, np.ndarray]]:
     """`iter_embeddings` after its checks.
 
-    Each step runs the model in its inference modes (`inference_step`), and only the step:
+    Each batch runs the model in its inference modes (`inference_step`), and only the batch:
     the caller's code between steps runs in the caller's modes, as torch's own decorators
-    do for generators.
+    do for generators. The sentences of a batch are yielded without switching modes again.
     """
     if not has_runtime(model):  # a model built by hand: the runtime every loader gives (no value changes)
         with first_use_lock(model):
@@ -204,12 +204,7 @@ def _embeddings(
         on_window=on_window,
     )
     try:
-        while True:
-            with inference_step(model):
-                item = next(steps, None)
-            if item is None:
-                return
-            yield item
+        yield from steps
     finally:
         steps.close()
 
@@ -258,7 +253,7 @@ def _batch_runner(model: Elmo, layers: str | int, precision: contextlib.Abstract
     C = model.options.char_cnn.max_characters_per_token
 
     def run_batch(texts: list[Sequence[str]]) -> np.ndarray:
-        with model.bilm.threads():  # the chosen layers are ours to compute too
+        with inference_step(model), model.bilm.threads():  # the chosen layers are ours to compute too
             char_ids, mask = words_to_char_ids(texts, C)
             with precision:
                 # The scalar mixes only when asked for: for the other choices they would be

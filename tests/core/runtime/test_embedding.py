@@ -201,6 +201,24 @@ def test_iter_embeddings_runs_the_loop_body_in_the_callers_modes(sentences):
     assert elmo.training
 
 
+def test_iter_embeddings_switches_the_models_modes_once_per_batch_not_per_sentence(monkeypatch):
+    """The sentences of a batch come out without another eval()/train() walk over the model."""
+    elmo = make_tiny_elmo(dropout=0.5).train()
+    switches = []
+    real_train = torch.nn.Module.train
+
+    def train(module, mode=True):
+        if module is elmo:
+            switches.append(mode)
+        return real_train(module, mode)
+
+    monkeypatch.setattr(torch.nn.Module, "train", train)
+    sentences = [[f"w{i}", "and", f"v{i}"] for i in range(40)]
+    out = list(iter_embeddings(elmo, sentences, layers="top", batch_tokens=1000))  # 40 x 5 positions: one batch
+    assert len(out) == 40 and switches == [False, True]  # eval() for the batch, then the caller's mode back
+    assert elmo.training
+
+
 def test_iter_embeddings_left_suspended_leaves_the_callers_modes(sentences):
     elmo = make_tiny_elmo(dropout=0.5).train()
     steps = iter_embeddings(elmo, sentences, layers="top", batch_size=1)
