@@ -28,7 +28,7 @@ windows. `tests/core/runtime/test_windows.py` measures the differences on a smal
 Windows share batches. The biLM steps rows longer than `CHUNK_STEPS` (256) a chunk
 at a time (`elmo_core.model.recurrence.time_chunks`), so a batch counts a window's positions
 up to 256: the default budget of 4096 positions holds 16 windows of 1024 tokens, and the
-LSTM's products run on 16 columns per step, not 4. With the context read twice, a long
+LSTM's products run on 16 columns per step, not 3. With the context read twice, a long
 line reads about a third more positions than the same text split into sentences.
 
 `read_in_windows` reads a padded batch of char ids this way (hf_elmo's `ElmoModel.forward`),
@@ -290,8 +290,8 @@ def run_in_windows(
     cut by `plan_windows`. Pieces are batched by `batches_by_token_budget`, longest first
     (see the module docstring), and a sequence is yielded when its last piece has been
     read (not in input order). Memory is bounded by one batch (plus a long sequence being
-    assembled). Every yielded array is a fresh copy, never a view, which would keep the whole batch's
-    array alive for as long as the caller keeps one sequence. After each batch its arrays
+    assembled). Every yielded array is a fresh copy, never a view, which would keep the
+    whole batch's array alive for as long as the caller keeps one sequence. After each batch its arrays
     are dropped and the freed heap goes back to the OS (`elmo_core.runtime.memory`): every batch
     has new shapes, and without the trim the resident size creeps up over a long run.
 

@@ -7,14 +7,13 @@ computes what it computes in one pass over all steps. A chunk is a whole number 
 cell's input blocks (`input_block_steps`), so the products are the same products too,
 and the outputs equal one pass's to the last bit on the step loop.
 
-What changes is what is held at once. One pass over all steps holds every layer's
-outputs twice over (as the stacks return them, and the backward stack's reversed back
-into time order) and a reversed copy of the input. In chunks, each layer's outputs are
-written into place as they come, and one chunk of input is reversed at a time. That
-lets many long rows share a batch, and then the LSTM's products run on many columns at
-once: on a CPU a product on 16 columns costs little more per step than one on 4
-(`benchmarks/bench_long_line.py`). The runtime's batching counts a row's positions up to
-`CHUNK_STEPS` for that reason (`elmo_core.runtime.batching.batches_by_token_budget`).
+What changes is what is held at once: the backward stack's outputs once (one pass keeps
+them reversed, then copies them back into time order), and one chunk of input in time
+order (one pass makes two copies of all of it, sorted and reversed). The runtime's batching counts
+a row's positions up to `CHUNK_STEPS` (`elmo_core.runtime.batching.batches_by_token_budget`),
+so the windows of a long document share a batch: 16 at the default budget of 4096
+positions. The LSTM's products then run on 16 columns per step instead of 3, which on a
+CPU costs about the same per step (`benchmarks/bench_long_line.py`).
 
 `Recurrence` takes this path on its own for inference (no gradient, eval mode, not
 stateful) on the "step" and "fused" paths, when a batch has more than `CHUNK_STEPS` steps.
@@ -62,17 +61,17 @@ def run_in_chunks(
     """
     batch_size, num_steps, _ = tokens.shape
     sorted_lengths, order = lengths.sort(descending=True, stable=True)
-    running = sorted_lengths[None, :] > torch.arange(num_steps, device=lengths.device)[:, None]
-    batch_sizes = running.sum(dim=1).tolist()  # rows still running at each step
-    x = tokens.index_select(0, order).transpose(0, 1)  # [steps, batch, P], sorted rows
-    reverse = reverse_index(sorted_lengths, num_steps)[..., None]  # [steps, batch, 1]; its own inverse
+    steps_index = torch.arange(num_steps, device=lengths.device)[:, None]  # [steps, 1]
+    batch_sizes = (sorted_lengths[None, :] > steps_index).sum(dim=1).tolist()  # rows still running at each step
+    forward_positions = steps_index.expand(-1, batch_size)  # [steps, batch]: step t reads position t
+    backward_positions = reverse_index(sorted_lengths, num_steps)  # each row reversed over its length
     chunk = chunk_length(batch_size, steps)
 
     def forward() -> StackRun:
-        return _stack_in_chunks(stacks[0], x, None, batch_sizes, chunk, fused)
+        return _stack_in_chunks(stacks[0], tokens, order, forward_positions, batch_sizes, chunk, fused)
 
     def backward() -> StackRun:
-        return _stack_in_chunks(stacks[1], x, reverse, batch_sizes, chunk, fused)
+        return _stack_in_chunks(stacks[1], tokens, order, backward_positions, batch_sizes, chunk, fused)
 
     if run_directions is not None:
         (forward_out, _), (backward_out, _) = run_directions(forward, backward)
@@ -84,28 +83,27 @@ def run_in_chunks(
 
 def _stack_in_chunks(
     stack: LSTMStack,
-    x: torch.Tensor,
-    reverse: torch.Tensor | None,
+    tokens: torch.Tensor,
+    order: torch.Tensor,
+    positions: torch.Tensor,
     batch_sizes: list[int],
     chunk: int,
     fused: bool,
 ) -> StackRun:
-    """One stack over time-major sorted inputs `x`, read reversed over each row when `reverse` is given.
+    """One stack over the rows `order` of `tokens`, step t of row r reading position `positions[t, r]`.
 
-    Returns each layer's outputs [steps, batch, P] in forward time order, and the final states.
+    Returns each layer's outputs [steps, batch, P] in forward time order (rows sorted as
+    `order`), and the final states.
     """
-    num_steps, batch_size, width = x.shape
+    num_steps, batch_size = positions.shape
     outputs: list[torch.Tensor] = []
     states: list[LSTMState | None] | None = None
     for start in range(0, num_steps, chunk):
         end = min(num_steps, start + chunk)
-        index = None if reverse is None else reverse[start:end]  # [chunk, batch, 1]: where step s reads
-        inputs = x[start:end] if index is None else x.gather(0, index.expand(-1, -1, width))
+        index = positions[start:end]  # [chunk, batch]
+        inputs = tokens[order[None, :], index]  # [chunk, batch, P], time-major: this chunk's input only
         ys, states = stack(inputs, batch_sizes[start:end], states, fused=fused, final_state=True)
         outputs = outputs or [y.new_empty(num_steps, batch_size, y.shape[-1]) for y in ys]
         for out, y in zip(outputs, ys):
-            if index is None:
-                out[start:end] = y
-            else:  # back to forward time: step s of row b is position reverse[s, b]
-                out.scatter_(0, index.expand(-1, -1, y.shape[-1]), y)
+            out.scatter_(0, index[..., None].expand(-1, -1, y.shape[-1]), y)  # step t of row r: its position
     return outputs, [state for state in states or [] if state is not None]

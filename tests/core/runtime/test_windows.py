@@ -226,7 +226,7 @@ def test_a_long_document_is_read_in_passes_bounded_by_the_window_and_budget():
 
 def test_a_long_lines_windows_share_a_batch_as_many_as_the_budget_steps_at_once():
     """One line of 20,000 tokens at the default window (1024) and budget (4096): its 26
-    windows go 16 to a biLM call (4096 // CHUNK_STEPS), not 4 (4096 // 1026), so the
+    windows go 16 to a biLM call (4096 // CHUNK_STEPS), not 3 (4096 // 1026), so the
     LSTM's products run on 16 columns per step; the vectors stay those of one window per call."""
     elmo = make_tiny_elmo()
     doc = words(20_000)
