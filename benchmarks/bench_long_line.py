@@ -14,13 +14,15 @@ at each `--batch-tokens` budget, through `iter_embeddings` (what `elmo embed` ru
 every piece of its input; the vectors are dropped as they come, as `elmo embed` writes
 them out). It reports wall seconds, tokens per second, windows reported to the progress
 callback, the resident memory after loading and a warm-up, and the peak resident memory
-(VmHWM of the measured process alone), and the ratio long / split per budget.
+(VmHWM of the measured process alone), and per budget the ratios long / split of the
+time, of the time per position the biLM reads (the long line's windows read their context
+twice), and of the peak memory.
 
 Input: the first `--tokens` whitespace tokens of enwiki2015 validation text when it is
 present (`../shared/data/lm/enwiki2015/valid.txt.xz`), else Zipf-distributed made-up words
 (`benchmarks.common`, seed 0); the header says which. Nothing is asserted.
 
-Usage (from the repository root; about 2 minutes on 2 CPU cores):
+Usage (from the repository root; about 3 minutes on 2 CPU cores):
 
     .venv/bin/python -m benchmarks.bench_long_line
     .venv/bin/python -m benchmarks.bench_long_line --tokens 100000 --batch-tokens 4096,32768
@@ -33,6 +35,7 @@ import datetime
 import json
 import lzma
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -68,6 +71,18 @@ def input_tokens(data: Path, count: int) -> tuple[list[str], str]:
     while len(words) < count:
         words += words
     return words[:count], f"synthetic (seed {SEED}; {data} not found or too small)"
+
+
+def positions_read(count: int, line_tokens: int) -> dict[str, int]:
+    """Positions the biLM reads for each layout: the long line's windows (with their context)
+    and the split lines, each with its `<S>` and `</S>`."""
+    from elmo_core.runtime.windows import plan_windows
+
+    lines = [min(line_tokens, count - i) for i in range(0, count, line_tokens)]
+    return {
+        "long": sum(w.end - w.start + 2 for w in plan_windows(count)),
+        "split": sum(n + 2 for n in lines),
+    }
 
 
 def measure(layout: str, budget: int, data: Path, count: int, line_tokens: int) -> dict[str, object]:
@@ -128,12 +143,29 @@ def run_child(layout: str, budget: int, args: argparse.Namespace) -> dict[str, o
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _row(budget: int, repeat: int, layout: str, r: dict[str, object], tokens: int) -> list[str]:
+    """One table row: a measurement of `run_child`."""
+    others, seconds, rss, peak = r["others"], float(r["seconds"]), r["rss_before"], r["peak"]  # type: ignore[arg-type]
+    return [
+        str(budget),
+        str(repeat + 1),
+        layout,
+        f"{seconds:.1f}",
+        f"{tokens / seconds:.0f}",
+        str(r["windows"]),
+        f"{rss:.0f}" if rss is not None else "?",
+        f"{peak:.0f}" if peak is not None else "?",
+        f"{others:.2f}" if others is not None else "?",
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokens", type=int, default=50_000, help="tokens of input (default 50000)")
     parser.add_argument("--line-tokens", type=int, default=25, help="tokens per line of the split input (default 25)")
     parser.add_argument("--batch-tokens", default="4096,32768", help="budgets to compare (default 4096,32768)")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="xz text (relative: from the repository root)")
+    parser.add_argument("--repeats", type=int, default=3, help="measurements of each layout per budget (default 3)")
     parser.add_argument("--child", choices=LAYOUTS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     budgets = [int(b) for b in args.batch_tokens.split(",")]
@@ -148,30 +180,36 @@ def main(argv: list[str] | None = None) -> int:
     print(machine_line())
     print(f"input    {source}; long = one line, split = lines of {args.line_tokens} tokens")
     print("model    the shipped default model, layers top, window_tokens 1024 (context 128); thread policy auto")
+    read = positions_read(args.tokens, args.line_tokens)
+    print(f"read     long {read['long']:,} positions (windows with <S> and </S>), split {read['split']:,}")
     print()
-    header = ["budget", "layout", "seconds", "tokens/s", "windows", "RSS before MiB", "peak MiB", "others' CPUs"]
+    header = [
+        "budget",
+        "repeat",
+        "layout",
+        "seconds",
+        "tokens/s",
+        "windows",
+        "RSS before MiB",
+        "peak MiB",
+        "others' CPUs",
+    ]
     rows, ratios = [], []
     for budget in budgets:
-        results = {layout: run_child(layout, budget, args) for layout in LAYOUTS}
-        for layout, r in results.items():
-            others = r["others"]
-            rows.append(
-                [
-                    str(budget),
-                    layout,
-                    f"{r['seconds']:.1f}",
-                    f"{args.tokens / r['seconds']:.0f}",
-                    str(r["windows"]),
-                    f"{r['rss_before']:.0f}" if r["rss_before"] is not None else "?",
-                    f"{r['peak']:.0f}" if r["peak"] is not None else "?",
-                    f"{others:.2f}" if others is not None else "?",
-                ]
-            )
-            print(f"  {budget} {layout}: {r['seconds']:.1f} s, peak {r['peak']} MiB", flush=True)
-        long, split = results["long"], results["split"]
+        time_ratios, peak_ratios = [], []
+        for repeat in range(args.repeats):  # long and split in turn: both see the same machine
+            results = {layout: run_child(layout, budget, args) for layout in LAYOUTS}
+            for layout, r in results.items():
+                rows.append(_row(budget, repeat, layout, r, args.tokens))
+                print(f"  {budget} #{repeat + 1} {layout}: {r['seconds']:.1f} s, peak {r['peak']} MiB", flush=True)
+            time_ratios.append(results["long"]["seconds"] / results["split"]["seconds"])  # type: ignore[operator]
+            peak_ratios.append(results["long"]["peak"] / results["split"]["peak"])  # type: ignore[operator]
+        time_ratio = statistics.median(time_ratios)
+        each = ", ".join(f"{t:.2f}" for t in time_ratios)
         ratios.append(
-            f"budget {budget}: long / split time {long['seconds'] / split['seconds']:.2f}, "  # type: ignore[operator]
-            f"peak {long['peak'] / split['peak']:.2f}"  # type: ignore[operator]
+            f"budget {budget}: long / split time {time_ratio:.2f} (repeats {each}), "
+            f"per position read {time_ratio * read['split'] / read['long']:.2f}, "
+            f"peak {statistics.median(peak_ratios):.2f} (medians)"
         )
     print()
     print(format_table(header, rows))
