@@ -91,9 +91,9 @@ class Recurrence:
         mode: One of RECURRENCES (see the module docstring).
         thread_rule: How a pass uses CPU threads (`ThreadRule`); None: torch's threads as
             they are, and the two directions one after the other.
-        chunk_steps: An inference batch of more steps than this on the "step" or "fused"
-            path is stepped this many steps at a time (`time_chunks.py`: the same values,
-            less memory); None never.
+        chunk_steps: A batch of more steps than this on the "step" or "fused" path, with
+            no gradient, no carried state and no LSTM dropout acting, is stepped this many
+            steps at a time (`time_chunks.py`: the same values, less memory); None never.
 
     Raises:
         ValueError: for an unknown mode.
@@ -136,7 +136,8 @@ class Recurrence:
             run_directions = self.thread_rule.run_directions(tokens.device, 4 * lstm.dim * lstm.projection_dim)
         fused = path == "fused"
         chunk = self.chunk_steps
-        if chunk is not None and tokens.shape[1] > chunk and not (needs_grad or bilm.stateful or bilm.training):
+        dropout = bilm.training and any(stack.dropout for stack in stacks)  # its draws stay those of one pass
+        if chunk is not None and tokens.shape[1] > chunk and not (needs_grad or bilm.stateful or dropout):
             return run_in_chunks(stacks, tokens, lengths, steps=chunk, fused=fused, run_directions=run_directions)
         return bilm.run_sorted(tokens, lengths, fused=fused, run_directions=run_directions)
 

@@ -15,8 +15,9 @@ so the windows of a long document share a batch: 16 at the default budget of 409
 positions. The LSTM's products then run on 16 columns per step instead of 3, which on a
 CPU costs about the same per step (`benchmarks/bench_long_line.py`).
 
-`Recurrence` takes this path on its own for inference (no gradient, eval mode, not
-stateful) on the "step" and "fused" paths, when a batch has more than `CHUNK_STEPS` steps.
+`Recurrence` takes this path on its own on the "step" and "fused" paths, for a batch of
+more than `CHUNK_STEPS` steps with no gradient through the LSTMs, no carried state and
+no LSTM dropout acting (a frozen biLM under a trained scalar mix is stepped in chunks).
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def chunk_calls(monkeypatch) -> list[tuple[int, int]]:
     return calls
 
 
-def test_only_inference_batches_longer_than_a_chunk_are_stepped_in_chunks(chunk_calls):
+def test_only_batches_longer_than_a_chunk_without_gradient_or_lstm_dropout_are_stepped_in_chunks(chunk_calls):
     elmo = make_tiny_elmo(dropout=0.0).eval()
     elmo.bilm.recurrence = Recurrence("step", chunk_steps=64)
     char_ids, mask = _batch([70, 3])
@@ -88,7 +88,16 @@ def test_only_inference_batches_longer_than_a_chunk_are_stepped_in_chunks(chunk_
     out = elmo.bilm(char_ids, mask).activations  # a gradient pass keeps its graph whole
     out.sum().backward()
     assert elmo.bilm.forward_layers.layers[0].state_linear.weight.grad is not None
-    with torch.inference_mode():
-        elmo.train()  # dropout's draws stay those of one pass
+    elmo.bilm.requires_grad_(False)
+    elmo.train()  # a frozen biLM under a trained scalar mix: no LSTM dropout, so chunks
+    with torch.no_grad():
+        chunked = elmo.bilm(char_ids, mask).activations
+    assert chunk_calls == [(2, 72), (2, 72)]
+    for stack in (elmo.bilm.forward_layers, elmo.bilm.backward_layers):
+        stack.dropout = 0.1  # LSTM dropout acting (pretraining): its draws stay those of one pass
+    with torch.no_grad():
         elmo.bilm(char_ids, mask)
-    assert chunk_calls == [(2, 72)]
+    assert chunk_calls == [(2, 72), (2, 72)]
+    elmo.eval()
+    with torch.inference_mode():
+        assert torch.equal(elmo.bilm(char_ids, mask).activations, chunked)
