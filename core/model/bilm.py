@@ -29,7 +29,7 @@ from .char_cnn import CharCNN
 from .characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
 from .options import BiLMOptions
 from .precision import keep_bf16_copies
-from .recurrence.lstm import LSTMStack, LSTMState, RunDirections, StackOutputs, reverse_index
+from .recurrence.lstm import LSTMStack, LSTMState, RunDirections, StackOutputs, reverse_index, sort_rows
 
 __all__ = ["BiLM", "BiLMOutput"]
 
@@ -431,10 +431,7 @@ class BiLM(nn.Module):
             See `StackOutputs`; `order` is the sort order.
         """
         batch_size, num_steps, _ = tokens.shape
-        sorted_lengths, order = lengths.sort(descending=True, stable=True)
-        lengths_list = sorted_lengths.tolist()
-        # Rows still running at step t (rows are sorted longest first).
-        batch_sizes = [sum(1 for n in lengths_list if n > t) for t in range(num_steps)]
+        sorted_lengths, order, batch_sizes = sort_rows(lengths, num_steps)
         x = tokens.index_select(0, order).transpose(0, 1)  # [steps, batch, P], sorted rows
         # The same index reverses each row over its own length and undoes the reversal.
         reverse = reverse_index(sorted_lengths, num_steps)[..., None]  # [steps, batch, 1]

@@ -203,10 +203,7 @@ def _embeddings(
         window_context=settings.window_context,
         on_window=on_window,
     )
-    try:
-        yield from steps
-    finally:
-        steps.close()
+    yield from steps  # closing this generator closes `steps` (and its batch's arrays)
 
 
 @contextlib.contextmanager

@@ -237,6 +237,12 @@ def reverse_index(lengths: torch.Tensor, num_steps: int) -> torch.Tensor:
     return torch.where(steps < row_len, row_len - 1 - steps, steps)
 
 
+def sort_rows(lengths: torch.Tensor, num_steps: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    sorted_lengths, order = lengths.sort(descending=True, stable=True)
+    steps = torch.arange(num_steps, device=lengths.device)
+    return sorted_lengths, order, (sorted_lengths[None, :] > steps[:, None]).sum(dim=1).tolist()
+
+
 class LSTMCellWithProjection(nn.Module):
     def __init__(
         self,
@@ -704,9 +710,7 @@ class BiLM(nn.Module):
         run_directions: RunDirections | None = None,
     ) -> StackOutputs:
         batch_size, num_steps, _ = tokens.shape
-        sorted_lengths, order = lengths.sort(descending=True, stable=True)
-        lengths_list = sorted_lengths.tolist()
-        batch_sizes = [sum(1 for n in lengths_list if n > t) for t in range(num_steps)]
+        sorted_lengths, order, batch_sizes = sort_rows(lengths, num_steps)
         x = tokens.index_select(0, order).transpose(0, 1)  # [steps, batch, P], sorted rows
         reverse = reverse_index(sorted_lengths, num_steps)[..., None]  # [steps, batch, 1]
         def flip(t: torch.Tensor) -> torch.Tensor:

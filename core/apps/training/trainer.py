@@ -632,9 +632,11 @@ class Trainer:
         if self._out_dir_is_ours or self.out_dir is None:
             return
         checkpoint = self.out_dir / CHECKPOINT_NAME
-        fix = "Give a fresh out_dir (a new or empty folder)."
+        fresh = "a fresh out_dir (a new or empty folder)."
         if checkpoint.is_file():
-            fix = f"Continue that run with trainer.load_checkpoint({str(checkpoint)!r}) before fit(), or g" + fix[1:]
+            fix = f"Continue that run with trainer.load_checkpoint({str(checkpoint)!r}) before fit(), or give {fresh}"
+        else:
+            fix = f"Give {fresh}"
         refusal: ElmoError | None = None
         if self.is_main:
             try:

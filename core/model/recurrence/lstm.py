@@ -161,6 +161,14 @@ def reverse_index(lengths: torch.Tensor, num_steps: int) -> torch.Tensor:
     return torch.where(steps < row_len, row_len - 1 - steps, steps)
 
 
+def sort_rows(lengths: torch.Tensor, num_steps: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """Rows sorted longest first (stable): `(sorted_lengths, order, batch_sizes)`, where
+    `batch_sizes[t]` counts the rows still running at step t (as in `PackedSequence`)."""
+    sorted_lengths, order = lengths.sort(descending=True, stable=True)
+    steps = torch.arange(num_steps, device=lengths.device)
+    return sorted_lengths, order, (sorted_lengths[None, :] > steps[:, None]).sum(dim=1).tolist()
+
+
 class LSTMCellWithProjection(nn.Module):
     """One LSTM layer of one direction, run over a whole (sorted, time-major) batch.
 

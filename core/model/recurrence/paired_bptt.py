@@ -47,7 +47,7 @@ import torch
 
 from ..kernels import bucket_rows, fused_kernel
 from .dropout import fast_dropout
-from .lstm import FORGET_BIAS, LSTMStack, reverse_index
+from .lstm import FORGET_BIAS, LSTMStack, reverse_index, sort_rows
 
 
 def _gate_order(w: torch.Tensor) -> torch.Tensor:
@@ -274,9 +274,7 @@ def paired_training_stacks(
     batch_size, num_steps, _ = tokens.shape
     device_type = tokens.device.type
     dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else tokens.dtype
-    sorted_lengths, order = lengths.sort(descending=True, stable=True)
-    steps = torch.arange(num_steps, device=lengths.device)
-    batch_sizes = (sorted_lengths[None, :] > steps[:, None]).sum(dim=1).tolist()  # rows running at step t
+    sorted_lengths, order, batch_sizes = sort_rows(lengths, num_steps)
     in_order = torch.equal(order, torch.arange(batch_size, device=order.device))  # batches come sorted
     x = (tokens if in_order else tokens.index_select(0, order)).transpose(0, 1)  # [steps, batch, P], sorted
     reverse = reverse_index(sorted_lengths, num_steps)[..., None]  # [steps, batch, 1]

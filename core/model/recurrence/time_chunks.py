@@ -9,11 +9,12 @@ and the outputs equal one pass's to the last bit on the step loop.
 
 What changes is what is held at once: the backward stack's outputs once (one pass keeps
 them reversed, then copies them back into time order), and one chunk of input in time
-order (one pass makes two copies of all of it, sorted and reversed). The runtime's batching counts
-a row's positions up to `CHUNK_STEPS` (`elmo_core.runtime.batching.batches_by_token_budget`),
-so the windows of a long document share a batch: 16 at the default budget of 4096
-positions. The LSTM's products then run on 16 columns per step instead of 3, which on a
-CPU costs about the same per step (`benchmarks/bench_long_line.py`).
+order (one pass makes two copies of all of it, sorted and reversed). The runtime's
+batching counts a row's positions up to `CHUNK_STEPS`
+(`elmo_core.runtime.batching.batches_by_token_budget`), so the windows of a long document
+share a batch: 16 at the default budget of 4096 positions. The LSTM's products then run
+on 16 columns per step instead of 3, which on a CPU costs about the same per step
+(`benchmarks/bench_long_line.py`).
 
 `Recurrence` takes this path on its own on the "step" and "fused" paths, for a batch of
 more than `CHUNK_STEPS` steps with no gradient through the LSTMs, no carried state and
@@ -24,7 +25,16 @@ from __future__ import annotations
 
 import torch
 
-from .lstm import LSTMStack, LSTMState, RunDirections, StackOutputs, StackRun, input_block_steps, reverse_index
+from .lstm import (
+    LSTMStack,
+    LSTMState,
+    RunDirections,
+    StackOutputs,
+    StackRun,
+    input_block_steps,
+    reverse_index,
+    sort_rows,
+)
 
 CHUNK_STEPS = 256
 """Steps per chunk (rounded up to whole input blocks): long enough that a chunk's work
@@ -61,10 +71,8 @@ def run_in_chunks(
         See `StackOutputs`: as `BiLM.run_sorted` returns them, rows sorted longest first.
     """
     batch_size, num_steps, _ = tokens.shape
-    sorted_lengths, order = lengths.sort(descending=True, stable=True)
-    steps_index = torch.arange(num_steps, device=lengths.device)[:, None]  # [steps, 1]
-    batch_sizes = (sorted_lengths[None, :] > steps_index).sum(dim=1).tolist()  # rows still running at each step
-    forward_positions = steps_index.expand(-1, batch_size)  # [steps, batch]: step t reads position t
+    sorted_lengths, order, batch_sizes = sort_rows(lengths, num_steps)
+    forward_positions = torch.arange(num_steps, device=lengths.device)[:, None].expand(-1, batch_size)  # t reads t
     backward_positions = reverse_index(sorted_lengths, num_steps)  # each row reversed over its length
     chunk = chunk_length(batch_size, steps)
 
