@@ -47,7 +47,7 @@ from elmo_core.runtime.batching import batches_by_token_budget
 from elmo_core.runtime.embedding import DEFAULT_BATCH_TOKENS
 from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
     note_which_code_runs,
-    save_generated_code,
+    save_atomically,
 )
 
 # <<< hf_elmo only
@@ -211,11 +211,12 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 "AutoModel": f"{module}.ElmoModel",
                 "AutoModelForTokenClassification": f"{module}.ElmoForTokenClassification",
             }
-        super().save_pretrained(save_directory, *args, **kwargs)
-        # >>> hf_elmo only: a generated modeling_elmo.py is itself the file transformers copies
-        if self._auto_class is not None and kwargs.get("is_main_process", True):
-            save_generated_code(save_directory, "modeling_elmo.py", "configuration_elmo.py")
+        save = super().save_pretrained
+        # >>> hf_elmo only: every file through the core's atomic writer; a generated modeling_elmo.py is the code
+        code = ("modeling_elmo.py", "configuration_elmo.py") if self._auto_class is not None else ()
+        save = save_atomically(save, save_directory, *code)
         # <<< hf_elmo only
+        save(save_directory, *args, **kwargs)
 
 
 # >>> hf_elmo only: the core's diagnosis of local folders

@@ -55,7 +55,7 @@ from elmo_core.files.tokenizers import get_tokenizer
 from elmo_core.model.options import BiLMOptions
 from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
     note_which_code_runs,
-    save_generated_code,
+    save_atomically,
 )
 
 # <<< hf_elmo only
@@ -558,10 +558,11 @@ class ElmoTokenizer(PreTrainedTokenizer):
         transformers copies this module's file into the folder; it is replaced by its
         generated copy, which needs no elmo-bilm (see `hf_elmo.remote_code`).
         """
-        files = super().save_pretrained(save_directory, *args, **kwargs)
-        if self._auto_class is not None:
-            save_generated_code(save_directory, "tokenization_elmo.py", "configuration_elmo.py")
-        return files
+        code = ("tokenization_elmo.py", "configuration_elmo.py") if self._auto_class is not None else ()
+        return cast(
+            tuple[str, ...],
+            save_atomically(super().save_pretrained, save_directory, *code)(save_directory, *args, **kwargs),
+        )
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *args: Any, **kwargs: Any) -> Any:

@@ -51,7 +51,7 @@ from ..runtime.token_cache import DEFAULT_TOKEN_CACHE_WORDS
 from .atomic_files import atomic_write
 from .options_file import read_options
 from .text_files import read_json
-from .weights import count_non_finite, load_bilm_tf, non_finite_error
+from .weights import check_bilm_tf_file, count_non_finite, load_bilm_tf, non_finite_error
 
 __all__ = ["default_model_dir", "load_elmo", "load_model_folder", "save_model_folder"]
 
@@ -206,7 +206,9 @@ def load_elmo(
         return load_model_folder(source.folder, map_location=map_location, **settings)
     _check_settings(settings)
     assert source.options is not None and source.weights is not None  # no folder: a pair
-    elmo = _with_runtime(read_options(source.options), settings, source.options)
+    options = read_options(source.options)
+    check_bilm_tf_file(options, source.weights, str(source.options))  # before anything is allocated
+    elmo = _with_runtime(options, settings, source.options)
     load_bilm_tf(elmo, source.weights)
     return elmo.to(map_location)
 
@@ -331,11 +333,13 @@ def load_model_folder(
             that are not finite.
         OptionsError: for invalid options or Elmo settings in config.json.
     """
-    options, settings = read_model_config(path)
+    options, stored = read_model_config(path)
     _check_settings(overrides)
-    settings.update(overrides)
+    settings = {**stored, **overrides}
+    weights = weight_files(path, variant)
+    _check_sizes(options, stored, settings, weights, Path(path) / CONFIG_NAME)  # before anything is allocated
     model = _with_runtime(options, settings, Path(path) / CONFIG_NAME)
-    _read_weights(model, weight_files(path, variant))
+    _read_weights(model, weights)
     return model.to(map_location)
 
 
@@ -551,10 +555,38 @@ def check_model_folder(path: str | Path, variant: str | None = None) -> None:
         OptionsError: for invalid options or Elmo settings in config.json.
     """
     options, settings = read_model_config(path)
+    _check_sizes(options, settings, settings, weight_files(path, variant), Path(path) / CONFIG_NAME)
+
+
+def _check_sizes(
+    options: BiLMOptions, stored: dict[str, Any], settings: dict[str, Any], weights: WeightFiles, config_path: Path
+) -> None:
+    """Raise unless the sizes config.json declares match the weights' headers, allocating nothing.
+
+    First the counts of repeated parts (LSTM layers, highway layers, filters, scalar
+    mixes), which set how many modules are built; then every tensor's shape, on a model
+    built on the meta device. `stored` are the settings of config.json (a scalar mix the
+    caller adds is not in the file), `settings` the ones to build with.
+    """
+    shapes = {k: weights.shapes[f] for k, f in _base_model_keys(weights.shapes).items()}
+    counts = [
+        ("lstm.n_layers", options.lstm.n_layers, "bilm.forward_layers.layers."),
+        ("char_cnn.n_highway", options.char_cnn.n_highway, "bilm.char_cnn.highway.layers."),
+        ("char_cnn.filters", len(options.char_cnn.filters), "bilm.char_cnn.convolutions."),
+        ("num_output_representations", stored["num_output_representations"], "scalar_mixes."),
+    ]
+    for key, declared, prefix in counts:
+        held = {name[len(prefix) :].split(".")[0] for name in shapes if name.startswith(prefix)}
+        if isinstance(declared, int) and declared > len(held) and (held or prefix != "scalar_mixes."):
+            raise WeightFileError(
+                f"{config_path} declares {key} = {declared}, but {weights.source} holds {len(held)} "
+                f"(tensors '{prefix}*'). The options in {CONFIG_NAME} do not match these weights: use the "
+                f"{CONFIG_NAME} saved with them."
+            )
+    settings = {k: v for k, v in settings.items() if k != "token_cache_words"}
     with torch.device("meta"):
-        model = _build_elmo(options, settings, Path(path) / CONFIG_NAME)
-    weights = weight_files(path, variant)
-    _check_state({k: weights.shapes[f] for k, f in _base_model_keys(weights.shapes).items()}, model, weights.source)
+        model = _build_elmo(options, settings, config_path)
+    _check_state(shapes, model, weights.source)
 
 
 def _with_runtime(options: BiLMOptions, settings: dict[str, Any], config_path: Path) -> Elmo:
