@@ -224,7 +224,9 @@ def _read_as_the_core_reads(load: Any, source: Any) -> Any:
     """`load` (transformers' `from_pretrained`), reading a local folder as the core reads it.
 
     A folder of one variant's weights only (`save_pretrained(d, variant="fp16")`) is read
-    as that variant without naming it (`elmo_core.files.folder_variant`). transformers'
+    as that variant without naming it (`elmo_core.files.folder_variant`). The sizes in
+    its config.json are checked against the weights' headers first, before anything is
+    allocated (unless `ignore_mismatched_sizes=True`). transformers'
     own errors for a broken folder come from deep inside it ("look at the above report",
     a raw SafetensorError); a local folder gets elmo_core's diagnosis instead
     (`check_model_folder`), which names the file and the fix.
@@ -235,6 +237,8 @@ def _read_as_the_core_reads(load: Any, source: Any) -> Any:
     def read(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("variant") is None:
             kwargs["variant"] = folder_variant(os.fspath(source))
+        if not kwargs.get("ignore_mismatched_sizes"):  # sizes from config.json checked before anything is allocated
+            check_model_folder(os.fspath(source), kwargs.get("variant"), sizes_only=True)
         try:
             return load(*args, **kwargs)
         except Exception as err:

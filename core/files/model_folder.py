@@ -537,7 +537,7 @@ def _read_weights(model: Elmo, weights: WeightFiles) -> None:
                 raise non_finite_error(weights_path, f"tensor '{key}'", bad, NON_FINITE_FIX)
 
 
-def check_model_folder(path: str | Path, variant: str | None = None) -> None:
+def check_model_folder(path: str | Path, variant: str | None = None, *, sizes_only: bool = False) -> None:
     """Raise the error `load_model_folder` would raise for this folder's files, cheaply.
 
     Reads config.json and the safetensors headers only, of every shard (no weights are
@@ -547,6 +547,8 @@ def check_model_folder(path: str | Path, variant: str | None = None) -> None:
     Args:
         path: The model folder.
         variant: As `load_model_folder`.
+        sizes_only: Check only the sizes: a tensor the weights lack is not an error
+            (transformers initialises it), but one with another shape is.
 
     Raises:
         WeightFileError: for a missing or unreadable config.json or weights file (any
@@ -555,11 +557,16 @@ def check_model_folder(path: str | Path, variant: str | None = None) -> None:
         OptionsError: for invalid options or Elmo settings in config.json.
     """
     options, settings = read_model_config(path)
-    _check_sizes(options, settings, settings, weight_files(path, variant), Path(path) / CONFIG_NAME)
+    _check_sizes(options, settings, settings, weight_files(path, variant), Path(path) / CONFIG_NAME, sizes_only)
 
 
 def _check_sizes(
-    options: BiLMOptions, stored: dict[str, Any], settings: dict[str, Any], weights: WeightFiles, config_path: Path
+    options: BiLMOptions,
+    stored: dict[str, Any],
+    settings: dict[str, Any],
+    weights: WeightFiles,
+    config_path: Path,
+    sizes_only: bool = False,
 ) -> None:
     """Raise unless the sizes config.json declares match the weights' headers, allocating nothing.
 
@@ -586,7 +593,7 @@ def _check_sizes(
     settings = {k: v for k, v in settings.items() if k != "token_cache_words"}
     with torch.device("meta"):
         model = _build_elmo(options, settings, config_path)
-    _check_state(shapes, model, weights.source)
+    _check_state(shapes, model, weights.source, sizes_only)
 
 
 def _with_runtime(options: BiLMOptions, settings: dict[str, Any], config_path: Path) -> Elmo:
@@ -639,11 +646,11 @@ def _base_model_keys(keys: Iterable[str]) -> dict[str, str]:
     return {key[len(prefix) :]: key for key in keys if key.startswith(prefix)}
 
 
-def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: Path) -> None:
+def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: Path, missing_ok: bool = False) -> None:
     """Every tensor of `model` is in `shapes` with its shape (`weights_path` names the weights in errors)."""
     for name, tensor in model.state_dict().items():
         if name not in shapes:
-            if name.startswith("scalar_mixes."):
+            if missing_ok or name.startswith("scalar_mixes."):
                 continue
             raise WeightFileError(
                 f"{weights_path} has no tensor '{name}' (expected shape {tuple(tensor.shape)}). The file "

@@ -1241,7 +1241,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 "AutoModel": f"{module}.ElmoModel",
                 "AutoModelForTokenClassification": f"{module}.ElmoForTokenClassification",
             }
-        super().save_pretrained(save_directory, *args, **kwargs)
+        save = super().save_pretrained
+        save(save_directory, *args, **kwargs)
 
 
 def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None, options: CharCNNOptions) -> torch.Tensor:
