@@ -43,10 +43,11 @@ for case in cases:
     for face in case["faces"]:
         err = io.StringIO()
         try:
+            pair = ["--options", case.get("options"), "--weights", case.get("weights")]
             if face == "core":
-                load_elmo(case["folder"]) if "folder" in case else load_elmo(options=case["options"], weights=case["weights"])
+                load_elmo(case.get("folder"), case.get("options"), case.get("weights"))
             elif face == "cli":
-                model = ["--model", case["folder"]] if "folder" in case else ["--options", case["options"], "--weights", case["weights"]]
+                model = ["--model", case["folder"]] if "folder" in case else pair
                 sys.argv = ["elmo", "embed", text, case["out"], *model]
                 with contextlib.redirect_stderr(err):
                     main()

@@ -17,6 +17,7 @@ import errno
 import os
 import secrets
 import shutil
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def atomic_path(path: str | Path, tmp_dir: str | Path | None = None) -> Iterator
     The temporary name keeps `path`'s suffix last, so writers that choose a format by
     the file name (`.xz`, `.h5`) still do, and starts with a dot, so patterns for the
     complete files do not match it. The file exists (empty) when the block starts, with
-    the usual permissions (0o666 less the umask). Its data is flushed to the disk
+    the usual permissions (0o666 less the umask), which it keeps. Its data is flushed to the disk
     (fsync) before the rename.
 
     Args:
@@ -49,9 +50,10 @@ def atomic_path(path: str | Path, tmp_dir: str | Path | None = None) -> Iterator
     """
     path = Path(path)
     tmp = _new_file(Path(tmp_dir) if tmp_dir is not None else path.parent, f".{path.name}.partial-", path.suffix)
+    usual = stat.S_IMODE(tmp.stat().st_mode)
     try:
         yield tmp
-        _fsync(tmp)
+        _finish(tmp, usual)
         os.replace(tmp, path)
     except Exception as err:
         full = disk_full_error(err, path)
@@ -74,7 +76,8 @@ def atomic_folder(folder: str | Path) -> Iterator[Path]:
 
     For writers this project does not own (transformers' `save_pretrained`, spaCy's
     `to_disk`), which write in place. When the block ends without an error, each file
-    is flushed (fsync) and renamed over its name in `folder`: a link there is replaced,
+    gets the usual permissions (0o666 less the umask), is flushed (fsync) and is renamed
+    over its name in `folder`: a link there is replaced,
     never written through. Sub-folders are merged the same way. On an error nothing in
     `folder` changes.
 
@@ -85,9 +88,12 @@ def atomic_folder(folder: str | Path) -> Iterator[Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     staging = _new_folder(folder)
+    probe = _new_file(staging, ".mode-", "")
+    usual = stat.S_IMODE(probe.stat().st_mode)
+    probe.unlink()
     try:
         yield staging
-        _move_in(staging, folder)
+        _move_in(staging, folder, usual)
     except Exception as err:
         full = disk_full_error(err, folder)
         if full is None:
@@ -175,7 +181,11 @@ def _new_folder(parent: Path) -> Path:
             continue
 
 
-def _fsync(path: Path) -> None:
+def _finish(path: Path, mode: int) -> None:
+    """Flush `path` to the disk and give it `mode`: a writer that replaced the file
+    (safetensors does) may have left its own, owner-only mode."""
+    if stat.S_IMODE(path.stat().st_mode) != mode:
+        os.chmod(path, mode)
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -183,14 +193,14 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _move_in(staging: Path, folder: Path) -> None:
+def _move_in(staging: Path, folder: Path, mode: int) -> None:
     for source in sorted(staging.iterdir()):
         target = folder / source.name
         if source.is_dir() and not source.is_symlink():
             if target.is_symlink() or (target.exists() and not target.is_dir()):
                 target.unlink()  # a link to a folder elsewhere: replaced by a folder of our own
             target.mkdir(exist_ok=True)
-            _move_in(source, target)
+            _move_in(source, target, mode)
         else:
-            _fsync(source)
+            _finish(source, mode)
             os.replace(source, target)
