@@ -83,7 +83,7 @@ def test_other_threads_create_files_with_the_umask_while_models_are_saved(tmp_pa
     (tmp_path / "files").mkdir()
 
     def create(k: int) -> None:
-        for i in range(20_000):
+        for i in range(50_000):
             if stop.is_set():
                 return
             path = tmp_path / "files" / f"{k}-{i}"
@@ -98,7 +98,7 @@ def test_other_threads_create_files_with_the_umask_while_models_are_saved(tmp_pa
     for thread in threads:
         thread.start()
     try:
-        for k in range(60):  # each save creates 3 files through the atomic writer
+        for k in range(200):  # each save creates 3 files through the atomic writer
             save_model_folder(model, tmp_path / f"m{k % 4}")
     finally:
         stop.set()
