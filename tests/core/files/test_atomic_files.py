@@ -74,16 +74,26 @@ def test_saving_never_sets_the_process_umask(tmp_path, umask_022, monkeypatch):
         assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 
-def test_other_threads_create_files_with_the_umask_while_models_are_saved(tmp_path, umask_022):
+def test_other_threads_create_files_with_the_umask_while_models_are_saved(tmp_path, umask_022, monkeypatch):
     import threading
+    import time
 
     from elmo_core import save_model_folder
+
+    real_umask = os.umask
+
+    def slow_umask(mask: int) -> int:  # widens the moment a set umask lasts, so that the threads see it
+        old = real_umask(mask)
+        time.sleep(0.001)
+        return old
+
+    monkeypatch.setattr(os, "umask", slow_umask)
 
     model, stop, modes = make_tiny_elmo(), threading.Event(), []
     (tmp_path / "files").mkdir()
 
     def create(k: int) -> None:
-        for i in range(50_000):
+        for i in range(20_000):
             if stop.is_set():
                 return
             path = tmp_path / "files" / f"{k}-{i}"
@@ -98,7 +108,7 @@ def test_other_threads_create_files_with_the_umask_while_models_are_saved(tmp_pa
     for thread in threads:
         thread.start()
     try:
-        for k in range(200):  # each save creates 3 files through the atomic writer
+        for k in range(60):  # each save creates 3 files through the atomic writer
             save_model_folder(model, tmp_path / f"m{k % 4}")
     finally:
         stop.set()
