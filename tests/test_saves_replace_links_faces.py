@@ -67,8 +67,9 @@ def test_save_model_folder_replaces_links_and_leaves_their_targets(cache):
 
 def test_save_pretrained_of_model_config_and_tokenizer_replaces_links_and_leaves_their_targets(cache):
     pytest.importorskip("transformers")
-    import hf_elmo  # noqa: F401 - registers the Auto classes
     from transformers import AutoModel, AutoTokenizer
+
+    import hf_elmo  # noqa: F401 - registers the Auto classes
 
     before = _sha256(cache / "blobs")
     target = cache / "snapshots" / "target"
@@ -87,8 +88,9 @@ def test_save_pretrained_of_model_config_and_tokenizer_replaces_links_and_leaves
 
 def test_a_sharded_save_pretrained_deletes_old_shards_as_transformers_does(tmp_path):
     pytest.importorskip("transformers")
-    import hf_elmo  # noqa: F401
     from transformers import AutoModel
+
+    import hf_elmo  # noqa: F401
 
     model = AutoModel.from_pretrained(default_model_dir())
     model.save_pretrained(tmp_path, max_shard_size="4MB")
