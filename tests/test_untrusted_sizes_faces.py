@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -136,3 +137,47 @@ def test_bilm_tf_options_declaring_absurd_sizes_are_refused_before_allocating(re
     kind, message = refusals[("pair_dim_2e5", face)]
     assert kind == ("exit 2" if face == "cli" else "WeightFileError"), (kind, message)
     assert "options.json) imply (256, 800000)" in message and "has shape (256, 2048)" in message
+
+
+_REMOTE = r"""
+import resource, sys
+import transformers
+
+def vm_bytes():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) * 1024
+
+cap = vm_bytes() + 3 * 2**29
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+try:
+    transformers.AutoModel.from_pretrained(sys.argv[1], trust_remote_code=True)
+    print("loaded")
+except BaseException as exc:
+    print(type(exc).__name__, str(exc))
+assert "hf_elmo" not in sys.modules and "elmo_core" not in sys.modules  # the folder's own code ran
+"""
+
+
+def test_a_saved_folders_own_code_refuses_absurd_sizes_before_allocating(tmp_path):
+    from transformers import AutoModel
+
+    import hf_elmo  # noqa: F401
+
+    AutoModel.from_pretrained(default_model_dir()).save_pretrained(tmp_path / "saved")
+    config = json.loads((tmp_path / "saved" / "config.json").read_text(encoding="utf-8"))
+    assert "auto_map" in config
+    config["lstm"]["dim"] = 200_000
+    (tmp_path / "saved" / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-c", _REMOTE, str(tmp_path / "saved")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("ValueError ") and "model.safetensors: tensor 'bilm." in last
+    assert re.search(r"has shape \(2048(, 128)?,?\), but config.json implies \(800000(, 128)?,?\)", last), last

@@ -448,7 +448,7 @@ def _open_job(
             message[0] = _prepare_job(
                 files.text, files.folder, files.piece_tokens, job_settings, input_name=str(files.input_path)
             )
-            _check_job_room(files, *message[0], bytes_per_token)
+            _check_job_room(files, message[0][0], message[0][1], bytes_per_token)
         except (ElmoError, OSError, ValueError) as err:
             message[0] = err if isinstance(err, ElmoError) else ElmoError(str(err))
             if lock is not None:

@@ -71,7 +71,7 @@ def atomic_write(path: str | Path, write: Callable[[Path], object]) -> None:
 
 
 @contextlib.contextmanager
-def atomic_folder(folder: str | Path) -> Iterator[Path]:
+def atomic_folder(folder: str | os.PathLike[str]) -> Iterator[Path]:
     """A hidden temporary folder inside `folder` to save into; its files are then moved in.
 
     For writers this project does not own (transformers' `save_pretrained`, spaCy's

@@ -206,9 +206,9 @@ def load_elmo(
         return load_model_folder(source.folder, map_location=map_location, **settings)
     _check_settings(settings)
     assert source.options is not None and source.weights is not None  # no folder: a pair
-    options = read_options(source.options)
-    check_bilm_tf_file(options, source.weights, str(source.options))  # before anything is allocated
-    elmo = _with_runtime(options, settings, source.options)
+    bilm_options = read_options(source.options)
+    check_bilm_tf_file(bilm_options, source.weights, str(source.options))  # before anything is allocated
+    elmo = _with_runtime(bilm_options, settings, source.options)
     load_bilm_tf(elmo, source.weights)
     return elmo.to(map_location)
 
