@@ -18,6 +18,7 @@ import os
 import secrets
 import shutil
 import stat
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -121,11 +122,14 @@ def check_free_space(path: str | Path, needed: int, what: str, kept: str = "") -
 
 
 def free_bytes(path: str | Path) -> int:
-    """Bytes an unprivileged writer may still use on `path`'s file system."""
+    """Bytes an unprivileged writer may still use on `path`'s file system (unbounded where it cannot be read)."""
     path = Path(path)
     while not path.exists() and path != path.parent:
         path = path.parent
-    stats = os.statvfs(path)
+    try:
+        stats = os.statvfs(path)
+    except OSError:  # a file system that does not say: the writes themselves will tell
+        return sys.maxsize
     return stats.f_bavail * stats.f_frsize
 
 
