@@ -24,20 +24,28 @@ from elmo_core import default_model_dir, read_options
 pytest.importorskip("spacy")
 pytest.importorskip("transformers")
 
-_SCRIPT = r"""
-import contextlib, io, json, resource, sys
-import spacy, transformers
-import hf_elmo
-from elmo_core import load_elmo, load_model_folder
-from elmo_core.apps.cli import main
+_CAPPED = r"""
+import resource
 
 def vm_bytes():
     for line in open("/proc/self/status"):
         if line.startswith("VmSize:"):
             return int(line.split()[1]) * 1024
 
-cap = vm_bytes() + 3 * 2**29
-resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+def cap_address_space():  # what the imports took, plus 1.5 GiB
+    cap = vm_bytes() + 3 * 2**29
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+"""
+
+_SCRIPT = (
+    _CAPPED
+    + r"""
+import contextlib, io, json, sys
+import spacy, transformers
+import hf_elmo
+from elmo_core import load_elmo, load_model_folder
+from elmo_core.apps.cli import main
+cap_address_space()
 cases, text = json.loads(sys.argv[1]), sys.argv[2]
 results = []
 for case in cases:
@@ -65,6 +73,7 @@ for case in cases:
             results.append([case["name"], face, type(exc).__name__, str(exc)])
 print(json.dumps(results))
 """
+)
 
 
 def _folder(tmp_path: Path, name: str, change) -> Path:
@@ -139,17 +148,12 @@ def test_bilm_tf_options_declaring_absurd_sizes_are_refused_before_allocating(re
     assert "options.json) imply (256, 800000)" in message and "has shape (256, 2048)" in message
 
 
-_REMOTE = r"""
-import resource, sys
+_REMOTE = (
+    _CAPPED
+    + r"""
+import sys
 import transformers
-
-def vm_bytes():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmSize:"):
-            return int(line.split()[1]) * 1024
-
-cap = vm_bytes() + 3 * 2**29
-resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+cap_address_space()
 try:
     transformers.AutoModel.from_pretrained(sys.argv[1], trust_remote_code=True)
     print("loaded")
@@ -157,6 +161,7 @@ except BaseException as exc:
     print(type(exc).__name__, str(exc))
 assert "hf_elmo" not in sys.modules and "elmo_core" not in sys.modules  # the folder's own code ran
 """
+)
 
 
 def test_a_saved_folders_own_code_refuses_absurd_sizes_before_allocating(tmp_path):

@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from ..files.atomic_files import atomic_path, atomic_write, check_free_space, disk_full_error
+from ..files.atomic_files import atomic_path, atomic_write, check_free_space, full_disk_as_one_error
 from ..files.folder_lock import FolderLock
 from ..files.hdf5_files import HDF5_FILE_BYTES, HDF5_OBJECT_BYTES, HDF5_STRING_BYTES, import_h5py, open_hdf5
 from ..files.text_files import (
@@ -332,11 +332,8 @@ def _run_stream_job(
     fd, name = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.input-", suffix=".txt")
     spool = Path(name)
     try:
-        try:
-            with os.fdopen(fd, "wb") as copy, open_binary(files.input_path) as stream:
-                shutil.copyfileobj(stream, copy, 1 << 20)
-        except OSError as err:
-            raise disk_full_error(err, spool) or err from err
+        with full_disk_as_one_error(spool), os.fdopen(fd, "wb") as copy, open_binary(files.input_path) as stream:
+            shutil.copyfileobj(stream, copy, 1 << 20)
         spooled = replace(files, spool=spool)
         return _run_job(model, spooled, job_settings, settings, tokenize, progress, stop_requested)
     finally:

@@ -24,7 +24,15 @@ from pathlib import Path
 
 from ..model.errors import DiskFullError
 
-__all__ = ["atomic_folder", "atomic_path", "atomic_write", "check_free_space", "disk_full_error"]
+__all__ = [
+    "atomic_folder",
+    "atomic_path",
+    "atomic_write",
+    "check_free_space",
+    "disk_full_error",
+    "free_bytes",
+    "full_disk_as_one_error",
+]
 
 _FULL_WORDS = ("No space left on device", "os error 28", "errno = 28", "ENOSPC")
 
@@ -53,14 +61,10 @@ def atomic_path(path: str | Path, tmp_dir: str | Path | None = None) -> Iterator
     tmp = _new_file(Path(tmp_dir) if tmp_dir is not None else path.parent, f".{path.name}.partial-", path.suffix)
     usual = stat.S_IMODE(tmp.stat().st_mode)
     try:
-        yield tmp
-        _finish(tmp, usual)
-        os.replace(tmp, path)
-    except Exception as err:
-        full = disk_full_error(err, path)
-        if full is None:
-            raise
-        raise full from err
+        with full_disk_as_one_error(path):
+            yield tmp
+            _finish(tmp, usual)
+            os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -78,9 +82,8 @@ def atomic_folder(folder: str | os.PathLike[str]) -> Iterator[Path]:
     For writers this project does not own (transformers' `save_pretrained`, spaCy's
     `to_disk`), which write in place. When the block ends without an error, each file
     gets the usual permissions (0o666 less the umask), is flushed (fsync) and is renamed
-    over its name in `folder`: a link there is replaced,
-    never written through. Sub-folders are merged the same way. On an error nothing in
-    `folder` changes.
+    over its name in `folder`: a link there is replaced, never written through.
+    Sub-folders are merged the same way. An error in the block changes nothing in `folder`.
 
     Raises:
         DiskFullError: if the file system filled up.
@@ -93,15 +96,23 @@ def atomic_folder(folder: str | os.PathLike[str]) -> Iterator[Path]:
     usual = stat.S_IMODE(probe.stat().st_mode)
     probe.unlink()
     try:
-        yield staging
-        _move_in(staging, folder, usual)
+        with full_disk_as_one_error(folder):
+            yield staging
+            _move_in(staging, folder, usual)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def full_disk_as_one_error(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Raise an error of the block that means a full file system as one `DiskFullError` naming `path`."""
+    try:
+        yield
     except Exception as err:
-        full = disk_full_error(err, folder)
+        full = disk_full_error(err, path)
         if full is None:
             raise
         raise full from err
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def check_free_space(path: str | Path, needed: int, what: str, kept: str = "") -> None:
@@ -121,7 +132,7 @@ def check_free_space(path: str | Path, needed: int, what: str, kept: str = "") -
         )
 
 
-def free_bytes(path: str | Path) -> int:
+def free_bytes(path: str | os.PathLike[str]) -> int:
     """Bytes an unprivileged writer may still use on `path`'s file system (unbounded where it cannot be read)."""
     path = Path(path)
     while not path.exists() and path != path.parent:
@@ -133,7 +144,7 @@ def free_bytes(path: str | Path) -> int:
     return stats.f_bavail * stats.f_frsize
 
 
-def disk_full_error(err: BaseException, path: str | Path) -> DiskFullError | None:
+def disk_full_error(err: BaseException, path: str | os.PathLike[str]) -> DiskFullError | None:
     """The `DiskFullError` to raise for `err`, raised while writing `path`, if it means a full file system.
 
     Libraries report it in their own words (safetensors: "os error 28"; torch.save: an

@@ -59,7 +59,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ...files.atomic_files import disk_full_error
+from ...files.atomic_files import full_disk_as_one_error
 from ...files.model_folder import MODEL_FOLDER_FILES
 from ...files.text_files import check_output_is_new
 from ...model.errors import ElmoError
@@ -566,11 +566,8 @@ class Trainer:
         if self.out_dir is not None:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             log = self.out_dir / LOG_NAME
-            try:
-                with open(log, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(row) + "\n")
-            except OSError as err:
-                raise disk_full_error(err, log) or err from err
+            with full_disk_as_one_error(log), open(log, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, started: float | None = None) -> None:
