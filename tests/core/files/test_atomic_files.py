@@ -61,6 +61,7 @@ def umask_022():
 
 def test_saving_never_sets_the_process_umask(tmp_path, umask_022, monkeypatch):
     from elmo_core import save_model_folder
+    from elmo_core.apps.embed_file import embed_file
 
     def refuse(mask):
         raise AssertionError(f"os.umask({mask:#o}) called: the umask is process-wide state")
@@ -70,7 +71,10 @@ def test_saving_never_sets_the_process_umask(tmp_path, umask_022, monkeypatch):
     save_model_folder(make_tiny_elmo(), tmp_path / "model")
     with atomic_folder(tmp_path / "folder") as staging:
         (staging / "b.txt").write_text("y", encoding="utf-8")
-    for path in (tmp_path / "a.txt", tmp_path / "model" / "model.safetensors", tmp_path / "folder" / "b.txt"):
+    (tmp_path / "in.txt").write_text("the river bank\n", encoding="utf-8")
+    embed_file(make_tiny_elmo(), tmp_path / "in.txt", tmp_path / "out.h5")
+    written = ("a.txt", "model/model.safetensors", "model/config.json", "folder/b.txt", "out.h5")
+    for path in (tmp_path / name for name in written):
         assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 
