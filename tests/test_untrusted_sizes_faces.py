@@ -186,3 +186,22 @@ def test_a_saved_folders_own_code_refuses_absurd_sizes_before_allocating(tmp_pat
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("ValueError ") and "model.safetensors: tensor 'bilm." in last
     assert re.search(r"has shape \(2048(, 128)?,?\), but config.json implies \(800000(, 128)?,?\)", last), last
+
+
+def test_character_slots_no_weight_depends_on_are_bounded_in_every_face(tmp_path):
+    """`max_characters_per_token` sets no weight's shape, so it cannot be checked against the weights:
+    a value past any model's (10 million slots would take 80 MB a token) is refused where it is read."""
+    from elmo_core import OptionsError, load_model_folder
+
+    folder = _folder(tmp_path, "chars", lambda c: c["char_cnn"].update({"max_characters_per_token": 10**7}))
+    with pytest.raises(OptionsError, match=r"max_characters_per_token must be 3 to 1024 .* got 10000000"):
+        load_model_folder(folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config["max_characters_per_token"] = 10**7
+    (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    from transformers import AutoTokenizer
+
+    import hf_elmo  # noqa: F401
+
+    with pytest.raises(ValueError, match=r"max_characters_per_token must be an integer from 3 to 1024; got 10000000"):
+        AutoTokenizer.from_pretrained(folder)
