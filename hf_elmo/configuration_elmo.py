@@ -170,6 +170,8 @@ class ElmoConfig(PreTrainedConfig):
         transformers copies this module's file into the folder; it is replaced by its
         generated copy, which needs no elmo-bilm (see `hf_elmo.remote_code`). config.json
         records the `elmo_bilm_version` that saved it.
+        Each file is written whole under a temporary name and renamed into place: a link
+        there is replaced, never written through (`save_atomically`).
         """
         self.elmo_bilm_version = ELMO_BILM_VERSION  # which code wrote the folder (see note_which_code_runs)
         code = ("configuration_elmo.py",) if self._auto_class is not None else ()

@@ -561,6 +561,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
 
         transformers copies this module's file into the folder; it is replaced by its
         generated copy, which needs no elmo-bilm (see `hf_elmo.remote_code`).
+        Each file is written whole under a temporary name and renamed into place: a link
+        there is replaced, never written through (`save_atomically`).
         """
         code = ("tokenization_elmo.py", "configuration_elmo.py") if self._auto_class is not None else ()
         return cast(
