@@ -42,9 +42,10 @@ from functools import partial
 
 from elmo_core.files.model_folder import check_model_folder, folder_variant
 from elmo_core.model.recurrence.time_chunks import CHUNK_STEPS
-from elmo_core.runtime.attach import attach_runtime
 from elmo_core.runtime.batching import batches_by_token_budget
 from elmo_core.runtime.embedding import DEFAULT_BATCH_TOKENS
+from elmo_core.runtime.memory import release_when_collected
+from elmo_core.runtime.parts import serving_parts
 from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
     note_which_code_runs,
     save_generated_code,
@@ -325,7 +326,11 @@ class ElmoModel(ElmoPreTrainedModel):
                 f"scalar mix); got {config.num_output_representations}. Use "
                 "output_hidden_states=True for the raw biLM layers."
             )
-        core = Elmo(config.to_options(), **config.elmo_settings())  # the core's construction rules: float32
+        parts: dict[str, Any] = {}  # a saved folder's copy runs the reference step loop
+        # >>> hf_elmo only: the runtime's parts (recurrence path, thread rule, layer-0 cache), as every face gets them
+        parts = serving_parts()
+        # <<< hf_elmo only
+        core = Elmo(config.to_options(), **config.elmo_settings(), **parts)  # the core's construction rules: float32
         asked = _asked_dtype(config)
         if asked is not None:
             core.to(asked)
@@ -334,8 +339,8 @@ class ElmoModel(ElmoPreTrainedModel):
         # Rows are stateless: reading the windows of a long input all at once or in budgeted
         # batches gives the same vectors; the budget bounds memory.
         self._window_batches = None
-        # >>> hf_elmo only: the runtime (recurrence path, thread rule, layer-0 cache), as every face gets it
-        attach_runtime(self.bilm)
+        # >>> hf_elmo only: the budgeted batches of the runtime; a dropped model's heap goes back to the OS
+        release_when_collected(self.bilm)
         self._window_batches = partial(
             batches_by_token_budget, max_tokens=DEFAULT_BATCH_TOKENS, chunk_steps=CHUNK_STEPS
         )
