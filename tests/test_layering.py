@@ -230,3 +230,12 @@ def test_no_core_module_outside_the_training_package_serves_only_training():
         and all(user.startswith(TRAINING) for user in users[module])
     }
     assert only_training == {}
+
+
+def test_spacy_layers_import_nothing_of_the_component_not_even_for_types():
+    # The listener reads its upstream through a Protocol (`listener.Upstream`): no import circle.
+    for path in sorted((REPO / "spacy_elmo" / "layers").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                assert "pipeline_component" not in (node.module or ""), path.name
