@@ -26,26 +26,31 @@ from transformers import PreTrainedModel
 from transformers.modeling_outputs import TokenClassifierOutput
 from transformers.utils import ModelOutput
 
-from elmo_core.files.model_folder import NON_FINITE_FIX
-from elmo_core.files.weights import count_non_finite, non_finite_error
-from elmo_core.model.bilm import BiLM, check_char_ids
-from elmo_core.model.char_cnn import Highway
-from elmo_core.model.elmo import Elmo, ScalarMix, bilm_is_trainable, mix_representations, run_bilm
-from elmo_core.model.options import CharCNNOptions
-from elmo_core.runtime.windows import read_in_windows
+from elmo_core import BiLM, Elmo, ScalarMix
+from elmo_core.face_api import (
+    NON_FINITE_FIX,
+    CharCNNOptions,
+    Highway,
+    bilm_is_trainable,
+    check_char_ids,
+    count_non_finite,
+    mix_representations,
+    non_finite_error,
+    read_in_windows,
+    run_bilm,
+)
 
 from .configuration_elmo import ElmoConfig
 
 # >>> hf_elmo only: the installed code runs with the runtime; a saved folder's copy runs the model alone
 # isort: split
-from functools import partial
-
-from elmo_core.files.model_folder import check_model_folder, folder_variant
-from elmo_core.model.recurrence.time_chunks import CHUNK_STEPS
-from elmo_core.runtime.batching import batches_by_token_budget
-from elmo_core.runtime.embedding import DEFAULT_BATCH_TOKENS
-from elmo_core.runtime.memory import release_when_collected
-from elmo_core.runtime.parts import serving_parts
+from elmo_core.face_api import (
+    check_model_folder,
+    folder_variant,
+    release_when_collected,
+    serving_parts,
+    window_batches,
+)
 from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
     note_which_code_runs,
     save_generated_code,
@@ -341,9 +346,7 @@ class ElmoModel(ElmoPreTrainedModel):
         self._window_batches = None
         # >>> hf_elmo only: the budgeted batches of the runtime; a dropped model's heap goes back to the OS
         release_when_collected(self.bilm)
-        self._window_batches = partial(
-            batches_by_token_budget, max_tokens=DEFAULT_BATCH_TOKENS, chunk_steps=CHUNK_STEPS
-        )
+        self._window_batches = window_batches()
         # <<< hf_elmo only
         self.post_init()
 

@@ -16,6 +16,7 @@ from ..model.characters import check_sentences, words_to_char_ids
 from ..model.checks import check_setting
 from ..model.errors import SettingError
 from ..model.precision import check_cpu_precision
+from .batching import DEFAULT_BATCH_TOKENS
 from .quantization import is_quantized
 from .windows import DEFAULT_WINDOW_TOKENS, OnWindow, RunBatch, check_window_settings, run_in_windows
 
@@ -23,10 +24,6 @@ if TYPE_CHECKING:
     from ..model.elmo import Elmo
 
 __all__ = ["EmbedSettings", "embed_sentences", "iter_embeddings"]
-
-DEFAULT_BATCH_TOKENS = 4096
-"""Default budget of padded positions per batch (`batches_by_token_budget`: a row counts
-at most `CHUNK_STEPS` positions); lower it on small machines, raise it on a GPU."""
 
 LAYER_CHOICES = ("all", "top", "average", "mix")
 

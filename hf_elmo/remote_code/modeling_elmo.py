@@ -1029,6 +1029,7 @@ def plan_windows(
 
 PlanBatches = Callable[[list[int]], Iterable[Sequence[int]]]
 
+
 ReadPieces = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
