@@ -70,8 +70,9 @@ logger = logging.getLogger("hf_elmo")
 GENERATED_DIR = Path(__file__).resolve().parent
 """Where the committed generated files live (this package)."""
 
-GENERATED_FILES = ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py")
-"""The code files a saved folder can hold, named as transformers expects."""
+GENERATED_FILES = ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py", "elmo_reference.py")
+"""The code files a saved folder can hold: hf_elmo's three modules, named as transformers expects, and the
+plain model they import (`elmo_reference.py`)."""
 
 
 def save_generated_code(folder: str | os.PathLike, *names: str) -> list[Path]:
