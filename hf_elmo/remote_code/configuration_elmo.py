@@ -31,7 +31,6 @@ __all__ = ["ElmoConfig"]
 
 
 class ElmoConfig(PreTrainedConfig):
-
     model_type = "elmo"
 
     def __init__(

@@ -184,23 +184,12 @@ class BiLMOptions:
     def to_dict(self, *, include_extra: bool = True) -> dict[str, Any]:
         cc, lstm = self.char_cnn, self.lstm
         out: dict[str, Any] = {
-            "lstm": {
-                "use_skip_connections": lstm.use_skip_connections,
-                "projection_dim": lstm.projection_dim,
-                "cell_clip": lstm.cell_clip,
-                "proj_clip": lstm.proj_clip,
-                "dim": lstm.dim,
-                "n_layers": lstm.n_layers,
-            },
-            "char_cnn": {
-                "activation": cc.activation,
-                "filters": [list(bank) for bank in cc.filters],
-                "n_highway": cc.n_highway,
-                "embedding": {"dim": cc.embedding_dim},
-                "n_characters": cc.n_characters,
-                "max_characters_per_token": cc.max_characters_per_token,
-            },
-        }
+            "lstm": dict(use_skip_connections=lstm.use_skip_connections, projection_dim=lstm.projection_dim,
+                         cell_clip=lstm.cell_clip, proj_clip=lstm.proj_clip, dim=lstm.dim, n_layers=lstm.n_layers),
+            "char_cnn": dict(activation=cc.activation, filters=[list(b) for b in cc.filters], n_highway=cc.n_highway,
+                             embedding={"dim": cc.embedding_dim}, n_characters=cc.n_characters,
+                             max_characters_per_token=cc.max_characters_per_token),
+        }  # fmt: skip
         for key, value in self.extra.items() if include_extra else ():
             out[key] = {**value, **out[key]} if key in out else value
         return out
@@ -464,30 +453,26 @@ def _masked_layer_norm(layer: torch.Tensor, mask: torch.Tensor, per_sentence: bo
     return (layer - mean) / torch.sqrt(var + 1e-12)
 
 
+ELMO_SETTINGS: dict[str, Any] = dict(  # Elmo's defaults, the settings a config.json stores
+    num_output_representations=1, dropout=0.5, do_layer_norm=False, keep_sentence_boundaries=False, stateful=False,
+    scalar_mix_parameters=None, layer_norm_scope="sentence",
+)  # fmt: skip
+
+
 class Elmo(nn.Module):
-    def __init__(
-        self,
-        options: BiLMOptions,
-        num_output_representations: int = 1,
-        dropout: float = 0.5,
-        do_layer_norm: bool = False,
-        keep_sentence_boundaries: bool = False,
-        requires_grad: bool = False,
-        stateful: bool = False,
-        scalar_mix_parameters: Sequence[float] | None = None,
-        layer_norm_scope: str = "sentence",
-    ) -> None:
+    def __init__(self, options: BiLMOptions, requires_grad: bool = False, **settings: Any) -> None:
         super().__init__()
-        if num_output_representations < 0 or not 0.0 <= dropout < 1.0:
-            raise ValueError(f"Elmo needs num_output_representations >= 0 and dropout in [0, 1); got {dropout}.")
-        self.options, self.dropout = options, dropout
-        self.bilm = BiLM(options, stateful=stateful, keep_sentence_boundaries=keep_sentence_boundaries)
+        if set(settings) - set(ELMO_SETTINGS):
+            raise TypeError(f"Elmo takes the settings {sorted(ELMO_SETTINGS)}; got {sorted(settings)}.")
+        s = {**ELMO_SETTINGS, **settings}
+        if s["num_output_representations"] < 0 or not 0.0 <= s["dropout"] < 1.0:
+            raise ValueError(f"Elmo needs num_output_representations >= 0 and dropout in [0, 1); got {settings}.")
+        self.options, self.dropout = options, s["dropout"]
+        self.bilm = BiLM(options, stateful=s["stateful"], keep_sentence_boundaries=s["keep_sentence_boundaries"])
         self.bilm.requires_grad_(requires_grad)
-        self.scalar_mixes = nn.ModuleList(
-            ScalarMix(options.n_outputs, do_layer_norm, scalar_mix_parameters, scalar_mix_parameters is None, 1.0,
-                      layer_norm_scope)
-            for _ in range(num_output_representations)
-        )  # fmt: skip
+        weights = s["scalar_mix_parameters"]
+        mix = (options.n_outputs, s["do_layer_norm"], weights, weights is None, 1.0, s["layer_norm_scope"])
+        self.scalar_mixes = nn.ModuleList(ScalarMix(*mix) for _ in range(s["num_output_representations"]))
 
 
 def bilm_is_trainable(bilm: nn.Module) -> bool:
@@ -506,15 +491,6 @@ def mix_representations(
     return [F.dropout(mix(layers, mask) * mask[..., None].to(layers[0].dtype), dropout, training) for mix in mixes]
 
 
-ELMO_SETTINGS: dict[str, Any] = {
-    "num_output_representations": 1,
-    "dropout": 0.5,
-    "do_layer_norm": False,
-    "keep_sentence_boundaries": False,
-    "stateful": False,
-    "scalar_mix_parameters": None,
-    "layer_norm_scope": "sentence",
-}
 NON_FINITE_FIX = "The file is damaged or came from a diverged training run; save or download the model again."
 
 
@@ -631,25 +607,18 @@ def tokenizer_settings(options: BiLMOptions) -> dict[str, Any]:
     return {"max_characters_per_token": options.char_cnn.max_characters_per_token}
 
 
-# ---- the runtime's parts and the files layer, not carried: the plain forward and transformers' own saving
-def serving_parts() -> dict[str, Any]:
-    return {}  # Elmo's reference step loop: no fast recurrence, token cache or thread rule
-
-
-def window_batches() -> None:
-    return None  # all windows at once
-
-
-def release_when_collected(module: nn.Module) -> None:
+# ---- the runtime's parts and the files layer stand in as no-ops: the plain forward, transformers' own saving
+def _nothing(*args: Any, **kwargs: Any) -> None:
     return None
 
 
-def folder_variant(folder: str) -> None:
-    return None  # transformers' own choice of weights file
+window_batches = _nothing  # all windows at once
+release_when_collected = _nothing
+folder_variant = check_model_folder = _nothing  # transformers' own choice of weights file and its own errors
 
 
-def check_model_folder(folder: str, variant: str | None, sizes_only: bool = False) -> None:
-    return None  # transformers' own errors
+def serving_parts() -> dict[str, Any]:
+    return {}  # Elmo's reference step loop: no fast recurrence, token cache or thread rule
 
 
 def get_tokenizer(name: str) -> Callable[[str], list[str]]:

@@ -28,15 +28,16 @@ def _replaced(node: ast.stmt) -> bool:
     return any(module == name or module.startswith(name + ".") for name in _REPLACED)
 
 
-def _docstring_lines(tree: ast.Module) -> set[int]:
-    """0-based lines of every function's and class's docstring."""
-    lines: set[int] = set()
+def _docstring_lines(tree: ast.Module, lines: list[str]) -> set[int]:
+    """0-based lines of every function's and class's docstring, and of a blank line after it."""
+    drop: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and ast.get_docstring(node):
             first = node.body[0]
             if len(node.body) > 1:  # a body left with its code only
-                lines.update(range(first.lineno - 1, first.end_lineno or first.lineno))
-    return lines
+                end = first.end_lineno or first.lineno
+                drop.update(range(first.lineno - 1, end + int(not lines[end].strip())))
+    return drop
 
 
 def copied(name: str, source: str, reference_names: set[str]) -> str:
@@ -47,7 +48,7 @@ def copied(name: str, source: str, reference_names: set[str]) -> str:
     """
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
-    drop = _docstring_lines(tree)
+    drop = _docstring_lines(tree, lines)
     names: list[str] = []
     for node in tree.body:
         if _replaced(node):

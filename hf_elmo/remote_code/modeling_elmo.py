@@ -57,7 +57,6 @@ __all__ = ["ElmoModelOutput", "ElmoPreTrainedModel", "ElmoModel", "ElmoForTokenC
 
 @dataclass
 class ElmoModelOutput(ModelOutput):
-
     last_hidden_state: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     representations: tuple[torch.Tensor, ...] | None = None
@@ -68,7 +67,6 @@ def _loaded(tensor: torch.Tensor) -> bool:
 
 
 class ElmoPreTrainedModel(PreTrainedModel):
-
     config: ElmoConfig
     config_class = ElmoConfig
     base_model_prefix = "elmo"
@@ -154,7 +152,6 @@ class ElmoPreTrainedModel(PreTrainedModel):
 
 
 def _shapes_checked_first(load: Any, cls: Any, source: Any) -> Any:
-
     def read(*args: Any, **kwargs: Any) -> Any:
         folder = os.fspath(source) if isinstance(source, (str, os.PathLike)) else ""
         weights = os.path.join(folder, "model.safetensors")
@@ -247,7 +244,6 @@ def _refuse_attentions(output_attentions: bool | None, config: ElmoConfig) -> No
 
 
 class ElmoModel(ElmoPreTrainedModel):
-
     def __init__(self, config: ElmoConfig) -> None:
         super().__init__(config)
         if config.num_output_representations < 1:
@@ -323,7 +319,6 @@ class ElmoModel(ElmoPreTrainedModel):
 
 
 class ElmoForTokenClassification(ElmoPreTrainedModel):
-
     def __init__(self, config: ElmoConfig) -> None:
         super().__init__(config)
         if config.num_labels is None:

@@ -71,7 +71,6 @@ _CORE_CHARACTERS = {
 
 
 class ElmoBatchEncoding(BatchEncoding):
-
     def __init__(
         self,
         data: dict[str, Any] | None = None,
@@ -109,7 +108,6 @@ UNK_ID = 1
 
 
 class _WholeWords:
-
     class model:  # noqa: N801  (the attribute name the pipeline reads)
         continuing_subword_prefix = "##"
 
@@ -136,7 +134,6 @@ def _load_text_tokenizer(name: str) -> Callable[[str], list[str]]:
 
 
 class ElmoTokenizer(PreTrainedTokenizer):
-
     vocab_files_names: dict[str, str] = {}
     model_input_names = ["input_ids", "char_ids", "attention_mask"]
     padding_side = "right"
