@@ -208,7 +208,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 "AutoModelForTokenClassification": f"{module}.ElmoForTokenClassification",
             }
         save = super().save_pretrained
-        code = ("modeling_elmo.py", "configuration_elmo.py", "elmo_reference.py")
+        code: tuple[str, ...] = ("modeling_elmo.py", "configuration_elmo.py", "elmo_reference.py")
         code = code if self._auto_class is not None else ()
         save = save_atomically(save, save_directory, *code)
         save(save_directory, *args, **kwargs)

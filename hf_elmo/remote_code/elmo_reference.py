@@ -200,12 +200,11 @@ class Highway(nn.Module):
     def __init__(self, size: int, n_highway: int) -> None:
         super().__init__()
         self.size = size
-        self.layers = nn.ModuleList(nn.Linear(size, 2 * size) for _ in range(n_highway))
-        for layer in self.layers:
-            self.init_carry_bias(layer)
+        self.layers = nn.ModuleList(self.init_carry_bias(nn.Linear(size, 2 * size)) for _ in range(n_highway))
 
-    def init_carry_bias(self, layer: nn.Module) -> None:
+    def init_carry_bias(self, layer: nn.Linear) -> nn.Linear:
         nn.init.constant_(layer.bias[self.size :], -2.0)  # bilm-tf starts the gate carrying its input
+        return layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers:
@@ -316,6 +315,9 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
 
 
 class BiLM(nn.Module):
+    bos_char_ids: torch.Tensor  # buffers (not saved): the char ids of <S> and </S>
+    eos_char_ids: torch.Tensor
+
     def __init__(self, options: BiLMOptions, *, stateful: bool = False, keep_sentence_boundaries: bool = False) -> None:
         super().__init__()
         self.options, self.stateful, self.keep_sentence_boundaries = options, stateful, keep_sentence_boundaries
@@ -382,7 +384,7 @@ class BiLM(nn.Module):
             self._store_states(forward_final, backward_final)
         return [y.transpose(0, 1) for y in forward_out], [flip(y).transpose(0, 1) for y in backward_out]
 
-    def _initial_states(self, batch: int) -> tuple[Any, Any]:
+    def _initial_states(self, batch: int) -> Any:
         if not self.stateful or self._states is None:
             return None, None
 
@@ -517,7 +519,8 @@ def check_window_settings(window_tokens: int | None, window_context: int | None)
 
 def plan_windows(n: int, window_tokens: int, context: int) -> list[tuple[int, int, int, int]]:
     """(start, end, keep_start, keep_end) of each window over a row of `n` tokens."""
-    windows, keep_start = [], 0
+    windows: list[tuple[int, int, int, int]] = []
+    keep_start = 0
     while True:
         start = max(0, keep_start - context)
         if start + window_tokens >= n:  # the last window: the final window_tokens tokens
