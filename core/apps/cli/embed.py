@@ -39,6 +39,8 @@ from .shared import (
 
 __all__ = ["embed"]
 
+OUTPUT_SUFFIXES = {".hdf5": "hdf5", ".h5": "hdf5"}
+"""OUTPUT's suffix -> the format written. Another suffix gets hdf5 and a warning."""
 PRECISIONS = ("fp32", "int8", "bf16", "fp16")
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -133,6 +135,16 @@ def embed(
         _report(result, input_file, output_file)
 
 
+def _warn_of_an_unknown_suffix(output_file: Path) -> None:
+    if output_file.suffix.lower() not in OUTPUT_SUFFIXES and int(os.environ.get("RANK", "0")) == 0:
+        known = ", ".join(OUTPUT_SUFFIXES)
+        typer.echo(
+            f"warning: OUTPUT {output_file} is written as hdf5 whatever its suffix; elmo embed knows {known}. "
+            f"Name it {output_file.with_suffix('.hdf5').name} so that readers know what it holds.",
+            err=True,
+        )
+
+
 def _check_options(
     precision: str,
     batch_tokens: int,
@@ -152,6 +164,7 @@ def _check_options(
     if torch.device(device).type == "cpu":
         check_cpu_precision(AUTOCAST_DTYPES.get(precision))  # a precision slower than fp32 here is refused
     check_embed_paths(input_file, output_file)
+    _warn_of_an_unknown_suffix(output_file)
     try:
         import_h5py("elmo embed (its OUTPUT is hdf5)")
     except ImportError as err:
