@@ -126,8 +126,8 @@ def load_bilm_tf(model: BiLM | Elmo, weight_file: str | os.PathLike[str]) -> Non
     """Fill a model's biLM with the weights of a bilm-tf/AllenNLP hdf5 file, in place.
 
     A biLM that has no runtime yet (built by hand, `Elmo(read_options(...))`) is handed the
-    default one, as every loader does (`attach_runtime`: the recurrence path, the thread
-    rule, a layer-0 cache; no value changes).
+    default one, as every loader does: the recurrence path, the thread rule, a layer-0
+    cache. No value changes.
 
     Args:
         model: A `BiLM`, or an `Elmo` (its `bilm` is filled; the scalar mixes are not

@@ -162,25 +162,23 @@ class BiLM(nn.Module):
             original implementations did. Off by default; see `reset_states()`.
         keep_sentence_boundaries: Return the `<S>`/`</S>` positions too (tokens + 2).
         dropout: Dropout on every LSTM layer's input during training (bilm-tf: 0.1).
-        token_cache: A layer-0 cache (`TokenVectors`, e.g. `elmo_core.runtime.token_cache.TokenCache`), or
-            None (the default): the char CNN runs on every batch's distinct words. The
-            cache is skipped while the char CNN trains (a char CNN parameter has
-            `requires_grad`, in grad mode or in training mode).
-        recurrence: How the LSTMs run on this machine (a `StackRunner`, e.g.
-            `elmo_core.model.recurrence.Recurrence("auto")`), or None (the default): the step loop of
-            `LSTMStack` with torch's threads, the reference the others equal.
+        token_cache: A layer-0 cache, or None (the default): the char CNN runs on every
+            batch's distinct words. The cache is skipped while the char CNN trains (a char
+            CNN parameter has `requires_grad`, in grad mode or in training mode).
+        recurrence: How the LSTMs run on this machine, or None (the default): the plain
+            step loop with torch's threads, the reference every fast path equals.
 
-    The model is the computation only; the inference runtime hands it the cache and the
-    recurrence (`elmo_core.runtime.attach.attach_runtime`, which every loader and face calls), and may
-    replace them at any time (`set_recurrence`, `set_token_cache`).
+    The model is the computation only. The loaders and `embed_sentences` hand it the
+    cache and the fastest recurrence for the machine (the runtime), and may replace them.
+    No value changes.
 
     Attributes:
-        token_cache, recurrence: As handed in (None when not).
+        token_cache: As handed in (None when not).
+        recurrence: As handed in (None when not).
 
     Raises:
         TypeError: for a `recurrence` or `token_cache` that is not such an object (a mode
-            name such as "step" or a word count: those are `set_recurrence`'s and
-            `set_token_cache`'s arguments).
+            name such as "step", or a word count).
     """
 
     bos_char_ids: torch.Tensor  # buffers (not saved): the char ids of <S> and </S>, [C] int64

@@ -277,10 +277,10 @@ class Elmo(nn.Module):
         scalar_mix_parameters: Fixed mix weights w (one per layer). When given, the
             mixes are not trainable.
 
-    The module is the model alone (its biLM runs the step loop, with no cache); vectors
-    for tokenised text come from the runtime's `elmo_core.embed_sentences(elmo, ...)`,
-    which also hands the biLM its runtime (`elmo_core.runtime.attach.attach_runtime`: the recurrence
-    path, the thread rule and a layer-0 cache) if it has none; the loaders do so at load.
+    The module is the model alone: its biLM runs the plain step loop, with no cache.
+    Vectors for tokenised text come from `embed_sentences(elmo, ...)`. It first hands the
+    biLM the runtime (the fastest recurrence path, the thread rule and a layer-0 cache)
+    if it has none. The loaders do so at load. No value changes.
 
     Shape:
         char_ids: [batch, tokens, chars] int64 (no <S>/</S>); mask: [batch, tokens] bool
@@ -348,8 +348,8 @@ class Elmo(nn.Module):
         """Run the biLM once and every scalar mix over it.
 
         The biLM builds an autograd graph when any of its parameters has
-        `requires_grad` at this call (see `run_bilm`), so gradients reach exactly the
-        parameters the user unfroze, whenever they unfroze them.
+        `requires_grad` at this call. So gradients reach exactly the parameters the
+        user unfroze, whenever they unfroze them.
 
         Raises:
             ValueError / TypeError: as `BiLM.forward`.

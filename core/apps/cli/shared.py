@@ -125,9 +125,10 @@ def load_model(model: Path | None, options: Path | None, weights: Path | None, d
     Raises:
         ElmoError: when the arguments do not name exactly one model.
     """
-    from ...files.model_folder import load_elmo
+    from ...files.model_folder import load_model_source, resolve_model_source
 
-    return load_elmo(model, options, weights, map_location=device, names=MODEL_FLAGS, dropout=0.0)
+    source = resolve_model_source(model, options, weights, names=MODEL_FLAGS)
+    return load_model_source(source, map_location=device, dropout=0.0)
 
 
 def check_device(device: str) -> None:
