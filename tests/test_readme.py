@@ -293,3 +293,11 @@ def test_data_skips_say_what_to_download_and_which_variable_points_at_it(monkeyp
     # One wording: every data-dependent skip in the suite uses it.
     tests = [p for p in (REPO / "tests").rglob("*.py") if p.name != "test_readme.py"]
     assert not [p.name for p in tests if "lives in ../shared" in p.read_text(encoding="utf-8")]
+
+
+@pytest.mark.parametrize("doc", ["core/default_model/README.md", "examples/ner/README.md"])
+def test_data_commands_name_the_data_variable_and_the_card_says_where_enwiki2015_comes_from(doc):
+    text = (REPO / doc).read_text(encoding="utf-8")
+    assert "../shared" not in text and "$ELMO_DATA_DIR/" in text
+    card = (REPO / "core" / "default_model" / "README.md").read_text(encoding="utf-8")
+    assert "jason-feng/wikiVisual" in card and "not published with" in card
