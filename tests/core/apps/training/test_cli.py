@@ -668,3 +668,15 @@ def test_train_with_a_compile_cache_folder_it_cannot_write_trains_and_names_the_
         assert len(warned) == 1, done.stderr
         assert f"the compile cache folder {cache} (TORCHINDUCTOR_CACHE_DIR) is not writable" in warned[0]
         assert "ELMO_COMPILE=0 to train without compiling" in warned[0]
+
+
+def test_train_on_an_empty_file_says_so_before_any_progress_bar(tmp_path, options_file):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    args = ["train", "--out", tmp_path / "run", "--train", empty, "--options", options_file, "--max-steps", 2]
+    with pytest.raises(ElmoError) as caught:
+        runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+    assert str(caught.value) == f"the training files hold no sentences: ['{empty}']; give text with --train."
+    stream = TrainingStream([empty], None, 64)  # a one-process stream names no rank either
+    with pytest.raises(ValueError, match=r"^the training files hold no sentences: \["):
+        next(iter(stream))
