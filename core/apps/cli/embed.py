@@ -59,6 +59,7 @@ ProgressOption = Annotated[
 PrecisionOption = Annotated[
     str,
     typer.Option(
+        metavar=f"[{'|'.join(PRECISIONS)}]",
         help="fp32 (exact), int8 (CPU: int8 LSTMs, cosine about 0.9998; faster for large LSTMs, not for the "
         "default model: measured per shape in benchmarks/README.md), bf16 (GPUs, and CPUs with AVX512-BF16 or "
         "AMX: bf16 products, float32 state) or fp16 (GPUs); on a CPU where bf16 or fp16 would run slower than fp32, "
@@ -108,11 +109,12 @@ def embed(
     Work in progress lives in OUTPUT.partial/, which one run owns at a time, and OUTPUT appears
     only when complete. An interrupted run continues where it stopped when the same command is
     run again. For several processes or machines, launch with torchrun: `torchrun
-    --nproc-per-node 4 -m elmo_core embed INPUT OUTPUT ...` (see docs/guides/big-corpora.md).
+    --nproc-per-node 4 -m elmo_core embed INPUT OUTPUT ...`. Each process embeds its share of
+    the pieces, and the first one writes OUTPUT.
 
     A line longer than --window-tokens (a whole document on one line, say) is read in overlapping
-    windows, so memory does not grow with its length; see docs/guides/python.md, "Long documents"
-    for what that does to vectors near the cuts.
+    windows, so memory does not grow with its length. Each token keeps the vector of a window
+    in which it has --window-context tokens of context on each side (or the line's edge).
     """
     layer_choice: str | int = int(layers) if layers.lstrip("-").isdigit() else layers
     _check_options(precision, batch_tokens, window_tokens, piece_tokens, device, input_file, output_file)

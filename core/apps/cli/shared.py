@@ -42,6 +42,14 @@ class _Argument(TyperArgument):
     def display_type_rich(self, ctx: Any) -> str | None:
         return None
 
+    def _usage_display_name(self) -> str:
+        """The usage line as click and man pages write it: `INPUT OUTPUT`, `FILE...`, `[FILE]`
+        (typer 0.2x writes `{INPUT}` for a required argument, and `{FILE...}...` for a list)."""
+        name = self.display_name_raw
+        if self.nargs != 1 and not name.endswith("..."):
+            name += "..."
+        return name if self.required else f"[{name}]"
+
 
 class Command(TyperCommand):
     """An `elmo` command: its help names values in words (`METAVARS`), and an error from a

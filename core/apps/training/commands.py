@@ -243,7 +243,8 @@ class TrainingSettings(TrainConfig):
         metadata=option_help(
             "auto (bf16 on CUDA, fp32 on CPU; the default), fp32, bf16 or fp16. On a CPU: bf16 only where it "
             "has AVX512-BF16 or AMX, no fp16 (slower than fp32). With --resume: the checkpoint's unless given, "
-            "a new one from here on when given."
+            "a new one from here on when given.",
+            metavar=f"[{'|'.join(PRECISIONS)}]",
         ),
     )
     # Where it runs; `prefetch` batches are built ahead in a worker process (`PrefetchingStream`);

@@ -654,3 +654,24 @@ def test_embed_warns_of_an_output_suffix_it_does_not_write(tmp_path):
     for name in ("y.hdf5", "z.h5"):
         known = runner.invoke(app, [*args[:2], str(tmp_path / name), *args[3:], "--no-progress"])
         assert known.exit_code == 0 and "warning" not in known.stderr, known.output
+
+
+USAGE = {
+    "embed": "elmo embed [OPTIONS] INPUT OUTPUT",
+    "perplexity": "elmo perplexity [OPTIONS] FILE...",
+    "probe": "elmo probe [OPTIONS] TRAIN EVAL",
+    "data pretokenize": "elmo data pretokenize [OPTIONS] FILES...",
+    "data vocab": "elmo data vocab [OPTIONS] FILES...",
+}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_names_arguments_plainly_shows_precision_choices_and_no_repository_path(command):
+    text = _help(*command.split())
+    usage = " ".join(text.split("\n\n")[0].split())
+    assert usage.startswith("Usage: ") and "{" not in usage
+    if command in USAGE:
+        assert usage == "Usage: " + USAGE[command]
+    assert "docs/" not in text  # a wheel has no docs folder
+    if "--precision" in text:
+        assert re.search(r"--precision \[(auto\|)?fp32\|", text)
