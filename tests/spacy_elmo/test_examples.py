@@ -119,3 +119,53 @@ def test_tagger_and_textcat_example_configs_train_with_the_listener(tmp_path, ti
     before = tok2vec.predict([doc])[0]
     doc._.elmo_layers = doc._.elmo_layers * 3.0
     assert np.abs(tok2vec.predict([doc])[0] - before).max() > 1e-6
+
+
+def test_the_guides_elmo_block_pasted_into_spacy_init_config_trains(tmp_path, tiny_model_dir):
+    """docs/guides/spacy.md: the `[components.elmo]` block and two edits turn `spacy init config` into ELMo."""
+    import os
+    import re
+    import subprocess
+    import sys
+    import textwrap
+
+    import numpy as np
+    import spacy
+
+    from spacy_elmo import get_scalar_mix_weights
+
+    from .conftest import NUM_LAYERS
+
+    guide = (REPO / "docs" / "guides" / "spacy.md").read_text(encoding="utf-8")
+    section = guide[guide.index("### ELMo in a config from `spacy init config`") :]
+    section = section[: section.index("\n## ")]
+    init = re.search(r"```bash\n(python -m spacy init config .*)\n```", section)[1]
+    (paste,) = [textwrap.dedent(block) for block in re.findall(r"```ini\n(.*?)```", section, re.DOTALL)]
+    pipeline = re.search(r"`(pipeline = \[.*?\])`", section)[1]
+    annotating = re.search(r"`(annotating_components = \[.*?\])`", section)[1]
+
+    subprocess.run([sys.executable, *init.split()[1:]], cwd=tmp_path, check=True, capture_output=True, timeout=300)
+    config = (tmp_path / "config.cfg").read_text(encoding="utf-8")
+    replaced = re.compile(r"^\[components\.tok2vec\.model\.embed\]\n(?:[^\[\n].*\n|\n)*", re.MULTILINE)
+    assert len(replaced.findall(config)) == 1
+    config = replaced.sub("", config) + "\n" + paste
+    config = re.sub(r"^pipeline = \[.*\]$", pipeline, config, count=1, flags=re.MULTILINE)
+    config = re.sub(r"^annotating_components = \[\]$", annotating, config, count=1, flags=re.MULTILINE)
+    (tmp_path / "config.cfg").write_text(config, encoding="utf-8")
+
+    _docbin(tmp_path / "data.spacy", "tagger")
+    command = [sys.executable, "-m", "spacy", "train", "config.cfg", "--output", "out"]
+    command += ["--paths.train", "data.spacy", "--paths.dev", "data.spacy", "--training.max_steps", "3"]
+    command += ["--components.elmo.model.path", str(tiny_model_dir), "--components.tok2vec.model.encode.depth", "1"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+
+    nlp = spacy.load(tmp_path / "out" / "model-last")
+    assert nlp.pipe_names == ["elmo", "tok2vec", "tagger", "ner"]
+    assert get_scalar_mix_weights(nlp, "tok2vec").normalized_weights.shape == (NUM_LAYERS,)
+    doc = nlp("The bank raised its rates .")
+    tok2vec = nlp.get_pipe("tok2vec").model
+    before = tok2vec.predict([doc])[0]
+    doc._.elmo_layers = doc._.elmo_layers * 3.0
+    assert np.abs(tok2vec.predict([doc])[0] - before).max() > 1e-6  # the shared tok2vec reads ELMo
