@@ -63,7 +63,7 @@ PrecisionOption = Annotated[
         help="fp32 (exact), int8 (CPU: int8 LSTMs, cosine about 0.9998; faster for large LSTMs, not for the "
         "default model: measured per shape in benchmarks/README.md), bf16 (GPUs, and CPUs with AVX512-BF16 or "
         "AMX: bf16 products, float32 state) or fp16 (GPUs); on a CPU where bf16 or fp16 would run slower than fp32, "
-        "they are refused."
+        "they are refused.",
     ),
 ]
 TokenCacheOption = Annotated[  # named as the setting it is (`token_cache_words`), so errors name --token-cache
