@@ -16,7 +16,7 @@ from .files.model_folder import (
     resolve_model_source,
     tokenizer_settings,
 )
-from .files.text_files import check_input_file, read_text
+from .files.text_files import check_input_file, iter_conll_rows, read_text
 from .files.tokenizers import (
     DEFAULT_TOKENIZER,
     get_tokenizer,
@@ -78,6 +78,7 @@ __all__ = [
     # text and tokenizers
     "DEFAULT_TOKENIZER",
     "check_input_file",
+    "iter_conll_rows",
     "get_tokenizer",
     "read_text",
     "spacy_sentence_splitter",

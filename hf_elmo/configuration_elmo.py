@@ -62,8 +62,8 @@ class ElmoConfig(PreTrainedConfig):
         window_tokens: A row longer than this many tokens is read in overlapping windows,
             exactly as the core (`embed_sentences`, `elmo embed`) and the spaCy component read a
             long sentence (`elmo_core.runtime.windows`), so every face gives the same vectors at
-            any length and memory stays bounded. Default `DEFAULT_WINDOW_TOKENS` (1024),
-            the core's; None or 0 reads every row whole. Rows no longer than this are never
+            any length and memory stays bounded. Default 1024, the core's. None or 0
+            reads every row whole. Rows no longer than this are never
             cut. A stateful model always reads whole (windows would break its carried state).
         window_context: Context tokens on each side of a window's kept tokens (default
             None = `window_tokens // 8`, the core's). Leave unset.

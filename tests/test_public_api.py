@@ -94,6 +94,7 @@ FACE_API = {
     "bilm_is_trainable",
     "check_char_ids",
     "check_input_file",
+    "iter_conll_rows",
     "check_int",
     "check_model_folder",
     "check_sentences",

@@ -166,21 +166,22 @@ class BiLM(nn.Module):
             original implementations did. Off by default; see `reset_states()`.
         keep_sentence_boundaries: Return the `<S>`/`</S>` positions too (tokens + 2).
         dropout: Dropout on every LSTM layer's input during training (bilm-tf: 0.1).
-        token_cache: A layer-0 cache (`TokenVectors`, e.g. `elmo_core.runtime.token_cache.TokenCache`), or
-            None (the default): the char CNN runs on every batch's distinct words. The
-            cache is skipped while the char CNN trains (a char CNN parameter has
-            `requires_grad`, in grad mode or in training mode).
-        recurrence: How the LSTMs run on this machine (a `StackRunner`, e.g.
-            `elmo_core.model.recurrence.Recurrence("auto")`, which holds the thread rule), or None
-            (the default): the step loop of `LSTMStack` with torch's threads, the reference the others equal.
-        char_cnn_training: The char CNN's path for a pass that differentiates it (see `CharCNN`).
+        token_cache: A layer-0 cache, or None (the default): the char CNN runs on every
+            batch's distinct words. The cache is skipped while the char CNN trains (a char
+            CNN parameter has `requires_grad`, in grad mode or in training mode).
+        recurrence: How the LSTMs run on this machine, or None (the default): the plain
+            step loop with torch's threads, the reference every fast path equals.
+        char_cnn_training: The char CNN's path for a pass that differentiates it, used when a
+            char CNN parameter has `requires_grad`.
 
-    Built without them, the model is the reference computation. The loaders and faces build
-    it with the runtime's parts (`elmo_core.runtime.parts.serving_parts`); none changes a value.
+    Built without them, the model is the reference computation. The loaders build it with
+    the fastest recurrence for the machine, the thread rule and a layer-0 cache. No value
+    changes.
 
     Raises:
-        TypeError: for a `recurrence`, `token_cache` or `char_cnn_training` that is not such an
-            object (a mode name such as "step" or a word count: those are the loaders' settings).
+        TypeError: for a `recurrence`, `token_cache` or `char_cnn_training` that is not such
+            an object (a mode name such as "step", or a word count: those are the loaders'
+            settings).
     """
 
     bos_char_ids: torch.Tensor  # buffers (not saved): the char ids of <S> and </S>, [C] int64

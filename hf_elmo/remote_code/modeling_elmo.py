@@ -1396,8 +1396,8 @@ class ElmoModel(ElmoPreTrainedModel):
         """Run the biLM once and every scalar mix over it.
 
         A row longer than `config.window_tokens` (1024) is read in the core's overlapping
-        windows (see `_read`), so its vectors are those of `embed_sentences`, `elmo embed`
-        and the spaCy component; shorter rows are read whole, exactly as without windows.
+        windows, so its vectors are those of `embed_sentences`, `elmo embed` and the spaCy
+        component. Shorter rows are read whole, exactly as without windows.
 
         Args:
             input_ids: `ElmoTokenizer`'s one id per token [batch, tokens] (read only
