@@ -29,6 +29,7 @@ from transformers.utils import ModelOutput
 from elmo_core.files.model_folder import NON_FINITE_FIX
 from elmo_core.files.weights import count_non_finite, non_finite_error
 from elmo_core.model.bilm import BiLM, check_char_ids
+from elmo_core.model.capture import capturing
 from elmo_core.model.char_cnn import Highway
 from elmo_core.model.elmo import Elmo, ScalarMix, bilm_is_trainable, mix_representations, run_bilm
 from elmo_core.model.options import CharCNNOptions
@@ -426,7 +427,8 @@ class ElmoModel(ElmoPreTrainedModel):
         a trainable biLM, window by window) gets its gradients as without windows; while
         training, the graphs of all windows are kept until the backward pass.
         """
-        window_tokens = None if self.config.stateful else self.config.window_tokens
+        # A graph for deployment reads rows whole: the caller cuts long inputs.
+        window_tokens = None if self.config.stateful or capturing() else self.config.window_tokens
         windowed = read_in_windows(
             lambda ids, piece_mask: run_bilm(self.bilm, ids, piece_mask, frozen).activations,
             char_ids,
