@@ -362,6 +362,10 @@ class BiLM(nn.Module):
         batch_size, num_steps, P = token_embedding.shape
         num_tokens = num_steps - 2
         keep = slice(None) if self.keep_sentence_boundaries else slice(1, num_tokens + 1)
+        if capturing():  # rows in batch order: concatenations, no scatter into a buffer
+            token_layer = torch.cat([token_embedding, token_embedding], dim=-1)  # [batch, steps, 2P]
+            lstm_layers = [torch.cat(pair, dim=-1).transpose(0, 1) for pair in zip(forward_out, backward_out)]
+            return torch.stack([token_layer, *lstm_layers])[:, :, keep]  # [L + 1, batch, T, 2P]
         dtype = forward_out[-1].dtype
         activations = token_embedding.new_empty(
             len(forward_out) + 1,

@@ -22,8 +22,12 @@ TORCHSCRIPT_REFUSAL = (
 
 
 def capturing() -> bool:
-    """True while `torch.export` (or the ONNX exporter built on it) captures the model."""
-    return torch.compiler.is_exporting()
+    """True while `torch.export` (or the ONNX exporter built on it) captures the model.
+
+    Always False before torch 2.7, which has no `torch.compiler.is_exporting`.
+    """
+    is_exporting = getattr(torch.compiler, "is_exporting", None)
+    return is_exporting is not None and is_exporting()
 
 
 def refuse_torchscript() -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch._higher_order_ops.scan import scan
 
 from .lstm import LSTMStack, lstm_gates, reverse_index
 from .paired import _paired_weights
@@ -56,7 +55,9 @@ def scan_stacks(
 
 
 def _scanned_layer(forward_cell, backward_cell, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
-    """One layer of both directions. Shape: x [2, steps, batch, in]; keep [steps, 1, batch, 1] -> [2, steps, batch, P]"""
+    """One layer, both directions. Shape: x [2, steps, batch, in], keep [steps, 1, batch, 1] -> [2, steps, batch, P]"""
+    from torch._higher_order_ops.scan import scan  # torch's prototype: imported only where a graph is captured
+
     w_x, bias, w_h, w_p = _paired_weights(forward_cell, backward_cell)
     _, num_steps, batch_size, _ = x.shape
     D, P = forward_cell.dim, forward_cell.projection_dim
