@@ -418,7 +418,8 @@ class BiLM(nn.Module):
         A graph being captured takes `scan_stacks`, the masked recurrence in batch order.
         """
         if capturing():
-            _refuse_stateful_capture(self.stateful)
+            if self.stateful:
+                raise ValueError("a graph cannot carry a stateful biLM's LSTM states: export with stateful=False.")
             order = torch.arange(tokens.shape[0], device=tokens.device)
             return (*scan_stacks((self.forward_layers, self.backward_layers), tokens, lengths), order)
         if self.recurrence is not None:
@@ -516,14 +517,6 @@ class BiLM(nn.Module):
                 layers.append((h_rows, c_rows))
             new[direction] = layers
         self._states = new
-
-
-def _refuse_stateful_capture(stateful: bool) -> None:
-    if stateful:
-        raise ValueError(
-            "a stateful biLM carries its LSTM states from call to call in Python; a graph cannot. "
-            "Export a model built with stateful=False."
-        )
 
 
 def _check_mask(mask: object, char_ids: torch.Tensor) -> torch.Tensor:

@@ -117,5 +117,5 @@ def test_torchscript_is_refused_at_once_in_the_products_words(capture, tmp_path)
 def test_exporting_a_stateful_biLM_is_refused_in_one_line():
     elmo = make_tiny_elmo(dropout=0.0, stateful=True)
     ids, mask = words_to_char_ids(EXAMPLE)
-    with pytest.raises(ValueError, match="stateful=False"):
+    with pytest.raises(ValueError, match="export with stateful=False"):
         torch.export.export(elmo, (ids, mask), dynamic_shapes=DYNAMIC)
