@@ -69,7 +69,7 @@ def runners(batches: list[tuple[torch.Tensor, torch.Tensor]], folder: Path) -> t
     shapes = {"char_ids": {0: batch, 1: tokens}, "attention_mask": {0: batch, 1: tokens}}
     graph = torch.export.export(wrapper, batches[0], dynamic_shapes=shapes).module()
     path = folder / "elmo.onnx"
-    torch.onnx.export(wrapper, batches[0], path, dynamo=True, dynamic_shapes=shapes)
+    torch.onnx.export(wrapper, batches[0], path, dynamo=True, dynamic_shapes=shapes, verbose=False)
     options = ort.SessionOptions()
     options.intra_op_num_threads = torch.get_num_threads()
     options.inter_op_num_threads = 1
