@@ -106,3 +106,18 @@ def test_an_exported_elmo_model_reads_a_row_longer_than_the_window_whole():
         got = graph(other_ids, other_mask.long())
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
     assert (in_windows - expected).abs().max() > 1e-3  # eager reads it in windows: other vectors
+
+
+def test_a_saved_folders_own_code_exports_too(saved_model_dir):
+    """The code a saved folder carries (what trust_remote_code runs) takes the same graph path."""
+    from hf_elmo.remote_code import modeling_elmo  # the generated file, which imports nothing of elmo-bilm
+
+    model = modeling_elmo.ElmoModel.from_pretrained(saved_model_dir, return_dict=False)
+    assert "elmo_core" not in type(model.bilm).__module__
+    ids, mask = words_to_char_ids(EXAMPLE)
+    wrapper = LastHiddenState(model).eval()
+    graph = torch.export.export(wrapper, (ids, mask.long()), dynamic_shapes=dynamic_shapes()).module()
+    other_ids, other_mask = words_to_char_ids(OTHER)
+    with torch.no_grad():
+        expected = wrapper(other_ids, other_mask.long())
+    torch.testing.assert_close(graph(other_ids, other_mask.long()), expected, atol=1e-5, rtol=0)
