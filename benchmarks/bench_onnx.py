@@ -60,8 +60,6 @@ def runners(batches: list[tuple[torch.Tensor, torch.Tensor]], folder: Path) -> t
 
     import hf_elmo  # noqa: F401  (registers the Auto classes)
     from elmo_core import default_model_dir
-    from elmo_core.runtime.attach import set_token_cache
-    from elmo_core.runtime.token_cache import DEFAULT_TOKEN_CACHE_WORDS
 
     model = AutoModel.from_pretrained(default_model_dir(), return_dict=False)
     wrapper = LastHiddenState(model).eval()
@@ -87,7 +85,7 @@ def runners(batches: list[tuple[torch.Tensor, torch.Tensor]], folder: Path) -> t
         return session.run(None, {"char_ids": char_ids.numpy(), "attention_mask": mask.numpy()})[0]
 
     ways = {"eager": eager, "torch.export": exported, "onnxruntime": onnxruntime}
-    return ways, lambda: set_token_cache(model, DEFAULT_TOKEN_CACHE_WORDS)
+    return ways, model.bilm.token_cache.clear
 
 
 def make_batches(sentences: list[list[str]], batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:

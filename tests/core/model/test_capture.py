@@ -10,7 +10,7 @@ import torch
 from elmo_core import Elmo, words_to_char_ids
 from elmo_core.model.capture import TORCHSCRIPT_REFUSAL
 from elmo_core.model.recurrence.scan import scan_stacks
-from elmo_core.runtime.attach import attach_runtime
+from elmo_core.runtime.parts import serving_parts
 
 from ...conftest import make_tiny_elmo, make_tiny_options
 
@@ -30,9 +30,9 @@ def clipped_elmo(**kwargs) -> Elmo:
     elmo = make_tiny_elmo(**kwargs)
     options = make_tiny_options()
     options = dataclasses.replace(options, lstm=dataclasses.replace(options.lstm, cell_clip=0.5, proj_clip=0.4))
-    clipped = Elmo(options, **kwargs)
+    clipped = Elmo(options, **kwargs, **serving_parts())  # as the loaders build it
     clipped.load_state_dict(elmo.state_dict())
-    return attach_runtime(clipped).eval()
+    return clipped.eval()
 
 
 @pytest.mark.parametrize("model", ["tiny", "clipped", "boundaries"])
