@@ -26,6 +26,7 @@ from .files.tokenizers import (
 )
 from .files.weights import count_non_finite, non_finite_error
 from .model.bilm import check_char_ids
+from .model.capture import capturing
 from .model.char_cnn import Highway
 from .model.characters import (
     BEGINNING_OF_SENTENCE_CHARACTER,
@@ -101,6 +102,7 @@ __all__ = [
     "CharCNNOptions",
     "Highway",
     "bilm_is_trainable",
+    "capturing",
     "mix_representations",
     "run_bilm",
     "softmax_weights",

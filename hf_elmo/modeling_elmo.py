@@ -32,6 +32,7 @@ from elmo_core.face_api import (
     CharCNNOptions,
     Highway,
     bilm_is_trainable,
+    capturing,
     check_char_ids,
     count_non_finite,
     mix_representations,
@@ -469,7 +470,8 @@ class ElmoModel(ElmoPreTrainedModel):
         a trainable biLM, window by window) gets its gradients as without windows; while
         training, the graphs of all windows are kept until the backward pass.
         """
-        window_tokens = None if self.config.stateful else self.config.window_tokens
+        # A graph for deployment reads rows whole: the caller cuts long inputs.
+        window_tokens = None if self.config.stateful or capturing() else self.config.window_tokens
         windowed = read_in_windows(
             lambda ids, piece_mask: run_bilm(self.bilm, ids, piece_mask, frozen).activations,
             char_ids,

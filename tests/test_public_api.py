@@ -92,6 +92,7 @@ FACE_API = {
     "NON_FINITE_FIX",
     "PADDING_CHARACTER",
     "bilm_is_trainable",
+    "capturing",
     "check_char_ids",
     "check_input_file",
     "iter_conll_rows",

@@ -25,11 +25,13 @@ from typing import Any, NamedTuple, Protocol
 import torch
 from torch import nn
 
+from .capture import TORCHSCRIPT_REFUSAL, capturing, refuse_torchscript
 from .char_cnn import CharCNN, TrainingPath
 from .characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
 from .options import BiLMOptions
 from .precision import keep_bf16_copies
 from .recurrence.lstm import LSTMStack, LSTMState, RunDirections, StackOutputs, reverse_index, sort_rows
+from .recurrence.scan import scan_stacks
 
 __all__ = ["BiLM", "BiLMOutput"]
 
@@ -137,7 +139,7 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
             f"int64); got dtype {dtype}. Make them as int64 (words_to_char_ids and ElmoTokenizer do), or "
             "convert ids held in a wide enough dtype with char_ids.long()."
         )
-    if char_ids.numel():
+    if char_ids.numel() and not capturing():  # a graph reads no values into Python: ids are not checked
         low, high = int(char_ids.min()), int(char_ids.max())
         if low < 0 or high >= n_characters:
             raise ValueError(
@@ -249,6 +251,10 @@ class BiLM(nn.Module):
             self.bos_char_ids.copy_(torch.tensor(word_to_char_ids(BOS_TOKEN, C)))
             self.eos_char_ids.copy_(torch.tensor(word_to_char_ids(EOS_TOKEN, C)))
 
+    def __prepare_scriptable__(self) -> BiLM:
+        """`torch.jit.script` calls this first: refuse at once, in the product's words."""
+        raise RuntimeError(TORCHSCRIPT_REFUSAL)
+
     def reset_states(self) -> None:
         """Forget carried LSTM states (stateful mode); the next batch starts from zeros."""
         self._states = None
@@ -277,6 +283,7 @@ class BiLM(nn.Module):
             ValueError / TypeError: for ids of the wrong shape, dtype or range, or a
                 mask that is not right-padded.
         """
+        refuse_torchscript()
         C = self.options.char_cnn.max_characters_per_token
         char_ids = check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
         # keep_bf16_copies: bf16 copies of trainable weights live for this pass (precision.py)
@@ -322,7 +329,7 @@ class BiLM(nn.Module):
         device = char_ids.device
         lengths = real.sum(dim=1)  # [batch]
         positions = torch.arange(num_tokens, device=device)
-        if not torch.equal(real, positions[None, :] < lengths[:, None]):
+        if not capturing() and not torch.equal(real, positions[None, :] < lengths[:, None]):
             raise ValueError(
                 "padding must be on the right: every row of the mask (or of non-zero char_ids) "
                 "must be True for its first n positions and False after. Build inputs with "
@@ -358,6 +365,10 @@ class BiLM(nn.Module):
         batch_size, num_steps, P = token_embedding.shape
         num_tokens = num_steps - 2
         keep = slice(None) if self.keep_sentence_boundaries else slice(1, num_tokens + 1)
+        if capturing():  # rows in batch order: concatenations, no scatter into a buffer
+            token_layer = torch.cat([token_embedding, token_embedding], dim=-1)  # [batch, steps, 2P]
+            lstm_layers = [torch.cat(pair, dim=-1).transpose(0, 1) for pair in zip(forward_out, backward_out)]
+            return torch.stack([token_layer, *lstm_layers])[:, :, keep]  # [L + 1, batch, T, 2P]
         dtype = forward_out[-1].dtype
         activations = token_embedding.new_empty(
             len(forward_out) + 1,
@@ -383,6 +394,9 @@ class BiLM(nn.Module):
 
         Shape: ids [batch, steps, chars], mask [batch, steps] -> [batch, steps, P]
         """
+        if capturing():  # no shape from the data in a graph: every position, padding zeroed
+            vectors = self.char_cnn(ids.flatten(0, 1)).view(*mask.shape, -1)  # [batch, steps, P]
+            return vectors * mask[..., None].to(vectors.dtype)
         words, inverse = distinct_rows(ids[mask])  # [distinct, chars], [num_real]
         cache = self.token_cache
         parameters = list(self.char_cnn.parameters())
@@ -402,7 +416,15 @@ class BiLM(nn.Module):
         return out
 
     def _run_stacks(self, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
-        """Both LSTM stacks over [batch, steps, P] inputs: a fast path the recurrence plans, else `run_sorted`."""
+        """Both LSTM stacks over [batch, steps, P] inputs: a fast path the recurrence plans, else `run_sorted`.
+
+        A graph being captured takes `scan_stacks`, the masked recurrence in batch order.
+        """
+        if capturing():
+            if self.stateful:
+                raise ValueError("a graph cannot carry a stateful biLM's LSTM states: export with stateful=False.")
+            order = torch.arange(tokens.shape[0], device=tokens.device)
+            return (*scan_stacks((self.forward_layers, self.backward_layers), tokens, lengths), order)
         if self.recurrence is None:  # the reference: the step loop with torch's threads
             return self.run_sorted(tokens, lengths)
         stacks = (self.forward_layers, self.backward_layers)

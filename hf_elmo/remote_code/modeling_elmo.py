@@ -1,4 +1,4 @@
-# Generated from hf_elmo/modeling_elmo.py and the code of the 9 elmo_core modules named in its
+# Generated from hf_elmo/modeling_elmo.py and the code of the 12 elmo_core modules named in its
 # sections, so that a saved model folder needs no elmo-bilm. Do not edit: edit those, then run
 #     python -m hf_elmo.remote_code.generate
 """ELMo as a transformers model: ElmoPreTrainedModel, ElmoModel, ElmoForTokenClassification.
@@ -49,6 +49,26 @@ from .configuration_elmo import (
     check_window_settings,
     word_to_char_ids,
 )
+
+
+# ---- elmo_core/model/capture.py -----------------------------------------------
+
+TORCHSCRIPT_REFUSAL = (
+    "ELMo cannot be captured by TorchScript (torch.jit.script, torch.jit.trace or "
+    "torch.onnx.export(..., dynamo=False)): a trace would fix the batch and length of the example. "
+    "Use torch.export.export(...) or torch.onnx.export(..., dynamo=True) with dynamic_shapes "
+    "(see the deployment guide)."
+)
+
+
+def capturing() -> bool:
+    is_exporting = getattr(torch.compiler, "is_exporting", None)
+    return is_exporting is not None and is_exporting()
+
+
+def refuse_torchscript() -> None:
+    if torch.jit.is_tracing():
+        raise RuntimeError(TORCHSCRIPT_REFUSAL)
 
 
 # ---- elmo_core/model/errors.py ------------------------------------------------
@@ -164,6 +184,8 @@ class CharCNN(nn.Module):
         zero = self.char_embedding.new_zeros(1, self.char_embedding.shape[1])
         return torch.cat([zero, self.char_embedding], dim=0)
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        if capturing():  # one block: a graph's token count is symbolic
+            return self._project(self._convolve(self.embedding_table(), char_ids, False), False)
         if torch.is_grad_enabled() and self.training_path is not None and char_ids.shape[0]:
             return self.training_path(self, char_ids)
         table = self.embedding_table()
@@ -488,6 +510,67 @@ class LSTMStack(nn.Module):
         return outputs, final_states
 
 
+# ---- elmo_core/model/recurrence/paired.py -------------------------------------
+
+def _paired_weights(forward_cell, backward_cell):  # noqa: ANN001, ANN202
+    cells = (forward_cell, backward_cell)
+    D = forward_cell.dim
+    w_x = torch.stack([c.input_linear.weight.t() for c in cells])
+    bias = torch.stack([c.input_linear.bias for c in cells])[:, None, :].clone()
+    bias[..., 2 * D : 3 * D] += FORGET_BIAS  # block order i, j, f, o
+    w_h = torch.stack([c.state_linear.weight.t() for c in cells])
+    w_p = torch.stack([c.state_projection.weight.t() for c in cells])
+    return w_x, bias, w_h, w_p
+
+
+# ---- elmo_core/model/recurrence/scan.py ---------------------------------------
+
+def scan_stacks(
+    stacks: tuple[LSTMStack, LSTMStack], tokens: torch.Tensor, lengths: torch.Tensor
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    forward_stack, backward_stack = stacks
+    num_steps = tokens.shape[1]
+    x = tokens.transpose(0, 1)  # [steps, batch, P]
+    reverse = reverse_index(lengths, num_steps)[..., None]  # [steps, batch, 1]
+    def flip(t: torch.Tensor) -> torch.Tensor:
+        return t.gather(0, reverse.expand(-1, -1, t.shape[-1]))
+    keep = torch.arange(num_steps, device=tokens.device)[:, None, None, None] < lengths[None, None, :, None]
+    layer_input = torch.stack([x, flip(x)])  # [2, steps, batch, P]; the backward stack reads rows reversed
+    outputs = []
+    for k, (fc, bc) in enumerate(zip(forward_stack.layers, backward_stack.layers)):
+        if forward_stack.dropout:
+            layer_input = F.dropout(layer_input, forward_stack.dropout, forward_stack.training)
+        y = _scanned_layer(fc, bc, layer_input, keep)
+        if k > 0 and forward_stack.use_skip_connections:
+            y = y + layer_input  # the residual adds the (dropped-out) input, as LSTMStack does
+        outputs.append(y)
+        layer_input = y
+    return [y[0] for y in outputs], [flip(y[1]) for y in outputs]
+
+
+def _scanned_layer(forward_cell, backward_cell, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+    from torch._higher_order_ops.scan import scan  # torch's prototype: imported only where a graph is captured
+    w_x, bias, w_h, w_p = _paired_weights(forward_cell, backward_cell)
+    _, num_steps, batch_size, _ = x.shape
+    D, P = forward_cell.dim, forward_cell.projection_dim
+    cell_clip, proj_clip = forward_cell.cell_clip, forward_cell.proj_clip
+    pre = torch.baddbmm(bias, x.reshape(2, num_steps * batch_size, -1), w_x)  # [2, steps * batch, 4D]
+    pre = pre.view(2, num_steps, batch_size, 4 * D).transpose(0, 1)  # [steps, 2, batch, 4D]
+    def step(state: tuple[torch.Tensor, torch.Tensor], inputs: tuple[torch.Tensor, torch.Tensor]):  # noqa: ANN202
+        h, c = state  # [2, batch, P], [2, batch, D]
+        pre_t, keep_t = inputs  # [2, batch, 4D], [1, batch, 1]
+        z = torch.baddbmm(pre_t, h, w_h)  # [2, batch, 4D]
+        c_t, gated = lstm_gates(z.flatten(0, 1), c.flatten(0, 1), cell_clip)  # [2 * batch, D] each
+        h_t = torch.bmm(gated.view_as(c), w_p)  # [2, batch, P]
+        if proj_clip:
+            h_t = h_t.clamp(-proj_clip, proj_clip)
+        return (torch.where(keep_t, h_t, h), torch.where(keep_t, c_t.view_as(c), c)), h_t * keep_t
+    h0 = pre.new_zeros(2, batch_size, P)
+    c0 = pre.new_zeros(2, batch_size, D)
+    _, out = scan(step, (h0, c0), (pre, keep))  # out [steps, 2, batch, P]
+    return out.transpose(0, 1)  # [2, steps, batch, P]
+
+
 # ---- elmo_core/model/bilm.py --------------------------------------------------
 
 class BiLMOutput(NamedTuple):
@@ -552,7 +635,7 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
             f"int64); got dtype {dtype}. Make them as int64 (words_to_char_ids and ElmoTokenizer do), or "
             "convert ids held in a wide enough dtype with char_ids.long()."
         )
-    if char_ids.numel():
+    if char_ids.numel() and not capturing():  # a graph reads no values into Python: ids are not checked
         low, high = int(char_ids.min()), int(char_ids.max())
         if low < 0 or high >= n_characters:
             raise ValueError(
@@ -624,9 +707,12 @@ class BiLM(nn.Module):
         with torch.no_grad():
             self.bos_char_ids.copy_(torch.tensor(word_to_char_ids(BOS_TOKEN, C)))
             self.eos_char_ids.copy_(torch.tensor(word_to_char_ids(EOS_TOKEN, C)))
+    def __prepare_scriptable__(self) -> BiLM:
+        raise RuntimeError(TORCHSCRIPT_REFUSAL)
     def reset_states(self) -> None:
         self._states = None
     def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> BiLMOutput:
+        refuse_torchscript()
         C = self.options.char_cnn.max_characters_per_token
         char_ids = check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
         with self.threads(), keep_bf16_copies():
@@ -653,7 +739,7 @@ class BiLM(nn.Module):
         device = char_ids.device
         lengths = real.sum(dim=1)  # [batch]
         positions = torch.arange(num_tokens, device=device)
-        if not torch.equal(real, positions[None, :] < lengths[:, None]):
+        if not capturing() and not torch.equal(real, positions[None, :] < lengths[:, None]):
             raise ValueError(
                 "padding must be on the right: every row of the mask (or of non-zero char_ids) "
                 "must be True for its first n positions and False after. Build inputs with "
@@ -676,6 +762,10 @@ class BiLM(nn.Module):
         batch_size, num_steps, P = token_embedding.shape
         num_tokens = num_steps - 2
         keep = slice(None) if self.keep_sentence_boundaries else slice(1, num_tokens + 1)
+        if capturing():  # rows in batch order: concatenations, no scatter into a buffer
+            token_layer = torch.cat([token_embedding, token_embedding], dim=-1)  # [batch, steps, 2P]
+            lstm_layers = [torch.cat(pair, dim=-1).transpose(0, 1) for pair in zip(forward_out, backward_out)]
+            return torch.stack([token_layer, *lstm_layers])[:, :, keep]  # [L + 1, batch, T, 2P]
         dtype = forward_out[-1].dtype
         activations = token_embedding.new_empty(
             len(forward_out) + 1,
@@ -692,6 +782,9 @@ class BiLM(nn.Module):
                 activations[k + 1, ..., half].index_copy_(0, order, y)  # row r of y is batch row order[r]
         return activations
     def _token_embedding(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if capturing():  # no shape from the data in a graph: every position, padding zeroed
+            vectors = self.char_cnn(ids.flatten(0, 1)).view(*mask.shape, -1)  # [batch, steps, P]
+            return vectors * mask[..., None].to(vectors.dtype)
         words, inverse = distinct_rows(ids[mask])  # [distinct, chars], [num_real]
         cache = self.token_cache
         parameters = list(self.char_cnn.parameters())
@@ -705,6 +798,11 @@ class BiLM(nn.Module):
         out[mask] = embedded
         return out
     def _run_stacks(self, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
+        if capturing():
+            if self.stateful:
+                raise ValueError("a graph cannot carry a stateful biLM's LSTM states: export with stateful=False.")
+            order = torch.arange(tokens.shape[0], device=tokens.device)
+            return (*scan_stacks((self.forward_layers, self.backward_layers), tokens, lengths), order)
         if self.recurrence is None:  # the reference: the step loop with torch's threads
             return self.run_sorted(tokens, lengths)
         stacks = (self.forward_layers, self.backward_layers)
@@ -1467,7 +1565,8 @@ class ElmoModel(ElmoPreTrainedModel):
         a trainable biLM, window by window) gets its gradients as without windows; while
         training, the graphs of all windows are kept until the backward pass.
         """
-        window_tokens = None if self.config.stateful else self.config.window_tokens
+        # A graph for deployment reads rows whole: the caller cuts long inputs.
+        window_tokens = None if self.config.stateful or capturing() else self.config.window_tokens
         windowed = read_in_windows(
             lambda ids, piece_mask: run_bilm(self.bilm, ids, piece_mask, frozen).activations,
             char_ids,
