@@ -112,6 +112,7 @@ def test_saved_folder_holds_config_weights_tokenizer_and_the_three_code_files(sa
         "AutoConfig": "configuration_elmo.ElmoConfig",
         "AutoModel": "modeling_elmo.ElmoModel",
         "AutoModelForTokenClassification": "modeling_elmo.ElmoForTokenClassification",
+        "AutoModelForSequenceClassification": "modeling_elmo.ElmoForSequenceClassification",
     }
     tokenizer_config = json.loads((saved_model_dir / "tokenizer_config.json").read_text())
     assert tokenizer_config["auto_map"] == {"AutoTokenizer": ["tokenization_elmo.ElmoTokenizer", None]}
