@@ -96,7 +96,7 @@ class ElmoLMHeadModel(ElmoPreTrainedModel):
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
         """Write the folder as `elmo train` does: a model folder, `vocab.txt` and `lm_head.safetensors`."""
-        save_language_model(self.lm, self.vocab, save_directory, elmo_settings=self.config.elmo_settings())
+        save_language_model(self.lm, self.vocab, os.fspath(save_directory), elmo_settings=self.config.elmo_settings())
 
     def perplexity(
         self, texts: Iterable[str | Sequence[str]], *, batch_tokens: int = 4096, precision: str = "fp32"
@@ -113,7 +113,9 @@ class ElmoLMHeadModel(ElmoPreTrainedModel):
             `Perplexity`, as `elmo_core.perplexity` gives.
         """
         sentences = text_sentences(texts)
-        return evaluate(self.lm, sentences, self.vocab, batch_tokens=batch_tokens, device=self.device, precision=precision)
+        return evaluate(
+            self.lm, sentences, self.vocab, batch_tokens=batch_tokens, device=self.device, precision=precision
+        )
 
     def forward(
         self,

@@ -431,9 +431,7 @@ class ElmoConfig(PreTrainedConfig):
         self.window_tokens = window_tokens
         self.window_context = window_context
         if classifier_pooling not in CLASSIFIER_POOLINGS:
-            raise ValueError(
-                f"classifier_pooling must be one of {CLASSIFIER_POOLINGS}; got {classifier_pooling!r}."
-            )
+            raise ValueError(f"classifier_pooling must be one of {CLASSIFIER_POOLINGS}; got {classifier_pooling!r}.")
         self.classifier_pooling = classifier_pooling
         self.pad_token_id = pad_token_id
         super().__init__(**kwargs)

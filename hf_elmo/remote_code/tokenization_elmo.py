@@ -422,14 +422,14 @@ class ElmoTokenizer(PreTrainedTokenizer):
         for token, token_id in self._base_vocab.items():
             if token_id == index:
                 return token
-        token = self._recent.get(index)
-        if token is None:
+        word = self._recent.get(index)
+        if word is None:
             raise ValueError(
                 f"input_ids id {index} is not among the last {self._recent.size} distinct words this tokenizer "
                 "encoded (ELMo's ids hold no characters); decode the char_ids of the same encoding instead: "
                 "tokenizer.decode(batch['char_ids'][0])."
             )
-        return token
+        return word
 
     def _encode_plus(  # type: ignore[override]  # one more keyword, return_offsets_mapping, amid the base's
         self,

@@ -84,9 +84,7 @@ def test_trains_with_trainer_on_a_tiny_labelled_set_and_fits_it(tmp_path, tiny_t
     model = make_classifier(id2label={0: "NEG", 1: "POS"}, label2id={"NEG": 0, "POS": 1})
     words = [t.split() for t in NEGATIVE + POSITIVE]
     labels = [0] * len(NEGATIVE) + [1] * len(POSITIVE)
-    features = [
-        {**tiny_tokenizer(w, is_split_into_words=True), "labels": label} for w, label in zip(words, labels)
-    ]
+    features = [{**tiny_tokenizer(w, is_split_into_words=True), "labels": label} for w, label in zip(words, labels)]
     collate = DataCollatorWithPadding(tiny_tokenizer)
     everything = collate(features)
 
@@ -107,7 +105,9 @@ def test_trains_with_trainer_on_a_tiny_labelled_set_and_fits_it(tmp_path, tiny_t
         disable_tqdm=True,
     )
     with caplog.at_level(logging.WARNING):
-        trainer = Trainer(model=model, args=args, train_dataset=features, data_collator=collate, processing_class=tiny_tokenizer)
+        trainer = Trainer(
+            model=model, args=args, train_dataset=features, data_collator=collate, processing_class=tiny_tokenizer
+        )
         trainer.train()
     assert not [r for r in caplog.records if "PAD/BOS/EOS" in r.getMessage()]  # the config agrees with the tokenizer
     assert loss() < before / 2
