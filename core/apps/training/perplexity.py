@@ -216,7 +216,8 @@ def perplexity(
         p.forward, p.backward, p.average, p.forward_log_likelihood
 
     Args:
-        texts: Raw text strings and/or token lists (see `text_sentences`).
+        texts: Raw text strings (each a paragraph, split into sentences and tokens by
+            spaCy's English rules) and/or token lists (each one sentence).
         model: A model folder with a language-model head (`vocab.txt`,
             `lm_head.safetensors`, as `elmo train` writes); the default model when None.
         batch_tokens: Padded positions per batch (memory, not results).
@@ -224,7 +225,9 @@ def perplexity(
         precision: "fp32", "bf16" or "fp16" (autocast).
 
     Returns:
-        `Perplexity`: the summed losses, the perplexities and log-likelihoods.
+        The perplexities (`forward`, `backward`, `average`), the log-likelihoods
+        (`forward_log_likelihood`, ...), and the counts (`tokens` predicted per
+        direction, `sentences`, `unknown` words).
 
     Raises:
         WeightFileError: if the folder has no language-model head.
