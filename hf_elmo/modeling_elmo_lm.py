@@ -17,9 +17,15 @@ from typing import Any
 import torch
 from transformers.utils import ModelOutput
 
-from elmo_core.apps.training.model import BiLMLanguageModel, load_language_model, save_language_model
-from elmo_core.apps.training.perplexity import Perplexity, evaluate, text_sentences
-from elmo_core.apps.training.vocab import Vocabulary
+from elmo_core.face_api import (
+    BiLMLanguageModel,
+    Perplexity,
+    Vocabulary,
+    evaluate,
+    load_language_model,
+    save_language_model,
+    text_sentences,
+)
 
 from .configuration_elmo import ElmoConfig
 from .modeling_elmo import ElmoPreTrainedModel
