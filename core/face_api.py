@@ -7,6 +7,9 @@ change with the faces it serves, in the same release.
 
 from __future__ import annotations
 
+from .apps.training.model import BiLMLanguageModel, load_language_model, save_language_model
+from .apps.training.perplexity import Perplexity, evaluate, text_sentences
+from .apps.training.vocab import Vocabulary
 from .files.atomic_files import atomic_folder, atomic_path, disk_full_error
 from .files.model_folder import (
     ELMO_SETTINGS,
@@ -120,4 +123,12 @@ __all__ = [
     "run_in_windows",
     "serving_parts",
     "window_batches",
+    # the biLM as a language model (hf_elmo's ElmoLMHeadModel)
+    "BiLMLanguageModel",
+    "Perplexity",
+    "Vocabulary",
+    "evaluate",
+    "load_language_model",
+    "save_language_model",
+    "text_sentences",
 ]
