@@ -29,6 +29,9 @@ from .elmo_reference import (
 
 __all__ = ["ElmoConfig"]
 
+CLASSIFIER_POOLINGS = ("mean", "max", "first")
+"""The ways `ElmoForSequenceClassification` pools a text's token vectors."""
+
 
 class ElmoConfig(PreTrainedConfig):
     model_type = "elmo"
@@ -46,6 +49,8 @@ class ElmoConfig(PreTrainedConfig):
         scalar_mix_parameters: list[float] | None = ELMO_SETTINGS["scalar_mix_parameters"],
         window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
         window_context: int | None = None,
+        classifier_pooling: str = "mean",
+        pad_token_id: int | None = 0,
         **kwargs: Any,
     ) -> None:
         defaults = BiLMOptions().to_dict()
@@ -68,6 +73,10 @@ class ElmoConfig(PreTrainedConfig):
         check_window_settings(window_tokens, window_context)  # 0 = None: read every row whole
         self.window_tokens = window_tokens
         self.window_context = window_context
+        if classifier_pooling not in CLASSIFIER_POOLINGS:
+            raise ValueError(f"classifier_pooling must be one of {CLASSIFIER_POOLINGS}; got {classifier_pooling!r}.")
+        self.classifier_pooling = classifier_pooling
+        self.pad_token_id = pad_token_id
         super().__init__(**kwargs)
 
     @classmethod

@@ -195,6 +195,11 @@ class BiLMOptions:
         return out
 
 
+def capturing() -> bool:  # torch.export (or ONNX's exporter on it) is capturing a graph: no reading values
+    is_exporting = getattr(torch.compiler, "is_exporting", None)
+    return is_exporting is not None and is_exporting()
+
+
 # ---- char CNN with highway (elmo_core/model/char_cnn.py)
 class Highway(nn.Module):
     def __init__(self, size: int, n_highway: int) -> None:
@@ -255,19 +260,28 @@ class LSTMCellWithProjection(nn.Module):
         h, c = state if state is not None else (x.new_zeros(batch, self.projection_dim), x.new_zeros(batch, self.dim))
         pre = self.input_linear(x)  # [steps, batch, 4D]
         pre[..., 2 * self.dim : 3 * self.dim] += FORGET_BIAS  # gate order i, j, f, o (TF's)
+        if capturing():  # a graph's length is symbolic: torch's scan (ONNX's Scan) runs the steps
+            from torch._higher_order_ops.scan import scan
+
+            (h, c), out = scan(self.step, (h, c), (pre, active[..., None]))
+            return out, (h, c)
         outputs = []
         for t in range(steps):
-            i, j, f, o = (pre[t] + self.state_linear(h)).chunk(4, dim=1)  # [batch, D] each
-            c_t = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
-            if self.cell_clip:
-                c_t = c_t.clamp(-self.cell_clip, self.cell_clip)
-            h_t = self.state_projection(torch.sigmoid(o) * torch.tanh(c_t))  # [batch, P]
-            if self.proj_clip:
-                h_t = h_t.clamp(-self.proj_clip, self.proj_clip)
-            keep = active[t, :, None]
-            h, c = torch.where(keep, h_t, h), torch.where(keep, c_t, c)  # an ended row keeps its final state
-            outputs.append(h_t * keep.to(h_t.dtype))
+            (h, c), y = self.step((h, c), (pre[t], active[t, :, None]))
+            outputs.append(y)
         return (torch.stack(outputs) if outputs else x.new_zeros(0, batch, self.projection_dim)), (h, c)
+
+    def step(self, state: tuple[torch.Tensor, torch.Tensor], inputs: tuple[torch.Tensor, torch.Tensor]) -> Any:
+        (h, c), (pre_t, keep) = state, inputs  # [batch, P], [batch, D]; [batch, 4D], [batch, 1]
+        i, j, f, o = (pre_t + F.linear(h, self.state_linear.weight)).chunk(4, dim=1)  # [batch, D] each
+        c_t = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
+        if self.cell_clip:
+            c_t = c_t.clamp(-self.cell_clip, self.cell_clip)
+        h_t = F.linear(torch.sigmoid(o) * torch.tanh(c_t), self.state_projection.weight)  # [batch, P]
+        if self.proj_clip:
+            h_t = h_t.clamp(-self.proj_clip, self.proj_clip)
+        # A row past its end keeps its final state and writes zeros.
+        return (torch.where(keep, h_t, h), torch.where(keep, c_t, c)), h_t * keep.to(h_t.dtype)
 
 
 class LSTMStack(nn.Module):
@@ -309,7 +323,7 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
     dtype = char_ids.dtype
     if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool or torch.iinfo(dtype).max < n_characters - 1:
         raise TypeError(f"char_ids must be int16, int32 or int64; got dtype {dtype}.")
-    if char_ids.numel() and (int(char_ids.min()) < 0 or int(char_ids.max()) >= n_characters):
+    if char_ids.numel() and not capturing() and (int(char_ids.min()) < 0 or int(char_ids.max()) >= n_characters):
         raise ValueError(f"char_ids must lie in [0, {n_characters}); 0 marks a padded position.")
     return char_ids.long()
 
@@ -336,9 +350,6 @@ class BiLM(nn.Module):
             self.bos_char_ids.copy_(torch.tensor(word_to_char_ids(BOS_TOKEN, C)))
             self.eos_char_ids.copy_(torch.tensor(word_to_char_ids(EOS_TOKEN, C)))
 
-    def reset_states(self) -> None:
-        self._states = None
-
     def threads(self) -> AbstractContextManager:
         return nullcontext()  # torch's own threads: the core's thread rule is a runtime part
 
@@ -350,16 +361,15 @@ class BiLM(nn.Module):
         real = (char_ids != 0).any(dim=-1) if mask is None else mask.bool().to(char_ids.device)
         batch, T, C = char_ids.shape
         lengths = real.sum(dim=1)  # [batch]
-        if not torch.equal(real, torch.arange(T, device=real.device)[None, :] < lengths[:, None]):
+        if not capturing() and not torch.equal(real, torch.arange(T, device=real.device)[None, :] < lengths[:, None]):
             raise ValueError("padding must be on the right: each mask row is True for its first n positions.")
         ids = char_ids.new_zeros(batch, T + 2, C)  # <S> tokens </S>, the biLM's own boundaries
         ids[:, 1 : T + 1] = char_ids * real[..., None]
         ids[:, 0] = self.bos_char_ids
         ids[torch.arange(batch), lengths + 1] = self.eos_char_ids
         full = torch.arange(T + 2, device=ids.device)[None, :] < (lengths + 2)[:, None]  # [batch, T + 2]
-        tokens = self.char_cnn(ids[full])  # [real positions, P]
-        embedded = tokens.new_zeros(batch, T + 2, tokens.shape[-1])
-        embedded[full] = tokens
+        tokens = self.char_cnn(ids.flatten(0, 1)).view(batch, T + 2, -1)  # [batch, T + 2, P]
+        embedded = tokens * full[..., None].to(tokens.dtype)  # padding zeroed
         forward_out, backward_out = self._run_stacks(embedded, lengths + 2, full)
         keep = slice(None) if self.keep_sentence_boundaries else slice(1, T + 1)
         layers = [torch.cat([embedded, embedded], dim=-1)]  # layer 0: the token vector twice

@@ -1,5 +1,5 @@
 # Generated from hf_elmo/modeling_elmo.py by `python -m hf_elmo.remote_code.generate`. Do not edit: edit that file.
-"""ELMo as a transformers model: ElmoPreTrainedModel, ElmoModel, ElmoForTokenClassification.
+"""ELMo as a transformers model: ElmoModel and its task models (token and sequence classification).
 
 The modules are elmo_core's (`BiLM`, `ScalarMix`), held directly as `self.bilm` and
 `self.scalar_mixes`, so the state dict has the keys of `elmo_core.Elmo` (`bilm.*`,
@@ -13,6 +13,7 @@ The modules are elmo_core's (`BiLM`, `ScalarMix`), held directly as `self.bilm` 
       -> biLM                            n_layers + 1 layers [batch, tokens, 2P]  = hidden_states
       -> scalar mix(es) + dropout        [batch, tokens, 2P]                      = last_hidden_state
       -> (token classification) linear   [batch, tokens, num_labels]
+      -> (sequence classification) pool over the real tokens, linear   [batch, num_labels]
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 from transformers import PreTrainedModel
-from transformers.modeling_outputs import TokenClassifierOutput
+from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
 from transformers.utils import ModelOutput
 
 from .elmo_reference import (
@@ -35,6 +36,7 @@ from .elmo_reference import (
     NON_FINITE_FIX,
     ScalarMix,
     bilm_is_trainable,
+    capturing,
     check_char_ids,
     check_model_folder,
     count_non_finite,
@@ -52,7 +54,13 @@ from .elmo_reference import (
 
 from .configuration_elmo import ElmoConfig
 
-__all__ = ["ElmoModelOutput", "ElmoPreTrainedModel", "ElmoModel", "ElmoForTokenClassification"]
+__all__ = [
+    "ElmoModelOutput",
+    "ElmoPreTrainedModel",
+    "ElmoModel",
+    "ElmoForTokenClassification",
+    "ElmoForSequenceClassification",
+]
 
 
 @dataclass
@@ -143,6 +151,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 **(getattr(self.config, "auto_map", None) or {}),
                 "AutoModel": f"{module}.ElmoModel",
                 "AutoModelForTokenClassification": f"{module}.ElmoForTokenClassification",
+                "AutoModelForSequenceClassification": f"{module}.ElmoForSequenceClassification",
             }
         save = super().save_pretrained
         code: tuple[str, ...] = ("modeling_elmo.py", "configuration_elmo.py", "elmo_reference.py")
@@ -302,7 +311,8 @@ class ElmoModel(ElmoPreTrainedModel):
     def _read(
         self, char_ids: torch.Tensor, mask: torch.Tensor | None, frozen: bool
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        window_tokens = None if self.config.stateful else self.config.window_tokens
+        # A graph for deployment reads rows whole: the caller cuts long inputs.
+        window_tokens = None if self.config.stateful or capturing() else self.config.window_tokens
         windowed = read_in_windows(
             lambda ids, piece_mask: run_bilm(self.bilm, ids, piece_mask, frozen).activations,
             char_ids,
@@ -359,3 +369,69 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
             loss = self.loss_function(logits, labels, self.config, **kwargs)
         output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
         return output if return_dict else output.to_tuple()
+
+
+class ElmoForSequenceClassification(ElmoPreTrainedModel):
+    def __init__(self, config: ElmoConfig) -> None:
+        super().__init__(config)
+        if config.num_labels is None:
+            raise ValueError("ElmoForSequenceClassification needs labels: set config.id2label (or num_labels).")
+        if config.keep_sentence_boundaries:
+            raise ValueError(
+                "ElmoForSequenceClassification pools over the text's tokens; keep_sentence_boundaries=True "
+                "adds the <S>/</S> positions. Set keep_sentence_boundaries=False."
+            )
+        self.num_labels = config.num_labels
+        self.elmo = ElmoModel(config)
+        self.classifier = nn.Linear(config.output_dim, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        char_ids: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> SequenceClassifierOutput | tuple[torch.Tensor, ...]:
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        outputs = self.elmo(
+            input_ids,
+            attention_mask=attention_mask,
+            char_ids=char_ids,
+            output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+            return_dict=True,
+        )
+        vectors = outputs.last_hidden_state  # [batch, tokens, 2P]
+        mask = _real_tokens(input_ids, attention_mask, char_ids).to(vectors.device)  # [batch, tokens]
+        logits = self.classifier(_pool(vectors, mask, self.config.classifier_pooling))  # [batch, num_labels]
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config, **kwargs)
+        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
+        return output if return_dict else output.to_tuple()
+
+
+def _real_tokens(
+    input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None, char_ids: torch.Tensor | None
+) -> torch.Tensor:
+    if attention_mask is not None:
+        return attention_mask.bool()
+    ids = cast(torch.Tensor, char_ids if char_ids is not None else input_ids)  # ElmoModel checked them
+    return ids.ne(0).any(-1)
+
+
+def _pool(vectors: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
+    if vectors.shape[1] == 0:
+        return vectors.new_zeros(vectors.shape[0], vectors.shape[2])
+    if how == "first":
+        return vectors[:, 0] * mask[:, :1].to(vectors.dtype)  # right padding: token 0 is real if any is
+    if how == "max":
+        pooled = vectors.masked_fill(~mask[..., None], float("-inf")).amax(dim=1)  # [batch, dim]
+        return torch.where(mask.any(dim=1, keepdim=True), pooled, torch.zeros_like(pooled))
+    weights = mask[..., None].to(vectors.dtype)  # [batch, tokens, 1]
+    return (vectors * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)  # the mean over real tokens
