@@ -9,8 +9,8 @@ and for `save_pretrained`'s code saving, so a saved folder also loads with
 The classes here are built from `elmo_core` (an `ElmoModel` holds a real
 `elmo_core.BiLM`), and these modules are the one source of the HF face. A saved folder
 does not hold them, though: it holds `configuration_elmo.py`, `modeling_elmo.py` and
-`tokenization_elmo.py` generated from them, each with the core definitions it uses
-inlined, so that the folder needs no elmo-bilm (see `hf_elmo.remote_code`, which also
+`tokenization_elmo.py` copied from them, reading a plain copy of the model
+(`elmo_reference.py`) instead of elmo_core, so that the folder needs no elmo-bilm (see `hf_elmo.remote_code`, which also
 says how to regenerate them, and which code a loaded folder runs: after `import hf_elmo`,
 the installed classes take precedence over a folder's own code, as transformers rules).
 

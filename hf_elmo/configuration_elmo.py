@@ -18,15 +18,11 @@ except ImportError:  # pragma: no cover - transformers 4 spelling
 
 from elmo_core import BiLMOptions
 from elmo_core.face_api import DEFAULT_WINDOW_TOKENS, ELMO_SETTINGS, check_window_settings
-
-# >>> hf_elmo only
-from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
+from hf_elmo.remote_code import (  # absolute: a saved folder reads these from its elmo_reference.py
     ELMO_BILM_VERSION,
     note_which_code_runs,
     save_atomically,
 )
-
-# <<< hf_elmo only
 
 __all__ = ["ElmoConfig"]
 
@@ -176,7 +172,6 @@ class ElmoConfig(PreTrainedConfig):
         """The biLM's LSTM layers (`lstm.n_layers`); `hidden_states` has one more (layer 0)."""
         return self.lstm["n_layers"]
 
-    # >>> hf_elmo only: not in the generated configuration_elmo.py (see hf_elmo.remote_code)
     def save_pretrained(self, save_directory: str | os.PathLike, push_to_hub: bool = False, **kwargs: Any) -> None:
         """As transformers', with the generated, self-contained `configuration_elmo.py`.
 
@@ -187,7 +182,7 @@ class ElmoConfig(PreTrainedConfig):
         there is replaced, never written through (`save_atomically`).
         """
         self.elmo_bilm_version = ELMO_BILM_VERSION  # which code wrote the folder (see note_which_code_runs)
-        code = ("configuration_elmo.py",) if self._auto_class is not None else ()
+        code = ("configuration_elmo.py", "elmo_reference.py") if self._auto_class is not None else ()
         save_atomically(super().save_pretrained, save_directory, *code)(
             save_directory, push_to_hub=push_to_hub, **kwargs
         )
@@ -198,5 +193,3 @@ class ElmoConfig(PreTrainedConfig):
         loaded = super().from_dict(config_dict, **kwargs)
         note_which_code_runs(kwargs.get("name_or_path"))
         return loaded
-
-    # <<< hf_elmo only

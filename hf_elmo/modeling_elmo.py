@@ -35,30 +35,23 @@ from elmo_core.face_api import (
     bilm_is_trainable,
     capturing,
     check_char_ids,
+    check_model_folder,
     count_non_finite,
+    folder_variant,
     mix_representations,
     non_finite_error,
     read_in_windows,
-    run_bilm,
-)
-
-from .configuration_elmo import ElmoConfig
-
-# >>> hf_elmo only: the installed code runs with the runtime; a saved folder's copy runs the model alone
-# isort: split
-from elmo_core.face_api import (
-    check_model_folder,
-    folder_variant,
     release_when_collected,
+    run_bilm,
     serving_parts,
     window_batches,
 )
-from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
+from hf_elmo.remote_code import (  # absolute: a saved folder reads these from its elmo_reference.py
     note_which_code_runs,
     save_atomically,
 )
 
-# <<< hf_elmo only
+from .configuration_elmo import ElmoConfig
 
 __all__ = [
     "ElmoModelOutput",
@@ -153,14 +146,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
         """
         source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
         load = _shapes_checked_first(super().from_pretrained, cls, source)
-        # >>> hf_elmo only: the core's reading of a local folder (a saved folder's own code leaves it to transformers)
         load = _read_as_the_core_reads(load, source)
-        # <<< hf_elmo only
         loaded = load(*args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True
-        # >>> hf_elmo only: the installed code runs; say so once if the folder was saved by other code
         note_which_code_runs(source)
-        # <<< hf_elmo only
         for name, tensor in model.state_dict().items():
             bad = count_non_finite(tensor)
             if bad:
@@ -229,10 +218,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 "AutoModelForSequenceClassification": f"{module}.ElmoForSequenceClassification",
             }
         save = super().save_pretrained
-        # >>> hf_elmo only: every file through the core's atomic writer; a generated modeling_elmo.py is the code
-        code = ("modeling_elmo.py", "configuration_elmo.py") if self._auto_class is not None else ()
+        code: tuple[str, ...] = ("modeling_elmo.py", "configuration_elmo.py", "elmo_reference.py")
+        code = code if self._auto_class is not None else ()
         save = save_atomically(save, save_directory, *code)
-        # <<< hf_elmo only
         save(save_directory, *args, **kwargs)
 
 
@@ -265,7 +253,6 @@ def _shapes_checked_first(load: Any, cls: Any, source: Any) -> Any:
     return read
 
 
-# >>> hf_elmo only: the core's diagnosis of local folders
 def _read_as_the_core_reads(load: Any, source: Any) -> Any:
     """`load` (transformers' `from_pretrained`), reading a local folder as the core reads it.
 
@@ -295,9 +282,6 @@ def _read_as_the_core_reads(load: Any, source: Any) -> Any:
             raise
 
     return read
-
-
-# <<< hf_elmo only
 
 
 def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None, options: CharCNNOptions) -> torch.Tensor:
@@ -376,11 +360,9 @@ class ElmoModel(ElmoPreTrainedModel):
                 f"scalar mix); got {config.num_output_representations}. Use "
                 "output_hidden_states=True for the raw biLM layers."
             )
-        parts: dict[str, Any] = {}  # a saved folder's copy runs the reference step loop
-        # >>> hf_elmo only: the runtime's parts (recurrence path, thread rule, layer-0 cache), as every face gets them
-        parts = serving_parts()
-        # <<< hf_elmo only
-        core = Elmo(config.to_options(), **config.elmo_settings(), **parts)  # the core's construction rules: float32
+        # The core's construction rules (float32) with the runtime's parts: recurrence path, thread
+        # rule, layer-0 cache. A saved folder's code has none: the reference step loop.
+        core = Elmo(config.to_options(), **config.elmo_settings(), **serving_parts())
         asked = _asked_dtype(config)
         if asked is not None:
             core.to(asked)
@@ -388,11 +370,8 @@ class ElmoModel(ElmoPreTrainedModel):
         self.scalar_mixes: nn.ModuleList = core.scalar_mixes
         # Rows are stateless: reading the windows of a long input all at once or in budgeted
         # batches gives the same vectors; the budget bounds memory.
-        self._window_batches = None
-        # >>> hf_elmo only: the budgeted batches of the runtime; a dropped model's heap goes back to the OS
-        release_when_collected(self.bilm)
         self._window_batches = window_batches()
-        # <<< hf_elmo only
+        release_when_collected(self.bilm)  # a dropped model's heap goes back to the OS
         self.post_init()
 
     def forward(

@@ -39,7 +39,7 @@ from transformers import BatchEncoding, PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 from transformers.utils import to_py_obj
 
-from elmo_core import ElmoError
+from elmo_core import BiLMOptions, ElmoError
 from elmo_core.face_api import (
     BEGINNING_OF_SENTENCE_CHARACTER,
     BEGINNING_OF_WORD_CHARACTER,
@@ -51,21 +51,16 @@ from elmo_core.face_api import (
     PADDING_CHARACTER,
     check_sentences,
     first_use_lock,
+    get_tokenizer,
     spacy_word_splitter,
     token_offsets,
+    tokenizer_settings,
     word_to_char_ids,
 )
-
-# >>> hf_elmo only: the installed code also reads the core's options and tokenizer plug-ins
-# isort: split
-from elmo_core import BiLMOptions
-from elmo_core.face_api import get_tokenizer, tokenizer_settings
-from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
+from hf_elmo.remote_code import (  # absolute: a saved folder reads these from its elmo_reference.py
     note_which_code_runs,
     save_atomically,
 )
-
-# <<< hf_elmo only
 
 __all__ = ["ElmoBatchEncoding", "ElmoTokenizer"]
 
@@ -193,13 +188,11 @@ def _load_text_tokenizer(name: str) -> Callable[[str], list[str]]:
     `spacy_word_splitter`) are then built from spaCy directly, when spaCy is
     importable, so raw text gives the same tokens as in a full install.
     """
-    # >>> hf_elmo only: the installed plug-ins
     try:
         return get_tokenizer(name)
     except ElmoError:
         if name != DEFAULT_TOKENIZER:
             raise
-    # <<< hf_elmo only
     if name != DEFAULT_TOKENIZER:
         raise ElmoError(
             f"text_tokenizer {name!r} is an elmo-bilm plug-in, which is not installed here: pip install "
@@ -308,13 +301,10 @@ class ElmoTokenizer(PreTrainedTokenizer):
             **kwargs,
         )
 
-    # >>> hf_elmo only: built from the core's options (conversion); a saved folder's copy is loaded
     @classmethod
     def from_options(cls, options: BiLMOptions, **kwargs: Any) -> ElmoTokenizer:
         """The tokenizer for a model with these biLM options."""
         return cls(**tokenizer_settings(options), **kwargs)
-
-    # <<< hf_elmo only
 
     @property
     def is_fast(self) -> bool:
@@ -654,7 +644,6 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return data.decode("utf-8", errors="replace")
 
     # ------------------------------------------------------------------ saving, pickling
-    # >>> hf_elmo only: not in the generated tokenization_elmo.py (see hf_elmo.remote_code)
     def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> tuple[str, ...]:
         """As transformers', with the generated, self-contained `tokenization_elmo.py`.
 
@@ -663,7 +652,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         Each file is written whole under a temporary name and renamed into place: a link
         there is replaced, never written through (`save_atomically`).
         """
-        code = ("tokenization_elmo.py", "configuration_elmo.py") if self._auto_class is not None else ()
+        code = ("tokenization_elmo.py", "elmo_reference.py") if self._auto_class is not None else ()
         return cast(
             tuple[str, ...],
             save_atomically(super().save_pretrained, save_directory, *code)(save_directory, *args, **kwargs),
@@ -675,8 +664,6 @@ class ElmoTokenizer(PreTrainedTokenizer):
         tokenizer = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         note_which_code_runs(pretrained_model_name_or_path)
         return tokenizer
-
-    # <<< hf_elmo only
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
