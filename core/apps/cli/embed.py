@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -17,6 +16,7 @@ from ...files.hdf5_files import import_h5py
 from ...files.tokenizers import get_tokenizer
 from ...model.checks import check_int
 from ...model.elmo import Elmo
+from ...model.environment import environment_value
 from ...model.errors import ElmoError
 from ...model.precision import check_cpu_precision
 from ...runtime.attach import set_token_cache
@@ -208,7 +208,7 @@ def _resumable_on_interrupt(output_file: Path) -> Iterator[Callable[[], bool]]:
     try:
         yield lambda: bool(received)
     except KeyboardInterrupt:
-        if int(os.environ.get("RANK", "0")) == 0:
+        if environment_value("RANK") == 0:
             folder = job_folder(output_file)
             kept = f"the finished pieces are kept in {folder}; " if folder.is_dir() else ""
             typer.echo(f"interrupted: {output_file} was not written; {kept}run the same command to resume.", err=True)
