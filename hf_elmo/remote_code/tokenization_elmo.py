@@ -28,6 +28,7 @@ with all-zero rows.
 
 from __future__ import annotations
 
+import re
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -56,15 +57,22 @@ from .configuration_elmo import (
 DEFAULT_TOKENIZER = "spacy-en"
 
 
-def spacy_token_texts(tokens: Iterable[Any]) -> list[str]:
-    return [token.text for token in tokens if not token.is_space]
+SURROGATES = re.compile("[\ud800-\udfff]")
+
+SURROGATE_STAND_IN = "\u0436"
+
+
+def spacy_token_texts(tokens: Iterable[Any], text: str | None = None) -> list[str]:
+    if text is None:
+        return [token.text for token in tokens if not token.is_space]
+    return [text[token.idx : token.idx + len(token.text)] for token in tokens if not token.is_space]
 
 
 def spacy_word_splitter(nlp: Any) -> Callable[[str], list[str]]:
     lock = threading.Lock()
     def split(text: str) -> list[str]:
-        with _memory_zone(nlp, lock):
-            return spacy_token_texts(nlp.tokenizer(text))
+        with _memory_zone(nlp, lock):  # spaCy sees a letter for each lone surrogate (it cannot hold one)
+            return spacy_token_texts(nlp.tokenizer(SURROGATES.sub(SURROGATE_STAND_IN, text)), text)
     return split
 
 

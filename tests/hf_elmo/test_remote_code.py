@@ -263,6 +263,21 @@ def test_saved_folder_tokenises_raw_text_where_only_spacy_is_installed(
     assert got["offset_mapping"] == [[list(o) for o in row] for row in expected["offset_mapping"]]
 
 
+def test_saved_folder_tokenises_raw_text_with_lone_surrogates_as_its_pre_split_words(
+    tmp_path, saved_model_dir, tiny_tokenizer, hf_env
+):
+    # The folder's own tokenizer code (trust_remote_code) splits as the installed one does.
+    pytest.importorskip("spacy")
+    texts = ["bad \ud800 surrogate here", "a\udc00b word\ud83d. end"]
+    out = tmp_path / "out.json"
+    result = run_script(RAW_TEXT, [saved_model_dir, out, json.dumps(texts)], hf_env, tmp_path, without_elmo_bilm=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    got = json.loads(out.read_text())
+    words = [["bad", "\ud800", "surrogate", "here"], ["a\udc00b", "word\ud83d", ".", "end"]]
+    assert got["tokens"] == words
+    assert got["char_ids"] == tiny_tokenizer(words, is_split_into_words=True, padding=True)["char_ids"]
+
+
 # ------------------------------------------------------------------ which code a folder runs
 
 
