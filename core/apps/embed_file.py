@@ -73,6 +73,7 @@ from ..files.text_files import (
     decode_line,
     is_stream,
     open_binary,
+    read_line,
     strip_line_end,
 )
 from ..model.checks import check_int
@@ -92,6 +93,10 @@ DEFAULT_PIECE_TOKENS = 50_000
 """Tokens per piece: what an interrupted job redoes at most (per process), and the unit
 processes share. A few seconds of work for the default model, two minutes for the
 original on one CPU core."""
+
+PIECE_BYTES = 64 << 20
+"""A piece also ends before this many bytes (unless it is one line): memory stays bounded
+however few tokens long lines hold."""
 
 JOB_FORMAT = 1
 JOB_NAME = "job.json"
@@ -163,13 +168,15 @@ def plan_pieces(
     Lines are split as `elmo embed` reads them: at "\\n", with a final newline ending the
     last line (not starting a blank one), a trailing "\\r" dropped and a UTF-8 byte order
     mark at the start ignored. Tokens are counted with `str.split()`. `name` is how errors
-    name the input (default: `path`; the stream's name when `path` is its copy).
+    name the input (default: `path`; the stream's name when `path` is its copy). A line
+    longer than `ELMO_MAX_LINE_BYTES` is refused (`elmo_core.files.text_files.read_line`).
 
     Returns:
         `(pieces, lines, tokens, sha256 of the file)`.
 
     Raises:
-        ElmoError: if the file does not exist or is not UTF-8 (names the line).
+        ElmoError: if the file does not exist, is not UTF-8 or holds a line longer than the
+            limit (names the line).
     """
     piece_tokens = check_int("piece_tokens", piece_tokens)
     path = Path(path)
@@ -182,11 +189,11 @@ def plan_pieces(
     except FileNotFoundError:
         raise ElmoError(f"input file {path} does not exist.") from None
     with handle:
-        for raw in handle:
+        while raw := read_line(handle, name or str(path), line + 1):  # bounded: ELMO_MAX_LINE_BYTES
             digest.update(raw)
             text = decode_line(raw, name or str(path), line + 1)
             n = len(_split_line(text, line).split())
-            if line > first_line and cost + n + 1 > piece_tokens:
+            if line > first_line and (cost + n + 1 > piece_tokens or offset + len(raw) - byte_start > PIECE_BYTES):
                 pieces.append(Piece(len(pieces), first_line, line, byte_start, offset, cost))
                 first_line, byte_start, cost = line, offset, 0
             cost += n + 1

@@ -16,6 +16,9 @@ rules hold everywhere:
   byte-order mark or with the NUL bytes it has without one, is named as such. A JSON
   file (`read_json`: options.json, a model folder's config.json) that is not JSON names
   the file, the line and the column.
+- A line is read in bounded memory: one longer than `ELMO_MAX_LINE_BYTES` (10 MB by
+  default) is one `ElmoError` naming the file, the line and the limit (`read_line`), read
+  no further than the limit, so a decompression bomb's one endless line is refused at once.
 - A path that does not exist, is a folder, or cannot be read gives one `ElmoError`
   that names it and the fix, before any work is done.
 - No command writes over one of its inputs: `check_output_spares_inputs` compares
@@ -41,6 +44,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
+from ..model.environment import environment_value
 from ..model.errors import ElmoError
 
 ENCODING = "utf-8-sig"
@@ -113,6 +117,28 @@ def open_binary(path: str | Path) -> IO[bytes]:
     if opener is None:
         return open(path, "rb")  # noqa: SIM115
     return cast(IO[bytes], _Decompressed(path, opener(path, "rb")))  # the reading side of an IO[bytes]
+
+
+def read_line(handle: IO[bytes], name: str, line: int) -> bytes:
+    """The next line's bytes (its "\\n" included; b"" at the end), read no further than the
+    limit `ELMO_MAX_LINE_BYTES` (in bytes, without the "\\n").
+
+    Args:
+        handle: The file, from `open_binary`.
+        name: How the message names the file.
+        line: The line's number, from 1.
+
+    Raises:
+        ElmoError: for a longer line: its number, the limit, and how to raise it.
+    """
+    limit: int = environment_value("ELMO_MAX_LINE_BYTES")
+    data = handle.readline(limit + 1)
+    if len(data) > limit and not data.endswith(b"\n"):
+        raise ElmoError(
+            f"{name} line {line} holds more than {limit:,} bytes, the longest line elmo-bilm reads (its end was "
+            f"not read). Split the text into shorter lines, or raise the limit: ELMO_MAX_LINE_BYTES={10 * limit}."
+        )
+    return data
 
 
 DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError, zlib.error, OSError)
@@ -214,7 +240,7 @@ class _TextLines:
         self._line = 0  # lines read so far
 
     def readline(self) -> str:
-        data = self._raw.readline()
+        data = read_line(self._raw, self.name, self._line + 1)
         if not data:
             return ""
         self._line += 1

@@ -62,6 +62,9 @@ VARIABLES: dict[str, Variable] = {
     "RANK": Variable("a whole number >= 0 (torchrun sets it)", _whole_number(0), 0, "0"),
     "LOCAL_RANK": Variable("a whole number >= 0 (torchrun sets it)", _whole_number(0), 0, "0"),
     "TORCHINDUCTOR_CACHE_DIR": Variable("a folder", str, None, "torch's default folder"),
+    "ELMO_MAX_LINE_BYTES": Variable(
+        "a whole number of bytes >= 1 (the longest line a text file may hold)", _whole_number(1), 10_000_000, "10000000"
+    ),
     "ONEDNN_PRIMITIVE_CACHE_CAPACITY": Variable("a whole number of kernels >= 0", _whole_number(0), None, "unset"),
 }
 """Every variable elmo-bilm reads: name -> what it accepts, its parser and its default."""

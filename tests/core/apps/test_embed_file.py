@@ -542,3 +542,45 @@ def test_embed_file_refuses_an_output_that_is_not_its_own_and_recognises_its_own
         embed_file(make_tiny_elmo(seed=1), tmp_path / "in.txt", out)
     embed_file(elmo, text, out, overwrite=True)
     assert read_file(out)[2] == {"0": ["a", "c"]}
+
+
+PEAK_RSS = r"""
+import resource, subprocess, sys
+ran = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+sys.stdout.write(f"{ran.returncode}\n{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\n{ran.stderr}")
+"""
+
+
+def _peak_rss(*args: object, env: dict[str, str]) -> tuple[int, int, str]:
+    """(exit status, peak resident kB, stderr) of a command."""
+    out = run(sys.executable, "-c", PEAK_RSS, *args, env=env).stdout
+    status, peak, stderr = out.split("\n", 2)
+    return int(status), int(peak), stderr
+
+
+def test_a_decompression_bomb_is_refused_in_bounded_memory_naming_the_line_and_the_limit(tmp_path):
+    # R63: a small .xz holding one endless line was read and stored whole (8.9 GB for 1.5 GiB of letters).
+    import lzma
+
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    bomb = tmp_path / "bomb.txt.xz"
+    with lzma.open(bomb, "wb", preset=0) as f:
+        f.write(b"a b c\n")
+        for _ in range(256):
+            f.write(b"a" * (1 << 20))  # 256 MiB of letters, no newline: about 40 kB on disk
+    small = tmp_path / "small.txt"
+    small.write_text("a b c\n", encoding="utf-8")
+    env = {"ELMO_MAX_LINE_BYTES": "1000000"}
+    common = ["--model", tmp_path / "model", "--no-progress"]
+    status, baseline, stderr = _peak_rss(BIN / "elmo", "embed", small, tmp_path / "small.h5", *common, env=env)
+    assert status == 0, stderr
+    status, peak, stderr = _peak_rss(BIN / "elmo", "embed", bomb, tmp_path / "out.h5", *common, env=env)
+    assert (status, stderr.splitlines()) == (
+        2,
+        [
+            f"error: {bomb} line 2 holds more than 1,000,000 bytes, the longest line elmo-bilm reads (its end was "
+            "not read). Split the text into shorter lines, or raise the limit: ELMO_MAX_LINE_BYTES=10000000."
+        ],
+    )
+    assert peak - baseline < 64 * 1024, (peak, baseline)  # kB: far below the line's 256 MiB
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bomb.txt.xz", "model", "small.h5", "small.txt"]
