@@ -47,7 +47,7 @@ from elmo_core.runtime.batching import batches_by_token_budget
 from elmo_core.runtime.embedding import DEFAULT_BATCH_TOKENS
 from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
     note_which_code_runs,
-    save_generated_code,
+    save_atomically,
 )
 
 # <<< hf_elmo only
@@ -128,7 +128,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
     def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
         """As transformers', and the biLM (and a fixed scalar mix) stay frozen.
 
-        With elmo-bilm installed, a local folder is read as the core reads it
+        A local folder's config.json is checked against its weights' headers before
+        anything is allocated. With elmo-bilm installed, a local folder is read as the core reads it
         (`_read_as_the_core_reads`: its one `variant=` of the weights without naming it,
         and the core's diagnosis of a broken folder).
 
@@ -137,7 +138,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
         (only the scalar mix is meant to train); this puts the constructor's choice back.
         """
         source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        load = super().from_pretrained
+        load = _shapes_checked_first(super().from_pretrained, cls, source)
         # >>> hf_elmo only: the core's reading of a local folder (a saved folder's own code leaves it to transformers)
         load = _read_as_the_core_reads(load, source)
         # <<< hf_elmo only
@@ -211,11 +212,41 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 "AutoModel": f"{module}.ElmoModel",
                 "AutoModelForTokenClassification": f"{module}.ElmoForTokenClassification",
             }
-        super().save_pretrained(save_directory, *args, **kwargs)
-        # >>> hf_elmo only: a generated modeling_elmo.py is itself the file transformers copies
-        if self._auto_class is not None and kwargs.get("is_main_process", True):
-            save_generated_code(save_directory, "modeling_elmo.py", "configuration_elmo.py")
+        save = super().save_pretrained
+        # >>> hf_elmo only: every file through the core's atomic writer; a generated modeling_elmo.py is the code
+        code = ("modeling_elmo.py", "configuration_elmo.py") if self._auto_class is not None else ()
+        save = save_atomically(save, save_directory, *code)
         # <<< hf_elmo only
+        save(save_directory, *args, **kwargs)
+
+
+def _shapes_checked_first(load: Any, cls: Any, source: Any) -> Any:
+    """`load` (transformers' `from_pretrained`), after comparing a local folder's weights' headers with the
+    shapes its config.json implies, on the meta device: transformers compares them after building the model."""
+
+    def read(*args: Any, **kwargs: Any) -> Any:
+        folder = os.fspath(source) if isinstance(source, (str, os.PathLike)) else ""
+        weights = os.path.join(folder, "model.safetensors")
+        if folder and os.path.isfile(weights) and not kwargs.get("ignore_mismatched_sizes"):
+            from safetensors import safe_open
+
+            config = kwargs.get("config")
+            config = config if isinstance(config, ElmoConfig) else cls.config_class.from_pretrained(folder)
+            with torch.device("meta"):
+                expected = {k: tuple(v.shape) for k, v in cls(config).state_dict().items()}
+            prefix = f"{cls.base_model_prefix}."
+            with safe_open(weights, framework="pt") as f:
+                for key in f.keys():
+                    name = next((n for n in (key, prefix + key, key.removeprefix(prefix)) if n in expected), None)
+                    shape = tuple(f.get_slice(key).get_shape())
+                    if name is not None and shape != expected[name]:
+                        raise ValueError(
+                            f"{weights}: tensor '{key}' has shape {shape}, but config.json implies {expected[name]}. "
+                            "Use the config.json saved with these weights."
+                        )
+        return load(*args, **kwargs)
+
+    return read
 
 
 # >>> hf_elmo only: the core's diagnosis of local folders
@@ -223,7 +254,9 @@ def _read_as_the_core_reads(load: Any, source: Any) -> Any:
     """`load` (transformers' `from_pretrained`), reading a local folder as the core reads it.
 
     A folder of one variant's weights only (`save_pretrained(d, variant="fp16")`) is read
-    as that variant without naming it (`elmo_core.files.folder_variant`). transformers'
+    as that variant without naming it (`elmo_core.files.folder_variant`). The sizes in
+    its config.json are checked against the weights' headers first, before anything is
+    allocated (unless `ignore_mismatched_sizes=True`). transformers'
     own errors for a broken folder come from deep inside it ("look at the above report",
     a raw SafetensorError); a local folder gets elmo_core's diagnosis instead
     (`check_model_folder`), which names the file and the fix.
@@ -234,6 +267,8 @@ def _read_as_the_core_reads(load: Any, source: Any) -> Any:
     def read(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("variant") is None:
             kwargs["variant"] = folder_variant(os.fspath(source))
+        if not kwargs.get("ignore_mismatched_sizes"):  # sizes from config.json checked before anything is allocated
+            check_model_folder(os.fspath(source), kwargs.get("variant"), sizes_only=True)
         try:
             return load(*args, **kwargs)
         except Exception as err:

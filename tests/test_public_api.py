@@ -66,6 +66,7 @@ PUBLIC = {
         "GENERATED_DIR",
         "GENERATED_FILES",
         "note_which_code_runs",
+        "save_atomically",
         "save_generated_code",
     },
     "spacy_elmo": {"ElmoComponent", "ScalarMixWeights", "get_scalar_mix_weights", "make_elmo", "restore_docs"},

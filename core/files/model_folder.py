@@ -51,7 +51,7 @@ from ..runtime.token_cache import DEFAULT_TOKEN_CACHE_WORDS
 from .atomic_files import atomic_write
 from .options_file import read_options
 from .text_files import read_json
-from .weights import count_non_finite, load_bilm_tf, non_finite_error
+from .weights import check_bilm_tf_file, count_non_finite, load_bilm_tf, non_finite_error
 
 __all__ = ["default_model_dir", "load_elmo", "load_model_folder", "save_model_folder"]
 
@@ -206,7 +206,9 @@ def load_elmo(
         return load_model_folder(source.folder, map_location=map_location, **settings)
     _check_settings(settings)
     assert source.options is not None and source.weights is not None  # no folder: a pair
-    elmo = _with_runtime(read_options(source.options), settings, source.options)
+    bilm_options = read_options(source.options)
+    check_bilm_tf_file(bilm_options, source.weights, str(source.options))  # before anything is allocated
+    elmo = _with_runtime(bilm_options, settings, source.options)
     load_bilm_tf(elmo, source.weights)
     return elmo.to(map_location)
 
@@ -331,11 +333,13 @@ def load_model_folder(
             that are not finite.
         OptionsError: for invalid options or Elmo settings in config.json.
     """
-    options, settings = read_model_config(path)
+    options, stored = read_model_config(path)
     _check_settings(overrides)
-    settings.update(overrides)
+    settings = {**stored, **overrides}
+    weights = weight_files(path, variant)
+    _check_sizes(options, stored, settings, weights, Path(path) / CONFIG_NAME)  # before anything is allocated
     model = _with_runtime(options, settings, Path(path) / CONFIG_NAME)
-    _read_weights(model, weight_files(path, variant))
+    _read_weights(model, weights)
     return model.to(map_location)
 
 
@@ -533,7 +537,7 @@ def _read_weights(model: Elmo, weights: WeightFiles) -> None:
                 raise non_finite_error(weights_path, f"tensor '{key}'", bad, NON_FINITE_FIX)
 
 
-def check_model_folder(path: str | Path, variant: str | None = None) -> None:
+def check_model_folder(path: str | Path, variant: str | None = None, *, sizes_only: bool = False) -> None:
     """Raise the error `load_model_folder` would raise for this folder's files, cheaply.
 
     Reads config.json and the safetensors headers only, of every shard (no weights are
@@ -543,6 +547,8 @@ def check_model_folder(path: str | Path, variant: str | None = None) -> None:
     Args:
         path: The model folder.
         variant: As `load_model_folder`.
+        sizes_only: Check only the sizes: a tensor the weights lack is not an error
+            (transformers initialises it), but one with another shape is.
 
     Raises:
         WeightFileError: for a missing or unreadable config.json or weights file (any
@@ -551,10 +557,43 @@ def check_model_folder(path: str | Path, variant: str | None = None) -> None:
         OptionsError: for invalid options or Elmo settings in config.json.
     """
     options, settings = read_model_config(path)
+    _check_sizes(options, settings, settings, weight_files(path, variant), Path(path) / CONFIG_NAME, sizes_only)
+
+
+def _check_sizes(
+    options: BiLMOptions,
+    stored: dict[str, Any],
+    settings: dict[str, Any],
+    weights: WeightFiles,
+    config_path: Path,
+    sizes_only: bool = False,
+) -> None:
+    """Raise unless the sizes config.json declares match the weights' headers, allocating nothing.
+
+    First the counts of repeated parts (LSTM layers, highway layers, filters, scalar
+    mixes), which set how many modules are built; then every tensor's shape, on a model
+    built on the meta device. `stored` are the settings of config.json (a scalar mix the
+    caller adds is not in the file), `settings` the ones to build with.
+    """
+    shapes = {k: weights.shapes[f] for k, f in _base_model_keys(weights.shapes).items()}
+    counts = [
+        ("lstm.n_layers", options.lstm.n_layers, "bilm.forward_layers.layers."),
+        ("char_cnn.n_highway", options.char_cnn.n_highway, "bilm.char_cnn.highway.layers."),
+        ("char_cnn.filters", len(options.char_cnn.filters), "bilm.char_cnn.convolutions."),
+        ("num_output_representations", stored["num_output_representations"], "scalar_mixes."),
+    ]
+    for key, declared, prefix in counts:
+        held = {name[len(prefix) :].split(".")[0] for name in shapes if name.startswith(prefix)}
+        if isinstance(declared, int) and declared > len(held) and (held or prefix != "scalar_mixes."):
+            raise WeightFileError(
+                f"{config_path} declares {key} = {declared}, but {weights.source} holds {len(held)} "
+                f"(tensors '{prefix}*'). The options in {CONFIG_NAME} do not match these weights: use the "
+                f"{CONFIG_NAME} saved with them."
+            )
+    settings = {k: v for k, v in settings.items() if k != "token_cache_words"}
     with torch.device("meta"):
-        model = _build_elmo(options, settings, Path(path) / CONFIG_NAME)
-    weights = weight_files(path, variant)
-    _check_state({k: weights.shapes[f] for k, f in _base_model_keys(weights.shapes).items()}, model, weights.source)
+        model = _build_elmo(options, settings, config_path)
+    _check_state(shapes, model, weights.source, sizes_only)
 
 
 def _with_runtime(options: BiLMOptions, settings: dict[str, Any], config_path: Path) -> Elmo:
@@ -607,11 +646,11 @@ def _base_model_keys(keys: Iterable[str]) -> dict[str, str]:
     return {key[len(prefix) :]: key for key in keys if key.startswith(prefix)}
 
 
-def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: Path) -> None:
+def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: Path, missing_ok: bool = False) -> None:
     """Every tensor of `model` is in `shapes` with its shape (`weights_path` names the weights in errors)."""
     for name, tensor in model.state_dict().items():
         if name not in shapes:
-            if name.startswith("scalar_mixes."):
+            if missing_ok or name.startswith("scalar_mixes."):
                 continue
             raise WeightFileError(
                 f"{weights_path} has no tensor '{name}' (expected shape {tuple(tensor.shape)}). The file "

@@ -1164,7 +1164,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
     def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
         """As transformers', and the biLM (and a fixed scalar mix) stay frozen.
 
-        With elmo-bilm installed, a local folder is read as the core reads it
+        A local folder's config.json is checked against its weights' headers before
+        anything is allocated. With elmo-bilm installed, a local folder is read as the core reads it
         (`_read_as_the_core_reads`: its one `variant=` of the weights without naming it,
         and the core's diagnosis of a broken folder).
 
@@ -1173,7 +1174,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
         (only the scalar mix is meant to train); this puts the constructor's choice back.
         """
         source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        load = super().from_pretrained
+        load = _shapes_checked_first(super().from_pretrained, cls, source)
         loaded = load(*args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True
         for name, tensor in model.state_dict().items():
@@ -1241,7 +1242,37 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 "AutoModel": f"{module}.ElmoModel",
                 "AutoModelForTokenClassification": f"{module}.ElmoForTokenClassification",
             }
-        super().save_pretrained(save_directory, *args, **kwargs)
+        save = super().save_pretrained
+        save(save_directory, *args, **kwargs)
+
+
+def _shapes_checked_first(load: Any, cls: Any, source: Any) -> Any:
+    """`load` (transformers' `from_pretrained`), after comparing a local folder's weights' headers with the
+    shapes its config.json implies, on the meta device: transformers compares them after building the model."""
+
+    def read(*args: Any, **kwargs: Any) -> Any:
+        folder = os.fspath(source) if isinstance(source, (str, os.PathLike)) else ""
+        weights = os.path.join(folder, "model.safetensors")
+        if folder and os.path.isfile(weights) and not kwargs.get("ignore_mismatched_sizes"):
+            from safetensors import safe_open
+
+            config = kwargs.get("config")
+            config = config if isinstance(config, ElmoConfig) else cls.config_class.from_pretrained(folder)
+            with torch.device("meta"):
+                expected = {k: tuple(v.shape) for k, v in cls(config).state_dict().items()}
+            prefix = f"{cls.base_model_prefix}."
+            with safe_open(weights, framework="pt") as f:
+                for key in f.keys():
+                    name = next((n for n in (key, prefix + key, key.removeprefix(prefix)) if n in expected), None)
+                    shape = tuple(f.get_slice(key).get_shape())
+                    if name is not None and shape != expected[name]:
+                        raise ValueError(
+                            f"{weights}: tensor '{key}' has shape {shape}, but config.json implies {expected[name]}. "
+                            "Use the config.json saved with these weights."
+                        )
+        return load(*args, **kwargs)
+
+    return read
 
 
 def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None, options: CharCNNOptions) -> torch.Tensor:
