@@ -72,6 +72,7 @@ from ..files.text_files import (
     check_output_spares_inputs,
     decode_line,
     is_stream,
+    max_line_bytes,
     open_binary,
     read_line,
     strip_line_end,
@@ -189,7 +190,8 @@ def plan_pieces(
     except FileNotFoundError:
         raise ElmoError(f"input file {path} does not exist.") from None
     with handle:
-        while raw := read_line(handle, name or str(path), line + 1):  # bounded: ELMO_MAX_LINE_BYTES
+        limit = max_line_bytes()
+        while raw := read_line(handle, name or str(path), line + 1, limit):  # bounded: ELMO_MAX_LINE_BYTES
             digest.update(raw)
             text = decode_line(raw, name or str(path), line + 1)
             n = len(_split_line(text, line).split())

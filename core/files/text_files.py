@@ -119,19 +119,26 @@ def open_binary(path: str | Path) -> IO[bytes]:
     return cast(IO[bytes], _Decompressed(path, opener(path, "rb")))  # the reading side of an IO[bytes]
 
 
-def read_line(handle: IO[bytes], name: str, line: int) -> bytes:
+def max_line_bytes() -> int:
+    """The longest line a reader reads, in bytes without its "\\n": `ELMO_MAX_LINE_BYTES`."""
+    return int(environment_value("ELMO_MAX_LINE_BYTES"))
+
+
+def read_line(handle: IO[bytes], name: str, line: int, limit: int | None = None) -> bytes:
     """The next line's bytes (its "\\n" included; b"" at the end), read no further than the
-    limit `ELMO_MAX_LINE_BYTES` (in bytes, without the "\\n").
+    limit.
 
     Args:
         handle: The file, from `open_binary`.
         name: How the message names the file.
         line: The line's number, from 1.
+        limit: The longest line, in bytes; None = `max_line_bytes()` (a reader of many
+            lines reads it once and passes it).
 
     Raises:
         ElmoError: for a longer line: its number, the limit, and how to raise it.
     """
-    limit: int = environment_value("ELMO_MAX_LINE_BYTES")
+    limit = max_line_bytes() if limit is None else limit
     data = handle.readline(limit + 1)
     if len(data) > limit and not data.endswith(b"\n"):
         raise ElmoError(
@@ -238,9 +245,10 @@ class _TextLines:
         self.name = str(path)
         self._raw = raw
         self._line = 0  # lines read so far
+        self._limit = max_line_bytes()
 
     def readline(self) -> str:
-        data = read_line(self._raw, self.name, self._line + 1)
+        data = read_line(self._raw, self.name, self._line + 1, self._limit)
         if not data:
             return ""
         self._line += 1
