@@ -52,17 +52,15 @@ script without English exceptions, so the surrogate splits like a letter of its 
 code point for one, so every token's offsets hold in the original text."""
 
 
-def spacy_token_texts(tokens: Iterable[Any], text: str | None = None) -> list[str]:
+def spacy_token_texts(tokens: Iterable[Any], text: str) -> list[str]:
     """ELMo's tokens from spaCy tokens: their texts, whitespace tokens dropped.
 
     spaCy keeps runs of extra spaces (and newlines) as tokens; the biLM has no use for
     them. `tokens` is a spaCy `Doc` or any iterable of objects with `.text`, `.idx` and
-    `.is_space` (duck-typed: the core never imports spaCy). With `text` (what the tokens
-    were made from, before `SURROGATE_STAND_IN` took the place of its surrogates), each
-    token's text is read from it by offsets, surrogates included.
+    `.is_space` (duck-typed: the core never imports spaCy), made from `text` with
+    `SURROGATE_STAND_IN` in place of its surrogates. Each token's text is read from
+    `text` by offsets, surrogates included.
     """
-    if text is None:
-        return [token.text for token in tokens if not token.is_space]
     return [text[token.idx : token.idx + len(token.text)] for token in tokens if not token.is_space]
 
 

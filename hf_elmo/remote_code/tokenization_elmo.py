@@ -63,9 +63,7 @@ SURROGATES = re.compile("[\ud800-\udfff]")
 SURROGATE_STAND_IN = "\u0436"
 
 
-def spacy_token_texts(tokens: Iterable[Any], text: str | None = None) -> list[str]:
-    if text is None:
-        return [token.text for token in tokens if not token.is_space]
+def spacy_token_texts(tokens: Iterable[Any], text: str) -> list[str]:
     return [text[token.idx : token.idx + len(token.text)] for token in tokens if not token.is_space]
 
 
