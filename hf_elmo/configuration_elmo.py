@@ -16,9 +16,8 @@ try:  # transformers 5 spelling
 except ImportError:  # pragma: no cover - transformers 4 spelling
     from transformers import PretrainedConfig as PreTrainedConfig
 
-from elmo_core.files.model_folder import ELMO_SETTINGS
-from elmo_core.model.options import BiLMOptions
-from elmo_core.runtime.windows import DEFAULT_WINDOW_TOKENS, check_window_settings
+from elmo_core import BiLMOptions
+from elmo_core.face_api import DEFAULT_WINDOW_TOKENS, ELMO_SETTINGS, check_window_settings
 
 # >>> hf_elmo only
 from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import

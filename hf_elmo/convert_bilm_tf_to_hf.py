@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from elmo_core import load_bilm_tf, read_options
-from elmo_core.files.atomic_files import atomic_path, disk_full_error
+from elmo_core.face_api import atomic_path, disk_full_error
 
 from .configuration_elmo import ElmoConfig
 from .modeling_elmo import ElmoModel

@@ -26,25 +26,31 @@ from transformers import PreTrainedModel
 from transformers.modeling_outputs import TokenClassifierOutput
 from transformers.utils import ModelOutput
 
-from elmo_core.files.model_folder import NON_FINITE_FIX
-from elmo_core.files.weights import count_non_finite, non_finite_error
-from elmo_core.model.bilm import BiLM, check_char_ids
-from elmo_core.model.char_cnn import Highway
-from elmo_core.model.elmo import Elmo, ScalarMix, bilm_is_trainable, mix_representations, run_bilm
-from elmo_core.model.options import CharCNNOptions
-from elmo_core.runtime.windows import read_in_windows
+from elmo_core import BiLM, Elmo, ScalarMix
+from elmo_core.face_api import (
+    NON_FINITE_FIX,
+    CharCNNOptions,
+    Highway,
+    bilm_is_trainable,
+    check_char_ids,
+    count_non_finite,
+    mix_representations,
+    non_finite_error,
+    read_in_windows,
+    run_bilm,
+)
 
 from .configuration_elmo import ElmoConfig
 
 # >>> hf_elmo only: the installed code runs with the runtime; a saved folder's copy runs the model alone
 # isort: split
-from functools import partial
-
-from elmo_core.files.model_folder import check_model_folder, folder_variant
-from elmo_core.model.recurrence.time_chunks import CHUNK_STEPS
-from elmo_core.runtime.attach import attach_runtime
-from elmo_core.runtime.batching import batches_by_token_budget
-from elmo_core.runtime.embedding import DEFAULT_BATCH_TOKENS
+from elmo_core.face_api import (
+    check_model_folder,
+    folder_variant,
+    release_when_collected,
+    serving_parts,
+    window_batches,
+)
 from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
     note_which_code_runs,
     save_atomically,
@@ -360,7 +366,11 @@ class ElmoModel(ElmoPreTrainedModel):
                 f"scalar mix); got {config.num_output_representations}. Use "
                 "output_hidden_states=True for the raw biLM layers."
             )
-        core = Elmo(config.to_options(), **config.elmo_settings())  # the core's construction rules: float32
+        parts: dict[str, Any] = {}  # a saved folder's copy runs the reference step loop
+        # >>> hf_elmo only: the runtime's parts (recurrence path, thread rule, layer-0 cache), as every face gets them
+        parts = serving_parts()
+        # <<< hf_elmo only
+        core = Elmo(config.to_options(), **config.elmo_settings(), **parts)  # the core's construction rules: float32
         asked = _asked_dtype(config)
         if asked is not None:
             core.to(asked)
@@ -369,11 +379,9 @@ class ElmoModel(ElmoPreTrainedModel):
         # Rows are stateless: reading the windows of a long input all at once or in budgeted
         # batches gives the same vectors; the budget bounds memory.
         self._window_batches = None
-        # >>> hf_elmo only: the runtime (recurrence path, thread rule, layer-0 cache), as every face gets it
-        attach_runtime(self.bilm)
-        self._window_batches = partial(
-            batches_by_token_budget, max_tokens=DEFAULT_BATCH_TOKENS, chunk_steps=CHUNK_STEPS
-        )
+        # >>> hf_elmo only: the budgeted batches of the runtime; a dropped model's heap goes back to the OS
+        release_when_collected(self.bilm)
+        self._window_batches = window_batches()
         # <<< hf_elmo only
         self.post_init()
 

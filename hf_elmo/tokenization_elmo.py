@@ -34,26 +34,27 @@ from transformers import BatchEncoding, PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 from transformers.utils import to_py_obj
 
-from elmo_core.files.tokenizers import DEFAULT_TOKENIZER, spacy_word_splitter, token_offsets
-from elmo_core.model.characters import (
+from elmo_core import ElmoError
+from elmo_core.face_api import (
     BEGINNING_OF_SENTENCE_CHARACTER,
     BEGINNING_OF_WORD_CHARACTER,
     CHAR_ID_OFFSET,
+    DEFAULT_TOKENIZER,
     END_OF_SENTENCE_CHARACTER,
     END_OF_WORD_CHARACTER,
+    MAX_CHARACTERS_PER_TOKEN,
     PADDING_CHARACTER,
     check_sentences,
+    first_use_lock,
+    spacy_word_splitter,
+    token_offsets,
     word_to_char_ids,
 )
-from elmo_core.model.errors import ElmoError
-from elmo_core.model.options import MAX_CHARACTERS_PER_TOKEN
-from elmo_core.runtime.first_use import first_use_lock
 
 # >>> hf_elmo only: the installed code also reads the core's options and tokenizer plug-ins
 # isort: split
-from elmo_core.files.model_folder import tokenizer_settings
-from elmo_core.files.tokenizers import get_tokenizer
-from elmo_core.model.options import BiLMOptions
+from elmo_core import BiLMOptions
+from elmo_core.face_api import get_tokenizer, tokenizer_settings
 from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
     note_which_code_runs,
     save_atomically,

@@ -20,8 +20,7 @@ from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
 from elmo_core import Elmo, ElmoError, ScalarMix, load_model_folder, release_free_memory, save_model_folder
-from elmo_core.files.atomic_files import atomic_folder
-from elmo_core.runtime.first_use import first_use_lock
+from elmo_core.face_api import atomic_folder, first_use_lock
 
 from .layers.elmo_layers import check_frozen_for_training, elmo_module, set_dims_from_elmo, set_elmo
 from .layers.listener import ElmoListener

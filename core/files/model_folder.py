@@ -43,11 +43,11 @@ from ..model.characters import (
     PADDING_CHARACTER,
 )
 from ..model.elmo import Elmo, ScalarMix
-from ..model.errors import ElmoError, OptionsError, WeightFileError
+from ..model.errors import ElmoError, OptionsError, SettingError, WeightFileError
 from ..model.options import BiLMOptions
-from ..runtime.attach import attach_runtime
+from ..runtime.memory import release_when_collected
+from ..runtime.parts import serving_parts
 from ..runtime.quantization import is_quantized
-from ..runtime.token_cache import DEFAULT_TOKEN_CACHE_WORDS
 from .atomic_files import atomic_write
 from .options_file import read_options
 from .text_files import read_json
@@ -71,11 +71,12 @@ DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[1] / "default_model"  # elm
 ELMO_SETTINGS: dict[str, Any] = {
     name: parameter.default
     for name, parameter in inspect.signature(Elmo.__init__).parameters.items()
-    if name not in ("self", "options", "requires_grad")
+    if name not in ("self", "options", "requires_grad") and parameter.kind is not parameter.KEYWORD_ONLY
 }
 """The `Elmo` constructor settings stored in config.json, with their defaults: read from
 `Elmo.__init__`'s signature, where they are declared (once). `requires_grad` is not stored:
-a loaded biLM starts frozen unless the loader is told otherwise."""
+a loaded biLM starts frozen unless the loader is told otherwise. Nor are the biLM's parts
+(keyword-only): they are this machine's, chosen at load (`RUNTIME_SETTINGS`)."""
 
 
 def tokenizer_settings(options: BiLMOptions) -> dict[str, Any]:
@@ -323,7 +324,8 @@ def load_model_folder(
             (`model.<variant>.safetensors` or its shards). None reads the plain ones, or
             the folder's one variant when it holds no plain weights.
         **overrides: `Elmo` settings that replace the stored ones (e.g. `dropout=0.0`,
-            `num_output_representations=2`, or `token_cache_words=0`). Scalar mixes
+            `num_output_representations=2`), or the biLM's parts (`recurrence="step"`,
+            `token_cache_words=0`; see `elmo_core.runtime.parts`). Scalar mixes
             missing from the file start at w = 0, gamma = 1. Weights stored in another
             float dtype (a float16 variant) are converted to the model's float32.
 
@@ -344,12 +346,16 @@ def load_model_folder(
 
 
 def _check_settings(settings: dict[str, Any]) -> None:
-    unknown = set(settings) - set(ELMO_SETTINGS) - {"requires_grad", "token_cache_words"}
+    unknown = set(settings) - set(ELMO_SETTINGS) - {"requires_grad", *RUNTIME_SETTINGS}
     if unknown:
         raise TypeError(
-            f"unknown Elmo settings {sorted(unknown)}; valid: {sorted(ELMO_SETTINGS)}, requires_grad "
-            "and token_cache_words."
+            f"unknown Elmo settings {sorted(unknown)}; valid: {sorted(ELMO_SETTINGS)}, requires_grad, "
+            "recurrence and token_cache_words."
         )
+
+
+RUNTIME_SETTINGS = ("recurrence", "token_cache_words")
+"""Load settings that choose the biLM's parts (`elmo_core.runtime.parts.serving_parts`), not stored."""
 
 
 _READ_BLOCK_BYTES = 4 * 2**20
@@ -597,14 +603,18 @@ def _check_sizes(
 
 
 def _with_runtime(options: BiLMOptions, settings: dict[str, Any], config_path: Path) -> Elmo:
-    """`_build_elmo`, handed the runtime (`attach_runtime`, with the `token_cache_words` setting when given)."""
+    """`_build_elmo` with the runtime's parts (`serving_parts`: the `recurrence` and
+    `token_cache_words` settings when given)."""
     settings = dict(settings)
-    cache_words = settings.pop("token_cache_words", DEFAULT_TOKEN_CACHE_WORDS)
-    elmo = _build_elmo(options, settings, config_path)
+    runtime = {key: settings.pop(key) for key in RUNTIME_SETTINGS if key in settings}
     try:
-        attach_runtime(elmo, token_cache_words=cache_words)
+        parts = serving_parts(**runtime)
+    except SettingError:
+        raise  # names the setting, so that a face names it as its user typed it
     except ValueError as err:
-        raise OptionsError(f"token_cache_words cannot be used ({err}).") from err
+        raise OptionsError(f"{' and '.join(runtime)} cannot be used ({err}).") from err
+    elmo = _build_elmo(options, {**settings, **parts}, config_path)
+    release_when_collected(elmo.bilm)  # a dropped model's heap goes back to the OS
     return elmo
 
 

@@ -37,7 +37,6 @@ from torch import nn
 
 from ..model.bilm import BiLM
 from ..model.errors import WeightFileError
-from ..runtime.attach import attach_runtime, has_runtime
 from .atomic_files import atomic_path, check_free_space
 from .hdf5_files import HDF5_FILE_BYTES, HDF5_OBJECT_BYTES, import_h5py, open_hdf5
 
@@ -128,10 +127,6 @@ def _from_torch(tensor: torch.Tensor, kind: str) -> torch.Tensor:
 def load_bilm_tf(model: BiLM | Elmo, weight_file: str | os.PathLike[str]) -> None:
     """Fill a model's biLM with the weights of a bilm-tf/AllenNLP hdf5 file, in place.
 
-    A biLM that has no runtime yet (built by hand, `Elmo(read_options(...))`) is handed the
-    default one, as every loader does (`attach_runtime`: the recurrence path, the thread
-    rule, a layer-0 cache; no value changes).
-
     Args:
         model: A `BiLM`, or an `Elmo` (its `bilm` is filled; the scalar mixes are not
             in the file and keep their values). Built from the file's `options.json`.
@@ -149,8 +144,6 @@ def load_bilm_tf(model: BiLM | Elmo, weight_file: str | os.PathLike[str]) -> Non
     with _open_weight_file(path) as handle, torch.no_grad():
         for ds in _bilm_tf_table(bilm):
             _load_dataset(handle, ds, params, path)
-    if not has_runtime(bilm):
-        attach_runtime(bilm)
 
 
 def _open_weight_file(path: Path) -> Any:

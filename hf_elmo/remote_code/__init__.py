@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from elmo_core import __version__ as ELMO_BILM_VERSION
-from elmo_core.files.atomic_files import atomic_folder
+from elmo_core.face_api import atomic_folder
 
 __all__ = [
     "ELMO_BILM_VERSION",
