@@ -27,7 +27,8 @@ as one oversized batch), so training slowed to a crawl. `.spacy` files written t
 are cut the same way (a stored Doc without sentence starts stays whole).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: spaCy builds the registered functions' arguments from their
+# annotations, and confection before 1.0 (spaCy 3.7's) cannot resolve them as strings.
 
 import re
 from collections.abc import Callable, Iterator

@@ -16,6 +16,9 @@ rules hold everywhere:
   byte-order mark or with the NUL bytes it has without one, is named as such. A JSON
   file (`read_json`: options.json, a model folder's config.json) that is not JSON names
   the file, the line and the column.
+- A line is read in bounded memory: one longer than `ELMO_MAX_LINE_BYTES` (10 MB by
+  default) is one `ElmoError` naming the file, the line and the limit (`read_line`), read
+  no further than the limit, so a decompression bomb's one endless line is refused at once.
 - A path that does not exist, is a folder, or cannot be read gives one `ElmoError`
   that names it and the fix, before any work is done.
 - A CoNLL file is checked to be one (`iter_conll_rows`): prose given in its place is
@@ -43,6 +46,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
+from ..model.environment import environment_value
 from ..model.errors import ElmoError
 
 ENCODING = "utf-8-sig"
@@ -115,6 +119,35 @@ def open_binary(path: str | Path) -> IO[bytes]:
     if opener is None:
         return open(path, "rb")  # noqa: SIM115
     return cast(IO[bytes], _Decompressed(path, opener(path, "rb")))  # the reading side of an IO[bytes]
+
+
+def max_line_bytes() -> int:
+    """The longest line a reader reads, in bytes without its "\\n": `ELMO_MAX_LINE_BYTES`."""
+    return int(environment_value("ELMO_MAX_LINE_BYTES"))
+
+
+def read_line(handle: IO[bytes], name: str, line: int, limit: int | None = None) -> bytes:
+    """The next line's bytes (its "\\n" included; b"" at the end), read no further than the
+    limit.
+
+    Args:
+        handle: The file, from `open_binary`.
+        name: How the message names the file.
+        line: The line's number, from 1.
+        limit: The longest line, in bytes; None = `max_line_bytes()` (a reader of many
+            lines reads it once and passes it).
+
+    Raises:
+        ElmoError: for a longer line: its number, the limit, and how to raise it.
+    """
+    limit = max_line_bytes() if limit is None else limit
+    data = handle.readline(limit + 1)
+    if len(data) > limit and not data.endswith(b"\n"):
+        raise ElmoError(
+            f"{name} line {line} holds more than {limit:,} bytes, the longest line elmo-bilm reads (its end was "
+            f"not read). Split the text into shorter lines, or raise the limit: ELMO_MAX_LINE_BYTES={10 * limit}."
+        )
+    return data
 
 
 DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError, zlib.error, OSError)
@@ -214,9 +247,10 @@ class _TextLines:
         self.name = str(path)
         self._raw = raw
         self._line = 0  # lines read so far
+        self._limit = max_line_bytes()
 
     def readline(self) -> str:
-        data = self._raw.readline()
+        data = read_line(self._raw, self.name, self._line + 1, self._limit)
         if not data:
             return ""
         self._line += 1

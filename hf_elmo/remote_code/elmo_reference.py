@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -591,7 +592,8 @@ def spacy_word_splitter(nlp: Any) -> Callable[[str], list[str]]:
     def split(text: str) -> list[str]:
         zone = getattr(nlp, "memory_zone", None)  # spaCy keeps nothing per word inside a memory zone
         with lock, zone() if zone is not None else nullcontext():
-            return [token.text for token in nlp.tokenizer(text) if not token.is_space]
+            doc = nlp.tokenizer(re.sub("[\ud800-\udfff]", "\u0436", text))  # a letter for each lone surrogate
+            return [text[t.idx : t.idx + len(t.text)] for t in doc if not t.is_space]
 
     return split
 

@@ -317,6 +317,21 @@ def test_saved_folder_tokenises_raw_text_where_only_spacy_is_installed(
     assert got["offset_mapping"] == [[list(o) for o in row] for row in expected["offset_mapping"]]
 
 
+def test_saved_folder_tokenises_raw_text_with_lone_surrogates_as_its_pre_split_words(
+    tmp_path, saved_model_dir, tiny_tokenizer, hf_env
+):
+    # The folder's own tokenizer code (trust_remote_code) splits as the installed one does.
+    pytest.importorskip("spacy")
+    texts = ["bad \ud800 surrogate here", "a\udc00b word\ud83d. end"]
+    out = tmp_path / "out.json"
+    result = run_script(RAW_TEXT, [saved_model_dir, out, json.dumps(texts)], hf_env, tmp_path, without_elmo_bilm=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    got = json.loads(out.read_text())
+    words = [["bad", "\ud800", "surrogate", "here"], ["a\udc00b", "word\ud83d", ".", "end"]]
+    assert got["tokens"] == words
+    assert got["char_ids"] == tiny_tokenizer(words, is_split_into_words=True, padding=True)["char_ids"]
+
+
 # ------------------------------------------------------------------ which code a folder runs
 
 
@@ -430,15 +445,16 @@ RUNTIME_NAMES = (
 )
 
 
-def test_a_saved_folder_carries_the_model_only_in_at_most_1770_lines(saved_model_dir):
+def test_a_saved_folder_carries_the_model_only_in_at_most_1772_lines(saved_model_dir):
     """What ElmoModel, its task models, ElmoConfig and ElmoTokenizer run, none of the
     runtime (its recurrence paths, caches, thread rule, batching, embed drivers, glibc calls): the
     runtime's parts stand in as no-ops in elmo_reference.py.
     Carried too: float32 weights under any default dtype, ids in other integer types, and the
-    tokenizer's memory zone and first-use lock (concurrent first calls load its splitter once)."""
+    tokenizer's memory zone and first-use lock (concurrent first calls load its splitter once),
+    and its splitter's rule for lone surrogates."""
     code = {p.name: p.read_text(encoding="utf-8") for p in saved_model_dir.glob("*.py")}
     assert sorted(code) == sorted(remote_code.GENERATED_FILES)
-    assert sum(text.count("\n") for text in code.values()) <= 1770
+    assert sum(text.count("\n") for text in code.values()) <= 1772
     found = {(name, word) for name, text in code.items() for word in identifiers(text) & set(RUNTIME_NAMES)}
     assert found == set()
     assert all("ctypes" not in identifiers(text) for text in code.values())  # no glibc calls

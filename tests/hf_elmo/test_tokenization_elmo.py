@@ -52,6 +52,40 @@ def test_raw_text_is_split_with_spacy_english_rules(tiny_tokenizer):
     assert tiny_tokenizer.tokenize("Don't stop-me now!!") == expected[0]
 
 
+SURROGATE_TEXTS = ["bad \ud800 surrogate here", "a\udc00b word\ud83d. end", "\udfff"]
+SURROGATE_WORDS = [["bad", "\ud800", "surrogate", "here"], ["a\udc00b", "word\ud83d", ".", "end"], ["\udfff"]]
+
+
+def test_raw_text_with_lone_surrogates_gives_the_tokens_and_vectors_of_its_pre_split_words(
+    tiny_tokenizer, tiny_hf_model
+):
+    # A lone surrogate used to stop raw text with a UnicodeEncodeError from spaCy's internals.
+    spacy_elmo = pytest.importorskip("spacy_elmo.tokenization")
+    from elmo_core.files.tokenizers import get_tokenizer
+    from hf_elmo import feature_extraction_pipeline
+
+    assert [get_tokenizer()(text) for text in SURROGATE_TEXTS] == SURROGATE_WORDS
+    assert spacy_elmo.english_sentences()(" ".join(SURROGATE_TEXTS)) == [
+        ["bad", "\ud800", "surrogate", "here", "a\udc00b", "word\ud83d", "."],
+        ["end", "\udfff"],
+    ]
+    assert [tiny_tokenizer.tokenize(text) for text in SURROGATE_TEXTS] == SURROGATE_WORDS
+    raw = tiny_tokenizer(SURROGATE_TEXTS, padding=True, return_tensors="pt", return_offsets_mapping=True)
+    split = tiny_tokenizer(SURROGATE_WORDS, is_split_into_words=True, padding=True, return_tensors="pt")
+    assert raw.tokens(0) == SURROGATE_WORDS[0]
+    assert raw["offset_mapping"][0].tolist() == [[0, 3], [4, 5], [6, 15], [16, 20]]
+    assert torch.equal(raw["char_ids"], split["char_ids"])
+    # The surrogate is dropped from its token: a token that was only a surrogate reads as "".
+    assert torch.equal(raw["char_ids"][0, 1], words_to_char_ids([[""]])[0][0, 0])
+    with torch.no_grad():
+        vectors = tiny_hf_model(char_ids=raw["char_ids"], attention_mask=raw["attention_mask"]).last_hidden_state
+        expected = tiny_hf_model(**{k: split[k] for k in ("char_ids", "attention_mask")}).last_hidden_state
+    torch.testing.assert_close(vectors, expected, atol=0, rtol=0)
+    extractor = feature_extraction_pipeline(model=tiny_hf_model, tokenizer=tiny_tokenizer)
+    got = np.asarray(extractor(SURROGATE_TEXTS[0]))[0]
+    np.testing.assert_allclose(got, expected[0, :4].numpy(), atol=1e-6, rtol=0)
+
+
 def test_single_inputs_have_no_batch_axis_unless_tensors_are_asked_for(tiny_tokenizer):
     enc = tiny_tokenizer(["a", "bc"], is_split_into_words=True)
     assert np.array(enc["char_ids"]).shape == (2, 50) and enc["attention_mask"] == [1, 1]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -17,6 +16,7 @@ from ...files.hdf5_files import import_h5py
 from ...files.tokenizers import get_tokenizer
 from ...model.checks import check_int
 from ...model.elmo import Elmo
+from ...model.environment import environment_value
 from ...model.errors import ElmoError
 from ...model.precision import check_cpu_precision
 from ...runtime.embedding import EmbedSettings, check_layers
@@ -68,6 +68,9 @@ PrecisionOption = Annotated[
 TokenCacheOption = Annotated[  # named as the setting it is (`token_cache_words`), so errors name --token-cache
     int, typer.Option("--token-cache", help="Word types kept in the layer-0 cache (0 = off); changes no value.")
 ]
+OverwriteOption = Annotated[
+    bool, typer.Option(help="Replace an OUTPUT that holds another run's vectors (else such an OUTPUT is refused).")
+]
 PieceTokensOption = Annotated[
     int,
     typer.Option(
@@ -98,12 +101,16 @@ def embed(
     precision: PrecisionOption = "fp32",
     token_cache_words: TokenCacheOption = DEFAULT_TOKEN_CACHE_WORDS,
     piece_tokens: PieceTokensOption = DEFAULT_PIECE_TOKENS,
+    overwrite: OverwriteOption = False,
 ) -> None:
     """Write ELMo vectors for every line of INPUT to the hdf5 file OUTPUT.
 
     One dataset per input line, named by its 0-based line number, of shape (layers, tokens, dim)
     for --layers all and (tokens, dim) otherwise; its attribute "tokens" holds the line's tokens,
     one per row. A blank line gives a dataset with 0 tokens.
+
+    An OUTPUT that exists is never replaced without --overwrite: when it holds the vectors of
+    the same input and settings the command says so and does nothing, else it refuses.
 
     Work in progress lives in OUTPUT.partial/, which one run owns at a time, and OUTPUT appears
     only when complete. An interrupted run continues where it stopped when the same command is
@@ -131,6 +138,7 @@ def embed(
             progress=progress,
             record={"tokenize": "spacy-en" if tokenize else None, "precision": precision},
             stop_requested=stopped,
+            overwrite=overwrite,
         )
     if rank == 0:
         _report(result, input_file, output_file)
@@ -222,7 +230,7 @@ def _resumable_on_interrupt(output_file: Path) -> Iterator[Callable[[], bool]]:
     try:
         yield lambda: bool(received)
     except KeyboardInterrupt:
-        if int(os.environ.get("RANK", "0")) == 0:
+        if environment_value("RANK") == 0:
             folder = job_folder(output_file)
             kept = f"the finished pieces are kept in {folder}; " if folder.is_dir() else ""
             typer.echo(f"interrupted: {output_file} was not written; {kept}run the same command to resume.", err=True)
@@ -253,6 +261,13 @@ def _embedding_model(
 
 def _report(result: EmbedFileResult, input_file: Path, output_file: Path) -> None:
     """What `elmo embed` wrote, on stderr (and a warning for an empty INPUT)."""
+    if result.already_complete:
+        typer.echo(
+            f"{output_file} is already complete: it holds the vectors of this input with these settings "
+            f"({plural(result.lines, 'line')}, {plural(result.tokens, 'token')}); nothing to do.",
+            err=True,
+        )
+        return
     if result.lines == 0:
         typer.echo(f"warning: INPUT {input_file} is empty; OUTPUT holds no sentences.", err=True)
     done = result.pieces_resumed
