@@ -145,7 +145,7 @@ def embed(
 
 
 def _warn_of_an_unknown_suffix(output_file: Path) -> None:
-    if output_file.suffix.lower() not in OUTPUT_SUFFIXES and int(os.environ.get("RANK", "0")) == 0:
+    if output_file.suffix.lower() not in OUTPUT_SUFFIXES and environment_value("RANK") == 0:
         known = ", ".join(OUTPUT_SUFFIXES)
         typer.echo(
             f"warning: OUTPUT {output_file} is written as hdf5 whatever its suffix; elmo embed knows {known}. "
