@@ -1,4 +1,4 @@
-"""`elmo embed`: ELMo vectors for every line of a text file, into one hdf5 file."""
+"""`elmo embed`: ELMo vectors for every line of a text file, into one hdf5 or Parquet file."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import torch
 import typer
 
 from ...files.hdf5_files import import_h5py
+from ...files.parquet_files import STORE_DTYPES, import_pyarrow
 from ...files.tokenizers import get_tokenizer
 from ...model.checks import check_int
 from ...model.elmo import Elmo
@@ -23,7 +24,7 @@ from ...runtime.attach import set_token_cache
 from ...runtime.embedding import EmbedSettings, check_layers
 from ...runtime.quantization import quantize_int8
 from ...runtime.token_cache import DEFAULT_TOKEN_CACHE_WORDS
-from ..embed_file import DEFAULT_PIECE_TOKENS, EmbedFileResult, check_embed_paths, embed_file, job_folder
+from ..embed_file import DEFAULT_PIECE_TOKENS, EmbedFileResult, check_embed_paths, embed_file, is_parquet, job_folder
 from .shared import (
     BatchTokensOption,
     ModelOption,
@@ -73,6 +74,13 @@ PieceTokensOption = Annotated[
         "redoes at most, and the unit torchrun processes share."
     ),
 ]
+StoreDtypeOption = Annotated[
+    str,
+    typer.Option(
+        help="float32 or float16: the dtype the vectors are stored in. float16 halves the bytes "
+        "(its largest error on the default model: docs/reference/columnar-output.md)."
+    ),
+]
 DEFAULT = EmbedSettings()
 
 
@@ -81,7 +89,9 @@ def embed(
         Path,
         typer.Argument(metavar="INPUT", help="Text file, one sentence per line (.xz, .gz, .bz2; - = standard input)."),
     ],
-    output_file: Annotated[Path, typer.Argument(metavar="OUTPUT", help="hdf5 file to write.")],
+    output_file: Annotated[
+        Path, typer.Argument(metavar="OUTPUT", help="File to write: .parquet (or .pq) for Parquet, else hdf5.")
+    ],
     layers: LayersOption = str(DEFAULT.layers),
     model: ModelOption = None,
     options: OptionsOption = None,
@@ -96,10 +106,14 @@ def embed(
     precision: PrecisionOption = "fp32",
     token_cache_words: TokenCacheOption = DEFAULT_TOKEN_CACHE_WORDS,
     piece_tokens: PieceTokensOption = DEFAULT_PIECE_TOKENS,
+    store_dtype: StoreDtypeOption = "float32",
 ) -> None:
-    """Write ELMo vectors for every line of INPUT to the hdf5 file OUTPUT.
+    """Write ELMo vectors for every line of INPUT to OUTPUT, an hdf5 or a Parquet file.
 
-    One dataset per input line, named by its 0-based line number, of shape (layers, tokens, dim)
+    OUTPUT.parquet: one row per input line, with its tokens, their character offsets and
+    vectors [layers][tokens][dim] (docs/reference/columnar-output.md).
+
+    hdf5: one dataset per input line, named by its 0-based line number, of shape (layers, tokens, dim)
     for --layers all and (tokens, dim) otherwise; its attribute "tokens" holds the line's tokens,
     one per row. A blank line gives a dataset with 0 tokens.
 
@@ -114,6 +128,8 @@ def embed(
     """
     layer_choice: str | int = int(layers) if layers.lstrip("-").isdigit() else layers
     _check_options(precision, batch_tokens, window_tokens, piece_tokens, device, input_file, output_file)
+    if store_dtype not in STORE_DTYPES:
+        raise ElmoError(f"--store-dtype must be one of {', '.join(STORE_DTYPES)}; got {store_dtype!r}.")
     with _resumable_on_interrupt(output_file) as stopped, process_group(device) as (rank, device):
         elmo = _embedding_model(model, options, weights, device, layer_choice, token_cache_words, precision)
         settings = _settings(layer_choice, batch_tokens, batch_size, precision, window_tokens, window_context)
@@ -124,6 +140,7 @@ def embed(
             settings,
             device=device,
             piece_tokens=piece_tokens,
+            store_dtype=store_dtype,
             tokenize=get_tokenizer() if tokenize else None,
             progress=progress,
             record={"tokenize": "spacy-en" if tokenize else None, "precision": precision},
@@ -153,7 +170,10 @@ def _check_options(
         check_cpu_precision(AUTOCAST_DTYPES.get(precision))  # a precision slower than fp32 here is refused
     check_embed_paths(input_file, output_file)
     try:
-        import_h5py("elmo embed (its OUTPUT is hdf5)")
+        if is_parquet(output_file):
+            import_pyarrow("elmo embed (its OUTPUT is Parquet)")
+        else:
+            import_h5py("elmo embed (its OUTPUT is hdf5)")
     except ImportError as err:
         raise ElmoError(str(err)) from None
 
