@@ -78,7 +78,8 @@ def lines_table(
     schema = output_schema(dim, store_dtype)
     dtype = check_store_dtype(store_dtype)
     layer_counts = np.array([v.shape[0] for v in vectors], dtype=np.int64)
-    token_counts = np.concatenate([np.full(v.shape[0], v.shape[1], dtype=np.int64) for v in vectors] or [[]])
+    none = np.zeros(0, np.int64)
+    token_counts = np.concatenate([np.full(v.shape[0], v.shape[1], dtype=np.int64) for v in vectors] or [none])
     flat = np.concatenate([v.astype(dtype, copy=False).reshape(-1) for v in vectors] or [np.zeros(0, dtype)])
     per_token = pa.FixedSizeListArray.from_arrays(pa.array(flat), dim)  # [sum of tokens * layers, dim]
     per_layer = pa.ListArray.from_arrays(_starts(token_counts), per_token)  # [sum of layers][tokens][dim]

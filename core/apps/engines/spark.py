@@ -130,17 +130,20 @@ def elmo_udf(
         from pyspark.ml.functions import predict_batch_udf
     except ImportError as err:
         raise missing_extra(err, "pyspark", "spark", "elmo_udf") from err
-    settings = dict(
-        model=model,
-        options=options,
-        weights=weights,
-        layers=layers,
-        batch_tokens=batch_tokens,
-        precision=precision,
-        device=device,
-        tokenize=tokenize,
-    )
-    return predict_batch_udf(lambda: make_predict_fn(**settings), return_type=spark_schema(), batch_size=batch_size)
+
+    def make() -> Any:  # once per Spark Python worker
+        return make_predict_fn(
+            model,
+            options=options,
+            weights=weights,
+            layers=layers,
+            batch_tokens=batch_tokens,
+            precision=precision,
+            device=device,
+            tokenize=tokenize,
+        )
+
+    return predict_batch_udf(make, return_type=spark_schema(), batch_size=batch_size)
 
 
 def _task_cpus() -> int | None:
