@@ -110,12 +110,9 @@ def embed(
 ) -> None:
     """Write ELMo vectors for every line of INPUT to OUTPUT, an hdf5 or a Parquet file.
 
-    OUTPUT.parquet: one row per input line, with its tokens, their character offsets and
-    vectors [layers][tokens][dim] (docs/reference/columnar-output.md).
-
-    hdf5: one dataset per input line, named by its 0-based line number, of shape (layers, tokens, dim)
-    for --layers all and (tokens, dim) otherwise; its attribute "tokens" holds the line's tokens,
-    one per row. A blank line gives a dataset with 0 tokens.
+    OUTPUT.parquet: one row per line (docs/reference/columnar-output.md). hdf5: one dataset per
+    line, named by its 0-based number, of shape (layers, tokens, dim) for --layers all, else
+    (tokens, dim); its attribute "tokens" holds the line's tokens. A blank line has 0 tokens.
 
     Work in progress lives in OUTPUT.partial/, which one run owns at a time, and OUTPUT appears
     only when complete. An interrupted run continues where it stopped when the same command is
@@ -127,9 +124,7 @@ def embed(
     for what that does to vectors near the cuts.
     """
     layer_choice: str | int = int(layers) if layers.lstrip("-").isdigit() else layers
-    _check_options(precision, batch_tokens, window_tokens, piece_tokens, device, input_file, output_file)
-    if store_dtype not in STORE_DTYPES:
-        raise ElmoError(f"--store-dtype must be one of {', '.join(STORE_DTYPES)}; got {store_dtype!r}.")
+    _check_options(precision, batch_tokens, window_tokens, piece_tokens, device, input_file, output_file, store_dtype)
     with _resumable_on_interrupt(output_file) as stopped, process_group(device) as (rank, device):
         elmo = _embedding_model(model, options, weights, device, layer_choice, token_cache_words, precision)
         settings = _settings(layer_choice, batch_tokens, batch_size, precision, window_tokens, window_context)
@@ -158,8 +153,11 @@ def _check_options(
     device: str,
     input_file: Path,
     output_file: Path,
+    store_dtype: str,
 ) -> None:
     """Raise a one-line ElmoError for a bad option, device, INPUT or OUTPUT, before any work is done."""
+    if store_dtype not in STORE_DTYPES:
+        raise ElmoError(f"--store-dtype must be one of {', '.join(STORE_DTYPES)}; got {store_dtype!r}.")
     if precision not in PRECISIONS:
         raise ElmoError(f"--precision must be one of {', '.join(PRECISIONS)}; got {precision!r}.")
     check_int("--batch-tokens", batch_tokens, error=ElmoError)

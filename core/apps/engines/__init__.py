@@ -4,3 +4,5 @@ Each is a thin wrapper around `elmo_core.apps.lines.LineEmbedder`: the engine ow
 scheduling, retries and I/O. They need the extras `elmo-bilm[ray]` or `elmo-bilm[spark]`,
 and are imported only when used.
 """
+
+__all__: list[str] = []
