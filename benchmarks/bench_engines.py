@@ -160,6 +160,23 @@ def measure(run: str, text: Path, work: Path) -> dict:
     }
 
 
+def float16_error(float32: Path, float16: Path) -> str:
+    """The largest error of the float16 store against the float32 one, absolute and relative to max |v|."""
+    if not (float32.is_file() and float16.is_file()):
+        return "not measured (needs the runs embed-parquet and embed-parquet-f16)"
+    import numpy as np
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    def values(path: Path) -> np.ndarray:
+        column = pq.read_table(path, columns=["vectors"]).column("vectors")
+        return pc.list_flatten(pc.list_flatten(pc.list_flatten(column))).to_numpy().astype(np.float32)
+
+    exact, half = values(float32), values(float16)
+    worst = float(np.abs(exact - half).max())
+    return f"largest |error| {worst:.2g} over {exact.size} values, largest |v| {np.abs(exact).max():.3g}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -179,6 +196,7 @@ def main() -> None:
         tokens = write_input(data, args.tokens, work / "input.txt")
         load_before = load_average()
         results = {run: measure(run, work / "input.txt", work) for run in args.runs.split(",")}
+        f16 = float16_error(work / "embed-parquet.parquet", work / "embed-parquet-f16.parquet")
     base = results.get("embed-hdf5")
     rows = [
         [
@@ -201,6 +219,8 @@ def main() -> None:
             f"after {load_average()}",
             "",
             format_table(header, rows),
+            "",
+            f"float16 store: {f16}",
         ]
     )
     print(report)
