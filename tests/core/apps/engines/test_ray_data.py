@@ -13,8 +13,6 @@ from tests.conftest import make_tiny_elmo
 
 ray = pytest.importorskip("ray", reason="Ray Data is the extra elmo-bilm[ray]")
 
-# Ray's own deprecations, raised inside Ray (its DataContext reads its old settings).
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray")
 
 LINES = [f"line {i} : " + " ".join(["word"] * (i % 7)) + (" ." if i % 3 else "") for i in range(40)] + ["", "  "]
 
