@@ -125,12 +125,12 @@ import numpy as np
 import torch
 from benchmarks.common import gemm_gflops, shape_options, token_cosines
 from elmo_core import Elmo, embed_sentences
-from elmo_core.runtime.attach import attach_runtime
+from elmo_core.runtime.parts import serving_parts
 from elmo_core.model.precision import cpu_bf16_support
 shape, path = sys.argv[1], sys.argv[2]
 sentences = json.load(open(path))
 torch.manual_seed(0)
-model = attach_runtime(Elmo(shape_options(shape), dropout=0.0), token_cache_words=0).eval()
+model = Elmo(shape_options(shape), dropout=0.0, **serving_parts(token_cache_words=0)).eval()
 def run(dtype):
     embed_sentences(model, sentences[:32], batch_size=32, autocast_dtype=dtype)  # warm-up
     best, out = None, None

@@ -66,13 +66,13 @@ from benchmarks.common import (
     load_sentences,
     machine_line,
     peak_rss_mb,
+    rebuilt,
     seconds_per_call,
     shape_options,
     token_layer_flops,
 )
 from elmo_core import PUBLISHED_OPTIONS, BiLMOptions, Elmo, embed_sentences, load_bilm_tf, quantize_int8, save_bilm_tf
 from elmo_core.model.characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
-from elmo_core.runtime.attach import set_recurrence, set_token_cache
 from elmo_core.runtime.batching import batches_by_token_budget
 from elmo_core.runtime.quantization import quantize_linear_layers
 
@@ -146,11 +146,11 @@ def run_one(shape: str, batch_size: int, mode: str, sentences: list[list[str]], 
     with tempfile.TemporaryDirectory(prefix="bench_core_") as workdir:
         model, load_s = build_model(options, Path(workdir))
     if mode == "fp32":
-        set_token_cache(model, 0)
+        model = rebuilt(model, token_cache_words=0)
     elif mode == "int8":
         model = quantize_int8(model)
     elif mode == "fp32-fused":
-        set_recurrence(model, "fused")
+        model = rebuilt(model, "fused")
     warm = mode == "fp32-warm"
     cache = model.bilm.token_cache
     rss_loaded = current_rss_mb()

@@ -44,13 +44,13 @@ from benchmarks.common import (
     gemm_gflops,
     load_sentences,
     machine_line,
+    rebuilt,
     shape_options,
     token_cosines,
 )
 from elmo_core import Elmo, embed_sentences, load_model_folder
 from elmo_core.files.model_folder import default_model_dir
 from elmo_core.model.recurrence.lstm import compile_recurrence
-from elmo_core.runtime.attach import set_recurrence
 
 MODES = ("step-fp32", "step-bf16", "auto-fp32", "auto-bf16")
 GEMM_DTYPES = (torch.float32, torch.bfloat16)
@@ -74,12 +74,12 @@ def run(model: Elmo, sentences: list[list[str]], batch: int, mode: str) -> float
 def agreement(sentences: list[list[str]]) -> list[list[str]]:
     """Per layer cosine and max |diff| of each GPU path against the CPU float32 step loop."""
     model = load_model_folder(default_model_dir())
-    set_recurrence(model, "step")
+    model = rebuilt(model, "step")
     ref = np.concatenate(embed_sentences(model, sentences, layers="all", batch_size=256), axis=1)
     model.to("cuda")
     rows = []
     for mode in ("step-fp32", "auto-fp32", "auto-bf16"):
-        set_recurrence(model, mode.split("-")[0])
+        model = rebuilt(model, mode.split("-")[0])
         autocast = torch.bfloat16 if "bf16" in mode else None
         got = np.concatenate(
             embed_sentences(model, sentences, layers="all", batch_size=256, autocast_dtype=autocast), axis=1
@@ -124,8 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = Elmo(options, dropout=0.0).to("cuda").eval()
         flops = flops_per_position(options) * positions
         for mode in args.modes.split(","):
+            model = rebuilt(model, mode.split("-")[0])
             compile_recurrence(model, enabled=mode.endswith("compiled"))
-            set_recurrence(model, mode.split("-")[0])
             for batch in (int(b) for b in args.batch_sizes.split(",")):
                 run(model, sentences[: 4 * batch], batch, mode)  # warm-up (and compilation)
                 seconds = min(run(model, sentences, batch, mode) for _ in range(2))

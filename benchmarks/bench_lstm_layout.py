@@ -26,7 +26,7 @@ import torch
 from benchmarks.common import machine_line, shape_options
 from elmo_core import Elmo, set_thread_policy
 from elmo_core.model.recurrence.lstm import LSTMCellWithProjection
-from elmo_core.runtime.attach import attach_runtime
+from elmo_core.runtime.parts import serving_parts
 
 
 def _no(self: LSTMCellWithProjection, inputs: torch.Tensor) -> bool:
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     options = shape_options(args.shape)
     torch.manual_seed(0)
-    bilm = attach_runtime(Elmo(options, dropout=0.0)).eval().bilm
+    bilm = Elmo(options, dropout=0.0, **serving_parts()).eval().bilm
     lengths = torch.randint(8, 32, (args.batch,)).sort(descending=True).values
     tokens = torch.randn(args.batch, int(lengths.max()), options.lstm.projection_dim)
     print(f"bench_lstm_layout {datetime.date.today().isoformat()}: {args.shape} shape, float32, batch {args.batch}")
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
                 else mock.patch.object(LSTMCellWithProjection, "_takes_columns", _no)
             )
             with torch.inference_mode(), bilm.recurrence.threads(tokens.device), loop:
-                forward, backward, _ = bilm.recurrence(bilm, tokens, lengths)
+                forward, backward, _ = bilm._run_stacks(tokens, lengths)
             return forward + backward
 
         diff = max(float((a - b).abs().max()) for a, b in zip(run(False), run(True)))

@@ -65,6 +65,7 @@ from benchmarks.common import (
     gemm_gflops,
     load_sentences,
     machine_line,
+    rebuilt,
     shape_options,
 )
 from elmo_core import BiLMOptions, release_free_memory
@@ -75,7 +76,6 @@ from elmo_core.apps.training.perplexity import evaluate
 from elmo_core.apps.training.softmax import adaptive_log_prob
 from elmo_core.apps.training.trainer import RELEASE_EVERY, TrainConfig, make_optimizer
 from elmo_core.apps.training.vocab import Vocabulary
-from elmo_core.runtime.attach import set_recurrence
 from elmo_core.runtime.batching import batches_by_token_budget
 from elmo_core.runtime.memory import MMAP_THRESHOLD, use_heap_for_every_block, use_mmap_for_large_blocks
 
@@ -149,11 +149,11 @@ def use_path(lm: BiLMLanguageModel, path: str, recurrence: str = "auto") -> BiLM
     for module, name in ((lm, "forward"), (lm.bilm.char_cnn, "forward")):
         module.__dict__.pop(name, None)  # back to the class's method
     if path == "old":
-        set_recurrence(lm, "step")
+        lm = rebuilt(lm, "step")
         lm.bilm.char_cnn.forward = types.MethodType(_old_char_cnn_forward, lm.bilm.char_cnn)
         lm.forward = types.MethodType(_old_lm_forward, lm)
     else:
-        set_recurrence(lm, recurrence)
+        lm = rebuilt(lm, recurrence)
     return lm
 
 
@@ -236,7 +236,7 @@ def train_and_score(
     loss = math.nan
     for k in range(steps):
         loss = step(data[k % len(data)])
-    use_path(lm, "new")
+    lm = use_path(lm, "new")
     return loss, evaluate(lm, heldout, vocab, batch_tokens=4096, device=device, precision="fp32").average
 
 

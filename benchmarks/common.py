@@ -19,13 +19,15 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
-from elmo_core import PUBLISHED_OPTIONS, BiLMOptions
-from elmo_core.files.model_folder import default_model_dir, read_model_config
+from elmo_core import PUBLISHED_OPTIONS, BiLM, BiLMOptions, Elmo
+from elmo_core.apps.training.model import BiLMLanguageModel
+from elmo_core.files.model_folder import _elmo_settings, default_model_dir, read_model_config
+from elmo_core.runtime.parts import serving_parts
 
 T = TypeVar("T")
 
@@ -354,3 +356,50 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def token_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Cosine similarity of each pair of vectors along the last axis of two [..., dim] arrays."""
     return (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
+
+
+def rebuilt(
+    model: Any, recurrence: Any = "auto", token_cache_words: int | None = None, *, share_cache: bool = False
+) -> Any:
+    """The same `Elmo`, `BiLM` or `BiLMLanguageModel` (weights, settings, device, mode), built
+    with the runtime's parts of `recurrence` (a mode or a `Recurrence`; None: no parts, the
+    reference) and its own cache size unless given (`share_cache`: the model's very cache)."""
+    bilm = model if isinstance(model, BiLM) else model.bilm
+    if token_cache_words is None:
+        token_cache_words = bilm.token_cache.max_words if bilm.token_cache is not None else 0
+    parts = serving_parts(
+        recurrence=recurrence if isinstance(recurrence, str) else "auto", token_cache_words=token_cache_words
+    )
+    if recurrence is None:
+        parts = {}
+    elif not isinstance(recurrence, str):
+        parts["recurrence"] = recurrence
+    if share_cache and parts:
+        parts["token_cache"] = bilm.token_cache
+    device = next(model.parameters()).device
+    new: torch.nn.Module
+    with torch.random.fork_rng(devices=[]):  # building draws weights: leave the caller's random stream as it was
+        if isinstance(model, Elmo):
+            new = Elmo(model.options, **_elmo_settings(model), **parts)
+        elif isinstance(model, BiLMLanguageModel):
+            cutoffs = model.softmax.cutoffs[:-1]
+            new = BiLMLanguageModel(
+                model.options,
+                model.vocab_size,
+                dropout=model.dropout,
+                cutoffs=cutoffs,
+                div_value=model.softmax.div_value,
+                recurrence=recurrence,
+            )
+        else:
+            new = BiLM(
+                bilm.options,
+                stateful=bilm.stateful,
+                keep_sentence_boundaries=bilm.keep_sentence_boundaries,
+                dropout=bilm.forward_layers.dropout,
+                **parts,
+            )
+    new.load_state_dict(model.state_dict())
+    for mine, theirs in zip(new.parameters(), model.parameters()):
+        mine.requires_grad_(theirs.requires_grad)
+    return new.to(device).train(model.training)

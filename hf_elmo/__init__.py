@@ -27,7 +27,7 @@ Original bilm-tf files convert with `elmo convert OPTIONS WEIGHTS OUT_DIR` (see
 
 from __future__ import annotations
 
-from elmo_core.model.errors import missing_extra
+from elmo_core.face_api import missing_extra
 
 try:
     from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer

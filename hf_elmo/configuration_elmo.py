@@ -16,15 +16,14 @@ try:  # transformers 5 spelling
 except ImportError:  # pragma: no cover - transformers 4 spelling
     from transformers import PretrainedConfig as PreTrainedConfig
 
-from elmo_core.files.model_folder import ELMO_SETTINGS
-from elmo_core.model.options import BiLMOptions
-from elmo_core.runtime.windows import DEFAULT_WINDOW_TOKENS, check_window_settings
+from elmo_core import BiLMOptions
+from elmo_core.face_api import DEFAULT_WINDOW_TOKENS, ELMO_SETTINGS, check_window_settings
 
 # >>> hf_elmo only
 from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
     ELMO_BILM_VERSION,
     note_which_code_runs,
-    save_generated_code,
+    save_atomically,
 )
 
 # <<< hf_elmo only
@@ -170,11 +169,14 @@ class ElmoConfig(PreTrainedConfig):
         transformers copies this module's file into the folder; it is replaced by its
         generated copy, which needs no elmo-bilm (see `hf_elmo.remote_code`). config.json
         records the `elmo_bilm_version` that saved it.
+        Each file is written whole under a temporary name and renamed into place: a link
+        there is replaced, never written through (`save_atomically`).
         """
         self.elmo_bilm_version = ELMO_BILM_VERSION  # which code wrote the folder (see note_which_code_runs)
-        super().save_pretrained(save_directory, push_to_hub=push_to_hub, **kwargs)
-        if self._auto_class is not None:
-            save_generated_code(save_directory, "configuration_elmo.py")
+        code = ("configuration_elmo.py",) if self._auto_class is not None else ()
+        save_atomically(super().save_pretrained, save_directory, *code)(
+            save_directory, push_to_hub=push_to_hub, **kwargs
+        )
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> Any:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from elmo_core import load_bilm_tf, read_options
+from elmo_core.face_api import atomic_path, disk_full_error
 
 from .configuration_elmo import ElmoConfig
 from .modeling_elmo import ElmoModel
@@ -94,20 +95,19 @@ def _fetch(url: str, dest: Path) -> None:
     """Download `url` to `dest` (written under a temporary name, renamed when complete)."""
     import urllib.request
 
-    tmp = dest.with_name(dest.name + ".partial")
-    try:
+    with atomic_path(dest) as tmp:
         try:
             with urllib.request.urlopen(url) as response, open(tmp, "wb") as out:  # noqa: S310 - fixed https URLs
                 shutil.copyfileobj(response, out, length=1 << 20)
         except OSError as err:  # URLError, timeouts, refused connections: one line, and what to do
+            full = disk_full_error(err, dest)
+            if full is not None:
+                raise full from err
             reason = getattr(err, "reason", None) or err
             raise ConnectionError(
                 f"could not download {url} ({reason}). Check the network connection, or download the "
                 "options and weights files yourself and run: elmo convert OPTIONS WEIGHTS OUT_DIR."
             ) from None
-        tmp.replace(dest)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def download_published(

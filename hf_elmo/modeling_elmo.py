@@ -26,28 +26,34 @@ from transformers import PreTrainedModel
 from transformers.modeling_outputs import TokenClassifierOutput
 from transformers.utils import ModelOutput
 
-from elmo_core.files.model_folder import NON_FINITE_FIX
-from elmo_core.files.weights import count_non_finite, non_finite_error
-from elmo_core.model.bilm import BiLM, check_char_ids
-from elmo_core.model.char_cnn import Highway
-from elmo_core.model.elmo import Elmo, ScalarMix, bilm_is_trainable, mix_representations, run_bilm
-from elmo_core.model.options import CharCNNOptions
-from elmo_core.runtime.windows import read_in_windows
+from elmo_core import BiLM, Elmo, ScalarMix
+from elmo_core.face_api import (
+    NON_FINITE_FIX,
+    CharCNNOptions,
+    Highway,
+    bilm_is_trainable,
+    check_char_ids,
+    count_non_finite,
+    mix_representations,
+    non_finite_error,
+    read_in_windows,
+    run_bilm,
+)
 
 from .configuration_elmo import ElmoConfig
 
 # >>> hf_elmo only: the installed code runs with the runtime; a saved folder's copy runs the model alone
 # isort: split
-from functools import partial
-
-from elmo_core.files.model_folder import check_model_folder, folder_variant
-from elmo_core.model.recurrence.time_chunks import CHUNK_STEPS
-from elmo_core.runtime.attach import attach_runtime
-from elmo_core.runtime.batching import batches_by_token_budget
-from elmo_core.runtime.embedding import DEFAULT_BATCH_TOKENS
+from elmo_core.face_api import (
+    check_model_folder,
+    folder_variant,
+    release_when_collected,
+    serving_parts,
+    window_batches,
+)
 from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
     note_which_code_runs,
-    save_generated_code,
+    save_atomically,
 )
 
 # <<< hf_elmo only
@@ -128,7 +134,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
     def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
         """As transformers', and the biLM (and a fixed scalar mix) stay frozen.
 
-        With elmo-bilm installed, a local folder is read as the core reads it
+        A local folder's config.json is checked against its weights' headers before
+        anything is allocated. With elmo-bilm installed, a local folder is read as the core reads it
         (`_read_as_the_core_reads`: its one `variant=` of the weights without naming it,
         and the core's diagnosis of a broken folder).
 
@@ -137,7 +144,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
         (only the scalar mix is meant to train); this puts the constructor's choice back.
         """
         source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        load = super().from_pretrained
+        load = _shapes_checked_first(super().from_pretrained, cls, source)
         # >>> hf_elmo only: the core's reading of a local folder (a saved folder's own code leaves it to transformers)
         load = _read_as_the_core_reads(load, source)
         # <<< hf_elmo only
@@ -211,11 +218,41 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 "AutoModel": f"{module}.ElmoModel",
                 "AutoModelForTokenClassification": f"{module}.ElmoForTokenClassification",
             }
-        super().save_pretrained(save_directory, *args, **kwargs)
-        # >>> hf_elmo only: a generated modeling_elmo.py is itself the file transformers copies
-        if self._auto_class is not None and kwargs.get("is_main_process", True):
-            save_generated_code(save_directory, "modeling_elmo.py", "configuration_elmo.py")
+        save = super().save_pretrained
+        # >>> hf_elmo only: every file through the core's atomic writer; a generated modeling_elmo.py is the code
+        code = ("modeling_elmo.py", "configuration_elmo.py") if self._auto_class is not None else ()
+        save = save_atomically(save, save_directory, *code)
         # <<< hf_elmo only
+        save(save_directory, *args, **kwargs)
+
+
+def _shapes_checked_first(load: Any, cls: Any, source: Any) -> Any:
+    """`load` (transformers' `from_pretrained`), after comparing a local folder's weights' headers with the
+    shapes its config.json implies, on the meta device: transformers compares them after building the model."""
+
+    def read(*args: Any, **kwargs: Any) -> Any:
+        folder = os.fspath(source) if isinstance(source, (str, os.PathLike)) else ""
+        weights = os.path.join(folder, "model.safetensors")
+        if folder and os.path.isfile(weights) and not kwargs.get("ignore_mismatched_sizes"):
+            from safetensors import safe_open
+
+            config = kwargs.get("config")
+            config = config if isinstance(config, ElmoConfig) else cls.config_class.from_pretrained(folder)
+            with torch.device("meta"):
+                expected = {k: tuple(v.shape) for k, v in cls(config).state_dict().items()}
+            prefix = f"{cls.base_model_prefix}."
+            with safe_open(weights, framework="pt") as f:
+                for key in f.keys():
+                    name = next((n for n in (key, prefix + key, key.removeprefix(prefix)) if n in expected), None)
+                    shape = tuple(f.get_slice(key).get_shape())
+                    if name is not None and shape != expected[name]:
+                        raise ValueError(
+                            f"{weights}: tensor '{key}' has shape {shape}, but config.json implies {expected[name]}. "
+                            "Use the config.json saved with these weights."
+                        )
+        return load(*args, **kwargs)
+
+    return read
 
 
 # >>> hf_elmo only: the core's diagnosis of local folders
@@ -223,7 +260,9 @@ def _read_as_the_core_reads(load: Any, source: Any) -> Any:
     """`load` (transformers' `from_pretrained`), reading a local folder as the core reads it.
 
     A folder of one variant's weights only (`save_pretrained(d, variant="fp16")`) is read
-    as that variant without naming it (`elmo_core.files.folder_variant`). transformers'
+    as that variant without naming it (`elmo_core.files.folder_variant`). The sizes in
+    its config.json are checked against the weights' headers first, before anything is
+    allocated (unless `ignore_mismatched_sizes=True`). transformers'
     own errors for a broken folder come from deep inside it ("look at the above report",
     a raw SafetensorError); a local folder gets elmo_core's diagnosis instead
     (`check_model_folder`), which names the file and the fix.
@@ -234,6 +273,8 @@ def _read_as_the_core_reads(load: Any, source: Any) -> Any:
     def read(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("variant") is None:
             kwargs["variant"] = folder_variant(os.fspath(source))
+        if not kwargs.get("ignore_mismatched_sizes"):  # sizes from config.json checked before anything is allocated
+            check_model_folder(os.fspath(source), kwargs.get("variant"), sizes_only=True)
         try:
             return load(*args, **kwargs)
         except Exception as err:
@@ -325,7 +366,11 @@ class ElmoModel(ElmoPreTrainedModel):
                 f"scalar mix); got {config.num_output_representations}. Use "
                 "output_hidden_states=True for the raw biLM layers."
             )
-        core = Elmo(config.to_options(), **config.elmo_settings())  # the core's construction rules: float32
+        parts: dict[str, Any] = {}  # a saved folder's copy runs the reference step loop
+        # >>> hf_elmo only: the runtime's parts (recurrence path, thread rule, layer-0 cache), as every face gets them
+        parts = serving_parts()
+        # <<< hf_elmo only
+        core = Elmo(config.to_options(), **config.elmo_settings(), **parts)  # the core's construction rules: float32
         asked = _asked_dtype(config)
         if asked is not None:
             core.to(asked)
@@ -334,11 +379,9 @@ class ElmoModel(ElmoPreTrainedModel):
         # Rows are stateless: reading the windows of a long input all at once or in budgeted
         # batches gives the same vectors; the budget bounds memory.
         self._window_batches = None
-        # >>> hf_elmo only: the runtime (recurrence path, thread rule, layer-0 cache), as every face gets it
-        attach_runtime(self.bilm)
-        self._window_batches = partial(
-            batches_by_token_budget, max_tokens=DEFAULT_BATCH_TOKENS, chunk_steps=CHUNK_STEPS
-        )
+        # >>> hf_elmo only: the budgeted batches of the runtime; a dropped model's heap goes back to the OS
+        release_when_collected(self.bilm)
+        self._window_batches = window_batches()
         # <<< hf_elmo only
         self.post_init()
 

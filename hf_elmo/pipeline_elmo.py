@@ -23,11 +23,8 @@ import numpy as np
 import torch
 from transformers import FeatureExtractionPipeline, pipeline
 
-from elmo_core.files.model_folder import resolve_model_source
-from elmo_core.model.checks import check_int
-from elmo_core.runtime.batching import batches_by_token_budget
-from elmo_core.runtime.embedding import DEFAULT_BATCH_TOKENS
-from elmo_core.runtime.memory import release_free_memory
+from elmo_core import release_free_memory
+from elmo_core.face_api import DEFAULT_BATCH_TOKENS, check_int, resolve_model_source, window_batches
 
 __all__ = ["ElmoFeatureExtractionPipeline", "FeatureList", "feature_extraction_pipeline"]
 
@@ -100,7 +97,7 @@ class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
         # batch_size given to this call, else the one given when the pipeline was made.
         max_batch_size = kwargs.pop("batch_size", None) or getattr(self, "_batch_size", None)
         results: list[Any] = [None] * len(inputs)
-        for batch in batches_by_token_budget(lengths, self.batch_tokens, max_batch_size=max_batch_size):
+        for batch in window_batches(self.batch_tokens, max_batch_size)(lengths):  # the core's rule, chunks included
             outputs = super().__call__([inputs[i] for i in batch], *args, batch_size=len(batch), **kwargs)
             for i, output in zip(batch, outputs):
                 results[i] = output

@@ -34,28 +34,30 @@ from transformers import BatchEncoding, PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 from transformers.utils import to_py_obj
 
-from elmo_core.files.tokenizers import DEFAULT_TOKENIZER, spacy_word_splitter, token_offsets
-from elmo_core.model.characters import (
+from elmo_core import ElmoError
+from elmo_core.face_api import (
     BEGINNING_OF_SENTENCE_CHARACTER,
     BEGINNING_OF_WORD_CHARACTER,
     CHAR_ID_OFFSET,
+    DEFAULT_TOKENIZER,
     END_OF_SENTENCE_CHARACTER,
     END_OF_WORD_CHARACTER,
+    MAX_CHARACTERS_PER_TOKEN,
     PADDING_CHARACTER,
     check_sentences,
+    first_use_lock,
+    spacy_word_splitter,
+    token_offsets,
     word_to_char_ids,
 )
-from elmo_core.model.errors import ElmoError
-from elmo_core.runtime.first_use import first_use_lock
 
 # >>> hf_elmo only: the installed code also reads the core's options and tokenizer plug-ins
 # isort: split
-from elmo_core.files.model_folder import tokenizer_settings
-from elmo_core.files.tokenizers import get_tokenizer
-from elmo_core.model.options import BiLMOptions
+from elmo_core import BiLMOptions
+from elmo_core.face_api import get_tokenizer, tokenizer_settings
 from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
     note_which_code_runs,
-    save_generated_code,
+    save_atomically,
 )
 
 # <<< hf_elmo only
@@ -228,8 +230,11 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 f"ElmoTokenizer uses bilm-tf's character ids {_CORE_CHARACTERS}; got {differ}. "
                 "A tokenizer_config.json with other values was not written for an ELMo model."
             )
-        if not isinstance(max_characters_per_token, int) or max_characters_per_token < 3:
-            raise ValueError(f"max_characters_per_token must be an integer >= 3; got {max_characters_per_token!r}.")
+        limit = MAX_CHARACTERS_PER_TOKEN  # the model's own limit: a larger value would allocate it per token
+        if not isinstance(max_characters_per_token, int) or not 3 <= max_characters_per_token <= limit:
+            raise ValueError(
+                f"max_characters_per_token must be an integer from 3 to {limit}; got {max_characters_per_token!r}."
+            )
         if kwargs.get("padding_side", "right") != "right":
             raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each row from position 0.")
         self.max_characters_per_token = max_characters_per_token
@@ -557,11 +562,14 @@ class ElmoTokenizer(PreTrainedTokenizer):
 
         transformers copies this module's file into the folder; it is replaced by its
         generated copy, which needs no elmo-bilm (see `hf_elmo.remote_code`).
+        Each file is written whole under a temporary name and renamed into place: a link
+        there is replaced, never written through (`save_atomically`).
         """
-        files = super().save_pretrained(save_directory, *args, **kwargs)
-        if self._auto_class is not None:
-            save_generated_code(save_directory, "tokenization_elmo.py", "configuration_elmo.py")
-        return files
+        code = ("tokenization_elmo.py", "configuration_elmo.py") if self._auto_class is not None else ()
+        return cast(
+            tuple[str, ...],
+            save_atomically(super().save_pretrained, save_directory, *code)(save_directory, *args, **kwargs),
+        )
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *args: Any, **kwargs: Any) -> Any:

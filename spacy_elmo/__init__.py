@@ -18,7 +18,7 @@ Also here: the raw-text tokenizer that `elmo embed --tokenize` uses (`tokenizati
 
 from __future__ import annotations
 
-from elmo_core.model.errors import missing_extra
+from elmo_core.face_api import missing_extra
 
 try:
     import spacy  # noqa: F401 - before the modules that use it, to name the extra if it is missing

@@ -32,9 +32,7 @@ from spacy.util import registry
 from thinc.api import Dropout, Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Floats3d
 
-from elmo_core.model.checks import check_int
-from elmo_core.runtime.embedding import DEFAULT_BATCH_TOKENS
-from elmo_core.runtime.windows import DEFAULT_WINDOW_TOKENS
+from elmo_core.face_api import DEFAULT_BATCH_TOKENS, DEFAULT_WINDOW_TOKENS, check_int
 
 from .layers.elmo_layers import build_elmo_layers
 from .layers.feature_dropout import ElmoFeatureDropout

@@ -39,8 +39,8 @@ from spacy.training import Example
 from spacy.training.converters import conll_ner_to_docs
 from spacy.util import registry
 
-from elmo_core.files.text_files import check_input_file, read_text
-from elmo_core.model.errors import ElmoError
+from elmo_core import ElmoError
+from elmo_core.face_api import check_input_file, read_text
 
 __all__ = ["ConllNerCorpus", "read_conll_ner", "read_docbin", "split_into_sentence_groups"]
 

@@ -19,7 +19,7 @@ from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
 from elmo_core import Elmo, ElmoError, ScalarMix, load_model_folder, release_free_memory, save_model_folder
-from elmo_core.runtime.first_use import first_use_lock
+from elmo_core.face_api import atomic_folder, first_use_lock
 
 from .layers.elmo_layers import check_frozen_for_training, elmo_module, set_dims_from_elmo, set_elmo
 from .layers.listener import ElmoListener
@@ -306,14 +306,16 @@ class ElmoComponent(TrainablePipe):
         """Write `cfg`, the vocab and the biLM as a model folder under `path / "model"`.
 
         The folder is the core's format (config.json, model.safetensors,
-        tokenizer_config.json), so `elmo embed --model PATH/model` reads it too.
+        tokenizer_config.json), so `elmo embed --model PATH/model` reads it too. Each
+        file is written whole under a temporary name, then renamed (a link is replaced).
         """
         serialize = {
             "cfg": lambda p: srsly.write_json(p, self.cfg),
             "vocab": lambda p: self.vocab.to_disk(p, exclude=exclude),
             "model": lambda p: save_model_folder(self.elmo, p),
         }
-        util.to_disk(path, serialize, exclude)
+        with atomic_folder(path) as staging:  # spaCy writes in place: each file is renamed in whole
+            util.to_disk(staging, serialize, exclude)
 
     def from_disk(self, path: str | Path, *, exclude: Iterable[str] = tuple()) -> ElmoComponent:
         """Load what `to_disk` wrote; the configured source is not read."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from elmo_core.files.tokenizers import spacy_sentence_splitter, spacy_word_splitter
+from elmo_core.face_api import spacy_sentence_splitter, spacy_word_splitter
 
 __all__ = ["english_sentences", "english_tokenizer"]
 

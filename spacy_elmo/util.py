@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from spacy.tokens import Doc, Span, Token
 
-from elmo_core.model.elmo import softmax_weights, weighted_layer_sum
+from elmo_core.face_api import softmax_weights, weighted_layer_sum
 
 from .layers.scalar_mix import SCALAR_MIX_NAME
 

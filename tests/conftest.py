@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from benchmarks.common import rebuilt as rebuilt
 from elmo_core import BiLMOptions, Elmo, save_bilm_tf
 from elmo_core.model.options import CharCNNOptions, LSTMOptions
-from elmo_core.runtime.attach import attach_runtime
+from elmo_core.runtime.parts import serving_parts
 from elmo_core.runtime.token_cache import DEFAULT_TOKEN_CACHE_WORDS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,10 +97,13 @@ def tiny_options() -> BiLMOptions:
     return make_tiny_options()
 
 
-def make_tiny_elmo(seed: int = 0, token_cache_words: int = DEFAULT_TOKEN_CACHE_WORDS, **kwargs) -> Elmo:
-    """A tiny `Elmo` with random weights, handed the runtime as the loaders hand it."""
+def make_tiny_elmo(
+    seed: int = 0, token_cache_words: int = DEFAULT_TOKEN_CACHE_WORDS, recurrence: str = "auto", **kwargs
+) -> Elmo:
+    """A tiny `Elmo` with random weights, built with the runtime's parts as the loaders build it."""
     torch.manual_seed(seed)
-    elmo = attach_runtime(Elmo(make_tiny_options(), **kwargs), token_cache_words=token_cache_words)
+    parts = serving_parts(recurrence=recurrence, token_cache_words=token_cache_words)
+    elmo = Elmo(make_tiny_options(), **kwargs, **parts)
     # Larger random weights than the default init, so that clips and gates are exercised.
     with torch.no_grad():
         for p in elmo.bilm.parameters():

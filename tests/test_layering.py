@@ -65,7 +65,7 @@ def test_core_layers_import_only_the_layers_below_them():
     for path in sorted((REPO / "core").rglob("*.py")):
         layer = path.relative_to(REPO / "core").parts[0]
         if layer not in LAYERS:
-            continue  # elmo_core/__init__.py (the public API) and _version.py sit above the layers
+            continue  # elmo_core/__init__.py (the public API), face_api.py and _version.py sit above the layers
         for line, target in core_imports(path):
             if target == ("_version",):
                 continue  # the version string, below every layer
@@ -78,7 +78,12 @@ def test_core_layers_import_only_the_layers_below_them():
 
 def test_every_core_module_belongs_to_a_layer():
     loose = sorted(p.name for p in (REPO / "core").glob("*.py"))
-    assert loose == ["__init__.py", "__main__.py", "_version.py"]
+    assert loose == [
+        "__init__.py",
+        "__main__.py",
+        "_version.py",
+        "face_api.py",
+    ]  # face_api: the faces' API, above the layers
     assert sorted(p.name for p in (REPO / "core").iterdir() if p.is_dir() and p.name != "__pycache__") == sorted(
         [*LAYERS, "default_model"]
     )
@@ -230,3 +235,12 @@ def test_no_core_module_outside_the_training_package_serves_only_training():
         and all(user.startswith(TRAINING) for user in users[module])
     }
     assert only_training == {}
+
+
+def test_spacy_layers_import_nothing_of_the_component_not_even_for_types():
+    # The listener reads its upstream through a Protocol (`listener.Upstream`): no import circle.
+    for path in sorted((REPO / "spacy_elmo" / "layers").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                assert "pipeline_component" not in (node.module or ""), path.name

@@ -67,11 +67,65 @@ PUBLIC = {
         "GENERATED_DIR",
         "GENERATED_FILES",
         "note_which_code_runs",
+        "save_atomically",
         "save_generated_code",
     },
     "spacy_elmo": {"ElmoComponent", "ScalarMixWeights", "get_scalar_mix_weights", "make_elmo", "restore_docs"},
     "spacy_elmo.layers": {"ElmoFeatureDropout", "ElmoListener", "ScalarMixLayer", "build_elmo_layers"},
 }
+
+FACE_API = {
+    "MAX_CHARACTERS_PER_TOKEN",
+    "atomic_folder",
+    "atomic_path",
+    "disk_full_error",
+    "BEGINNING_OF_SENTENCE_CHARACTER",
+    "BEGINNING_OF_WORD_CHARACTER",
+    "CHAR_ID_OFFSET",
+    "CharCNNOptions",
+    "DEFAULT_BATCH_TOKENS",
+    "DEFAULT_TOKENIZER",
+    "DEFAULT_WINDOW_TOKENS",
+    "ELMO_SETTINGS",
+    "END_OF_SENTENCE_CHARACTER",
+    "END_OF_WORD_CHARACTER",
+    "Highway",
+    "NON_FINITE_FIX",
+    "PADDING_CHARACTER",
+    "bilm_is_trainable",
+    "check_char_ids",
+    "check_input_file",
+    "check_int",
+    "check_model_folder",
+    "check_sentences",
+    "check_window_settings",
+    "count_non_finite",
+    "first_use_lock",
+    "folder_variant",
+    "get_tokenizer",
+    "inference_step",
+    "missing_extra",
+    "mix_representations",
+    "non_finite_error",
+    "read_in_windows",
+    "read_text",
+    "release_when_collected",
+    "resolve_model_source",
+    "run_bilm",
+    "run_in_windows",
+    "serving_parts",
+    "softmax_weights",
+    "softmax_weights_backward",
+    "spacy_sentence_splitter",
+    "spacy_word_splitter",
+    "token_offsets",
+    "tokenizer_settings",
+    "weighted_layer_sum",
+    "weighted_layer_sum_backward",
+    "window_batches",
+    "word_to_char_ids",
+}
+"""What the faces may import of the core beyond `elmo_core`'s public names (`elmo_core.face_api`)."""
 
 FOLDERS = {"elmo_core": REPO / "core", "hf_elmo": REPO / "hf_elmo", "spacy_elmo": REPO / "spacy_elmo"}
 
@@ -100,6 +154,40 @@ def test_a_packages_public_names_are_the_pinned_ones_and_all_importable(package)
         assert getattr(module, name) is not None
 
 
+def test_the_face_api_is_the_pinned_one_and_all_importable():
+    module = importlib.import_module("elmo_core.face_api")
+    assert set(module.__all__) == FACE_API and len(module.__all__) == len(FACE_API)
+    assert not FACE_API & PUBLIC["elmo_core"]  # a public name is imported from elmo_core itself
+    for name in module.__all__:
+        assert getattr(module, name) is not None
+
+
+def face_imports() -> dict[str, set[str]]:
+    """Every `from elmo_core... import name` of the faces (generated copies aside): module -> names."""
+    found: dict[str, set[str]] = {}
+    for face in ("spacy_elmo", "hf_elmo"):
+        for path in sorted(FOLDERS[face].rglob("*.py")):
+            if path.parent.name == "remote_code" and path.name.endswith("_elmo.py"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    assert not any(a.name.startswith("elmo_core") for a in node.names), path
+                elif (
+                    isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("elmo_core")
+                ):
+                    found.setdefault(node.module or "", set()).update(a.name for a in node.names)
+    return found
+
+
+def test_the_faces_import_only_the_public_and_the_face_api_names():
+    allowed = {"elmo_core": PUBLIC["elmo_core"] | {"__version__"}, "elmo_core.face_api": FACE_API}
+    imports = face_imports()
+    assert set(imports) <= set(allowed), sorted(set(imports) - set(allowed))
+    for module, names in imports.items():
+        assert names <= allowed[module], (module, sorted(names - allowed[module]))
+    assert imports["elmo_core.face_api"] == FACE_API  # every declared name is used by a face
+
+
 def test_the_core_api_is_small():
     assert len(PUBLIC["elmo_core"]) <= 25
 
@@ -107,7 +195,7 @@ def test_the_core_api_is_small():
 def test_no_library_module_re_exports_another_modules_name():
     """Only the top-level APIs (`elmo_core`, `hf_elmo`, `spacy_elmo` and `spacy_elmo.layers`,
     spaCy's layout) list names defined elsewhere; every other `__all__` lists its own."""
-    apis = {"elmo_core", "hf_elmo", "spacy_elmo", "spacy_elmo.layers", "hf_elmo.remote_code"}
+    apis = {"elmo_core", "elmo_core.face_api", "hf_elmo", "spacy_elmo", "spacy_elmo.layers", "hf_elmo.remote_code"}
     offenders = {}
     for package, folder in FOLDERS.items():
         for path in sorted(folder.rglob("*.py")):

@@ -63,9 +63,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from ..files.atomic_files import atomic_path, atomic_write
+from ..files.atomic_files import atomic_path, atomic_write, check_free_space, full_disk_as_one_error
 from ..files.folder_lock import FolderLock
-from ..files.hdf5_files import import_h5py, open_hdf5
+from ..files.hdf5_files import HDF5_FILE_BYTES, HDF5_OBJECT_BYTES, HDF5_STRING_BYTES, import_h5py, open_hdf5
 from ..files.parquet_files import check_store_dtype, import_pyarrow
 from ..files.text_files import (
     BYTE_ORDER_MARK,
@@ -345,7 +345,7 @@ def _run_stream_job(
     fd, name = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.input-", suffix=".txt")
     spool = Path(name)
     try:
-        with os.fdopen(fd, "wb") as copy, open_binary(files.input_path) as stream:
+        with full_disk_as_one_error(spool), os.fdopen(fd, "wb") as copy, open_binary(files.input_path) as stream:
             shutil.copyfileobj(stream, copy, 1 << 20)
         spooled = replace(files, spool=spool)
         return _run_job(model, spooled, job_settings, settings, tokenize, progress, stop_requested)
@@ -407,7 +407,8 @@ def _run_job(
     rank = dist.get_rank() if distributed else 0
     world_size = dist.get_world_size() if distributed else 1
     folder = files.folder
-    job, todo, lock = _open_job(files, job_settings, rank, distributed)
+    per_token = _bytes_per_token(model, settings, writer.store_dtype)
+    job, todo, lock = _open_job(files, job_settings, rank, distributed, per_token)
     try:  # rank 0 holds the job folder's lock until the job is merged or has failed
         pieces = [Piece(**p) for p in job["pieces"]]
         by_index = {p.index: p for p in pieces}
@@ -419,7 +420,7 @@ def _run_job(
         reader = _PieceReader(files.text) if mine else None
         try:
             for piece in mine:
-                _embed_piece(model, reader, folder, piece, tokenize, settings, bar, watcher, stop_requested, writer)
+                _embed_piece(model, reader, files, piece, tokenize, settings, bar, watcher, stop_requested, writer)
         except BaseException as err:  # noqa: BLE001 - reported to the other ranks, then raised
             failure = err
         finally:
@@ -430,7 +431,7 @@ def _run_job(
             watcher.finish()
         bar.close()
         if rank == 0:
-            _merge(folder, pieces, files.output_path, job, writer)
+            _merge(files, pieces, job, writer)
     finally:
         if lock is not None:
             lock.release()
@@ -438,13 +439,14 @@ def _run_job(
 
 
 def _open_job(
-    files: _JobFiles, job_settings: dict[str, Any], rank: int, distributed: bool
+    files: _JobFiles, job_settings: dict[str, Any], rank: int, distributed: bool, bytes_per_token: int
 ) -> tuple[dict[str, Any], list[int], FolderLock | None]:
     """(job.json's content, indices of the pieces left to do), the same on every rank, and
     on rank 0 the job folder's lock (None elsewhere).
 
     Rank 0 takes the job folder's lock (or stops at once: another run owns it), reads the
-    input and prepares the job folder; the others wait for its answer (or its error,
+    input, prepares the job folder and checks that OUTPUT's file system has room for the
+    vectors (`bytes_per_token` each); the others wait for its answer (or its error,
     raised on every rank). A folder this run created is removed again if it fails here.
     """
     message: list[Any] = [None]
@@ -457,6 +459,7 @@ def _open_job(
             message[0] = _prepare_job(
                 files.text, files.folder, files.piece_tokens, job_settings, input_name=str(files.input_path)
             )
+            _check_job_room(files, message[0][0], message[0][1], bytes_per_token)
         except (ElmoError, OSError, ValueError) as err:
             message[0] = err if isinstance(err, ElmoError) else ElmoError(str(err))
             if lock is not None:
@@ -567,17 +570,33 @@ def _prepare_job(  # noqa: ANN202
     return job, [p.index for p in pieces]
 
 
-def _embed_piece(model, reader, folder, piece, tokenize, settings, bar, watcher, stop_requested, writer) -> None:  # noqa: ANN001
-    """Embed one piece into its own file, written under a temporary name and renamed when complete."""
+def _embed_piece(model, reader, files, piece, tokenize, settings, bar, watcher, stop_requested, writer) -> None:  # noqa: ANN001
+    """Embed one piece into its own file, written under a temporary name and renamed when complete.
+
+    The free space is checked first: HDF5 crashes the process when the disk fills up under it.
+    """
+    folder = files.folder
     texts = reader.read(piece)
     counts = [len(text.split()) for text in texts]
-    sizes = [len(text.split()) if tokenize is None else len(tokenize(text)) if text.strip() else 0 for text in texts]
-    shown = [0] * len(texts)  # words of each line on the bar so far
-    kept = [0] * len(texts)  # tokens of each long line embedded so far
+    if tokenize is None:
+        sentences = [text.split() for text in texts]
+    else:
+        sentences = [tokenize(text) if text.strip() else [] for text in texts]
+    shown = [0] * len(sentences)  # words of each line on the bar so far
+    kept = [0] * len(sentences)  # tokens of each long line embedded so far
+    per_token = _bytes_per_token(model, settings, writer.store_dtype)
+    extra = 2 if model.bilm.keep_sentence_boundaries else 0  # <S> and </S> rows
+    needed = HDF5_FILE_BYTES + sum(
+        per_token * (len(tokens) + extra)
+        + HDF5_OBJECT_BYTES
+        + sum(len(t.encode("utf-8", "replace")) + HDF5_STRING_BYTES for t in tokens)
+        for tokens in sentences
+    )
+    _check_room(files, needed)
 
     def on_window(i: int, tokens: int) -> None:  # a long line moves the bar window by window
         kept[i] += tokens
-        words = counts[i] * kept[i] // max(sizes[i], 1)  # the bar counts whitespace words
+        words = counts[i] * kept[i] // max(len(sentences[i]), 1)  # the bar counts whitespace words
         bar.update(words - shown[i])
         shown[i] = words
         if watcher is not None:
@@ -586,7 +605,7 @@ def _embed_piece(model, reader, folder, piece, tokenize, settings, bar, watcher,
             raise KeyboardInterrupt
 
     rows = embed_lines(
-        model, texts, settings=settings, tokenize=tokenize, store_dtype=writer.store_dtype, on_window=on_window
+        model, texts, tokens=sentences, settings=settings, store_dtype=writer.store_dtype, on_window=on_window
     )
     with atomic_path(_piece_path(folder, piece)) as tmp, writer.piece(tmp, piece) as write:
         for row in rows:
@@ -666,8 +685,39 @@ class _PieceWatcher:
         self.poll(force=True)
 
 
-def _merge(folder: Path, pieces: Sequence[Piece], output_path: Path, job: dict[str, Any], writer: Any) -> None:
+def _bytes_per_token(model: Elmo, settings: EmbedSettings, store_dtype: str = "float32") -> int:
+    """Bytes of vectors OUTPUT holds for one token (before any compression)."""
+    itemsize = check_store_dtype(store_dtype).itemsize
+    return itemsize * model.output_dim * (model.n_outputs if settings.layers == "all" else 1)
+
+
+def _check_room(files: _JobFiles, needed: int) -> None:
+    """Stop with one line (a `DiskFullError`) unless OUTPUT's file system has `needed` bytes free.
+
+    Any output format checks before each piece and before the merge: HDF5 crashes the
+    process when the disk fills up under it.
+    """
+    check_free_space(
+        files.folder,
+        needed,
+        f"OUTPUT {files.output_path}",
+        f"The finished pieces are kept in {files.folder}: run the same command again to resume.",
+    )
+
+
+def _check_job_room(files: _JobFiles, job: dict[str, Any], todo: Sequence[int], bytes_per_token: int) -> None:
+    """Before any work: room for the pieces left to do, and for OUTPUT beside every piece while they are merged.
+
+    Counts the vectors alone (whitespace tokens), so that a job that may fit is never refused here.
+    """
+    tokens = {p["index"]: p["cost"] - (p["end_line"] - p["first_line"]) for p in job["pieces"]}
+    _check_room(files, bytes_per_token * (sum(tokens[i] for i in todo) + sum(tokens.values())))
+
+
+def _merge(files: _JobFiles, pieces: Sequence[Piece], job: dict[str, Any], writer: Any) -> None:
     """Copy every piece's rows, in line order, into one file; rename it to OUTPUT."""
+    folder, output_path = files.folder, files.output_path
+    _check_room(files, HDF5_FILE_BYTES + sum(_piece_path(folder, p).stat().st_size for p in pieces))
     # The merged file is written inside the job folder: a merge that is cut short leaves
     # nothing beside OUTPUT.
     with atomic_path(output_path, tmp_dir=folder) as tmp:

@@ -58,21 +58,24 @@ def embed_lines(
 ) -> Iterator[EmbeddedLine]:
     """Yield every line's row, batch by batch (not in input order).
 
-    Give raw `texts` (split by `tokenize`, default `str.split()`, with offsets) or pre-split
-    `tokens` (no offsets). A None or blank line gives a row of no tokens.
+    Give raw `texts` (split by `tokenize`, default `str.split()`), pre-split `tokens` (no
+    offsets), or both (the tokens of each text, with their offsets in it). A None or blank
+    line gives a row of no tokens.
 
     Raises:
-        ValueError: for both or neither of `texts` and `tokens`, a bad store dtype or setting.
-        ElmoError: for a tokenizer whose tokens are not in its line, naming the line.
+        ValueError: for neither `texts` nor `tokens`, a bad store dtype or setting.
+        ElmoError: for tokens that are not in their line, naming the line.
     """
     dtype = check_store_dtype(store_dtype)
-    if (texts is None) == (tokens is None):
-        raise ValueError("give either texts (raw lines) or tokens (pre-split lines), not both or neither.")
+    if texts is None and tokens is None:
+        raise ValueError("give texts (raw lines), tokens (pre-split lines) or both.")
+    if tokens is not None:
+        sentences = [[str(t) for t in words] if words is not None else [] for words in tokens]
+    else:
+        sentences = [_split(text, tokenize) for text in texts or []]
     if texts is not None:
-        sentences = [_split(text, tokenize) for text in texts]
         offsets: list[Any] = [_offsets(text or "", words, k) for k, (text, words) in enumerate(zip(texts, sentences))]
     else:
-        sentences = [[str(t) for t in words] if words is not None else [] for words in tokens or []]
         offsets = [None] * len(sentences)
     layers = (settings or EmbedSettings()).layers
     for i, vectors in iter_embeddings(model, sentences, settings, on_window=on_window):

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from ..files.atomic_files import atomic_path
 from ..files.text_files import check_input_file, iter_lines
 from ..model.checks import check_setting
 from ..model.errors import ElmoError, SettingError
@@ -301,6 +302,7 @@ def plot_probe(result: ProbeResult, path: str | Path, title: str = "") -> Path:
     ax.set_xlabel(note, fontsize=7)  # under the bars, where no bar reaches
     ax.set_title(title or f"linear probe, {result.num_tokens} tokens", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path)
+    with atomic_path(path) as tmp:  # the name's suffix stays last: matplotlib picks the format by it
+        fig.savefig(tmp)
     plt.close(fig)
     return path

@@ -22,6 +22,19 @@ from ..model.errors import ElmoError, missing_extra
 LOCKING_VARIABLE = "HDF5_USE_FILE_LOCKING"
 """The environment variable that turns HDF5's file locks off (`FALSE`), read when HDF5 starts."""
 
+HDF5_FILE_BYTES = 2**20
+"""Room an hdf5 file needs beyond its datasets (superblock, heaps), with a margin.
+
+HDF5 crashes the process when the disk fills up under it, so every hdf5 writer checks the
+free space first (`elmo_core.files.atomic_files.check_free_space`). The margins are about
+5x what h5py 3.16 takes (700 bytes a dataset, 40 a short string, 40 kB a file)."""
+
+HDF5_OBJECT_BYTES = 4096
+"""Room one dataset needs beyond its data (object header, attributes), with a margin."""
+
+HDF5_STRING_BYTES = 200
+"""Room one variable-length string needs beyond its UTF-8 bytes, with a margin."""
+
 _BUSY = {errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES}
 """errno values of a lock that another process holds (flock/fcntl)."""
 

@@ -43,15 +43,15 @@ from ..model.characters import (
     PADDING_CHARACTER,
 )
 from ..model.elmo import Elmo, ScalarMix
-from ..model.errors import ElmoError, OptionsError, WeightFileError
+from ..model.errors import ElmoError, OptionsError, SettingError, WeightFileError
 from ..model.options import BiLMOptions
-from ..runtime.attach import attach_runtime
+from ..runtime.memory import release_when_collected
+from ..runtime.parts import serving_parts
 from ..runtime.quantization import is_quantized
-from ..runtime.token_cache import DEFAULT_TOKEN_CACHE_WORDS
 from .atomic_files import atomic_write
 from .options_file import read_options
 from .text_files import read_json
-from .weights import count_non_finite, load_bilm_tf, non_finite_error
+from .weights import check_bilm_tf_file, count_non_finite, load_bilm_tf, non_finite_error
 
 __all__ = ["default_model_dir", "load_elmo", "load_model_folder", "save_model_folder"]
 
@@ -71,11 +71,12 @@ DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[1] / "default_model"  # elm
 ELMO_SETTINGS: dict[str, Any] = {
     name: parameter.default
     for name, parameter in inspect.signature(Elmo.__init__).parameters.items()
-    if name not in ("self", "options", "requires_grad")
+    if name not in ("self", "options", "requires_grad") and parameter.kind is not parameter.KEYWORD_ONLY
 }
 """The `Elmo` constructor settings stored in config.json, with their defaults: read from
 `Elmo.__init__`'s signature, where they are declared (once). `requires_grad` is not stored:
-a loaded biLM starts frozen unless the loader is told otherwise."""
+a loaded biLM starts frozen unless the loader is told otherwise. Nor are the biLM's parts
+(keyword-only): they are this machine's, chosen at load (`RUNTIME_SETTINGS`)."""
 
 
 def tokenizer_settings(options: BiLMOptions) -> dict[str, Any]:
@@ -206,7 +207,9 @@ def load_elmo(
         return load_model_folder(source.folder, map_location=map_location, **settings)
     _check_settings(settings)
     assert source.options is not None and source.weights is not None  # no folder: a pair
-    elmo = _with_runtime(read_options(source.options), settings, source.options)
+    bilm_options = read_options(source.options)
+    check_bilm_tf_file(bilm_options, source.weights, str(source.options))  # before anything is allocated
+    elmo = _with_runtime(bilm_options, settings, source.options)
     load_bilm_tf(elmo, source.weights)
     return elmo.to(map_location)
 
@@ -321,7 +324,8 @@ def load_model_folder(
             (`model.<variant>.safetensors` or its shards). None reads the plain ones, or
             the folder's one variant when it holds no plain weights.
         **overrides: `Elmo` settings that replace the stored ones (e.g. `dropout=0.0`,
-            `num_output_representations=2`, or `token_cache_words=0`). Scalar mixes
+            `num_output_representations=2`), or the biLM's parts (`recurrence="step"`,
+            `token_cache_words=0`; see `elmo_core.runtime.parts`). Scalar mixes
             missing from the file start at w = 0, gamma = 1. Weights stored in another
             float dtype (a float16 variant) are converted to the model's float32.
 
@@ -331,21 +335,27 @@ def load_model_folder(
             that are not finite.
         OptionsError: for invalid options or Elmo settings in config.json.
     """
-    options, settings = read_model_config(path)
+    options, stored = read_model_config(path)
     _check_settings(overrides)
-    settings.update(overrides)
+    settings = {**stored, **overrides}
+    weights = weight_files(path, variant)
+    _check_sizes(options, stored, settings, weights, Path(path) / CONFIG_NAME)  # before anything is allocated
     model = _with_runtime(options, settings, Path(path) / CONFIG_NAME)
-    _read_weights(model, weight_files(path, variant))
+    _read_weights(model, weights)
     return model.to(map_location)
 
 
 def _check_settings(settings: dict[str, Any]) -> None:
-    unknown = set(settings) - set(ELMO_SETTINGS) - {"requires_grad", "token_cache_words"}
+    unknown = set(settings) - set(ELMO_SETTINGS) - {"requires_grad", *RUNTIME_SETTINGS}
     if unknown:
         raise TypeError(
-            f"unknown Elmo settings {sorted(unknown)}; valid: {sorted(ELMO_SETTINGS)}, requires_grad "
-            "and token_cache_words."
+            f"unknown Elmo settings {sorted(unknown)}; valid: {sorted(ELMO_SETTINGS)}, requires_grad, "
+            "recurrence and token_cache_words."
         )
+
+
+RUNTIME_SETTINGS = ("recurrence", "token_cache_words")
+"""Load settings that choose the biLM's parts (`elmo_core.runtime.parts.serving_parts`), not stored."""
 
 
 _READ_BLOCK_BYTES = 4 * 2**20
@@ -533,7 +543,7 @@ def _read_weights(model: Elmo, weights: WeightFiles) -> None:
                 raise non_finite_error(weights_path, f"tensor '{key}'", bad, NON_FINITE_FIX)
 
 
-def check_model_folder(path: str | Path, variant: str | None = None) -> None:
+def check_model_folder(path: str | Path, variant: str | None = None, *, sizes_only: bool = False) -> None:
     """Raise the error `load_model_folder` would raise for this folder's files, cheaply.
 
     Reads config.json and the safetensors headers only, of every shard (no weights are
@@ -543,6 +553,8 @@ def check_model_folder(path: str | Path, variant: str | None = None) -> None:
     Args:
         path: The model folder.
         variant: As `load_model_folder`.
+        sizes_only: Check only the sizes: a tensor the weights lack is not an error
+            (transformers initialises it), but one with another shape is.
 
     Raises:
         WeightFileError: for a missing or unreadable config.json or weights file (any
@@ -551,21 +563,58 @@ def check_model_folder(path: str | Path, variant: str | None = None) -> None:
         OptionsError: for invalid options or Elmo settings in config.json.
     """
     options, settings = read_model_config(path)
+    _check_sizes(options, settings, settings, weight_files(path, variant), Path(path) / CONFIG_NAME, sizes_only)
+
+
+def _check_sizes(
+    options: BiLMOptions,
+    stored: dict[str, Any],
+    settings: dict[str, Any],
+    weights: WeightFiles,
+    config_path: Path,
+    sizes_only: bool = False,
+) -> None:
+    """Raise unless the sizes config.json declares match the weights' headers, allocating nothing.
+
+    First the counts of repeated parts (LSTM layers, highway layers, filters, scalar
+    mixes), which set how many modules are built; then every tensor's shape, on a model
+    built on the meta device. `stored` are the settings of config.json (a scalar mix the
+    caller adds is not in the file), `settings` the ones to build with.
+    """
+    shapes = {k: weights.shapes[f] for k, f in _base_model_keys(weights.shapes).items()}
+    counts = [
+        ("lstm.n_layers", options.lstm.n_layers, "bilm.forward_layers.layers."),
+        ("char_cnn.n_highway", options.char_cnn.n_highway, "bilm.char_cnn.highway.layers."),
+        ("char_cnn.filters", len(options.char_cnn.filters), "bilm.char_cnn.convolutions."),
+        ("num_output_representations", stored["num_output_representations"], "scalar_mixes."),
+    ]
+    for key, declared, prefix in counts:
+        held = {name[len(prefix) :].split(".")[0] for name in shapes if name.startswith(prefix)}
+        if isinstance(declared, int) and declared > len(held) and (held or prefix != "scalar_mixes."):
+            raise WeightFileError(
+                f"{config_path} declares {key} = {declared}, but {weights.source} holds {len(held)} "
+                f"(tensors '{prefix}*'). The options in {CONFIG_NAME} do not match these weights: use the "
+                f"{CONFIG_NAME} saved with them."
+            )
+    settings = {k: v for k, v in settings.items() if k != "token_cache_words"}
     with torch.device("meta"):
-        model = _build_elmo(options, settings, Path(path) / CONFIG_NAME)
-    weights = weight_files(path, variant)
-    _check_state({k: weights.shapes[f] for k, f in _base_model_keys(weights.shapes).items()}, model, weights.source)
+        model = _build_elmo(options, settings, config_path)
+    _check_state(shapes, model, weights.source, sizes_only)
 
 
 def _with_runtime(options: BiLMOptions, settings: dict[str, Any], config_path: Path) -> Elmo:
-    """`_build_elmo`, handed the runtime (`attach_runtime`, with the `token_cache_words` setting when given)."""
+    """`_build_elmo` with the runtime's parts (`serving_parts`: the `recurrence` and
+    `token_cache_words` settings when given)."""
     settings = dict(settings)
-    cache_words = settings.pop("token_cache_words", DEFAULT_TOKEN_CACHE_WORDS)
-    elmo = _build_elmo(options, settings, config_path)
+    runtime = {key: settings.pop(key) for key in RUNTIME_SETTINGS if key in settings}
     try:
-        attach_runtime(elmo, token_cache_words=cache_words)
+        parts = serving_parts(**runtime)
+    except SettingError:
+        raise  # names the setting, so that a face names it as its user typed it
     except ValueError as err:
-        raise OptionsError(f"token_cache_words cannot be used ({err}).") from err
+        raise OptionsError(f"{' and '.join(runtime)} cannot be used ({err}).") from err
+    elmo = _build_elmo(options, {**settings, **parts}, config_path)
+    release_when_collected(elmo.bilm)  # a dropped model's heap goes back to the OS
     return elmo
 
 
@@ -607,11 +656,11 @@ def _base_model_keys(keys: Iterable[str]) -> dict[str, str]:
     return {key[len(prefix) :]: key for key in keys if key.startswith(prefix)}
 
 
-def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: Path) -> None:
+def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: Path, missing_ok: bool = False) -> None:
     """Every tensor of `model` is in `shapes` with its shape (`weights_path` names the weights in errors)."""
     for name, tensor in model.state_dict().items():
         if name not in shapes:
-            if name.startswith("scalar_mixes."):
+            if missing_ok or name.startswith("scalar_mixes."):
                 continue
             raise WeightFileError(
                 f"{weights_path} has no tensor '{name}' (expected shape {tuple(tensor.shape)}). The file "

@@ -26,6 +26,7 @@ which also reports a file that another process holds locked as locked).
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -36,11 +37,12 @@ from torch import nn
 
 from ..model.bilm import BiLM
 from ..model.errors import WeightFileError
-from ..runtime.attach import attach_runtime, has_runtime
-from .hdf5_files import import_h5py, open_hdf5
+from .atomic_files import atomic_path, check_free_space
+from .hdf5_files import HDF5_FILE_BYTES, HDF5_OBJECT_BYTES, import_h5py, open_hdf5
 
 if TYPE_CHECKING:
     from ..model.elmo import Elmo
+    from ..model.options import BiLMOptions
 
 __all__ = ["load_bilm_tf", "save_bilm_tf"]
 
@@ -125,10 +127,6 @@ def _from_torch(tensor: torch.Tensor, kind: str) -> torch.Tensor:
 def load_bilm_tf(model: BiLM | Elmo, weight_file: str | os.PathLike[str]) -> None:
     """Fill a model's biLM with the weights of a bilm-tf/AllenNLP hdf5 file, in place.
 
-    A biLM that has no runtime yet (built by hand, `Elmo(read_options(...))`) is handed the
-    default one, as every loader does (`attach_runtime`: the recurrence path, the thread
-    rule, a layer-0 cache; no value changes).
-
     Args:
         model: A `BiLM`, or an `Elmo` (its `bilm` is filled; the scalar mixes are not
             in the file and keep their values). Built from the file's `options.json`.
@@ -146,8 +144,6 @@ def load_bilm_tf(model: BiLM | Elmo, weight_file: str | os.PathLike[str]) -> Non
     with _open_weight_file(path) as handle, torch.no_grad():
         for ds in _bilm_tf_table(bilm):
             _load_dataset(handle, ds, params, path)
-    if not has_runtime(bilm):
-        attach_runtime(bilm)
 
 
 def _open_weight_file(path: Path) -> Any:
@@ -171,9 +167,44 @@ def _open_weight_file(path: Path) -> Any:
         ) from err
 
 
-def _load_dataset(handle: Any, ds: _Dataset, params: dict[str, torch.nn.Parameter], path: Path) -> None:
-    """Copy one dataset of the table into its parameters, block by block, after checking its shape
-    and, once copied, that it held only finite values."""
+def check_bilm_tf_file(options: BiLMOptions, weight_file: str | os.PathLike[str], options_name: str) -> None:
+    """Raise unless an hdf5 weight file holds every dataset `options` imply, with its shape.
+
+    Reads the file's headers only, and builds the biLM on the meta device: sizes from an
+    options file are checked before anything is allocated.
+
+    Args:
+        options: The biLM options.
+        weight_file: The hdf5 weights.
+        options_name: How errors name the options (the options.json path).
+
+    Raises:
+        WeightFileError: naming the file, the dataset (or the count of repeated datasets)
+            and both shapes; or for a missing or unreadable file.
+    """
+    path = Path(weight_file)
+    cc, lstm = options.char_cnn, options.lstm
+    with _open_weight_file(path) as handle:
+        counts = [
+            ("lstm.n_layers", lstm.n_layers, "RNN_0/RNN/MultiRNNCell/Cell{}"),
+            ("char_cnn.n_highway", cc.n_highway, "CNN_high_{}"),
+            ("char_cnn.filters", len(cc.filters), "CNN/W_cnn_{}"),
+        ]
+        for key, declared, pattern in counts:
+            held = next(k for k in range(declared + 1) if k == declared or pattern.format(k) not in handle)
+            if held < declared:
+                raise WeightFileError(
+                    f"{options_name} declares {key} = {declared}, but {path} holds {held} "
+                    f"(datasets '{pattern.format('*')}'). Check that the options belong to this weight file."
+                )
+        with torch.device("meta"):
+            bilm = BiLM(options)
+        for ds in _bilm_tf_table(bilm):
+            _dataset_shape(handle, ds, path, options_name)
+
+
+def _dataset_shape(handle: Any, ds: _Dataset, path: Path, options_name: str | None = None) -> Any:
+    """The h5py dataset `ds` names, after checking that its shape is the one the options imply."""
     try:
         dataset = handle[ds.name] if ds.name in handle else None
         shape = tuple(dataset.shape) if dataset is not None else None
@@ -185,10 +216,19 @@ def _load_dataset(handle: Any, ds: _Dataset, params: dict[str, torch.nn.Paramete
             "bilm-tf/AllenNLP ELMo weight file, and do the options match it?"
         )
     if shape != ds.shape:
+        options = f"the options ({options_name})" if options_name else "the options"
         raise WeightFileError(
-            f"{path}: dataset '{ds.name}' has shape {shape}, but the options "
+            f"{path}: dataset '{ds.name}' has shape {shape}, but {options} "
             f"imply {ds.shape}. Check that options.json belongs to this weight file."
         )
+    return dataset
+
+
+def _load_dataset(handle: Any, ds: _Dataset, params: dict[str, torch.nn.Parameter], path: Path) -> None:
+    """Copy one dataset of the table into its parameters, block by block, after checking its shape
+    and, once copied, that it held only finite values."""
+    dataset = _dataset_shape(handle, ds, path)
+    shape = ds.shape
     bad = 0
     for target in ds.targets:
         param = params[target.parameter]
@@ -283,16 +323,19 @@ def save_bilm_tf(model: BiLM | Elmo, weight_file: str | Path) -> None:
     and renamed when complete, so a failure never leaves a partial file behind.
 
     Raises:
+        DiskFullError: if the file system has no room for the file (checked first).
         WeightFileError: if another process holds the temporary file locked.
         ImportError: if h5py is not installed.
     """
     bilm = _as_bilm(model)
     path = Path(weight_file)
-    tmp = path.with_name(path.name + ".partial")
     params = dict(bilm.named_parameters())
-    try:
+    table = _bilm_tf_table(bilm)
+    needed = sum(4 * math.prod(ds.shape) + HDF5_OBJECT_BYTES for ds in table) + HDF5_FILE_BYTES
+    with atomic_path(path) as tmp:
+        check_free_space(tmp, needed, f"weight file {path}")  # HDF5 must never meet a full disk (it crashes)
         with open_hdf5(tmp, "w", error=WeightFileError) as handle, torch.no_grad():
-            for ds in _bilm_tf_table(bilm):
+            for ds in table:
                 array = torch.zeros(ds.shape, dtype=torch.float32)
                 for target in ds.targets:
                     param = params[target.parameter]
@@ -303,9 +346,6 @@ def save_bilm_tf(model: BiLM | Elmo, weight_file: str | Path) -> None:
                     else:
                         array[target.file_rows] = value
                 handle.create_dataset(ds.name, data=array.numpy())
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _as_bilm(model: BiLM | Elmo) -> BiLM:

@@ -20,12 +20,12 @@ outputs, e.g. AllenNLP's test fixture.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import torch
 from torch import nn
 
-from .char_cnn import CharCNN
+from .char_cnn import CharCNN, TrainingPath
 from .characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
 from .options import BiLMOptions
 from .precision import keep_bf16_copies
@@ -49,6 +49,9 @@ class BiLMOutput(NamedTuple):
     mask: torch.Tensor
 
 
+Stacks = tuple[LSTMStack, LSTMStack]  # forward, backward
+
+
 class TokenVectors(Protocol):
     """What a biLM is handed as its layer-0 cache (`elmo_core.runtime.TokenCache`)."""
 
@@ -62,15 +65,19 @@ class TokenVectors(Protocol):
 
 
 class StackRunner(Protocol):
-    """What a biLM is handed to run its LSTMs on a machine (`elmo_core.runtime.Recurrence`):
+    """What a biLM is built with to run its LSTMs on a machine (`elmo_core.model.recurrence.Recurrence`):
     which path computes the recurrence, and how many CPU threads a forward pass uses."""
 
     def threads(self, device: torch.device) -> AbstractContextManager:
         """The context a whole forward pass on `device` runs in."""
         ...
 
-    def __call__(self, bilm: BiLM, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
-        """Both stacks of `bilm` over [batch, steps, P] layer-0 vectors with `lengths` real steps per row."""
+    def plan(self, stacks: Stacks, tokens: torch.Tensor, *, stateful: bool, dropout: bool) -> Any:
+        """How this pass over [batch, steps, P] layer-0 vectors runs (`elmo_core.model.recurrence.Plan`)."""
+        ...
+
+    def run(self, plan: Any, stacks: Stacks, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
+        """Both stacks by a fast path of `plan` (`plan.fast`)."""
         ...
 
 
@@ -141,15 +148,12 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
     return char_ids.long()  # no copy when they are int64 already
 
 
-_HOMES = {"recurrence": "elmo_core.model.recurrence", "token_cache": "elmo_core.runtime.token_cache"}
-
-
-def _check_runtime_part(name: str, value: object, method: str, example: str, by_name: str) -> None:
-    """Refuse a runtime part given as a name or a size (the old `BiLM(recurrence="step")`)."""
+def _check_part(name: str, value: object, method: str) -> None:
+    """Refuse a part given as a name or a size (such as `BiLM(recurrence="step")`)."""
     if value is not None and not hasattr(value, method):
         raise TypeError(
-            f"{name} must be an object such as {_HOMES[name]}.{example}, or None; got {value!r}. "
-            f"To choose it by name or size, build the BiLM without it and call elmo_core.runtime.attach.{by_name}."
+            f"{name} must be an object with a {method} method (see elmo_core.runtime.parts), or None; got {value!r}. "
+            "To choose parts by name or size, load with load_elmo(..., recurrence='step', token_cache_words=n)."
         )
 
 
@@ -167,20 +171,16 @@ class BiLM(nn.Module):
             cache is skipped while the char CNN trains (a char CNN parameter has
             `requires_grad`, in grad mode or in training mode).
         recurrence: How the LSTMs run on this machine (a `StackRunner`, e.g.
-            `elmo_core.model.recurrence.Recurrence("auto")`), or None (the default): the step loop of
-            `LSTMStack` with torch's threads, the reference the others equal.
+            `elmo_core.model.recurrence.Recurrence("auto")`, which holds the thread rule), or None
+            (the default): the step loop of `LSTMStack` with torch's threads, the reference the others equal.
+        char_cnn_training: The char CNN's path for a pass that differentiates it (see `CharCNN`).
 
-    The model is the computation only; the inference runtime hands it the cache and the
-    recurrence (`elmo_core.runtime.attach.attach_runtime`, which every loader and face calls), and may
-    replace them at any time (`set_recurrence`, `set_token_cache`).
-
-    Attributes:
-        token_cache, recurrence: As handed in (None when not).
+    Built without them, the model is the reference computation. The loaders and faces build
+    it with the runtime's parts (`elmo_core.runtime.parts.serving_parts`); none changes a value.
 
     Raises:
-        TypeError: for a `recurrence` or `token_cache` that is not such an object (a mode
-            name such as "step" or a word count: those are `set_recurrence`'s and
-            `set_token_cache`'s arguments).
+        TypeError: for a `recurrence`, `token_cache` or `char_cnn_training` that is not such an
+            object (a mode name such as "step" or a word count: those are the loaders' settings).
     """
 
     bos_char_ids: torch.Tensor  # buffers (not saved): the char ids of <S> and </S>, [C] int64
@@ -195,13 +195,17 @@ class BiLM(nn.Module):
         dropout: float = 0.0,
         token_cache: TokenVectors | None = None,
         recurrence: StackRunner | None = None,
+        char_cnn_training: TrainingPath | None = None,
     ) -> None:
         super().__init__()
         self.options = options
         self.stateful = stateful
         self.keep_sentence_boundaries = keep_sentence_boundaries
         lstm = options.lstm
-        self.char_cnn = CharCNN(options)
+        _check_part("recurrence", recurrence, "plan")
+        _check_part("token_cache", token_cache, "lookup")
+        _check_part("char_cnn_training", char_cnn_training, "__call__")
+        self.char_cnn = CharCNN(options, training_path=char_cnn_training)
         stack_args = (
             lstm.projection_dim,
             lstm.dim,
@@ -220,8 +224,6 @@ class BiLM(nn.Module):
         self.reset_buffers()
         # Stateful mode: per direction, per layer (h, c) with rows in batch-row order.
         self._states: dict[str, list[LSTMState]] | None = None
-        _check_runtime_part("recurrence", recurrence, "threads", "Recurrence('step')", "set_recurrence(model, 'step')")
-        _check_runtime_part("token_cache", token_cache, "lookup", "TokenCache(50000)", "set_token_cache(model, n)")
         self.token_cache = token_cache
         self.recurrence = recurrence
 
@@ -284,8 +286,8 @@ class BiLM(nn.Module):
         """The context of the library's work on this biLM: its forward, and what a caller
         computes from the outputs (scalar mixes, a face's outputs).
 
-        The runtime's thread rule on the CPU (`elmo_core.runtime.threads.forward_threads`);
-        a no-op for a biLM without a runtime, and while `torch.compile` traces the model (thread
+        The recurrence's thread rule on the CPU (`elmo_core.runtime.threads.forward_threads`);
+        a no-op for a biLM built without one, and while `torch.compile` traces the model (thread
         counts are the process's state, not part of a graph). Nested uses of one thread count once.
         """
         if self.recurrence is None or torch.compiler.is_compiling():
@@ -399,10 +401,15 @@ class BiLM(nn.Module):
         return out
 
     def _run_stacks(self, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
-        """Both LSTM stacks over [batch, steps, P] inputs: by the recurrence handed in, else `run_sorted`."""
-        if self.recurrence is not None:
-            return self.recurrence(self, tokens, lengths)
-        return self.run_sorted(tokens, lengths)
+        """Both LSTM stacks over [batch, steps, P] inputs: a fast path the recurrence plans, else `run_sorted`."""
+        if self.recurrence is None:  # the reference: the step loop with torch's threads
+            return self.run_sorted(tokens, lengths)
+        stacks = (self.forward_layers, self.backward_layers)
+        dropout = self.training and any(stack.dropout for stack in stacks)
+        plan = self.recurrence.plan(stacks, tokens, stateful=self.stateful, dropout=dropout)
+        if plan.fast:  # paired, CUDA graphs or time chunks: elmo_core.model.recurrence
+            return self.recurrence.run(plan, stacks, tokens, lengths)
+        return self.run_sorted(tokens, lengths, fused=plan.path == "fused", run_directions=plan.run_directions)
 
     def run_sorted(
         self,

@@ -79,6 +79,10 @@ class Highway(nn.Module):
         return x
 
 
+TrainingPath = Callable[["CharCNN", torch.Tensor], torch.Tensor]
+"""A char CNN's path for a pass that differentiates it: `(char_cnn, char_ids) -> vectors`."""
+
+
 class CharCNN(nn.Module):
     """Token vectors from character ids, one token at a time (no context).
 
@@ -94,16 +98,17 @@ class CharCNN(nn.Module):
       when F != projection_dim (true for every published model); otherwise it is the
       identity.
 
-    Attributes:
-        training_path: How a call that differentiates runs (a runtime part, e.g.
-            `elmo_core.model.char_cnn_training.encode_for_training`, handed in by
-            `elmo_core.runtime.attach.attach_runtime`): the same function, faster. None: `forward`'s blocks.
+    Args:
+        options: The model's hyperparameters.
+        training_path: How a call that differentiates runs (e.g.
+            `elmo_core.model.char_cnn_training.encode_for_training`, which the loaders pass):
+            the same function, faster. None: `forward`'s blocks.
 
     Shape:
         char_ids: [num_tokens, max_characters_per_token] int64 -> [num_tokens, projection_dim]
     """
 
-    def __init__(self, options: BiLMOptions) -> None:
+    def __init__(self, options: BiLMOptions, training_path: TrainingPath | None = None) -> None:
         super().__init__()
         cc = options.char_cnn
         self.max_characters_per_token = cc.max_characters_per_token
@@ -121,7 +126,7 @@ class CharCNN(nn.Module):
             if cc.n_filters != projection_dim
             else nn.Identity()
         )
-        self.training_path: Callable[[CharCNN, torch.Tensor], torch.Tensor] | None = None
+        self.training_path = training_path
 
     def reset_parameters(self) -> None:
         """Draw `char_embedding` afresh, uniform in [-1, 1] (bilm-tf's initialiser).

@@ -5,8 +5,8 @@
 largest part of the char CNN's training cost: oneDNN's convolutions for 16 input
 channels, and above all the max-pool's backward, which scatters into a [tokens, filters,
 windows] tensor through strided loops (`benchmarks/bench_train.py --breakdown`). For a
-training step (`encode_for_training`, which `elmo_core.runtime.attach.attach_runtime` hands every
-`CharCNN` as its `training_path`) the same function is computed as:
+training step (`encode_for_training`, which the loaders build every `CharCNN` with as its
+`training_path`, `elmo_core.runtime.parts`) the same function is computed as:
 
     windows   w[s, t] = char ids t[s : s + W]       W = the widest bank, s = window start
     responses y[s, t] = embed(w[s, t]) @ K           [windows * tokens, W * E] x [W * E, F]

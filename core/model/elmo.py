@@ -23,7 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .bilm import BiLM, BiLMOutput
+from .bilm import BiLM, BiLMOutput, StackRunner, TokenVectors
+from .char_cnn import TrainingPath
 from .options import BiLMOptions
 from .precision import WEIGHT_DTYPE
 
@@ -276,11 +277,9 @@ class Elmo(nn.Module):
         stateful: Carry LSTM states across batches as the original did (see `BiLM`).
         scalar_mix_parameters: Fixed mix weights w (one per layer). When given, the
             mixes are not trainable.
-
-    The module is the model alone (its biLM runs the step loop, with no cache); vectors
-    for tokenised text come from the runtime's `elmo_core.embed_sentences(elmo, ...)`,
-    which also hands the biLM its runtime (`elmo_core.runtime.attach.attach_runtime`: the recurrence
-    path, the thread rule and a layer-0 cache) if it has none; the loaders do so at load.
+        recurrence, token_cache, char_cnn_training: The biLM's parts (see `BiLM`). None
+            (the default): the reference step loop with torch's threads, no cache. The
+            loaders (`elmo_core.load_elmo`) build the model with the runtime's parts.
 
     Shape:
         char_ids: [batch, tokens, chars] int64 (no <S>/</S>); mask: [batch, tokens] bool
@@ -297,6 +296,10 @@ class Elmo(nn.Module):
         stateful: bool = False,
         scalar_mix_parameters: Sequence[float] | None = None,
         layer_norm_scope: Literal["sentence", "batch"] = "sentence",
+        *,
+        recurrence: StackRunner | None = None,
+        token_cache: TokenVectors | None = None,
+        char_cnn_training: TrainingPath | None = None,
     ) -> None:
         super().__init__()
         if num_output_representations < 0:
@@ -309,6 +312,9 @@ class Elmo(nn.Module):
             options,
             stateful=stateful,
             keep_sentence_boundaries=keep_sentence_boundaries,
+            token_cache=token_cache,
+            recurrence=recurrence,
+            char_cnn_training=char_cnn_training,
         )
         self.bilm.requires_grad_(requires_grad)
         self.scalar_mixes = nn.ModuleList(

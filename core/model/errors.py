@@ -6,6 +6,8 @@ Every error says what was expected, what arrived and how to fix it. All of them 
 
 from __future__ import annotations
 
+import errno
+
 __all__ = ["ElmoError", "OptionsError", "WeightFileError"]
 
 
@@ -45,3 +47,14 @@ def missing_extra(err: ImportError, package: str, extra: str, what: str) -> Impo
         return err
     label = {"spacy": "spaCy"}.get(package, package)
     return ImportError(f"{what} needs {label}, which is not installed: pip install 'elmo-bilm[{extra}]'", name=package)
+
+
+class DiskFullError(ElmoError, OSError):
+    """A file system filled up: the message says which file, how much was needed and was free.
+
+    Also an `OSError` (errno ENOSPC), as the failed write was.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.errno = errno.ENOSPC

@@ -27,6 +27,10 @@ from .errors import OptionsError
 
 __all__ = ["PUBLISHED_OPTIONS", "BiLMOptions"]
 
+MAX_CHARACTERS_PER_TOKEN = 1024
+"""The most character slots a token may have: no weight's shape depends on it, so an
+options file cannot be checked against its weights for it (the published models use 50)."""
+
 _ACTIVATIONS = ("relu", "tanh")
 
 
@@ -117,10 +121,10 @@ class BiLMOptions:
         cc, lstm = self.char_cnn, self.lstm
         check_int("char_cnn.embedding.dim", cc.embedding_dim, error=OptionsError)
         check_int("char_cnn.max_characters_per_token", cc.max_characters_per_token, error=OptionsError)
-        if cc.max_characters_per_token < 3:
+        if not 3 <= cc.max_characters_per_token <= MAX_CHARACTERS_PER_TOKEN:
             raise OptionsError(
-                "char_cnn.max_characters_per_token must be at least 3 (begin-of-word, one "
-                f"byte, end-of-word); got {cc.max_characters_per_token}. The published models use 50."
+                f"char_cnn.max_characters_per_token must be 3 to {MAX_CHARACTERS_PER_TOKEN} (begin-of-word, "
+                f"bytes, end-of-word); got {cc.max_characters_per_token}. The published models use 50."
             )
         if cc.n_characters != 262:
             raise OptionsError(

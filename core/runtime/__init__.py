@@ -1,6 +1,6 @@
 """The runtime: how the model serves on this machine.
 
-Handing a model its runtime parts (`attach.py`), the thread rule (`threads.py`), the
+The parts a model is built with (`parts.py`), the thread rule (`threads.py`), the
 layer-0 and feature caches (`token_cache.py`, `feature_cache.py`), batching by a token
 budget (`batching.py`), windows over long inputs and the windowed inference loop
 (`windows.py`), the embedding drivers (`embedding.py`: `embed_sentences`,

@@ -10,6 +10,10 @@ from collections.abc import Sequence
 
 from ..model.checks import check_int
 
+DEFAULT_BATCH_TOKENS = 4096
+"""Default budget of padded positions per batch (a row counts at most `CHUNK_STEPS`
+positions: `elmo_core.runtime.windows.window_batches`); lower it on small machines, raise it on a GPU."""
+
 
 def batches_by_token_budget(
     lengths: Sequence[int],

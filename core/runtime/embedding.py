@@ -16,8 +16,7 @@ from ..model.characters import check_sentences, words_to_char_ids
 from ..model.checks import check_setting
 from ..model.errors import SettingError
 from ..model.precision import check_cpu_precision
-from .attach import attach_runtime, has_runtime
-from .first_use import first_use_lock
+from .batching import DEFAULT_BATCH_TOKENS
 from .quantization import is_quantized
 from .windows import DEFAULT_WINDOW_TOKENS, OnWindow, RunBatch, check_window_settings, run_in_windows
 
@@ -25,10 +24,6 @@ if TYPE_CHECKING:
     from ..model.elmo import Elmo
 
 __all__ = ["EmbedSettings", "embed_sentences", "iter_embeddings"]
-
-DEFAULT_BATCH_TOKENS = 4096
-"""Default budget of padded positions per batch (`batches_by_token_budget`: a row counts
-at most `CHUNK_STEPS` positions); lower it on small machines, raise it on a GPU."""
 
 LAYER_CHOICES = ("all", "top", "average", "mix")
 
@@ -157,10 +152,6 @@ def iter_embeddings(
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Yield `(index, vectors)` for every sentence, batch by batch (not in input order).
 
-    A model that was never handed its runtime (built as `Elmo(options)`) is given the
-    default one first (`attach_runtime`: the recurrence path, the thread rule, a layer-0
-    cache), as every loader does; no value changes.
-
     Memory is bounded by one batch, whatever the number of sentences, and by one
     window, whatever their length (plus the vectors of a long sentence being
     assembled); freed memory is handed back to the OS after every batch
@@ -185,10 +176,6 @@ def _embeddings(
     the caller's code between steps runs in the caller's modes, as torch's own decorators
     do for generators. The sentences of a batch are yielded without switching modes again.
     """
-    if not has_runtime(model):  # a model built by hand: the runtime every loader gives (no value changes)
-        with first_use_lock(model):
-            if not has_runtime(model):
-                attach_runtime(model)
     if is_quantized(model):
         _check_int8_use(model, settings.device, settings.autocast_dtype)
     if settings.device is not None:

@@ -44,7 +44,7 @@ A process that loads, uses and drops models many times (per tenant, per request,
 test suite) frees each model's tensors, but their heap stays with the process in the
 same way. A model that sits in a reference cycle (as a spaCy pipeline does) is freed by
 Python's cyclic collector, at a moment no face chooses. So every loader marks the models
-it builds (`release_when_collected`, from `attach_runtime`): once such a model has been
+it builds (`release_when_collected`): once such a model has been
 freed, the end of the next garbage collection hands the heap back. Nothing runs for
 programs that never build a model, and nothing runs per collection beyond a flag check.
 

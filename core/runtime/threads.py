@@ -475,4 +475,4 @@ class CpuThreadRule:
 
 
 THREAD_RULE = CpuThreadRule()
-"""The one thread rule every loader hands a biLM's `Recurrence` (`elmo_core.runtime.attach`)."""
+"""The one thread rule of every loader's `Recurrence` (`elmo_core.runtime.parts`)."""

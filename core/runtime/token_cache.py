@@ -69,7 +69,7 @@ class TokenCache:
             "max_words",
             max_words,
             meaning="word types to keep",
-            hint="To switch the cache off, use set_token_cache(model, 0) instead.",
+            hint="To switch the cache off, load with token_cache_words=0 or build the model with token_cache=None.",
         )
         self._lock = threading.Lock()
         self.clear()

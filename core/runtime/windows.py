@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Sequence
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -49,7 +50,7 @@ import torch
 
 from ..model.checks import check_int
 from ..model.recurrence.time_chunks import CHUNK_STEPS
-from .batching import batches_by_token_budget
+from .batching import DEFAULT_BATCH_TOKENS, batches_by_token_budget
 from .memory import release_free_memory
 
 DEFAULT_WINDOW_TOKENS = 1024
@@ -145,6 +146,19 @@ def check_window_settings(window_tokens: int | None, window_context: int | None)
 PlanBatches = Callable[[list[int]], Iterable[Sequence[int]]]
 """Groups pieces by their lengths into batches: lists of indices, each index once."""
 
+
+def window_batches(batch_tokens: int = DEFAULT_BATCH_TOKENS, batch_size: int | None = None) -> PlanBatches:
+    """The batching of every face's embed chain: pieces grouped longest first under a budget of
+    `batch_tokens` padded positions, a piece counting at most `CHUNK_STEPS` (the module docstring).
+
+    Raises:
+        ValueError: if `batch_tokens` or `batch_size` is not a positive integer.
+    """
+    batch_tokens = check_int("batch_tokens", batch_tokens)
+    batch_size = check_int("batch_size", batch_size, none_ok=True)
+    return partial(batches_by_token_budget, max_tokens=batch_tokens, max_batch_size=batch_size, chunk_steps=CHUNK_STEPS)
+
+
 ReadPieces = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 """Reads a batch of pieces: `(char_ids [pieces, tokens, chars], mask [pieces, tokens])` ->
 a tensor `[..., pieces, tokens (+ 2 with boundaries), dim]` (batch axis -3, token axis -2),
@@ -178,8 +192,8 @@ def read_in_windows(
         char_ids: [batch, tokens, chars], right-padded (checked by `read`, piece by piece).
         mask: [batch, tokens] bool, True = real token; derived from `char_ids` (any id
             non-zero) when None, as `BiLM.forward` does.
-        batches: Groups piece lengths into batches (e.g. the runtime's
-            `batches_by_token_budget` with a budget, which bounds memory); None reads
+        batches: Groups piece lengths into batches (the runtime's `window_batches`,
+            whose budget bounds memory); None reads
             every piece in one batch. Rows are stateless, so the grouping changes no value.
         window_tokens, window_context: As `run_in_windows`; None or 0 reads every row whole.
         boundaries: `read` returns the `<S>`/`</S>` positions too (`keep_sentence_boundaries`):
@@ -287,7 +301,7 @@ def run_in_windows(
     """Plan windows, run them in batches, assemble: yield `(index, array)` as each sequence completes.
 
     A sequence of at most `window_tokens` tokens is one piece, read whole; a longer one is
-    cut by `plan_windows`. Pieces are batched by `batches_by_token_budget`, longest first
+    cut by `plan_windows`. Pieces are batched by `window_batches`, longest first
     (see the module docstring), and a sequence is yielded when its last piece has been
     read (not in input order). Memory is bounded by one batch (plus a long sequence being
     assembled). Every yielded array is a fresh copy, never a view, which would keep the
@@ -314,7 +328,7 @@ def run_in_windows(
     window_tokens = check_window_settings(window_tokens, window_context)
     pieces = [(i, w) for i, tokens in enumerate(sequences) for w in _pieces(len(tokens), window_tokens, window_context)]
     lengths = [w.end - w.start for _, w in pieces]  # a piece counts at most CHUNK_STEPS (the module docstring)
-    batches = batches_by_token_budget(lengths, batch_tokens, max_batch_size=batch_size, chunk_steps=CHUNK_STEPS)
+    batches = window_batches(batch_tokens, batch_size)(lengths)
     windows_left = Counter(i for i, _ in pieces)
     assembling: dict[int, np.ndarray] = {}  # long sequences being assembled: index -> arrays so far
     kept: np.ndarray | None = None  # a view of the current batch's arrays

@@ -46,13 +46,24 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from elmo_core import __version__ as ELMO_BILM_VERSION
+from elmo_core.face_api import atomic_folder
 
-__all__ = ["ELMO_BILM_VERSION", "GENERATED_DIR", "GENERATED_FILES", "note_which_code_runs", "save_generated_code"]
+__all__ = [
+    "ELMO_BILM_VERSION",
+    "GENERATED_DIR",
+    "GENERATED_FILES",
+    "note_which_code_runs",
+    "save_atomically",
+    "save_generated_code",
+]
 
 logger = logging.getLogger("hf_elmo")
 
@@ -88,6 +99,47 @@ def save_generated_code(folder: str | os.PathLike, *names: str) -> list[Path]:
         shutil.copyfile(GENERATED_DIR / name, target)
         written.append(target)
     return written
+
+
+_SHARD = re.compile(r"(?P<stem>.+)-\d{5}-of-\d{5}\.safetensors")
+
+
+def save_atomically(save: Callable[..., Any], folder: str | os.PathLike, *code: str) -> Callable[..., Any]:
+    """`save` (a transformers `save_pretrained`), writing every file through the core's atomic writer.
+
+    transformers writes config.json, tokenizer_config.json and the code files in place, so
+    a save into a folder of links (the Hugging Face cache's snapshots) would change the
+    files the links point to. The save goes to a temporary folder inside `folder` whose
+    files then replace their names in `folder` (`elmo_core.files.atomic_files.atomic_folder`).
+    `code` names the generated code files to add (`save_generated_code`). As transformers
+    does, shards of an earlier save that this save did not write are deleted.
+
+    Returns:
+        A function of `save`'s arguments (the folder first), returning what `save` returns
+        with the paths in `folder`.
+    """
+
+    def saved(target: str | os.PathLike, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("push_to_hub"):
+            kwargs.setdefault("repo_id", Path(target).name)  # transformers names the repo after the folder
+        with atomic_folder(target) as staging:
+            result = save(staging, *args, **kwargs)
+            if code and kwargs.get("is_main_process", True):
+                save_generated_code(staging, *code)
+            written = {p.name for p in staging.iterdir()}
+        for old in Path(target).iterdir():
+            match = _SHARD.fullmatch(old.name)
+            if (
+                match
+                and old.name not in written
+                and any(n.startswith(match["stem"]) and n.endswith(".safetensors") for n in written)
+            ):
+                old.unlink()
+        if isinstance(result, tuple):  # a tokenizer's saved files
+            return tuple(os.path.join(target, os.path.relpath(f, staging)) for f in result)
+        return result
+
+    return saved
 
 
 _TOLD: set[tuple[str, tuple[str, ...], str | None]] = set()  # folders already told about

@@ -111,6 +111,8 @@ def _as_int(value: object) -> int | None:
 
 # ---- elmo_core/model/options.py -----------------------------------------------
 
+MAX_CHARACTERS_PER_TOKEN = 1024
+
 _ACTIVATIONS = ("relu", "tanh")
 
 
@@ -156,10 +158,10 @@ class BiLMOptions:
         cc, lstm = self.char_cnn, self.lstm
         check_int("char_cnn.embedding.dim", cc.embedding_dim, error=OptionsError)
         check_int("char_cnn.max_characters_per_token", cc.max_characters_per_token, error=OptionsError)
-        if cc.max_characters_per_token < 3:
+        if not 3 <= cc.max_characters_per_token <= MAX_CHARACTERS_PER_TOKEN:
             raise OptionsError(
-                "char_cnn.max_characters_per_token must be at least 3 (begin-of-word, one "
-                f"byte, end-of-word); got {cc.max_characters_per_token}. The published models use 50."
+                f"char_cnn.max_characters_per_token must be 3 to {MAX_CHARACTERS_PER_TOKEN} (begin-of-word, "
+                f"bytes, end-of-word); got {cc.max_characters_per_token}. The published models use 50."
             )
         if cc.n_characters != 262:
             raise OptionsError(

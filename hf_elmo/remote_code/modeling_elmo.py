@@ -135,8 +135,11 @@ class Highway(nn.Module):
         return x
 
 
+TrainingPath = Callable[["CharCNN", torch.Tensor], torch.Tensor]
+
+
 class CharCNN(nn.Module):
-    def __init__(self, options: BiLMOptions) -> None:
+    def __init__(self, options: BiLMOptions, training_path: TrainingPath | None = None) -> None:
         super().__init__()
         cc = options.char_cnn
         self.max_characters_per_token = cc.max_characters_per_token
@@ -154,7 +157,7 @@ class CharCNN(nn.Module):
             if cc.n_filters != projection_dim
             else nn.Identity()
         )
-        self.training_path: Callable[[CharCNN, torch.Tensor], torch.Tensor] | None = None
+        self.training_path = training_path
     def reset_parameters(self) -> None:
         nn.init.uniform_(self.char_embedding, -1.0, 1.0)
     def embedding_table(self) -> torch.Tensor:
@@ -492,6 +495,9 @@ class BiLMOutput(NamedTuple):
     mask: torch.Tensor
 
 
+Stacks = tuple[LSTMStack, LSTMStack]  # forward, backward
+
+
 class TokenVectors(Protocol):
     def lookup(self, words: torch.Tensor, char_cnn: nn.Module) -> torch.Tensor:
         ...
@@ -502,7 +508,9 @@ class TokenVectors(Protocol):
 class StackRunner(Protocol):
     def threads(self, device: torch.device) -> AbstractContextManager:
         ...
-    def __call__(self, bilm: BiLM, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
+    def plan(self, stacks: Stacks, tokens: torch.Tensor, *, stateful: bool, dropout: bool) -> Any:
+        ...
+    def run(self, plan: Any, stacks: Stacks, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
         ...
 
 
@@ -555,14 +563,11 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
     return char_ids.long()  # no copy when they are int64 already
 
 
-_HOMES = {"recurrence": "elmo_core.model.recurrence", "token_cache": "elmo_core.runtime.token_cache"}
-
-
-def _check_runtime_part(name: str, value: object, method: str, example: str, by_name: str) -> None:
+def _check_part(name: str, value: object, method: str) -> None:
     if value is not None and not hasattr(value, method):
         raise TypeError(
-            f"{name} must be an object such as {_HOMES[name]}.{example}, or None; got {value!r}. "
-            f"To choose it by name or size, build the BiLM without it and call elmo_core.runtime.attach.{by_name}."
+            f"{name} must be an object with a {method} method (see elmo_core.runtime.parts), or None; got {value!r}. "
+            "To choose parts by name or size, load with load_elmo(..., recurrence='step', token_cache_words=n)."
         )
 
 
@@ -578,13 +583,17 @@ class BiLM(nn.Module):
         dropout: float = 0.0,
         token_cache: TokenVectors | None = None,
         recurrence: StackRunner | None = None,
+        char_cnn_training: TrainingPath | None = None,
     ) -> None:
         super().__init__()
         self.options = options
         self.stateful = stateful
         self.keep_sentence_boundaries = keep_sentence_boundaries
         lstm = options.lstm
-        self.char_cnn = CharCNN(options)
+        _check_part("recurrence", recurrence, "plan")
+        _check_part("token_cache", token_cache, "lookup")
+        _check_part("char_cnn_training", char_cnn_training, "__call__")
+        self.char_cnn = CharCNN(options, training_path=char_cnn_training)
         stack_args = (
             lstm.projection_dim,
             lstm.dim,
@@ -602,8 +611,6 @@ class BiLM(nn.Module):
         self.register_buffer("eos_char_ids", torch.empty(C, dtype=torch.long), persistent=False)
         self.reset_buffers()
         self._states: dict[str, list[LSTMState]] | None = None
-        _check_runtime_part("recurrence", recurrence, "threads", "Recurrence('step')", "set_recurrence(model, 'step')")
-        _check_runtime_part("token_cache", token_cache, "lookup", "TokenCache(50000)", "set_token_cache(model, n)")
         self.token_cache = token_cache
         self.recurrence = recurrence
     @property
@@ -698,9 +705,14 @@ class BiLM(nn.Module):
         out[mask] = embedded
         return out
     def _run_stacks(self, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
-        if self.recurrence is not None:
-            return self.recurrence(self, tokens, lengths)
-        return self.run_sorted(tokens, lengths)
+        if self.recurrence is None:  # the reference: the step loop with torch's threads
+            return self.run_sorted(tokens, lengths)
+        stacks = (self.forward_layers, self.backward_layers)
+        dropout = self.training and any(stack.dropout for stack in stacks)
+        plan = self.recurrence.plan(stacks, tokens, stateful=self.stateful, dropout=dropout)
+        if plan.fast:  # paired, CUDA graphs or time chunks: elmo_core.model.recurrence
+            return self.recurrence.run(plan, stacks, tokens, lengths)
+        return self.run_sorted(tokens, lengths, fused=plan.path == "fused", run_directions=plan.run_directions)
     def run_sorted(
         self,
         tokens: torch.Tensor,
@@ -885,6 +897,10 @@ class Elmo(nn.Module):
         stateful: bool = False,
         scalar_mix_parameters: Sequence[float] | None = None,
         layer_norm_scope: Literal["sentence", "batch"] = "sentence",
+        *,
+        recurrence: StackRunner | None = None,
+        token_cache: TokenVectors | None = None,
+        char_cnn_training: TrainingPath | None = None,
     ) -> None:
         super().__init__()
         if num_output_representations < 0:
@@ -897,6 +913,9 @@ class Elmo(nn.Module):
             options,
             stateful=stateful,
             keep_sentence_boundaries=keep_sentence_boundaries,
+            token_cache=token_cache,
+            recurrence=recurrence,
+            char_cnn_training=char_cnn_training,
         )
         self.bilm.requires_grad_(requires_grad)
         self.scalar_mixes = nn.ModuleList(
@@ -1009,6 +1028,7 @@ def plan_windows(
 
 
 PlanBatches = Callable[[list[int]], Iterable[Sequence[int]]]
+
 
 ReadPieces = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -1164,7 +1184,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
     def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
         """As transformers', and the biLM (and a fixed scalar mix) stay frozen.
 
-        With elmo-bilm installed, a local folder is read as the core reads it
+        A local folder's config.json is checked against its weights' headers before
+        anything is allocated. With elmo-bilm installed, a local folder is read as the core reads it
         (`_read_as_the_core_reads`: its one `variant=` of the weights without naming it,
         and the core's diagnosis of a broken folder).
 
@@ -1173,7 +1194,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
         (only the scalar mix is meant to train); this puts the constructor's choice back.
         """
         source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        load = super().from_pretrained
+        load = _shapes_checked_first(super().from_pretrained, cls, source)
         loaded = load(*args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True
         for name, tensor in model.state_dict().items():
@@ -1241,7 +1262,37 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 "AutoModel": f"{module}.ElmoModel",
                 "AutoModelForTokenClassification": f"{module}.ElmoForTokenClassification",
             }
-        super().save_pretrained(save_directory, *args, **kwargs)
+        save = super().save_pretrained
+        save(save_directory, *args, **kwargs)
+
+
+def _shapes_checked_first(load: Any, cls: Any, source: Any) -> Any:
+    """`load` (transformers' `from_pretrained`), after comparing a local folder's weights' headers with the
+    shapes its config.json implies, on the meta device: transformers compares them after building the model."""
+
+    def read(*args: Any, **kwargs: Any) -> Any:
+        folder = os.fspath(source) if isinstance(source, (str, os.PathLike)) else ""
+        weights = os.path.join(folder, "model.safetensors")
+        if folder and os.path.isfile(weights) and not kwargs.get("ignore_mismatched_sizes"):
+            from safetensors import safe_open
+
+            config = kwargs.get("config")
+            config = config if isinstance(config, ElmoConfig) else cls.config_class.from_pretrained(folder)
+            with torch.device("meta"):
+                expected = {k: tuple(v.shape) for k, v in cls(config).state_dict().items()}
+            prefix = f"{cls.base_model_prefix}."
+            with safe_open(weights, framework="pt") as f:
+                for key in f.keys():
+                    name = next((n for n in (key, prefix + key, key.removeprefix(prefix)) if n in expected), None)
+                    shape = tuple(f.get_slice(key).get_shape())
+                    if name is not None and shape != expected[name]:
+                        raise ValueError(
+                            f"{weights}: tensor '{key}' has shape {shape}, but config.json implies {expected[name]}. "
+                            "Use the config.json saved with these weights."
+                        )
+        return load(*args, **kwargs)
+
+    return read
 
 
 def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None, options: CharCNNOptions) -> torch.Tensor:
@@ -1320,7 +1371,8 @@ class ElmoModel(ElmoPreTrainedModel):
                 f"scalar mix); got {config.num_output_representations}. Use "
                 "output_hidden_states=True for the raw biLM layers."
             )
-        core = Elmo(config.to_options(), **config.elmo_settings())  # the core's construction rules: float32
+        parts: dict[str, Any] = {}  # a saved folder's copy runs the reference step loop
+        core = Elmo(config.to_options(), **config.elmo_settings(), **parts)  # the core's construction rules: float32
         asked = _asked_dtype(config)
         if asked is not None:
             core.to(asked)

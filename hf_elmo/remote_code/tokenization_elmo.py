@@ -46,6 +46,7 @@ from .configuration_elmo import (
     END_OF_SENTENCE_CHARACTER,
     END_OF_WORD_CHARACTER,
     ElmoError,
+    MAX_CHARACTERS_PER_TOKEN,
     PADDING_CHARACTER,
     word_to_char_ids,
 )
@@ -283,8 +284,11 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 f"ElmoTokenizer uses bilm-tf's character ids {_CORE_CHARACTERS}; got {differ}. "
                 "A tokenizer_config.json with other values was not written for an ELMo model."
             )
-        if not isinstance(max_characters_per_token, int) or max_characters_per_token < 3:
-            raise ValueError(f"max_characters_per_token must be an integer >= 3; got {max_characters_per_token!r}.")
+        limit = MAX_CHARACTERS_PER_TOKEN  # the model's own limit: a larger value would allocate it per token
+        if not isinstance(max_characters_per_token, int) or not 3 <= max_characters_per_token <= limit:
+            raise ValueError(
+                f"max_characters_per_token must be an integer from 3 to {limit}; got {max_characters_per_token!r}."
+            )
         if kwargs.get("padding_side", "right") != "right":
             raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each row from position 0.")
         self.max_characters_per_token = max_characters_per_token

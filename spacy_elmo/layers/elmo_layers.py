@@ -52,12 +52,17 @@ from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats3d
 
 from elmo_core import Elmo, FeatureCache, load_elmo, load_model_folder, save_model_folder, words_to_char_ids
-from elmo_core.files.model_folder import resolve_model_source
-from elmo_core.model.checks import check_int
-from elmo_core.model.elmo import bilm_is_trainable
-from elmo_core.runtime.embedding import DEFAULT_BATCH_TOKENS, inference_step
-from elmo_core.runtime.first_use import first_use_lock
-from elmo_core.runtime.windows import DEFAULT_WINDOW_TOKENS, check_window_settings, run_in_windows
+from elmo_core.face_api import (
+    DEFAULT_BATCH_TOKENS,
+    DEFAULT_WINDOW_TOKENS,
+    bilm_is_trainable,
+    check_int,
+    check_window_settings,
+    first_use_lock,
+    inference_step,
+    resolve_model_source,
+    run_in_windows,
+)
 
 __all__ = [
     "ElmoShim",

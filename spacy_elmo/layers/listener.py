@@ -16,7 +16,8 @@ zeros on.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 from spacy.tokens import Doc
 from thinc.api import Model
@@ -24,12 +25,20 @@ from thinc.types import Floats3d
 
 from .elmo_layers import set_dims_from_elmo
 
-if TYPE_CHECKING:
-    from ..pipeline_component import ElmoComponent
-
 __all__ = ["ElmoListener", "LISTENER_NAME"]
 
 LISTENER_NAME = "elmo_listener"
+
+
+class Upstream(Protocol):
+    """What a listener reads of its upstream component (`ElmoComponent`)."""
+
+    name: str
+
+    @property
+    def elmo(self) -> Any: ...
+
+    def predict(self, docs: Iterable[Doc]) -> Any: ...
 
 
 class ElmoListener(Model):
@@ -51,7 +60,7 @@ class ElmoListener(Model):
         super().__init__(
             self.name, forward, init=init, dims={"nO": None, "nL": None}, attrs={"upstream_name": upstream_name}
         )
-        self.upstream: ElmoComponent | None = None
+        self.upstream: Upstream | None = None
 
     @property
     def upstream_name(self) -> str:
@@ -92,7 +101,7 @@ def init(model: ElmoListener, X: Any = None, Y: Any = None) -> None:
     )
 
 
-def _linked_upstream(model: ElmoListener) -> ElmoComponent:
+def _linked_upstream(model: ElmoListener) -> Upstream:
     upstream = model.upstream
     if upstream is None:
         name = model.upstream_name

@@ -17,7 +17,7 @@ from typing import Any, cast
 from thinc.api import Model, torch2xp, xp2torch
 from thinc.types import Floats1d, Floats2d, Floats3d
 
-from elmo_core.model.elmo import (
+from elmo_core.face_api import (
     softmax_weights,
     softmax_weights_backward,
     weighted_layer_sum,

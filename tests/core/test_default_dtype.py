@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from elmo_core import Elmo, embed_sentences, load_bilm_tf, load_elmo, load_model_folder, save_model_folder
-from elmo_core.runtime.attach import attach_runtime
+from elmo_core.runtime.parts import serving_parts
 from tests.conftest import make_tiny_elmo, make_tiny_options
 
 SENTENCES = [["The", "river", "bank", "flooded", "."], ["naïve", "x"]]
@@ -66,7 +66,7 @@ def test_elmo_built_from_options_and_bilm_tf_weights_is_float32(tiny_bilm_hdf5, 
     assert_float32_and_same_vectors(lambda: load_elmo(options=options, weights=weights, dropout=0.0), reference, dtype)
 
     def by_hand() -> Elmo:
-        elmo = attach_runtime(Elmo(make_tiny_options(), dropout=0.0))
+        elmo = Elmo(make_tiny_options(), dropout=0.0, **serving_parts())
         load_bilm_tf(elmo, weights)
         return elmo.eval()
 

@@ -129,6 +129,7 @@ def _write_bilm_tf_files(model_dir: Path, prefix: Path) -> None:
     """`elmo convert --to-hdf5`: OUT_PREFIX_options.json and OUT_PREFIX_weights.hdf5 from a model folder."""
     import json
 
+    from ...files.atomic_files import atomic_write
     from ...files.model_folder import load_model_folder
     from ...files.weights import save_bilm_tf
 
@@ -136,7 +137,8 @@ def _write_bilm_tf_files(model_dir: Path, prefix: Path) -> None:
     options_path, weights_path = _bilm_tf_paths(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     data = elmo.options.to_dict()  # bilm-tf's two sections only, as the published files
-    options_path.write_text(json.dumps({k: data[k] for k in ("lstm", "char_cnn")}, indent=2) + "\n", encoding="utf-8")
+    text = json.dumps({k: data[k] for k in ("lstm", "char_cnn")}, indent=2) + "\n"
+    atomic_write(options_path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     save_bilm_tf(elmo, weights_path)
     typer.echo(f"wrote {options_path} and {weights_path}", err=True)
 

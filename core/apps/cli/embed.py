@@ -20,7 +20,6 @@ from ...model.checks import check_int
 from ...model.elmo import Elmo
 from ...model.errors import ElmoError
 from ...model.precision import check_cpu_precision
-from ...runtime.attach import set_token_cache
 from ...runtime.embedding import EmbedSettings, check_layers
 from ...runtime.quantization import quantize_int8
 from ...runtime.token_cache import DEFAULT_TOKEN_CACHE_WORDS
@@ -248,9 +247,8 @@ def _embedding_model(
 ) -> Elmo:
     """The model `elmo embed` runs: loaded, `layer_choice` checked against it, with its token
     cache set, and quantised for --precision int8."""
-    elmo = load_model(model, options, weights, device)
+    elmo = load_model(model, options, weights, device, token_cache_words=token_cache)
     check_layers(layer_choice, elmo.n_outputs, len(elmo.scalar_mixes))
-    set_token_cache(elmo, token_cache)
     if precision == "int8":
         elmo = quantize_int8(elmo)  # refuses a model on a GPU with a one-line ValueError
     return elmo

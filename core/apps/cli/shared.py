@@ -116,18 +116,20 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def load_model(model: Path | None, options: Path | None, weights: Path | None, device: str = "cpu") -> Elmo:
+def load_model(
+    model: Path | None, options: Path | None, weights: Path | None, device: str = "cpu", **settings: Any
+) -> Elmo:
     """The model named on the command line: a model folder, an options/hdf5 pair, or
     else the default model that ships with the package (`elmo_core.load_elmo`).
 
-    Dropout is 0: this is for inference.
+    Dropout is 0: this is for inference. `settings` go to `load_elmo` (e.g. `token_cache_words`).
 
     Raises:
         ElmoError: when the arguments do not name exactly one model.
     """
     from ...files.model_folder import load_elmo
 
-    return load_elmo(model, options, weights, map_location=device, names=MODEL_FLAGS, dropout=0.0)
+    return load_elmo(model, options, weights, map_location=device, names=MODEL_FLAGS, dropout=0.0, **settings)
 
 
 def check_device(device: str) -> None:

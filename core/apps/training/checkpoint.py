@@ -105,7 +105,12 @@ def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
     """`torch.save(obj, path)`, the file appearing only when complete."""
-    atomic_write(path, lambda tmp: torch.save(obj, tmp))
+
+    def save(tmp: Path) -> None:
+        with open(tmp, "wb") as f:  # a file object: a full disk surfaces as an OSError (ENOSPC)
+            torch.save(obj, f)
+
+    atomic_write(path, save)
 
 
 def truncate_log(path: Path, step: int) -> None:
@@ -115,4 +120,4 @@ def truncate_log(path: Path, step: int) -> None:
     rows = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     kept = [line for line in rows if json.loads(line)["step"] <= step]
     if len(kept) != len(rows):
-        path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        atomic_write(path, lambda tmp: tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8"))

@@ -46,7 +46,8 @@ from ...model.elmo import Elmo
 from ...model.errors import WeightFileError
 from ...model.options import BiLMOptions
 from ...model.recurrence.dropout import fast_dropout
-from ...runtime.attach import attach_runtime
+from ...runtime.memory import release_when_collected
+from ...runtime.parts import serving_parts
 from .softmax import adaptive_log_prob
 from .vocab import Vocabulary
 
@@ -105,6 +106,7 @@ class BiLMLanguageModel(nn.Module):
             None = `default_cutoffs(vocab_size, projection_dim)`. Ids must be sorted by
             descending frequency (as `Vocabulary.build` does).
         div_value: Each further cluster's projection is this many times narrower (4).
+        recurrence: How the LSTMs run (`elmo_core.model.recurrence`; "auto" by default).
 
     Attributes:
         bilm: Exactly the `BiLM` the inference side uses (`Elmo.bilm`), so its state dict
@@ -120,6 +122,7 @@ class BiLMLanguageModel(nn.Module):
         dropout: float = 0.1,
         cutoffs: Sequence[int] | None = None,
         div_value: float = 4.0,
+        recurrence: str = "auto",
     ) -> None:
         super().__init__()
         check_int("vocab_size", vocab_size, minimum=3, meaning="<S>, </S>, <UNK>")
@@ -136,8 +139,10 @@ class BiLMLanguageModel(nn.Module):
                 )
         self.options = options
         self.dropout = dropout
-        self.bilm = BiLM(options, keep_sentence_boundaries=True, dropout=dropout)
-        attach_runtime(self.bilm, token_cache_words=0)  # the char CNN trains: a cache would only cost
+        # token_cache_words=0: the char CNN trains, a cache would only cost
+        parts = serving_parts(recurrence=recurrence, token_cache_words=0)
+        self.bilm = BiLM(options, keep_sentence_boundaries=True, dropout=dropout, **parts)
+        release_when_collected(self.bilm)  # a dropped model's heap goes back to the OS
         self.softmax = nn.AdaptiveLogSoftmaxWithLoss(P, vocab_size, cutoffs, div_value=div_value, head_bias=True)
 
     @property

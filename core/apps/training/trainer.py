@@ -59,6 +59,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ...files.atomic_files import full_disk_as_one_error
 from ...files.model_folder import MODEL_FOLDER_FILES
 from ...files.text_files import check_output_is_new
 from ...model.errors import ElmoError
@@ -564,7 +565,8 @@ class Trainer:
         logger.info("%s", log_line(row, words_per_s=sums[3].item() / max(interval.seconds(), 1e-9)))
         if self.out_dir is not None:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-            with open(self.out_dir / LOG_NAME, "a", encoding="utf-8") as f:
+            log = self.out_dir / LOG_NAME
+            with full_disk_as_one_error(log), open(log, "a", encoding="utf-8") as f:
                 f.write(json.dumps(row) + "\n")
 
     # ------------------------------------------------------------------ checkpoints

@@ -14,8 +14,8 @@ This package is the one place to read how the recurrence is computed:
     time_chunks.py   long inference batches stepped a chunk of steps at a time, on
                      "step" or "fused": the same values, a fraction of the memory.
 
-Four ways to compute the same thing (`BiLM.recurrence`, set with
-`elmo_core.runtime.attach.set_recurrence`):
+Four ways to compute the same thing (`BiLM(recurrence=Recurrence(mode))`, or
+`load_elmo(..., recurrence=mode)`):
 
     "step"      the cell's own loop (`LSTMCellWithProjection`): per direction and layer,
                 step t runs on the rows still going (rows sorted by length). Python
@@ -45,23 +45,21 @@ All four agree up to float rounding (tested at atol 2e-6 on the CPU); clips, the
 forget bias, the residual connection and dropout are applied as in `LSTMStack`.
 
 The thread rule (how many CPU threads a pass uses, and whether the two directions run
-side by side) is a part the runtime hands in (`ThreadRule`, `elmo_core.runtime.threads`):
-this package imports nothing outside the model.
+side by side) is a part the runtime passes in (`ThreadRule`, `elmo_core.runtime.threads`):
+this package imports nothing outside the model. The biLM asks `Recurrence.plan` for the
+path of a pass, and runs the step loop itself (`BiLM.run_sorted`) or `Recurrence.run`.
 """
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Protocol
+from typing import NamedTuple, Protocol, cast
 
 import torch
 
-from .lstm import LSTMStack, RunDirections, StackOutputs
+from .lstm import LSTMCellWithProjection, LSTMStack, RunDirections, StackOutputs
 from .paired import CapturedRecurrence, paired_stacks
 from .time_chunks import CHUNK_STEPS, run_in_chunks
-
-if TYPE_CHECKING:
-    from ..bilm import BiLM
 
 __all__ = ["RECURRENCES", "Recurrence", "ThreadRule", "resolve_recurrence"]
 
@@ -80,12 +78,31 @@ class ThreadRule(Protocol):
         ...
 
 
+class Plan(NamedTuple):
+    """How one pass runs its stacks (`Recurrence.plan`).
+
+    Attributes:
+        path: "step", "fused", "paired" or "captured".
+        run_directions: Runs the two directions (e.g. side by side); None: one after the other.
+        chunk_steps: Step the rows this many steps at a time (`time_chunks.py`); None: all at once.
+    """
+
+    path: str
+    run_directions: RunDirections | None
+    chunk_steps: int | None
+
+    @property
+    def fast(self) -> bool:
+        """Whether `Recurrence.run` computes it (else the biLM's own step loop does)."""
+        return self.path in ("paired", "captured") or self.chunk_steps is not None
+
+
 class Recurrence:
     """How a `BiLM` runs its LSTMs here: the path `mode` resolves to, and the thread rule.
 
-    Handed to a biLM as `bilm.recurrence` (by `elmo_core.runtime.attach`, which gives it
-    the runtime's thread rule); the biLM calls it for both stacks of every forward pass
-    and runs the whole pass inside `threads(device)`.
+    A biLM is built with it (`BiLM(recurrence=...)`; the loaders pass one with the runtime's
+    thread rule, `elmo_core.runtime.parts`). The biLM asks it for the plan of every forward
+    pass and runs the whole pass inside `threads(device)`.
 
     Args:
         mode: One of RECURRENCES (see the module docstring).
@@ -116,30 +133,51 @@ class Recurrence:
         """The thread rule's context for a whole forward pass on `device`."""
         return nullcontext() if self.thread_rule is None else self.thread_rule.forward(device)
 
-    def __call__(self, bilm: BiLM, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
-        """Both stacks of `bilm` by the path `mode` resolves to; rows in batch order on the
-        paired and captured paths, sorted longest first on the others."""
-        stacks = (bilm.forward_layers, bilm.backward_layers)
+    def plan(self, stacks: tuple[LSTMStack, LSTMStack], tokens: torch.Tensor, *, stateful: bool, dropout: bool) -> Plan:
+        """The path this pass takes, and how its two directions and its steps run.
+
+        Args:
+            stacks: The biLM's forward and backward stacks.
+            tokens: [batch, steps, P] layer-0 vectors.
+            stateful: The biLM carries LSTM states across batches.
+            dropout: LSTM dropout acts in this pass (its draws stay those of one pass).
+        """
         # A gradient flows through the stacks when their weights train, or when only the
         # char CNN does (its vectors `tokens` then carry the graph): either way no CUDA
         # graph replay, which would cut the graph at its static input buffers.
         trainable = tokens.requires_grad or any(p.requires_grad for s in stacks for p in s.parameters())
         needs_grad = torch.is_grad_enabled() and trainable
-        path = resolve_recurrence(self.mode, stacks, tokens.device, needs_grad, bilm.stateful)
+        path = resolve_recurrence(self.mode, stacks, tokens.device, needs_grad, stateful)
         if path in ("paired", "captured"):
-            run = paired_stacks if path == "paired" else self.captured
-            forward_out, backward_out = run(stacks, tokens, lengths)  # time-major, batch order
-            return forward_out, backward_out, torch.arange(tokens.shape[0], device=tokens.device)
-        lstm = bilm.options.lstm
+            return Plan(path, None, None)
         run_directions = None
         if self.thread_rule is not None:
-            run_directions = self.thread_rule.run_directions(tokens.device, 4 * lstm.dim * lstm.projection_dim)
-        fused = path == "fused"
+            cell = cast(LSTMCellWithProjection, stacks[0].layers[0])  # torch types a ModuleList's items as Module
+            run_directions = self.thread_rule.run_directions(tokens.device, 4 * cell.dim * cell.projection_dim)
         chunk = self.chunk_steps
-        dropout = bilm.training and any(stack.dropout for stack in stacks)  # its draws stay those of one pass
-        if chunk is not None and tokens.shape[1] > chunk and not (needs_grad or bilm.stateful or dropout):
-            return run_in_chunks(stacks, tokens, lengths, steps=chunk, fused=fused, run_directions=run_directions)
-        return bilm.run_sorted(tokens, lengths, fused=fused, run_directions=run_directions)
+        if chunk is None or tokens.shape[1] <= chunk or needs_grad or stateful or dropout:
+            chunk = None
+        return Plan(path, run_directions, chunk)
+
+    def run(
+        self, plan: Plan, stacks: tuple[LSTMStack, LSTMStack], tokens: torch.Tensor, lengths: torch.Tensor
+    ) -> StackOutputs:
+        """Both stacks by a fast path of `plan` (`plan.fast`): rows in batch order on the
+        paired and captured paths, sorted longest first in chunks."""
+        if plan.path in ("paired", "captured"):
+            run = paired_stacks if plan.path == "paired" else self.captured
+            forward_out, backward_out = run(stacks, tokens, lengths)  # time-major, batch order
+            return forward_out, backward_out, torch.arange(tokens.shape[0], device=tokens.device)
+        if plan.chunk_steps is None:
+            raise ValueError(f"{plan} runs the step loop (BiLM.run_sorted), not a fast path.")
+        return run_in_chunks(
+            stacks,
+            tokens,
+            lengths,
+            steps=plan.chunk_steps,
+            fused=plan.path == "fused",
+            run_directions=plan.run_directions,
+        )
 
 
 def resolve_recurrence(

@@ -208,8 +208,8 @@ def test_weights_of_another_model_in_the_folder(folder, tmp_path):
     shutil.copy(tmp_path / "other" / "model.safetensors", folder / "model.safetensors")
     with pytest.raises(
         WeightFileError,
-        match=r"has no tensor 'bilm.forward_layers.layers.1.input_linear.weight' \(expected shape \(64, 8\)\)\. "
-        r"The file does not belong",
+        match=r"config.json declares lstm.n_layers = 2, but .*model.safetensors holds 1 "
+        r"\(tensors 'bilm.forward_layers.layers.\*'\)\. The options in config.json do not match these weights",
     ):
         load_model_folder(folder)
 

@@ -9,24 +9,22 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from elmo_core import Elmo
 from elmo_core.apps.training.data import make_batch
 from elmo_core.apps.training.vocab import Vocabulary
 from elmo_core.model import char_cnn_training
 from elmo_core.model.char_cnn import CharCNN
 from elmo_core.model.char_cnn_training import encode_for_training
-from elmo_core.runtime.attach import attach_runtime
 from tests.conftest import make_tiny_elmo, make_tiny_options
 
 FILTERS = ((1, 4), (2, 8), (3, 4), (5, 8))  # widths 1 .. 5, as the shipped model's banks
 
 
-def _char_cnn(seed: int = 0) -> CharCNN:
+def _char_cnn(seed: int = 0, training_path=encode_for_training) -> CharCNN:  # noqa: ANN001
     options = make_tiny_options()
     options = dataclasses.replace(options, char_cnn=dataclasses.replace(options.char_cnn, filters=FILTERS))
     torch.manual_seed(seed)
-    cnn = CharCNN(options)
-    cnn.training_path = encode_for_training
-    return cnn
+    return CharCNN(options, training_path=training_path)
 
 
 def _char_ids(words: list[str]) -> torch.Tensor:
@@ -105,18 +103,18 @@ def test_eager_operators_give_the_compiled_kernels_values(monkeypatch):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
-def test_the_runtime_hands_the_path_and_a_char_cnn_without_it_computes_the_same():
+def test_the_loaders_build_with_the_path_and_a_char_cnn_without_it_computes_the_same():
     elmo = make_tiny_elmo()
-    assert elmo.bilm.char_cnn.training_path is encode_for_training  # loaders attach the runtime
+    assert elmo.bilm.char_cnn.training_path is encode_for_training  # built as the loaders build
+    assert Elmo(make_tiny_options()).bilm.char_cnn.training_path is None  # built by hand: the blocks
     cnn = _char_cnn()
     char_ids = _char_ids(["one", "two", "three"])
     with_path = _value_and_grads(cnn, CharCNN.__call__, char_ids)
-    cnn.training_path = None  # a char CNN built by hand: the model's blocks, with autograd
-    without = _value_and_grads(cnn, CharCNN.__call__, char_ids)
+    plain = _char_cnn(training_path=None)  # the same weights, the model's blocks, with autograd
+    without = _value_and_grads(plain, CharCNN.__call__, char_ids)
     torch.testing.assert_close(with_path[0], without[0], atol=1e-6, rtol=1e-6)
     for got, want in zip(with_path[1], without[1]):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
-    assert attach_runtime(cnn) is cnn and cnn.training_path is None  # no BiLM inside: nothing handed
 
 
 def test_a_word_count_padded_to_its_bucket_gives_the_unpadded_values_and_gradients():

@@ -7,9 +7,9 @@ import torch
 from elmo_core import EmbedSettings, embed_sentences
 from elmo_core.model.checks import check_int
 from elmo_core.model.errors import OptionsError
-from elmo_core.runtime.attach import set_token_cache
 from elmo_core.runtime.batching import batches_by_token_budget
 from elmo_core.runtime.feature_cache import FeatureCache
+from elmo_core.runtime.parts import serving_parts
 from elmo_core.runtime.token_cache import TokenCache
 from tests.conftest import make_tiny_elmo
 
@@ -82,5 +82,5 @@ def test_numpy_integers_are_taken_for_sizes_in_every_core_entry():
     settings = EmbedSettings(batch_tokens=np.int32(8), window_tokens=np.int16(16), window_context=np.int64(2))
     assert type(settings.batch_tokens) is int and type(settings.window_context) is int
     assert batches_by_token_budget([3, 2, 1], np.int64(4), max_batch_size=np.int64(1)) == [[0], [1], [2]]
-    assert set_token_cache(elmo, np.int64(5)).bilm.token_cache.max_words == 5
+    assert serving_parts(token_cache_words=np.int64(5))["token_cache"].max_words == 5
     assert type(TokenCache(np.int32(7)).max_words) is int and FeatureCache(np.uint16(9)).max_bytes == 9

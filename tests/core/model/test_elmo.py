@@ -143,7 +143,7 @@ def test_char_cnn_alone_unfrozen_keeps_the_lstms_on_a_differentiable_path(monkey
 def test_char_cnn_alone_fine_tunes_on_the_gpu_as_on_the_cpu():
     from elmo_core import BiLMOptions
     from elmo_core.model.options import CharCNNOptions, LSTMOptions
-    from elmo_core.runtime.attach import set_recurrence
+    from elmo_core.runtime.parts import serving_parts
 
     options = BiLMOptions(  # clipped cells: "auto" would replay CUDA graphs without gradients
         char_cnn=CharCNNOptions(embedding_dim=4, filters=((1, 4), (2, 8)), n_highway=1),
@@ -152,8 +152,7 @@ def test_char_cnn_alone_fine_tunes_on_the_gpu_as_on_the_cpu():
     grads = []
     for device in ("cpu", "cuda"):
         torch.manual_seed(0)
-        elmo = Elmo(options, dropout=0.0).to(device)
-        set_recurrence(elmo, "auto")
+        elmo = Elmo(options, dropout=0.0, **serving_parts()).to(device)
         elmo.bilm.char_cnn.requires_grad_(True)
         char_ids, mask = words_to_char_ids(SENTENCES)
         mixed = elmo.train()(char_ids, mask).representations[0]

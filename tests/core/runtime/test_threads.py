@@ -11,8 +11,8 @@ import torch
 
 from elmo_core.model.characters import words_to_char_ids
 from elmo_core.runtime import threads
-from elmo_core.runtime.attach import set_token_cache
 from elmo_core.runtime.threads import choose_threads, forward_threads, set_thread_policy
+from tests.conftest import rebuilt
 
 
 @pytest.fixture
@@ -126,7 +126,7 @@ def _forward_thread_count(model, sentences) -> list[int]:
 
 
 def test_bilm_forward_runs_on_the_free_cpus_and_restores_torchs_count(tiny_elmo, sentences, policy, monkeypatch):
-    set_token_cache(tiny_elmo, 0)
+    tiny_elmo = rebuilt(tiny_elmo, token_cache_words=0)
     torch.set_num_threads(2)
     monkeypatch.setattr(threads, "usable_cpus", lambda: 2)
     monkeypatch.setattr(threads, "other_load", lambda: 1.0)  # another process holds a core
@@ -137,7 +137,7 @@ def test_bilm_forward_runs_on_the_free_cpus_and_restores_torchs_count(tiny_elmo,
 
 
 def test_thread_policy_override(tiny_elmo, sentences, policy, monkeypatch):
-    set_token_cache(tiny_elmo, 0)
+    tiny_elmo = rebuilt(tiny_elmo, token_cache_words=0)
     torch.set_num_threads(2)
     monkeypatch.setattr(threads, "other_load", lambda: 1.0)
     set_thread_policy("torch")  # leave torch's count alone

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from elmo_core import BiLM, Elmo, embed_sentences, load_bilm_tf, save_bilm_tf, words_to_char_ids
-from elmo_core.runtime.attach import attach_runtime, has_runtime, set_recurrence, set_token_cache
+from elmo_core.runtime.parts import serving_parts
 from elmo_core.runtime.token_cache import TokenCache
 from tests.conftest import make_tiny_elmo, make_tiny_options
 
@@ -87,7 +87,7 @@ def test_changed_weights_are_never_served_from_the_cache():
 
 
 def test_training_the_char_cnn_bypasses_the_cache():
-    bilm = attach_runtime(BiLM(make_tiny_options()))  # trainable, cache on
+    bilm = BiLM(make_tiny_options(), **serving_parts())  # trainable, cache on
     bilm.train()
     char_ids, mask = words_to_char_ids(TEXT, 50)
     for _ in range(2):
@@ -202,37 +202,38 @@ def test_edits_through_data_are_noticed():
         np.testing.assert_allclose(g, e, atol=1e-6, rtol=0)
 
 
-@pytest.mark.parametrize("words", [0, 5])
-def test_a_cache_set_on_a_model_built_by_hand_is_kept_by_embed_sentences(words):
-    # embed_sentences hands the default runtime to a model that has none; it must not
-    # replace the cache the user chose (set_token_cache(model, 0) switches it off).
-    elmo = Elmo(make_tiny_options()).eval()
-    set_token_cache(elmo, words)
+def _parts(elmo: Elmo) -> tuple[object, object, object]:
+    bilm = elmo.bilm
+    return bilm.recurrence, bilm.token_cache, bilm.char_cnn.training_path
+
+
+def test_embed_sentences_leaves_a_model_built_by_hand_as_it_was():
+    built = make_tiny_elmo()
+    elmo = Elmo(make_tiny_options(), dropout=0.0).eval()  # no parts: the reference
+    elmo.load_state_dict(built.state_dict())
+    before = _parts(elmo)
+    assert before == (None, None, None)
+    got = embed_sentences(elmo, TEXT, layers="all")
+    assert _parts(elmo) == before
+    for g, e in zip(got, embed_sentences(built, TEXT, layers="all")):
+        np.testing.assert_allclose(g, e, atol=1e-6, rtol=0)
+
+
+def test_embed_sentences_keeps_the_parts_a_model_was_built_with():
+    elmo = make_tiny_elmo(token_cache_words=5, recurrence="step")
+    before = _parts(elmo)
     embed_sentences(elmo, TEXT)
-    cache = elmo.bilm.token_cache
-    assert (cache is None) if words == 0 else (cache.max_words == words)
-    assert has_runtime(elmo)
+    assert _parts(elmo) == before
+    assert elmo.bilm.recurrence.mode == "step" and elmo.bilm.token_cache.max_words == 5
 
 
-def test_a_recurrence_set_on_a_model_built_by_hand_comes_with_the_default_cache():
-    # set_recurrence on a biLM with no runtime yet: embed_sentences will not attach one (it has a
-    # recurrence), so the cache a loader would have given comes with it.
-    elmo = Elmo(make_tiny_options())
-    set_recurrence(elmo, "step")
-    embed_sentences(elmo, TEXT)
-    assert elmo.bilm.token_cache is not None and elmo.bilm.token_cache.misses == _distinct_words(TEXT)
-    assert elmo.bilm.recurrence.mode == "step"
-
-
-def test_loading_bilm_tf_weights_into_a_model_built_by_hand_hands_it_the_runtime(tmp_path):
-    # As before the layers, a hand-built Elmo with bilm-tf weights runs with the thread rule and
-    # the layer-0 cache when called as a module, not only through embed_sentences.
+def test_loading_bilm_tf_weights_fills_the_weights_and_leaves_the_parts(tmp_path):
     source = make_tiny_elmo()
     save_bilm_tf(source, tmp_path / "w.hdf5")
     elmo = Elmo(make_tiny_options())
-    assert not has_runtime(elmo)
     load_bilm_tf(elmo, tmp_path / "w.hdf5")
-    assert has_runtime(elmo) and elmo.bilm.token_cache is not None
-    set_token_cache(elmo, 0)
-    load_bilm_tf(elmo, tmp_path / "w.hdf5")  # a model that has its runtime keeps it
-    assert elmo.bilm.token_cache is None
+    assert _parts(elmo) == (None, None, None)
+    elmo = Elmo(make_tiny_options(), **serving_parts(token_cache_words=0))
+    before = _parts(elmo)
+    load_bilm_tf(elmo, tmp_path / "w.hdf5")
+    assert _parts(elmo) == before

@@ -16,7 +16,6 @@ from elmo_core.apps.training.model import BiLMLanguageModel, default_cutoffs, lo
 from elmo_core.apps.training.trainer import TrainConfig, Trainer
 from elmo_core.apps.training.vocab import Vocabulary
 from elmo_core.model.errors import WeightFileError
-from elmo_core.runtime.attach import set_recurrence
 from tests.core.apps.training.conftest import make_lm, make_lm_options
 
 
@@ -42,7 +41,7 @@ def test_bf16_autocast_trains_on_the_cpu_with_every_recurrence(vocab, recurrence
     options = make_lm_options()
     options = dataclasses.replace(options, lstm=dataclasses.replace(options.lstm, cell_clip=None, proj_clip=None))
     torch.manual_seed(0)
-    lm = set_recurrence(BiLMLanguageModel(options, len(vocab), cutoffs=[8]), recurrence).eval()
+    lm = BiLMLanguageModel(options, len(vocab), cutoffs=[8], recurrence=recurrence).eval()
     batch = make_batch([["the", "cat", "sat"], ["a", "dog", "ran", "home"], ["a"]], vocab)
     assert (batch.targets >= 8).any() and (batch.targets < 8).any()  # the head and the tail cluster
 

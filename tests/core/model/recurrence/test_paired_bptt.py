@@ -13,8 +13,7 @@ from elmo_core.apps.training.vocab import Vocabulary
 from elmo_core.model.recurrence import resolve_recurrence
 from elmo_core.model.recurrence.paired_bptt import cell_backward, cell_forward, paired_training_stacks
 from elmo_core.runtime import threads
-from elmo_core.runtime.attach import set_recurrence
-from tests.conftest import make_tiny_options
+from tests.conftest import make_tiny_options, rebuilt
 
 SENTENCES = [  # rows deliberately not sorted by length, one word at the 50-slot limit
     ["a", "b"],
@@ -43,8 +42,7 @@ def _vocab() -> Vocabulary:
 
 
 def _loss_and_grads(lm: BiLMLanguageModel, recurrence: str, dtype: torch.dtype | None = None):
-    set_recurrence(lm, recurrence)
-    lm.zero_grad(set_to_none=True)
+    lm = rebuilt(lm, recurrence)
     batch = make_batch(SENTENCES, _vocab())
     with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
         out = lm(batch.char_ids, batch.mask, batch.targets)
@@ -114,7 +112,6 @@ def test_the_fused_cell_kernels_are_built_a_few_times_whatever_the_batch_shapes_
     from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
     lm = _clip_free_lm()
-    set_recurrence(lm, "auto")
     vocab = _vocab()
     words = vocab.tokens[3:]  # every word of SENTENCES, after <S>, </S>, <UNK>
     batches = [

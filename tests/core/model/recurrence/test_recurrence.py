@@ -12,8 +12,8 @@ from elmo_core import BiLM, Elmo, embed_sentences, quantize_int8
 from elmo_core.model.recurrence import resolve_recurrence
 from elmo_core.model.recurrence.lstm import LSTMCellWithProjection, reverse_index
 from elmo_core.model.recurrence.paired import bucket_shape
-from elmo_core.runtime.attach import attach_runtime, set_recurrence
-from tests.conftest import make_tiny_elmo, make_tiny_options
+from elmo_core.runtime.parts import serving_parts
+from tests.conftest import make_tiny_elmo, make_tiny_options, rebuilt
 
 TEXT = [["the", "cat", "sat", "on", "the", "mat", "."], ["a"], [f"w{k}" for k in range(23)], [], ["x", "y"]]
 
@@ -22,7 +22,7 @@ def _clip_free_elmo(**kwargs) -> Elmo:
     options = make_tiny_options()
     options = dataclasses.replace(options, lstm=dataclasses.replace(options.lstm, cell_clip=None, proj_clip=None))
     torch.manual_seed(0)
-    elmo = attach_runtime(Elmo(options, **kwargs), token_cache_words=0).eval()
+    elmo = Elmo(options, **kwargs, **serving_parts(token_cache_words=0)).eval()
     with torch.no_grad():
         for p in elmo.bilm.parameters():
             p.normal_(0.0, 0.5)
@@ -94,7 +94,7 @@ def test_auto_keeps_every_model_on_the_step_loop_on_the_cpu_except_clip_free_tra
     with pytest.raises(ValueError, match="CUDA"):
         resolve_recurrence("captured", stacks, torch.device("cpu"), False, False)
     with pytest.raises(ValueError, match="recurrence must be one of"):
-        set_recurrence(clip_free, "cudnn")
+        serving_parts(recurrence="cudnn")
 
 
 @pytest.mark.parametrize("clips", [True, False])
@@ -103,9 +103,9 @@ def test_every_path_gives_the_step_loops_vectors(clips, mode):
     if clips and mode == "fused":
         pytest.skip("fused cannot clip (tested above)")
     elmo = make_tiny_elmo(token_cache_words=0) if clips else _clip_free_elmo()
-    set_recurrence(elmo, "step")
+    elmo = rebuilt(elmo, "step")
     expected = embed_sentences(elmo, TEXT, layers="all")
-    set_recurrence(elmo, mode)
+    elmo = rebuilt(elmo, mode)
     for batch_size in (None, 1, 2):  # batch mates and padding must not matter on any path
         got = embed_sentences(elmo, TEXT, layers="all", batch_size=batch_size)
         for g, e in zip(got, expected):
@@ -123,8 +123,7 @@ def test_paired_path_trains_like_the_step_loop():
     char_ids[2, 1:] = 0
     grads = {}
     for mode in ("step", "paired"):
-        set_recurrence(bilm, mode)
-        bilm.zero_grad()
+        bilm = rebuilt(bilm, mode)
         out = bilm(char_ids).activations
         (out * torch.linspace(-1, 1, out.shape[-1])).sum().backward()
         grads[mode] = [p.grad.clone() for p in bilm.parameters()]
@@ -134,7 +133,7 @@ def test_paired_path_trains_like_the_step_loop():
 
 def test_stateful_biLM_refuses_the_paired_path_and_auto_keeps_its_carry_over():
     elmo = make_tiny_elmo(stateful=True)
-    set_recurrence(elmo, "paired")
+    elmo = rebuilt(elmo, "paired")
     with pytest.raises(ValueError, match="stateful"):
         embed_sentences(elmo, TEXT[:1])
 
@@ -178,10 +177,10 @@ def test_captured_recurrence_on_gpu_equals_the_cpu_step_loop(clips):
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     elmo = make_tiny_elmo(token_cache_words=0) if clips else _clip_free_elmo()
-    set_recurrence(elmo, "step")
+    elmo = rebuilt(elmo, "step")
     expected = embed_sentences(elmo, TEXT, layers="all")
     elmo.to("cuda")
-    set_recurrence(elmo, "captured" if clips else "auto")
+    elmo = rebuilt(elmo, "captured" if clips else "auto")
     for batch_size in (None, 1, 2):
         for g, e in zip(embed_sentences(elmo, TEXT, layers="all", batch_size=batch_size), expected):
             np.testing.assert_allclose(g, e, atol=1e-4, rtol=0)
@@ -192,9 +191,9 @@ def test_captured_recurrence_on_gpu_equals_the_cpu_step_loop(clips):
 def _gpu_against_cpu(model: Elmo, sentences: list[list[str]], atol: float) -> None:
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
-    set_recurrence(model, "step")
+    model = rebuilt(model, "step")
     expected = embed_sentences(model, sentences, layers="all")
-    set_recurrence(model.to("cuda"), "auto")
+    model = rebuilt(model.to("cuda"), "auto")
     for g, e in zip(embed_sentences(model, sentences, layers="all"), expected):
         np.testing.assert_allclose(g, e, atol=atol, rtol=0)
 
@@ -248,9 +247,9 @@ def test_paired_path_under_bf16_autocast_keeps_float32_state_and_stays_close(mon
     # The numbers of the path, on any CPU: bf16 is refused without native support (slower than fp32).
     monkeypatch.setattr(precision, "cpu_bf16_support", lambda: "avx512_bf16")
     elmo = make_tiny_elmo(token_cache_words=0)
-    set_recurrence(elmo, "step")
+    elmo = rebuilt(elmo, "step")
     expected = np.concatenate(embed_sentences(elmo, TEXT, layers="all"), axis=1)
-    set_recurrence(elmo, "paired")
+    elmo = rebuilt(elmo, "paired")
     got = np.concatenate(embed_sentences(elmo, TEXT, layers="all", autocast_dtype=torch.bfloat16), axis=1)
     assert got.dtype == np.float32 and got.shape == expected.shape
     for k in range(1, expected.shape[0]):  # the LSTM layers (layer 0 is the char CNN)
@@ -262,12 +261,13 @@ def test_paired_path_under_bf16_autocast_keeps_float32_state_and_stays_close(mon
 @pytest.mark.parametrize(
     ("argument", "value", "hint"),
     [
-        ("recurrence", "step", r"set_recurrence\(model, 'step'\)"),
-        ("token_cache", 50000, r"set_token_cache\(model, n\)"),
+        ("recurrence", "step", r"recurrence must be an object with a plan method.*load_elmo\(\.\.\., recurrence="),
+        ("token_cache", 50000, r"token_cache must be an object with a lookup method.*token_cache_words=n"),
+        ("char_cnn_training", "fast", r"char_cnn_training must be an object with a __call__ method"),
     ],
 )
 def test_a_biLM_refuses_a_runtime_part_given_by_name_or_size(argument, value, hint):
-    # The old BiLM took recurrence="step" and token_cache_words=N; the new one is handed
-    # objects. A string or a number must be refused when built, not fail at the first forward.
+    # A BiLM is built with objects; a mode name or a size is a loader's setting.
+    # A string or a number must be refused when built, not fail at the first forward.
     with pytest.raises(TypeError, match=hint):
         BiLM(make_tiny_options(), **{argument: value})

@@ -12,9 +12,9 @@ from elmo_core import Elmo, words_to_char_ids
 from elmo_core.model.recurrence import Recurrence
 from elmo_core.model.recurrence.lstm import input_block_steps
 from elmo_core.model.recurrence.time_chunks import CHUNK_STEPS, chunk_length
-from elmo_core.runtime.attach import attach_runtime
+from elmo_core.runtime.parts import serving_parts
 from elmo_core.runtime.threads import THREAD_RULE
-from tests.conftest import make_tiny_elmo, make_tiny_options
+from tests.conftest import make_tiny_elmo, make_tiny_options, rebuilt
 
 # Rows that end inside a chunk, on its last step, before the last chunk, and at once.
 LENGTHS = [300, 300, 190, 126, 63, 5, 0]
@@ -25,10 +25,10 @@ def _batch(lengths=LENGTHS) -> tuple[torch.Tensor, torch.Tensor]:
     return words_to_char_ids(sentences, 50)
 
 
-def _read(bilm, recurrence: Recurrence, char_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    bilm.recurrence = recurrence
+def _read(bilm, recurrence: Recurrence | None, char_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    model = rebuilt(bilm, recurrence, share_cache=True)  # layer 0 the same: the LSTMs differ only
     with torch.inference_mode():
-        return bilm(char_ids, mask).activations
+        return model(char_ids, mask).activations
 
 
 @pytest.mark.parametrize("boundaries", [False, True])
@@ -48,7 +48,7 @@ def test_fused_chunks_stay_within_rounding_of_one_fused_pass():
     options = make_tiny_options()
     options = dataclasses.replace(options, lstm=dataclasses.replace(options.lstm, cell_clip=None, proj_clip=None))
     torch.manual_seed(0)
-    elmo = attach_runtime(Elmo(options), token_cache_words=0).eval()
+    elmo = Elmo(options, **serving_parts(token_cache_words=0)).eval()
     char_ids, mask = _batch()
     whole = _read(elmo.bilm, Recurrence("fused", chunk_steps=None), char_ids, mask)
     stepped = _read(elmo.bilm, Recurrence("fused", chunk_steps=64), char_ids, mask)
@@ -77,8 +77,7 @@ def chunk_calls(monkeypatch) -> list[tuple[int, int]]:
 
 
 def test_only_batches_longer_than_a_chunk_without_gradient_or_lstm_dropout_are_stepped_in_chunks(chunk_calls):
-    elmo = make_tiny_elmo(dropout=0.0).eval()
-    elmo.bilm.recurrence = Recurrence("step", chunk_steps=64)
+    elmo = rebuilt(make_tiny_elmo(dropout=0.0).eval(), Recurrence("step", chunk_steps=64))
     char_ids, mask = _batch([70, 3])
     with torch.inference_mode():
         elmo.bilm(char_ids, mask)  # 72 steps with <S> and </S>: stepped 64 at a time

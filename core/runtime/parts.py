@@ -1,0 +1,44 @@
+"""The parts a biLM runs with on this machine: the recurrence path with the thread rule,
+the layer-0 cache and the char CNN's training path.
+
+A model built without parts is the reference computation: the step loop with torch's
+threads, no cache. Every loader and face builds its model with these parts instead
+(`Elmo(options, **serving_parts())`). None of them changes a value: each recurrence path
+equals the step loop up to float rounding (`elmo_core.model.recurrence`), the cache returns
+the char CNN's own vectors, and the training path computes the char CNN's own function.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..model.char_cnn_training import encode_for_training
+from ..model.checks import check_setting
+from ..model.recurrence import Recurrence
+from .threads import THREAD_RULE, watch_forks
+from .token_cache import DEFAULT_TOKEN_CACHE_WORDS, TokenCache
+
+__all__ = ["serving_parts"]
+
+
+def serving_parts(*, recurrence: str = "auto", token_cache_words: int = DEFAULT_TOKEN_CACHE_WORDS) -> dict[str, Any]:
+    """The keyword arguments that build an `Elmo` or `BiLM` with the runtime's parts.
+
+    Args:
+        recurrence: One of `RECURRENCES` ("auto": see `elmo_core.model.recurrence`).
+        token_cache_words: Bound of the `TokenCache` in word types; 0: no cache.
+
+    Returns:
+        `recurrence` (a `Recurrence` with the thread rule), `token_cache` and `char_cnn_training`.
+
+    Raises:
+        ValueError: for an unknown recurrence or a bad `token_cache_words`.
+    """
+    check_setting("token_cache_words", token_cache_words, minimum=0, meaning="0 switches the cache off")
+    parts = {
+        "recurrence": Recurrence(recurrence, THREAD_RULE),  # one per model: captured graphs are per model
+        "token_cache": TokenCache(token_cache_words) if token_cache_words else None,
+        "char_cnn_training": encode_for_training,
+    }
+    watch_forks()  # a process forked after this load can run the model (elmo_core.runtime.threads)
+    return parts
