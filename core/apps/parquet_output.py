@@ -34,7 +34,7 @@ class ParquetOutput:
     @contextlib.contextmanager
     def piece(self, path: Path, piece: object) -> Iterator[Callable[[int, EmbeddedLine], None]]:
         """Yields `write(line, row)`; the rows of a piece may come in any order."""
-        with ParquetLinesWriter(path, self.dim, self.store_dtype) as out:
+        with ParquetLinesWriter(path, self.dim, self.store_dtype, compressed=False) as out:
             yield lambda line, row: out.write(line, row.tokens, row.offsets, row.vectors)
 
     def merge(self, path: Path, pieces: Sequence[Path], job: dict[str, Any]) -> None:

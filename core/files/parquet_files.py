@@ -22,6 +22,18 @@ STORE_DTYPES = {"float32": np.float32, "float16": np.float16}
 ROW_GROUP_BYTES = 32 << 20
 """Bytes of vectors per Parquet row group: a streaming reader holds about one row group at a time."""
 
+_VALUES = "vectors.list.element.list.element.list.element"
+COMPRESSED = {
+    "compression": "zstd",
+    "compression_level": 1,
+    "use_byte_stream_split": [_VALUES],  # floats' bytes grouped by position compress better
+    "use_dictionary": ["tokens"],
+    "write_statistics": ["line"],
+}
+"""How a file that is kept is written: floats barely compress, so the fastest zstd."""
+PLAIN = {"compression": "none", "use_dictionary": ["tokens"], "write_statistics": ["line"]}
+"""How a piece that is read once more is written: no compression to undo."""
+
 
 def import_pyarrow(what: str = "the columnar (Parquet) output") -> Any:
     """pyarrow, or an ImportError saying that `what` needs it and which extra installs it."""
@@ -103,9 +115,10 @@ class ParquetLinesWriter:
     """Writes rows of the output schema to one Parquet file, in row groups of about `ROW_GROUP_BYTES`.
 
     Rows are buffered until a row group's worth of vectors is there. `close()` writes the rest.
+    `compressed=False` writes a file to be read once more (a piece), without compression.
     """
 
-    def __init__(self, path: str | Path, dim: int, store_dtype: str = "float32") -> None:
+    def __init__(self, path: str | Path, dim: int, store_dtype: str = "float32", compressed: bool = True) -> None:
         pa = import_pyarrow()
         import pyarrow.parquet as pq
 
@@ -114,7 +127,8 @@ class ParquetLinesWriter:
         self._itemsize = check_store_dtype(store_dtype).itemsize
         self._rows: list[tuple[int | None, Sequence[str], Any, np.ndarray]] = []
         self._bytes = 0
-        self._writer = pq.ParquetWriter(str(path), output_schema(dim, store_dtype), compression="zstd")
+        options = COMPRESSED if compressed else PLAIN
+        self._writer = pq.ParquetWriter(str(path), output_schema(dim, store_dtype), **options)
         self._pa = pa
 
     def write(self, line: int | None, tokens: Sequence[str], offsets: Any, vectors: np.ndarray) -> None:
