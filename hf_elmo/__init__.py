@@ -1,7 +1,8 @@
 """hf_elmo: ELMo as a Hugging Face transformers model.
 
 Importing this package registers the classes with the Auto classes (`AutoConfig` for
-`model_type: "elmo"`, `AutoModel`, `AutoModelForTokenClassification`, `AutoTokenizer`)
+`model_type: "elmo"`, `AutoModel`, `AutoModelForTokenClassification`,
+`AutoModelForSequenceClassification`, `AutoTokenizer`)
 and for `save_pretrained`'s code saving, so a saved folder also loads with
 `trust_remote_code=True` where hf_elmo was never imported, or is not installed at all.
 
@@ -30,12 +31,25 @@ from __future__ import annotations
 from elmo_core.face_api import missing_extra
 
 try:
-    from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer
+    from transformers import (
+        AutoConfig,
+        AutoModel,
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+        AutoTokenizer,
+    )
 except ImportError as err:  # not installed: say which extra installs it
     raise missing_extra(err, "transformers", "hf", "hf_elmo") from err
 
 from .configuration_elmo import ElmoConfig
-from .modeling_elmo import ElmoForTokenClassification, ElmoModel, ElmoModelOutput, ElmoPreTrainedModel
+from .modeling_elmo import (
+    ElmoForSequenceClassification,
+    ElmoForTokenClassification,
+    ElmoModel,
+    ElmoModelOutput,
+    ElmoPreTrainedModel,
+)
+from .modeling_elmo_lm import ElmoLMHeadModel
 from .pipeline_elmo import ElmoFeatureExtractionPipeline, feature_extraction_pipeline
 from .tokenization_elmo import ElmoBatchEncoding, ElmoTokenizer
 
@@ -43,7 +57,9 @@ __all__ = [
     "ElmoBatchEncoding",
     "ElmoConfig",
     "ElmoFeatureExtractionPipeline",
+    "ElmoForSequenceClassification",
     "ElmoForTokenClassification",
+    "ElmoLMHeadModel",
     "ElmoModel",
     "ElmoModelOutput",
     "ElmoPreTrainedModel",
@@ -54,10 +70,12 @@ __all__ = [
 AutoConfig.register(ElmoConfig.model_type, ElmoConfig, exist_ok=True)
 AutoModel.register(ElmoConfig, ElmoModel, exist_ok=True)
 AutoModelForTokenClassification.register(ElmoConfig, ElmoForTokenClassification, exist_ok=True)
+AutoModelForSequenceClassification.register(ElmoConfig, ElmoForSequenceClassification, exist_ok=True)
 AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
 
 # save_pretrained then writes `auto_map` and the generated code files (hf_elmo.remote_code).
 ElmoConfig.register_for_auto_class()
 ElmoModel.register_for_auto_class("AutoModel")
 ElmoForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
+ElmoForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
 ElmoTokenizer.register_for_auto_class("AutoTokenizer")

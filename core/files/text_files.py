@@ -18,6 +18,8 @@ rules hold everywhere:
   the file, the line and the column.
 - A path that does not exist, is a folder, or cannot be read gives one `ElmoError`
   that names it and the fix, before any work is done.
+- A CoNLL file is checked to be one (`iter_conll_rows`): prose given in its place is
+  refused, not read as labels.
 - No command writes over one of its inputs: `check_output_spares_inputs` compares
   what a command will write with what it reads, under any spelling (relative or
   absolute, `./x`, symlinks, hard links), before any work is done.
@@ -328,6 +330,38 @@ def read_text(path: str | Path, what: str = "input file") -> str:
     except ElmoError as err:
         raise ElmoError(f"{what} {err}") from None
     return text.replace("\r\n", "\n")
+
+
+def iter_conll_rows(lines: Iterable[str], name: str | Path) -> Iterator[list[str]]:
+    """The columns of each line of a CoNLL-format file, checked to be CoNLL.
+
+    CoNLL: one token per line, its label columns after it, the same number of columns
+    on every token line, a blank line between sentences. A blank line gives `[]`.
+    `-DOCSTART-` lines are given as they are and not counted. Prose (several words a
+    line) fails the check, so a wrong file is refused rather than read as labels.
+
+    Args:
+        lines: The file's lines, without line endings (`iter_lines`).
+        name: The file, for the message.
+
+    Raises:
+        ElmoError: at the first token line with one column, or with another number of
+            columns than the first token line.
+    """
+    first: tuple[int, int] | None = None  # (line number, columns) of the first token line
+    for number, line in enumerate(lines, start=1):
+        fields = line.split()
+        if fields and not fields[0].startswith("-DOCSTART-"):
+            if first is None:
+                first = (number, len(fields))
+            if len(fields) < 2 or len(fields) != first[1]:
+                found = "no label column" if len(fields) < 2 else f"{len(fields)} columns, line {first[0]} {first[1]}"
+                raise ElmoError(
+                    f"{name} is not a CoNLL file: line {number} ({line.strip()[:60]!r}) has {found}. Expected "
+                    "one token per line, its label columns after it (as many on every line), a blank line "
+                    "between sentences."
+                )
+        yield fields
 
 
 def read_json(path: str | Path, what: str = "JSON file", error: type[ElmoError] = ElmoError) -> Any:

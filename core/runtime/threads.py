@@ -95,7 +95,7 @@ def _parse_policy(value: object, source: str) -> ThreadPolicy:
 _policy: ThreadPolicy | None = None  # None: not chosen yet; ELMO_THREADS is read at first use
 
 
-def set_thread_policy(policy: ThreadPolicy) -> None:
+def set_thread_policy(policy: str | int) -> None:
     """Choose how biLM forwards on the CPU pick their thread count, for this process.
 
     Args:

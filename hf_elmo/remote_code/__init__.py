@@ -6,7 +6,8 @@ A folder written by `save_pretrained` holds what a transformers model folder hol
     model.safetensors        the weights
     tokenizer_config.json    the character-id settings + auto_map
     configuration_elmo.py    ElmoConfig
-    modeling_elmo.py         ElmoPreTrainedModel, ElmoModel, ElmoForTokenClassification
+    modeling_elmo.py         ElmoPreTrainedModel, ElmoModel, ElmoForTokenClassification,
+                             ElmoForSequenceClassification
     tokenization_elmo.py     ElmoTokenizer
 
 so that `AutoModel.from_pretrained(folder, trust_remote_code=True)` works where

@@ -1,7 +1,7 @@
-# Generated from hf_elmo/modeling_elmo.py and the code of the 9 elmo_core modules named in its
+# Generated from hf_elmo/modeling_elmo.py and the code of the 12 elmo_core modules named in its
 # sections, so that a saved model folder needs no elmo-bilm. Do not edit: edit those, then run
 #     python -m hf_elmo.remote_code.generate
-"""ELMo as a transformers model: ElmoPreTrainedModel, ElmoModel, ElmoForTokenClassification.
+"""ELMo as a transformers model: ElmoModel and its task models (token and sequence classification).
 
 The modules are elmo_core's (`BiLM`, `ScalarMix`), held directly as `self.bilm` and
 `self.scalar_mixes`, so the state dict has the keys of `elmo_core.Elmo` (`bilm.*`,
@@ -15,6 +15,7 @@ The modules are elmo_core's (`BiLM`, `ScalarMix`), held directly as `self.bilm` 
       -> biLM                            n_layers + 1 layers [batch, tokens, 2P]  = hidden_states
       -> scalar mix(es) + dropout        [batch, tokens, 2P]                      = last_hidden_state
       -> (token classification) linear   [batch, tokens, num_labels]
+      -> (sequence classification) pool over the real tokens, linear   [batch, num_labels]
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 from transformers import PreTrainedModel
-from transformers.modeling_outputs import TokenClassifierOutput
+from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
 from transformers.utils import ModelOutput
 
 from .configuration_elmo import (
@@ -49,6 +50,26 @@ from .configuration_elmo import (
     check_window_settings,
     word_to_char_ids,
 )
+
+
+# ---- elmo_core/model/capture.py -----------------------------------------------
+
+TORCHSCRIPT_REFUSAL = (
+    "ELMo cannot be captured by TorchScript (torch.jit.script, torch.jit.trace or "
+    "torch.onnx.export(..., dynamo=False)): a trace would fix the batch and length of the example. "
+    "Use torch.export.export(...) or torch.onnx.export(..., dynamo=True) with dynamic_shapes "
+    "(see the deployment guide)."
+)
+
+
+def capturing() -> bool:
+    is_exporting = getattr(torch.compiler, "is_exporting", None)
+    return is_exporting is not None and is_exporting()
+
+
+def refuse_torchscript() -> None:
+    if torch.jit.is_tracing():
+        raise RuntimeError(TORCHSCRIPT_REFUSAL)
 
 
 # ---- elmo_core/model/errors.py ------------------------------------------------
@@ -164,6 +185,8 @@ class CharCNN(nn.Module):
         zero = self.char_embedding.new_zeros(1, self.char_embedding.shape[1])
         return torch.cat([zero, self.char_embedding], dim=0)
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        if capturing():  # one block: a graph's token count is symbolic
+            return self._project(self._convolve(self.embedding_table(), char_ids, False), False)
         if torch.is_grad_enabled() and self.training_path is not None and char_ids.shape[0]:
             return self.training_path(self, char_ids)
         table = self.embedding_table()
@@ -488,6 +511,67 @@ class LSTMStack(nn.Module):
         return outputs, final_states
 
 
+# ---- elmo_core/model/recurrence/paired.py -------------------------------------
+
+def _paired_weights(forward_cell, backward_cell):  # noqa: ANN001, ANN202
+    cells = (forward_cell, backward_cell)
+    D = forward_cell.dim
+    w_x = torch.stack([c.input_linear.weight.t() for c in cells])
+    bias = torch.stack([c.input_linear.bias for c in cells])[:, None, :].clone()
+    bias[..., 2 * D : 3 * D] += FORGET_BIAS  # block order i, j, f, o
+    w_h = torch.stack([c.state_linear.weight.t() for c in cells])
+    w_p = torch.stack([c.state_projection.weight.t() for c in cells])
+    return w_x, bias, w_h, w_p
+
+
+# ---- elmo_core/model/recurrence/scan.py ---------------------------------------
+
+def scan_stacks(
+    stacks: tuple[LSTMStack, LSTMStack], tokens: torch.Tensor, lengths: torch.Tensor
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    forward_stack, backward_stack = stacks
+    num_steps = tokens.shape[1]
+    x = tokens.transpose(0, 1)  # [steps, batch, P]
+    reverse = reverse_index(lengths, num_steps)[..., None]  # [steps, batch, 1]
+    def flip(t: torch.Tensor) -> torch.Tensor:
+        return t.gather(0, reverse.expand(-1, -1, t.shape[-1]))
+    keep = torch.arange(num_steps, device=tokens.device)[:, None, None, None] < lengths[None, None, :, None]
+    layer_input = torch.stack([x, flip(x)])  # [2, steps, batch, P]; the backward stack reads rows reversed
+    outputs = []
+    for k, (fc, bc) in enumerate(zip(forward_stack.layers, backward_stack.layers)):
+        if forward_stack.dropout:
+            layer_input = F.dropout(layer_input, forward_stack.dropout, forward_stack.training)
+        y = _scanned_layer(fc, bc, layer_input, keep)
+        if k > 0 and forward_stack.use_skip_connections:
+            y = y + layer_input  # the residual adds the (dropped-out) input, as LSTMStack does
+        outputs.append(y)
+        layer_input = y
+    return [y[0] for y in outputs], [flip(y[1]) for y in outputs]
+
+
+def _scanned_layer(forward_cell, backward_cell, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+    from torch._higher_order_ops.scan import scan  # torch's prototype: imported only where a graph is captured
+    w_x, bias, w_h, w_p = _paired_weights(forward_cell, backward_cell)
+    _, num_steps, batch_size, _ = x.shape
+    D, P = forward_cell.dim, forward_cell.projection_dim
+    cell_clip, proj_clip = forward_cell.cell_clip, forward_cell.proj_clip
+    pre = torch.baddbmm(bias, x.reshape(2, num_steps * batch_size, -1), w_x)  # [2, steps * batch, 4D]
+    pre = pre.view(2, num_steps, batch_size, 4 * D).transpose(0, 1)  # [steps, 2, batch, 4D]
+    def step(state: tuple[torch.Tensor, torch.Tensor], inputs: tuple[torch.Tensor, torch.Tensor]):  # noqa: ANN202
+        h, c = state  # [2, batch, P], [2, batch, D]
+        pre_t, keep_t = inputs  # [2, batch, 4D], [1, batch, 1]
+        z = torch.baddbmm(pre_t, h, w_h)  # [2, batch, 4D]
+        c_t, gated = lstm_gates(z.flatten(0, 1), c.flatten(0, 1), cell_clip)  # [2 * batch, D] each
+        h_t = torch.bmm(gated.view_as(c), w_p)  # [2, batch, P]
+        if proj_clip:
+            h_t = h_t.clamp(-proj_clip, proj_clip)
+        return (torch.where(keep_t, h_t, h), torch.where(keep_t, c_t.view_as(c), c)), h_t * keep_t
+    h0 = pre.new_zeros(2, batch_size, P)
+    c0 = pre.new_zeros(2, batch_size, D)
+    _, out = scan(step, (h0, c0), (pre, keep))  # out [steps, 2, batch, P]
+    return out.transpose(0, 1)  # [2, steps, batch, P]
+
+
 # ---- elmo_core/model/bilm.py --------------------------------------------------
 
 class BiLMOutput(NamedTuple):
@@ -552,7 +636,7 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
             f"int64); got dtype {dtype}. Make them as int64 (words_to_char_ids and ElmoTokenizer do), or "
             "convert ids held in a wide enough dtype with char_ids.long()."
         )
-    if char_ids.numel():
+    if char_ids.numel() and not capturing():  # a graph reads no values into Python: ids are not checked
         low, high = int(char_ids.min()), int(char_ids.max())
         if low < 0 or high >= n_characters:
             raise ValueError(
@@ -624,9 +708,12 @@ class BiLM(nn.Module):
         with torch.no_grad():
             self.bos_char_ids.copy_(torch.tensor(word_to_char_ids(BOS_TOKEN, C)))
             self.eos_char_ids.copy_(torch.tensor(word_to_char_ids(EOS_TOKEN, C)))
+    def __prepare_scriptable__(self) -> BiLM:
+        raise RuntimeError(TORCHSCRIPT_REFUSAL)
     def reset_states(self) -> None:
         self._states = None
     def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> BiLMOutput:
+        refuse_torchscript()
         C = self.options.char_cnn.max_characters_per_token
         char_ids = check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
         with self.threads(), keep_bf16_copies():
@@ -653,7 +740,7 @@ class BiLM(nn.Module):
         device = char_ids.device
         lengths = real.sum(dim=1)  # [batch]
         positions = torch.arange(num_tokens, device=device)
-        if not torch.equal(real, positions[None, :] < lengths[:, None]):
+        if not capturing() and not torch.equal(real, positions[None, :] < lengths[:, None]):
             raise ValueError(
                 "padding must be on the right: every row of the mask (or of non-zero char_ids) "
                 "must be True for its first n positions and False after. Build inputs with "
@@ -676,6 +763,10 @@ class BiLM(nn.Module):
         batch_size, num_steps, P = token_embedding.shape
         num_tokens = num_steps - 2
         keep = slice(None) if self.keep_sentence_boundaries else slice(1, num_tokens + 1)
+        if capturing():  # rows in batch order: concatenations, no scatter into a buffer
+            token_layer = torch.cat([token_embedding, token_embedding], dim=-1)  # [batch, steps, 2P]
+            lstm_layers = [torch.cat(pair, dim=-1).transpose(0, 1) for pair in zip(forward_out, backward_out)]
+            return torch.stack([token_layer, *lstm_layers])[:, :, keep]  # [L + 1, batch, T, 2P]
         dtype = forward_out[-1].dtype
         activations = token_embedding.new_empty(
             len(forward_out) + 1,
@@ -692,6 +783,9 @@ class BiLM(nn.Module):
                 activations[k + 1, ..., half].index_copy_(0, order, y)  # row r of y is batch row order[r]
         return activations
     def _token_embedding(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if capturing():  # no shape from the data in a graph: every position, padding zeroed
+            vectors = self.char_cnn(ids.flatten(0, 1)).view(*mask.shape, -1)  # [batch, steps, P]
+            return vectors * mask[..., None].to(vectors.dtype)
         words, inverse = distinct_rows(ids[mask])  # [distinct, chars], [num_real]
         cache = self.token_cache
         parameters = list(self.char_cnn.parameters())
@@ -705,6 +799,11 @@ class BiLM(nn.Module):
         out[mask] = embedded
         return out
     def _run_stacks(self, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
+        if capturing():
+            if self.stateful:
+                raise ValueError("a graph cannot carry a stateful biLM's LSTM states: export with stateful=False.")
+            order = torch.arange(tokens.shape[0], device=tokens.device)
+            return (*scan_stacks((self.forward_layers, self.backward_layers), tokens, lengths), order)
         if self.recurrence is None:  # the reference: the step loop with torch's threads
             return self.run_sorted(tokens, lengths)
         stacks = (self.forward_layers, self.backward_layers)
@@ -1108,7 +1207,13 @@ def _assemble(rows: list[torch.Tensor], num_steps: int) -> tuple[torch.Tensor, t
 
 # ---- hf_elmo/modeling_elmo.py -------------------------------------------------
 
-__all__ = ["ElmoModelOutput", "ElmoPreTrainedModel", "ElmoModel", "ElmoForTokenClassification"]
+__all__ = [
+    "ElmoModelOutput",
+    "ElmoPreTrainedModel",
+    "ElmoModel",
+    "ElmoForTokenClassification",
+    "ElmoForSequenceClassification",
+]
 
 
 @dataclass
@@ -1248,9 +1353,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
     def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
         """As transformers', with the generated, self-contained code files.
 
-        `auto_map` names both models of `modeling_elmo.py`, so that a tagger's folder
+        `auto_map` names every model of `modeling_elmo.py`, so that a tagger's folder
         also loads as a base `AutoModel`, and a base model's folder as the start of an
-        `AutoModelForTokenClassification`, wherever the folder's code runs. transformers
+        `AutoModelForTokenClassification` or `AutoModelForSequenceClassification`,
+        wherever the folder's code runs. transformers
         copies this module's file (and `configuration_elmo.py`) into the folder; they are
         replaced by their generated copies, which need no elmo-bilm (see
         `hf_elmo.remote_code`).
@@ -1261,6 +1367,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 **(getattr(self.config, "auto_map", None) or {}),
                 "AutoModel": f"{module}.ElmoModel",
                 "AutoModelForTokenClassification": f"{module}.ElmoForTokenClassification",
+                "AutoModelForSequenceClassification": f"{module}.ElmoForSequenceClassification",
             }
         save = super().save_pretrained
         save(save_directory, *args, **kwargs)
@@ -1396,8 +1503,8 @@ class ElmoModel(ElmoPreTrainedModel):
         """Run the biLM once and every scalar mix over it.
 
         A row longer than `config.window_tokens` (1024) is read in the core's overlapping
-        windows (see `_read`), so its vectors are those of `embed_sentences`, `elmo embed`
-        and the spaCy component; shorter rows are read whole, exactly as without windows.
+        windows, so its vectors are those of `embed_sentences`, `elmo embed` and the spaCy
+        component. Shorter rows are read whole, exactly as without windows.
 
         Args:
             input_ids: `ElmoTokenizer`'s one id per token [batch, tokens] (read only
@@ -1467,7 +1574,8 @@ class ElmoModel(ElmoPreTrainedModel):
         a trainable biLM, window by window) gets its gradients as without windows; while
         training, the graphs of all windows are kept until the backward pass.
         """
-        window_tokens = None if self.config.stateful else self.config.window_tokens
+        # A graph for deployment reads rows whole: the caller cuts long inputs.
+        window_tokens = None if self.config.stateful or capturing() else self.config.window_tokens
         windowed = read_in_windows(
             lambda ids, piece_mask: run_bilm(self.bilm, ids, piece_mask, frozen).activations,
             char_ids,
@@ -1547,3 +1655,101 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
             loss = self.loss_function(logits, labels, self.config, **kwargs)
         output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
         return output if return_dict else output.to_tuple()
+
+
+class ElmoForSequenceClassification(ElmoPreTrainedModel):
+    """ELMo vectors pooled over each text's real tokens, and a linear layer, as in
+    `BertForSequenceClassification`.
+
+    The pooling is `config.classifier_pooling`: "mean" (default), "max" or "first". The
+    biLM is frozen; what trains is the scalar mix and the linear head. The loss follows
+    transformers' `problem_type` rules: one label is "regression" (MSE), integer labels
+    "single_label_classification" (cross-entropy), float labels of shape
+    [batch, num_labels] "multi_label_classification" (BCE with logits).
+
+    Raises:
+        ValueError: if the config has no labels, or keeps the `<S>`/`</S>` positions
+            (`keep_sentence_boundaries`), which are not tokens of the text.
+    """
+
+    def __init__(self, config: ElmoConfig) -> None:
+        super().__init__(config)
+        if config.num_labels is None:
+            raise ValueError("ElmoForSequenceClassification needs labels: set config.id2label (or num_labels).")
+        if config.keep_sentence_boundaries:
+            raise ValueError(
+                "ElmoForSequenceClassification pools over the text's tokens; keep_sentence_boundaries=True "
+                "adds the <S>/</S> positions. Set keep_sentence_boundaries=False."
+            )
+        self.num_labels = config.num_labels
+        self.elmo = ElmoModel(config)
+        self.classifier = nn.Linear(config.output_dim, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        char_ids: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> SequenceClassifierOutput | tuple[torch.Tensor, ...]:
+        """Scores per text, and the loss when `labels` are given.
+
+        Args: as `ElmoModel.forward`, plus `labels`: class ids [batch] (int), targets
+            [batch] or [batch, 1] for regression, or [batch, num_labels] floats for
+            multi-label.
+
+        Shape:
+            char_ids: [batch, tokens, 50]; input_ids, attention_mask: [batch, tokens]
+            logits: [batch, num_labels]
+
+        Raises:
+            ValueError: as `ElmoModel.forward`.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        outputs = self.elmo(
+            input_ids,
+            attention_mask=attention_mask,
+            char_ids=char_ids,
+            output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+            return_dict=True,
+        )
+        vectors = outputs.last_hidden_state  # [batch, tokens, 2P]
+        mask = _real_tokens(input_ids, attention_mask, char_ids).to(vectors.device)  # [batch, tokens]
+        logits = self.classifier(_pool(vectors, mask, self.config.classifier_pooling))  # [batch, num_labels]
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config, **kwargs)
+        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
+        return output if return_dict else output.to_tuple()
+
+
+def _real_tokens(
+    input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None, char_ids: torch.Tensor | None
+) -> torch.Tensor:
+    """True at the real tokens: the attention mask, or the char ids' non-empty rows (as the core derives it)."""
+    if attention_mask is not None:
+        return attention_mask.bool()
+    ids = cast(torch.Tensor, char_ids if char_ids is not None else input_ids)  # ElmoModel checked them
+    return ids.ne(0).any(-1)
+
+
+def _pool(vectors: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
+    """One vector per text from its real tokens' vectors; zeros for a text without tokens.
+
+    Shape: vectors [batch, tokens, dim], mask [batch, tokens] -> [batch, dim]
+    """
+    if vectors.shape[1] == 0:
+        return vectors.new_zeros(vectors.shape[0], vectors.shape[2])
+    if how == "first":
+        return vectors[:, 0] * mask[:, :1].to(vectors.dtype)  # right padding: token 0 is real if any is
+    if how == "max":
+        pooled = vectors.masked_fill(~mask[..., None], float("-inf")).amax(dim=1)  # [batch, dim]
+        return torch.where(mask.any(dim=1, keepdim=True), pooled, torch.zeros_like(pooled))
+    weights = mask[..., None].to(vectors.dtype)  # [batch, tokens, 1]
+    return (vectors * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)  # the mean over real tokens

@@ -112,6 +112,7 @@ def test_saved_folder_holds_config_weights_tokenizer_and_the_three_code_files(sa
         "AutoConfig": "configuration_elmo.ElmoConfig",
         "AutoModel": "modeling_elmo.ElmoModel",
         "AutoModelForTokenClassification": "modeling_elmo.ElmoForTokenClassification",
+        "AutoModelForSequenceClassification": "modeling_elmo.ElmoForSequenceClassification",
     }
     tokenizer_config = json.loads((saved_model_dir / "tokenizer_config.json").read_text())
     assert tokenizer_config["auto_map"] == {"AutoTokenizer": ["tokenization_elmo.ElmoTokenizer", None]}
@@ -372,14 +373,14 @@ RUNTIME_NAMES = (
 )
 
 
-def test_a_saved_folder_carries_the_model_only_in_at_most_2655_lines(saved_model_dir):
-    """What ElmoModel, ElmoForTokenClassification, ElmoConfig and ElmoTokenizer run, none of the
+def test_a_saved_folder_carries_the_model_only_in_at_most_2972_lines(saved_model_dir):
+    """What ElmoModel, its task models, ElmoConfig and ElmoTokenizer run, none of the
     runtime (its recurrence paths, caches, thread rule, batching, embed drivers, glibc calls).
     Carried too: float32 weights under any default dtype, ids in other integer types, and the
     tokenizer's memory zone and first-use lock (concurrent first calls load its splitter once)."""
     code = {p.name: p.read_text(encoding="utf-8") for p in saved_model_dir.glob("*.py")}
     assert sorted(code) == sorted(remote_code.GENERATED_FILES)
-    assert sum(text.count("\n") for text in code.values()) <= 2655
+    assert sum(text.count("\n") for text in code.values()) <= 2972
     found = {(name, word) for name, text in code.items() for word in identifiers(text) & set(RUNTIME_NAMES)}
     assert found == set()
     assert all("ctypes" not in identifiers(text) for text in code.values())  # no glibc calls

@@ -23,7 +23,15 @@ from ...model.precision import check_cpu_precision
 from ...runtime.embedding import EmbedSettings, check_layers
 from ...runtime.quantization import quantize_int8
 from ...runtime.token_cache import DEFAULT_TOKEN_CACHE_WORDS
-from ..embed_file import DEFAULT_PIECE_TOKENS, EmbedFileResult, check_embed_paths, embed_file, is_parquet, job_folder
+from ..embed_file import (
+    DEFAULT_PIECE_TOKENS,
+    PARQUET_SUFFIXES,
+    EmbedFileResult,
+    check_embed_paths,
+    embed_file,
+    is_parquet,
+    job_folder,
+)
 from .shared import (
     BatchTokensOption,
     ModelOption,
@@ -39,6 +47,8 @@ from .shared import (
 
 __all__ = ["embed"]
 
+OUTPUT_SUFFIXES = {".hdf5": "hdf5", ".h5": "hdf5", **dict.fromkeys(PARQUET_SUFFIXES, "parquet")}
+"""OUTPUT's suffix -> the format written. Another suffix gets hdf5 and a warning."""
 PRECISIONS = ("fp32", "int8", "bf16", "fp16")
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -57,10 +67,11 @@ ProgressOption = Annotated[
 PrecisionOption = Annotated[
     str,
     typer.Option(
+        metavar=f"[{'|'.join(PRECISIONS)}]",
         help="fp32 (exact), int8 (CPU: int8 LSTMs, cosine about 0.9998; faster for large LSTMs, not for the "
         "default model: measured per shape in benchmarks/README.md), bf16 (GPUs, and CPUs with AVX512-BF16 or "
         "AMX: bf16 products, float32 state) or fp16 (GPUs); on a CPU where bf16 or fp16 would run slower than fp32, "
-        "they are refused."
+        "they are refused.",
     ),
 ]
 TokenCacheOption = Annotated[  # named as the setting it is (`token_cache_words`), so errors name --token-cache
@@ -116,11 +127,12 @@ def embed(
     Work in progress lives in OUTPUT.partial/, which one run owns at a time, and OUTPUT appears
     only when complete. An interrupted run continues where it stopped when the same command is
     run again. For several processes or machines, launch with torchrun: `torchrun
-    --nproc-per-node 4 -m elmo_core embed INPUT OUTPUT ...` (see docs/guides/big-corpora.md).
+    --nproc-per-node 4 -m elmo_core embed INPUT OUTPUT ...`. Each process embeds its share of
+    the pieces, and the first one writes OUTPUT.
 
     A line longer than --window-tokens (a whole document on one line, say) is read in overlapping
-    windows, so memory does not grow with its length; see docs/guides/python.md, "Long documents"
-    for what that does to vectors near the cuts.
+    windows, so memory does not grow with its length. Each token keeps the vector of a window
+    in which it has --window-context tokens of context on each side (or the line's edge).
     """
     layer_choice: str | int = int(layers) if layers.lstrip("-").isdigit() else layers
     _check_options(precision, batch_tokens, window_tokens, piece_tokens, device, input_file, output_file, store_dtype)
@@ -142,6 +154,16 @@ def embed(
         )
     if rank == 0:
         _report(result, input_file, output_file)
+
+
+def _warn_of_an_unknown_suffix(output_file: Path) -> None:
+    if output_file.suffix.lower() not in OUTPUT_SUFFIXES and int(os.environ.get("RANK", "0")) == 0:
+        known = ", ".join(OUTPUT_SUFFIXES)
+        typer.echo(
+            f"warning: OUTPUT {output_file} is written as hdf5 whatever its suffix; elmo embed knows {known}. "
+            f"Name it {output_file.with_suffix('.hdf5').name} so that readers know what it holds.",
+            err=True,
+        )
 
 
 def _check_options(
@@ -166,6 +188,7 @@ def _check_options(
     if torch.device(device).type == "cpu":
         check_cpu_precision(AUTOCAST_DTYPES.get(precision))  # a precision slower than fp32 here is refused
     check_embed_paths(input_file, output_file)
+    _warn_of_an_unknown_suffix(output_file)
     try:
         if is_parquet(output_file):
             import_pyarrow("elmo embed (its OUTPUT is Parquet)")

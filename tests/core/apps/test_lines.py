@@ -79,6 +79,7 @@ def test_elmo_embed_parquet_equals_elmo_embed_hdf5(model_folder, tmp_path):
         extra = ["--store-dtype", "float16"] if out.startswith("half") else []
         done = run(BIN / "elmo", "embed", text, tmp_path / out, *common, *extra)
         assert done.returncode == 0, done.stderr
+        assert "warning" not in done.stderr  # .parquet is a suffix elmo embed knows
     table = pq.read_table(tmp_path / "out.parquet")
     assert table.column("line").to_pylist() == list(range(len(LINES)))  # every line once, in order
     rows, half = parquet_rows(tmp_path / "out.parquet"), parquet_rows(tmp_path / "half.parquet")
