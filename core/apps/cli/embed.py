@@ -88,7 +88,7 @@ StoreDtypeOption = Annotated[
     str,
     typer.Option(
         help="float32 or float16: the dtype the vectors are stored in. float16 halves the bytes "
-        "(its largest error on the default model: docs/reference/columnar-output.md)."
+        "(about 3 significant digits)."
     ),
 ]
 DEFAULT = EmbedSettings()
@@ -120,7 +120,7 @@ def embed(
 ) -> None:
     """Write ELMo vectors for every line of INPUT to OUTPUT, an hdf5 or a Parquet file.
 
-    OUTPUT.parquet: one row per line (docs/reference/columnar-output.md). hdf5: one dataset per
+    OUTPUT.parquet: one row per line (tokens, character offsets, vectors). hdf5: one dataset per
     line, named by its 0-based number, of shape (layers, tokens, dim) for --layers all, else
     (tokens, dim); its attribute "tokens" holds the line's tokens. A blank line has 0 tokens.
 
