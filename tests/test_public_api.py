@@ -49,6 +49,7 @@ PUBLIC = {
     "elmo_core.runtime": set(),
     "elmo_core.files": set(),
     "elmo_core.apps.training": set(),
+    "elmo_core.apps.engines": set(),
     "elmo_core.model.recurrence": {"RECURRENCES", "Recurrence", "ThreadRule", "resolve_recurrence"},
     "elmo_core.apps.cli": {"app", "main"},
     "hf_elmo": {

@@ -189,6 +189,7 @@ def user_folder(tmp_path, monkeypatch):
     """A fresh empty folder as the working directory, offline, and torch's global state put back after."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)  # put back after a block that sets it (Spark)
     try:
         import huggingface_hub.constants
     except ImportError:

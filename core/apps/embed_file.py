@@ -47,6 +47,7 @@ the output"). File attributes "layers" and "dim" record the settings.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -54,7 +55,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,6 +66,7 @@ import torch.distributed as dist
 from ..files.atomic_files import atomic_path, atomic_write, check_free_space, full_disk_as_one_error
 from ..files.folder_lock import FolderLock
 from ..files.hdf5_files import HDF5_FILE_BYTES, HDF5_OBJECT_BYTES, HDF5_STRING_BYTES, import_h5py, open_hdf5
+from ..files.parquet_files import check_store_dtype, import_pyarrow, read_job_record
 from ..files.text_files import (
     BYTE_ORDER_MARK,
     check_input_file,
@@ -79,9 +81,10 @@ from ..files.text_files import (
 )
 from ..model.checks import check_int
 from ..model.errors import ElmoError
-from ..runtime.embedding import EmbedSettings, check_model, iter_embeddings
+from ..runtime.embedding import EmbedSettings, check_model
 from ..runtime.token_cache import float64_sum
 from .console import progress_bar
+from .lines import EmbeddedLine, embed_lines
 
 if TYPE_CHECKING:
     from ..model.elmo import Elmo
@@ -101,6 +104,7 @@ however few tokens long lines hold."""
 
 JOB_FORMAT = 1
 JOB_NAME = "job.json"
+PARQUET_SUFFIXES = (".parquet", ".pq")
 NUL_REPLACEMENT = "\ufffd"  # HDF5 strings end at U+0000; a token's U+0000 is stored as U+FFFD
 
 
@@ -153,7 +157,7 @@ def check_embed_paths(input_path: str | Path, output_path: str | Path) -> None:
     check_input_file(input_path, "INPUT")
     output = Path(output_path)
     if output.is_dir():
-        raise ElmoError(f"OUTPUT {output} is a folder; give the path of the hdf5 file to write.")
+        raise ElmoError(f"OUTPUT {output} is a folder; give the path of the file to write (.hdf5 or .parquet).")
     if not output.parent.is_dir():
         raise ElmoError(f"the folder of OUTPUT ({output.parent}) does not exist; create it first.")
     check_output_spares_inputs(
@@ -257,7 +261,13 @@ def _assign(pieces: Sequence[Piece], world_size: int) -> list[list[Piece]]:
 
 def _piece_path(folder: Path, piece: Piece | int) -> Path:
     index = piece.index if isinstance(piece, Piece) else piece
-    return folder / f"piece-{index:06d}.h5"
+    suffix = ".parquet" if is_parquet(folder.name.removesuffix(".partial")) else ".h5"
+    return folder / f"piece-{index:06d}{suffix}"
+
+
+def is_parquet(output_path: str | Path) -> bool:
+    """True when OUTPUT is a Parquet file (by its suffix); else it is hdf5."""
+    return Path(output_path).suffix.lower() in PARQUET_SUFFIXES
 
 
 def model_checksum(model: torch.nn.Module) -> str:
@@ -277,6 +287,7 @@ def embed_file(
     *,
     tokenize: Callable[[str], list[str]] | None = None,
     piece_tokens: int = DEFAULT_PIECE_TOKENS,
+    store_dtype: str = "float32",
     record: dict[str, Any] | None = None,
     progress: bool = False,
     stop_requested: Callable[[], bool] | None = None,
@@ -299,6 +310,7 @@ def embed_file(
         tokenize: Splits a line into tokens; None = `str.split()` (whitespace).
         piece_tokens: Tokens per piece (see `DEFAULT_PIECE_TOKENS`). A resumed job keeps
             the pieces it started with.
+        store_dtype: "float32" or "float16": the dtype the vectors are stored in.
         record: Anything else that changes the vectors (recorded in job.json, and
             checked when resuming), e.g. the tokenizer's name and the precision.
         progress: Show a progress bar (rank 0 only), in tokens of all ranks.
@@ -322,7 +334,8 @@ def embed_file(
     settings = EmbedSettings.given(settings, overrides)
     check_model(model, settings)
     piece_tokens = check_int("piece_tokens", piece_tokens)
-    job_settings = _job_settings(model, settings, tokenize, record)
+    check_store_dtype(store_dtype)
+    job_settings = _job_settings(model, settings, tokenize, {"store_dtype": store_dtype, **(record or {})})
     check_embed_paths(input_path, output_path)
     files = _JobFiles(Path(input_path), Path(output_path), piece_tokens, overwrite=overwrite)
     if is_stream(input_path):
@@ -360,11 +373,14 @@ def _finished_job(files: _JobFiles, job_settings: dict[str, Any]) -> dict[str, A
 
 
 def _recorded_job(output: Path) -> dict[str, Any] | None:
-    """The job an `embed_file` OUTPUT records in its attribute "job", or None."""
+    """The job an `embed_file` OUTPUT records (hdf5: its attribute "job"; Parquet: its metadata), or None."""
     try:
-        with open_hdf5(output, "r") as f:
-            job = json.loads(f.attrs["job"])
-    except (OSError, KeyError, ValueError, TypeError):  # not hdf5, no record, not JSON
+        if output.suffix.lower() in PARQUET_SUFFIXES:
+            job = json.loads(read_job_record(output))
+        else:
+            with open_hdf5(output, "r") as f:
+                job = json.loads(f.attrs["job"])
+    except (OSError, KeyError, ValueError, TypeError, ElmoError):  # unreadable, no record, not JSON
         return None
     keys = ("input", "input_sha256", "lines", "tokens", "pieces", "settings")
     return job if isinstance(job, dict) and all(k in job for k in keys) else None
@@ -464,7 +480,7 @@ def _run_job(
     stop_requested: Callable[[], bool] | None,
 ) -> EmbedFileResult:
     """This process's share of the pieces left to do; then rank 0 merges every piece into OUTPUT."""
-    h5py = import_h5py("embed_file (its output is hdf5)")
+    writer = _output_format(files.output_path, job_settings)
     distributed = dist.is_available() and dist.is_initialized()
     rank = dist.get_rank() if distributed else 0
     world_size = dist.get_world_size() if distributed else 1
@@ -472,7 +488,8 @@ def _run_job(
     finished = _finished_job(files, job_settings)
     if finished is not None:
         return EmbedFileResult(finished["lines"], finished["tokens"], finished["pieces"], finished["pieces"], True)
-    job, todo, lock = _open_job(files, job_settings, rank, distributed, _bytes_per_token(model, settings))
+    per_token = _bytes_per_token(model, settings, writer.store_dtype)
+    job, todo, lock = _open_job(files, job_settings, rank, distributed, per_token)
     try:  # rank 0 holds the job folder's lock until the job is merged or has failed
         pieces = [Piece(**p) for p in job["pieces"]]
         by_index = {p.index: p for p in pieces}
@@ -484,7 +501,7 @@ def _run_job(
         reader = _PieceReader(files.text) if mine else None
         try:
             for piece in mine:
-                _embed_piece(model, reader, files, piece, tokenize, settings, bar, watcher, stop_requested, h5py)
+                _embed_piece(model, reader, files, piece, tokenize, settings, bar, watcher, stop_requested, writer)
         except BaseException as err:  # noqa: BLE001 - reported to the other ranks, then raised
             failure = err
         finally:
@@ -495,7 +512,7 @@ def _run_job(
             watcher.finish()
         bar.close()
         if rank == 0:
-            _merge(files, pieces, job)
+            _merge(files, pieces, job, writer)
     finally:
         if lock is not None:
             lock.release()
@@ -633,7 +650,7 @@ def _prepare_job(  # noqa: ANN202
     return job, [p.index for p in pieces]
 
 
-def _embed_piece(model, reader, files, piece, tokenize, settings, bar, watcher, stop_requested, h5py) -> None:  # noqa: ANN001
+def _embed_piece(model, reader, files, piece, tokenize, settings, bar, watcher, stop_requested, writer) -> None:  # noqa: ANN001
     """Embed one piece into its own file, written under a temporary name and renamed when complete.
 
     The free space is checked first: HDF5 crashes the process when the disk fills up under it.
@@ -647,7 +664,7 @@ def _embed_piece(model, reader, files, piece, tokenize, settings, bar, watcher, 
         sentences = [tokenize(text) if text.strip() else [] for text in texts]
     shown = [0] * len(sentences)  # words of each line on the bar so far
     kept = [0] * len(sentences)  # tokens of each long line embedded so far
-    per_token = _bytes_per_token(model, settings)
+    per_token = _bytes_per_token(model, settings, writer.store_dtype)
     extra = 2 if model.bilm.keep_sentence_boundaries else 0  # <S> and </S> rows
     needed = HDF5_FILE_BYTES + sum(
         per_token * (len(tokens) + extra)
@@ -667,18 +684,61 @@ def _embed_piece(model, reader, files, piece, tokenize, settings, bar, watcher, 
         if stop_requested is not None and stop_requested():
             raise KeyboardInterrupt
 
-    # v108: attributes over 64 kB (long lines' tokens)
-    with atomic_path(_piece_path(folder, piece)) as tmp, open_hdf5(tmp, "w", libver="v108") as out:
-        out.attrs["first_line"] = piece.first_line
-        out.attrs["end_line"] = piece.end_line
-        for i, vectors in iter_embeddings(model, sentences, settings, on_window=on_window):
-            dataset = out.create_dataset(str(piece.first_line + i), data=vectors)
-            dataset.attrs.create("tokens", _storable(sentences[i]), dtype=h5py.string_dtype())
-            bar.update(counts[i] - shown[i])
+    rows = embed_lines(
+        model, texts, tokens=sentences, settings=settings, store_dtype=writer.store_dtype, on_window=on_window
+    )
+    with atomic_path(_piece_path(folder, piece)) as tmp, writer.piece(tmp, piece) as write:
+        for row in rows:
+            write(piece.first_line + row.index, row)
+            bar.update(counts[row.index] - shown[row.index])
             if watcher is not None:
                 watcher.poll()
             if stop_requested is not None and stop_requested():
                 raise KeyboardInterrupt  # the piece's temporary file is removed; finished pieces stay
+
+
+def _output_format(output_path: Path, job_settings: dict[str, Any]) -> Any:
+    """The writer of OUTPUT's format (by its suffix): `_Hdf5Output` or `ParquetOutput`."""
+    if is_parquet(output_path):
+        from .parquet_output import ParquetOutput
+
+        import_pyarrow("elmo embed with a .parquet OUTPUT")
+        return ParquetOutput(job_settings["dim"], job_settings["store_dtype"])
+    return _Hdf5Output(job_settings["layers"], job_settings["dim"], job_settings["store_dtype"])
+
+
+class _Hdf5Output:
+    """Pieces and the merged OUTPUT as hdf5: one dataset per line (see the module docstring)."""
+
+    def __init__(self, layers: str, dim: int, store_dtype: str = "float32") -> None:
+        self.h5py = import_h5py("embed_file (its output is hdf5)")
+        self.layers = layers
+        self.dim = dim
+        self.store_dtype = store_dtype
+
+    @contextlib.contextmanager
+    def piece(self, path: Path, piece: Piece) -> Iterator[Callable[[int, EmbeddedLine], None]]:
+        # v108: attributes over 64 kB (long lines' tokens)
+        with open_hdf5(path, "w", libver="v108") as out:
+            out.attrs["first_line"] = piece.first_line
+            out.attrs["end_line"] = piece.end_line
+
+            def write(line: int, row: EmbeddedLine) -> None:
+                vectors = row.vectors if self.layers == "all" else row.vectors[0]  # [tokens, dim] for one layer
+                dataset = out.create_dataset(str(line), data=vectors)
+                dataset.attrs.create("tokens", _storable(row.tokens), dtype=self.h5py.string_dtype())
+
+            yield write
+
+    def merge(self, path: Path, pieces: Sequence[Path], job: dict[str, Any]) -> None:
+        with open_hdf5(path, "w", libver="v108") as out:
+            out.attrs["layers"] = job["settings"]["layers"]
+            out.attrs["dim"] = job["settings"]["dim"]
+            out.attrs["job"] = json.dumps(job)  # recognises the same job later (_recorded_job)
+            for piece_path in pieces:
+                with open_hdf5(piece_path, "r") as source:
+                    for line in range(int(source.attrs["first_line"]), int(source.attrs["end_line"])):
+                        source.copy(source[str(line)], out, name=str(line))
 
 
 def _storable(tokens: Sequence[str]) -> list[str]:
@@ -706,9 +766,10 @@ class _PieceWatcher:
         self.poll(force=True)
 
 
-def _bytes_per_token(model: Elmo, settings: EmbedSettings) -> int:
-    """Bytes of float32 vectors OUTPUT holds for one token."""
-    return 4 * model.output_dim * (model.n_outputs if settings.layers == "all" else 1)
+def _bytes_per_token(model: Elmo, settings: EmbedSettings, store_dtype: str = "float32") -> int:
+    """Bytes of vectors OUTPUT holds for one token (before any compression)."""
+    itemsize = check_store_dtype(store_dtype).itemsize
+    return itemsize * model.output_dim * (model.n_outputs if settings.layers == "all" else 1)
 
 
 def _check_room(files: _JobFiles, needed: int) -> None:
@@ -734,21 +795,15 @@ def _check_job_room(files: _JobFiles, job: dict[str, Any], todo: Sequence[int], 
     _check_room(files, bytes_per_token * (sum(tokens[i] for i in todo) + sum(tokens.values())))
 
 
-def _merge(files: _JobFiles, pieces: Sequence[Piece], job: dict[str, Any]) -> None:
-    """Copy every piece's datasets, in line order, into one file; rename it to OUTPUT."""
+def _merge(files: _JobFiles, pieces: Sequence[Piece], job: dict[str, Any], writer: Any) -> None:
+    """Copy every piece's rows, in line order, into one file; rename it to OUTPUT."""
     folder, output_path = files.folder, files.output_path
     _check_room(files, HDF5_FILE_BYTES + sum(_piece_path(folder, p).stat().st_size for p in pieces))
     # The merged file is written inside the job folder: a merge that is cut short leaves
     # nothing beside OUTPUT.
-    with atomic_path(output_path, tmp_dir=folder) as tmp, open_hdf5(tmp, "w", libver="v108") as out:
-        out.attrs["layers"] = job["settings"]["layers"]
-        out.attrs["dim"] = job["settings"]["dim"]
-        record = {k: job[k] for k in ("input", "input_sha256", "lines", "tokens", "settings")}
-        out.attrs["job"] = json.dumps({**record, "pieces": len(pieces)})  # recognises the same job later
-        for piece in pieces:
-            with open_hdf5(_piece_path(folder, piece), "r") as source:
-                for line in range(piece.first_line, piece.end_line):
-                    source.copy(source[str(line)], out, name=str(line))
+    record = {k: job[k] for k in ("input", "input_sha256", "lines", "tokens", "settings")}
+    with atomic_path(output_path, tmp_dir=folder) as tmp:
+        writer.merge(tmp, [_piece_path(folder, piece) for piece in pieces], {**record, "pieces": len(pieces)})
     # Renamed first (atomic, under the lock): a run that starts now finds no folder and makes
     # a new one, instead of locking a new .lock inside a folder that is being deleted.
     doomed = folder.with_name(f".{folder.name}.done-{os.getpid()}")

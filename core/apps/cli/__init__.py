@@ -35,7 +35,7 @@ __all__ = ["app", "main"]
 app = command_group("ELMo contextual word vectors.")
 
 for command, short_help in (
-    (embed.embed, "ELMo vectors for every line of a text file, into one hdf5 file."),
+    (embed.embed, "ELMo vectors for every line of a text file, into one hdf5 or Parquet file."),
     (train.train, "Pretrain a biLM language model (resumable; torchrun for more)."),
     (perplexity.perplexity, "Forward, backward and average perplexity of text files."),
     (convert.convert, "Convert between bilm-tf's files and a model folder."),

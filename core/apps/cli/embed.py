@@ -1,4 +1,4 @@
-"""`elmo embed`: ELMo vectors for every line of a text file, into one hdf5 file."""
+"""`elmo embed`: ELMo vectors for every line of a text file, into one hdf5 or Parquet file."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import torch
 import typer
 
 from ...files.hdf5_files import import_h5py
+from ...files.parquet_files import STORE_DTYPES, import_pyarrow
 from ...files.tokenizers import get_tokenizer
 from ...model.checks import check_int
 from ...model.elmo import Elmo
@@ -22,7 +23,15 @@ from ...model.precision import check_cpu_precision
 from ...runtime.embedding import EmbedSettings, check_layers
 from ...runtime.quantization import quantize_int8
 from ...runtime.token_cache import DEFAULT_TOKEN_CACHE_WORDS
-from ..embed_file import DEFAULT_PIECE_TOKENS, EmbedFileResult, check_embed_paths, embed_file, job_folder
+from ..embed_file import (
+    DEFAULT_PIECE_TOKENS,
+    PARQUET_SUFFIXES,
+    EmbedFileResult,
+    check_embed_paths,
+    embed_file,
+    is_parquet,
+    job_folder,
+)
 from .shared import (
     BatchTokensOption,
     ModelOption,
@@ -38,7 +47,7 @@ from .shared import (
 
 __all__ = ["embed"]
 
-OUTPUT_SUFFIXES = {".hdf5": "hdf5", ".h5": "hdf5"}
+OUTPUT_SUFFIXES = {".hdf5": "hdf5", ".h5": "hdf5", **dict.fromkeys(PARQUET_SUFFIXES, "parquet")}
 """OUTPUT's suffix -> the format written. Another suffix gets hdf5 and a warning."""
 PRECISIONS = ("fp32", "int8", "bf16", "fp16")
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -78,6 +87,13 @@ PieceTokensOption = Annotated[
         "redoes at most, and the unit torchrun processes share."
     ),
 ]
+StoreDtypeOption = Annotated[
+    str,
+    typer.Option(
+        help="float32 or float16: the dtype the vectors are stored in. float16 halves the bytes "
+        "(about 3 significant digits)."
+    ),
+]
 DEFAULT = EmbedSettings()
 
 
@@ -86,7 +102,9 @@ def embed(
         Path,
         typer.Argument(metavar="INPUT", help="Text file, one sentence per line (.xz, .gz, .bz2; - = standard input)."),
     ],
-    output_file: Annotated[Path, typer.Argument(metavar="OUTPUT", help="hdf5 file to write.")],
+    output_file: Annotated[
+        Path, typer.Argument(metavar="OUTPUT", help="File to write: .parquet (or .pq) for Parquet, else hdf5.")
+    ],
     layers: LayersOption = str(DEFAULT.layers),
     model: ModelOption = None,
     options: OptionsOption = None,
@@ -102,12 +120,13 @@ def embed(
     token_cache_words: TokenCacheOption = DEFAULT_TOKEN_CACHE_WORDS,
     piece_tokens: PieceTokensOption = DEFAULT_PIECE_TOKENS,
     overwrite: OverwriteOption = False,
+    store_dtype: StoreDtypeOption = "float32",
 ) -> None:
-    """Write ELMo vectors for every line of INPUT to the hdf5 file OUTPUT.
+    """Write ELMo vectors for every line of INPUT to OUTPUT, an hdf5 or a Parquet file.
 
-    One dataset per input line, named by its 0-based line number, of shape (layers, tokens, dim)
-    for --layers all and (tokens, dim) otherwise; its attribute "tokens" holds the line's tokens,
-    one per row. A blank line gives a dataset with 0 tokens.
+    OUTPUT.parquet: one row per line (tokens, character offsets, vectors). hdf5: one dataset per
+    line, named by its 0-based number, of shape (layers, tokens, dim) for --layers all, else
+    (tokens, dim); its attribute "tokens" holds the line's tokens. A blank line has 0 tokens.
 
     An OUTPUT that exists is never replaced without --overwrite: when it holds the vectors of
     the same input and settings the command says so and does nothing, else it refuses.
@@ -123,7 +142,7 @@ def embed(
     in which it has --window-context tokens of context on each side (or the line's edge).
     """
     layer_choice: str | int = int(layers) if layers.lstrip("-").isdigit() else layers
-    _check_options(precision, batch_tokens, window_tokens, piece_tokens, device, input_file, output_file)
+    _check_options(precision, batch_tokens, window_tokens, piece_tokens, device, input_file, output_file, store_dtype)
     with _resumable_on_interrupt(output_file) as stopped, process_group(device) as (rank, device):
         elmo = _embedding_model(model, options, weights, device, layer_choice, token_cache_words, precision)
         settings = _settings(layer_choice, batch_tokens, batch_size, precision, window_tokens, window_context)
@@ -134,6 +153,7 @@ def embed(
             settings,
             device=device,
             piece_tokens=piece_tokens,
+            store_dtype=store_dtype,
             tokenize=get_tokenizer() if tokenize else None,
             progress=progress,
             record={"tokenize": "spacy-en" if tokenize else None, "precision": precision},
@@ -162,8 +182,11 @@ def _check_options(
     device: str,
     input_file: Path,
     output_file: Path,
+    store_dtype: str,
 ) -> None:
     """Raise a one-line ElmoError for a bad option, device, INPUT or OUTPUT, before any work is done."""
+    if store_dtype not in STORE_DTYPES:
+        raise ElmoError(f"--store-dtype must be one of {', '.join(STORE_DTYPES)}; got {store_dtype!r}.")
     if precision not in PRECISIONS:
         raise ElmoError(f"--precision must be one of {', '.join(PRECISIONS)}; got {precision!r}.")
     check_int("--batch-tokens", batch_tokens, error=ElmoError)
@@ -175,7 +198,10 @@ def _check_options(
     check_embed_paths(input_file, output_file)
     _warn_of_an_unknown_suffix(output_file)
     try:
-        import_h5py("elmo embed (its OUTPUT is hdf5)")
+        if is_parquet(output_file):
+            import_pyarrow("elmo embed (its OUTPUT is Parquet)")
+        else:
+            import_h5py("elmo embed (its OUTPUT is hdf5)")
     except ImportError as err:
         raise ElmoError(str(err)) from None
 

@@ -169,7 +169,7 @@ def test_bad_device_or_output_fail_before_any_work(tmp_path):
     cases = [
         (["--device", "tpu"], "is not a torch device"),
         ([tmp_path / "missing" / "o.hdf5"], "does not exist; create it first"),
-        ([tmp_path], "is a folder; give the path of the hdf5 file"),
+        ([tmp_path], "is a folder; give the path of the file to write"),
     ]
     for extra, message in cases:
         out = [tmp_path / "o.hdf5"] if extra and extra[0] == "--device" else []

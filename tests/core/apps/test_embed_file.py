@@ -478,13 +478,16 @@ def test_the_windows_of_one_long_line_run_together_and_give_the_vectors_of_one_w
     np.testing.assert_allclose(together[:, :56], whole_passes[:, :56], atol=1e-6, rtol=0)
 
 
-def test_an_output_holding_another_runs_vectors_is_never_replaced_without_a_word(tmp_path):
+@pytest.mark.parametrize("suffix", [".h5", ".parquet"])
+def test_an_output_holding_another_runs_vectors_is_never_replaced_without_a_word(tmp_path, suffix):
     # R71: a second `elmo embed` with another input into the same OUTPUT replaced the first's vectors.
+    if suffix == ".parquet":
+        pytest.importorskip("pyarrow", reason="a Parquet OUTPUT needs pyarrow: pip install 'elmo-bilm[parquet]'")
     save_model_folder(make_tiny_elmo(), tmp_path / "model")
     first, second = tmp_path / "in.txt", tmp_path / "in2.txt"
     first.write_text("a b c\nthe river bank\n", encoding="utf-8")
     second.write_text("x y\n", encoding="utf-8")
-    out = tmp_path / "out.h5"
+    out = tmp_path / f"out{suffix}"
     common = ["--model", tmp_path / "model", "--no-progress"]
     assert run(BIN / "elmo", "embed", first, out, *common).returncode == 0
     before = out.read_bytes()
@@ -513,10 +516,15 @@ def test_an_output_holding_another_runs_vectors_is_never_replaced_without_a_word
         ],
     )
     assert out.read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "in2.txt", "model", "out.h5"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "in2.txt", "model", out.name]
     replaced = run(BIN / "elmo", "embed", second, out, *common, "--overwrite")
     assert replaced.returncode == 0, replaced.stderr
-    assert read_file(out)[2] == {"0": ["x", "y"]}
+    if suffix == ".h5":
+        assert read_file(out)[2] == {"0": ["x", "y"]}
+    else:
+        import pyarrow.parquet as pq
+
+        assert pq.read_table(out, columns=["line", "tokens"]).to_pylist() == [{"line": 0, "tokens": ["x", "y"]}]
 
 
 def test_embed_file_refuses_an_output_that_is_not_its_own_and_recognises_its_own_job(tmp_path):
