@@ -63,7 +63,7 @@ import torch
 CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 """The environment variable that names torch's compile cache folder."""
 
-F = TypeVar("F", bound=Callable[..., Any])
+Fn = TypeVar("Fn", bound=Callable[..., Any])  # not F: torch.nn.functional in the generated remote code
 
 _BUILD_FAILED: list[str] = []  # the first kernel torch.compile could not build, once one failed
 
@@ -96,7 +96,7 @@ def compile_cache_folder() -> Path:
     return Path(os.path.abspath(folder))
 
 
-def fused_kernel(fn: F) -> F:
+def fused_kernel(fn: Fn) -> Fn:
     """`fn` compiled by `torch.compile` on first use, or `fn` itself where that fails.
 
     The compiled function specializes on its inputs' shapes and becomes dynamic in a
@@ -114,7 +114,7 @@ def fused_kernel(fn: F) -> F:
     return _compiled_or_eager(fn)  # type: ignore[return-value]
 
 
-def fused_rowwise(block_rows: int) -> Callable[[F], F]:
+def fused_rowwise(block_rows: int) -> Callable[[Fn], Fn]:
     """`fused_kernel` for a function of rows, every argument a tensor with the rows on its
     first axis, that writes its result into its last argument and returns nothing (e.g.
     a log-sum-exp over the columns of each row).
@@ -125,7 +125,7 @@ def fused_rowwise(block_rows: int) -> Callable[[F], F]:
     a block (a [rows, classes] softmax would otherwise be materialized whole).
     """
 
-    def wrap(fn: F) -> F:
+    def wrap(fn: Fn) -> Fn:
         def in_blocks(*args: torch.Tensor) -> None:
             block = call.block_rows  # type: ignore[attr-defined]
             for start in range(0, args[0].shape[0], block):

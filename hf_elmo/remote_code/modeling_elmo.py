@@ -1,4 +1,4 @@
-# Generated from hf_elmo/modeling_elmo.py and the code of the 9 elmo_core modules named in its
+# Generated from hf_elmo/modeling_elmo.py and the code of the 10 elmo_core modules named in its
 # sections, so that a saved model folder needs no elmo-bilm. Do not edit: edit those, then run
 #     python -m hf_elmo.remote_code.generate
 """ELMo as a transformers model: ElmoPreTrainedModel, ElmoModel, ElmoForTokenClassification.
@@ -20,13 +20,18 @@ The modules are elmo_core's (`BiLM`, `ScalarMix`), held directly as `self.bilm` 
 from __future__ import annotations
 
 import contextvars
+import functools
+import getpass
 import os
+import re
+import tempfile
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, Protocol, cast
+from pathlib import Path
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar, cast
 
 import numpy as np
 import torch
@@ -187,6 +192,68 @@ class CharCNN(nn.Module):
         return self.projection(highway)
 
 
+# ---- elmo_core/model/kernels.py -----------------------------------------------
+
+CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
+
+Fn = TypeVar("Fn", bound=Callable[..., Any])  # not F: torch.nn.functional in the generated remote code
+
+_BUILD_FAILED: list[str] = []  # the first kernel torch.compile could not build, once one failed
+
+
+def compile_enabled() -> bool:
+    value = os.environ.get("ELMO_COMPILE", "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(
+            f"ELMO_COMPILE must be 0 (torch's eager operators) or 1 (the fused kernels, the default); got {value!r}."
+        )
+    return value != "0"
+
+
+def compile_cache_folder() -> Path:
+    folder = os.environ.get(CACHE_VARIABLE)
+    if folder is None:
+        try:
+            user = getpass.getuser()
+        except (KeyError, ModuleNotFoundError, OSError):
+            user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+        folder = os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+    return Path(os.path.abspath(folder))
+
+
+def fused_kernel(fn: Fn) -> Fn:
+    return _compiled_or_eager(fn)  # type: ignore[return-value]
+
+
+def _compiled_or_eager(fn: Callable[..., Any], eager: Callable[..., Any] | None = None) -> Callable[..., Any]:
+    run_eager = fn if eager is None else eager
+    compiled: list[Callable[..., Any]] = []  # torch.compile(fn), made on first use
+    @functools.wraps(fn)
+    def call(*args: Any) -> Any:
+        if _BUILD_FAILED or not compile_enabled():
+            return run_eager(*args)
+        if not compiled:
+            compiled.append(torch.compile(fn))
+        try:  # every call: a new shape makes torch compile the kernel again, which can fail too
+            return compiled[0](*args)
+        except Exception as error:  # noqa: BLE001  (no compiler, unsupported platform, ...)
+            _BUILD_FAILED.append(fn.__qualname__)
+            if isinstance(error, OSError):  # a file of the compile cache could not be written
+                fix = f"Set {CACHE_VARIABLE} to a writable folder (now {compile_cache_folder()}) for the fused kernels"
+            else:
+                fix = "Install a C++ compiler (gcc or clang) for the fused kernels"
+            warnings.warn(
+                f"torch.compile could not build the fused kernel {fn.__qualname__} "
+                f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
+                "training goes on with torch's eager operators: the same numbers, slower. "
+                f"{fix}, or set ELMO_COMPILE=0 to silence this.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return run_eager(*args)
+    return call
+
+
 # ---- elmo_core/model/recurrence/lstm.py ---------------------------------------
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
@@ -223,6 +290,17 @@ def _lstm_gates_in_place(
         c_t.clamp_(-cell_clip, cell_clip)
     return c_t, o.sigmoid_().mul_(torch.tanh(c_t))
 
+
+def lstm_gates_bf16(
+    pre: torch.Tensor, bias: torch.Tensor, recurrent: torch.Tensor, c: torch.Tensor, cell_clip: float | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    i, j, f, o = (pre.float() + bias).chunk(4, dim=1)  # block order i, j, f, o
+    z = torch.cat([i, j, f + FORGET_BIAS, o], dim=1) + recurrent.float()  # [n, 4D]
+    c_t, gated = lstm_gates(z, c, cell_clip)
+    return c_t, gated.to(torch.bfloat16)
+
+
+bf16_gates = fused_kernel(lstm_gates_bf16)
 
 _COMPILED_GATES = None
 
@@ -311,16 +389,16 @@ class LSTMCellWithProjection(nn.Module):
                 pre = self._input_products(inputs[t : t + block], bf16).unbind(0)
             n = batch_sizes[t]
             pre_t = pre[t % block]
-            if grad:
-                z = pre_t[:n] + self.state_linear(h[:n])  # [n, 4D]
-            elif recurrent is not None:  # bf16: the [n, 4D] product in bf16, added to the float32 pre-activations
-                z = pre_t[:n] + F.linear(h[:n].to(torch.bfloat16), recurrent)
-            elif float_linears:  # pre + h @ W_h in one product: one [n, 4D] tensor per step
-                z = torch.addmm(pre_t[:n], h[:n], self.state_linear.weight.t())
-            else:  # int8 layers (elmo_core.runtime.quantization): through the module
-                z = self.state_linear(h[:n])
-                z += pre_t[:n]  # in place: one [n, 4D] tensor per step, not two
-            c_t, gated = gates(z, c[:n], self.cell_clip)  # [n, D] each
+            if recurrent is not None:  # bf16: the [n, 4D] product in bf16; the sum and the gates in one pass
+                c_t, gated = bf16_gates(
+                    pre_t[:n],
+                    self.input_linear.bias,
+                    F.linear(h[:n].to(torch.bfloat16), recurrent),
+                    c[:n],
+                    self.cell_clip,
+                )
+            else:
+                c_t, gated = gates(self._step_sum(pre_t[:n], h[:n], grad, float_linears), c[:n], self.cell_clip)
             h_t = bf16_linear(gated, self.state_projection) if bf16 else self.state_projection(gated)  # [n, P]
             if self.proj_clip:
                 h_t = h_t.clamp(-self.proj_clip, self.proj_clip)
@@ -338,6 +416,14 @@ class LSTMCellWithProjection(nn.Module):
         if num_steps == 0:
             return inputs.new_zeros(0, batch_size, self.projection_dim), (h, c)
         return (torch.stack(outputs) if outputs else output), (h, c)
+    def _step_sum(self, pre: torch.Tensor, h: torch.Tensor, grad: bool, float_linears: bool) -> torch.Tensor:
+        if grad:
+            return pre + self.state_linear(h)
+        if float_linears:  # in one product: one [n, 4D] tensor per step
+            return torch.addmm(pre, h, self.state_linear.weight.t())
+        z = self.state_linear(h)  # int8 layers (elmo_core.runtime.quantization): through the module
+        z += pre  # in place: one [n, 4D] tensor per step, not two
+        return z
     def _takes_columns(self, inputs: torch.Tensor) -> bool:
         return (
             inputs.device.type == "cpu"
@@ -385,10 +471,10 @@ class LSTMCellWithProjection(nn.Module):
         h_out[:running], c_out[:running] = h_cols.t(), c_cols.t()
         return output, (h_out, c_out)
     def _input_products(self, inputs: torch.Tensor, bf16: bool = False) -> torch.Tensor:
-        if bf16:
-            pre = bf16_linear(inputs, self.input_linear)
-        else:  # as one 2-D product: a strided 3-D input would take a slower batched product
-            pre = self.input_linear(inputs.reshape(-1, inputs.shape[-1])).view(*inputs.shape[:-1], 4 * self.dim)
+        if bf16:  # the bf16 product alone: `bf16_gates` adds the biases in float32, in the step's one pass
+            rows = inputs.to(torch.bfloat16).reshape(-1, inputs.shape[-1])  # [steps * batch, in]
+            return F.linear(rows, bf16_weight(self.input_linear.weight)).view(*inputs.shape[:-1], 4 * self.dim)
+        pre = self.input_linear(inputs.reshape(-1, inputs.shape[-1])).view(*inputs.shape[:-1], 4 * self.dim)
         pre[..., 2 * self.dim : 3 * self.dim] += FORGET_BIAS  # block order i, j, f, o; in place: no copy
         return pre
     @property
