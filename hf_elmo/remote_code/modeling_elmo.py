@@ -56,6 +56,68 @@ from .configuration_elmo import (
 )
 
 
+# ---- elmo_core/model/kernels.py -----------------------------------------------
+
+CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
+
+Fn = TypeVar("Fn", bound=Callable[..., Any])  # not F: torch.nn.functional in the generated remote code
+
+_BUILD_FAILED: list[str] = []  # the first kernel torch.compile could not build, once one failed
+
+
+def compile_enabled() -> bool:
+    value = os.environ.get("ELMO_COMPILE", "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(
+            f"ELMO_COMPILE must be 0 (torch's eager operators) or 1 (the fused kernels, the default); got {value!r}."
+        )
+    return value != "0"
+
+
+def compile_cache_folder() -> Path:
+    folder = os.environ.get(CACHE_VARIABLE)
+    if folder is None:
+        try:
+            user = getpass.getuser()
+        except (KeyError, ModuleNotFoundError, OSError):
+            user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+        folder = os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+    return Path(os.path.abspath(folder))
+
+
+def fused_kernel(fn: Fn) -> Fn:
+    return _compiled_or_eager(fn)  # type: ignore[return-value]
+
+
+def _compiled_or_eager(fn: Callable[..., Any], eager: Callable[..., Any] | None = None) -> Callable[..., Any]:
+    run_eager = fn if eager is None else eager
+    compiled: list[Callable[..., Any]] = []  # torch.compile(fn), made on first use
+    @functools.wraps(fn)
+    def call(*args: Any) -> Any:
+        if _BUILD_FAILED or not compile_enabled():
+            return run_eager(*args)
+        if not compiled:
+            compiled.append(torch.compile(fn))
+        try:  # every call: a new shape makes torch compile the kernel again, which can fail too
+            return compiled[0](*args)
+        except Exception as error:  # noqa: BLE001  (no compiler, unsupported platform, ...)
+            _BUILD_FAILED.append(fn.__qualname__)
+            if isinstance(error, OSError):  # a file of the compile cache could not be written
+                fix = f"Set {CACHE_VARIABLE} to a writable folder (now {compile_cache_folder()}) for the fused kernels"
+            else:
+                fix = "Install a C++ compiler (gcc or clang) for the fused kernels"
+            warnings.warn(
+                f"torch.compile could not build the fused kernel {fn.__qualname__} "
+                f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
+                "training goes on with torch's eager operators: the same numbers, slower. "
+                f"{fix}, or set ELMO_COMPILE=0 to silence this.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return run_eager(*args)
+    return call
+
+
 # ---- elmo_core/model/errors.py ------------------------------------------------
 
 class WeightFileError(ElmoError):
@@ -143,6 +205,13 @@ class Highway(nn.Module):
 TrainingPath = Callable[["CharCNN", torch.Tensor], torch.Tensor]
 
 
+def max_pool_bf16(y: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return y.amax(dim=2).float() + bias
+
+
+bf16_max_pool = fused_kernel(max_pool_bf16)
+
+
 class CharCNN(nn.Module):
     def __init__(self, options: BiLMOptions, training_path: TrainingPath | None = None) -> None:
         super().__init__()
@@ -180,7 +249,7 @@ class CharCNN(nn.Module):
         pooled = []
         for conv in cast(Iterable[nn.Conv1d], self.convolutions):  # torch types a ModuleList's items as Module
             if bf16 and conv.bias is not None:  # the bias is the same in every window: added after the max, in float32
-                y = F.conv1d(x, bf16_weight(conv.weight)).amax(dim=2).float() + conv.bias
+                y = bf16_max_pool(F.conv1d(x, bf16_weight(conv.weight)), conv.bias)  # [tokens, count]
             else:
                 y = conv(x).amax(dim=2)  # [tokens, count]
             pooled.append(torch.relu(y) if self.activation == "relu" else torch.tanh(y))
@@ -190,68 +259,6 @@ class CharCNN(nn.Module):
         if bf16 and isinstance(self.projection, nn.Linear):
             return bf16_linear(highway, self.projection)
         return self.projection(highway)
-
-
-# ---- elmo_core/model/kernels.py -----------------------------------------------
-
-CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
-
-Fn = TypeVar("Fn", bound=Callable[..., Any])  # not F: torch.nn.functional in the generated remote code
-
-_BUILD_FAILED: list[str] = []  # the first kernel torch.compile could not build, once one failed
-
-
-def compile_enabled() -> bool:
-    value = os.environ.get("ELMO_COMPILE", "").strip()
-    if value not in ("", "0", "1"):
-        raise ValueError(
-            f"ELMO_COMPILE must be 0 (torch's eager operators) or 1 (the fused kernels, the default); got {value!r}."
-        )
-    return value != "0"
-
-
-def compile_cache_folder() -> Path:
-    folder = os.environ.get(CACHE_VARIABLE)
-    if folder is None:
-        try:
-            user = getpass.getuser()
-        except (KeyError, ModuleNotFoundError, OSError):
-            user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
-        folder = os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
-    return Path(os.path.abspath(folder))
-
-
-def fused_kernel(fn: Fn) -> Fn:
-    return _compiled_or_eager(fn)  # type: ignore[return-value]
-
-
-def _compiled_or_eager(fn: Callable[..., Any], eager: Callable[..., Any] | None = None) -> Callable[..., Any]:
-    run_eager = fn if eager is None else eager
-    compiled: list[Callable[..., Any]] = []  # torch.compile(fn), made on first use
-    @functools.wraps(fn)
-    def call(*args: Any) -> Any:
-        if _BUILD_FAILED or not compile_enabled():
-            return run_eager(*args)
-        if not compiled:
-            compiled.append(torch.compile(fn))
-        try:  # every call: a new shape makes torch compile the kernel again, which can fail too
-            return compiled[0](*args)
-        except Exception as error:  # noqa: BLE001  (no compiler, unsupported platform, ...)
-            _BUILD_FAILED.append(fn.__qualname__)
-            if isinstance(error, OSError):  # a file of the compile cache could not be written
-                fix = f"Set {CACHE_VARIABLE} to a writable folder (now {compile_cache_folder()}) for the fused kernels"
-            else:
-                fix = "Install a C++ compiler (gcc or clang) for the fused kernels"
-            warnings.warn(
-                f"torch.compile could not build the fused kernel {fn.__qualname__} "
-                f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
-                "training goes on with torch's eager operators: the same numbers, slower. "
-                f"{fix}, or set ELMO_COMPILE=0 to silence this.",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            return run_eager(*args)
-    return call
 
 
 # ---- elmo_core/model/recurrence/lstm.py ---------------------------------------
