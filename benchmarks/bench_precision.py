@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from benchmarks.common import (
@@ -48,6 +49,7 @@ from benchmarks.common import (
     machine_line,
     rebuilt,
     shape_options,
+    token_cosines,
 )
 from elmo_core import Elmo, embed_sentences, quantize_int8
 from elmo_core.model.precision import cpu_bf16_support
@@ -95,12 +97,14 @@ def models_for(model: Elmo, precisions: Sequence[str]) -> dict[str, Elmo]:
     return {p: quantize_int8(model) if p == "int8" else model for p in precisions}
 
 
-def embed(model: Elmo, precision: str, sentences: Sequence[Sequence[str]], batch_tokens: int) -> list:
+def embed(
+    model: Elmo, precision: str, sentences: Sequence[Sequence[str]], batch_tokens: int, layers: str = "top"
+) -> list:
     """`embed_sentences` as the benchmark runs it, with an empty token cache."""
     if model.bilm.token_cache is not None:
         model.bilm.token_cache.clear()
     dtype = torch.bfloat16 if precision == "bf16" else None
-    return embed_sentences(model, sentences, layers="top", batch_tokens=batch_tokens, autocast_dtype=dtype)
+    return embed_sentences(model, sentences, layers=layers, batch_tokens=batch_tokens, autocast_dtype=dtype)
 
 
 def timed_run(
@@ -153,6 +157,19 @@ def summary_table(runs: Sequence[Run]) -> str:
     return format_table(header, rows)
 
 
+def cosine_table(models: dict[str, Elmo], sentences: Sequence[Sequence[str]], batch_tokens: int) -> str:
+    """Per reduced precision and layer, the mean and least cosine of each token's vector to fp32's."""
+    vectors = {}
+    for precision, model in models.items():  # each from an empty token cache: each runs its own layer 0
+        vectors[precision] = np.concatenate(embed(model, precision, sentences, batch_tokens, "all"), axis=1)
+    rows = []
+    for precision in [p for p in models if p != "fp32"]:
+        cos = token_cosines(vectors["fp32"], vectors[precision])  # [layers, tokens]
+        rows += [[precision, str(k), f"{c.mean():.5f}", f"{c.min():.5f}"] for k, c in enumerate(cos)]
+        rows.append([precision, "all", f"{cos.mean():.5f}", f"{cos.min():.5f}"])
+    return format_table(["precision", "layer", "mean cosine", "least cosine"], rows)
+
+
 def profile(model: Elmo, precision: str, sentences: Sequence[Sequence[str]], batch_tokens: int, rows: int) -> str:
     """torch.profiler's operators of one run, by self CPU time (after a warm-up run)."""
     embed(model, precision, sentences, batch_tokens)
@@ -174,6 +191,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--data", type=Path, default=DEFAULT_DATA, help="enwiki2015 valid.txt.xz (synthetic if missing)"
     )
+    parser.add_argument("--cosine-sentences", type=int, default=200, help="sentences for the cosines to fp32 (0: none)")
     parser.add_argument("--profile", choices=PRECISIONS, help="print one run's operators by self CPU time instead")
     parser.add_argument("--profile-rows", type=int, default=30)
     args = parser.parse_args(argv)
@@ -220,6 +238,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"\nGEMM = {GEMM_SIZE}^3 torch.mm of the precision's dtype right before and after each run "
         "(int8: an int8 dynamically quantised Linear); fraction = biLM GFLOP/s over the mean of those two."
     )
+    if args.cosine_sentences and "fp32" in models and len(models) > 1:
+        print(f"\ncosine of each token's vector to fp32's, {args.cosine_sentences} of the sentences, layers='all':")
+        print(cosine_table(models, sentences[: args.cosine_sentences], args.batch_tokens))
     print(f"load average at the end {load_average()}")
     return 0
 

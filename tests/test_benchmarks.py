@@ -106,3 +106,17 @@ def test_bench_precision_runs_every_precision_in_turn_on_a_tiny_model():
     assert [r.precision for r in runs] == precisions * 2
     assert {(r.tokens, r.positions, r.flops_per_position) for r in runs} == {(7, 11, flops_per_position(model.options))}
     assert all(r.seconds > 0 and r.gemm_before > 0 and r.gemm_after > 0 for r in runs)
+
+
+def test_bench_precision_cosines_are_one_where_int8_leaves_a_layer_in_fp32():
+    from benchmarks.bench_precision import cosine_table
+    from elmo_core import quantize_int8
+
+    from .conftest import make_tiny_elmo
+
+    model = make_tiny_elmo()
+    table = cosine_table({"fp32": model, "int8": quantize_int8(model)}, [["a", "b", "c"], ["x", "y"]], 64)
+    rows = [line.split() for line in table.splitlines()[2:]]
+    assert [row[:2] for row in rows] == [["int8", "0"], ["int8", "1"], ["int8", "2"], ["int8", "all"]]
+    assert rows[0][2:] == ["1.00000", "1.00000"]  # layer 0 stays float32 under int8
+    assert all(0.9 < float(row[3]) <= float(row[2]) <= 1.0 for row in rows)
