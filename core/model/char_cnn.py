@@ -92,7 +92,7 @@ def max_pool_bf16(y: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     return y.amax(dim=2).float() + bias
 
 
-bf16_max_pool = fused_kernel(max_pool_bf16)
+bf16_max_pool = fused_kernel(max_pool_bf16, dynamic=True)  # one kernel for every bank's shape
 """`max_pool_bf16` compiled: the same values (a max is exact), without torch's slow bf16 `amax`."""
 
 

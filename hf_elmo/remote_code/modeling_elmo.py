@@ -85,11 +85,13 @@ def compile_cache_folder() -> Path:
     return Path(os.path.abspath(folder))
 
 
-def fused_kernel(fn: Fn) -> Fn:
-    return _compiled_or_eager(fn)  # type: ignore[return-value]
+def fused_kernel(fn: Fn, *, dynamic: bool | None = None) -> Fn:
+    return _compiled_or_eager(fn, dynamic=dynamic)  # type: ignore[return-value]
 
 
-def _compiled_or_eager(fn: Callable[..., Any], eager: Callable[..., Any] | None = None) -> Callable[..., Any]:
+def _compiled_or_eager(
+    fn: Callable[..., Any], eager: Callable[..., Any] | None = None, dynamic: bool | None = None
+) -> Callable[..., Any]:
     run_eager = fn if eager is None else eager
     compiled: list[Callable[..., Any]] = []  # torch.compile(fn), made on first use
     @functools.wraps(fn)
@@ -97,7 +99,7 @@ def _compiled_or_eager(fn: Callable[..., Any], eager: Callable[..., Any] | None 
         if _BUILD_FAILED or not compile_enabled():
             return run_eager(*args)
         if not compiled:
-            compiled.append(torch.compile(fn))
+            compiled.append(torch.compile(fn, dynamic=dynamic))
         try:  # every call: a new shape makes torch compile the kernel again, which can fail too
             return compiled[0](*args)
         except Exception as error:  # noqa: BLE001  (no compiler, unsupported platform, ...)
@@ -209,7 +211,7 @@ def max_pool_bf16(y: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     return y.amax(dim=2).float() + bias
 
 
-bf16_max_pool = fused_kernel(max_pool_bf16)
+bf16_max_pool = fused_kernel(max_pool_bf16, dynamic=True)  # one kernel for every bank's shape
 
 
 class CharCNN(nn.Module):
@@ -307,7 +309,7 @@ def lstm_gates_bf16(
     return c_t, gated.to(torch.bfloat16)
 
 
-bf16_gates = fused_kernel(lstm_gates_bf16)
+bf16_gates = fused_kernel(lstm_gates_bf16, dynamic=True)  # rows change at every step
 
 _COMPILED_GATES = None
 

@@ -133,7 +133,7 @@ def lstm_gates_bf16(
     return c_t, gated.to(torch.bfloat16)
 
 
-bf16_gates = fused_kernel(lstm_gates_bf16)
+bf16_gates = fused_kernel(lstm_gates_bf16, dynamic=True)  # rows change at every step
 """`lstm_gates_bf16` in one pass (torch.compile; torch's eager operators where it cannot build)."""
 
 _COMPILED_GATES = None
