@@ -64,7 +64,7 @@ def check_spacy(core_layers: np.ndarray) -> None:
     np.testing.assert_allclose(doc._.elmo_layers, core_layers, atol=ATOL)
 
 
-def check_hugging_face(core_layers: np.ndarray) -> None:
+def check_hugging_face(core_layers: np.ndarray) -> np.ndarray:
     from transformers import AutoModel, AutoTokenizer
 
     import hf_elmo  # noqa: F401  (registers the Auto classes)
@@ -79,6 +79,15 @@ def check_hugging_face(core_layers: np.ndarray) -> None:
     layers = np.stack([h[0].detach().numpy() for h in out.hidden_states])
     np.testing.assert_allclose(layers, core_layers, atol=ATOL)
     assert tuple(out.last_hidden_state.shape) == (1, 4, 256), out.last_hidden_state.shape
+    return out.last_hidden_state[0].detach().numpy()
+
+
+def check_feature_pipeline(model_output: np.ndarray) -> None:
+    from hf_elmo import feature_extraction_pipeline
+
+    extractor = feature_extraction_pipeline()  # the default model's folder, from raw text
+    vectors = np.asarray(extractor(" ".join(WORDS)))[0]
+    np.testing.assert_allclose(vectors, model_output, atol=ATOL)  # the model's output, one row per word
 
 
 def main() -> None:
@@ -90,8 +99,10 @@ def main() -> None:
     print("cli: elmo embed: ok")
     check_spacy(core_layers)
     print('spaCy: nlp.add_pipe("elmo"): ok')
-    check_hugging_face(core_layers)
+    model_output = check_hugging_face(core_layers)
     print("Hugging Face: AutoModel and AutoTokenizer from the default model folder: ok")
+    check_feature_pipeline(model_output)
+    print("Hugging Face: hf_elmo.feature_extraction_pipeline: ok")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ if __name__ != "elmo_core":  # pragma: no cover - packaging guard
     )
 
 from ._version import __version__ as __version__
+from .apps.training.perplexity import perplexity
 from .files.model_folder import default_model_dir, load_elmo, load_model_folder, save_model_folder
 from .files.options_file import read_options
 from .files.weights import load_bilm_tf, save_bilm_tf
@@ -48,6 +49,7 @@ __all__ = [
     "iter_embeddings",
     "EmbedSettings",
     "words_to_char_ids",
+    "perplexity",
     # the model
     "Elmo",
     "ElmoOutput",

@@ -7,6 +7,9 @@ change with the faces it serves, in the same release.
 
 from __future__ import annotations
 
+from .apps.training.model import BiLMLanguageModel, load_language_model, save_language_model
+from .apps.training.perplexity import Perplexity, evaluate, text_sentences
+from .apps.training.vocab import Vocabulary
 from .files.atomic_files import atomic_folder, atomic_path, disk_full_error
 from .files.model_folder import (
     ELMO_SETTINGS,
@@ -16,7 +19,7 @@ from .files.model_folder import (
     resolve_model_source,
     tokenizer_settings,
 )
-from .files.text_files import check_input_file, read_text
+from .files.text_files import check_input_file, iter_conll_rows, read_text
 from .files.tokenizers import (
     DEFAULT_TOKENIZER,
     get_tokenizer,
@@ -26,6 +29,7 @@ from .files.tokenizers import (
 )
 from .files.weights import count_non_finite, non_finite_error
 from .model.bilm import check_char_ids
+from .model.capture import capturing
 from .model.char_cnn import Highway
 from .model.characters import (
     BEGINNING_OF_SENTENCE_CHARACTER,
@@ -78,6 +82,7 @@ __all__ = [
     # text and tokenizers
     "DEFAULT_TOKENIZER",
     "check_input_file",
+    "iter_conll_rows",
     "get_tokenizer",
     "read_text",
     "spacy_sentence_splitter",
@@ -100,6 +105,7 @@ __all__ = [
     "CharCNNOptions",
     "Highway",
     "bilm_is_trainable",
+    "capturing",
     "mix_representations",
     "run_bilm",
     "softmax_weights",
@@ -117,4 +123,12 @@ __all__ = [
     "run_in_windows",
     "serving_parts",
     "window_batches",
+    # the biLM as a language model (hf_elmo's ElmoLMHeadModel)
+    "BiLMLanguageModel",
+    "Perplexity",
+    "Vocabulary",
+    "evaluate",
+    "load_language_model",
+    "save_language_model",
+    "text_sentences",
 ]

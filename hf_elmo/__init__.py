@@ -1,15 +1,16 @@
 """hf_elmo: ELMo as a Hugging Face transformers model.
 
 Importing this package registers the classes with the Auto classes (`AutoConfig` for
-`model_type: "elmo"`, `AutoModel`, `AutoModelForTokenClassification`, `AutoTokenizer`)
+`model_type: "elmo"`, `AutoModel`, `AutoModelForTokenClassification`,
+`AutoModelForSequenceClassification`, `AutoTokenizer`)
 and for `save_pretrained`'s code saving, so a saved folder also loads with
 `trust_remote_code=True` where hf_elmo was never imported, or is not installed at all.
 
 The classes here are built from `elmo_core` (an `ElmoModel` holds a real
 `elmo_core.BiLM`), and these modules are the one source of the HF face. A saved folder
 does not hold them, though: it holds `configuration_elmo.py`, `modeling_elmo.py` and
-`tokenization_elmo.py` generated from them, each with the core definitions it uses
-inlined, so that the folder needs no elmo-bilm (see `hf_elmo.remote_code`, which also
+`tokenization_elmo.py` copied from them, reading a plain copy of the model
+(`elmo_reference.py`) instead of elmo_core, so that the folder needs no elmo-bilm (see `hf_elmo.remote_code`, which also
 says how to regenerate them, and which code a loaded folder runs: after `import hf_elmo`,
 the installed classes take precedence over a folder's own code, as transformers rules).
 
@@ -30,12 +31,25 @@ from __future__ import annotations
 from elmo_core.face_api import missing_extra
 
 try:
-    from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer
+    from transformers import (
+        AutoConfig,
+        AutoModel,
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+        AutoTokenizer,
+    )
 except ImportError as err:  # not installed: say which extra installs it
     raise missing_extra(err, "transformers", "hf", "hf_elmo") from err
 
 from .configuration_elmo import ElmoConfig
-from .modeling_elmo import ElmoForTokenClassification, ElmoModel, ElmoModelOutput, ElmoPreTrainedModel
+from .modeling_elmo import (
+    ElmoForSequenceClassification,
+    ElmoForTokenClassification,
+    ElmoModel,
+    ElmoModelOutput,
+    ElmoPreTrainedModel,
+)
+from .modeling_elmo_lm import ElmoLMHeadModel
 from .pipeline_elmo import ElmoFeatureExtractionPipeline, feature_extraction_pipeline
 from .tokenization_elmo import ElmoBatchEncoding, ElmoTokenizer
 
@@ -43,7 +57,9 @@ __all__ = [
     "ElmoBatchEncoding",
     "ElmoConfig",
     "ElmoFeatureExtractionPipeline",
+    "ElmoForSequenceClassification",
     "ElmoForTokenClassification",
+    "ElmoLMHeadModel",
     "ElmoModel",
     "ElmoModelOutput",
     "ElmoPreTrainedModel",
@@ -54,10 +70,12 @@ __all__ = [
 AutoConfig.register(ElmoConfig.model_type, ElmoConfig, exist_ok=True)
 AutoModel.register(ElmoConfig, ElmoModel, exist_ok=True)
 AutoModelForTokenClassification.register(ElmoConfig, ElmoForTokenClassification, exist_ok=True)
+AutoModelForSequenceClassification.register(ElmoConfig, ElmoForSequenceClassification, exist_ok=True)
 AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
 
 # save_pretrained then writes `auto_map` and the generated code files (hf_elmo.remote_code).
 ElmoConfig.register_for_auto_class()
 ElmoModel.register_for_auto_class("AutoModel")
 ElmoForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
+ElmoForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
 ElmoTokenizer.register_for_auto_class("AutoTokenizer")

@@ -18,21 +18,20 @@ except ImportError:  # pragma: no cover - transformers 4 spelling
 
 from elmo_core import BiLMOptions
 from elmo_core.face_api import DEFAULT_WINDOW_TOKENS, ELMO_SETTINGS, check_window_settings
-
-# >>> hf_elmo only
-from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
+from hf_elmo.remote_code import (  # absolute: a saved folder reads these from its elmo_reference.py
     ELMO_BILM_VERSION,
     note_which_code_runs,
     save_atomically,
 )
 
-# <<< hf_elmo only
-
 __all__ = ["ElmoConfig"]
+
+CLASSIFIER_POOLINGS = ("mean", "max", "first")
+"""The ways `ElmoForSequenceClassification` pools a text's token vectors."""
 
 
 class ElmoConfig(PreTrainedConfig):
-    """Configuration of `ElmoModel` and `ElmoForTokenClassification`.
+    """Configuration of `ElmoModel` and its task models.
 
     Build it from bilm-tf options with `ElmoConfig.from_options(read_options(
     "options.json"))`; `to_options()` gives them back. These two are the only bridge
@@ -62,17 +61,22 @@ class ElmoConfig(PreTrainedConfig):
         window_tokens: A row longer than this many tokens is read in overlapping windows,
             exactly as the core (`embed_sentences`, `elmo embed`) and the spaCy component read a
             long sentence (`elmo_core.runtime.windows`), so every face gives the same vectors at
-            any length and memory stays bounded. Default `DEFAULT_WINDOW_TOKENS` (1024),
-            the core's; None or 0 reads every row whole. Rows no longer than this are never
+            any length and memory stays bounded. Default 1024, the core's. None or 0
+            reads every row whole. Rows no longer than this are never
             cut. A stateful model always reads whole (windows would break its carried state).
         window_context: Context tokens on each side of a window's kept tokens (default
             None = `window_tokens // 8`, the core's). Leave unset.
+        classifier_pooling: How `ElmoForSequenceClassification` pools a text's token
+            vectors into one: "mean" over the real tokens (default), "max" (per
+            feature), or "first" (the first token's vector).
+        pad_token_id: The tokenizer's padding id (0, `ElmoTokenizer`'s), for generic code
+            such as `Trainer`.
         **kwargs: Any key transformers writes or accepts (`architectures`, `num_labels`,
             `id2label`, ...) and any unknown key, kept as an attribute.
 
     Raises:
         OptionsError: if `lstm`/`char_cnn` are not valid bilm-tf options.
-        ValueError: for a bad `window_tokens` / `window_context`.
+        ValueError: for a bad `window_tokens` / `window_context` / `classifier_pooling`.
     """
 
     model_type = "elmo"
@@ -90,6 +94,8 @@ class ElmoConfig(PreTrainedConfig):
         scalar_mix_parameters: list[float] | None = ELMO_SETTINGS["scalar_mix_parameters"],
         window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
         window_context: int | None = None,
+        classifier_pooling: str = "mean",
+        pad_token_id: int | None = 0,
         **kwargs: Any,
     ) -> None:
         defaults = BiLMOptions().to_dict()
@@ -112,6 +118,10 @@ class ElmoConfig(PreTrainedConfig):
         check_window_settings(window_tokens, window_context)  # 0 = None: read every row whole
         self.window_tokens = window_tokens
         self.window_context = window_context
+        if classifier_pooling not in CLASSIFIER_POOLINGS:
+            raise ValueError(f"classifier_pooling must be one of {CLASSIFIER_POOLINGS}; got {classifier_pooling!r}.")
+        self.classifier_pooling = classifier_pooling
+        self.pad_token_id = pad_token_id
         super().__init__(**kwargs)
 
     @classmethod
@@ -162,7 +172,6 @@ class ElmoConfig(PreTrainedConfig):
         """The biLM's LSTM layers (`lstm.n_layers`); `hidden_states` has one more (layer 0)."""
         return self.lstm["n_layers"]
 
-    # >>> hf_elmo only: not in the generated configuration_elmo.py (see hf_elmo.remote_code)
     def save_pretrained(self, save_directory: str | os.PathLike, push_to_hub: bool = False, **kwargs: Any) -> None:
         """As transformers', with the generated, self-contained `configuration_elmo.py`.
 
@@ -173,7 +182,7 @@ class ElmoConfig(PreTrainedConfig):
         there is replaced, never written through (`save_atomically`).
         """
         self.elmo_bilm_version = ELMO_BILM_VERSION  # which code wrote the folder (see note_which_code_runs)
-        code = ("configuration_elmo.py",) if self._auto_class is not None else ()
+        code = ("configuration_elmo.py", "elmo_reference.py") if self._auto_class is not None else ()
         save_atomically(super().save_pretrained, save_directory, *code)(
             save_directory, push_to_hub=push_to_hub, **kwargs
         )
@@ -184,5 +193,3 @@ class ElmoConfig(PreTrainedConfig):
         loaded = super().from_dict(config_dict, **kwargs)
         note_which_code_runs(kwargs.get("name_or_path"))
         return loaded
-
-    # <<< hf_elmo only

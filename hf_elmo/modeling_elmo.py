@@ -1,4 +1,4 @@
-"""ELMo as a transformers model: ElmoPreTrainedModel, ElmoModel, ElmoForTokenClassification.
+"""ELMo as a transformers model: ElmoModel and its task models (token and sequence classification).
 
 The modules are elmo_core's (`BiLM`, `ScalarMix`), held directly as `self.bilm` and
 `self.scalar_mixes`, so the state dict has the keys of `elmo_core.Elmo` (`bilm.*`,
@@ -12,6 +12,7 @@ The modules are elmo_core's (`BiLM`, `ScalarMix`), held directly as `self.bilm` 
       -> biLM                            n_layers + 1 layers [batch, tokens, 2P]  = hidden_states
       -> scalar mix(es) + dropout        [batch, tokens, 2P]                      = last_hidden_state
       -> (token classification) linear   [batch, tokens, num_labels]
+      -> (sequence classification) pool over the real tokens, linear   [batch, num_labels]
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 from transformers import PreTrainedModel
-from transformers.modeling_outputs import TokenClassifierOutput
+from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
 from transformers.utils import ModelOutput
 
 from elmo_core import BiLM, Elmo, ScalarMix
@@ -32,33 +33,33 @@ from elmo_core.face_api import (
     CharCNNOptions,
     Highway,
     bilm_is_trainable,
+    capturing,
     check_char_ids,
+    check_model_folder,
     count_non_finite,
+    folder_variant,
     mix_representations,
     non_finite_error,
     read_in_windows,
-    run_bilm,
-)
-
-from .configuration_elmo import ElmoConfig
-
-# >>> hf_elmo only: the installed code runs with the runtime; a saved folder's copy runs the model alone
-# isort: split
-from elmo_core.face_api import (
-    check_model_folder,
-    folder_variant,
     release_when_collected,
+    run_bilm,
     serving_parts,
     window_batches,
 )
-from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
+from hf_elmo.remote_code import (  # absolute: a saved folder reads these from its elmo_reference.py
     note_which_code_runs,
     save_atomically,
 )
 
-# <<< hf_elmo only
+from .configuration_elmo import ElmoConfig
 
-__all__ = ["ElmoModelOutput", "ElmoPreTrainedModel", "ElmoModel", "ElmoForTokenClassification"]
+__all__ = [
+    "ElmoModelOutput",
+    "ElmoPreTrainedModel",
+    "ElmoModel",
+    "ElmoForTokenClassification",
+    "ElmoForSequenceClassification",
+]
 
 
 @dataclass
@@ -145,14 +146,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
         """
         source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
         load = _shapes_checked_first(super().from_pretrained, cls, source)
-        # >>> hf_elmo only: the core's reading of a local folder (a saved folder's own code leaves it to transformers)
         load = _read_as_the_core_reads(load, source)
-        # <<< hf_elmo only
         loaded = load(*args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True
-        # >>> hf_elmo only: the installed code runs; say so once if the folder was saved by other code
         note_which_code_runs(source)
-        # <<< hf_elmo only
         for name, tensor in model.state_dict().items():
             bad = count_non_finite(tensor)
             if bad:
@@ -204,9 +201,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
     def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
         """As transformers', with the generated, self-contained code files.
 
-        `auto_map` names both models of `modeling_elmo.py`, so that a tagger's folder
+        `auto_map` names every model of `modeling_elmo.py`, so that a tagger's folder
         also loads as a base `AutoModel`, and a base model's folder as the start of an
-        `AutoModelForTokenClassification`, wherever the folder's code runs. transformers
+        `AutoModelForTokenClassification` or `AutoModelForSequenceClassification`,
+        wherever the folder's code runs. transformers
         copies this module's file (and `configuration_elmo.py`) into the folder; they are
         replaced by their generated copies, which need no elmo-bilm (see
         `hf_elmo.remote_code`).
@@ -217,12 +215,12 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 **(getattr(self.config, "auto_map", None) or {}),
                 "AutoModel": f"{module}.ElmoModel",
                 "AutoModelForTokenClassification": f"{module}.ElmoForTokenClassification",
+                "AutoModelForSequenceClassification": f"{module}.ElmoForSequenceClassification",
             }
         save = super().save_pretrained
-        # >>> hf_elmo only: every file through the core's atomic writer; a generated modeling_elmo.py is the code
-        code = ("modeling_elmo.py", "configuration_elmo.py") if self._auto_class is not None else ()
+        code: tuple[str, ...] = ("modeling_elmo.py", "configuration_elmo.py", "elmo_reference.py")
+        code = code if self._auto_class is not None else ()
         save = save_atomically(save, save_directory, *code)
-        # <<< hf_elmo only
         save(save_directory, *args, **kwargs)
 
 
@@ -255,7 +253,6 @@ def _shapes_checked_first(load: Any, cls: Any, source: Any) -> Any:
     return read
 
 
-# >>> hf_elmo only: the core's diagnosis of local folders
 def _read_as_the_core_reads(load: Any, source: Any) -> Any:
     """`load` (transformers' `from_pretrained`), reading a local folder as the core reads it.
 
@@ -285,9 +282,6 @@ def _read_as_the_core_reads(load: Any, source: Any) -> Any:
             raise
 
     return read
-
-
-# <<< hf_elmo only
 
 
 def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None, options: CharCNNOptions) -> torch.Tensor:
@@ -366,11 +360,9 @@ class ElmoModel(ElmoPreTrainedModel):
                 f"scalar mix); got {config.num_output_representations}. Use "
                 "output_hidden_states=True for the raw biLM layers."
             )
-        parts: dict[str, Any] = {}  # a saved folder's copy runs the reference step loop
-        # >>> hf_elmo only: the runtime's parts (recurrence path, thread rule, layer-0 cache), as every face gets them
-        parts = serving_parts()
-        # <<< hf_elmo only
-        core = Elmo(config.to_options(), **config.elmo_settings(), **parts)  # the core's construction rules: float32
+        # The core's construction rules (float32) with the runtime's parts: recurrence path, thread
+        # rule, layer-0 cache. A saved folder's code has none: the reference step loop.
+        core = Elmo(config.to_options(), **config.elmo_settings(), **serving_parts())
         asked = _asked_dtype(config)
         if asked is not None:
             core.to(asked)
@@ -378,11 +370,8 @@ class ElmoModel(ElmoPreTrainedModel):
         self.scalar_mixes: nn.ModuleList = core.scalar_mixes
         # Rows are stateless: reading the windows of a long input all at once or in budgeted
         # batches gives the same vectors; the budget bounds memory.
-        self._window_batches = None
-        # >>> hf_elmo only: the budgeted batches of the runtime; a dropped model's heap goes back to the OS
-        release_when_collected(self.bilm)
         self._window_batches = window_batches()
-        # <<< hf_elmo only
+        release_when_collected(self.bilm)  # a dropped model's heap goes back to the OS
         self.post_init()
 
     def forward(
@@ -398,8 +387,8 @@ class ElmoModel(ElmoPreTrainedModel):
         """Run the biLM once and every scalar mix over it.
 
         A row longer than `config.window_tokens` (1024) is read in the core's overlapping
-        windows (see `_read`), so its vectors are those of `embed_sentences`, `elmo embed`
-        and the spaCy component; shorter rows are read whole, exactly as without windows.
+        windows, so its vectors are those of `embed_sentences`, `elmo embed` and the spaCy
+        component. Shorter rows are read whole, exactly as without windows.
 
         Args:
             input_ids: `ElmoTokenizer`'s one id per token [batch, tokens] (read only
@@ -469,7 +458,8 @@ class ElmoModel(ElmoPreTrainedModel):
         a trainable biLM, window by window) gets its gradients as without windows; while
         training, the graphs of all windows are kept until the backward pass.
         """
-        window_tokens = None if self.config.stateful else self.config.window_tokens
+        # A graph for deployment reads rows whole: the caller cuts long inputs.
+        window_tokens = None if self.config.stateful or capturing() else self.config.window_tokens
         windowed = read_in_windows(
             lambda ids, piece_mask: run_bilm(self.bilm, ids, piece_mask, frozen).activations,
             char_ids,
@@ -549,3 +539,101 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
             loss = self.loss_function(logits, labels, self.config, **kwargs)
         output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
         return output if return_dict else output.to_tuple()
+
+
+class ElmoForSequenceClassification(ElmoPreTrainedModel):
+    """ELMo vectors pooled over each text's real tokens, and a linear layer, as in
+    `BertForSequenceClassification`.
+
+    The pooling is `config.classifier_pooling`: "mean" (default), "max" or "first". The
+    biLM is frozen; what trains is the scalar mix and the linear head. The loss follows
+    transformers' `problem_type` rules: one label is "regression" (MSE), integer labels
+    "single_label_classification" (cross-entropy), float labels of shape
+    [batch, num_labels] "multi_label_classification" (BCE with logits).
+
+    Raises:
+        ValueError: if the config has no labels, or keeps the `<S>`/`</S>` positions
+            (`keep_sentence_boundaries`), which are not tokens of the text.
+    """
+
+    def __init__(self, config: ElmoConfig) -> None:
+        super().__init__(config)
+        if config.num_labels is None:
+            raise ValueError("ElmoForSequenceClassification needs labels: set config.id2label (or num_labels).")
+        if config.keep_sentence_boundaries:
+            raise ValueError(
+                "ElmoForSequenceClassification pools over the text's tokens; keep_sentence_boundaries=True "
+                "adds the <S>/</S> positions. Set keep_sentence_boundaries=False."
+            )
+        self.num_labels = config.num_labels
+        self.elmo = ElmoModel(config)
+        self.classifier = nn.Linear(config.output_dim, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        char_ids: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> SequenceClassifierOutput | tuple[torch.Tensor, ...]:
+        """Scores per text, and the loss when `labels` are given.
+
+        Args: as `ElmoModel.forward`, plus `labels`: class ids [batch] (int), targets
+            [batch] or [batch, 1] for regression, or [batch, num_labels] floats for
+            multi-label.
+
+        Shape:
+            char_ids: [batch, tokens, 50]; input_ids, attention_mask: [batch, tokens]
+            logits: [batch, num_labels]
+
+        Raises:
+            ValueError: as `ElmoModel.forward`.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        outputs = self.elmo(
+            input_ids,
+            attention_mask=attention_mask,
+            char_ids=char_ids,
+            output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+            return_dict=True,
+        )
+        vectors = outputs.last_hidden_state  # [batch, tokens, 2P]
+        mask = _real_tokens(input_ids, attention_mask, char_ids).to(vectors.device)  # [batch, tokens]
+        logits = self.classifier(_pool(vectors, mask, self.config.classifier_pooling))  # [batch, num_labels]
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config, **kwargs)
+        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
+        return output if return_dict else output.to_tuple()
+
+
+def _real_tokens(
+    input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None, char_ids: torch.Tensor | None
+) -> torch.Tensor:
+    """True at the real tokens: the attention mask, or the char ids' non-empty rows (as the core derives it)."""
+    if attention_mask is not None:
+        return attention_mask.bool()
+    ids = cast(torch.Tensor, char_ids if char_ids is not None else input_ids)  # ElmoModel checked them
+    return ids.ne(0).any(-1)
+
+
+def _pool(vectors: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
+    """One vector per text from its real tokens' vectors; zeros for a text without tokens.
+
+    Shape: vectors [batch, tokens, dim], mask [batch, tokens] -> [batch, dim]
+    """
+    if vectors.shape[1] == 0:
+        return vectors.new_zeros(vectors.shape[0], vectors.shape[2])
+    if how == "first":
+        return vectors[:, 0] * mask[:, :1].to(vectors.dtype)  # right padding: token 0 is real if any is
+    if how == "max":
+        pooled = vectors.masked_fill(~mask[..., None], float("-inf")).amax(dim=1)  # [batch, dim]
+        return torch.where(mask.any(dim=1, keepdim=True), pooled, torch.zeros_like(pooled))
+    weights = mask[..., None].to(vectors.dtype)  # [batch, tokens, 1]
+    return (vectors * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)  # the mean over real tokens

@@ -56,13 +56,13 @@ class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
 
     Each result is the ELMo vectors (the model's `last_hidden_state`) of one input,
     `[1, tokens, 2 * projection_dim]` (a nested list that keeps that shape for numpy even
-    for 0 tokens, `FeatureList`, or a tensor with `return_tensors=True`), where `tokens`
+    for 0 tokens, or a tensor with `return_tensors=True`), where `tokens`
     is that input's own token count: padding added to batch it with others is removed, so
     the result does not depend on `batch_size` (beyond float rounding).
 
     Attributes:
         batch_tokens: Budget of padded positions per batch for a list of strings
-            (default `elmo_core.runtime.embedding.DEFAULT_BATCH_TOKENS`, 4096). Lengths are
+            (default 4096, the core's). Lengths are
             counted with the tokenizer before batching, so each string is tokenised
             twice; the second time is what the model reads.
     """
@@ -130,7 +130,7 @@ def feature_extraction_pipeline(
 
     Args:
         model: An `ElmoModel`, or a model folder (path) or Hub id. None = the default
-            model folder that ships with elmo-bilm (`elmo_core.files.model_folder.resolve_model_source`).
+            model folder that ships with elmo-bilm.
         tokenizer: An `ElmoTokenizer` or a folder holding one. Default: the model's folder.
         batch_tokens: Budget of padded positions per batch (see the class docstring).
         **kwargs: Passed to `transformers.pipeline` (`device`, `batch_size`, ...).

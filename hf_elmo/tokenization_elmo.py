@@ -6,14 +6,16 @@ nothing to save but the character settings, which go into `tokenizer_config.json
 
     "The river bank."  --spaCy English rules-->  ["The", "river", "bank", "."]
                        --characters-->           char_ids  [1, 4, 50]   (what the biLM reads)
-                       --one id per token-->     input_ids [1, 4]       (pad 0, word 1, added 2..)
+                       --one id per token-->     input_ids [1, 4]       (pad 0, added 2.., words: word_id)
                                                  attention_mask [1, 4], offset_mapping [1, 4, 2]
 
 `input_ids` hold one id per token, as transformers' generic code (pipelines, collators,
-Trainer) expects: the pad token (0) for padding, the unknown token (1) for every word,
-because ELMo has no word vocabulary and builds every word from its characters, and their
-own ids (2, 3, ...) for tokens added with `add_tokens`, which are never split. The model
-reads `char_ids`; `ElmoModel` also accepts the char ids themselves as `input_ids`.
+Trainer) expects: the pad token (0) for padding, their own ids (2, 3, ...) for tokens
+added with `add_tokens`, which are never split, and for every other word `word_id(word)`,
+a fixed id computed from its string (the same in every process). ELMo has no word
+vocabulary: the model reads `char_ids`, and `ElmoModel` also accepts the char ids
+themselves as `input_ids`. `decode` gives the words back from `input_ids` for the last
+`RECENT_TOKENS` distinct words the tokenizer encoded, and from `char_ids` always.
 
 Raw text is split with the rules the pretraining data was tokenised with
 (`elmo_core.files.tokenizers.get_tokenizer("spacy-en")`: spaCy's English tokenizer, loaded
@@ -25,7 +27,10 @@ with all-zero rows.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -34,7 +39,7 @@ from transformers import BatchEncoding, PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 from transformers.utils import to_py_obj
 
-from elmo_core import ElmoError
+from elmo_core import BiLMOptions, ElmoError
 from elmo_core.face_api import (
     BEGINNING_OF_SENTENCE_CHARACTER,
     BEGINNING_OF_WORD_CHARACTER,
@@ -46,21 +51,16 @@ from elmo_core.face_api import (
     PADDING_CHARACTER,
     check_sentences,
     first_use_lock,
+    get_tokenizer,
     spacy_word_splitter,
     token_offsets,
+    tokenizer_settings,
     word_to_char_ids,
 )
-
-# >>> hf_elmo only: the installed code also reads the core's options and tokenizer plug-ins
-# isort: split
-from elmo_core import BiLMOptions
-from elmo_core.face_api import get_tokenizer, tokenizer_settings
-from hf_elmo.remote_code import (  # absolute: transformers would copy a relative import
+from hf_elmo.remote_code import (  # absolute: a saved folder reads these from its elmo_reference.py
     note_which_code_runs,
     save_atomically,
 )
-
-# <<< hf_elmo only
 
 __all__ = ["ElmoBatchEncoding", "ElmoTokenizer"]
 
@@ -121,6 +121,52 @@ class ElmoBatchEncoding(BatchEncoding):
 
 PAD_ID = 0
 UNK_ID = 1
+WORD_ID_BASE = 2**32
+"""Word ids lie in [2**32, 2**53): above every added token's id, and exact in float64 and JSON."""
+RECENT_TOKENS = 65_536
+"""How many distinct words a tokenizer remembers by id, for `decode` (about 10 MB at most)."""
+_BEGINNING_OF_WORD_ID = BEGINNING_OF_WORD_CHARACTER + CHAR_ID_OFFSET  # a char-id row's first id
+
+
+def word_id(token: str) -> int:
+    """The `input_ids` id of a word: a hash of its UTF-8 bytes, in [2**32, 2**53).
+
+    Fixed by the string alone, so every process and every saved tokenizer gives a word
+    the same id. Among a million distinct words, two share an id with odds of about
+    1 in 18,000; a shared id changes only what `decode` shows, never the vectors.
+    """
+    digest = hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return WORD_ID_BASE + int.from_bytes(digest, "little") % (2**53 - WORD_ID_BASE)
+
+
+class _RecentTokens:
+    """The last `size` distinct words encoded, by id: what `decode` reads for `input_ids`.
+
+    Bounded, so that a long-running service keeps no string per new word beyond these.
+    Not pickled: a copy starts empty.
+    """
+
+    def __init__(self, size: int = RECENT_TOKENS) -> None:
+        self.size = size
+        self._tokens: OrderedDict[int, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, token_id: int, token: str) -> None:
+        with self._lock:
+            self._tokens[token_id] = token
+            self._tokens.move_to_end(token_id)
+            if len(self._tokens) > self.size:
+                self._tokens.popitem(last=False)
+
+    def get(self, token_id: int) -> str | None:
+        with self._lock:
+            return self._tokens.get(token_id)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"size": self.size}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["size"])  # type: ignore[misc]
 
 
 class _WholeWords:
@@ -142,13 +188,11 @@ def _load_text_tokenizer(name: str) -> Callable[[str], list[str]]:
     `spacy_word_splitter`) are then built from spaCy directly, when spaCy is
     importable, so raw text gives the same tokens as in a full install.
     """
-    # >>> hf_elmo only: the installed plug-ins
     try:
         return get_tokenizer(name)
     except ElmoError:
         if name != DEFAULT_TOKENIZER:
             raise
-    # <<< hf_elmo only
     if name != DEFAULT_TOKENIZER:
         raise ElmoError(
             f"text_tokenizer {name!r} is an elmo-bilm plug-in, which is not installed here: pip install "
@@ -178,7 +222,11 @@ class ElmoTokenizer(PreTrainedTokenizer):
     Added tokens (`add_tokens`, `add_special_tokens`) are kept whole in raw text and get
     their own ids (`len(tokenizer)`, `get_added_vocab()` and `convert_ids_to_tokens`
     agree); the model reads them by their characters like any word, so nothing in the
-    model needs resizing.
+    model needs resizing. Every other word's id is `word_id(word)`.
+
+    `decode`, `batch_decode` and `convert_ids_to_tokens` give the tokens back from
+    `input_ids` (for the last `RECENT_TOKENS` distinct words encoded; an older id is
+    refused with a pointer to `char_ids`) or from `char_ids` (always).
 
     Args:
         max_characters_per_token: Id slots per token (the model's
@@ -190,7 +238,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         text_tokenizer: Name of the raw-text tokenizer (an `elmo_core.tokenizers`
             entry point); "spacy-en" = the pretraining data's rules.
         pad_token: Name of the padding token; its id is 0 (an all-zero row).
-        unk_token: Name of the id every word gets (1): ELMo has no word vocabulary.
+        unk_token: Name of id 1, which no word gets (each word has its `word_id`).
         **kwargs: transformers' tokenizer arguments (`model_max_length`, ...).
 
     Raises:
@@ -243,6 +291,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         self.text_tokenizer = text_tokenizer
         self._base_vocab = {str(pad_token): PAD_ID, str(unk_token): UNK_ID}
         self._split_text: Callable[[str], list[str]] | None = None  # loaded on first raw-text call
+        self._recent = _RecentTokens()
         super().__init__(
             pad_token=pad_token,
             unk_token=unk_token,
@@ -252,13 +301,10 @@ class ElmoTokenizer(PreTrainedTokenizer):
             **kwargs,
         )
 
-    # >>> hf_elmo only: built from the core's options (conversion); a saved folder's copy is loaded
     @classmethod
     def from_options(cls, options: BiLMOptions, **kwargs: Any) -> ElmoTokenizer:
         """The tokenizer for a model with these biLM options."""
         return cls(**tokenizer_settings(options), **kwargs)
-
-    # <<< hf_elmo only
 
     @property
     def is_fast(self) -> bool:
@@ -314,14 +360,25 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return self.tokenize(text)
 
     def _convert_token_to_id(self, token: str) -> int:
-        # Added tokens are looked up before this is called; every other word is "unknown".
-        return self._base_vocab.get(token, UNK_ID)
+        # Added tokens are looked up before this is called.
+        if token in self._base_vocab:
+            return self._base_vocab[token]
+        token_id = word_id(token)
+        self._recent.add(token_id, token)
+        return token_id
 
     def _convert_id_to_token(self, index: int) -> str:
         for token, token_id in self._base_vocab.items():
             if token_id == index:
                 return token
-        return str(self.unk_token)
+        word = self._recent.get(index)
+        if word is None:
+            raise ValueError(
+                f"input_ids id {index} is not among the last {self._recent.size} distinct words this tokenizer "
+                "encoded (ELMo's ids hold no characters); decode the char_ids of the same encoding instead: "
+                "tokenizer.decode(batch['char_ids'][0])."
+            )
+        return word
 
     def _encode_plus(  # type: ignore[override]  # one more keyword, return_offsets_mapping, amid the base's
         self,
@@ -528,23 +585,54 @@ class ElmoTokenizer(PreTrainedTokenizer):
 
     # ------------------------------------------------------------------ ids -> text
     def decode(self, token_ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> str | list[str]:
-        """Text back from character ids (`char_ids`; `input_ids` hold no text): one row ->
-        a word, [tokens, chars] -> the words joined by spaces (padding rows skipped),
-        [batch, tokens, chars] -> a list.
+        """Text back from `input_ids` or from `char_ids`, as transformers' `decode`.
 
-        Bytes are decoded as UTF-8 with replacement characters, so a word cut at 48
-        bytes inside a character decodes without error.
+        `input_ids`: one row -> its tokens joined by spaces, a batch -> one string per row
+        (`skip_special_tokens` drops the padding). `char_ids` (recognised by their rows of
+        `max_characters_per_token` ids that begin with the begin-of-word id): one word's
+        row -> the word, [tokens, chars] -> the words joined by spaces (padding rows
+        skipped), [batch, tokens, chars] -> one string per row. Bytes are decoded as
+        UTF-8 with replacement characters, so a word cut at 48 bytes decodes.
+
+        Raises:
+            ValueError: for an `input_ids` id the tokenizer no longer remembers (see
+                `RECENT_TOKENS`); the message points to `char_ids`.
         """
         ids = to_py_obj(token_ids)
-        depth, probe = 0, ids
-        while isinstance(probe, (list, tuple)):
-            depth += 1
-            probe = probe[0] if probe else None
+        depth = self._char_id_depth(ids)
         if depth == 1:
             return self._decode_word(ids)
+        if depth == 2:
+            return self._decode_sentence(ids)
         if depth == 3:
-            return [cast(str, self.decode(sentence)) for sentence in ids]  # a sentence decodes to a str
-        return " ".join(self._decode_word(row) for row in ids if any(row))
+            return [self._decode_sentence(sentence) for sentence in ids]
+        return super().decode(ids, skip_special_tokens=skip_special_tokens, **kwargs)
+
+    def _char_id_depth(self, ids: Any) -> int:
+        """1, 2 or 3 for a word's, a sentence's or a batch's char ids; 0 for anything else."""
+        width = self.max_characters_per_token
+
+        def is_row(row: Any, padding: bool) -> bool:
+            if not isinstance(row, list) or len(row) != width or not all(isinstance(i, int) for i in row):
+                return False
+            return row[0] == _BEGINNING_OF_WORD_ID or (padding and not any(row))
+
+        def word_rows(rows: Any) -> bool:  # char-id rows, padding allowed, one word at least
+            rows = list(rows)
+            return all(is_row(r, padding=True) for r in rows) and any(is_row(r, padding=False) for r in rows)
+
+        if not isinstance(ids, list) or not ids:
+            return 0
+        if all(isinstance(i, int) for i in ids):
+            return int(is_row(ids, padding=False))
+        if all(isinstance(row, list) and all(isinstance(i, int) for i in row) for row in ids):
+            return 2 if word_rows(ids) else 0
+        if all(isinstance(s, list) and all(isinstance(row, list) for row in s) for s in ids):
+            return 3 if word_rows(row for s in ids for row in s) else 0
+        return 0
+
+    def _decode_sentence(self, rows: Sequence[Sequence[int]]) -> str:
+        return " ".join(self._decode_word(row) for row in rows if any(row))  # padding rows skipped
 
     def _decode_word(self, row: Sequence[int]) -> str:
         raw = [i - CHAR_ID_OFFSET for i in row if i]
@@ -556,7 +644,6 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return data.decode("utf-8", errors="replace")
 
     # ------------------------------------------------------------------ saving, pickling
-    # >>> hf_elmo only: not in the generated tokenization_elmo.py (see hf_elmo.remote_code)
     def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> tuple[str, ...]:
         """As transformers', with the generated, self-contained `tokenization_elmo.py`.
 
@@ -565,7 +652,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         Each file is written whole under a temporary name and renamed into place: a link
         there is replaced, never written through (`save_atomically`).
         """
-        code = ("tokenization_elmo.py", "configuration_elmo.py") if self._auto_class is not None else ()
+        code = ("tokenization_elmo.py", "elmo_reference.py") if self._auto_class is not None else ()
         return cast(
             tuple[str, ...],
             save_atomically(super().save_pretrained, save_directory, *code)(save_directory, *args, **kwargs),
@@ -577,8 +664,6 @@ class ElmoTokenizer(PreTrainedTokenizer):
         tokenizer = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         note_which_code_runs(pretrained_model_name_or_path)
         return tokenizer
-
-    # <<< hf_elmo only
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

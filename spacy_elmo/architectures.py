@@ -25,7 +25,8 @@ is swapped for a copy of the `elmo` component's biLM, and the trained mix, tok2v
 projection stay as they are, so predictions do not change.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: spaCy builds the registered functions' arguments from their
+# annotations, and confection before 1.0 (spaCy 3.7's) cannot resolve them as strings.
 
 from spacy.tokens import Doc
 from spacy.util import registry

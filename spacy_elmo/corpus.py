@@ -27,7 +27,8 @@ as one oversized batch), so training slowed to a crawl. `.spacy` files written t
 are cut the same way (a stored Doc without sentence starts stays whole).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: spaCy builds the registered functions' arguments from their
+# annotations, and confection before 1.0 (spaCy 3.7's) cannot resolve them as strings.
 
 import re
 from collections.abc import Callable, Iterator
@@ -40,7 +41,7 @@ from spacy.training.converters import conll_ner_to_docs
 from spacy.util import registry
 
 from elmo_core import ElmoError
-from elmo_core.face_api import check_input_file, read_text
+from elmo_core.face_api import check_input_file, iter_conll_rows, read_text
 
 __all__ = ["ConllNerCorpus", "read_conll_ner", "read_docbin", "split_into_sentence_groups"]
 
@@ -60,12 +61,14 @@ def read_conll_ner(path: str | Path, n_sents: int = 10) -> list[Doc]:
             `-DOCSTART-` lines, the whole file) as one Doc.
 
     Raises:
-        ValueError: if the file does not exist or has no tokens, or `n_sents` is not an
-            integer >= 0.
+        ValueError: if the file does not exist, is not CoNLL (prose, say) or has no tokens,
+            or `n_sents` is not an integer >= 0.
     """
     _check_n_sents(n_sents)
     try:
         text = read_text(path, "CoNLL file")  # BOM dropped, CRLF read as LF
+        for _ in iter_conll_rows(text.split("\n"), path):  # prose is refused, not read as tags
+            pass
     except ElmoError as err:
         raise ValueError(f"{err} Give a CoNLL text file or a .spacy DocBin with --paths.train / --paths.dev.") from None
     # WikiGold writes "-DOCSTART- O", CoNLL-2003 "-DOCSTART- -X- -X- O": both become the

@@ -1,6 +1,7 @@
 """The `elmo` pipeline component: contextual vectors on every Doc, shared with listeners."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: spaCy builds the registered functions' arguments from their
+# annotations, and confection before 1.0 (spaCy 3.7's) cannot resolve them as strings.
 
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -54,7 +55,7 @@ install_extensions()
     assigns=["doc.tensor", "doc._.elmo_layers", "doc._.elmo_mix"],
     default_config=DEFAULT_CONFIG["elmo"],
 )
-def make_elmo(nlp: Language, name: str, model: Model[list[Doc], list[Floats3d]]) -> ElmoComponent:
+def make_elmo(nlp: Language, name: str, model: Model[list[Doc], list[Floats3d]]) -> "ElmoComponent":
     """Construct an ElmoComponent: a frozen ELMo biLM that annotates every Doc.
 
     Every Doc gets all biLM layers in `doc._.elmo_layers` (float32 numpy on the CPU,
@@ -317,7 +318,7 @@ class ElmoComponent(TrainablePipe):
         with atomic_folder(path) as staging:  # spaCy writes in place: each file is renamed in whole
             util.to_disk(staging, serialize, exclude)
 
-    def from_disk(self, path: str | Path, *, exclude: Iterable[str] = tuple()) -> ElmoComponent:
+    def from_disk(self, path: str | Path, *, exclude: Iterable[str] = tuple()) -> "ElmoComponent":
         """Load what `to_disk` wrote; the configured source is not read."""
 
         def load_model(p: Path) -> None:
@@ -350,7 +351,7 @@ class ElmoComponent(TrainablePipe):
         }
         return util.to_bytes(serialize, exclude)
 
-    def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> ElmoComponent:
+    def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "ElmoComponent":
         def load_model(b: bytes) -> None:
             self.model.from_bytes(b)
             self._load()

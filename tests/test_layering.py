@@ -174,8 +174,8 @@ def test_no_import_circle_anywhere_in_the_library():
 
 def test_the_recurrence_package_holds_every_path_and_imports_only_the_model():
     """How the LSTM runs is answered in one package: the step loop, the paired and captured
-    paths, the written-out backward, chunks of steps, and the chooser; the runtime hands in
-    its thread rule."""
+    paths, the written-out backward, chunks of steps, the scan of exported graphs, and the
+    chooser; the runtime hands in its thread rule."""
     graph = import_graph()
     recurrence = {m for m in graph if m.startswith("elmo_core.model.recurrence")}
     assert recurrence == {
@@ -184,6 +184,7 @@ def test_the_recurrence_package_holds_every_path_and_imports_only_the_model():
         "elmo_core.model.recurrence.lstm",
         "elmo_core.model.recurrence.paired",
         "elmo_core.model.recurrence.paired_bptt",
+        "elmo_core.model.recurrence.scan",
         "elmo_core.model.recurrence.time_chunks",
     }
     reached = {t for m in recurrence for t in graph[m]}

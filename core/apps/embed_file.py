@@ -68,10 +68,13 @@ from ..files.hdf5_files import HDF5_FILE_BYTES, HDF5_OBJECT_BYTES, HDF5_STRING_B
 from ..files.text_files import (
     BYTE_ORDER_MARK,
     check_input_file,
+    check_output_is_new,
     check_output_spares_inputs,
     decode_line,
     is_stream,
+    max_line_bytes,
     open_binary,
+    read_line,
     strip_line_end,
 )
 from ..model.checks import check_int
@@ -91,6 +94,10 @@ DEFAULT_PIECE_TOKENS = 50_000
 """Tokens per piece: what an interrupted job redoes at most (per process), and the unit
 processes share. A few seconds of work for the default model, two minutes for the
 original on one CPU core."""
+
+PIECE_BYTES = 64 << 20
+"""A piece also ends before this many bytes (unless it is one line): memory stays bounded
+however few tokens long lines hold."""
 
 JOB_FORMAT = 1
 JOB_NAME = "job.json"
@@ -119,12 +126,16 @@ class Piece:
 
 @dataclass(frozen=True)
 class EmbedFileResult:
-    """What `embed_file` did: lines and tokens of the input, and pieces done before this run."""
+    """What `embed_file` did: lines and tokens of the input, and pieces done before this run.
+
+    `already_complete` is True when OUTPUT already held this job's vectors (nothing was done).
+    """
 
     lines: int
     tokens: int
     pieces: int
     pieces_resumed: int
+    already_complete: bool = False
 
 
 def job_folder(output: str | Path) -> Path:
@@ -158,13 +169,15 @@ def plan_pieces(
     Lines are split as `elmo embed` reads them: at "\\n", with a final newline ending the
     last line (not starting a blank one), a trailing "\\r" dropped and a UTF-8 byte order
     mark at the start ignored. Tokens are counted with `str.split()`. `name` is how errors
-    name the input (default: `path`; the stream's name when `path` is its copy).
+    name the input (default: `path`; the stream's name when `path` is its copy). A line
+    longer than `ELMO_MAX_LINE_BYTES` is refused (`elmo_core.files.text_files.read_line`).
 
     Returns:
         `(pieces, lines, tokens, sha256 of the file)`.
 
     Raises:
-        ElmoError: if the file does not exist or is not UTF-8 (names the line).
+        ElmoError: if the file does not exist, is not UTF-8 or holds a line longer than the
+            limit (names the line).
     """
     piece_tokens = check_int("piece_tokens", piece_tokens)
     path = Path(path)
@@ -177,11 +190,12 @@ def plan_pieces(
     except FileNotFoundError:
         raise ElmoError(f"input file {path} does not exist.") from None
     with handle:
-        for raw in handle:
+        limit = max_line_bytes()
+        while raw := read_line(handle, name or str(path), line + 1, limit):  # bounded: ELMO_MAX_LINE_BYTES
             digest.update(raw)
             text = decode_line(raw, name or str(path), line + 1)
             n = len(_split_line(text, line).split())
-            if line > first_line and cost + n + 1 > piece_tokens:
+            if line > first_line and (cost + n + 1 > piece_tokens or offset + len(raw) - byte_start > PIECE_BYTES):
                 pieces.append(Piece(len(pieces), first_line, line, byte_start, offset, cost))
                 first_line, byte_start, cost = line, offset, 0
             cost += n + 1
@@ -266,6 +280,7 @@ def embed_file(
     record: dict[str, Any] | None = None,
     progress: bool = False,
     stop_requested: Callable[[], bool] | None = None,
+    overwrite: bool = False,
     **overrides: Any,
 ) -> EmbedFileResult:
     """Write ELMo vectors for every line of a text file to one hdf5 file (see module docstring).
@@ -277,7 +292,9 @@ def embed_file(
     Args:
         model: An `Elmo` (stateless), already on its device.
         input_path: UTF-8 text, one sentence (or document) per line.
-        output_path: The hdf5 file to write (replaced if it exists).
+        output_path: The hdf5 file to write. One that exists is left alone: when it holds
+            this very job (the same input and settings) nothing is done; else an ElmoError,
+            unless `overwrite`.
         settings: `EmbedSettings`, as for `embed_sentences`.
         tokenize: Splits a line into tokens; None = `str.split()` (whitespace).
         piece_tokens: Tokens per piece (see `DEFAULT_PIECE_TOKENS`). A resumed job keeps
@@ -289,14 +306,16 @@ def embed_file(
             KeyboardInterrupt (the finished pieces stay, and the same call resumes). `elmo
             embed` sets it from SIGINT/SIGTERM, so a stop is kept even where Python drops
             the KeyboardInterrupt a signal handler raised (inside a finalizer, say).
+        overwrite: Replace an OUTPUT that holds another run's vectors (`elmo embed --overwrite`).
         **overrides: `EmbedSettings` fields, as keywords, replacing those of `settings`.
 
     Returns:
         `EmbedFileResult`.
 
     Raises:
-        ElmoError: for an unreadable input, a job folder from another input or other
-            settings, or a failure of any process (OUTPUT is then not written).
+        ElmoError: for an unreadable input, an OUTPUT or a job folder that holds another
+            input's or other settings' vectors, or a failure of any process (OUTPUT is then
+            not written).
         ValueError: for a bad `layers`, batch budget or window (before anything is written).
     """
     # Bad arguments fail here, before a job folder records them as the job's settings.
@@ -305,10 +324,65 @@ def embed_file(
     piece_tokens = check_int("piece_tokens", piece_tokens)
     job_settings = _job_settings(model, settings, tokenize, record)
     check_embed_paths(input_path, output_path)
-    files = _JobFiles(Path(input_path), Path(output_path), piece_tokens)
+    files = _JobFiles(Path(input_path), Path(output_path), piece_tokens, overwrite=overwrite)
     if is_stream(input_path):
         return _run_stream_job(model, files, job_settings, settings, tokenize, progress, stop_requested)
     return _run_job(model, files, job_settings, settings, tokenize, progress, stop_requested)
+
+
+def _finished_job(files: _JobFiles, job_settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The job OUTPUT records when it holds this very job (the same input and settings); None
+    when OUTPUT may be written (it does not exist, or `overwrite`).
+
+    Raises:
+        ElmoError: (`check_output_is_new`) when OUTPUT holds anything else: one line naming
+            it, what it holds, and the ways on.
+    """
+    output = files.output_path
+    if files.overwrite or not os.path.lexists(output):
+        return None
+    recorded = _recorded_job(output)
+    settings = json.loads(json.dumps(job_settings))  # as job.json and OUTPUT record them
+    if recorded is None:
+        holds = "no record of an elmo embed job (another program's file, or an older version's output)"
+    elif recorded["settings"] != settings:
+        holds = f"the vectors of {recorded['input']} with other settings ({_changes(recorded['settings'], settings)})"
+    elif recorded["input_sha256"] != _sha256(files.text):
+        holds = f"the vectors of another input ({recorded['input']}, {recorded['lines']} lines)"
+    else:
+        return recorded
+    check_output_is_new(
+        "OUTPUT",
+        output,
+        f"It holds {holds}. Give a fresh OUTPUT, or replace it on purpose with --overwrite (Python: overwrite=True).",
+    )
+    return None
+
+
+def _recorded_job(output: Path) -> dict[str, Any] | None:
+    """The job an `embed_file` OUTPUT records in its attribute "job", or None."""
+    try:
+        with open_hdf5(output, "r") as f:
+            job = json.loads(f.attrs["job"])
+    except (OSError, KeyError, ValueError, TypeError):  # not hdf5, no record, not JSON
+        return None
+    keys = ("input", "input_sha256", "lines", "tokens", "pieces", "settings")
+    return job if isinstance(job, dict) and all(k in job for k in keys) else None
+
+
+def _sha256(path: Path) -> str:
+    """The sha256 of a file's (decompressed) bytes, as `plan_pieces` computes it."""
+    digest = hashlib.sha256()
+    with open_binary(path) as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _changes(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """The settings that differ, as "name: OLD then, NEW now; ..."."""
+    changed = {k: (old.get(k), v) for k, v in new.items() if old.get(k) != v}
+    return "; ".join(f"{k}: {then!r} then, {now!r} now" for k, (then, now) in changed.items())
 
 
 def _run_stream_job(
@@ -368,6 +442,7 @@ class _JobFiles:
     output_path: Path
     piece_tokens: int
     spool: Path | None = None
+    overwrite: bool = False
 
     @property
     def folder(self) -> Path:
@@ -394,6 +469,9 @@ def _run_job(
     rank = dist.get_rank() if distributed else 0
     world_size = dist.get_world_size() if distributed else 1
     folder = files.folder
+    finished = _finished_job(files, job_settings)
+    if finished is not None:
+        return EmbedFileResult(finished["lines"], finished["tokens"], finished["pieces"], finished["pieces"], True)
     job, todo, lock = _open_job(files, job_settings, rank, distributed, _bytes_per_token(model, settings))
     try:  # rank 0 holds the job folder's lock until the job is merged or has failed
         pieces = [Piece(**p) for p in job["pieces"]]
@@ -527,9 +605,8 @@ def _prepare_job(  # noqa: ANN202
                 f"To embed {input_path}, delete {folder} (or write to another OUTPUT); to finish the other "
                 "job, run it with its own input."
             )
-        changed = {k: (job["settings"].get(k), v) for k, v in settings.items() if job["settings"].get(k) != v}
-        if changed:
-            details = "; ".join(f"{k}: {old!r} then, {new!r} now" for k, (old, new) in changed.items())
+        details = _changes(job["settings"], settings)
+        if details:
             raise ElmoError(
                 f"{folder} holds an unfinished job with other settings ({details}). Run the same command "
                 f"as before to finish it, or delete {folder} to start over with the new settings."
@@ -666,6 +743,8 @@ def _merge(files: _JobFiles, pieces: Sequence[Piece], job: dict[str, Any]) -> No
     with atomic_path(output_path, tmp_dir=folder) as tmp, open_hdf5(tmp, "w", libver="v108") as out:
         out.attrs["layers"] = job["settings"]["layers"]
         out.attrs["dim"] = job["settings"]["dim"]
+        record = {k: job[k] for k in ("input", "input_sha256", "lines", "tokens", "settings")}
+        out.attrs["job"] = json.dumps({**record, "pieces": len(pieces)})  # recognises the same job later
         for piece in pieces:
             with open_hdf5(_piece_path(folder, piece), "r") as source:
                 for line in range(piece.first_line, piece.end_line):

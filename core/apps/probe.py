@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ..files.atomic_files import atomic_path
-from ..files.text_files import check_input_file, iter_lines
+from ..files.text_files import check_input_file, iter_conll_rows, iter_lines
 from ..model.checks import check_setting
 from ..model.errors import ElmoError, SettingError
 from ..runtime.embedding import DEFAULT_BATCH_TOKENS, iter_embeddings
@@ -74,16 +74,16 @@ def read_conll_column(path: str | Path, column: int) -> tuple[list[list[str]], l
         (sentences, labels), both lists of lists of str, aligned token by token.
 
     Raises:
-        ElmoError: if the file is missing or empty, or a line lacks the column.
+        ElmoError: if the file is missing or empty, is not CoNLL (`iter_conll_rows`), or
+            its lines lack the column.
     """
     path = check_input_file(path, "CoNLL file")
     sentences: list[list[str]] = []
     labels: list[list[str]] = []
     words: list[str] = []
     tags: list[str] = []
-    for number, line in enumerate(iter_lines(path), start=1):  # BOM and CRLF as LF
-        fields = line.split()
-        if fields and fields[0] == "-DOCSTART-":
+    for number, fields in enumerate(iter_conll_rows(iter_lines(path), path), start=1):  # BOM and CRLF as LF
+        if fields and fields[0].startswith("-DOCSTART-"):
             fields = []
         if not fields:
             if words:
@@ -94,7 +94,7 @@ def read_conll_column(path: str | Path, column: int) -> tuple[list[list[str]], l
         if not -len(fields) <= column < len(fields) or column == 0 or column == -len(fields):
             raise ElmoError(
                 f"{path}, line {number}: --column {column} needs a label column after the token, "
-                f"but the line has {len(fields)} column(s): {line.strip()!r}. Use 1 for the second "
+                f"but the line has {len(fields)} column(s): {' '.join(fields)!r}. Use 1 for the second "
                 "column, -1 for the last."
             )
         words.append(fields[0])

@@ -20,7 +20,7 @@ def read_options(path: str | os.PathLike[str]) -> BiLMOptions:
 
     Raises:
         OptionsError: if the file is missing, not UTF-8 or not JSON (names the file, and
-            the line and column: `read_json`), or lacks a required key.
+            the line and column), or lacks a required key.
     """
     path = Path(path)
     data = read_json(path, "options file", error=OptionsError)

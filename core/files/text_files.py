@@ -16,8 +16,13 @@ rules hold everywhere:
   byte-order mark or with the NUL bytes it has without one, is named as such. A JSON
   file (`read_json`: options.json, a model folder's config.json) that is not JSON names
   the file, the line and the column.
+- A line is read in bounded memory: one longer than `ELMO_MAX_LINE_BYTES` (10 MB by
+  default) is one `ElmoError` naming the file, the line and the limit (`read_line`), read
+  no further than the limit, so a decompression bomb's one endless line is refused at once.
 - A path that does not exist, is a folder, or cannot be read gives one `ElmoError`
   that names it and the fix, before any work is done.
+- A CoNLL file is checked to be one (`iter_conll_rows`): prose given in its place is
+  refused, not read as labels.
 - No command writes over one of its inputs: `check_output_spares_inputs` compares
   what a command will write with what it reads, under any spelling (relative or
   absolute, `./x`, symlinks, hard links), before any work is done.
@@ -41,6 +46,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
+from ..model.environment import environment_value
 from ..model.errors import ElmoError
 
 ENCODING = "utf-8-sig"
@@ -113,6 +119,35 @@ def open_binary(path: str | Path) -> IO[bytes]:
     if opener is None:
         return open(path, "rb")  # noqa: SIM115
     return cast(IO[bytes], _Decompressed(path, opener(path, "rb")))  # the reading side of an IO[bytes]
+
+
+def max_line_bytes() -> int:
+    """The longest line a reader reads, in bytes without its "\\n": `ELMO_MAX_LINE_BYTES`."""
+    return int(environment_value("ELMO_MAX_LINE_BYTES"))
+
+
+def read_line(handle: IO[bytes], name: str, line: int, limit: int | None = None) -> bytes:
+    """The next line's bytes (its "\\n" included; b"" at the end), read no further than the
+    limit.
+
+    Args:
+        handle: The file, from `open_binary`.
+        name: How the message names the file.
+        line: The line's number, from 1.
+        limit: The longest line, in bytes; None = `max_line_bytes()` (a reader of many
+            lines reads it once and passes it).
+
+    Raises:
+        ElmoError: for a longer line: its number, the limit, and how to raise it.
+    """
+    limit = max_line_bytes() if limit is None else limit
+    data = handle.readline(limit + 1)
+    if len(data) > limit and not data.endswith(b"\n"):
+        raise ElmoError(
+            f"{name} line {line} holds more than {limit:,} bytes, the longest line elmo-bilm reads (its end was "
+            f"not read). Split the text into shorter lines, or raise the limit: ELMO_MAX_LINE_BYTES={10 * limit}."
+        )
+    return data
 
 
 DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError, zlib.error, OSError)
@@ -212,9 +247,10 @@ class _TextLines:
         self.name = str(path)
         self._raw = raw
         self._line = 0  # lines read so far
+        self._limit = max_line_bytes()
 
     def readline(self) -> str:
-        data = self._raw.readline()
+        data = read_line(self._raw, self.name, self._line + 1, self._limit)
         if not data:
             return ""
         self._line += 1
@@ -328,6 +364,38 @@ def read_text(path: str | Path, what: str = "input file") -> str:
     except ElmoError as err:
         raise ElmoError(f"{what} {err}") from None
     return text.replace("\r\n", "\n")
+
+
+def iter_conll_rows(lines: Iterable[str], name: str | Path) -> Iterator[list[str]]:
+    """The columns of each line of a CoNLL-format file, checked to be CoNLL.
+
+    CoNLL: one token per line, its label columns after it, the same number of columns
+    on every token line, a blank line between sentences. A blank line gives `[]`.
+    `-DOCSTART-` lines are given as they are and not counted. Prose (several words a
+    line) fails the check, so a wrong file is refused rather than read as labels.
+
+    Args:
+        lines: The file's lines, without line endings (`iter_lines`).
+        name: The file, for the message.
+
+    Raises:
+        ElmoError: at the first token line with one column, or with another number of
+            columns than the first token line.
+    """
+    first: tuple[int, int] | None = None  # (line number, columns) of the first token line
+    for number, line in enumerate(lines, start=1):
+        fields = line.split()
+        if fields and not fields[0].startswith("-DOCSTART-"):
+            if first is None:
+                first = (number, len(fields))
+            if len(fields) < 2 or len(fields) != first[1]:
+                found = "no label column" if len(fields) < 2 else f"{len(fields)} columns, line {first[0]} {first[1]}"
+                raise ElmoError(
+                    f"{name} is not a CoNLL file: line {number} ({line.strip()[:60]!r}) has {found}. Expected "
+                    "one token per line, its label columns after it (as many on every line), a blank line "
+                    "between sentences."
+                )
+        yield fields
 
 
 def read_json(path: str | Path, what: str = "JSON file", error: type[ElmoError] = ElmoError) -> Any:

@@ -11,6 +11,7 @@ splitter keeps nothing per word it sees (`spacy_word_splitter`, `spacy_sentence_
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -42,18 +43,32 @@ def get_tokenizer(name: str = DEFAULT_TOKENIZER) -> Callable[[str], list]:
     return factory()
 
 
-def spacy_token_texts(tokens: Iterable[Any]) -> list[str]:
+SURROGATES = re.compile("[\ud800-\udfff]")
+"""Lone surrogates: UTF-8 cannot encode them, and spaCy's strings are UTF-8."""
+
+SURROGATE_STAND_IN = "\u0436"
+"""What spaCy's tokenizer sees in place of a lone surrogate: one lowercase letter ("ж") of a
+script without English exceptions, so the surrogate splits like a letter of its word. One
+code point for one, so every token's offsets hold in the original text."""
+
+
+def spacy_token_texts(tokens: Iterable[Any], text: str) -> list[str]:
     """ELMo's tokens from spaCy tokens: their texts, whitespace tokens dropped.
 
     spaCy keeps runs of extra spaces (and newlines) as tokens; the biLM has no use for
-    them. `tokens` is a spaCy `Doc` or any iterable of objects with `.text` and
-    `.is_space` (duck-typed: the core never imports spaCy).
+    them. `tokens` is a spaCy `Doc` or any iterable of objects with `.text`, `.idx` and
+    `.is_space` (duck-typed: the core never imports spaCy), made from `text` with
+    `SURROGATE_STAND_IN` in place of its surrogates. Each token's text is read from
+    `text` by offsets, surrogates included.
     """
-    return [token.text for token in tokens if not token.is_space]
+    return [text[token.idx : token.idx + len(token.text)] for token in tokens if not token.is_space]
 
 
 def spacy_word_splitter(nlp: Any) -> Callable[[str], list[str]]:
     """A function `text -> ELMo's tokens` with the tokenizer of the spaCy pipeline `nlp`.
+
+    A lone surrogate splits like a letter and stays in its token's text (the character ids
+    drop it, as for pre-split words), so raw text gives the tokens its pre-split words give.
 
     It keeps nothing per word. spaCy keeps every string its tokenizer meets in the
     pipeline's vocabulary for good, so a long-running service that keeps seeing new words
@@ -67,8 +82,8 @@ def spacy_word_splitter(nlp: Any) -> Callable[[str], list[str]]:
     lock = threading.Lock()
 
     def split(text: str) -> list[str]:
-        with _memory_zone(nlp, lock):
-            return spacy_token_texts(nlp.tokenizer(text))
+        with _memory_zone(nlp, lock):  # spaCy sees a letter for each lone surrogate (it cannot hold one)
+            return spacy_token_texts(nlp.tokenizer(SURROGATES.sub(SURROGATE_STAND_IN, text)), text)
 
     return split
 
@@ -84,7 +99,8 @@ def spacy_sentence_splitter(nlp: Any) -> Callable[[str], list[list[str]]]:
 
     def split(text: str) -> list[list[str]]:
         with _memory_zone(nlp, lock):
-            sentences = (spacy_token_texts(sentence) for sentence in nlp(text).sents)
+            doc = nlp(SURROGATES.sub(SURROGATE_STAND_IN, text))  # as in spacy_word_splitter
+            sentences = (spacy_token_texts(sentence, text) for sentence in doc.sents)
             return [tokens for tokens in sentences if tokens]
 
     return split

@@ -323,7 +323,8 @@ def save_bilm_tf(model: BiLM | Elmo, weight_file: str | Path) -> None:
     and renamed when complete, so a failure never leaves a partial file behind.
 
     Raises:
-        DiskFullError: if the file system has no room for the file (checked first).
+        ElmoError: if the file system has no room for the file (checked first). It is an
+            `OSError` too, with errno ENOSPC.
         WeightFileError: if another process holds the temporary file locked.
         ImportError: if h5py is not installed.
     """

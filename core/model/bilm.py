@@ -25,11 +25,13 @@ from typing import Any, NamedTuple, Protocol
 import torch
 from torch import nn
 
+from .capture import TORCHSCRIPT_REFUSAL, capturing, refuse_torchscript
 from .char_cnn import CharCNN, TrainingPath
 from .characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
 from .options import BiLMOptions
 from .precision import keep_bf16_copies
 from .recurrence.lstm import LSTMStack, LSTMState, RunDirections, StackOutputs, reverse_index, sort_rows
+from .recurrence.scan import scan_stacks
 
 __all__ = ["BiLM", "BiLMOutput"]
 
@@ -137,7 +139,7 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
             f"int64); got dtype {dtype}. Make them as int64 (words_to_char_ids and ElmoTokenizer do), or "
             "convert ids held in a wide enough dtype with char_ids.long()."
         )
-    if char_ids.numel():
+    if char_ids.numel() and not capturing():  # a graph reads no values into Python: ids are not checked
         low, high = int(char_ids.min()), int(char_ids.max())
         if low < 0 or high >= n_characters:
             raise ValueError(
@@ -166,21 +168,22 @@ class BiLM(nn.Module):
             original implementations did. Off by default; see `reset_states()`.
         keep_sentence_boundaries: Return the `<S>`/`</S>` positions too (tokens + 2).
         dropout: Dropout on every LSTM layer's input during training (bilm-tf: 0.1).
-        token_cache: A layer-0 cache (`TokenVectors`, e.g. `elmo_core.runtime.token_cache.TokenCache`), or
-            None (the default): the char CNN runs on every batch's distinct words. The
-            cache is skipped while the char CNN trains (a char CNN parameter has
-            `requires_grad`, in grad mode or in training mode).
-        recurrence: How the LSTMs run on this machine (a `StackRunner`, e.g.
-            `elmo_core.model.recurrence.Recurrence("auto")`, which holds the thread rule), or None
-            (the default): the step loop of `LSTMStack` with torch's threads, the reference the others equal.
-        char_cnn_training: The char CNN's path for a pass that differentiates it (see `CharCNN`).
+        token_cache: A layer-0 cache, or None (the default): the char CNN runs on every
+            batch's distinct words. The cache is skipped while the char CNN trains (a char
+            CNN parameter has `requires_grad`, in grad mode or in training mode).
+        recurrence: How the LSTMs run on this machine, or None (the default): the plain
+            step loop with torch's threads, the reference every fast path equals.
+        char_cnn_training: The char CNN's path for a pass that differentiates it, used when a
+            char CNN parameter has `requires_grad`.
 
-    Built without them, the model is the reference computation. The loaders and faces build
-    it with the runtime's parts (`elmo_core.runtime.parts.serving_parts`); none changes a value.
+    Built without them, the model is the reference computation. The loaders build it with
+    the fastest recurrence for the machine, the thread rule and a layer-0 cache. No value
+    changes.
 
     Raises:
-        TypeError: for a `recurrence`, `token_cache` or `char_cnn_training` that is not such an
-            object (a mode name such as "step" or a word count: those are the loaders' settings).
+        TypeError: for a `recurrence`, `token_cache` or `char_cnn_training` that is not such
+            an object (a mode name such as "step", or a word count: those are the loaders'
+            settings).
     """
 
     bos_char_ids: torch.Tensor  # buffers (not saved): the char ids of <S> and </S>, [C] int64
@@ -248,6 +251,10 @@ class BiLM(nn.Module):
             self.bos_char_ids.copy_(torch.tensor(word_to_char_ids(BOS_TOKEN, C)))
             self.eos_char_ids.copy_(torch.tensor(word_to_char_ids(EOS_TOKEN, C)))
 
+    def __prepare_scriptable__(self) -> BiLM:
+        """`torch.jit.script` calls this first: refuse at once, in the product's words."""
+        raise RuntimeError(TORCHSCRIPT_REFUSAL)
+
     def reset_states(self) -> None:
         """Forget carried LSTM states (stateful mode); the next batch starts from zeros."""
         self._states = None
@@ -276,6 +283,7 @@ class BiLM(nn.Module):
             ValueError / TypeError: for ids of the wrong shape, dtype or range, or a
                 mask that is not right-padded.
         """
+        refuse_torchscript()
         C = self.options.char_cnn.max_characters_per_token
         char_ids = check_char_ids(char_ids, C, self.options.char_cnn.n_characters)
         # keep_bf16_copies: bf16 copies of trainable weights live for this pass (precision.py)
@@ -321,7 +329,7 @@ class BiLM(nn.Module):
         device = char_ids.device
         lengths = real.sum(dim=1)  # [batch]
         positions = torch.arange(num_tokens, device=device)
-        if not torch.equal(real, positions[None, :] < lengths[:, None]):
+        if not capturing() and not torch.equal(real, positions[None, :] < lengths[:, None]):
             raise ValueError(
                 "padding must be on the right: every row of the mask (or of non-zero char_ids) "
                 "must be True for its first n positions and False after. Build inputs with "
@@ -357,6 +365,10 @@ class BiLM(nn.Module):
         batch_size, num_steps, P = token_embedding.shape
         num_tokens = num_steps - 2
         keep = slice(None) if self.keep_sentence_boundaries else slice(1, num_tokens + 1)
+        if capturing():  # rows in batch order: concatenations, no scatter into a buffer
+            token_layer = torch.cat([token_embedding, token_embedding], dim=-1)  # [batch, steps, 2P]
+            lstm_layers = [torch.cat(pair, dim=-1).transpose(0, 1) for pair in zip(forward_out, backward_out)]
+            return torch.stack([token_layer, *lstm_layers])[:, :, keep]  # [L + 1, batch, T, 2P]
         dtype = forward_out[-1].dtype
         activations = token_embedding.new_empty(
             len(forward_out) + 1,
@@ -382,6 +394,9 @@ class BiLM(nn.Module):
 
         Shape: ids [batch, steps, chars], mask [batch, steps] -> [batch, steps, P]
         """
+        if capturing():  # no shape from the data in a graph: every position, padding zeroed
+            vectors = self.char_cnn(ids.flatten(0, 1)).view(*mask.shape, -1)  # [batch, steps, P]
+            return vectors * mask[..., None].to(vectors.dtype)
         words, inverse = distinct_rows(ids[mask])  # [distinct, chars], [num_real]
         cache = self.token_cache
         parameters = list(self.char_cnn.parameters())
@@ -401,7 +416,15 @@ class BiLM(nn.Module):
         return out
 
     def _run_stacks(self, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
-        """Both LSTM stacks over [batch, steps, P] inputs: a fast path the recurrence plans, else `run_sorted`."""
+        """Both LSTM stacks over [batch, steps, P] inputs: a fast path the recurrence plans, else `run_sorted`.
+
+        A graph being captured takes `scan_stacks`, the masked recurrence in batch order.
+        """
+        if capturing():
+            if self.stateful:
+                raise ValueError("a graph cannot carry a stateful biLM's LSTM states: export with stateful=False.")
+            order = torch.arange(tokens.shape[0], device=tokens.device)
+            return (*scan_stacks((self.forward_layers, self.backward_layers), tokens, lengths), order)
         if self.recurrence is None:  # the reference: the step loop with torch's threads
             return self.run_sorted(tokens, lengths)
         stacks = (self.forward_layers, self.backward_layers)

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .capture import capturing
 from .characters import CHAR_ID_OFFSET, PADDING_CHARACTER
 from .kernels import fused_kernel
 from .options import BiLMOptions
@@ -155,6 +156,8 @@ class CharCNN(nn.Module):
         return torch.cat([zero, self.char_embedding], dim=0)
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        if capturing():  # one block: a graph's token count is symbolic
+            return self._project(self._convolve(self.embedding_table(), char_ids, False), False)
         if torch.is_grad_enabled() and self.training_path is not None and char_ids.shape[0]:
             return self.training_path(self, char_ids)
         table = self.embedding_table()

@@ -278,8 +278,8 @@ class Elmo(nn.Module):
         scalar_mix_parameters: Fixed mix weights w (one per layer). When given, the
             mixes are not trainable.
         recurrence, token_cache, char_cnn_training: The biLM's parts (see `BiLM`). None
-            (the default): the reference step loop with torch's threads, no cache. The
-            loaders (`elmo_core.load_elmo`) build the model with the runtime's parts.
+            (the default): the reference step loop with torch's threads, no cache.
+            `load_elmo` builds the model with the fastest parts for the machine.
 
     Shape:
         char_ids: [batch, tokens, chars] int64 (no <S>/</S>); mask: [batch, tokens] bool
@@ -354,8 +354,8 @@ class Elmo(nn.Module):
         """Run the biLM once and every scalar mix over it.
 
         The biLM builds an autograd graph when any of its parameters has
-        `requires_grad` at this call (see `run_bilm`), so gradients reach exactly the
-        parameters the user unfroze, whenever they unfroze them.
+        `requires_grad` at this call. So gradients reach exactly the parameters the
+        user unfroze, whenever they unfroze them.
 
         Raises:
             ValueError / TypeError: as `BiLM.forward`.

@@ -60,6 +60,8 @@ from typing import Any, TypeVar
 
 import torch
 
+from .environment import environment_value
+
 CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 """The environment variable that names torch's compile cache folder."""
 
@@ -72,21 +74,15 @@ def compile_enabled() -> bool:
     """False when `ELMO_COMPILE=0` asks for torch's eager operators; True for 1, empty or unset.
 
     Raises:
-        ValueError: for any other value of `ELMO_COMPILE` (the `elmo` command checks it
-            before any work, as `ELMO_THREADS`).
+        ElmoError: for any other value of `ELMO_COMPILE` (`elmo_core.model.environment`).
     """
-    value = os.environ.get("ELMO_COMPILE", "").strip()
-    if value not in ("", "0", "1"):
-        raise ValueError(
-            f"ELMO_COMPILE must be 0 (torch's eager operators) or 1 (the fused kernels, the default); got {value!r}."
-        )
-    return value != "0"
+    return bool(environment_value("ELMO_COMPILE"))
 
 
 def compile_cache_folder() -> Path:
     """torch's compile cache folder: `TORCHINDUCTOR_CACHE_DIR`, else torch's default
     (`torchinductor_<user>` in the temporary folder), as `torch._inductor` finds it."""
-    folder = os.environ.get(CACHE_VARIABLE)
+    folder = environment_value(CACHE_VARIABLE)
     if folder is None:
         try:
             user = getpass.getuser()

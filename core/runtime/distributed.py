@@ -7,10 +7,10 @@ CPU, nccl on GPUs with one device per process (`cuda:LOCAL_RANK`).
 
 from __future__ import annotations
 
-import os
-
 import torch
 import torch.distributed as dist
+
+from ..model.environment import environment_value
 
 
 def init_distributed(device: str = "cpu") -> tuple[int, int, str]:
@@ -20,12 +20,15 @@ def init_distributed(device: str = "cpu") -> tuple[int, int, str]:
 
     Returns:
         `(rank, world_size, device)`; `(0, 1, device)` outside torchrun.
+
+    Raises:
+        ElmoError: for a WORLD_SIZE or LOCAL_RANK that is not a whole number (empty means unset).
     """
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    world_size: int = environment_value("WORLD_SIZE")
     if world_size == 1:
         return 0, 1, device
     if device.startswith("cuda"):
-        device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+        device = f"cuda:{environment_value('LOCAL_RANK')}"
         torch.cuda.set_device(device)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")

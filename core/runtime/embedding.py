@@ -59,18 +59,20 @@ def _help(text: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class EmbedSettings:
-    """How `embed_sentences`, `iter_embeddings` and `embed_file` (and `elmo embed`) run a model.
+    """How `embed_sentences`, `iter_embeddings` and `elmo embed` run a model.
 
     Declared once, here: the functions take these fields as keywords too, and `elmo embed`'s
     options of the same names take their defaults and help from them (`metadata["help"]`).
-    Checked once, on construction, except `layers`, which is checked against the model it
-    selects from (`check_model`: its number of layers, its scalar mixes) once per call.
+    Checked once, on construction, except `layers`. That one is checked against the model
+    it selects from (its number of layers, its scalar mixes) once per call.
 
     Attributes:
         layers: `"all"` -> [n_layers + 1, tokens, dim] per sentence; `"top"` (last LSTM
             layer), `"average"` (mean of all layers), `"mix"` (the first scalar mix) or a layer
             index `k` in 0..n_layers -> [tokens, dim]. Layer 0 is the char CNN layer.
-        batch_tokens: Budget of padded positions per batch (see `batches_by_token_budget`).
+        batch_tokens: Budget of padded positions per batch. Sentences are sorted
+            longest first, and a batch counts `rows * (longest + 2)` positions (the 2:
+            the `<S>` and `</S>` the biLM adds).
         batch_size: Optional cap on sentences per batch.
         device: Move the model here first (inputs follow the model); None leaves it where it is.
         autocast_dtype: Run under `torch.autocast` in this dtype (`torch.bfloat16` or
@@ -80,7 +82,7 @@ class EmbedSettings:
             highway and LSTM products in bf16 with float32 accumulation, gates and
             state, on CPUs with AVX512-BF16 or AMX (`elmo_core.model.precision`), and is
             refused on others, where it would be slower than float32; `torch.float16`
-            is refused on the CPU for the same reason (`check_cpu_precision`).
+            is refused on the CPU for the same reason.
         window_tokens: A sentence longer than this is read in overlapping windows of this many
             tokens (see `elmo_core.runtime.windows`), so memory does not grow with its length;
             shorter ones are read whole and are not affected. None (or 0) reads every sentence whole.
@@ -154,9 +156,8 @@ def iter_embeddings(
 
     Memory is bounded by one batch, whatever the number of sentences, and by one
     window, whatever their length (plus the vectors of a long sentence being
-    assembled); freed memory is handed back to the OS after every batch
-    (`elmo_core.runtime.windows.run_in_windows`), so it stays flat over a long run. See
-    `embed_sentences` for the arguments and shapes.
+    assembled). Freed memory is handed back to the OS after every batch, so it stays
+    flat over a long run. See `embed_sentences` for the arguments and shapes.
 
     `on_window(index, kept_tokens)`, when given, is called after each window of a sentence
     read in windows (longer than `window_tokens`), before that sentence is yielded: the
@@ -330,7 +331,7 @@ def embed_sentences(
             `EmbedSettings` field.
         ValueError: for an unknown `layers` value, a bad budget or window, a stateful
             model, an `autocast_dtype` other than bfloat16/float16, or one slower than
-            float32 on the CPU (`check_cpu_precision`: float16, or bfloat16 without native bf16).
+            float32 on the CPU (float16, or bfloat16 without native bf16).
     """
     settings = EmbedSettings.given(settings, overrides)
     _check_call(model, sentences, settings)

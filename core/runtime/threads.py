@@ -64,6 +64,8 @@ from typing import TypeVar
 
 import torch
 
+from ..model.environment import environment_value
+
 __all__ = ["set_thread_policy"]
 
 ThreadPolicy = str | int
@@ -95,7 +97,7 @@ def _parse_policy(value: object, source: str) -> ThreadPolicy:
 _policy: ThreadPolicy | None = None  # None: not chosen yet; ELMO_THREADS is read at first use
 
 
-def set_thread_policy(policy: ThreadPolicy) -> None:
+def set_thread_policy(policy: str | int) -> None:
     """Choose how biLM forwards on the CPU pick their thread count, for this process.
 
     Args:
@@ -117,11 +119,12 @@ def thread_policy() -> ThreadPolicy:
     """The policy in force (`set_thread_policy`, else `ELMO_THREADS`, else "auto").
 
     Raises:
-        ValueError: for an `ELMO_THREADS` that is not "auto", "torch" or a whole number >= 1.
+        ElmoError: for an `ELMO_THREADS` that is not "auto", "torch" or a whole number >= 1
+            (`elmo_core.model.environment`: empty means unset).
     """
     global _policy
     if _policy is None:
-        _policy = _parse_policy(os.environ.get(ENV_VAR, "auto"), ENV_VAR)
+        _policy = environment_value(ENV_VAR)
     return _policy
 
 

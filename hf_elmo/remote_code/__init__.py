@@ -6,25 +6,18 @@ A folder written by `save_pretrained` holds what a transformers model folder hol
     model.safetensors        the weights
     tokenizer_config.json    the character-id settings + auto_map
     configuration_elmo.py    ElmoConfig
-    modeling_elmo.py         ElmoPreTrainedModel, ElmoModel, ElmoForTokenClassification
+    modeling_elmo.py         ElmoPreTrainedModel, ElmoModel, ElmoForTokenClassification,
+                             ElmoForSequenceClassification
     tokenization_elmo.py     ElmoTokenizer
+    elmo_reference.py        the plain ELMo forward and the core helpers the three import
 
 so that `AutoModel.from_pretrained(folder, trust_remote_code=True)` works where
-elmo-bilm is not installed. The three `.py` files are not hf_elmo's own modules (those
-import `elmo_core`), but the files in this folder, written by `generate.py` in the way
-of transformers' "modular" models: each is its hf_elmo module with the `elmo_core`
-definitions it uses (`BiLM`, `ScalarMix`, `BiLMOptions`, ...) inlined, copied from the
-core's source, so that the folder needs only torch and transformers (and spaCy for
-raw text). `modeling_elmo.py` and `tokenization_elmo.py` take the definitions they share with
-the configuration from `.configuration_elmo` (a relative import: transformers copies
-and loads it with the file), so a loaded model, its tokenizer and its config agree on
-one `BiLMOptions`; a tokenizer saved alone writes `configuration_elmo.py` beside it.
-
-hf_elmo's modules stay the one source: they import `elmo_core` like every other user
-of the core, and the generated files are committed beside this module and checked by
-`tests/hf_elmo/test_remote_code.py`, which fails, naming the command
-(`python -m hf_elmo.remote_code.generate`), whenever a change to hf_elmo or to a core
-definition they inline has not been regenerated.
+elmo-bilm is not installed. The three HF files are hf_elmo's own modules copied whole
+by `generate.py`, as transformers' modular converter copies a model file: their imports
+of `elmo_core` read `elmo_reference.py` instead, and their function docstrings stay
+here. `elmo_reference.py` is hand-written: the core's plain forward (no fast paths),
+with the runtime's parts as no-ops. Tests check its vectors against the core's and
+fail, naming `python -m hf_elmo.remote_code.generate`, when a copy is stale.
 
 Which code a loaded folder runs (transformers' rule, `auto_factory.py` and
 `configuration_auto.py`: a class registered in this process takes precedence over a
@@ -70,8 +63,9 @@ logger = logging.getLogger("hf_elmo")
 GENERATED_DIR = Path(__file__).resolve().parent
 """Where the committed generated files live (this package)."""
 
-GENERATED_FILES = ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py")
-"""The code files a saved folder can hold, named as transformers expects."""
+GENERATED_FILES = ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py", "elmo_reference.py")
+"""The code files a saved folder can hold: hf_elmo's three modules, named as transformers expects, and the
+plain model they import (`elmo_reference.py`)."""
 
 
 def save_generated_code(folder: str | os.PathLike, *names: str) -> list[Path]:

@@ -1,6 +1,4 @@
-# Generated from hf_elmo/tokenization_elmo.py and the code of the 3 elmo_core modules named in its
-# sections, so that a saved model folder needs no elmo-bilm. Do not edit: edit those, then run
-#     python -m hf_elmo.remote_code.generate
+# Generated from hf_elmo/tokenization_elmo.py by `python -m hf_elmo.remote_code.generate`. Do not edit: edit that file.
 """ElmoTokenizer: text or token lists to ELMo's character ids. No vocabulary file.
 
 ELMo reads characters, not a word vocabulary: each token becomes 50 ids (the UTF-8
@@ -9,14 +7,16 @@ nothing to save but the character settings, which go into `tokenizer_config.json
 
     "The river bank."  --spaCy English rules-->  ["The", "river", "bank", "."]
                        --characters-->           char_ids  [1, 4, 50]   (what the biLM reads)
-                       --one id per token-->     input_ids [1, 4]       (pad 0, word 1, added 2..)
+                       --one id per token-->     input_ids [1, 4]       (pad 0, added 2.., words: word_id)
                                                  attention_mask [1, 4], offset_mapping [1, 4, 2]
 
 `input_ids` hold one id per token, as transformers' generic code (pipelines, collators,
-Trainer) expects: the pad token (0) for padding, the unknown token (1) for every word,
-because ELMo has no word vocabulary and builds every word from its characters, and their
-own ids (2, 3, ...) for tokens added with `add_tokens`, which are never split. The model
-reads `char_ids`; `ElmoModel` also accepts the char ids themselves as `input_ids`.
+Trainer) expects: the pad token (0) for padding, their own ids (2, 3, ...) for tokens
+added with `add_tokens`, which are never split, and for every other word `word_id(word)`,
+a fixed id computed from its string (the same in every process). ELMo has no word
+vocabulary: the model reads `char_ids`, and `ElmoModel` also accepts the char ids
+themselves as `input_ids`. `decode` gives the words back from `input_ids` for the last
+`RECENT_TOKENS` distinct words the tokenizer encoded, and from `char_ids` always.
 
 Raw text is split with the rules the pretraining data was tokenised with
 (`elmo_core.files.tokenizers.get_tokenizer("spacy-en")`: spaCy's English tokenizer, loaded
@@ -28,10 +28,11 @@ with all-zero rows.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import threading
-import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import torch
@@ -39,89 +40,27 @@ from transformers import BatchEncoding, PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 from transformers.utils import to_py_obj
 
-from .configuration_elmo import (
+from .elmo_reference import (
     BEGINNING_OF_SENTENCE_CHARACTER,
     BEGINNING_OF_WORD_CHARACTER,
+    BiLMOptions,
     CHAR_ID_OFFSET,
+    DEFAULT_TOKENIZER,
     END_OF_SENTENCE_CHARACTER,
     END_OF_WORD_CHARACTER,
     ElmoError,
     MAX_CHARACTERS_PER_TOKEN,
     PADDING_CHARACTER,
+    check_sentences,
+    first_use_lock,
+    get_tokenizer,
+    note_which_code_runs,
+    save_atomically,
+    spacy_word_splitter,
+    token_offsets,
+    tokenizer_settings,
     word_to_char_ids,
 )
-
-
-# ---- elmo_core/files/tokenizers.py --------------------------------------------
-
-DEFAULT_TOKENIZER = "spacy-en"
-
-
-def spacy_token_texts(tokens: Iterable[Any]) -> list[str]:
-    return [token.text for token in tokens if not token.is_space]
-
-
-def spacy_word_splitter(nlp: Any) -> Callable[[str], list[str]]:
-    lock = threading.Lock()
-    def split(text: str) -> list[str]:
-        with _memory_zone(nlp, lock):
-            return spacy_token_texts(nlp.tokenizer(text))
-    return split
-
-
-@contextmanager
-def _memory_zone(nlp: Any, lock: threading.Lock) -> Iterator[None]:
-    zone = getattr(nlp, "memory_zone", None)
-    with lock, zone() if zone is not None else nullcontext():
-        yield
-
-
-def token_offsets(text: str, tokens: Sequence[str]) -> list[tuple[int, int]]:
-    offsets, position = [], 0
-    for token in tokens:
-        start = text.find(token, position)
-        if start < 0:
-            raise ValueError(
-                f"token {token!r} is not in the text after position {position}, so it has no character "
-                "offsets; the raw-text tokenizer changed the text. Use a tokenizer whose tokens are "
-                "substrings of the text (spaCy's are), or pass is_split_into_words=True."
-            )
-        offsets.append((start, start + len(token)))
-        position = start + len(token)
-    return offsets
-
-
-# ---- elmo_core/model/characters.py --------------------------------------------
-
-def check_sentences(sentences: object) -> None:
-    if isinstance(sentences, (str, bytes)) or not isinstance(sentences, Sequence):
-        raise TypeError(
-            "sentences must be a list of sentences, each a list of token strings, e.g. "
-            f"[['Hello', 'world', '.']]; got {type(sentences).__name__}."
-        )
-    for k, sentence in enumerate(sentences):
-        if isinstance(sentence, (str, bytes)) or not isinstance(sentence, Sequence):
-            raise TypeError(
-                f"sentence {k} must be a list of token strings; got {type(sentence).__name__} "
-                f"{str(sentence)[:60]!r}. Split raw text into tokens first (e.g. text.split())."
-            )
-        for token in sentence:
-            if not isinstance(token, str):
-                raise TypeError(f"sentence {k} holds a {type(token).__name__} ({token!r}); every token must be a str.")
-
-
-# ---- elmo_core/runtime/first_use.py -------------------------------------------
-
-_guard = threading.Lock()
-_locks: weakref.WeakKeyDictionary[object, threading.RLock] = weakref.WeakKeyDictionary()
-
-
-def first_use_lock(owner: object) -> threading.RLock:
-    with _guard:
-        return _locks.setdefault(owner, threading.RLock())
-
-
-# ---- hf_elmo/tokenization_elmo.py ---------------------------------------------
 
 __all__ = ["ElmoBatchEncoding", "ElmoTokenizer"]
 
@@ -137,15 +76,6 @@ _CORE_CHARACTERS = {
 
 
 class ElmoBatchEncoding(BatchEncoding):
-    """A `BatchEncoding` that knows which word each position holds.
-
-    transformers' own `word_ids()` needs the Rust encodings of a fast tokenizer. Here
-    every position is one word, so the alignment is kept as plain lists: `word_ids(i)`
-    gives `[0, 1, ..., n - 1, None, ...]` (None for padding) and `tokens(i)` the token
-    strings (the pad token for padding), as for a fast tokenizer. The other alignment
-    helpers (`token_to_chars`, ...) are not available.
-    """
-
     def __init__(
         self,
         data: dict[str, Any] | None = None,
@@ -160,13 +90,11 @@ class ElmoBatchEncoding(BatchEncoding):
         self._tokens = tokens
 
     def word_ids(self, batch_index: int = 0) -> list[int | None]:
-        """The word index of every position of sequence `batch_index`, None for padding."""
         if self._word_ids is None:
             return super().word_ids(batch_index)
         return list(self._word_ids[batch_index])
 
     def tokens(self, batch_index: int = 0) -> list[str]:
-        """The token string at every position of sequence `batch_index`."""
         if self._tokens is None:
             return super().tokens(batch_index)
         return list(self._tokens[batch_index])
@@ -182,27 +110,53 @@ class ElmoBatchEncoding(BatchEncoding):
 
 PAD_ID = 0
 UNK_ID = 1
+WORD_ID_BASE = 2**32
+"""Word ids lie in [2**32, 2**53): above every added token's id, and exact in float64 and JSON."""
+RECENT_TOKENS = 65_536
+"""How many distinct words a tokenizer remembers by id, for `decode` (about 10 MB at most)."""
+_BEGINNING_OF_WORD_ID = BEGINNING_OF_WORD_CHARACTER + CHAR_ID_OFFSET  # a char-id row's first id
+
+
+def word_id(token: str) -> int:
+    digest = hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return WORD_ID_BASE + int.from_bytes(digest, "little") % (2**53 - WORD_ID_BASE)
+
+
+class _RecentTokens:
+    def __init__(self, size: int = RECENT_TOKENS) -> None:
+        self.size = size
+        self._tokens: OrderedDict[int, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, token_id: int, token: str) -> None:
+        with self._lock:
+            self._tokens[token_id] = token
+            self._tokens.move_to_end(token_id)
+            if len(self._tokens) > self.size:
+                self._tokens.popitem(last=False)
+
+    def get(self, token_id: int) -> str | None:
+        with self._lock:
+            return self._tokens.get(token_id)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"size": self.size}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["size"])  # type: ignore[misc]
 
 
 class _WholeWords:
-    """Stands where a fast tokenizer keeps its Rust backend (`tokenizer._tokenizer`), for
-    the one thing transformers' token-classification pipeline reads there: whether the
-    tokenizer knows word boundaries (`model.continuing_subword_prefix`). Without it the
-    pipeline guesses subwords from spaces and warns that it does; ELMo's tokens are whole
-    words, so there is nothing to guess (the pipeline then finds no subwords)."""
-
     class model:  # noqa: N801  (the attribute name the pipeline reads)
         continuing_subword_prefix = "##"
 
 
 def _load_text_tokenizer(name: str) -> Callable[[str], list[str]]:
-    """The raw-text tokenizer `name` (an `elmo_core.tokenizers` plug-in).
-
-    In a saved folder loaded where elmo-bilm is not installed, no plug-in exists; the
-    default rules ("spacy-en": spaCy's English tokenizer, with the core's
-    `spacy_word_splitter`) are then built from spaCy directly, when spaCy is
-    importable, so raw text gives the same tokens as in a full install.
-    """
+    try:
+        return get_tokenizer(name)
+    except ElmoError:
+        if name != DEFAULT_TOKENIZER:
+            raise
     if name != DEFAULT_TOKENIZER:
         raise ElmoError(
             f"text_tokenizer {name!r} is an elmo-bilm plug-in, which is not installed here: pip install "
@@ -219,38 +173,6 @@ def _load_text_tokenizer(name: str) -> Callable[[str], list[str]]:
 
 
 class ElmoTokenizer(PreTrainedTokenizer):
-    """Character ids for ELMo, from raw text or from token lists.
-
-    Outputs (see the module docstring): `input_ids` (one id per token), `char_ids`
-    (what the biLM reads), `attention_mask`, and on request `offset_mapping` (each
-    token's `(start, end)` in the text; for `is_split_into_words`, within its word, as
-    transformers' fast tokenizers give), `special_tokens_mask` and `length`. The
-    encoding's `word_ids()` and `tokens()` work as a fast tokenizer's: every token is a
-    word. `is_fast` is True for that reason: transformers' token-classification pipeline
-    asks a "fast" tokenizer for offsets and word alignment, which this one gives exactly.
-
-    Added tokens (`add_tokens`, `add_special_tokens`) are kept whole in raw text and get
-    their own ids (`len(tokenizer)`, `get_added_vocab()` and `convert_ids_to_tokens`
-    agree); the model reads them by their characters like any word, so nothing in the
-    model needs resizing.
-
-    Args:
-        max_characters_per_token: Id slots per token (the model's
-            `char_cnn.max_characters_per_token`; 50 for every published model).
-        char_id_offset, beginning_of_sentence_character, end_of_sentence_character,
-        beginning_of_word_character, end_of_word_character, padding_character: The
-            character-id scheme, saved so that a folder documents itself. They must
-            equal elmo_core's (the only scheme the models were trained with).
-        text_tokenizer: Name of the raw-text tokenizer (an `elmo_core.tokenizers`
-            entry point); "spacy-en" = the pretraining data's rules.
-        pad_token: Name of the padding token; its id is 0 (an all-zero row).
-        unk_token: Name of the id every word gets (1): ELMo has no word vocabulary.
-        **kwargs: transformers' tokenizer arguments (`model_max_length`, ...).
-
-    Raises:
-        ValueError: for a character scheme other than elmo_core's, or left padding.
-    """
-
     vocab_files_names: dict[str, str] = {}
     model_input_names = ["input_ids", "char_ids", "attention_mask"]
     padding_side = "right"
@@ -297,6 +219,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         self.text_tokenizer = text_tokenizer
         self._base_vocab = {str(pad_token): PAD_ID, str(unk_token): UNK_ID}
         self._split_text: Callable[[str], list[str]] | None = None  # loaded on first raw-text call
+        self._recent = _RecentTokens()
         super().__init__(
             pad_token=pad_token,
             unk_token=unk_token,
@@ -306,20 +229,20 @@ class ElmoTokenizer(PreTrainedTokenizer):
             **kwargs,
         )
 
+    @classmethod
+    def from_options(cls, options: BiLMOptions, **kwargs: Any) -> ElmoTokenizer:
+        return cls(**tokenizer_settings(options), **kwargs)
 
     @property
     def is_fast(self) -> bool:
-        """True: offsets and word ids are available, as from transformers' fast tokenizers."""
         return True
 
     # ------------------------------------------------------------------ vocabulary
     @property
     def vocab_size(self) -> int:
-        """2: there is no word vocabulary, only the pad (0) and unknown (1) tokens."""
         return len(self._base_vocab)
 
     def get_vocab(self) -> dict[str, int]:
-        """The pad and unknown tokens, and the added tokens."""
         return {**self._base_vocab, **self._added_tokens_encoder}
 
     def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
@@ -327,17 +250,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
 
     # ------------------------------------------------------------------ text -> tokens -> ids
     def tokenize(self, text: str, **kwargs: Any) -> list[str]:  # type: ignore[override]  # as transformers' PythonBackend
-        """Split raw text into tokens with the pretraining data's rules (spaCy English).
-
-        Added tokens are never split.
-
-        Raises:
-            ElmoError: if the tokenizer (spaCy) is not installed; says how to install it.
-        """
         return self._split_with_offsets(text)[0]
 
     def _split_with_offsets(self, text: str) -> tuple[list[str], list[tuple[int, int]]]:
-        """Tokens of raw text and their `(start, end)` character spans in it."""
         if self._split_text is None:
             with first_use_lock(self):  # concurrent first calls load it once
                 if self._split_text is None:
@@ -361,14 +276,25 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return self.tokenize(text)
 
     def _convert_token_to_id(self, token: str) -> int:
-        # Added tokens are looked up before this is called; every other word is "unknown".
-        return self._base_vocab.get(token, UNK_ID)
+        # Added tokens are looked up before this is called.
+        if token in self._base_vocab:
+            return self._base_vocab[token]
+        token_id = word_id(token)
+        self._recent.add(token_id, token)
+        return token_id
 
     def _convert_id_to_token(self, index: int) -> str:
         for token, token_id in self._base_vocab.items():
             if token_id == index:
                 return token
-        return str(self.unk_token)
+        word = self._recent.get(index)
+        if word is None:
+            raise ValueError(
+                f"input_ids id {index} is not among the last {self._recent.size} distinct words this tokenizer "
+                "encoded (ELMo's ids hold no characters); decode the char_ids of the same encoding instead: "
+                "tokenizer.decode(batch['char_ids'][0])."
+            )
+        return word
 
     def _encode_plus(  # type: ignore[override]  # one more keyword, return_offsets_mapping, amid the base's
         self,
@@ -392,22 +318,6 @@ class ElmoTokenizer(PreTrainedTokenizer):
         verbose: bool = True,
         **kwargs: Any,
     ) -> ElmoBatchEncoding:
-        """Encode one text/token list or a batch of them (called by `__call__`).
-
-        `add_special_tokens` has no effect: the biLM adds `<S>`/`</S>` itself.
-
-        Returns:
-            `ElmoBatchEncoding` with `input_ids` ([batch, tokens]), `char_ids`
-            ([batch, tokens, chars]) and `attention_mask` ([batch, tokens]), plus
-            `offset_mapping` ([batch, tokens, 2]), `special_tokens_mask` and `length`
-            when asked; nested lists, or tensors with `return_tensors`; without a batch
-            axis for a single unbatched input and no `return_tensors`.
-
-        Raises:
-            ValueError: for sentence pairs, overflowing tokens, left padding, or
-                sentences of different lengths with `return_tensors` and no padding.
-            TypeError: for input that is neither text nor token lists.
-        """
         self._check_encode_arguments(text_pair, return_overflowing_tokens, padding_side)
         batched, sentences, spans = self._sentences(text, is_split_into_words)
         if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None:
@@ -433,7 +343,6 @@ class ElmoTokenizer(PreTrainedTokenizer):
     def _check_encode_arguments(
         self, text_pair: Any, return_overflowing_tokens: bool, padding_side: str | None
     ) -> None:
-        """Raise ValueError for what ElmoTokenizer does not do: pairs, overflowing tokens, left padding."""
         if text_pair is not None:
             raise ValueError("ElmoTokenizer encodes single sentences; sentence pairs are not supported.")
         if return_overflowing_tokens:
@@ -447,7 +356,6 @@ class ElmoTokenizer(PreTrainedTokenizer):
     def _truncate(
         self, sentences: list[list[str]], spans: list[list[tuple[int, int]]], max_length: int
     ) -> tuple[list[list[str]], list[list[tuple[int, int]]]]:
-        """Each sentence (and its spans) cut to `max_length` tokens, from `truncation_side`."""
         keep = [
             slice(max(0, len(s) - max_length), None) if self.truncation_side == "left" else slice(0, max_length)
             for s in sentences
@@ -457,8 +365,6 @@ class ElmoTokenizer(PreTrainedTokenizer):
     def _padded_columns(
         self, sentences: list[list[str]], spans: list[list[tuple[int, int]]], target: int | None
     ) -> tuple[dict[str, list[Any]], list[list[int | None]], list[list[str]]]:
-        """Every column `_encode_plus` may return, each row right-padded to `target` tokens (None:
-        not padded), and each row's word ids and tokens (for `ElmoBatchEncoding`)."""
         C = self.max_characters_per_token
         special_ids = set(self.all_special_ids) - {UNK_ID}  # every word is "unknown", none is special
         columns: dict[str, list[Any]] = {
@@ -485,7 +391,6 @@ class ElmoTokenizer(PreTrainedTokenizer):
     def _sentences(
         self, text: Any, is_split_into_words: bool
     ) -> tuple[bool, list[list[str]], list[list[tuple[int, int]]]]:
-        """(batched?, token lists, their character spans) for any input `__call__` accepts."""
         if isinstance(text, str):
             if is_split_into_words:
                 raise TypeError("is_split_into_words=True needs a list of token strings, not one string.")
@@ -541,11 +446,6 @@ class ElmoTokenizer(PreTrainedTokenizer):
         padding_side: str | None = None,
         return_attention_mask: bool | None = None,
     ) -> dict[str, Any] | BatchEncoding:
-        """Pad one encoded sentence on the right (used by `pad` and the collators).
-
-        Char ids get all-zero rows, `input_ids` the pad id (0), offsets `(0, 0)`. An
-        `input_ids` that holds char ids (rows of ids) is padded with all-zero rows.
-        """
         if (padding_side or self.padding_side) != "right":
             raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each row from position 0.")
         n = len(encoded_inputs["input_ids"])
@@ -575,23 +475,40 @@ class ElmoTokenizer(PreTrainedTokenizer):
 
     # ------------------------------------------------------------------ ids -> text
     def decode(self, token_ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> str | list[str]:
-        """Text back from character ids (`char_ids`; `input_ids` hold no text): one row ->
-        a word, [tokens, chars] -> the words joined by spaces (padding rows skipped),
-        [batch, tokens, chars] -> a list.
-
-        Bytes are decoded as UTF-8 with replacement characters, so a word cut at 48
-        bytes inside a character decodes without error.
-        """
         ids = to_py_obj(token_ids)
-        depth, probe = 0, ids
-        while isinstance(probe, (list, tuple)):
-            depth += 1
-            probe = probe[0] if probe else None
+        depth = self._char_id_depth(ids)
         if depth == 1:
             return self._decode_word(ids)
+        if depth == 2:
+            return self._decode_sentence(ids)
         if depth == 3:
-            return [cast(str, self.decode(sentence)) for sentence in ids]  # a sentence decodes to a str
-        return " ".join(self._decode_word(row) for row in ids if any(row))
+            return [self._decode_sentence(sentence) for sentence in ids]
+        return super().decode(ids, skip_special_tokens=skip_special_tokens, **kwargs)
+
+    def _char_id_depth(self, ids: Any) -> int:
+        width = self.max_characters_per_token
+
+        def is_row(row: Any, padding: bool) -> bool:
+            if not isinstance(row, list) or len(row) != width or not all(isinstance(i, int) for i in row):
+                return False
+            return row[0] == _BEGINNING_OF_WORD_ID or (padding and not any(row))
+
+        def word_rows(rows: Any) -> bool:  # char-id rows, padding allowed, one word at least
+            rows = list(rows)
+            return all(is_row(r, padding=True) for r in rows) and any(is_row(r, padding=False) for r in rows)
+
+        if not isinstance(ids, list) or not ids:
+            return 0
+        if all(isinstance(i, int) for i in ids):
+            return int(is_row(ids, padding=False))
+        if all(isinstance(row, list) and all(isinstance(i, int) for i in row) for row in ids):
+            return 2 if word_rows(ids) else 0
+        if all(isinstance(s, list) and all(isinstance(row, list) for row in s) for s in ids):
+            return 3 if word_rows(row for s in ids for row in s) else 0
+        return 0
+
+    def _decode_sentence(self, rows: Sequence[Sequence[int]]) -> str:
+        return " ".join(self._decode_word(row) for row in rows if any(row))  # padding rows skipped
 
     def _decode_word(self, row: Sequence[int]) -> str:
         raw = [i - CHAR_ID_OFFSET for i in row if i]
@@ -603,6 +520,18 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return data.decode("utf-8", errors="replace")
 
     # ------------------------------------------------------------------ saving, pickling
+    def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> tuple[str, ...]:
+        code = ("tokenization_elmo.py", "elmo_reference.py") if self._auto_class is not None else ()
+        return cast(
+            tuple[str, ...],
+            save_atomically(super().save_pretrained, save_directory, *code)(save_directory, *args, **kwargs),
+        )
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *args: Any, **kwargs: Any) -> Any:
+        tokenizer = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        note_which_code_runs(pretrained_model_name_or_path)
+        return tokenizer
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -613,10 +542,6 @@ class ElmoTokenizer(PreTrainedTokenizer):
 def _padded_length(
     lengths: Sequence[int], padding_strategy: PaddingStrategy, max_length: int | None, pad_to_multiple_of: int | None
 ) -> int | None:
-    """The row length padding aims at (None: no padding), rounded up to `pad_to_multiple_of`.
-
-    LONGEST pads to the longest sentence; MAX_LENGTH to `max_length` (the longest without one).
-    """
     if padding_strategy == PaddingStrategy.LONGEST:
         target = max(lengths, default=0)
     elif padding_strategy == PaddingStrategy.MAX_LENGTH:
@@ -629,5 +554,4 @@ def _padded_length(
 
 
 def _word_spans(words: Sequence[str]) -> list[tuple[int, int]]:
-    """Offsets of pre-split words: each within itself, as transformers' fast tokenizers give."""
     return [(0, len(word)) for word in words]

@@ -11,7 +11,7 @@ import pytest
 
 from elmo_core import embed_sentences, load_model_folder
 from elmo_core.files.model_folder import DEFAULT_MODEL_DIR, default_model_dir
-from tests.conftest import SHARED
+from tests.conftest import data_file, missing_data
 
 pytestmark = pytest.mark.skipif(
     not (DEFAULT_MODEL_DIR / "config.json").is_file(), reason="this checkout ships no default model"
@@ -62,9 +62,9 @@ def test_vectors_are_contextual():
 
 @pytest.mark.slow
 def test_perplexity_command_reproduces_the_model_card():
-    test_file = SHARED / "data" / "lm" / "enwiki2015" / "test.txt.xz"
+    test_file = data_file("lm/enwiki2015/test.txt.xz")
     if not test_file.is_file():
-        pytest.skip(f"{test_file} not found (it lives in ../shared)")
+        pytest.skip(missing_data("lm/enwiki2015/test.txt.xz"))
     card = json.loads((default_model_dir() / "eval_results.json").read_text())["test"]
     from typer.testing import CliRunner
 

@@ -26,10 +26,10 @@ import torch  # noqa: E402
 import hf_elmo  # noqa: E402,F401  (registers the Auto classes)
 from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer  # noqa: E402
 
-from ..conftest import SHARED, make_tiny_elmo  # noqa: E402
+from ..conftest import data_file, make_tiny_elmo  # noqa: E402
 
 TOKENS = [["Hello", "world", "."], ["naïve", "😀"], ["a"]]
-WIKIGOLD = SHARED / "data" / "ner" / "wikigold" / "wikigold.conll.txt"
+WIKIGOLD = data_file("ner/wikigold/wikigold.conll.txt")
 
 
 def read_conll(path: Path, limit: int) -> list[list[tuple[str, str]]]:

@@ -1,9 +1,17 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
-from transformers import AutoConfig
+from transformers import (
+    AutoConfig,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+    DataCollatorForTokenClassification,
+    Trainer,
+    TrainingArguments,
+)
 
 from elmo_core import BiLMOptions, OptionsError
 from elmo_core.files.model_folder import ELMO_SETTINGS, read_model_config
@@ -69,3 +77,18 @@ def test_invalid_options_raise_a_clear_error():
     data["lstm"]["projection_dim"] = -1
     with pytest.raises(OptionsError, match="lstm.projection_dim must be a positive integer"):
         ElmoConfig(**data)
+
+
+def test_pad_token_id_agrees_with_the_tokenizer_so_trainer_is_quiet(tmp_path, saved_model_dir, caplog):
+    config = AutoConfig.from_pretrained(saved_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(saved_model_dir)
+    assert config.pad_token_id == tokenizer.pad_token_id == 0
+    tagger = AutoModelForTokenClassification.from_pretrained(saved_model_dir, num_labels=2)
+    features = [{**tokenizer(w, is_split_into_words=True), "labels": [0] * len(w)} for w in (["a", "b"], ["c"])]
+    args = TrainingArguments(str(tmp_path / "run"), max_steps=1, report_to=[], save_strategy="no", use_cpu=True)
+    collate = DataCollatorForTokenClassification(tokenizer)
+    trainer = Trainer(tagger, args, train_dataset=features, data_collator=collate, processing_class=tokenizer)
+    with caplog.at_level(logging.WARNING):
+        trainer.train()
+    assert [r.getMessage() for r in caplog.records if "PAD/BOS/EOS" in r.getMessage()] == []
+    assert tagger.config.pad_token_id == 0

@@ -99,6 +99,7 @@ def test_converted_folder_is_a_complete_save_pretrained_folder(tiny_bilm_hdf5, s
         "AutoConfig": "configuration_elmo.ElmoConfig",
         "AutoModel": "modeling_elmo.ElmoModel",
         "AutoModelForTokenClassification": "modeling_elmo.ElmoForTokenClassification",
+        "AutoModelForSequenceClassification": "modeling_elmo.ElmoForSequenceClassification",
     }
     tokenizer_config = json.loads((tmp_path / "model" / "tokenizer_config.json").read_text())
     assert tokenizer_config["auto_map"]["AutoTokenizer"][0] == "tokenization_elmo.ElmoTokenizer"

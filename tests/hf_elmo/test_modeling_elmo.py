@@ -15,7 +15,7 @@ from transformers import AutoModel, AutoModelForTokenClassification
 from elmo_core import embed_sentences, load_model_folder, save_model_folder, words_to_char_ids
 from hf_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel, ElmoModelOutput, ElmoTokenizer
 
-from ..conftest import DEVICES, make_tiny_elmo, make_tiny_options
+from ..conftest import DEVICES, make_tiny_elmo, make_tiny_options, missing_data
 from .conftest import TOKENS, WIKIGOLD, batch, make_tiny_hf_model, read_conll
 
 
@@ -310,7 +310,7 @@ def test_token_classification_loss_ignores_minus_100_and_only_mix_and_head_train
 
 def test_trainer_run_on_wikigold_lowers_the_loss(tmp_path, tiny_tokenizer):
     if not WIKIGOLD.is_file():
-        pytest.skip(f"WikiGold not found at {WIKIGOLD} (it lives in ../shared)")
+        pytest.skip(missing_data("ner/wikigold/wikigold.conll.txt"))
     from transformers import DataCollatorForTokenClassification, Trainer, TrainingArguments
 
     sentences = read_conll(WIKIGOLD, limit=160)

@@ -12,7 +12,7 @@ from transformers import pipeline
 
 from hf_elmo import ElmoConfig, ElmoForTokenClassification, ElmoTokenizer
 
-from ..conftest import make_tiny_elmo
+from ..conftest import make_tiny_elmo, missing_data
 from .conftest import WIKIGOLD, read_conll, run_script
 
 LABELS = {0: "O", 1: "B-PER", 2: "I-PER"}
@@ -184,7 +184,7 @@ def gold_spans(sentence: list[tuple[str, str]]) -> set[tuple[int, int, str]]:
 
 def test_tagger_fine_tuned_on_wikigold_finds_entities_at_their_characters():
     if not WIKIGOLD.is_file():
-        pytest.skip(f"WikiGold not found at {WIKIGOLD} (it lives in ../shared, beside the repository)")
+        pytest.skip(missing_data("ner/wikigold/wikigold.conll.txt"))
     pytest.importorskip("spacy")
     from transformers import AutoModelForTokenClassification, AutoTokenizer, DataCollatorForTokenClassification
 

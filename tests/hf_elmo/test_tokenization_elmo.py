@@ -11,6 +11,7 @@ from transformers import AutoTokenizer, DataCollatorForTokenClassification
 from elmo_core import ElmoError, words_to_char_ids
 from elmo_core.files.model_folder import tokenizer_settings
 from hf_elmo import ElmoBatchEncoding, ElmoTokenizer
+from hf_elmo.tokenization_elmo import WORD_ID_BASE, word_id
 
 from ..conftest import make_tiny_options
 from .conftest import TOKENS
@@ -23,8 +24,9 @@ def test_token_lists_become_the_cores_character_ids(tiny_tokenizer):
     assert enc["char_ids"].dtype == torch.int64 and enc["char_ids"].shape == (3, 3, 50)
     assert torch.equal(enc["char_ids"], char_ids)
     assert torch.equal(enc["attention_mask"], mask.long())
-    # One id per token: 1 for every word (no word vocabulary), 0 for padding.
-    assert torch.equal(enc["input_ids"], mask.long())
+    # One id per token: each word's fixed id (no word vocabulary), 0 for padding.
+    expected = [[word_id(w) for w in s] + [0] * (3 - len(s)) for s in TOKENS]
+    assert enc["input_ids"].tolist() == expected and bool((enc["input_ids"][mask] >= WORD_ID_BASE).all())
     assert set(enc) == {"input_ids", "char_ids", "attention_mask"}
 
 
@@ -50,9 +52,44 @@ def test_raw_text_is_split_with_spacy_english_rules(tiny_tokenizer):
     assert tiny_tokenizer.tokenize("Don't stop-me now!!") == expected[0]
 
 
+SURROGATE_TEXTS = ["bad \ud800 surrogate here", "a\udc00b word\ud83d. end", "\udfff"]
+SURROGATE_WORDS = [["bad", "\ud800", "surrogate", "here"], ["a\udc00b", "word\ud83d", ".", "end"], ["\udfff"]]
+
+
+def test_raw_text_with_lone_surrogates_gives_the_tokens_and_vectors_of_its_pre_split_words(
+    tiny_tokenizer, tiny_hf_model
+):
+    # A lone surrogate used to stop raw text with a UnicodeEncodeError from spaCy's internals.
+    spacy_elmo = pytest.importorskip("spacy_elmo.tokenization")
+    from elmo_core.files.tokenizers import get_tokenizer
+    from hf_elmo import feature_extraction_pipeline
+
+    assert [get_tokenizer()(text) for text in SURROGATE_TEXTS] == SURROGATE_WORDS
+    assert spacy_elmo.english_sentences()(" ".join(SURROGATE_TEXTS)) == [
+        ["bad", "\ud800", "surrogate", "here", "a\udc00b", "word\ud83d", "."],
+        ["end", "\udfff"],
+    ]
+    assert [tiny_tokenizer.tokenize(text) for text in SURROGATE_TEXTS] == SURROGATE_WORDS
+    raw = tiny_tokenizer(SURROGATE_TEXTS, padding=True, return_tensors="pt", return_offsets_mapping=True)
+    split = tiny_tokenizer(SURROGATE_WORDS, is_split_into_words=True, padding=True, return_tensors="pt")
+    assert raw.tokens(0) == SURROGATE_WORDS[0]
+    assert raw["offset_mapping"][0].tolist() == [[0, 3], [4, 5], [6, 15], [16, 20]]
+    assert torch.equal(raw["char_ids"], split["char_ids"])
+    # The surrogate is dropped from its token: a token that was only a surrogate reads as "".
+    assert torch.equal(raw["char_ids"][0, 1], words_to_char_ids([[""]])[0][0, 0])
+    with torch.no_grad():
+        vectors = tiny_hf_model(char_ids=raw["char_ids"], attention_mask=raw["attention_mask"]).last_hidden_state
+        expected = tiny_hf_model(**{k: split[k] for k in ("char_ids", "attention_mask")}).last_hidden_state
+    torch.testing.assert_close(vectors, expected, atol=0, rtol=0)
+    extractor = feature_extraction_pipeline(model=tiny_hf_model, tokenizer=tiny_tokenizer)
+    got = np.asarray(extractor(SURROGATE_TEXTS[0]))[0]
+    np.testing.assert_allclose(got, expected[0, :4].numpy(), atol=1e-6, rtol=0)
+
+
 def test_single_inputs_have_no_batch_axis_unless_tensors_are_asked_for(tiny_tokenizer):
     enc = tiny_tokenizer(["a", "bc"], is_split_into_words=True)
-    assert np.array(enc["char_ids"]).shape == (2, 50) and enc["attention_mask"] == [1, 1] and enc["input_ids"] == [1, 1]
+    assert np.array(enc["char_ids"]).shape == (2, 50) and enc["attention_mask"] == [1, 1]
+    assert enc["input_ids"] == [word_id("a"), word_id("bc")]
     assert tiny_tokenizer(["a", "bc"], is_split_into_words=True, return_tensors="pt")["char_ids"].shape == (1, 2, 50)
     assert tiny_tokenizer([["a"]], is_split_into_words=True, return_tensors="np")["char_ids"].shape == (1, 1, 50)
 
@@ -88,10 +125,50 @@ def test_unusable_inputs_raise_clear_errors(tiny_tokenizer):
         ElmoTokenizer(padding_character=0)
 
 
-def test_decode_gives_the_words_back(tiny_tokenizer):
+def test_decode_gives_the_words_back_from_char_ids(tiny_tokenizer):
     enc = tiny_tokenizer(TOKENS, is_split_into_words=True, padding=True, return_tensors="pt")
     assert tiny_tokenizer.decode(enc["char_ids"][1]) == "naïve 😀"
+    assert tiny_tokenizer.decode(enc["char_ids"][1, 0]) == "naïve"  # one word's row
     assert tiny_tokenizer.batch_decode(enc["char_ids"]) == [" ".join(s) for s in TOKENS]
+    empty_row = tiny_tokenizer([[], ["a"]], is_split_into_words=True, padding=True, return_tensors="pt")
+    assert tiny_tokenizer.batch_decode(empty_row["char_ids"]) == ["", "a"]
+
+
+def test_decode_batch_decode_and_convert_ids_to_tokens_give_the_tokens_back_from_input_ids(tiny_tokenizer):
+    enc = tiny_tokenizer(TOKENS, is_split_into_words=True, padding=True, return_tensors="pt")
+    assert tiny_tokenizer.decode(enc["input_ids"][0]) == "Hello world ."
+    assert tiny_tokenizer.decode(enc["input_ids"][1]) == "naïve 😀 <pad>"  # as transformers: padding shows
+    assert tiny_tokenizer.decode(enc["input_ids"][1], skip_special_tokens=True) == "naïve 😀"
+    rows = tiny_tokenizer.batch_decode(enc["input_ids"], skip_special_tokens=True)
+    assert rows == [" ".join(s) for s in TOKENS]  # one string per row
+    assert tiny_tokenizer.decode(enc["input_ids"], skip_special_tokens=True) == rows  # transformers 5: a batch
+    assert tiny_tokenizer.convert_ids_to_tokens(enc["input_ids"][1].tolist()) == ["naïve", "😀", "<pad>"]
+    assert tiny_tokenizer.convert_ids_to_tokens(int(enc["input_ids"][0, 1])) == "world"
+    text = tiny_tokenizer.decode(enc["input_ids"][0], clean_up_tokenization_spaces=True)
+    assert text == "Hello world."  # transformers' clean-up of " ." when asked
+
+
+def test_word_ids_are_fixed_by_the_string_in_every_tokenizer_and_saved_folder(tmp_path, tiny_tokenizer):
+    first = tiny_tokenizer(TOKENS, is_split_into_words=True, padding=True)["input_ids"]
+    tiny_tokenizer.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path, trust_remote_code=True)
+    again = ElmoTokenizer.from_options(make_tiny_options())
+    for other in (loaded, again):
+        assert other(TOKENS, is_split_into_words=True, padding=True)["input_ids"] == first
+    assert len({word_id(w) for w in ("bank", "Bank", "bank.", "banks")}) == 4
+
+
+def test_an_id_the_tokenizer_did_not_encode_is_refused_naming_char_ids(tiny_tokenizer):
+    fresh = ElmoTokenizer.from_options(make_tiny_options())
+    with pytest.raises(ValueError, match=r"decode the char_ids of the same encoding"):
+        fresh.decode([word_id("never-encoded-here")])
+    small = ElmoTokenizer.from_options(make_tiny_options())
+    small._recent.size = 2  # remembers the last two distinct words only
+    ids = small(["a", "b", "c"], is_split_into_words=True)["input_ids"]
+    assert small.decode(ids[1:]) == "b c"
+    with pytest.raises(ValueError, match="not among the last 2 distinct words"):
+        small.convert_ids_to_tokens(ids[0])
+    assert pickle.loads(pickle.dumps(small))._recent.get(ids[2]) is None  # a copy starts empty
 
 
 def test_collator_pads_char_ids_and_labels(tiny_tokenizer):
@@ -101,7 +178,7 @@ def test_collator_pads_char_ids_and_labels(tiny_tokenizer):
         features.append({**enc, "labels": list(range(len(sentence)))})
     padded = DataCollatorForTokenClassification(tiny_tokenizer)(features)
     assert torch.equal(padded["char_ids"], words_to_char_ids(TOKENS)[0])
-    assert torch.equal(padded["input_ids"], padded["attention_mask"])
+    assert torch.equal(padded["input_ids"].ne(0).long(), padded["attention_mask"])
     assert padded["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0], [1, 0, 0]]
     assert padded["labels"].tolist() == [[0, 1, 2], [0, 1, -100], [0, -100, -100]]
 
@@ -145,7 +222,7 @@ def test_added_tokens_stay_whole_and_every_count_agrees(tiny_tokenizer):
     text = "see <ent> here, and<ent>there"
     assert tiny_tokenizer.tokenize(text) == ["see", "<ent>", "here", ",", "and", "<ent>", "there"]
     enc = tiny_tokenizer(text, return_offsets_mapping=True, return_special_tokens_mask=True)
-    assert enc["input_ids"] == [1, 2, 1, 1, 1, 2, 1]
+    assert enc["input_ids"] == [word_id("see"), 2, word_id("here"), word_id(","), word_id("and"), 2, word_id("there")]
     assert tiny_tokenizer.convert_ids_to_tokens(enc["input_ids"])[1] == "<ent>"
     assert [text[a:b] for a, b in enc["offset_mapping"]] == enc.tokens()
     assert enc["char_ids"][1] == list(words_to_char_ids([["<ent>"]])[0][0, 0].tolist())
@@ -155,7 +232,7 @@ def test_added_tokens_stay_whole_and_every_count_agrees(tiny_tokenizer):
     enc = tiny_tokenizer("a [SEP] b", return_special_tokens_mask=True)
     assert (
         enc.tokens() == ["a", "[SEP]", "b"]
-        and enc["input_ids"] == [1, 3, 1]
+        and enc["input_ids"] == [word_id("a"), 3, word_id("b")]
         and enc["special_tokens_mask"] == [0, 1, 0]
     )
 

@@ -26,7 +26,7 @@ def test_transformers_common_model_and_config_tests_pass():
     if not sdist:
         pytest.skip(
             f"set {SDIST_ENV} to the source distribution (.tar.gz) of the installed transformers to run its "
-            "common tests against ElmoModel/ElmoForTokenClassification; fetch it with `python -m "
+            "common tests against ElmoModel and its task models; fetch it with `python -m "
             "tests.hf_elmo.transformers_common.run_transformers_common_tests --fetch DIR` "
             "(see CONTRIBUTING.md, transformers' common model tests)"
         )

@@ -12,9 +12,9 @@ from spacy.training import Example
 
 from elmo_core import save_model_folder
 
-from ..conftest import SHARED, make_tiny_elmo
+from ..conftest import data_file, make_tiny_elmo, missing_data
 
-WIKIGOLD = SHARED / "data" / "ner" / "wikigold" / "wikigold.conll.txt"
+WIKIGOLD = data_file("ner/wikigold/wikigold.conll.txt")
 
 DIM = 16  # TINY: 2 * projection_dim
 NUM_LAYERS = 3  # char CNN layer + 2 LSTM layers
@@ -107,5 +107,5 @@ def nlp(tiny_model_dir) -> Language:
 @pytest.fixture
 def wikigold() -> Path:
     if not WIKIGOLD.is_file():
-        pytest.skip(f"WikiGold not found at {WIKIGOLD} (it lives in ../shared, not in the repo)")
+        pytest.skip(missing_data("ner/wikigold/wikigold.conll.txt"))
     return WIKIGOLD

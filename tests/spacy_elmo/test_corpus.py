@@ -278,8 +278,22 @@ def test_a_wrong_corpus_file_is_one_clear_message(tmp_path):
     with pytest.raises(ValueError, match="is a folder; give the path of a file"):
         list(ConllNerCorpus(tmp_path)(nlp))
     (tmp_path / "prose.txt").write_text("Just a sentence of prose.\nAnd another one here.\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"prose.txt is not a CoNLL NER file \(spaCy's converter: \[E\d+\]"):
+    with pytest.raises(ValueError, match=r"prose.txt is not a CoNLL file: line 2 .* 4 columns, line 1 5\..*DocBin"):
         list(ConllNerCorpus(tmp_path / "prose.txt")(nlp))
+
+
+def test_the_spacy_reader_and_elmo_probe_refuse_prose_with_one_message(tmp_path):
+    from elmo_core import ElmoError
+    from elmo_core.apps.probe import read_conll_column
+
+    path = tmp_path / "raw.txt"
+    path.write_text("The river bank was quiet today .\nShe paid at the bank .\n", encoding="utf-8")
+    with pytest.raises(ElmoError) as probe_error:
+        read_conll_column(path, 1)
+    assert "raw.txt is not a CoNLL file: line 2 " in str(probe_error.value)
+    with pytest.raises(ValueError) as reader_error:
+        read_conll_ner(path)
+    assert str(reader_error.value).startswith(str(probe_error.value))
 
 
 def test_byte_order_mark_and_windows_line_endings_change_nothing_in_conll_files(tmp_path):
@@ -421,3 +435,17 @@ def test_spacy_train_of_the_elmo_and_vectors_config_reads_the_vectors(wikigold, 
     changed = np.abs(tok2vec.predict([nlp("The band played in London .")]) - before).max(axis=1) > 1e-6
     assert changed[4] and not changed[0]  # London moves; "The" (4 tokens away, window 1 x depth 1) does not
     assert_elmo_enters_before_the_encoder(nlp)
+
+
+def test_adding_elmo_to_a_pipeline_scores_only_entities():
+    """The corpus holds entities only: a sourced tagger, parser, ... would score 0.00 in the table."""
+    from spacy.language import Language
+    from spacy.util import combine_score_weights, load_config
+
+    spacy.blank("en")  # registers spaCy's factories
+    cfg = load_config(ADD_ELMO_CONFIG, interpolate=False)
+    sourced = ["tok2vec", "tagger", "attribute_ruler", "lemmatizer", "morphologizer", "parser", "senter", "ner"]
+    defaults = [Language.get_factory_meta(name).default_score_weights for name in sourced]
+    weights = combine_score_weights(defaults, cfg["training"]["score_weights"])
+    shown = {name for name, weight in weights.items() if weight is not None}  # spaCy's ConsoleLogger's rule
+    assert shown == {"ents_f", "ents_p", "ents_r"}

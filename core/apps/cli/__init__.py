@@ -22,10 +22,9 @@ from typing import Annotated
 
 import typer
 
+from ...model.environment import check_environment
 from ...model.errors import ElmoError
-from ...model.kernels import compile_enabled
 from ...runtime.memory import MMAP_THRESHOLD, use_heap_for_every_block, use_mmap_for_large_blocks
-from ...runtime.threads import thread_policy
 from ..console import quiet_failures
 from . import convert, data, embed, perplexity, probe, train, widen
 from .process import reserve_kernel_cache, use_writable_compile_cache
@@ -89,8 +88,7 @@ def main() -> None:
         use_mmap_for_large_blocks(MMAP_THRESHOLD)
     with quiet_failures():  # a closed or full stderr drops the messages, not the work
         try:
-            thread_policy()  # a bad ELMO_THREADS is one line before any work
-            compile_enabled()  # and a bad ELMO_COMPILE
+            check_environment()  # a bad ELMO_THREADS, WORLD_SIZE, ... is one line before any work
             use_writable_compile_cache()  # torch's compile cache: a temporary one where the set one is not writable
             app()
         except (ElmoError, TypeError, ValueError, OSError) as err:  # OSError: files, the network

@@ -58,6 +58,7 @@ def pretokenize(
     ],
     jobs: Annotated[int, typer.Option(help="Worker processes (one input file each at a time).")] = 1,
     splitter: SplitterOption = DEFAULT_SPLITTER,
+    progress: ProgressOption = True,
 ) -> None:
     """Split raw paragraphs into tokenised sentences once, into one cache file."""
     from ..training.commands import expand_files
@@ -67,7 +68,7 @@ def pretokenize(
     files = expand_files(inputs)
     check_output_spares_inputs([("--out", out)], [("FILES", f) for f in files])
     check_output_is_new("--out", out, _NEW_FILE)
-    sentences, tokens = pretokenize_files(files, out, splitter, jobs=jobs)
+    sentences, tokens = pretokenize_files(files, out, splitter, jobs=jobs, progress=progress)
     seconds = time.monotonic() - started
     if sentences == 0:
         typer.echo(f"warning: FILES hold no sentences ({', '.join(map(str, files))}).", err=True)

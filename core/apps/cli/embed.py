@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -17,6 +16,7 @@ from ...files.hdf5_files import import_h5py
 from ...files.tokenizers import get_tokenizer
 from ...model.checks import check_int
 from ...model.elmo import Elmo
+from ...model.environment import environment_value
 from ...model.errors import ElmoError
 from ...model.precision import check_cpu_precision
 from ...runtime.embedding import EmbedSettings, check_layers
@@ -38,6 +38,8 @@ from .shared import (
 
 __all__ = ["embed"]
 
+OUTPUT_SUFFIXES = {".hdf5": "hdf5", ".h5": "hdf5"}
+"""OUTPUT's suffix -> the format written. Another suffix gets hdf5 and a warning."""
 PRECISIONS = ("fp32", "int8", "bf16", "fp16")
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -56,14 +58,18 @@ ProgressOption = Annotated[
 PrecisionOption = Annotated[
     str,
     typer.Option(
+        metavar=f"[{'|'.join(PRECISIONS)}]",
         help="fp32 (exact), int8 (CPU: int8 LSTMs, cosine about 0.9998; faster for large LSTMs, not for the "
         "default model: measured per shape in benchmarks/README.md), bf16 (GPUs, and CPUs with AVX512-BF16 or "
         "AMX: bf16 products, float32 state) or fp16 (GPUs); on a CPU where bf16 or fp16 would run slower than fp32, "
-        "they are refused."
+        "they are refused.",
     ),
 ]
 TokenCacheOption = Annotated[  # named as the setting it is (`token_cache_words`), so errors name --token-cache
     int, typer.Option("--token-cache", help="Word types kept in the layer-0 cache (0 = off); changes no value.")
+]
+OverwriteOption = Annotated[
+    bool, typer.Option(help="Replace an OUTPUT that holds another run's vectors (else such an OUTPUT is refused).")
 ]
 PieceTokensOption = Annotated[
     int,
@@ -95,6 +101,7 @@ def embed(
     precision: PrecisionOption = "fp32",
     token_cache_words: TokenCacheOption = DEFAULT_TOKEN_CACHE_WORDS,
     piece_tokens: PieceTokensOption = DEFAULT_PIECE_TOKENS,
+    overwrite: OverwriteOption = False,
 ) -> None:
     """Write ELMo vectors for every line of INPUT to the hdf5 file OUTPUT.
 
@@ -102,14 +109,18 @@ def embed(
     for --layers all and (tokens, dim) otherwise; its attribute "tokens" holds the line's tokens,
     one per row. A blank line gives a dataset with 0 tokens.
 
+    An OUTPUT that exists is never replaced without --overwrite: when it holds the vectors of
+    the same input and settings the command says so and does nothing, else it refuses.
+
     Work in progress lives in OUTPUT.partial/, which one run owns at a time, and OUTPUT appears
     only when complete. An interrupted run continues where it stopped when the same command is
     run again. For several processes or machines, launch with torchrun: `torchrun
-    --nproc-per-node 4 -m elmo_core embed INPUT OUTPUT ...` (see docs/guides/big-corpora.md).
+    --nproc-per-node 4 -m elmo_core embed INPUT OUTPUT ...`. Each process embeds its share of
+    the pieces, and the first one writes OUTPUT.
 
     A line longer than --window-tokens (a whole document on one line, say) is read in overlapping
-    windows, so memory does not grow with its length; see docs/guides/python.md, "Long documents"
-    for what that does to vectors near the cuts.
+    windows, so memory does not grow with its length. Each token keeps the vector of a window
+    in which it has --window-context tokens of context on each side (or the line's edge).
     """
     layer_choice: str | int = int(layers) if layers.lstrip("-").isdigit() else layers
     _check_options(precision, batch_tokens, window_tokens, piece_tokens, device, input_file, output_file)
@@ -127,9 +138,20 @@ def embed(
             progress=progress,
             record={"tokenize": "spacy-en" if tokenize else None, "precision": precision},
             stop_requested=stopped,
+            overwrite=overwrite,
         )
     if rank == 0:
         _report(result, input_file, output_file)
+
+
+def _warn_of_an_unknown_suffix(output_file: Path) -> None:
+    if output_file.suffix.lower() not in OUTPUT_SUFFIXES and environment_value("RANK") == 0:
+        known = ", ".join(OUTPUT_SUFFIXES)
+        typer.echo(
+            f"warning: OUTPUT {output_file} is written as hdf5 whatever its suffix; elmo embed knows {known}. "
+            f"Name it {output_file.with_suffix('.hdf5').name} so that readers know what it holds.",
+            err=True,
+        )
 
 
 def _check_options(
@@ -151,6 +173,7 @@ def _check_options(
     if torch.device(device).type == "cpu":
         check_cpu_precision(AUTOCAST_DTYPES.get(precision))  # a precision slower than fp32 here is refused
     check_embed_paths(input_file, output_file)
+    _warn_of_an_unknown_suffix(output_file)
     try:
         import_h5py("elmo embed (its OUTPUT is hdf5)")
     except ImportError as err:
@@ -207,7 +230,7 @@ def _resumable_on_interrupt(output_file: Path) -> Iterator[Callable[[], bool]]:
     try:
         yield lambda: bool(received)
     except KeyboardInterrupt:
-        if int(os.environ.get("RANK", "0")) == 0:
+        if environment_value("RANK") == 0:
             folder = job_folder(output_file)
             kept = f"the finished pieces are kept in {folder}; " if folder.is_dir() else ""
             typer.echo(f"interrupted: {output_file} was not written; {kept}run the same command to resume.", err=True)
@@ -238,6 +261,13 @@ def _embedding_model(
 
 def _report(result: EmbedFileResult, input_file: Path, output_file: Path) -> None:
     """What `elmo embed` wrote, on stderr (and a warning for an empty INPUT)."""
+    if result.already_complete:
+        typer.echo(
+            f"{output_file} is already complete: it holds the vectors of this input with these settings "
+            f"({plural(result.lines, 'line')}, {plural(result.tokens, 'token')}); nothing to do.",
+            err=True,
+        )
+        return
     if result.lines == 0:
         typer.echo(f"warning: INPUT {input_file} is empty; OUTPUT holds no sentences.", err=True)
     done = result.pieces_resumed

@@ -65,8 +65,9 @@ def probe(
         plot = _checked_plot(
             plot, [("TRAIN", train_file), ("EVAL", eval_file), ("--options", options), ("--weights", weights)]
         )
-    elmo = load_model(model, options, weights, device)
     train_data, eval_data = read_conll_column(train_file, column), read_conll_column(eval_file, column)
+    _warn_if_no_label_is_shared(train_data[1], eval_data[1], column)
+    elmo = load_model(model, options, weights, device)
     numbers = {"epochs": epochs, "batch_size": batch_size, "seed": seed, "batch_tokens": batch_tokens}
     result = run_probe(elmo, train_data, eval_data, lr=lr, progress=progress, **numbers)
     _print_table(result)
@@ -87,6 +88,19 @@ def _checked_plot(plot: Path, inputs: list[tuple[str, Path | None]]) -> Path:
         raise ElmoError(f"the folder of --plot ({plot.parent}) does not exist; create it first.")
     check_output_spares_inputs([("--plot", plot)], inputs)
     return plot
+
+
+def _warn_if_no_label_is_shared(train_tags: list[list[str]], eval_tags: list[list[str]], column: int) -> None:
+    """A probe can only predict labels it was trained on: with none of EVAL's in TRAIN, every accuracy is 0."""
+    train_labels = {tag for tags in train_tags for tag in tags}
+    eval_labels = {tag for tags in eval_tags for tag in tags}
+    if not train_labels & eval_labels:
+        seen = ", ".join(sorted(eval_labels)[:5]) + (", ..." if len(eval_labels) > 5 else "")
+        typer.echo(
+            f"warning: no label of EVAL occurs in TRAIN (column {column}; EVAL has {seen}), so every "
+            "accuracy will be 0. Check --column and that both files label tokens the same way.",
+            err=True,
+        )
 
 
 def _print_table(result: Any) -> None:

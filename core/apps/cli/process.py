@@ -31,6 +31,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from ...model.environment import environment_value
 from ...model.errors import ElmoError
 from ...model.kernels import CACHE_VARIABLE, compile_cache_folder, compile_enabled
 
@@ -89,7 +90,7 @@ def _unwritable(folder: Path) -> str | None:
 
 def reserve_kernel_cache(capacity: int = KERNEL_CACHE_CAPACITY) -> bool:
     """Room for `capacity` kernels in oneDNN's cache, unless `ONEDNN_PRIMITIVE_CACHE_CAPACITY`
-    is already set (the user's value is kept).
+    is already set (the user's value is kept; empty means unset).
 
     oneDNN reads the variable once, when it creates its first kernel: call this before any
     matrix product of the process (`elmo train` and `benchmarks/bench_train.py` do, first
@@ -99,7 +100,7 @@ def reserve_kernel_cache(capacity: int = KERNEL_CACHE_CAPACITY) -> bool:
     Returns:
         True if the variable was set here, False if it was set before.
     """
-    if "ONEDNN_PRIMITIVE_CACHE_CAPACITY" in os.environ:
+    if environment_value("ONEDNN_PRIMITIVE_CACHE_CAPACITY") is not None:
         return False
     os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(capacity)
     return True

@@ -42,6 +42,14 @@ class _Argument(TyperArgument):
     def display_type_rich(self, ctx: Any) -> str | None:
         return None
 
+    def _usage_display_name(self) -> str:
+        """The usage line as click and man pages write it: `INPUT OUTPUT`, `FILE...`, `[FILE]`
+        (typer 0.2x writes `{INPUT}` for a required argument, and `{FILE...}...` for a list)."""
+        name = self.display_name_raw
+        if self.nargs != 1 and not name.endswith("..."):
+            name += "..."
+        return name if self.required else f"[{name}]"
+
 
 class Command(TyperCommand):
     """An `elmo` command: its help names values in words (`METAVARS`), and an error from a
@@ -127,9 +135,10 @@ def load_model(
     Raises:
         ElmoError: when the arguments do not name exactly one model.
     """
-    from ...files.model_folder import load_elmo
+    from ...files.model_folder import load_model_source, resolve_model_source
 
-    return load_elmo(model, options, weights, map_location=device, names=MODEL_FLAGS, dropout=0.0, **settings)
+    source = resolve_model_source(model, options, weights, names=MODEL_FLAGS)
+    return load_model_source(source, map_location=device, dropout=0.0, **settings)
 
 
 def check_device(device: str) -> None:

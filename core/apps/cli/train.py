@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
 import shlex
 import signal
 import time
@@ -21,6 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from ...files.text_files import check_input_file
+from ...model.environment import environment_value
 from ..training.commands import STOP_SETTINGS, TrainingSettings
 from ..training.trainer import CHECKPOINT_NAME
 from .shared import plural
@@ -49,7 +49,7 @@ def train(**options: Any) -> None:
     from ..training.commands import run_training
 
     started = time.monotonic()
-    reports = int(os.environ.get("RANK", "0")) == 0
+    reports = environment_value("RANK") == 0
     checkpoint = Path(settings.out) / CHECKPOINT_NAME
     try:
         summary = run_training(settings, stop_on_signals=True)
@@ -96,7 +96,7 @@ def resume_command(settings: TrainingSettings, hours_used: float = 0.0) -> list[
     from their defaults are given again. `--max-hours` counts hours of one invocation:
     the resumed one gets what is left of `hours_used`'s budget.
     """
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world: int = environment_value("WORLD_SIZE")
     start = ["torchrun", "--nproc-per-node", str(world), "-m", "elmo_core"] if world > 1 else ["elmo"]
     out = Path(settings.out)
     command = [*start, "train", "--out", str(out), "--resume", str(out / CHECKPOINT_NAME)]

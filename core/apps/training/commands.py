@@ -132,7 +132,7 @@ def build_vocabulary(
     shows a bar of the sentences counted on stderr."""
     if vocab_size is None and min_count is None:
         vocab_size = DEFAULT_VOCAB_SIZE
-    logger.info("building the vocabulary from %d files", len(files))
+    logger.info("building the vocabulary from %d file%s", len(files), "" if len(files) == 1 else "s")
     sentences = iter_sentences(files, splitter)
     with progress_bar(None, unit=" sentences", desc="counting words", show=progress, items=sentences) as bar:
         return Vocabulary.build(bar, min_count=min_count or 1, max_size=vocab_size)
@@ -243,7 +243,8 @@ class TrainingSettings(TrainConfig):
         metadata=option_help(
             "auto (bf16 on CUDA, fp32 on CPU; the default), fp32, bf16 or fp16. On a CPU: bf16 only where it "
             "has AVX512-BF16 or AMX, no fp16 (slower than fp32). With --resume: the checkpoint's unless given, "
-            "a new one from here on when given."
+            "a new one from here on when given.",
+            metavar=f"[{'|'.join(PRECISIONS)}]",
         ),
     )
     # Where it runs; `prefetch` batches are built ahead in a worker process (`PrefetchingStream`);
@@ -601,8 +602,11 @@ def _make_trainer(
 ) -> Trainer:
     """The trainer over this rank's share of the data stream, restored from the checkpoint if any."""
     data, split = start.data, start.splitter()
+    files = [Path(p) for p in data["train"]]
+    if next(iter_sentences(files, split), None) is None:  # before any progress bar is drawn
+        raise ElmoError(f"the training files hold no sentences: {[str(p) for p in files]}; give text with --train.")
     stream = TrainingStream(
-        [Path(p) for p in data["train"]],
+        files,
         start.vocabulary,
         data["batch_tokens"],
         splitter=split,

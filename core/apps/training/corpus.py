@@ -26,6 +26,7 @@ from pathlib import Path
 from ...files.atomic_files import atomic_path
 from ...files.text_files import open_text
 from ...files.tokenizers import get_tokenizer
+from ..console import progress_bar
 
 __all__ = ["get_sentence_splitter", "hold_out", "iter_sentences"]
 
@@ -121,6 +122,7 @@ def pretokenize_files(
     splitter: Splitter | str = DEFAULT_SPLITTER,
     *,
     jobs: int = 1,
+    progress: bool = False,
 ) -> tuple[int, int]:
     """Split and tokenise raw text files once, into one pre-tokenised file.
 
@@ -133,6 +135,7 @@ def pretokenize_files(
         splitter: A `Splitter`, or the entry-point name of one (required for `jobs > 1`:
             each worker process loads its own).
         jobs: Worker processes, one input file at a time each.
+        progress: Show a bar of the sentences written on stderr.
 
     Returns:
         `(sentences, tokens)` written.
@@ -140,7 +143,8 @@ def pretokenize_files(
     if jobs > 1 and not isinstance(splitter, str):
         raise ValueError("pretokenize_files with jobs > 1 needs the splitter's entry-point name, not a function.")
     num_sentences = num_tokens = 0
-    with atomic_path(output) as tmp, open_text(tmp, "wt") as out:
+    bar = progress_bar(None, unit=" sentences", desc="pretokenizing", show=progress)
+    with bar, atomic_path(output) as tmp, open_text(tmp, "wt") as out:
         if jobs > 1:
             import multiprocessing
 
@@ -151,12 +155,14 @@ def pretokenize_files(
                     out.write(text)
                     num_sentences += n_sentences
                     num_tokens += n_tokens
+                    bar.update(n_sentences)
         else:
             split = get_sentence_splitter(splitter) if isinstance(splitter, str) else splitter
             for sentence in iter_sentences(inputs, split):
                 out.write(" ".join(sentence) + "\n")
                 num_sentences += 1
                 num_tokens += len(sentence)
+                bar.update(1)
     return num_sentences, num_tokens
 
 

@@ -237,9 +237,9 @@ class TrainingStream:
                 sentences, end = self._read_buffer()
                 if not sentences:  # the epoch is over
                     if self._buffer == 0:
+                        share = f" for rank {self.rank} of {self.world_size}" if self.world_size > 1 else ""
                         raise ValueError(
-                            f"the training files hold no sentences for rank {self.rank} of "
-                            f"{self.world_size}: {[str(p) for p in self.paths]}."
+                            f"the training files hold no sentences{share}: {[str(p) for p in self.paths]}."
                         )
                     self._epoch += 1
                     self._buffer = 0

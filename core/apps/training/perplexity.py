@@ -22,18 +22,21 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
+from ...files.model_folder import resolve_model_source
 from ...model.precision import check_cpu_precision
 from ..console import progress_bar
+from .corpus import DEFAULT_SPLITTER, get_sentence_splitter, line_sentences
 from .data import eval_batches
-from .model import BiLMLanguageModel
+from .model import BiLMLanguageModel, load_language_model
 from .vocab import Vocabulary
 
-__all__ = ["Perplexity", "evaluate"]
+__all__ = ["Perplexity", "evaluate", "perplexity", "text_sentences"]
 
 
 class Perplexity(NamedTuple):
@@ -65,6 +68,21 @@ class Perplexity(NamedTuple):
     def average(self) -> float:
         """exp((forward loss + backward loss) / 2), bilm-tf's "average perplexity"."""
         return _exp((self.forward_nll + self.backward_nll) / (2 * self.tokens)) if self.tokens else math.nan
+
+    @property
+    def forward_log_likelihood(self) -> float:
+        """Sum of ln p over the forward predictions: `-forward_nll`."""
+        return -self.forward_nll
+
+    @property
+    def backward_log_likelihood(self) -> float:
+        """Sum of ln p over the backward predictions: `-backward_nll`."""
+        return -self.backward_nll
+
+    @property
+    def average_log_likelihood(self) -> float:
+        """The mean of the two directions' sums; `average == exp(-average_log_likelihood / tokens)`."""
+        return -(self.forward_nll + self.backward_nll) / 2
 
     def __add__(self, other: object) -> Perplexity:
         if not isinstance(other, Perplexity):
@@ -152,3 +170,71 @@ def evaluate(
         lm.train(was_training)
     unknown = sum(1 for s in sentences for w in s if w not in vocab)
     return Perplexity(forward_nll, backward_nll, tokens, len(sentences), unknown)
+
+
+def text_sentences(texts: Iterable[str | Sequence[str]], splitter: str = DEFAULT_SPLITTER) -> list[list[str]]:
+    """Sentences of `texts`, as `elmo perplexity` reads a file's lines.
+
+    A string is raw text (one paragraph), split into sentences and tokens by `splitter`
+    (spaCy's English rules by default, loaded only when a string comes). A list of
+    strings is one tokenised sentence, kept as it is.
+
+    Raises:
+        TypeError: for an item that is neither.
+    """
+    sentences: list[list[str]] = []
+    split = None
+    for text in texts:
+        if isinstance(text, str):
+            split = split or get_sentence_splitter(splitter)
+            if text.strip():
+                sentences.extend(line_sentences(text, split))
+        elif isinstance(text, Sequence) and all(isinstance(word, str) for word in text):
+            sentences.append(list(text))
+        else:
+            raise TypeError(
+                f"each text must be a string (raw text) or a list of token strings (one sentence); got "
+                f"{type(text).__name__}."
+            )
+    return sentences
+
+
+def perplexity(
+    texts: Iterable[str | Sequence[str]],
+    model: str | Path | None = None,
+    *,
+    batch_tokens: int = 4096,
+    device: str = "cpu",
+    precision: str = "fp32",
+) -> Perplexity:
+    """Forward, backward and average perplexity of text under a model folder's biLM.
+
+    The numbers `elmo perplexity` prints for the same text: raw strings are split as it
+    splits a file's lines, token lists as with `--pretokenized`.
+
+        p = perplexity(["The cat sat on the mat."])
+        p.forward, p.backward, p.average, p.forward_log_likelihood
+
+    Args:
+        texts: Raw text strings (each a paragraph, split into sentences and tokens by
+            spaCy's English rules) and/or token lists (each one sentence).
+        model: A model folder with a language-model head (`vocab.txt`,
+            `lm_head.safetensors`, as `elmo train` writes); the default model when None.
+        batch_tokens: Padded positions per batch (memory, not results).
+        device: Where to run.
+        precision: "fp32", "bf16" or "fp16" (autocast).
+
+    Returns:
+        The perplexities (`forward`, `backward`, `average`), the log-likelihoods
+        (`forward_log_likelihood`, ...), and the counts (`tokens` predicted per
+        direction, `sentences`, `unknown` words).
+
+    Raises:
+        WeightFileError: if the folder has no language-model head.
+        TypeError: for a text that is neither a string nor a token list.
+    """
+    folder = resolve_model_source(model).folder
+    assert folder is not None  # one path (or none: the default model) always names a folder
+    lm, vocab, _ = load_language_model(folder, map_location=device)
+    sentences = text_sentences(texts)
+    return evaluate(lm, sentences, vocab, batch_tokens=batch_tokens, device=device, precision=precision)

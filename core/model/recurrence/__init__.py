@@ -13,6 +13,8 @@ This package is the one place to read how the recurrence is computed:
     dropout.py       the dropout on each LSTM layer's input during training.
     time_chunks.py   long inference batches stepped a chunk of steps at a time, on
                      "step" or "fused": the same values, a fraction of the memory.
+    scan.py          "paired" as one torch `scan` per layer: what a graph captured by
+                     `torch.export` or ONNX runs (`elmo_core.model.capture`).
 
 Four ways to compute the same thing (`BiLM(recurrence=Recurrence(mode))`, or
 `load_elmo(..., recurrence=mode)`):

@@ -640,3 +640,38 @@ def test_embed_precision_help_promises_no_speed_up_and_points_to_the_measurement
     text = typing.get_type_hints(embed, include_extras=True)["precision"].__metadata__[0].help
     assert not re.search(r"\d\s*x\b|\d+(\.\d+)?-\d+(\.\d+)?x", text), text
     assert "benchmarks/README.md" in text and "not for the default model" in text
+
+
+def test_embed_warns_of_an_output_suffix_it_does_not_write(tmp_path):
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    (tmp_path / "in.txt").write_text("a b c\n", encoding="utf-8")
+    args = ["embed", str(tmp_path / "in.txt"), str(tmp_path / "x.npy"), "--model", str(tmp_path / "model")]
+    result = runner.invoke(app, [*args, "--no-progress"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "warning: OUTPUT" in result.stderr and "x.npy is written as hdf5" in result.stderr
+    assert "Name it x.hdf5" in result.stderr
+    assert read_all(tmp_path / "x.npy")["0"].shape == (3, 3, 16)  # what it says it wrote
+    for name in ("y.hdf5", "z.h5"):
+        known = runner.invoke(app, [*args[:2], str(tmp_path / name), *args[3:], "--no-progress"])
+        assert known.exit_code == 0 and "warning" not in known.stderr, known.output
+
+
+USAGE = {
+    "embed": "elmo embed [OPTIONS] INPUT OUTPUT",
+    "perplexity": "elmo perplexity [OPTIONS] FILE...",
+    "probe": "elmo probe [OPTIONS] TRAIN EVAL",
+    "data pretokenize": "elmo data pretokenize [OPTIONS] FILES...",
+    "data vocab": "elmo data vocab [OPTIONS] FILES...",
+}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_names_arguments_plainly_shows_precision_choices_and_no_repository_path(command):
+    text = _help(*command.split())
+    usage = " ".join(text.split("\n\n")[0].split())
+    assert usage.startswith("Usage: ") and "{" not in usage
+    if command in USAGE:
+        assert usage == "Usage: " + USAGE[command]
+    assert "docs/" not in text  # a wheel has no docs folder
+    if "--precision" in text:
+        assert re.search(r"--precision \[(auto\|)?fp32\|", text)

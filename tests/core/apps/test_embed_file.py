@@ -6,6 +6,7 @@ The torchrun tests start real processes (gloo on the CPU), as a user would:
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -61,7 +62,9 @@ def read_file(path: Path) -> tuple[dict, dict[str, np.ndarray], dict[str, list[s
 def assert_same_file(path: Path, reference: Path, atol: float = 1e-6) -> None:
     attrs, data, tokens = read_file(path)
     ref_attrs, ref_data, ref_tokens = read_file(reference)
+    job, ref_job = json.loads(attrs.pop("job")), json.loads(ref_attrs.pop("job"))  # the record names its input
     assert attrs == ref_attrs
+    assert (job["input_sha256"], job["settings"]) == (ref_job["input_sha256"], ref_job["settings"])
     assert sorted(data, key=int) == sorted(ref_data, key=int)
     assert tokens == ref_tokens
     for name, vectors in data.items():
@@ -473,3 +476,111 @@ def test_the_windows_of_one_long_line_run_together_and_give_the_vectors_of_one_w
     np.testing.assert_allclose(together, alone, atol=1e-6, rtol=0)
     whole_passes = embed_sentences(elmo, [line[0][:64]], window_tokens=64)[0]  # a line of one window
     np.testing.assert_allclose(together[:, :56], whole_passes[:, :56], atol=1e-6, rtol=0)
+
+
+def test_an_output_holding_another_runs_vectors_is_never_replaced_without_a_word(tmp_path):
+    # R71: a second `elmo embed` with another input into the same OUTPUT replaced the first's vectors.
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    first, second = tmp_path / "in.txt", tmp_path / "in2.txt"
+    first.write_text("a b c\nthe river bank\n", encoding="utf-8")
+    second.write_text("x y\n", encoding="utf-8")
+    out = tmp_path / "out.h5"
+    common = ["--model", tmp_path / "model", "--no-progress"]
+    assert run(BIN / "elmo", "embed", first, out, *common).returncode == 0
+    before = out.read_bytes()
+    fix = "Give a fresh OUTPUT, or replace it on purpose with --overwrite (Python: overwrite=True)."
+    refused = run(BIN / "elmo", "embed", second, out, *common)
+    assert (refused.returncode, refused.stderr.splitlines()) == (
+        2,
+        [
+            f"error: OUTPUT {out} already exists, and this command would overwrite it. It holds the vectors of "
+            f"another input ({first}, 2 lines). {fix}"
+        ],
+    )
+    piped = subprocess.run(
+        [str(BIN / "elmo"), "embed", "-", str(out), *map(str, common)], input=b"x y\n", capture_output=True
+    )
+    assert piped.returncode == 2 and b"It holds the vectors of another input" in piped.stderr
+    other = run(BIN / "elmo", "embed", first, out, *common, "--layers", "top")
+    assert other.returncode == 2
+    assert f"It holds the vectors of {first} with other settings (layers: 'all' then, 'top' now). {fix}" in other.stderr
+    again = run(BIN / "elmo", "embed", first, out, *common)
+    assert (again.returncode, again.stderr.splitlines()) == (
+        0,
+        [
+            f"{out} is already complete: it holds the vectors of this input with these settings (2 lines, 6 tokens); "
+            "nothing to do."
+        ],
+    )
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "in2.txt", "model", "out.h5"]
+    replaced = run(BIN / "elmo", "embed", second, out, *common, "--overwrite")
+    assert replaced.returncode == 0, replaced.stderr
+    assert read_file(out)[2] == {"0": ["x", "y"]}
+
+
+def test_embed_file_refuses_an_output_that_is_not_its_own_and_recognises_its_own_job(tmp_path):
+    from elmo_core.apps.embed_file import embed_file
+    from elmo_core.model.errors import ElmoError
+
+    elmo = make_tiny_elmo()
+    text = tmp_path / "in.txt"
+    text.write_text("a b\n", encoding="utf-8")
+    foreign = tmp_path / "notes.h5"
+    foreign.write_text("my notes\n", encoding="utf-8")
+    with pytest.raises(ElmoError, match=r"It holds no record of an elmo embed job"):
+        embed_file(elmo, text, foreign)
+    assert foreign.read_text(encoding="utf-8") == "my notes\n"
+    out = tmp_path / "out.h5"
+    assert not embed_file(elmo, text, out).already_complete
+    done = embed_file(elmo, text, out)
+    assert (done.already_complete, done.lines, done.tokens) == (True, 1, 2)
+    text.write_text("a c\n", encoding="utf-8")  # the same name, another content
+    with pytest.raises(ElmoError, match=r"It holds the vectors of another input"):
+        embed_file(elmo, text, out)
+    with pytest.raises(ElmoError, match=r"with other settings \(model: "):
+        embed_file(make_tiny_elmo(seed=1), tmp_path / "in.txt", out)
+    embed_file(elmo, text, out, overwrite=True)
+    assert read_file(out)[2] == {"0": ["a", "c"]}
+
+
+PEAK_RSS = r"""
+import resource, subprocess, sys
+ran = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+sys.stdout.write(f"{ran.returncode}\n{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\n{ran.stderr}")
+"""
+
+
+def _peak_rss(*args: object, env: dict[str, str]) -> tuple[int, int, str]:
+    """(exit status, peak resident kB, stderr) of a command."""
+    out = run(sys.executable, "-c", PEAK_RSS, *args, env=env).stdout
+    status, peak, stderr = out.split("\n", 2)
+    return int(status), int(peak), stderr
+
+
+def test_a_decompression_bomb_is_refused_in_bounded_memory_naming_the_line_and_the_limit(tmp_path):
+    # R63: a small .xz holding one endless line was read and stored whole (8.9 GB for 1.5 GiB of letters).
+    import lzma
+
+    save_model_folder(make_tiny_elmo(), tmp_path / "model")
+    bomb = tmp_path / "bomb.txt.xz"
+    with lzma.open(bomb, "wb", preset=0) as f:
+        f.write(b"a b c\n")
+        for _ in range(256):
+            f.write(b"a" * (1 << 20))  # 256 MiB of letters, no newline: about 40 kB on disk
+    small = tmp_path / "small.txt"
+    small.write_text("a b c\n", encoding="utf-8")
+    env = {"ELMO_MAX_LINE_BYTES": "1000000"}
+    common = ["--model", tmp_path / "model", "--no-progress"]
+    status, baseline, stderr = _peak_rss(BIN / "elmo", "embed", small, tmp_path / "small.h5", *common, env=env)
+    assert status == 0, stderr
+    status, peak, stderr = _peak_rss(BIN / "elmo", "embed", bomb, tmp_path / "out.h5", *common, env=env)
+    assert (status, stderr.splitlines()) == (
+        2,
+        [
+            f"error: {bomb} line 2 holds more than 1,000,000 bytes, the longest line elmo-bilm reads (its end was "
+            "not read). Split the text into shorter lines, or raise the limit: ELMO_MAX_LINE_BYTES=10000000."
+        ],
+    )
+    assert peak - baseline < 64 * 1024, (peak, baseline)  # kB: far below the line's 256 MiB
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bomb.txt.xz", "model", "small.h5", "small.txt"]

@@ -164,3 +164,35 @@ def test_probe_plot_at_100_percent_has_no_overlapping_text_or_bars(monkeypatch, 
         for bar in bars:
             assert not box.overlaps(bar), text
         assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1), text  # inside the image
+
+
+PROSE = "The bank by the river was quiet that morning .\nShe walked to the bank to pay in a cheque .\n"
+
+
+def test_probe_command_refuses_prose_given_as_a_conll_file(files, tmp_path):
+    prose = tmp_path / "raw.txt"
+    prose.write_text(PROSE, encoding="utf-8")
+    for args in ([prose, files[1]], [files[0], prose]):
+        with pytest.raises(ElmoError, match=r"raw.txt is not a CoNLL file: line 2 .* has 11 columns, line 1 10"):
+            CliRunner().invoke(app, ["probe", *map(str, args)], catch_exceptions=False)
+
+
+def test_read_conll_column_refuses_a_token_line_without_a_label(tmp_path):
+    path = tmp_path / "x.txt"
+    path.write_text("Zorbia NNP\ngrows\n", encoding="utf-8")
+    with pytest.raises(ElmoError, match=r"x.txt is not a CoNLL file: line 2 \('grows'\) has no label column"):
+        read_conll_column(path, 1)
+
+
+def test_probe_command_warns_when_no_eval_label_occurs_in_train(files, tmp_path):
+    model_dir = tmp_path / "model"
+    save_model_folder(make_tiny_elmo(), model_dir)
+    other = tmp_path / "other_labels.txt"
+    other.write_text(conll_lines(make_sentences(5), {w: "Q" + TAG[w] for w in WORDS}), encoding="utf-8")
+    args = ["probe", str(files[0]), str(other), "--model", str(model_dir), "--epochs", "1", "--no-progress"]
+    result = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "warning: no label of EVAL occurs in TRAIN (column 1; EVAL has QA, QB, QC)" in result.stderr
+    assert all(line.split("\t")[1] == "0.0000" for line in result.stdout.splitlines()[1:])  # what it warns of
+    shared = CliRunner().invoke(app, [*args[:2], str(files[1]), *args[3:]], catch_exceptions=False)
+    assert shared.exit_code == 0 and "warning" not in shared.stderr

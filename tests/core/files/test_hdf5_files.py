@@ -97,7 +97,8 @@ def test_locked_weights_load_with_hdf5_file_locking_off_as_the_error_advises(tin
 
 
 def test_embed_output_another_process_holds_open_is_replaced(tmp_path):
-    """OUTPUT is written under another name and renamed over the old file, whose reader keeps the old one."""
+    """OUTPUT (replaced on purpose) is written under another name and renamed over the old file,
+    whose reader keeps the old one."""
     from elmo_core.apps.embed_file import embed_file
 
     elmo = make_tiny_elmo(dropout=0.0)
@@ -106,7 +107,7 @@ def test_embed_output_another_process_holds_open_is_replaced(tmp_path):
     with h5py.File(output, "w") as old:
         old["old"] = np.zeros(2)
     with held_open(output):
-        embed_file(elmo, tmp_path / "in.txt", output)
+        embed_file(elmo, tmp_path / "in.txt", output, overwrite=True)
     with h5py.File(output, "r") as new:
         assert sorted(new) == ["0", "1"]
         np.testing.assert_allclose(new["1"][()], embed_sentences(elmo, [["d"]])[0], atol=1e-6, rtol=0)

@@ -136,3 +136,34 @@ def test_a_cut_short_or_damaged_archive_is_one_error_naming_the_file_in_every_re
     for read in readers:
         with pytest.raises(ElmoError, match=rf"{path} is a damaged or cut-short \{suffix} file \(after line \d+: "):
             read()
+
+
+def _bomb(path, megabytes: int, head: bytes = b"") -> None:
+    """An .xz file of `megabytes` MiB of letters with no newline (after `head`), written in
+    chunks: a few kB on disk."""
+    with lzma.open(path, "wb", preset=0) as f:
+        f.write(head)
+        for _ in range(megabytes):
+            f.write(b"a" * (1 << 20))
+
+
+def test_every_reader_refuses_a_line_longer_than_the_limit_naming_the_line_and_the_limit(tmp_path, monkeypatch):
+    # R63: a decompression bomb's one line was read whole; now no reader reads past the limit.
+    from elmo_core.apps.embed_file import plan_pieces
+
+    monkeypatch.setenv("ELMO_MAX_LINE_BYTES", "1000")
+    bomb = tmp_path / "bomb.txt.xz"
+    _bomb(bomb, 2, head=b"a b\nfine line\n")
+    message = (
+        f"{bomb} line 3 holds more than 1,000 bytes, the longest line elmo-bilm reads (its end was not read). "
+        "Split the text into shorter lines, or raise the limit: ELMO_MAX_LINE_BYTES=10000."
+    )
+    for read in (lambda: list(iter_lines(bomb)), lambda: read_text(bomb), lambda: plan_pieces(bomb)):
+        with pytest.raises(ElmoError) as caught:
+            read()
+        assert str(caught.value).endswith(message)
+    exact = tmp_path / "exact.txt"
+    exact.write_bytes(b"x" * 1000 + b"\n" + b"y" * 1000)  # lines of exactly the limit are read
+    assert [len(line) for line in iter_lines(exact)] == [1000, 1000]
+    monkeypatch.setenv("ELMO_MAX_LINE_BYTES", "")
+    assert [len(line) for line in iter_lines(exact)] == [1000, 1000]  # empty: the default, 10 MB

@@ -116,7 +116,9 @@ def test_the_training_step_gives_the_same_loss_and_gradients_compiled_and_eager(
 def test_an_elmo_compile_other_than_0_or_1_is_refused_in_one_line_before_any_work(monkeypatch, tmp_path):
     # "false" used to compile (only "0" chose the eager operators).
     monkeypatch.setenv("ELMO_COMPILE", "false")
-    with pytest.raises(ValueError, match=r"^ELMO_COMPILE must be 0 .* or 1 .*; got 'false'\.$"):
+    with pytest.raises(
+        ValueError, match=r"^ELMO_COMPILE must be 0 .* or 1 .*; got 'false'\. .*\(empty means unset: 1\)\.$"
+    ):
         compiled_module.compile_enabled()
     exe = shutil.which("elmo") or str(Path(sys.executable).parent / "elmo")
     held = tmp_path / "held.txt"
@@ -124,7 +126,10 @@ def test_an_elmo_compile_other_than_0_or_1_is_refused_in_one_line_before_any_wor
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert (result.returncode, result.stderr.splitlines()) == (
         2,
-        ["error: ELMO_COMPILE must be 0 (torch's eager operators) or 1 (the fused kernels, the default); got 'false'."],
+        [
+            "error: ELMO_COMPILE must be 0 (torch's eager operators) or 1 (the fused kernels, the default); "
+            "got 'false'. Set it to one of those, or unset it (empty means unset: 1)."
+        ],
     )
     for setting in ("0", "1", ""):
         monkeypatch.setenv("ELMO_COMPILE", setting)

@@ -19,10 +19,10 @@ import torch
 
 from elmo_core import PUBLISHED_OPTIONS, Elmo, load_model_folder, save_bilm_tf, save_model_folder
 from elmo_core.runtime import memory
-from tests.conftest import SHARED, make_tiny_elmo
+from tests.conftest import data_file, make_tiny_elmo, missing_data
 
 BIN = Path(sys.executable).parent
-SHARD = SHARED / "data" / "lm" / "enwiki2015" / "train" / "train-01.txt.xz"
+SHARD = data_file("lm/enwiki2015/train/train-01.txt.xz")
 
 
 # Runs the command and prints its own peak RSS. It must be a fresh, small process: a
@@ -123,7 +123,7 @@ def test_release_free_memory_hands_freed_heap_pages_back():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not SHARD.is_file(), reason=f"enwiki2015 train shard not found at {SHARD} (it lives in ../shared)")
+@pytest.mark.skipif(not SHARD.is_file(), reason=missing_data("lm/enwiki2015/train/train-01.txt.xz"))
 def test_embed_peak_memory_is_flat_in_the_input_size(tmp_path):
     """`elmo embed` on 1M tokens peaks within 10% of its peak on 100k tokens (issue 16)."""
     peaks = {}

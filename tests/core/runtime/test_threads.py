@@ -196,8 +196,8 @@ def test_a_bad_ELMO_THREADS_fails_at_first_use_and_is_one_line_from_the_cli(tmp_
     ran = subprocess.run([elmo, "embed", text, tmp_path / "out.h5"], capture_output=True, text=True, env=env)
     assert ran.returncode == 2 and "Traceback" not in ran.stderr, ran.stderr
     assert ran.stderr.strip().splitlines() == [
-        "error: ELMO_THREADS must be 'auto', 'torch' or a whole number of threads >= 1; got 'bogus'. "
-        "Use 'auto' to follow the free CPUs, 'torch' to keep torch's own setting."
+        "error: ELMO_THREADS must be 'auto' (follow the free CPUs), 'torch' (keep torch's own setting) or a whole "
+        "number of threads >= 1; got 'bogus'. Set it to one of those, or unset it (empty means unset: auto)."
     ]
     assert not (tmp_path / "out.h5").exists()
 

@@ -1,4 +1,4 @@
-"""transformers' own common model and config tests, run against ElmoModel and ElmoForTokenClassification.
+"""transformers' own common model and config tests, run against ElmoModel and its task models.
 
 Not collected by the default suite (the file is not named test_*.py, and it imports
 transformers' test files, which ship only in transformers' source distribution).
@@ -12,7 +12,7 @@ import unittest
 
 import torch
 
-from hf_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel
+from hf_elmo import ElmoConfig, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel
 
 from .skips import SKIPS
 from .test_configuration_common import ConfigTester
@@ -68,7 +68,7 @@ class ElmoModelTester:
 
 
 class ElmoModelTest(ModelTesterMixin, unittest.TestCase):
-    all_model_classes = (ElmoModel, ElmoForTokenClassification)
+    all_model_classes = (ElmoModel, ElmoForTokenClassification, ElmoForSequenceClassification)
     has_attentions = False
     test_resize_embeddings = False
     test_torch_exportable = False
@@ -94,8 +94,8 @@ class ElmoModelTest(ModelTesterMixin, unittest.TestCase):
 
     def test_training(self) -> None:
         # transformers skips base models (no loss) by looking them up in its own table of
-        # built-in models, where ElmoModel is not; only the task model has a loss to train.
-        self.all_model_classes = (ElmoForTokenClassification,)
+        # built-in models, where ElmoModel is not; only the task models have a loss to train.
+        self.all_model_classes = (ElmoForTokenClassification, ElmoForSequenceClassification)
         super().test_training()
 
     def _prepare_for_class(self, inputs_dict, model_class, return_labels=False):
@@ -104,6 +104,8 @@ class ElmoModelTest(ModelTesterMixin, unittest.TestCase):
             inputs_dict["labels"] = torch.zeros(
                 self.model_tester.batch_size, self.model_tester.seq_length, dtype=torch.long
             )
+        if return_labels and model_class is ElmoForSequenceClassification:
+            inputs_dict["labels"] = torch.zeros(self.model_tester.batch_size, dtype=torch.long)
         return inputs_dict
 
 

@@ -1,4 +1,4 @@
-"""Run transformers' own common model/config tests against ElmoModel and ElmoForTokenClassification.
+"""Run transformers' own common model/config tests against ElmoModel and its task models.
 
 transformers' `ModelTesterMixin` (tests/test_modeling_common.py) and `ConfigTester`
 (tests/test_configuration_common.py) check the generic contract every model keeps. They

@@ -668,3 +668,40 @@ def test_train_with_a_compile_cache_folder_it_cannot_write_trains_and_names_the_
         assert len(warned) == 1, done.stderr
         assert f"the compile cache folder {cache} (TORCHINDUCTOR_CACHE_DIR) is not writable" in warned[0]
         assert "ELMO_COMPILE=0 to train without compiling" in warned[0]
+
+
+def test_train_on_an_empty_file_says_so_before_any_progress_bar(tmp_path, options_file):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    args = ["train", "--out", tmp_path / "run", "--train", empty, "--options", options_file, "--max-steps", 2]
+    with pytest.raises(ElmoError) as caught:
+        runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+    assert str(caught.value) == f"the training files hold no sentences: ['{empty}']; give text with --train."
+    stream = TrainingStream([empty], None, 64)  # a one-process stream names no rank either
+    with pytest.raises(ValueError, match=r"^the training files hold no sentences: \["):
+        next(iter(stream))
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_pretokenize_shows_the_sentences_written_on_a_progress_bar(tmp_path, monkeypatch, jobs):
+    pytest.importorskip("spacy")
+    import elmo_core.apps.training.corpus as corpus
+
+    bars = []
+
+    def recorded(*args, **kwargs):
+        bars.append(corpus_progress_bar(*args, **kwargs))
+        bars[-1].show = kwargs["show"]
+        return bars[-1]
+
+    corpus_progress_bar = corpus.progress_bar
+    monkeypatch.setattr(corpus, "progress_bar", recorded)
+    raws = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    raws[0].write_text("The cat sat. It was red!\n", encoding="utf-8")
+    raws[1].write_text("A dog ran.\n", encoding="utf-8")
+    args = ["data", "pretokenize", *map(str, raws), "--out", str(tmp_path / "c.txt"), "--jobs", str(jobs)]
+    result = runner.invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert [(bar.n, bar.unit, bar.show) for bar in bars] == [(3, " sentences", True)]
+    quiet = runner.invoke(app, [*args[:-3], str(tmp_path / "d.txt"), *args[-2:], "--no-progress"])
+    assert quiet.exit_code == 0 and bars[-1].show is False

@@ -36,3 +36,24 @@ def test_evaluate_counts_unknown_words_and_restores_training_mode(vocab):
     p = evaluate(lm, [["the", "zebra", "okapi"]], vocab)
     assert p.unknown == 2 and p.tokens == 4
     assert lm.training is True
+
+
+def test_perplexity_of_raw_text_from_python_equals_elmo_perplexitys(tmp_path, vocab):
+    pytest.importorskip("spacy")
+    from typer.testing import CliRunner
+
+    from elmo_core import perplexity
+    from elmo_core.apps.cli import app
+    from elmo_core.apps.training.model import save_language_model
+
+    save_language_model(make_lm(vocab, dropout=0.0), vocab, tmp_path / "model")
+    paragraphs = ["The cat sat on a mat. It was red!", "a big dog ran to the house ."]
+    (tmp_path / "raw.txt").write_text("\n".join(paragraphs) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["perplexity", "--model", str(tmp_path / "model"), str(tmp_path / "raw.txt")])
+    assert result.exit_code == 0, result.output
+    p = perplexity(paragraphs, tmp_path / "model")
+    assert p.sentences == 3  # the first paragraph is two sentences
+    row = result.stdout.splitlines()[1].split("\t")
+    assert row[1:7] == [f"{p.forward:.3f}", f"{p.backward:.3f}", f"{p.average:.3f}", *map(str, p[2:5])]
+    mixed = perplexity([paragraphs[1], ["The", "cat", "sat"]], tmp_path / "model")
+    assert mixed.sentences == 2 and mixed.tokens == 9 + 4  # raw text and a token list, side by side

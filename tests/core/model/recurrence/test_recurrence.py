@@ -225,11 +225,11 @@ def test_bf16_on_the_gpu_keeps_cosine_0999_per_layer_on_2000_real_sentences():
 
     from elmo_core import load_model_folder
     from elmo_core.files.model_folder import default_model_dir
-    from tests.conftest import SHARED
+    from tests.conftest import data_file, missing_data
 
-    valid = SHARED / "data" / "lm" / "enwiki2015" / "valid.txt.xz"
+    valid = data_file("lm/enwiki2015/valid.txt.xz")
     if not valid.is_file():
-        pytest.skip(f"enwiki2015 validation text not found at {valid} (it lives in ../shared)")
+        pytest.skip(missing_data("lm/enwiki2015/valid.txt.xz"))
     with lzma.open(valid, "rt", encoding="utf-8") as f:
         sentences = [line.split()[:60] for line, _ in zip(f, range(2000)) if line.strip()]
     model = load_model_folder(default_model_dir()).to("cuda")
