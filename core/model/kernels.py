@@ -65,7 +65,7 @@ from .environment import environment_value
 CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 """The environment variable that names torch's compile cache folder."""
 
-Fn = TypeVar("Fn", bound=Callable[..., Any])  # not F: torch.nn.functional in the generated remote code
+F = TypeVar("F", bound=Callable[..., Any])
 
 _BUILD_FAILED: list[str] = []  # the first kernel torch.compile could not build, once one failed
 
@@ -92,7 +92,7 @@ def compile_cache_folder() -> Path:
     return Path(os.path.abspath(folder))
 
 
-def fused_kernel(fn: Fn, *, dynamic: bool | None = None) -> Fn:
+def fused_kernel(fn: F, *, dynamic: bool | None = None) -> F:
     """`fn` compiled by `torch.compile` on first use, or `fn` itself where that fails.
 
     The compiled function specializes on its inputs' shapes and becomes dynamic in a
@@ -112,7 +112,7 @@ def fused_kernel(fn: Fn, *, dynamic: bool | None = None) -> Fn:
     return _compiled_or_eager(fn, dynamic=dynamic)  # type: ignore[return-value]
 
 
-def fused_rowwise(block_rows: int) -> Callable[[Fn], Fn]:
+def fused_rowwise(block_rows: int) -> Callable[[F], F]:
     """`fused_kernel` for a function of rows, every argument a tensor with the rows on its
     first axis, that writes its result into its last argument and returns nothing (e.g.
     a log-sum-exp over the columns of each row).
@@ -123,7 +123,7 @@ def fused_rowwise(block_rows: int) -> Callable[[Fn], Fn]:
     a block (a [rows, classes] softmax would otherwise be materialized whole).
     """
 
-    def wrap(fn: Fn) -> Fn:
+    def wrap(fn: F) -> F:
         def in_blocks(*args: torch.Tensor) -> None:
             block = call.block_rows  # type: ignore[attr-defined]
             for start in range(0, args[0].shape[0], block):
