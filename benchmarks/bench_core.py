@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import gc
 import json
 import subprocess
 import sys
@@ -53,28 +52,26 @@ import torch
 
 from benchmarks.common import (
     DEFAULT_DATA,
-    GEMM_SECONDS,
-    SEED,
     best_of,
+    build_model,
     check_flops_formula,
     child_env,
     current_rss_mb,
     flops_per_position,
     format_table,
     gemm_gflops,
+    int8_gemm_gflops,
     load_average,
     load_sentences,
     machine_line,
     peak_rss_mb,
     rebuilt,
-    seconds_per_call,
     shape_options,
     token_layer_flops,
 )
-from elmo_core import PUBLISHED_OPTIONS, BiLMOptions, Elmo, embed_sentences, load_bilm_tf, quantize_int8, save_bilm_tf
+from elmo_core import PUBLISHED_OPTIONS, Elmo, embed_sentences, quantize_int8
 from elmo_core.model.characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
 from elmo_core.runtime.batching import batches_by_token_budget
-from elmo_core.runtime.quantization import quantize_linear_layers
 
 WARMUP_SENTENCES = 32
 RESULT_PREFIX = "RESULT "
@@ -89,34 +86,7 @@ MODES = {
 }
 
 
-def int8_gemm_gflops(m: int, k: int, n: int, *, seconds: float = GEMM_SECONDS) -> float:
-    """Rate of an [m, k] x [k, n] product through an int8 dynamically quantised Linear.
-
-    Counted as 2 m k n operations per product, like the fp32 rate; includes quantising
-    the input on the fly, as the model does.
-    """
-    torch.manual_seed(SEED)
-    linear = quantize_linear_layers(torch.nn.Sequential(torch.nn.Linear(k, n, bias=False)))
-    x = torch.randn(m, k)
-    with torch.inference_mode():
-        return 2 * m * k * n / seconds_per_call(lambda: linear(x), seconds=seconds) / 1e9
-
-
 # ---------------------------------------------------------------------------- one configuration
-def build_model(options: BiLMOptions, workdir: Path) -> tuple[Elmo, float]:
-    """A fresh `Elmo` filled from a random bilm-tf hdf5 file; also the seconds it took."""
-    start = time.perf_counter()
-    torch.manual_seed(SEED)
-    weight_file = workdir / "weights.hdf5"
-    source = Elmo(options, dropout=0.0)
-    save_bilm_tf(source, weight_file)
-    del source  # so that two models never count together in the peak RSS
-    gc.collect()
-    model = Elmo(options, dropout=0.0)
-    load_bilm_tf(model, weight_file)
-    return model.eval(), time.perf_counter() - start
-
-
 def char_cnn_inputs(
     model: Elmo, sentences: Sequence[Sequence[str]], batch_size: int, batch_tokens: int
 ) -> list[torch.Tensor]:

@@ -8,6 +8,7 @@ child process a script starts gets the repository root on its path from `child_e
 from __future__ import annotations
 
 import dataclasses
+import gc
 import lzma
 import math
 import os
@@ -24,10 +25,11 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from elmo_core import PUBLISHED_OPTIONS, BiLM, BiLMOptions, Elmo
+from elmo_core import PUBLISHED_OPTIONS, BiLM, BiLMOptions, Elmo, load_bilm_tf, save_bilm_tf
 from elmo_core.apps.training.model import BiLMLanguageModel
 from elmo_core.files.model_folder import _elmo_settings, default_model_dir, read_model_config
 from elmo_core.runtime.parts import serving_parts
+from elmo_core.runtime.quantization import quantize_linear_layers
 
 T = TypeVar("T")
 
@@ -159,8 +161,10 @@ def conll_sentences(path: Path) -> Iterator[list[tuple[str, str]]]:
         yield sentence
 
 
-def load_sentences(data: Path, count: int) -> tuple[list[list[str]], str]:
-    """`count` sentences of MIN_TOKENS..MAX_TOKENS tokens, the same on every call.
+def load_sentences(
+    data: Path, count: int, min_tokens: int = MIN_TOKENS, max_tokens: int = MAX_TOKENS
+) -> tuple[list[list[str]], str]:
+    """`count` sentences of `min_tokens..max_tokens` tokens, the same on every call.
 
     Sampled with SEED from the enwiki text at `data` (relative: from the repository root),
     or synthetic where it is missing or too small. Returns the sentences and a description
@@ -168,13 +172,16 @@ def load_sentences(data: Path, count: int) -> tuple[list[list[str]], str]:
     """
     rng = random.Random(SEED)
     if from_repo(data).is_file():
-        pool = list(enwiki_sentences(from_repo(data)))
+        pool = list(enwiki_sentences(from_repo(data), min_tokens, max_tokens))
         if len(pool) >= count:
-            return rng.sample(pool, count), f"{data} ({len(pool)} sentences of {MIN_TOKENS}..{MAX_TOKENS} tokens)"
-    return synthetic_sentences(rng, count), f"synthetic (seed {SEED}; {data} not found or too small)"
+            return rng.sample(pool, count), f"{data} ({len(pool)} sentences of {min_tokens}..{max_tokens} tokens)"
+    sentences = synthetic_sentences(rng, count, min_tokens, max_tokens)
+    return sentences, f"synthetic (seed {SEED}; {data} not found or too small)"
 
 
-def synthetic_sentences(rng: random.Random, count: int) -> list[list[str]]:
+def synthetic_sentences(
+    rng: random.Random, count: int, min_tokens: int = MIN_TOKENS, max_tokens: int = MAX_TOKENS
+) -> list[list[str]]:
     """Zipf-distributed made-up words; gamma-distributed lengths with mean about 25."""
     letters = "abcdefghijklmnopqrstuvwxyz"
     vocab = ["".join(rng.choices(letters, k=min(1 + int(rng.expovariate(0.25)), 20))) for _ in range(5000)]
@@ -182,7 +189,7 @@ def synthetic_sentences(rng: random.Random, count: int) -> list[list[str]]:
     sentences = []
     while len(sentences) < count:
         length = round(rng.gammavariate(4.0, 6.25))
-        if MIN_TOKENS <= length <= MAX_TOKENS:
+        if min_tokens <= length <= max_tokens:
             sentences.append(rng.choices(vocab, weights, k=length))
     return sentences
 
@@ -231,6 +238,19 @@ def gemm_gflops(
     b = torch.randn(k, n, generator=generator).to(device, dtype) if b is None else b
     sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
     return 2 * m * k * n / seconds_per_call(lambda: torch.mm(a, b), seconds=seconds, sync=sync) / 1e9
+
+
+def int8_gemm_gflops(m: int, k: int, n: int, *, seconds: float = GEMM_SECONDS) -> float:
+    """Rate of an [m, k] x [k, n] product through an int8 dynamically quantised Linear, in GFLOP/s.
+
+    The kernel `quantize_int8` gives the LSTMs. Counted as 2 m k n operations per product,
+    like `gemm_gflops`; includes quantising the input on the fly, as the model does.
+    """
+    torch.manual_seed(SEED)
+    linear = quantize_linear_layers(torch.nn.Sequential(torch.nn.Linear(k, n, bias=False)))
+    x = torch.randn(m, k)
+    with torch.inference_mode():
+        return 2 * m * k * n / seconds_per_call(lambda: linear(x), seconds=seconds) / 1e9
 
 
 def machine_busy_seconds() -> float | None:
@@ -356,6 +376,24 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def token_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Cosine similarity of each pair of vectors along the last axis of two [..., dim] arrays."""
     return (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
+
+
+def build_model(options: BiLMOptions, workdir: Path) -> tuple[Elmo, float]:
+    """A fresh `Elmo` (no runtime parts) filled from a random bilm-tf hdf5 file in `workdir`; also the seconds it took.
+
+    The weights go through the published layout (`save_bilm_tf`, `load_bilm_tf`), so the
+    import path is exercised too. Random weights cost the same FLOPs as trained ones.
+    """
+    start = time.perf_counter()
+    torch.manual_seed(SEED)
+    weight_file = workdir / "weights.hdf5"
+    source = Elmo(options, dropout=0.0)
+    save_bilm_tf(source, weight_file)
+    del source  # so that two models never count together in a peak RSS
+    gc.collect()
+    model = Elmo(options, dropout=0.0)
+    load_bilm_tf(model, weight_file)
+    return model.eval(), time.perf_counter() - start
 
 
 def rebuilt(

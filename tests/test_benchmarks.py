@@ -73,3 +73,50 @@ def test_bench_train_softmax_input_dtype_is_what_autocast_gives_log_softmax_on_t
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert autocast_log_softmax_dtype(torch.device("cpu")) == torch.bfloat16
         assert torch.log_softmax(torch.zeros(1, 2, dtype=torch.bfloat16), dim=-1).dtype == torch.bfloat16
+
+
+def test_bench_precision_fraction_is_the_bilm_rate_over_the_mean_of_the_gemm_rates_around_it():
+    from benchmarks.bench_precision import Run
+
+    run = Run(
+        "bf16",
+        tokens=900,
+        positions=1000,
+        seconds=2.0,
+        gemm_before=300.0,
+        gemm_after=500.0,
+        flops_per_position=int(2e8),
+    )
+    assert run.tokens_per_second == 450.0
+    assert run.gflops == 100.0  # 2e8 FLOP x 1000 positions / 2 s
+    assert run.fraction == 0.25  # 100 / mean(300, 500)
+
+
+def test_bench_precision_runs_every_precision_in_turn_on_a_tiny_model():
+    from benchmarks.bench_precision import models_for, rounds
+    from benchmarks.common import flops_per_position
+    from elmo_core.model.precision import cpu_bf16_support
+
+    from .conftest import make_tiny_elmo
+
+    precisions = ["fp32", "int8"] + (["bf16"] if cpu_bf16_support() else [])
+    model = make_tiny_elmo()
+    sentences = [["a", "tiny", "run"], ["of", "two", "sentences", "."]]
+    runs = rounds(models_for(model, precisions), sentences, batch_tokens=64, count=2, gemm=(32, 0.01))
+    assert [r.precision for r in runs] == precisions * 2
+    assert {(r.tokens, r.positions, r.flops_per_position) for r in runs} == {(7, 11, flops_per_position(model.options))}
+    assert all(r.seconds > 0 and r.gemm_before > 0 and r.gemm_after > 0 for r in runs)
+
+
+def test_bench_precision_cosines_are_one_where_int8_leaves_a_layer_in_fp32():
+    from benchmarks.bench_precision import cosine_table
+    from elmo_core import quantize_int8
+
+    from .conftest import make_tiny_elmo
+
+    model = make_tiny_elmo()
+    table = cosine_table({"fp32": model, "int8": quantize_int8(model)}, [["a", "b", "c"], ["x", "y"]], 64)
+    rows = [line.split() for line in table.splitlines()[2:]]
+    assert [row[:2] for row in rows] == [["int8", "0"], ["int8", "1"], ["int8", "2"], ["int8", "all"]]
+    assert rows[0][2:] == ["1.00000", "1.00000"]  # layer 0 stays float32 under int8
+    assert all(0.9 < float(row[3]) <= float(row[2]) <= 1.0 for row in rows)

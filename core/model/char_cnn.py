@@ -18,6 +18,7 @@ from torch import nn
 
 from .capture import capturing
 from .characters import CHAR_ID_OFFSET, PADDING_CHARACTER
+from .kernels import fused_kernel
 from .options import BiLMOptions
 from .precision import WEIGHT_DTYPE, bf16_linear, bf16_weight, cpu_bf16_active
 
@@ -82,6 +83,18 @@ class Highway(nn.Module):
 
 TrainingPath = Callable[["CharCNN", torch.Tensor], torch.Tensor]
 """A char CNN's path for a pass that differentiates it: `(char_cnn, char_ids) -> vectors`."""
+
+
+def max_pool_bf16(y: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """The max over a bf16 convolution's windows, in float32, plus the bias.
+
+    Shape: y [tokens, count, windows] bf16; bias [count] float32 -> [tokens, count] float32
+    """
+    return y.amax(dim=2).float() + bias
+
+
+bf16_max_pool = fused_kernel(max_pool_bf16, dynamic=True)  # one kernel for every bank's shape
+"""`max_pool_bf16` compiled: the same values (a max is exact), without torch's slow bf16 `amax`."""
 
 
 class CharCNN(nn.Module):
@@ -168,7 +181,7 @@ class CharCNN(nn.Module):
             # Max over all `chars - width + 1` windows, padding-char slots included,
             # then the activation (TF order; both are monotone, so order is immaterial).
             if bf16 and conv.bias is not None:  # the bias is the same in every window: added after the max, in float32
-                y = F.conv1d(x, bf16_weight(conv.weight)).amax(dim=2).float() + conv.bias
+                y = bf16_max_pool(F.conv1d(x, bf16_weight(conv.weight)), conv.bias)  # [tokens, count]
             else:
                 y = conv(x).amax(dim=2)  # [tokens, count]
             pooled.append(torch.relu(y) if self.activation == "relu" else torch.tanh(y))

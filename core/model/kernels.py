@@ -92,12 +92,14 @@ def compile_cache_folder() -> Path:
     return Path(os.path.abspath(folder))
 
 
-def fused_kernel(fn: F) -> F:
+def fused_kernel(fn: F, *, dynamic: bool | None = None) -> F:
     """`fn` compiled by `torch.compile` on first use, or `fn` itself where that fails.
 
     The compiled function specializes on its inputs' shapes and becomes dynamic in a
     dimension once it has seen two sizes of it (torch's automatic dynamic shapes), so a
-    training run compiles each kernel about twice, a few seconds each.
+    training run compiles each kernel about twice, a few seconds each. `dynamic=True`
+    compiles one kernel for every shape from the start (torch.compile's `dynamic`), for
+    a function called with many shapes in one pass (e.g. one per char CNN bank).
 
     Raises:
         Whatever `fn` raises for its inputs; a failure to *build* the kernel (at the first
@@ -107,7 +109,7 @@ def fused_kernel(fn: F) -> F:
         fails them all alike: one warning, not one per kernel, and no time spent on
         builds that cannot succeed).
     """
-    return _compiled_or_eager(fn)  # type: ignore[return-value]
+    return _compiled_or_eager(fn, dynamic=dynamic)  # type: ignore[return-value]
 
 
 def fused_rowwise(block_rows: int) -> Callable[[F], F]:
@@ -134,7 +136,9 @@ def fused_rowwise(block_rows: int) -> Callable[[F], F]:
     return wrap
 
 
-def _compiled_or_eager(fn: Callable[..., Any], eager: Callable[..., Any] | None = None) -> Callable[..., Any]:
+def _compiled_or_eager(
+    fn: Callable[..., Any], eager: Callable[..., Any] | None = None, dynamic: bool | None = None
+) -> Callable[..., Any]:
     """A caller that runs `fn` compiled (built on first use), or `eager` (default `fn`)
     while compiling is off and once any build has failed."""
     run_eager = fn if eager is None else eager
@@ -145,7 +149,7 @@ def _compiled_or_eager(fn: Callable[..., Any], eager: Callable[..., Any] | None 
         if _BUILD_FAILED or not compile_enabled():
             return run_eager(*args)
         if not compiled:
-            compiled.append(torch.compile(fn))
+            compiled.append(torch.compile(fn, dynamic=dynamic))
         try:  # every call: a new shape makes torch compile the kernel again, which can fail too
             return compiled[0](*args)
         except Exception as error:  # noqa: BLE001  (no compiler, unsupported platform, ...)

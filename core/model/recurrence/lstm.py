@@ -15,7 +15,8 @@ least `INPUT_BLOCK_ROWS` rows), not one per step; only `h @ W_h` and the project
 per step. Rows must be sorted by length, longest first, so that step t runs on the first
 `batch_sizes[t]` rows only: padding is never computed and never read, and each row's
 final state is the state after its own last position. Without autograd (inference) the
-step's element-wise work runs in place and the outputs are written into one tensor.
+step's element-wise work runs in place and the outputs are written into one tensor. Under
+bf16 inference (`elmo_core.model.precision`) a step's sums and gates are one fused pass (`bf16_gates`).
 
 Float32 inference on the CPU runs the same loop on columns (`_forward_columns`): the
 state is kept transposed, h as [P, n] and c as [D, n], so that every product reads its
@@ -50,6 +51,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from ..kernels import fused_kernel
 from ..precision import WEIGHT_DTYPE, bf16_linear, bf16_weight, cpu_bf16_active
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
@@ -112,6 +114,27 @@ def _lstm_gates_in_place(
         c_t.clamp_(-cell_clip, cell_clip)
     return c_t, o.sigmoid_().mul_(torch.tanh(c_t))
 
+
+def lstm_gates_bf16(
+    pre: torch.Tensor, bias: torch.Tensor, recurrent: torch.Tensor, c: torch.Tensor, cell_clip: float | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`lstm_gates` of a bf16 step, from its two bf16 products: float32 sums and gates, bf16 gated output.
+
+    `z = (x W_x + B) + forget bias + h W_h`, summed in float32 in that order, as the float32
+    step does. The gated output is the projection's bf16 input. Fused (`bf16_gates`), the
+    step reads its [n, 4D] operands once, and the [n, 4D] float32 sum is never written.
+
+    Shape: pre, recurrent [n, 4D] bf16; bias [4D] float32; c [n, D] float32
+        -> ([n, D] float32, [n, D] bf16)
+    """
+    i, j, f, o = (pre.float() + bias).chunk(4, dim=1)  # block order i, j, f, o
+    z = torch.cat([i, j, f + FORGET_BIAS, o], dim=1) + recurrent.float()  # [n, 4D]
+    c_t, gated = lstm_gates(z, c, cell_clip)
+    return c_t, gated.to(torch.bfloat16)
+
+
+bf16_gates = fused_kernel(lstm_gates_bf16, dynamic=True)  # rows change at every step
+"""`lstm_gates_bf16` in one pass (torch.compile; torch's eager operators where it cannot build)."""
 
 _COMPILED_GATES = None
 
@@ -274,16 +297,16 @@ class LSTMCellWithProjection(nn.Module):
                 pre = self._input_products(inputs[t : t + block], bf16).unbind(0)
             n = batch_sizes[t]
             pre_t = pre[t % block]
-            if grad:
-                z = pre_t[:n] + self.state_linear(h[:n])  # [n, 4D]
-            elif recurrent is not None:  # bf16: the [n, 4D] product in bf16, added to the float32 pre-activations
-                z = pre_t[:n] + F.linear(h[:n].to(torch.bfloat16), recurrent)
-            elif float_linears:  # pre + h @ W_h in one product: one [n, 4D] tensor per step
-                z = torch.addmm(pre_t[:n], h[:n], self.state_linear.weight.t())
-            else:  # int8 layers (elmo_core.runtime.quantization): through the module
-                z = self.state_linear(h[:n])
-                z += pre_t[:n]  # in place: one [n, 4D] tensor per step, not two
-            c_t, gated = gates(z, c[:n], self.cell_clip)  # [n, D] each
+            if recurrent is not None:  # bf16: the [n, 4D] product in bf16; the sum and the gates in one pass
+                c_t, gated = bf16_gates(
+                    pre_t[:n],
+                    self.input_linear.bias,
+                    F.linear(h[:n].to(torch.bfloat16), recurrent),
+                    c[:n],
+                    self.cell_clip,
+                )
+            else:
+                c_t, gated = gates(self._step_sum(pre_t[:n], h[:n], grad, float_linears), c[:n], self.cell_clip)
             h_t = bf16_linear(gated, self.state_projection) if bf16 else self.state_projection(gated)  # [n, P]
             if self.proj_clip:
                 h_t = h_t.clamp(-self.proj_clip, self.proj_clip)
@@ -301,6 +324,16 @@ class LSTMCellWithProjection(nn.Module):
         if num_steps == 0:
             return inputs.new_zeros(0, batch_size, self.projection_dim), (h, c)
         return (torch.stack(outputs) if outputs else output), (h, c)
+
+    def _step_sum(self, pre: torch.Tensor, h: torch.Tensor, grad: bool, float_linears: bool) -> torch.Tensor:
+        """`pre + h @ W_h` of one step, [n, 4D]: the float32 or int8 step's pre-activations."""
+        if grad:
+            return pre + self.state_linear(h)
+        if float_linears:  # in one product: one [n, 4D] tensor per step
+            return torch.addmm(pre, h, self.state_linear.weight.t())
+        z = self.state_linear(h)  # int8 layers (elmo_core.runtime.quantization): through the module
+        z += pre  # in place: one [n, 4D] tensor per step, not two
+        return z
 
     def _takes_columns(self, inputs: torch.Tensor) -> bool:
         """True for float32 inference on the CPU (no autograd, autocast, int8 or compiled
@@ -363,7 +396,7 @@ class LSTMCellWithProjection(nn.Module):
         return output, (h_out, c_out)
 
     def _input_products(self, inputs: torch.Tensor, bf16: bool = False) -> torch.Tensor:
-        """`x @ W_x + B` plus the forget bias, for a block of steps.
+        """`x @ W_x + B` plus the forget bias, for a block of steps (with `bf16`: `x @ W_x` alone, in bf16).
 
         The products are computed a block of at least `INPUT_BLOCK_ROWS` rows at a time:
         large enough for an efficient matrix product, while the [steps, batch, 4D]
@@ -374,12 +407,13 @@ class LSTMCellWithProjection(nn.Module):
 
         Shape: inputs [steps, batch, input_size] -> [steps, batch, 4D]
         """
+        if bf16:  # the bf16 product alone: `bf16_gates` adds the biases in float32, in the step's one pass
+            rows = inputs.to(torch.bfloat16).reshape(-1, inputs.shape[-1])  # [steps * batch, in]
+            return F.linear(rows, bf16_weight(self.input_linear.weight)).view(*inputs.shape[:-1], 4 * self.dim)
         # Through the Linear module (not its weight), so that int8 dynamic quantisation
         # (`elmo_core.runtime.quantization`) replaces it too.
-        if bf16:
-            pre = bf16_linear(inputs, self.input_linear)
-        else:  # as one 2-D product: a strided 3-D input would take a slower batched product
-            pre = self.input_linear(inputs.reshape(-1, inputs.shape[-1])).view(*inputs.shape[:-1], 4 * self.dim)
+        # As one 2-D product: a strided 3-D input would take a slower batched product.
+        pre = self.input_linear(inputs.reshape(-1, inputs.shape[-1])).view(*inputs.shape[:-1], 4 * self.dim)
         pre[..., 2 * self.dim : 3 * self.dim] += FORGET_BIAS  # block order i, j, f, o; in place: no copy
         return pre
 

@@ -18,7 +18,7 @@ from elmo_core.model.kernels import fused_kernel, fused_rowwise
 from tests.core.model.recurrence.test_paired_bptt import _clip_free_lm, _loss_and_grads
 
 
-def _no_compiler(fn):  # what torch.compile's first call raises without a C++ compiler
+def _no_compiler(fn, **options):  # what torch.compile's first call raises without a C++ compiler
     def call(*args):
         raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found")
 
@@ -49,7 +49,9 @@ def test_without_a_compiler_a_run_warns_once_and_builds_no_other_kernel(monkeypa
     # build and warn on its own (four warnings in one `elmo train`).
     monkeypatch.setattr(compiled_module, "_BUILD_FAILED", [], raising=False)
     builds = []
-    monkeypatch.setattr(compiled_module.torch, "compile", lambda fn: builds.append(fn.__name__) or _no_compiler(fn))
+    monkeypatch.setattr(
+        compiled_module.torch, "compile", lambda fn, **_: builds.append(fn.__name__) or _no_compiler(fn)
+    )
 
     @fused_kernel
     def double(x: torch.Tensor) -> torch.Tensor:
@@ -71,7 +73,7 @@ def test_without_a_compiler_a_run_warns_once_and_builds_no_other_kernel(monkeypa
 
 def test_elmo_compile_0_runs_the_eager_operators_without_compiling(monkeypatch):
     monkeypatch.setenv("ELMO_COMPILE", "0")
-    monkeypatch.setattr(compiled_module.torch, "compile", lambda fn: pytest.fail("compiled"))
+    monkeypatch.setattr(compiled_module.torch, "compile", lambda fn, **options: pytest.fail("compiled"))
     blocks = []
 
     @fused_rowwise(block_rows=4)
@@ -138,7 +140,7 @@ def test_a_kernel_whose_recompilation_for_a_new_shape_fails_goes_on_eagerly(monk
     # torch compiles a kernel again for a second size; a failure there used to end the run.
     monkeypatch.setattr(compiled_module, "_BUILD_FAILED", [], raising=False)
 
-    def compiles_once(fn):
+    def compiles_once(fn, **options):
         def call(x):
             if x.shape[0] != 3:
                 raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found")
@@ -216,7 +218,7 @@ def test_no_writable_folder_for_the_compile_cache_is_one_error_naming_the_variab
 def test_a_kernel_whose_cache_file_cannot_be_written_names_the_compile_cache(monkeypatch):
     monkeypatch.setattr(compiled_module, "_BUILD_FAILED", [], raising=False)
 
-    def read_only_cache(fn):
+    def read_only_cache(fn, **options):
         def call(*args):
             raise OSError(30, "Read-only file system")
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from elmo_core import embed_sentences, save_model_folder
+from elmo_core import default_model_dir, embed_sentences, load_model_folder, save_model_folder
 from elmo_core.model import precision as precision_module
 from elmo_core.model.precision import bf16_weight, cpu_bf16_support, keep_bf16_copies
-from elmo_core.model.recurrence.lstm import LSTMCellWithProjection
+from elmo_core.model.recurrence.lstm import LSTMCellWithProjection, bf16_gates, lstm_gates_bf16
 from tests.conftest import make_tiny_elmo
 
 native_bf16 = pytest.mark.skipif(cpu_bf16_support() is None, reason="this CPU has no native bf16")
@@ -52,6 +52,49 @@ def test_cpu_bf16_embed_matches_fp32_per_layer(sentences):
     # the original shape's numbers are in benchmarks/results/bench_contention_*.txt).
     assert (cosines >= 0.99995).all(), cosines
     assert not all(np.array_equal(a, b) for a, b in zip(fp32, bf16))
+
+
+REAL_SENTENCES = [
+    "The river bank was flooded after three days of heavy rain .".split(),
+    "She deposited the cheque at the bank on Monday morning .".split(),
+    "In 1998 , the company moved its headquarters from Boston to Seattle .".split(),
+    "Photosynthesis converts light energy into chemical energy stored in glucose .".split(),
+    "He said that the committee would publish its findings next year , not this one .".split(),
+    "The match ended 2 - 1 after a late goal by the substitute striker .".split(),
+    "Rain .".split(),
+    "Researchers at the University of Cambridge described a new species of frog from Peru .".split(),
+]
+
+
+@native_bf16
+def test_cpu_bf16_default_model_stays_within_the_cosine_bounds_of_fp32_for_every_token():
+    # bf16 against fp32: cosine >= 0.999 for every token, >= 0.9999 on average, every layer and the top one.
+    model = load_model_folder(default_model_dir())
+    fp32 = np.concatenate(embed_sentences(model, REAL_SENTENCES, layers="all"), axis=1)  # [layers, tokens, dim]
+    model.bilm.token_cache.clear()  # so that layer 0 runs in bf16 too, not from the fp32 run's cache
+    bf16 = np.concatenate(embed_sentences(model, REAL_SENTENCES, layers="all", autocast_dtype=torch.bfloat16), axis=1)
+    cos = (fp32 * bf16).sum(-1) / (np.linalg.norm(fp32, axis=-1) * np.linalg.norm(bf16, axis=-1))  # [layers, tokens]
+    assert cos.min() >= 0.999, cos.min(axis=1)
+    assert (cos.mean(axis=1) >= 0.9999).all() and cos.mean() >= 0.9999, cos.mean(axis=1)
+    assert not np.array_equal(fp32, bf16)  # the bf16 path did run
+
+
+def test_fused_bf16_gates_compute_the_eager_gates():
+    torch.manual_seed(0)
+    pre, recurrent = ((torch.randn(6, 4 * 32) * 3).to(torch.bfloat16) for _ in range(2))
+    bias, c = torch.randn(4 * 32), torch.randn(6, 32) * 3
+    with torch.inference_mode():
+        for clip in (None, 3.0):
+            c_ref, gated_ref = lstm_gates_bf16(pre, bias, recurrent, c, clip)
+            c_t, gated = bf16_gates(pre, bias, recurrent, c, clip)
+            assert gated.dtype == torch.bfloat16 and c_t.dtype == torch.float32
+            torch.testing.assert_close(c_t, c_ref, rtol=0, atol=1e-5)
+            # One bf16 rounding step apart at most (sigmoid and tanh may round differently compiled).
+            torch.testing.assert_close(gated.float(), gated_ref.float(), rtol=2**-7, atol=1e-5)
+        z = pre.float() + bias + recurrent.float()
+        z[:, 64:96] += 1.0  # the forget bias, block order i, j, f, o
+        expected = torch.sigmoid(z[:, 64:96]) * c + torch.sigmoid(z[:, :32]) * torch.tanh(z[:, 32:64])
+        torch.testing.assert_close(c_ref, expected.clamp(-3.0, 3.0), rtol=0, atol=1e-5)
 
 
 def test_bf16_weight_is_copied_once_and_follows_changes():
@@ -178,3 +221,15 @@ def test_every_command_taking_precision_refuses_one_slower_than_fp32_on_the_cpu(
     vocab = Vocabulary.build([["a", "b", "c"]])
     with pytest.raises(ValueError, match="it would run slower than float32 here"):
         Trainer(BiLMLanguageModel(elmo.options, len(vocab)), vocab, [], TrainConfig(max_steps=1, precision=precision))
+
+
+def test_fused_bf16_max_pool_equals_the_eager_max_exactly():
+    from elmo_core.model.char_cnn import bf16_max_pool, max_pool_bf16
+
+    torch.manual_seed(0)
+    y, bias = (torch.randn(5, 12, 9) * 4).to(torch.bfloat16), torch.randn(12)
+    with torch.inference_mode():
+        pooled = bf16_max_pool(y, bias)
+        assert pooled.dtype == torch.float32
+        assert torch.equal(pooled, max_pool_bf16(y, bias))
+        assert torch.equal(pooled, y.float().max(dim=2).values + bias)
