@@ -272,7 +272,7 @@ def test_cli_reads_a_long_line_in_windows_of_the_given_size(monkeypatch, tmp_pat
     assert vectors.shape == (5_000, 16) and longest <= 256
     expected = embed_sentences(elmo, [doc], layers="top", window_tokens=256, window_context=16)[0]
     np.testing.assert_allclose(vectors, expected, atol=1e-5, rtol=1e-4)
-    _, whole, longest = _cli_embed(monkeypatch, tmp_path, doc, "--window-tokens", "0")
+    _, whole, longest = _cli_embed(monkeypatch, tmp_path, doc, "--window-tokens", "0", "--overwrite")
     assert longest == 5_000
     np.testing.assert_allclose(
         whole, embed_sentences(elmo, [doc], layers="top", window_tokens=None)[0], atol=1e-5, rtol=1e-4
