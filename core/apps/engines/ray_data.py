@@ -37,7 +37,8 @@ class ElmoEmbedder:
         precision: "fp32", "int8" (CPU), "bf16" or "fp16".
         device: "cpu", or "cuda" with `num_gpus=1` per actor.
         tokenize: Split raw lines with spaCy's English rules instead of whitespace.
-        threads: Threads per forward (default: the actor's `num_cpus`, or the thread rule outside Ray).
+        threads: Threads per forward in a Ray worker (default: the actor's `num_cpus`). Outside a
+            Ray worker the process's thread policy is left as it is.
     """
 
     def __init__(
@@ -54,9 +55,10 @@ class ElmoEmbedder:
         tokenize: bool = False,
         threads: int | None = None,
     ) -> None:
-        self.threads = threads if threads is not None else _assigned_cpus()
-        if self.threads is not None:
-            set_thread_policy(self.threads)  # the actor's process runs this model alone
+        assigned = _assigned_cpus()
+        self.threads = threads if threads is not None else assigned
+        if self.threads is not None and assigned is not None:  # in a Ray worker: its process runs this model alone
+            set_thread_policy(self.threads)
         self.embedder = LineEmbedder(
             model,
             options=options,
@@ -90,8 +92,8 @@ def _assigned_cpus() -> int | None:
         import ray
     except ImportError:
         return None
-    if not ray.is_initialized():
-        return None
+    if not ray.is_initialized() or ray.get_runtime_context().worker.mode != ray.WORKER_MODE:
+        return None  # not in a Ray worker (the driver asks for none)
     cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
     return max(1, round(cpus)) if cpus else None
 

@@ -82,7 +82,14 @@ def test_the_actor_runs_with_the_cpus_ray_gave_it(local_ray, model_folder):
         return ElmoEmbedder(str(model_folder)).threads
 
     assert ray.get(threads.remote()) == 2
+
+
+def test_outside_a_ray_worker_the_processs_thread_policy_is_left_alone(model_folder):
+    from elmo_core.runtime.threads import thread_policy
+
+    before = thread_policy()
     assert ElmoEmbedder(str(model_folder), threads=1).threads == 1
+    assert thread_policy() == before
 
 
 def test_a_batch_without_text_or_tokens_is_refused_and_bad_bytes_name_the_line(model_folder):
