@@ -222,11 +222,12 @@ class ElmoTokenizer(PreTrainedTokenizer):
     Added tokens (`add_tokens`, `add_special_tokens`) are kept whole in raw text and get
     their own ids (`len(tokenizer)`, `get_added_vocab()` and `convert_ids_to_tokens`
     agree); the model reads them by their characters like any word, so nothing in the
-    model needs resizing. Every other word's id is `word_id(word)`.
+    model needs resizing. Every other word's id is a hash of its UTF-8 bytes, the same in
+    every process.
 
     `decode`, `batch_decode` and `convert_ids_to_tokens` give the tokens back from
-    `input_ids` (for the last `RECENT_TOKENS` distinct words encoded; an older id is
-    refused with a pointer to `char_ids`) or from `char_ids` (always).
+    `input_ids` (for the last 65,536 distinct words encoded; an older id is refused with
+    a pointer to `char_ids`) or from `char_ids` (always).
 
     Args:
         max_characters_per_token: Id slots per token (the model's
@@ -238,7 +239,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         text_tokenizer: Name of the raw-text tokenizer (an `elmo_core.tokenizers`
             entry point); "spacy-en" = the pretraining data's rules.
         pad_token: Name of the padding token; its id is 0 (an all-zero row).
-        unk_token: Name of id 1, which no word gets (each word has its `word_id`).
+        unk_token: Name of id 1, which no word gets (each word has its own hashed id).
         **kwargs: transformers' tokenizer arguments (`model_max_length`, ...).
 
     Raises:
@@ -595,8 +596,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
         UTF-8 with replacement characters, so a word cut at 48 bytes decodes.
 
         Raises:
-            ValueError: for an `input_ids` id the tokenizer no longer remembers (see
-                `RECENT_TOKENS`); the message points to `char_ids`.
+            ValueError: for an `input_ids` id the tokenizer no longer remembers (it keeps
+                the last 65,536 words it encoded); the message points to `char_ids`.
         """
         ids = to_py_obj(token_ids)
         depth = self._char_id_depth(ids)
