@@ -34,6 +34,18 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+    # The JVM outlives stop(): end it and wait, so that its exit does not load the CPUs while later
+    # tests compare runs whose thread counts follow the load.
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is not None:
+        gateway.shutdown()
+        proc = getattr(gateway, "proc", None)
+        if proc is not None:
+            proc.stdin.close()  # the JVM exits when its stdin closes
+            proc.wait(timeout=60)
+        SparkContext._gateway = SparkContext._jvm = None
     if before is None:
         os.environ.pop("PYSPARK_PYTHON", None)
     else:
