@@ -13,7 +13,7 @@ from elmo_core.model.recurrence import Recurrence
 from elmo_core.model.recurrence.lstm import input_block_steps
 from elmo_core.model.recurrence.time_chunks import CHUNK_STEPS, chunk_length
 from elmo_core.runtime.parts import serving_parts
-from elmo_core.runtime.threads import THREAD_RULE
+from elmo_core.runtime.threads import THREAD_RULE, set_thread_policy, thread_policy
 from tests.conftest import make_tiny_elmo, make_tiny_options, rebuilt
 
 # Rows that end inside a chunk, on its last step, before the last chunk, and at once.
@@ -34,6 +34,16 @@ def _read(bilm, recurrence: Recurrence | None, char_ids: torch.Tensor, mask: tor
 @pytest.mark.parametrize("boundaries", [False, True])
 @pytest.mark.parametrize("rule", [None, THREAD_RULE], ids=["torch-threads", "runtime-threads"])
 def test_chunks_give_one_passs_activations_to_the_last_bit(rule, boundaries):
+    # A fixed count: the rule's own count follows the load, and a product on another count rounds otherwise.
+    before = thread_policy()
+    set_thread_policy(2)
+    try:
+        _chunks_equal_one_pass(rule, boundaries)
+    finally:
+        set_thread_policy(before)
+
+
+def _chunks_equal_one_pass(rule, boundaries):
     elmo = make_tiny_elmo(dropout=0.0, keep_sentence_boundaries=boundaries).eval()  # clips: the step loop
     char_ids, mask = _batch()
     whole = _read(elmo.bilm, Recurrence("step", rule, chunk_steps=None), char_ids, mask)
