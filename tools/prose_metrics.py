@@ -1,6 +1,7 @@
 """Measure the library's prose against its code: the house style's density figures.
 
-    python tools/prose_metrics.py            # totals, then the files over a limit
+    python tools/prose_metrics.py                 # totals, then the files over a limit
+    python tools/prose_metrics.py core/model      # only files under these prefixes
 
 Counts hand-written `.py` files under `core/`, `spacy_elmo/` and `hf_elmo/` (the saved
 folder's generated copies are left out). A code line is a non-blank line that is neither
@@ -133,8 +134,9 @@ def totals(files: list[FileProse]) -> dict[str, float]:
     }
 
 
-def main() -> int:
+def main(prefixes: list[str]) -> int:
     files = [measure(path) for path in library_files()]
+    files = [f for f in files if not prefixes or f.path.startswith(tuple(prefixes))]
     for key, value in totals(files).items():
         print(f"{key:30} {value}")
     print()
@@ -154,4 +156,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
