@@ -40,7 +40,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -121,20 +121,22 @@ def cpu_bf16_active(x: torch.Tensor) -> bool:
     )
 
 
-# id(weight) -> (a weak reference to it, the key it was copied under, its bf16 copy), for
+# (id(weight), kind) -> (a weak reference to it, the key it was made under, its copy), for
 # frozen weights. Not a WeakKeyDictionary (tensors compare element-wise) nor an attribute of
 # the weight (it would be pickled with the weight, e.g. by torch.save of a state_dict).
-_COPIES: dict[int, tuple[weakref.ref, tuple, torch.Tensor]] = {}
-# Inside `keep_bf16_copies`: id(weight) -> (the weight, its bf16 copy), for trainable weights.
-_PASS_COPIES: contextvars.ContextVar[dict[int, tuple] | None] = contextvars.ContextVar("bf16_pass", default=None)
+_COPIES: dict[tuple[int, str], tuple[weakref.ref, tuple, torch.Tensor]] = {}
+# Inside `keep_bf16_copies`: (id(weight), kind) -> (the weight, its copy), for trainable weights.
+_PASS_COPIES: contextvars.ContextVar[dict[tuple[int, str], tuple] | None] = contextvars.ContextVar(
+    "bf16_pass", default=None
+)
 
 
 @contextmanager
 def keep_bf16_copies() -> Iterator[None]:
     """Keep the bf16 copies of trainable weights until the block ends (one forward pass).
 
-    Outside such a block `bf16_weight` converts a trainable weight at every call (correct,
-    but a step loop would convert per step). A nested block shares the outer block's copies.
+    Outside such a block a trainable weight is converted at every call. A nested block
+    shares the outer block's copies.
     """
     token = _PASS_COPIES.set(_PASS_COPIES.get() or {})
     try:
@@ -143,30 +145,61 @@ def keep_bf16_copies() -> Iterator[None]:
         _PASS_COPIES.reset(token)
 
 
-def bf16_weight(weight: torch.Tensor) -> torch.Tensor:
-    """A bf16 copy of `weight`, made once and kept as long as it cannot be stale.
-
-    A frozen weight (`requires_grad` False): kept until the weight's version or storage
-    changes, or the weight is freed. A trainable one: kept until the enclosing
-    `keep_bf16_copies` block ends (a fresh copy per call outside one); see the module
-    docstring for why.
-
-    Shape: weight [...] float -> [...] bfloat16
-    """
+def _kept(weight: torch.Tensor, kind: str, make: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """`make(weight)`, kept as long as it cannot be stale (module docstring)."""
+    ident = (id(weight), kind)
     if weight.requires_grad:
         pass_copies = _PASS_COPIES.get()
         if pass_copies is None:
-            return weight.detach().to(torch.bfloat16)
-        if id(weight) not in pass_copies:  # the weight is held there, so its id stays its own
-            pass_copies[id(weight)] = (weight, weight.detach().to(torch.bfloat16))
-        return pass_copies[id(weight)][1]
+            return make(weight.detach())
+        if ident not in pass_copies:  # the weight is held there, so its id stays its own
+            pass_copies[ident] = (weight, make(weight.detach()))
+        return pass_copies[ident][1]
     key = (weight._version, weight.data_ptr(), weight.device, weight.shape)
-    kept = _COPIES.get(id(weight))
+    kept = _COPIES.get(ident)
     if kept is None or kept[0]() is not weight or kept[1] != key:
-        ident = id(weight)
-        kept = (weakref.ref(weight, lambda _: _COPIES.pop(ident, None)), key, weight.detach().to(torch.bfloat16))
+        kept = (weakref.ref(weight, lambda _: _COPIES.pop(ident, None)), key, make(weight.detach()))
         _COPIES[ident] = kept
     return kept[2]
+
+
+def bf16_weight(weight: torch.Tensor) -> torch.Tensor:
+    """A bf16 copy of `weight`, made once and kept as long as it cannot be stale.
+
+    Shape: weight [...] float -> [...] bfloat16
+    """
+    return _kept(weight, "bf16", lambda w: w.to(torch.bfloat16))
+
+
+def _packed(weight: torch.Tensor) -> torch.Tensor:
+    # oneDNN's blocked layout for its bf16 kernels (AMX tiles), as torch.compile's CPU
+    # linears hold it. A plain weight is reordered into it at every product.
+    return torch.ops.mkldnn._reorder_linear_weight(weight.to(torch.bfloat16), PACKED_ROWS)
+
+
+PACKED_ROWS = 256
+"""The row count oneDNN packs a weight for (a hint: any row count runs on it)."""
+
+
+@functools.cache
+def _packing_works() -> bool:
+    try:
+        x, w = torch.ones(2, 32, dtype=torch.bfloat16), torch.ones(16, 32)
+        return bool(torch.ops.mkldnn._linear_pointwise(x, _packed(w), None, "none", [], "").eq(32).all())
+    except (AttributeError, RuntimeError):  # pragma: no cover - a build without oneDNN
+        return False
+
+
+def bf16_matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """`x @ weight.T` in bf16 with float32 accumulation, on a weight packed once and kept.
+
+    The same values as `F.linear(x, bf16_weight(weight))`.
+
+    Shape: x [rows, in] bf16; weight [out, in] float -> [rows, out] bf16
+    """
+    if x.device.type != "cpu" or not _packing_works():
+        return F.linear(x, bf16_weight(weight))
+    return torch.ops.mkldnn._linear_pointwise(x, _kept(weight, "packed", _packed), None, "none", [], "")
 
 
 def bf16_linear(x: torch.Tensor, layer: nn.Linear, bias: bool = True) -> torch.Tensor:
@@ -177,7 +210,7 @@ def bf16_linear(x: torch.Tensor, layer: nn.Linear, bias: bool = True) -> torch.T
     # As one 2-D product: a strided 3-D bf16 input would go through a batched product
     # that copies the weight once per batch entry.
     rows = x.to(torch.bfloat16).reshape(-1, x.shape[-1])  # [rows, in]
-    y = F.linear(rows, bf16_weight(layer.weight)).float().reshape(*x.shape[:-1], layer.out_features)
+    y = bf16_matmul(rows, layer.weight).float().reshape(*x.shape[:-1], layer.out_features)
     if bias and layer.bias is not None:
         y += layer.bias
     return y

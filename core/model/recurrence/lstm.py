@@ -52,7 +52,7 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from ..kernels import fused_kernel
-from ..precision import WEIGHT_DTYPE, bf16_linear, bf16_weight, cpu_bf16_active
+from ..precision import WEIGHT_DTYPE, bf16_matmul, cpu_bf16_active
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
 """(h [batch, projection_dim], c [batch, dim]) of one layer."""
@@ -115,22 +115,28 @@ def _lstm_gates_in_place(
     return c_t, o.sigmoid_().mul_(torch.tanh(c_t))
 
 
+def _tanh(x: torch.Tensor) -> torch.Tensor:
+    return 2 * torch.sigmoid(2 * x) - 1  # compiled, torch.tanh runs several times slower than this
+
+
 def lstm_gates_bf16(
     pre: torch.Tensor, bias: torch.Tensor, recurrent: torch.Tensor, c: torch.Tensor, cell_clip: float | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """`lstm_gates` of a bf16 step, from its two bf16 products: float32 sums and gates, bf16 gated output.
+    """`lstm_gates` of a bf16 step from its two bf16 products: float32 sums, gates and state.
 
-    `z = (x W_x + B) + forget bias + h W_h`, summed in float32 in that order, as the float32
-    step does. The gated output is the projection's bf16 input. Fused (`bf16_gates`), the
-    step reads its [n, 4D] operands once, and the [n, 4D] float32 sum is never written.
+    Each gate sums `(x W_x + B) + forget bias + h W_h` in float32, in the float32 step's
+    order. Returns the new cell state and the gated output in bf16 (the projection's input).
 
     Shape: pre, recurrent [n, 4D] bf16; bias [4D] float32; c [n, D] float32
         -> ([n, D] float32, [n, D] bf16)
     """
-    i, j, f, o = (pre.float() + bias).chunk(4, dim=1)  # block order i, j, f, o
-    z = torch.cat([i, j, f + FORGET_BIAS, o], dim=1) + recurrent.float()  # [n, 4D]
-    c_t, gated = lstm_gates(z, c, cell_clip)
-    return c_t, gated.to(torch.bfloat16)
+    p_i, p_j, p_f, p_o = pre.float().chunk(4, dim=1)  # block order i, j, f, o
+    b_i, b_j, b_f, b_o = bias.chunk(4)
+    r_i, r_j, r_f, r_o = recurrent.float().chunk(4, dim=1)
+    c_t = torch.sigmoid(p_f + b_f + FORGET_BIAS + r_f) * c + torch.sigmoid(p_i + b_i + r_i) * _tanh(p_j + b_j + r_j)
+    if cell_clip:
+        c_t = c_t.clamp(-cell_clip, cell_clip)
+    return c_t, (torch.sigmoid(p_o + b_o + r_o) * _tanh(c_t)).to(torch.bfloat16)
 
 
 bf16_gates = fused_kernel(lstm_gates_bf16, dynamic=True)  # rows change at every step
@@ -288,7 +294,6 @@ class LSTMCellWithProjection(nn.Module):
         # bf16 products with float32 pre-activations, gates and state (elmo_core.model.precision).
         float_linears = self.has_float_linears
         bf16 = cpu_bf16_active(inputs) and float_linears
-        recurrent = bf16_weight(self.state_linear.weight) if bf16 else None
         pre: tuple[torch.Tensor, ...] = ()
         block = input_block_steps(batch_size)
         for t in range(num_steps):
@@ -297,17 +302,12 @@ class LSTMCellWithProjection(nn.Module):
                 pre = self._input_products(inputs[t : t + block], bf16).unbind(0)
             n = batch_sizes[t]
             pre_t = pre[t % block]
-            if recurrent is not None:  # bf16: the [n, 4D] product in bf16; the sum and the gates in one pass
-                c_t, gated = bf16_gates(
-                    pre_t[:n],
-                    self.input_linear.bias,
-                    F.linear(h[:n].to(torch.bfloat16), recurrent),
-                    c[:n],
-                    self.cell_clip,
-                )
+            if bf16:  # the [n, 4D] product in bf16; the sums and the gates in one pass
+                recurrent = bf16_matmul(h[:n].to(torch.bfloat16), self.state_linear.weight)
+                c_t, gated = bf16_gates(pre_t[:n], self.input_linear.bias, recurrent, c[:n], self.cell_clip)
             else:
                 c_t, gated = gates(self._step_sum(pre_t[:n], h[:n], grad, float_linears), c[:n], self.cell_clip)
-            h_t = bf16_linear(gated, self.state_projection) if bf16 else self.state_projection(gated)  # [n, P]
+            h_t = bf16_matmul(gated, self.state_projection.weight).float() if bf16 else self.state_projection(gated)
             if self.proj_clip:
                 h_t = h_t.clamp(-self.proj_clip, self.proj_clip)
             if n == batch_size:
@@ -409,7 +409,7 @@ class LSTMCellWithProjection(nn.Module):
         """
         if bf16:  # the bf16 product alone: `bf16_gates` adds the biases in float32, in the step's one pass
             rows = inputs.to(torch.bfloat16).reshape(-1, inputs.shape[-1])  # [steps * batch, in]
-            return F.linear(rows, bf16_weight(self.input_linear.weight)).view(*inputs.shape[:-1], 4 * self.dim)
+            return bf16_matmul(rows, self.input_linear.weight).view(*inputs.shape[:-1], 4 * self.dim)
         # Through the Linear module (not its weight), so that int8 dynamic quantisation
         # (`elmo_core.runtime.quantization`) replaces it too.
         # As one 2-D product: a strided 3-D input would take a slower batched product.
