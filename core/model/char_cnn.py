@@ -1,10 +1,8 @@
-"""The char CNN: the context-independent token encoder whose output is biLM layer 0.
+"""The char CNN: the context-free token encoder whose output is biLM layer 0.
 
-Character embedding -> one convolution bank per filter width, max-pooled over the
-character axis -> activation -> highway layers -> linear projection to `projection_dim`
-(docs/bilm_tf.md §3; Peters et al. 2018, section 3.1; Kim et al. 2016). The highway
-layers (Srivastava et al., 2015) are `Highway`, as bilm-tf applies them (docs/bilm_tf.md
-§3, item 5).
+Character embedding, one convolution bank per filter width max-pooled over the characters,
+activation, highway layers, projection to `projection_dim` (docs/bilm_tf.md §3,
+Peters et al. 2018 §3.1, Kim et al. 2016).
 """
 
 from __future__ import annotations
@@ -20,10 +18,13 @@ from .capture import capturing
 from .characters import CHAR_ID_OFFSET, PADDING_CHARACTER
 from .kernels import fused_kernel
 from .options import BiLMOptions
-from .precision import WEIGHT_DTYPE, bf16_linear, bf16_weight, cpu_bf16_active
+from .precision import WEIGHT_DTYPE, bf16_linear, bf16_matmul, cpu_bf16_active
 
 BLOCK_TOKENS = 32
 """Tokens per block of the convolutions without a gradient (see `CharCNN.forward`)."""
+
+BF16_BLOCK_TOKENS = 128
+"""`BLOCK_TOKENS` under bf16 inference: 11 MB of bf16 windows for the original model's widest bank."""
 
 PADDING_ID = PADDING_CHARACTER + CHAR_ID_OFFSET
 """The id of the padding character that fills a token's slots after its end-of-word mark."""
@@ -33,27 +34,14 @@ HIGHWAY_BLOCK_TOKENS = 256
 
 
 class Highway(nn.Module):
-    """A stack of highway layers with a ReLU candidate.
+    """Highway layers (Srivastava et al. 2015) as bilm-tf applies them, with a ReLU candidate.
 
-    For each layer, with `x` of width F::
-
-        candidate = relu(x @ W_transform + b_transform)
-        gate      = sigmoid(x @ W_carry + b_carry)
-        y         = gate * candidate + (1 - gate) * x
-
-    Despite its name, bilm-tf's "carry" matrix produces the gate that admits the
-    *transformed* value. Both matrices are held in one `Linear(F, 2F)` per layer so that
-    a layer costs one matrix product: rows `[:F]` are the candidate (`W_transform`), rows
-    `[F:]` the gate (`W_carry`). The non-linearity is ReLU whatever the char CNN's
-    activation option says, as in bilm-tf.
+    `y = gate * relu(x W_transform + b) + (1 - gate) * x`, `gate = sigmoid(x W_carry + b)`.
+    One `Linear(F, 2F)` per layer: rows `[:F]` transform, `[F:]` carry.
 
     Args:
-        size: F, the width of the input and output (the char CNN's `n_filters`).
-        n_highway: How many highway layers are stacked (bilm-tf's option `n_highway`;
-            2 in the published models). 0 makes the stack the identity.
-
-    Shape:
-        x: [..., F] -> [..., F]
+        size: F, the char CNN's `n_filters`.
+        n_highway: Layers stacked (2 in the published models). 0: the identity.
     """
 
     def __init__(self, size: int, n_highway: int) -> None:
@@ -64,12 +52,7 @@ class Highway(nn.Module):
             self.init_carry_bias(layer)
 
     def init_carry_bias(self, layer: nn.Linear) -> None:
-        """Set b_carry (the gate half of `layer`'s bias, rows [F:]) to its starting value, -2.
-
-        bilm-tf initialised b_carry to -2 so that a new layer starts by mostly passing
-        its input through; it only matters when training from scratch. The rest of the
-        layer keeps torch's default initialisation.
-        """
+        """Set b_carry (rows [F:] of `layer`'s bias) to bilm-tf's -2: a new layer starts by passing its input."""
         nn.init.constant_(layer.bias[self.size :], -2.0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -86,11 +69,8 @@ TrainingPath = Callable[["CharCNN", torch.Tensor], torch.Tensor]
 
 
 def max_pool_bf16(y: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """The max over a bf16 convolution's windows, in float32, plus the bias.
-
-    Shape: y [tokens, count, windows] bf16; bias [count] float32 -> [tokens, count] float32
-    """
-    return y.amax(dim=2).float() + bias
+    """The max over a bf16 bank's windows [tokens, windows, count], in float32, plus the bias."""
+    return y.amax(dim=1).float() + bias
 
 
 bf16_max_pool = fused_kernel(max_pool_bf16, dynamic=True)  # one kernel for every bank's shape
@@ -100,26 +80,18 @@ bf16_max_pool = fused_kernel(max_pool_bf16, dynamic=True)  # one kernel for ever
 class CharCNN(nn.Module):
     """Token vectors from character ids, one token at a time (no context).
 
-    Parameters, with their bilm-tf hdf5 names:
+    Parameters, with their bilm-tf names:
 
-    - `char_embedding` [n_characters - 1, embedding_dim] (`char_embed`): rows for ids
-      1..261. Id 0 marks a padded position and always embeds to zeros; it is a fixed
-      zero row, not a parameter, which is why the published parameter counts use 261
-      rows.
+    - `char_embedding` (`char_embed`): ids 1..261. Id 0 (padding) embeds to a fixed zero row.
     - `convolutions[i]` Conv1d(embedding_dim, count_i, width_i) (`CNN/W_cnn_i`, `b_cnn_i`).
     - `highway` (`CNN_high_k`), see `Highway`.
-    - `projection` Linear(F, projection_dim) (`CNN_proj`). As in bilm-tf it exists only
-      when F != projection_dim (true for every published model); otherwise it is the
-      identity.
+    - `projection` Linear(F, projection_dim) (`CNN_proj`), only when F != projection_dim.
 
     Args:
         options: The model's hyperparameters.
-        training_path: How a call that differentiates runs (e.g.
-            `elmo_core.model.char_cnn_training.encode_for_training`, which the loaders pass):
-            the same function, faster. None: `forward`'s blocks.
+        training_path: The path of a call that differentiates. None: `forward`'s blocks.
 
-    Shape:
-        char_ids: [num_tokens, max_characters_per_token] int64 -> [num_tokens, projection_dim]
+    Shape: char_ids [num_tokens, max_characters_per_token] int64 -> [num_tokens, projection_dim]
     """
 
     def __init__(self, options: BiLMOptions, training_path: TrainingPath | None = None) -> None:
@@ -143,15 +115,11 @@ class CharCNN(nn.Module):
         self.training_path = training_path
 
     def reset_parameters(self) -> None:
-        """Draw `char_embedding` afresh, uniform in [-1, 1] (bilm-tf's initialiser).
-
-        Covers the char CNN's own parameter only; its convolutions, highway and
-        projection are torch modules with their own initialisation.
-        """
+        """Draw `char_embedding` uniform in [-1, 1] (bilm-tf's initialiser). Other layers keep torch's."""
         nn.init.uniform_(self.char_embedding, -1.0, 1.0)
 
     def embedding_table(self) -> torch.Tensor:
-        """The full [n_characters, embedding_dim] table, with the zero row for id 0."""
+        """The [n_characters, embedding_dim] table, with the zero row for id 0."""
         zero = self.char_embedding.new_zeros(1, self.char_embedding.shape[1])
         return torch.cat([zero, self.char_embedding], dim=0)
 
@@ -162,33 +130,29 @@ class CharCNN(nn.Module):
             return self.training_path(self, char_ids)
         table = self.embedding_table()
         bf16 = cpu_bf16_active(table)  # bf16 products, float32 results (elmo_core.model.precision)
-        # Every token is encoded on its own, so the tokens can go in blocks. The
-        # convolutions go BLOCK_TOKENS at a time: a bank's full output is
-        # [tokens, count, chars - width + 1] before the max-pool (180 kB per token for the
-        # original model's width-7 bank), so a block bounds it at about 6 MB whatever the
-        # batch. The highway and projection go HIGHWAY_BLOCK_TOKENS at a time: their
-        # weights (32 MB per highway layer of the original model) are read once per block,
-        # so small blocks cost a full read of them per 32 tokens (measured: half the char
-        # CNN's time), while the highway's [tokens, 2F] output is 16 kB per token.
-        features = torch.cat([self._convolve(table, block, bf16) for block in char_ids.split(BLOCK_TOKENS)])
+        # Tokens are encoded one by one, so they go in blocks. A conv block bounds a bank's
+        # output before the max-pool (6 MB for the original model's widest bank). The highway
+        # and projection read their weights once per block: larger blocks (16 kB per token).
+        blocks = char_ids.split(BF16_BLOCK_TOKENS if bf16 else BLOCK_TOKENS)
+        features = torch.cat([self._convolve(table, block, bf16) for block in blocks])
         return torch.cat([self._project(block, bf16) for block in features.split(HIGHWAY_BLOCK_TOKENS)])
 
     def _convolve(self, table: torch.Tensor, char_ids: torch.Tensor, bf16: bool) -> torch.Tensor:
-        """Char embedding, convolutions, max-pool and activation. Shape: [tokens, chars] -> [tokens, F]"""
-        x = F.embedding(char_ids, table).transpose(1, 2).to(torch.bfloat16 if bf16 else table.dtype)  # [tokens, E, W]
+        x = F.embedding(char_ids, table)  # [tokens, W, E]
+        x = x.to(torch.bfloat16) if bf16 else x.transpose(1, 2)  # [tokens, E, W] for conv1d
         pooled = []
         for conv in cast(Iterable[nn.Conv1d], self.convolutions):  # torch types a ModuleList's items as Module
-            # Max over all `chars - width + 1` windows, padding-char slots included,
-            # then the activation (TF order; both are monotone, so order is immaterial).
-            if bf16 and conv.bias is not None:  # the bias is the same in every window: added after the max, in float32
-                y = bf16_max_pool(F.conv1d(x, bf16_weight(conv.weight)), conv.bias)  # [tokens, count]
+            # Max over all windows, padding-char slots included, then the activation (TF order).
+            if bf16:  # one product over all windows, the bias (the same in each) added after the max in float32
+                windows = x.unfold(1, conv.kernel_size[0], 1).flatten(2)  # [tokens, windows, E * width]
+                y = bf16_matmul(windows.flatten(0, 1), conv.weight).view(*windows.shape[:2], -1)  # [.., count]
+                y = bf16_max_pool(y, cast(torch.Tensor, conv.bias).detach())  # detached: a dynamic shape, one kernel
             else:
                 y = conv(x).amax(dim=2)  # [tokens, count]
             pooled.append(torch.relu(y) if self.activation == "relu" else torch.tanh(y))
         return torch.cat(pooled, dim=1)  # [tokens, F]
 
     def _project(self, features: torch.Tensor, bf16: bool) -> torch.Tensor:
-        """Highway layers, then the projection. Shape: [tokens, F] -> [tokens, P]"""
         highway = self.highway(features)
         if bf16 and isinstance(self.projection, nn.Linear):
             return bf16_linear(highway, self.projection)

@@ -1,44 +1,14 @@
 """The LSTM cell with projection and clipping, and a one-direction stack of them.
 
-bilm-tf's cell (docs/bilm_tf.md §4; TensorFlow `LSTMCell` with `num_proj`,
-`cell_clip`, `proj_clip`), for one step with input x and state (h, c):
+bilm-tf's cell (TensorFlow `LSTMCell` with `num_proj`, docs/bilm_tf.md §4), gate
+blocks in TF order i, j, f, o:
 
-    z       = x @ W_x + h @ W_h + B            # 4D values, blocks i, j, f, o (TF order)
-    c'      = clip(sigmoid(z_f + 1) * c + sigmoid(z_i) * tanh(z_j), cell_clip)
-    h'      = clip((sigmoid(z_o) * tanh(c')) @ W_P, proj_clip)     # D -> P, no bias
+    z  = x @ W_x + h @ W_h + B
+    c' = clip(sigmoid(z_f + 1) * c + sigmoid(z_i) * tanh(z_j), cell_clip)
+    h' = clip((sigmoid(z_o) * tanh(c')) @ W_P, proj_clip)     # D -> P, no bias
 
-The +1 is TensorFlow's forget bias, added at run time and not stored in B; we keep it
-out of the parameters too, so that hdf5 -> safetensors -> hdf5 is exact.
-
-Speed: the input product `x @ W_x + B` is one matrix product per block of steps (at
-least `INPUT_BLOCK_ROWS` rows), not one per step; only `h @ W_h` and the projection run
-per step. Rows must be sorted by length, longest first, so that step t runs on the first
-`batch_sizes[t]` rows only: padding is never computed and never read, and each row's
-final state is the state after its own last position. Without autograd (inference) the
-step's element-wise work runs in place and the outputs are written into one tensor. Under
-bf16 inference (`elmo_core.model.precision`) a step's sums and gates are one fused pass (`bf16_gates`).
-
-Float32 inference on the CPU runs the same loop on columns (`_forward_columns`): the
-state is kept transposed, h as [P, n] and c as [D, n], so that every product reads its
-weight in the layout it is stored in, `W_h @ h` ([4D, P] @ [P, n]) and `W_P @ g`, where
-the row loop's `h @ W_h.T` makes MKL read the weight transposed. The pre-activations of
-a block and each step's z go into two buffers made once per call (fresh 8 MB blocks would
-have their pages faulted in again and again), and the state keeps only the rows still
-running, so the element-wise steps run on contiguous memory. The same operations in the
-same order on the same values. Only MKL's summation order inside a product may differ:
-`test_cpu_inference_runs_on_columns_with_the_row_loops_values` (tests/core/model/recurrence/test_lstm.py)
-holds the two loops within 1e-6. `benchmarks/bench_lstm_layout.py` times the two layouts
-(docs/results/speed-memory.md). Memory: the same tensors, transposed, and one pre-activation
-block per call instead of one per block of steps.
-
-Fused recurrence: without clips (`cell_clip` and `proj_clip` off) this cell is exactly
-torch's `nn.LSTM(proj_size=P)` cell once the gate blocks are reordered (torch: i, f, g, o;
-bilm-tf: i, j, f, o with j = g) and the +1 forget bias is folded into the bias. Such
-cells then run as one `torch.lstm` call over a packed batch: cuDNN's fused kernels on a
-GPU, the native loop on the CPU (no Python per step). Same values up to float rounding,
-gradients included (`test_fused_cell_equals_the_step_loop_with_gradients`,
-tests/core/model/recurrence/test_recurrence.py). The published models
-clip, so they keep the step loop. Which path a `BiLM` takes is chosen in this package's `__init__.py`.
+The +1 forget bias is added at run time, not stored (hdf5 round trips stay exact).
+Rows are sorted longest first, and step t runs the first `batch_sizes[t]` rows only.
 """
 
 from __future__ import annotations
@@ -58,9 +28,8 @@ LSTMState = tuple[torch.Tensor, torch.Tensor]
 """(h [batch, projection_dim], c [batch, dim]) of one layer."""
 
 StackOutputs = tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]
-"""What running both LSTM stacks gives: each layer's output per direction, time-major
-([steps, batch, P]; the backward outputs already in forward time order), and `order`:
-row r of the outputs is batch row `order[r]`."""
+"""Each layer's output per direction, time-major [steps, batch, P] (backward ones in forward
+time order), and `order`: output row r is batch row `order[r]`."""
 
 
 StackRun = tuple[list[torch.Tensor], list[LSTMState]]
@@ -75,23 +44,15 @@ small enough that the block's pre-activations stay small (4 MB for the original 
 
 
 def input_block_steps(batch_size: int) -> int:
-    """Steps per input product for a batch of `batch_size` rows: `INPUT_BLOCK_ROWS` rows or more."""
     return max(1, -(-INPUT_BLOCK_ROWS // max(batch_size, 1)))
 
 
 def lstm_gates(z: torch.Tensor, c: torch.Tensor, cell_clip: float | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The element-wise part of one step: new cell state and the gated output.
+    """The element-wise part of one step: `(c', sigmoid(o) * tanh(c'))`, before the projection.
 
-    Args:
-        z: Pre-activations with the forget bias already added, blocks i, j, f, o.
-        c: Previous cell state.
-        cell_clip: Clip the new cell state to [-cell_clip, cell_clip] (None/0: no clip).
+    `z` holds the pre-activations, forget bias added. `cell_clip` None or 0: no clip.
 
-    Returns:
-        `(c', sigmoid(o) * tanh(c'))`, the second before the projection.
-
-    Shape:
-        z: [n, 4 * dim]; c: [n, dim] -> ([n, dim], [n, dim])
+    Shape: z [n, 4 * dim], c [n, dim] -> ([n, dim], [n, dim])
     """
     i, j, f, o = z.chunk(4, dim=1)
     c_t = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
@@ -103,12 +64,7 @@ def lstm_gates(z: torch.Tensor, c: torch.Tensor, cell_clip: float | None) -> tup
 def _lstm_gates_in_place(
     z: torch.Tensor, c: torch.Tensor, cell_clip: float | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """`lstm_gates` computed inside `z`, which it overwrites (inference only: no autograd).
-
-    The same operations in the same order, so the same values, without the eight
-    [n, dim] temporaries; both results are views into `z`.
-    """
-    i, j, f, o = z.chunk(4, dim=1)
+    i, j, f, o = z.chunk(4, dim=1)  # `lstm_gates` inside z: the same operations in the same order
     c_t = f.sigmoid_().mul_(c).add_(i.sigmoid_().mul_(j.tanh_()))
     if cell_clip:
         c_t.clamp_(-cell_clip, cell_clip)
@@ -122,13 +78,9 @@ def _tanh(x: torch.Tensor) -> torch.Tensor:
 def lstm_gates_bf16(
     pre: torch.Tensor, bias: torch.Tensor, recurrent: torch.Tensor, c: torch.Tensor, cell_clip: float | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """`lstm_gates` of a bf16 step from its two bf16 products: float32 sums, gates and state.
+    """`lstm_gates` of a bf16 step: float32 sums (the float32 step's order), gates and cell state.
 
-    Each gate sums `(x W_x + B) + forget bias + h W_h` in float32, in the float32 step's
-    order. Returns the new cell state and the gated output in bf16 (the projection's input).
-
-    Shape: pre, recurrent [n, 4D] bf16; bias [4D] float32; c [n, D] float32
-        -> ([n, D] float32, [n, D] bf16)
+    Shape: pre, recurrent [n, 4D] bf16, bias [4D], c [n, D] -> (c' [n, D], bf16 gated [n, D])
     """
     p_i, p_j, p_f, p_o = pre.float().chunk(4, dim=1)  # block order i, j, f, o
     b_i, b_j, b_f, b_o = bias.chunk(4)
@@ -140,13 +92,12 @@ def lstm_gates_bf16(
 
 
 bf16_gates = fused_kernel(lstm_gates_bf16, dynamic=True)  # rows change at every step
-"""`lstm_gates_bf16` in one pass (torch.compile; torch's eager operators where it cannot build)."""
+"""`lstm_gates_bf16` in one pass (torch.compile), or on torch's eager operators where it cannot build."""
 
 _COMPILED_GATES = None
 
 
 def _compiled_gates():
-    """`lstm_gates` fused into one kernel by torch.compile (compiled once, on first use)."""
     global _COMPILED_GATES
     if _COMPILED_GATES is None:
         _COMPILED_GATES = torch.compile(lstm_gates, dynamic=True)
@@ -154,19 +105,12 @@ def _compiled_gates():
 
 
 def compile_recurrence(module: nn.Module, enabled: bool = True) -> nn.Module:
-    """Fuse each LSTM step's element-wise work with torch.compile, in every cell of `module`.
+    """Fuse each step's element-wise work with torch.compile, in every cell of `module`.
 
-    Each time step runs a recurrent product, about ten element-wise operations and a
-    projection; on a GPU each of those is a kernel launch, so small and medium batches
-    are bound by launch latency. Fusing the element-wise part (`lstm_gates`) into one
-    kernel removes most launches. The values are those of the eager code up to float
-    rounding (the fused kernel may evaluate sigmoid/tanh differently; tested at
-    atol 1e-5). The first call compiles (tens of seconds; shapes are dynamic, so it does
-    not recompile per batch). Needs a working torch.compile backend (Triton on CUDA, a
-    C++ compiler on the CPU).
+    Fewer kernel launches per step on a GPU, the same values up to float rounding.
 
     Args:
-        module: An `Elmo`, `BiLM` or anything containing `LSTMCellWithProjection`s.
+        module: An `Elmo`, `BiLM` or anything holding `LSTMCellWithProjection`s.
         enabled: False restores the eager step.
 
     Returns:
@@ -179,9 +123,7 @@ def compile_recurrence(module: nn.Module, enabled: bool = True) -> nn.Module:
 
 
 def reverse_index(lengths: torch.Tensor, num_steps: int) -> torch.Tensor:
-    """Index that reverses each row over its own length and leaves its padding in place.
-
-    Used with `gather` on a time-major tensor; it is its own inverse.
+    """Index that reverses each row over its own length, padding left in place (its own inverse).
 
     Shape: lengths [batch] int64 -> [num_steps, batch] int64
     """
@@ -191,21 +133,19 @@ def reverse_index(lengths: torch.Tensor, num_steps: int) -> torch.Tensor:
 
 
 def sort_rows(lengths: torch.Tensor, num_steps: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    """Rows sorted longest first (stable): `(sorted_lengths, order, batch_sizes)`, where
-    `batch_sizes[t]` counts the rows still running at step t (as in `PackedSequence`)."""
+    """`(sorted_lengths, order, batch_sizes)`: rows longest first, and the rows running per step."""
     sorted_lengths, order = lengths.sort(descending=True, stable=True)
     steps = torch.arange(num_steps, device=lengths.device)
     return sorted_lengths, order, (sorted_lengths[None, :] > steps[:, None]).sum(dim=1).tolist()
 
 
 class LSTMCellWithProjection(nn.Module):
-    """One LSTM layer of one direction, run over a whole (sorted, time-major) batch.
+    """One LSTM layer of one direction, run over a sorted, time-major batch.
 
-    Parameters (bilm-tf names in brackets; torch `Linear` weights are the transposes):
+    Parameters with their bilm-tf names (torch weights are the transposes), rows in gate order i, j, f, o:
         input_linear: Linear(input_size, 4 * dim) with bias (`W_0[:input_size]`, `B`).
         state_linear: Linear(projection_dim, 4 * dim), no bias (`W_0[input_size:]`).
         state_projection: Linear(dim, projection_dim), no bias (`W_P_0`).
-    The 4 * dim rows keep the file's gate order i, j, f, o.
     """
 
     def __init__(
@@ -235,32 +175,24 @@ class LSTMCellWithProjection(nn.Module):
         fused: bool | None = None,
         final_state: bool = True,
     ) -> tuple[torch.Tensor, LSTMState | None]:
-        """Run the cell over every time step.
+        """Run the cell over every time step: the step loop, or one `torch.lstm` call.
 
         Args:
-            inputs: Time-major inputs, rows sorted by length (longest first).
-            batch_sizes: Rows still running at each step (non-increasing, as in
-                `PackedSequence`); `batch_sizes[t] <= batch`.
-            initial_state: `(h, c)` to start from; zeros when omitted.
-            fused: Run as one `torch.lstm` call (see the module docstring). None: when
-                it is exact (`can_fuse`). Rows that run no step at all always take the
-                step loop.
-            final_state: False when the caller does not read the final `(h, c)` (a
-                stateless biLM); the fused path on the CPU then runs the padded batch,
-                whose backward avoids the packed one's zero-fill of the whole input
-                gradient at every step.
+            inputs: Time-major inputs, rows sorted longest first.
+            batch_sizes: Rows still running at each step (non-increasing).
+            initial_state: `(h, c)` to start from. Zeros when omitted.
+            fused: One `torch.lstm` call. None: when it is exact (`can_fuse`).
+            final_state: False when nobody reads the final `(h, c)`.
 
         Raises:
             ValueError: for `fused=True` on a cell that clips or is int8.
 
         Returns:
-            `(outputs, (h, c))`: outputs are zero where a row has ended; `(h, c)` is each
-            row's state after its own last step (None with `final_state=False`).
+            `(outputs, (h, c))`: outputs zero where a row has ended, and each row's state
+            after its own last step (None with `final_state=False`).
 
         Shape:
-            inputs: [steps, batch, input_size]
-            outputs: [steps, batch, projection_dim]
-            h: [batch, projection_dim]; c: [batch, dim]
+            inputs [steps, batch, input_size] -> outputs [steps, batch, projection_dim]
         """
         if fused and not self.can_fuse:
             raise ValueError(
@@ -275,7 +207,6 @@ class LSTMCellWithProjection(nn.Module):
     def _forward_steps(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LSTMState | None
     ) -> tuple[torch.Tensor, LSTMState]:
-        """`forward` as a Python loop over the steps (the reference; clips applied)."""
         num_steps, batch_size, _ = inputs.shape
         D = self.dim
         if initial_state is None:
@@ -302,9 +233,9 @@ class LSTMCellWithProjection(nn.Module):
                 pre = self._input_products(inputs[t : t + block], bf16).unbind(0)
             n = batch_sizes[t]
             pre_t = pre[t % block]
-            if bf16:  # the [n, 4D] product in bf16; the sums and the gates in one pass
+            if bf16:  # the [n, 4D] product in bf16, then the sums and the gates in one pass
                 recurrent = bf16_matmul(h[:n].to(torch.bfloat16), self.state_linear.weight)
-                c_t, gated = bf16_gates(pre_t[:n], self.input_linear.bias, recurrent, c[:n], self.cell_clip)
+                c_t, gated = bf16_gates(pre_t[:n], self.input_linear.bias.detach(), recurrent, c[:n], self.cell_clip)
             else:
                 c_t, gated = gates(self._step_sum(pre_t[:n], h[:n], grad, float_linears), c[:n], self.cell_clip)
             h_t = bf16_matmul(gated, self.state_projection.weight).float() if bf16 else self.state_projection(gated)
@@ -326,7 +257,6 @@ class LSTMCellWithProjection(nn.Module):
         return (torch.stack(outputs) if outputs else output), (h, c)
 
     def _step_sum(self, pre: torch.Tensor, h: torch.Tensor, grad: bool, float_linears: bool) -> torch.Tensor:
-        """`pre + h @ W_h` of one step, [n, 4D]: the float32 or int8 step's pre-activations."""
         if grad:
             return pre + self.state_linear(h)
         if float_linears:  # in one product: one [n, 4D] tensor per step
@@ -336,8 +266,6 @@ class LSTMCellWithProjection(nn.Module):
         return z
 
     def _takes_columns(self, inputs: torch.Tensor) -> bool:
-        """True for float32 inference on the CPU (no autograd, autocast, int8 or compiled
-        gates): the step loop then runs on columns."""
         return (
             inputs.device.type == "cpu"
             and inputs.dtype == torch.float32
@@ -350,20 +278,13 @@ class LSTMCellWithProjection(nn.Module):
     def _forward_columns(
         self, inputs: torch.Tensor, batch_sizes: list[int], h: torch.Tensor, c: torch.Tensor
     ) -> tuple[torch.Tensor, LSTMState]:
-        """`_forward_steps` with the state as columns, for float32 inference on the CPU.
-
-        The row loop's operations on transposed operands (see the module docstring): each
-        product reads a weight in its stored layout (`W @ columns`), the pre-activations
-        and each step's `z` go into two buffers made once per call, and the state keeps
-        only the columns still running, so every element-wise step is contiguous.
-
-        Shape: inputs [steps, batch, input_size]; h [batch, P]; c [batch, D]
-            -> outputs [steps, batch, P], (h [batch, P], c [batch, D])
+        """The step loop on columns (h [P, n], c [D, n]) for float32 inference on the CPU: each
+        product reads its weight as stored. Only MKL's summation order may differ (within 1e-6).
         """
         num_steps, batch_size, _ = inputs.shape
         D, running = self.dim, batch_size
         h_out, c_out = h.clone(), c.clone()  # the final states, row by row as rows end
-        h_cols = h.t().contiguous()  # [P, running]; replaced, never written in place
+        h_cols = h.t().contiguous()  # [P, running], replaced, never written in place
         c_cols = c.t().clone(memory_format=torch.contiguous_format)  # [D, running], updated in place
         output = inputs.new_zeros(num_steps, batch_size, self.projection_dim)
         w_x, w_h, w_p = self.input_linear.weight, self.state_linear.weight, self.state_projection.weight
@@ -396,14 +317,7 @@ class LSTMCellWithProjection(nn.Module):
         return output, (h_out, c_out)
 
     def _input_products(self, inputs: torch.Tensor, bf16: bool = False) -> torch.Tensor:
-        """`x @ W_x + B` plus the forget bias, for a block of steps (with `bf16`: `x @ W_x` alone, in bf16).
-
-        The products are computed a block of at least `INPUT_BLOCK_ROWS` rows at a time:
-        large enough for an efficient matrix product, while the [steps, batch, 4D]
-        pre-activations of a whole batch (130 MB for the original model at batch 32) are
-        never held at once. Returned as one tensor; `forward` takes it apart with
-        `unbind`, because indexing `pre[t]` would make each step's backward zero-fill a
-        gradient of the whole block.
+        """`x @ W_x + B` plus the forget bias for a block of steps (bf16: `x @ W_x` alone).
 
         Shape: inputs [steps, batch, input_size] -> [steps, batch, 4D]
         """
@@ -414,7 +328,7 @@ class LSTMCellWithProjection(nn.Module):
         # (`elmo_core.runtime.quantization`) replaces it too.
         # As one 2-D product: a strided 3-D input would take a slower batched product.
         pre = self.input_linear(inputs.reshape(-1, inputs.shape[-1])).view(*inputs.shape[:-1], 4 * self.dim)
-        pre[..., 2 * self.dim : 3 * self.dim] += FORGET_BIAS  # block order i, j, f, o; in place: no copy
+        pre[..., 2 * self.dim : 3 * self.dim] += FORGET_BIAS  # block order i, j, f, o, in place
         return pre
 
     @property
@@ -428,13 +342,8 @@ class LSTMCellWithProjection(nn.Module):
         return not self.cell_clip and not self.proj_clip and self.has_float_linears
 
     def torch_lstm_weights(self) -> list[torch.Tensor]:
-        """This cell's parameters in `torch.lstm`'s layout (differentiable functions of them).
-
-        `[w_ih, w_hh, b_ih, b_hh, w_hr]`, gate blocks reordered from bilm-tf's i, j, f, o
-        to torch's i, f, g, o (j is torch's g), the +1 forget bias folded into `b_ih`
-        and `b_hh` zero.
-
-        Shape: [4D, input_size], [4D, P], [4D], [4D], [P, D]
+        """`[w_ih, w_hh, b_ih, b_hh, w_hr]` for `torch.lstm`: blocks i, j, f, o as torch's i, f, g, o,
+        the +1 forget bias in `b_ih`.
         """
 
         def reorder(w: torch.Tensor) -> torch.Tensor:
@@ -454,14 +363,6 @@ class LSTMCellWithProjection(nn.Module):
     def _forward_fused(
         self, inputs: torch.Tensor, batch_sizes: list[int], initial_state: LSTMState | None, final_state: bool
     ) -> tuple[torch.Tensor, LSTMState | None]:
-        """`forward` as one `torch.lstm` call (see the module docstring).
-
-        The batch goes in packed, so each row stops at its own length, or, on the CPU
-        when nobody reads the final state, padded: every row then runs every step, but
-        the rows are sorted and right-padded, so a row's real steps come before its
-        padding and are unchanged; its outputs past its length are zeroed.
-        Every row must run at least one step (`batch_sizes[0] == batch`).
-        """
         num_steps, batch_size, _ = inputs.shape
         # Row b runs for as many steps as have batch_sizes[t] > b.
         sizes = torch.tensor(batch_sizes)
@@ -472,15 +373,12 @@ class LSTMCellWithProjection(nn.Module):
         # torch.lstm's flags after the weights: has_biases, num_layers, dropout, train, bidirectional.
         flags = (True, 1, 0.0, self.training, False)
         padded = not final_state and inputs.device.type == "cpu"
-        # The fused kernels take one dtype for inputs, weights and state; autocast does not
-        # cover them, so under autocast the recurrence runs in the weights' dtype. cuDNN
-        # warns that the reordered weights are not one flat buffer (they are copied into
-        # one per call, small next to the recurrence); oneDNN that it leaves projections to
-        # torch's own loop, which is the loop we want.
+        # The fused kernels take one dtype, and autocast does not cover them: the weights' dtype.
+        # cuDNN warns that the reordered weights are not one buffer (copied per call, cheap).
         with torch.autocast(inputs.device.type, enabled=False), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous chunk")
             warnings.filterwarnings("ignore", message="LSTM with projections is not supported with oneDNN")
-            if padded:
+            if padded:  # a row's padding comes after its real steps, its outputs there zeroed
                 outputs, _, _ = torch.lstm(inputs.to(dtype), (h0, c0), weights, *flags, False)  # batch_first=False
                 active = torch.arange(num_steps)[:, None] < lengths[None, :]  # [steps, batch]
                 return outputs * active[..., None].to(outputs.device), None
@@ -494,7 +392,6 @@ class LSTMCellWithProjection(nn.Module):
     def _fused_initial_state(
         self, inputs: torch.Tensor, initial_state: LSTMState | None, dtype: torch.dtype
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(h0, c0) as `torch.lstm` takes them: [1, batch, projection_dim] and [1, batch, dim], in `dtype`."""
         if initial_state is None:
             batch_size = inputs.shape[1]
             h0 = inputs.new_zeros(1, batch_size, self.projection_dim, dtype=dtype)
@@ -505,15 +402,10 @@ class LSTMCellWithProjection(nn.Module):
 
 
 class LSTMStack(nn.Module):
-    """`n_layers` cells of one direction, with bilm-tf's residual connections.
+    """`n_layers` cells of one direction, with bilm-tf's residual connections (docs/bilm_tf.md §5).
 
-    Layer 0 reads the token vectors; layer l >= 1 reads layer l-1's output. With
-    `use_skip_connections`, every layer l >= 1 reports `cell output + layer input`, and
-    that sum is also the next layer's input; the recurrent h inside a layer is the cell
-    output *without* the residual (TensorFlow `ResidualWrapper`; docs/bilm_tf.md §5).
-
-    Dropout (training only) is applied to every layer's input, as bilm-tf trained it
-    (0.1 for the published models; 0 at inference).
+    With `use_skip_connections`, layer l >= 1 outputs `cell output + layer input`. The
+    recurrent h stays the cell output. Training drops out every layer's input.
     """
 
     def __init__(
@@ -545,10 +437,7 @@ class LSTMStack(nn.Module):
     ) -> tuple[list[torch.Tensor], list[LSTMState | None]]:
         """Run every layer (`fused` and `final_state` as in `LSTMCellWithProjection.forward`).
 
-        Shape:
-            inputs: [steps, batch, input_size], time-major, rows sorted longest first
-            returns: one [steps, batch, projection_dim] output per layer (residual
-            included), and each layer's final `(h, c)`.
+        Shape: inputs [steps, batch, input_size] -> per layer [steps, batch, projection_dim], final states.
         """
         outputs: list[torch.Tensor] = []
         final_states: list[LSTMState | None] = []

@@ -227,9 +227,9 @@ def test_fused_bf16_max_pool_equals_the_eager_max_exactly():
     from elmo_core.model.char_cnn import bf16_max_pool, max_pool_bf16
 
     torch.manual_seed(0)
-    y, bias = (torch.randn(5, 12, 9) * 4).to(torch.bfloat16), torch.randn(12)
+    y, bias = (torch.randn(5, 9, 12) * 4).to(torch.bfloat16), torch.randn(12)
     with torch.inference_mode():
         pooled = bf16_max_pool(y, bias)
         assert pooled.dtype == torch.float32
         assert torch.equal(pooled, max_pool_bf16(y, bias))
-        assert torch.equal(pooled, y.float().max(dim=2).values + bias)
+        assert torch.equal(pooled, y.float().max(dim=1).values + bias)
