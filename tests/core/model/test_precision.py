@@ -79,6 +79,28 @@ def test_cpu_bf16_default_model_stays_within_the_cosine_bounds_of_fp32_for_every
     assert not np.array_equal(fp32, bf16)  # the bf16 path did run
 
 
+@native_bf16
+def test_cpu_bf16_vectors_repeat_exactly_and_stay_within_bf16_rounding_under_other_batch_mates():
+    from elmo_core.runtime.threads import set_thread_policy, thread_policy
+
+    model = make_tiny_elmo(token_cache_words=0)
+    bf16 = torch.bfloat16
+    before = thread_policy()
+    set_thread_policy(2)  # a fixed count: the rule's own count follows the load
+    try:
+        first = embed_sentences(model, REAL_SENTENCES, layers="all", autocast_dtype=bf16)
+        again = embed_sentences(model, REAL_SENTENCES, layers="all", autocast_dtype=bf16)
+        # Reversed, with a long batch mate (other rows, padding and row counts per step), and alone.
+        mixed = embed_sentences(model, [["long"] * 40, *REAL_SENTENCES[::-1]], layers="all", autocast_dtype=bf16)
+        alone = [embed_sentences(model, [s], layers="all", autocast_dtype=bf16)[0] for s in REAL_SENTENCES]
+    finally:
+        set_thread_policy(before)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))
+    for a, b, c in zip(first, mixed[1:][::-1], alone):
+        np.testing.assert_allclose(b, a, rtol=0, atol=2e-2)
+        np.testing.assert_allclose(c, a, rtol=0, atol=2e-2)
+
+
 def test_fused_bf16_gates_compute_the_eager_gates():
     torch.manual_seed(0)
     pre, recurrent = ((torch.randn(6, 4 * 32) * 3).to(torch.bfloat16) for _ in range(2))
@@ -107,6 +129,27 @@ def test_bf16_weight_is_copied_once_and_follows_changes():
     second = bf16_weight(weight)
     assert second is not first
     torch.testing.assert_close(second.float(), weight.detach(), rtol=1e-2, atol=1e-2)
+
+
+@native_bf16
+def test_bf16_matmul_on_the_packed_weight_equals_the_plain_bf16_product_and_follows_changes():
+    from elmo_core.model.precision import _COPIES, bf16_matmul
+
+    torch.manual_seed(0)
+    linear = torch.nn.Parameter(torch.randn(96, 64), requires_grad=False)
+    conv = torch.nn.Parameter(torch.randn(48, 16, 4), requires_grad=False)  # [count, E, width], as a char CNN bank
+    with torch.inference_mode():
+        for weight in (linear, conv):
+            for rows in (1, 7, 190):
+                x = torch.randn(rows, weight[0].numel()).to(torch.bfloat16)
+                expected = torch.nn.functional.linear(x, bf16_weight(weight).flatten(1))
+                assert torch.equal(bf16_matmul(x, weight), expected)
+        packed = _COPIES[(id(linear), "packed")][2]
+        bf16_matmul(x[:, :64], linear)
+        assert _COPIES[(id(linear), "packed")][2] is packed  # packed once, not per call
+        linear.add_(1.0)
+        x = torch.randn(3, 64).to(torch.bfloat16)
+        assert torch.equal(bf16_matmul(x, linear), torch.nn.functional.linear(x, bf16_weight(linear)))
 
 
 def test_bf16_copy_of_a_trainable_weight_lives_for_one_pass():
