@@ -21,8 +21,8 @@ import typer
 
 from ...files.text_files import check_output_is_new, check_output_spares_inputs
 from ...model.errors import ElmoError
-from ..training.commands import TrainingSettings
 from ..training.corpus import DEFAULT_SPLITTER
+from ..training.settings import TrainingSettings
 from .shared import command_group, plural, setting_option
 
 app = command_group("Prepare biLM training data: pretokenize raw text once, count the vocabulary, hold sentences out.")
@@ -61,8 +61,7 @@ def pretokenize(
     progress: ProgressOption = True,
 ) -> None:
     """Split raw paragraphs into tokenised sentences once, into one cache file."""
-    from ..training.commands import expand_files
-    from ..training.corpus import pretokenize_files
+    from ..training.corpus import expand_files, pretokenize_files
 
     started = time.monotonic()
     files = expand_files(inputs)
@@ -90,8 +89,8 @@ def vocab(
     progress: ProgressOption = True,
 ) -> None:
     """Count the words of the training text and write the softmax vocabulary."""
-    from ..training.commands import build_vocabulary, expand_files
-    from ..training.corpus import get_sentence_splitter
+    from ..training.corpus import expand_files, get_sentence_splitter
+    from ..training.vocab import build_vocabulary
 
     if vocab_size is not None and min_count is not None:
         raise ElmoError("give --vocab-size or --min-count, not both.")

@@ -16,7 +16,7 @@ from typer.core import TyperArgument, TyperCommand, TyperOption
 from ...model.elmo import Elmo
 from ...model.errors import ElmoError, SettingError
 from ...runtime.embedding import EmbedSettings
-from ..training.commands import TrainingSettings
+from ..training.settings import TrainingSettings
 
 METAVARS: dict[object, str] = {int: "N", float: "NUMBER", str: "TEXT", Path: "PATH"}
 """How an option's help names its value, by its type, where the option names none of its

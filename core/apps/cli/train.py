@@ -21,8 +21,8 @@ import typer
 
 from ...files.text_files import check_input_file
 from ...model.environment import environment_value
-from ..training.commands import STOP_SETTINGS, TrainingSettings
-from ..training.trainer import CHECKPOINT_NAME
+from ..training.checkpoint import CHECKPOINT_NAME
+from ..training.settings import STOP_SETTINGS, TrainingSettings
 from .shared import plural
 
 __all__ = ["train"]

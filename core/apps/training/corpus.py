@@ -18,14 +18,16 @@ W-th line (`rank::world_size`), so their shares are disjoint.
 
 from __future__ import annotations
 
+import glob
 import io
 import random
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ...files.atomic_files import atomic_path
-from ...files.text_files import open_text
+from ...files.text_files import is_stream, open_text
 from ...files.tokenizers import get_tokenizer
+from ...model.errors import ElmoError
 from ..console import progress_bar
 
 __all__ = ["get_sentence_splitter", "hold_out", "iter_sentences"]
@@ -175,3 +177,27 @@ def _pretokenize_one(args: tuple[str, str]) -> tuple[str, int, int]:
         num_sentences += 1
         num_tokens += len(sentence)
     return buffer.getvalue(), num_sentences, num_tokens
+
+
+def expand_files(patterns: Sequence[str | Path]) -> list[Path]:
+    """Paths, with glob patterns (`train/*.txt.xz`) expanded in sorted order; a stream
+    (`-` for standard input, a pipe) is kept as it is.
+
+    Raises:
+        ElmoError: if a pattern matches nothing or a named file does not exist.
+    """
+    files: list[Path] = []
+    for pattern in patterns:
+        text = str(pattern)
+        if is_stream(text):
+            files.append(Path(text))
+        elif any(c in text for c in "*?["):
+            matches = sorted(glob.glob(text))
+            if not matches:
+                raise ElmoError(f"no file matches {text!r}.")
+            files.extend(Path(m) for m in matches)
+        elif not Path(text).is_file():
+            raise ElmoError(f"file {text} does not exist.")
+        else:
+            files.append(Path(text))
+    return files

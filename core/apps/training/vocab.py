@@ -19,6 +19,7 @@ its cutoffs assume that frequent words have small ids.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -26,6 +27,8 @@ from pathlib import Path
 from ...files.atomic_files import atomic_write
 from ...files.text_files import iter_lines
 from ...model.checks import check_int
+from ..console import progress_bar
+from .corpus import Splitter, iter_sentences
 
 __all__ = ["Vocabulary"]
 
@@ -33,6 +36,10 @@ BOS = "<S>"
 EOS = "</S>"
 UNK = "<UNK>"
 SPECIAL_TOKENS = (BOS, EOS, UNK)  # ids 0, 1, 2, in bilm-tf's vocab-file order
+
+DEFAULT_VOCAB_SIZE = 100_000
+
+logger = logging.getLogger(__name__)
 
 
 class Vocabulary:
@@ -199,3 +206,21 @@ class Vocabulary:
             return cls(tokens, counts)
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from None
+
+
+def build_vocabulary(
+    files: Sequence[Path],
+    splitter: Splitter | None,
+    *,
+    vocab_size: int | None,
+    min_count: int | None,
+    progress: bool = False,
+) -> Vocabulary:
+    """Count the words of `files` (one full pass) and keep the frequent ones; `progress`
+    shows a bar of the sentences counted on stderr."""
+    if vocab_size is None and min_count is None:
+        vocab_size = DEFAULT_VOCAB_SIZE
+    logger.info("building the vocabulary from %d file%s", len(files), "" if len(files) == 1 else "s")
+    sentences = iter_sentences(files, splitter)
+    with progress_bar(None, unit=" sentences", desc="counting words", show=progress, items=sentences) as bar:
+        return Vocabulary.build(bar, min_count=min_count or 1, max_size=vocab_size)
