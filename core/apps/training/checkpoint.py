@@ -1,10 +1,7 @@
-"""Checkpoint files of `Trainer`: what they hold, and the RNG and file helpers around them.
+"""`Trainer` checkpoints: what they hold, written and read back, for an exact resume.
 
-Checkpoints resume exactly: model, optimiser (and fp16 grad scaler), step and token
-counters, every rank's data position and every rank's Python / NumPy / torch RNG states.
-
-A checkpoint is a `torch.save`d dict of tensors and plain Python values only, so that
-`torch.load(..., weights_only=True)` reads it (no pickled objects):
+A checkpoint is a `torch.save`d dict of tensors and plain values, so that
+`torch.load(..., weights_only=True)` reads it:
 
     format, version, step, tokens_seen, elapsed_s, world_size
     options, head_config, dropout, vocab, vocab_counts      -> lm_from_checkpoint()
@@ -42,8 +39,8 @@ def load_checkpoint_file(path: str | Path) -> dict[str, Any]:
     """Read a checkpoint written by `Trainer.save` (tensors on the CPU).
 
     Raises:
-        ElmoError: (a ValueError) if the file is missing, empty, cut short or damaged, or
-            not a training checkpoint of this package: one line naming it and the fix.
+        ElmoError: One line naming the file and the fix, if it is missing, empty, damaged
+            or not a training checkpoint.
     """
     path = check_input_file(path, "checkpoint", streams="a checkpoint is read as a file")
     if path.stat().st_size == 0:
@@ -63,7 +60,7 @@ def load_checkpoint_file(path: str | Path) -> dict[str, Any]:
 
 
 def lm_from_checkpoint(state: dict[str, Any], *, dropout: float | None = None) -> tuple[BiLMLanguageModel, Vocabulary]:
-    """A model (random weights; `load_checkpoint` fills them) and vocabulary shaped as in `state`."""
+    """A model with random weights, and a vocabulary, shaped as in `state`."""
     head = state["head_config"]
     lm = BiLMLanguageModel(
         BiLMOptions.from_dict(state["options"]),
@@ -76,7 +73,7 @@ def lm_from_checkpoint(state: dict[str, Any], *, dropout: float | None = None) -
 
 
 def checkpoint_state(trainer: Trainer, elapsed_s: float = 0.0) -> dict[str, Any]:
-    """Everything needed to resume exactly (collective under DDP: gathers per-rank state)."""
+    """Everything needed to resume `trainer` exactly. Collective under DDP."""
     stream_state = trainer.stream.state_dict() if hasattr(trainer.stream, "state_dict") else None
     rank_state = {"stream": stream_state, "rng": get_rng_state(trainer.device)}
     if trainer.distributed:
@@ -109,11 +106,10 @@ def checkpoint_state(trainer: Trainer, elapsed_s: float = 0.0) -> dict[str, Any]
 
 
 def restore_checkpoint(trainer: Trainer, state: dict[str, Any]) -> None:
-    """Restore `state` into `trainer` (built with the checkpoint's model and vocab).
+    """Restore `state` into `trainer`, built with the checkpoint's model and vocab.
 
     Raises:
-        ValueError: if the checkpoint's vocabulary, world size or model shapes differ from
-            the trainer's.
+        ValueError: If the vocabulary, world size or model shapes differ from the trainer's.
     """
     if state["vocab"] != trainer.vocab.tokens:
         raise ValueError(

@@ -1,7 +1,6 @@
-"""What `elmo train`, `elmo perplexity` and `elmo data` do, as functions.
+"""What `elmo train` and `elmo perplexity` do, as functions callable without a shell.
 
-The typer layer (`elmo_core.apps.cli`) only parses arguments and prints;
-everything else is here, so that it can be called and tested without a shell.
+The typer layer (`elmo_core.apps.cli`) only parses arguments and prints.
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ logger = logging.getLogger(__name__)
 
 
 def _shared_vocabulary(make: Any, distributed: bool) -> Vocabulary:
-    """Rank 0 makes the vocabulary; the others receive it."""
     if not distributed:
         return make()
     box: list[Any] = [None]
@@ -51,23 +49,21 @@ def _shared_vocabulary(make: Any, distributed: bool) -> Vocabulary:
 def run_training(
     settings: TrainingSettings | None = None, /, *, stop_on_signals: bool = False, **fields: Any
 ) -> dict[str, Any]:
-    """Train (or continue training) a biLM language model; see `elmo train --help`.
+    """Train, or continue training, a biLM language model. See `elmo train --help`.
 
     Args:
         settings: The run's `TrainingSettings`.
-        stop_on_signals: On Ctrl-C (SIGINT) or SIGTERM, stop at the next step boundary and
-            save a checkpoint to resume from (`Trainer.fit`); what `elmo train` does.
-        **fields: `TrainingSettings` fields, as keywords: the settings when `settings` is
-            None (`run_training(train=[...], valid=None, out="run", options="options.json")`),
-            else changes to it.
+        stop_on_signals: On Ctrl-C or SIGTERM, stop at the next step and save a
+            checkpoint (`Trainer.fit`), as `elmo train` does.
+        **fields: `TrainingSettings` fields: the settings when `settings` is None
+            (`run_training(train=[...], out="run", options="options.json")`), else changes to it.
 
     Returns:
-        The trainer's summary (`step`, `tokens`, `elapsed_s`, `valid_*ppl`; `interrupted`
-        with `stop_on_signals`).
+        `Trainer.fit`'s summary.
 
     Raises:
-        ElmoError: for missing or conflicting arguments.
-        TypeError: for a keyword that is not a `TrainingSettings` field.
+        ElmoError: For missing or conflicting arguments.
+        TypeError: For a keyword that is not a `TrainingSettings` field.
     """
     if settings is None:
         settings = TrainingSettings(**fields)
@@ -105,9 +101,6 @@ def run_training(
 
 @dataclass
 class _Start:
-    """Where a run starts: the language model, its vocabulary, the optimisation settings,
-    the data settings (stored in every checkpoint), and a checkpoint to restore, if any."""
-
     lm: BiLMLanguageModel
     vocabulary: Vocabulary
     config: TrainConfig
@@ -121,9 +114,6 @@ class _Start:
 
 
 def _start_from_checkpoint(resume: str | Path, train: Sequence[str | Path] | None, stop: dict[str, Any]) -> _Start:
-    """`--resume`: model, optimiser, data position and RNG exactly as the checkpoint left them;
-    the data settings come from the checkpoint, the stopping and logging ones (and a new
-    learning rate, if given) from `stop`."""
     state = load_checkpoint_file(resume)
     data = state["extra"]["data"]
     if train:
@@ -138,8 +128,7 @@ def _start_from_checkpoint(resume: str | Path, train: Sequence[str | Path] | Non
 
 
 def _start_from_scratch_or_folder(settings: TrainingSettings, distributed: bool) -> _Start:
-    """`--options` (a new model) or `--model` (a model folder: its weights, and its
-    vocabulary and softmax when it has them; otherwise a new vocabulary and softmax)."""
+    # A model folder without a softmax gets a new vocabulary and softmax.
     data, config = settings.data_settings(), settings.train_config()
     options, model, vocab, dropout = settings.options, settings.model, settings.vocab, settings.dropout
     if not data["train"]:
@@ -176,7 +165,6 @@ def _start_from_scratch_or_folder(settings: TrainingSettings, distributed: bool)
 def _make_trainer(
     start: _Start, valid: str | Path | None, out: str | Path, device: str, rank: int, world_size: int, prefetch: int
 ) -> Trainer:
-    """The trainer over this rank's share of the data stream, restored from the checkpoint if any."""
     data, split = start.data, start.splitter()
     files = [Path(p) for p in data["train"]]
     if next(iter_sentences(files, split), None) is None:  # before any progress bar is drawn
@@ -227,13 +215,13 @@ def run_perplexity(
     """Perplexity of a model folder's language model over each file's sentences.
 
     Args:
-        files: Raw text (one paragraph per line; split by `splitter`) or, with
-            `pretokenized`, one tokenised sentence per line; `-` is standard input.
-        model: A model folder with a language-model head; the default model when None.
-        progress: Show a progress bar per file on stderr (tqdm), in tokens.
+        files: Raw text, one paragraph per line, split by `splitter`. With `pretokenized`,
+            one tokenised sentence per line. `-` is standard input.
+        model: A model folder with a language-model head. None: the default model.
+        progress: Show a progress bar per file on stderr, in tokens.
 
     Raises:
-        WeightFileError: if there is no such model, or it has no language-model head.
+        WeightFileError: If there is no such model, or it has no language-model head.
     """
     folder = resolve_model_source(model).folder
     assert folder is not None  # one path (or none: the default model) always names a folder

@@ -1,8 +1,4 @@
-"""`TrainConfig`: the optimisation and bookkeeping settings of a `Trainer`.
-
-Each field's `metadata["help"]` (`option_help`) is the help of `elmo train`'s option of
-the same name.
-"""
+"""`TrainConfig`: the optimisation and bookkeeping settings of a `Trainer`."""
 
 from __future__ import annotations
 
@@ -16,53 +12,39 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
 def option_help(text: str, **cli: Any) -> dict[str, Any]:
-    """A settings field's metadata: `help`, the help of the `elmo train` option made from the
-    field, and `cli`, anything the option needs besides (`type`: its type, where the
-    field's does not suit a command line; `metavar`: how help names its value)."""
+    """A settings field's metadata: the help of its `elmo train` option, and `cli` extras.
+
+    `cli` may hold `type` (where the field's type does not suit a command line) and
+    `metavar` (how help names the value).
+    """
     return {"help": text, "cli": cli}
 
 
 @dataclass(kw_only=True)
 class TrainConfig:
-    """Optimisation and bookkeeping settings (the model's are in `BiLMOptions`).
+    """Optimisation and bookkeeping settings. The model's are in `BiLMOptions`.
 
     Attributes:
-        optimizer: "adam" (default; lr 1e-3) or "adagrad" (bilm-tf's choice: lr 0.2,
-            initial accumulator 1.0).
-        lr: Learning rate; None = the optimizer's default above. Constant (no schedule);
-            a resumed run may be given a new one (`elmo train --resume ... --lr`), which holds
-            from its first step on.
-        clip_norm: Clip the global gradient norm of the mean loss to this (10.0, bilm-tf's
-            `all_clip_norm_val`; see the module docstring for the 0.5 equivalence).
-            0 disables clipping.
-        precision: "auto" (bf16 autocast on CUDA, fp32 on CPU), "fp32", "bf16" or
-            "fp16" (uses a gradient scaler). On the CPU, bf16 needs native bf16 and fp16
-            is refused: neither may run slower than fp32
-            (`elmo_core.model.precision.check_cpu_precision`).
-        max_steps: Stop at this total step count (counted across resumes). None = no
-            step limit.
-        max_hours: Stop after this many hours of this invocation. None = no limit.
-        max_epochs: Stop at the end of this many passes over the training files (the data
-            stream's epochs, counted across resumes; bilm-tf's `n_epochs`). None = no limit.
-            `Trainer` sets it as its `TrainingStream`'s `epochs`. Under DDP every rank reads
-            its own share, and all stop when the first rank's share is done.
-        patience: Early stopping (module docstring): stop after this many validations in a
-            row without a lower validation perplexity than the best so far, and keep the
-            best-validated weights in the model folder. Needs validation sentences and
-            `validate_every` > 0; 1 stops at the first validation that is no better, a large
-            value only keeps the best model. None = no early stopping (the model folder
-            holds the last step's weights).
-        halve_lr_below: Halve the learning rate at each validation whose perplexity is not at
-            least this fraction below the best so far (module docstring); e.g. 0.05. Needs
-            validation sentences and `validate_every` > 0. None = a constant rate.
-        checkpoint_every: Write the checkpoint and the model folder every N steps (and
-            at the end). 0 = only at the end.
-        validate_every: Validation perplexity every N steps (and at the end); 0 = only
-            at the end. Ignored without validation sentences.
-        log_every: A row in `train_log.jsonl` every N steps.
+        optimizer: "adam" (lr 1e-3) or "adagrad" (bilm-tf's: lr 0.2).
+        lr: Constant learning rate. None: the optimizer's default. A resumed run may get a new one.
+        clip_norm: Clip the gradient norm of the mean loss to this. 10.0 is bilm-tf's
+            `all_clip_norm_val` (see `trainer`). 0: no clipping.
+        precision: "auto" (bf16 on CUDA, fp32 on CPU), "fp32", "bf16" or "fp16" (with a
+            gradient scaler). On a CPU, any that would run slower than fp32 is refused.
+        max_steps: Stop at this total step count, counted across resumes.
+        max_hours: Stop after this many hours of this invocation.
+        max_epochs: Stop after this many passes over the training files, counted across
+            resumes (bilm-tf's `n_epochs`). Under DDP, when the first rank's share is done.
+        patience: Early stopping (`early_stopping`): stop after this many validations
+            without a new best. 1 stops at the first one no better. None: off.
+        halve_lr_below: Halve the learning rate at each validation not at least this
+            fraction below the best (`optimizer`), e.g. 0.05. None: a constant rate.
+        checkpoint_every: Checkpoint and model folder every N steps. 0: only at the end.
+        validate_every: Validation every N steps. 0: only at the end.
+        log_every: A `train_log.jsonl` row every N steps.
         valid_batch_tokens: Batch budget for validation (memory only).
-        seed: Seeds Python, NumPy and torch (plus the rank, so dropout differs per rank).
-        progress: Show a tqdm bar (rank 0).
+        seed: Seeds Python, NumPy and torch. Each rank adds its rank, so dropout differs.
+        progress: Show a tqdm bar on rank 0.
     """
 
     # Each field's `metadata["help"]` is the help of `elmo train`'s option of the same name.
@@ -142,6 +124,6 @@ class TrainConfig:
 
 
 def config_from_checkpoint(state: dict[str, Any], **overrides: Any) -> TrainConfig:
-    """The checkpoint's `TrainConfig`, with `overrides` (e.g. a new max_steps)."""
+    """The checkpoint's `TrainConfig`, with `overrides` such as a new max_steps."""
     names = {f.name for f in fields(TrainConfig)}
     return TrainConfig(**{**{k: v for k, v in state["config"].items() if k in names}, **overrides})

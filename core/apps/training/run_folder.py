@@ -1,4 +1,4 @@
-"""The output folder of a run: the files it writes, and the rule that it never overwrites another run's.
+"""A run's output folder: the files it writes, and the rule that a run never overwrites another's.
 
 Rank 0 holds the folder's `FolderLock` for the run's life. A new run refuses a folder that
 holds a run's files, unless it resumes the checkpoint in it.
@@ -26,8 +26,10 @@ TRAINING_FILES = (CHECKPOINT_NAME, LOG_NAME, VOCAB_NAME, LM_HEAD_NAME, *MODEL_FO
 
 
 def check_glob_spares_out(pattern: str, out: Path) -> None:
-    """Refuse a --train glob that would pick up what the run writes in --out (`tg/*.txt`
-    with `--out tg` reads the run's own vocab.txt as training text when it is resumed)."""
+    """Refuse a --train glob that would read what the run writes in --out.
+
+    `tg/*.txt` with `--out tg` would read the run's own vocab.txt when it is resumed.
+    """
     folder, name = os.path.split(pattern)
     if not any(c in name for c in "*?[") or any(c in folder for c in "*?["):
         return
@@ -43,14 +45,12 @@ def check_glob_spares_out(pattern: str, out: Path) -> None:
 
 
 def own_out_folder(out: Path, resume: str | Path | None, rank: int, distributed: bool) -> FolderLock | None:
-    """Rank 0 (the process that writes) takes --out's `FolderLock` for the run's life, before
-    anything is read or written, and checks that --out holds no other run's work
-    (`check_no_other_run`); the other ranks learn its answer. A killed run's lock dies
-    with it, so the next run resumes its folder.
+    """Rank 0 locks --out for the run's life and checks it (`check_no_other_run`).
+
+    The other ranks learn its answer. A killed run's lock dies with it.
 
     Raises:
-        ElmoError: on every rank, at once, when another run holds --out, or --out holds
-            another run's files.
+        ElmoError: On every rank, when another run holds --out or its files are there.
     """
     answer: list[str | None] = [None]
     lock = None
@@ -72,11 +72,10 @@ def own_out_folder(out: Path, resume: str | Path | None, rank: int, distributed:
 
 
 def check_no_other_run(out: Path, resume: str | Path | None) -> None:
-    """Refuse an --out that holds files a run writes (`TRAINING_FILES`), unless this run
-    resumes the checkpoint in it: a run never overwrites another run's work.
+    """Refuse an --out that holds a run's files, unless this run resumes the checkpoint there.
 
     Raises:
-        ElmoError: one line naming --out, the files there, --resume and a fresh --out.
+        ElmoError: One line naming --out, the files there, --resume and a fresh --out.
     """
     if resume is not None and same_file(Path(resume).parent, out):
         return
@@ -103,12 +102,12 @@ def _busy_message(out: Path) -> str:
 
 
 def check_out_dir_is_new(out_dir: Path, is_main: bool, agree: Callable[[bool], bool]) -> None:
-    """`Trainer.fit`'s rule: refuse a new run (no checkpoint loaded, no earlier `fit`) in an
-    `out_dir` that holds a run's files, on every rank when rank 0 refuses: a run never
-    overwrites another run's work. `agree` is True on every rank when it is on any.
+    """`Trainer.fit`'s rule: a new run refuses an `out_dir` that holds a run's files.
+
+    `agree` is True on every rank when it is on any, so all ranks refuse with rank 0.
 
     Raises:
-        ElmoError: one line naming `out_dir`, the files there, `load_checkpoint` and a fresh folder.
+        ElmoError: One line naming `out_dir`, the files there, `load_checkpoint` and a fresh folder.
     """
     checkpoint = out_dir / CHECKPOINT_NAME
     fresh = "a fresh out_dir (a new or empty folder)."

@@ -34,30 +34,26 @@ STOP_SETTINGS = (
 
 
 def _cutoffs_from_text(text: str | None) -> list[int] | None:
-    """`--cutoffs 4000,20000` -> [4000, 20000]."""
     return [int(c) for c in text.split(",")] if text else None
 
 
 def _path_option(text: str, metavar: str = "FILE") -> dict[str, Any]:
-    """`option_help` for a path field that may be None (`metavar`: how help names it)."""
     return option_help(text, type=Path | None, metavar=metavar)
 
 
 @dataclass(kw_only=True)
 class TrainingSettings(TrainConfig):
-    """Everything `elmo train` takes: the `TrainConfig` fields (optimisation, stopping,
-    logging) and the run's data, output folder and starting point, one field per option of
-    the same name (`elmo train --help`, whose options are made from these fields: their
-    defaults, and `metadata["help"]`); plus `splitter`, the sentence splitter for raw text,
-    and `valid_batch_tokens`, which have no option.
+    """Everything `elmo train` takes: the `TrainConfig` fields plus the data, output folder
+    and starting point.
 
-    Exactly one starting point: `options` (a new model), `model` (continue from a model
-    folder: its weights, and its vocabulary and softmax when it has them) or `resume`
-    (a checkpoint: model, optimiser, data position and RNG exactly; the data settings
-    come from the checkpoint, the stopping and logging settings from these fields).
+    `elmo train --help` is made from these fields, one option each. `splitter` and
+    `valid_batch_tokens` have no option.
 
-    Checked on construction (`ElmoError`, in the options' spelling); the files are checked
-    by `check_files`, which `run_training` calls before anything is read or written.
+    Exactly one starting point: `options` (a new model), `model` (a model folder) or
+    `resume` (a checkpoint, exactly). A resumed run takes its data settings from the
+    checkpoint and its stopping and logging settings from here.
+
+    Numbers are checked on construction, files by `check_files`. Both raise `ElmoError`.
     """
 
     # The output folder, the data, and where the run starts.
@@ -154,9 +150,7 @@ class TrainingSettings(TrainConfig):
     )
 
     def __post_init__(self) -> None:
-        """Raise ElmoError unless there is exactly one starting point, one vocabulary size rule,
-        and every number is in range. (`TrainConfig`'s own checks, such as a stop condition,
-        run when the run's config is made: `train_config`, or the checkpoint's.)"""
+        # `TrainConfig`'s own checks run later, on `train_config()` or the checkpoint's config.
         if sum(x is not None for x in (self.options, self.model, self.resume)) != 1:
             raise ElmoError(
                 "give exactly one of --options options.json (a new model), --model DIR (continue from a "
@@ -167,7 +161,6 @@ class TrainingSettings(TrainConfig):
         self._check_numbers()
 
     def _check_numbers(self) -> None:
-        """Before the vocabulary is counted or anything is written, in the options' spelling."""
         check_int("--batch-tokens", self.batch_tokens, error=ElmoError)
         check_int("--max-steps", self.max_steps, none_ok=True, error=ElmoError)
         check_int("--max-epochs", self.max_epochs, none_ok=True, error=ElmoError)
@@ -211,13 +204,15 @@ class TrainingSettings(TrainConfig):
             raise ElmoError(f"--dropout must be in [0, 1); got {self.dropout}.")
 
     def check_files(self) -> None:
-        """Raise a one-line ElmoError, before anything is read or written, for a training file
-        that is a stream (it is read once per epoch), or an input that --out would replace:
-        --out itself, or a file there named as one the run writes (`TRAINING_FILES`); an --out
-        that is a file; a --valid file without sentences (only blank lines: the run would have
-        no validation perplexity); no stop condition, new run or resumed (`TrainConfig` refuses
-        it too, later and in its field names). The --resume checkpoint is the one file of --out
-        a run reads and then replaces."""
+        """Check the files before anything is read or written.
+
+        The --resume checkpoint is the one file of --out that a run reads and then replaces.
+
+        Raises:
+            ElmoError: One line, for a training file that is a stream (read once per epoch),
+                an input that --out would replace, an --out that is a file, a --valid file
+                without sentences, or no stop condition.
+        """
         reason = "elmo train reads its training files again on every epoch"
         train: list[tuple[str, str | Path | None]] = []
         for pattern in self.train or []:
@@ -242,22 +237,24 @@ class TrainingSettings(TrainConfig):
             )
 
     def stop_settings(self) -> dict[str, Any]:
-        """When to stop, validate, log and save: `TrainConfig` fields a run always takes from here."""
+        """When to stop, validate, log and save. A run always takes these from here."""
         return {name: getattr(self, name) for name in STOP_SETTINGS}
 
     def resume_settings(self) -> dict[str, Any]:
-        """The `TrainConfig` fields a resumed run takes from here rather than from its checkpoint:
-        `stop_settings`, and `lr`, `precision` and `halve_lr_below` when given (for the rest of
-        the run: none changes the data order, so the resume stays exact in everything else)."""
+        """The fields a resumed run takes from here, not from its checkpoint.
+
+        These are `stop_settings`, and `lr`, `precision` and `halve_lr_below` when given.
+        None of them changes the data order, so the resume stays exact otherwise.
+        """
         taken = ("lr", "precision", "halve_lr_below")
         given = {name: getattr(self, name) for name in taken if getattr(self, name) is not None}
         return {**self.stop_settings(), **given}
 
     def data_settings(self) -> dict[str, Any]:
-        """The data stream's settings, as every checkpoint stores them (globs expanded).
+        """The data stream's settings, as every checkpoint stores them, globs expanded.
 
         Raises:
-            ElmoError: if a training file does not exist or a glob matches nothing.
+            ElmoError: If a training file does not exist or a glob matches nothing.
         """
         return {
             "train": [str(p) for p in expand_files(self.train or [])],
@@ -270,18 +267,16 @@ class TrainingSettings(TrainConfig):
         }
 
     def train_config(self) -> TrainConfig:
-        """The optimisation, stopping and logging settings of a new run: this object's
-        `TrainConfig` fields, with precision "auto" when none is given.
+        """A new run's `TrainConfig` from these fields, with precision "auto" when none is given.
 
         Raises:
-            ValueError: if there is no stop condition (`TrainConfig`).
+            ValueError: If there is no stop condition.
         """
         config = {f.name: getattr(self, f.name) for f in fields(TrainConfig)}
         return TrainConfig(**{**config, "precision": self.precision or TrainConfig.precision})
 
 
 def halving_without_valid() -> str:
-    """The message for --halve-lr-below in a run without validation text."""
     return (
         "--halve-lr-below acts when the validation perplexity stops improving, but there is no --valid; "
         "give held-out text with --valid FILE, or leave --halve-lr-below out."
@@ -289,7 +284,6 @@ def halving_without_valid() -> str:
 
 
 def patience_without_valid() -> str:
-    """The message for --patience in a run without validation text."""
     return (
         "--patience stops when the validation perplexity stops improving, but there is no --valid; "
         "give held-out text with --valid FILE, or leave --patience out."
@@ -297,8 +291,7 @@ def patience_without_valid() -> str:
 
 
 def no_validation_sentences(valid: str | Path) -> str:
-    """The message for a --valid file without sentences: refused, since a run that was
-    asked for validation perplexity would train for hours without any."""
+    # Refused: a run asked for validation would train for hours without any.
     return (
         f"--valid {valid} holds no sentences, so there would be no validation perplexity; "
         "give held-out text, or leave --valid out to train without validation."

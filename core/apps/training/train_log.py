@@ -5,8 +5,8 @@ One JSON object per line:
     {"step": 500, "tokens": 1024000, "train_ppl": 412.3, "valid_forward_ppl": 390.1,
      "valid_backward_ppl": 401.7, "valid_ppl": 395.9, "elapsed_s": 812.4, "lr": 0.001}
 
-(`valid_*` are null on rows without a validation; `valid_ppl` is the average defined in
-`perplexity.py`; `tokens` counts words, without `<S>`/`</S>`, over all ranks.)
+`valid_*` are null on rows without a validation. `valid_ppl` is `Perplexity.average`.
+`tokens` counts words over all ranks.
 """
 
 from __future__ import annotations
@@ -26,12 +26,9 @@ LOG_NAME = "train_log.jsonl"
 
 
 def log_line(row: dict[str, Any], words_per_s: float | None = None) -> str:
-    """A `train_log.jsonl` row as one line for people (the file keeps every digit):
+    """A `train_log.jsonl` row as one line for people. What a row lacks is left out.
 
-        step N  loss L  ppl P  valid ppl V  lr R  words/s W  elapsed H:MM:SS
-
-    `loss` is the mean of both directions' (the log of `ppl`); what a row lacks (no
-    training steps since the last row, no validation) is left out.
+    `step N  loss L  ppl P  valid ppl V  lr R  words/s W  elapsed H:MM:SS`
     """
     parts = [f"step {row['step']}"]
     if row.get("train_ppl") is not None:
@@ -47,7 +44,7 @@ def log_line(row: dict[str, Any], words_per_s: float | None = None) -> str:
 
 
 class LogInterval:
-    """Running sums since the last log row (this rank)."""
+    """Running sums on this rank since the last log row."""
 
     def __init__(self) -> None:
         self.forward_nll = self.backward_nll = 0.0
@@ -71,7 +68,7 @@ class LogInterval:
 
 
 def truncate_log(path: Path, step: int) -> None:
-    """Drop log rows after `step` (written by the interrupted run after its checkpoint)."""
+    """Drop the rows after `step`, written by an interrupted run after its checkpoint."""
     if not path.is_file():
         return
     rows = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -1,21 +1,17 @@
-"""The training loop: optimiser, clipping, autocast, checkpoints, validation, data parallel.
+"""The training loop: the step, validation, and when to log and save.
 
 One step, on every rank r of W (W = 1 without torchrun):
 
     batch_r  = next(stream_r)                       disjoint lines of the data per rank
-    n_r      = predictions per direction in batch_r;  N = all_reduce_sum(n_r)
+    n_r      = predictions per direction in batch_r,  N = all_reduce_sum(n_r)
     loss_r   = (fwd_mean_r + bwd_mean_r) * n_r / (2N) * W
     backward through DistributedDataParallel       grads averaged over ranks ->
                                                     grad of the mean loss over all N
-    clip_grad_norm_(clip_norm); optimizer.step()
+    clip_grad_norm_(clip_norm), then optimizer.step()
 
-so a W-process step equals one process on the union of the W batches (up to float
-summation order). bilm-tf instead averaged the per-GPU mean losses and clipped the
-gradient of `unroll_steps` (20) x that loss at `all_clip_norm_val` = 10: the same as
-clipping our mean-loss gradient at 0.5 (Adam is indifferent to the scale, Adagrad nearly).
-
-Checkpoints (`checkpoint.py`), the log (`train_log.py`), early stopping and learning-rate
-halving (`early_stopping.py`, `optimizer.py`) are written and read by their own modules.
+So a W-process step equals one process on the union of the W batches (up to float
+summation order). bilm-tf clipped the gradient of `unroll_steps` (20) x its mean loss at
+`all_clip_norm_val` = 10: the same as clipping our mean-loss gradient at 0.5.
 """
 
 from __future__ import annotations
@@ -78,23 +74,20 @@ class StepResult:
 class Trainer:
     """Trains a `BiLMLanguageModel` on a stream of batches.
 
-    Args:
-        lm: The model (moved to `device`). Build it after seeding so that every rank
-            starts from the same weights (DDP also broadcasts rank 0's).
-        vocab: Its softmax vocabulary (saved with the model folder).
-        stream: This rank's batches: a `TrainingStream` or `PrefetchingStream`
-            (resumable; `config.max_epochs`, when set, becomes its `epochs`), or any
-            iterable of `Batch` (then checkpoints cannot restore the data position).
-        config: `TrainConfig`.
-        valid_sentences: Held-out tokenised sentences for validation perplexity (all of
-            them; each rank scores its share).
-        out_dir: Where rank 0 writes checkpoint, model folder and log. None = nowhere.
-        device: torch device of this rank.
-        elmo_settings: `Elmo` settings written to the model folder's config.json.
-        checkpoint_extra: Anything else to keep in the checkpoint (the CLI stores its data
-            settings there).
-
     Uses `torch.distributed` when a process group is initialised (`init_distributed`).
+
+    Args:
+        lm: The model, moved to `device`. Build it after seeding, so every rank starts
+            from the same weights.
+        vocab: Its softmax vocabulary, saved with the model folder.
+        stream: This rank's batches. A `TrainingStream` or `PrefetchingStream` resumes
+            exactly. Any other iterable of `Batch` restarts from its beginning.
+        config: The `TrainConfig`.
+        valid_sentences: Held-out tokenised sentences. Each rank scores its share.
+        out_dir: Where rank 0 writes checkpoint, model folder and log. None: nowhere.
+        device: This rank's torch device.
+        elmo_settings: `Elmo` settings for the model folder's config.json.
+        checkpoint_extra: More to keep in the checkpoint (the CLI's data settings).
     """
 
     def __init__(
@@ -197,7 +190,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> Perplexity | None:
-        """Perplexity on the validation sentences (each rank scores every W-th; summed)."""
+        """Perplexity on the validation sentences. Each rank scores every W-th, then they are summed."""
         if not self.valid_sentences:
             return None
         share = self.valid_sentences[self.rank :: self.world_size]
@@ -218,22 +211,21 @@ class Trainer:
     def fit(
         self, callback: Callable[[int, StepResult], None] | None = None, *, stop_on_signals: bool = False
     ) -> dict[str, Any]:
-        """Train until `max_steps` / `max_hours` (or the stream ends, or early stopping's
-        `patience` runs out); returns a summary (with `patience`: also `best_valid_ppl`,
-        `best_step` and `stopped_early`; with `stop_on_signals`: `interrupted`).
+        """Train until a stop condition of the `TrainConfig`, or the end of the stream.
 
-        Writes checkpoints, the model folder and log rows as configured (rank 0), and
-        always validates, logs and saves at the last step. Log rows go to the `logging`
-        module as one readable line each, through tqdm while the bar is shown, so that a
-        line never runs into the bar.
+        Rank 0 writes checkpoints, the model folder and log rows as configured. The last
+        step is always validated, logged and saved. Log rows go to `logging`, through tqdm
+        while the bar is shown.
 
         Args:
             callback: Called as `callback(step, result)` after every step.
-            stop_on_signals: Stop at the next step boundary on SIGINT (Ctrl-C) or SIGTERM,
-                and save the checkpoint an exact resume needs (without the last step's
-                validation); a second signal stops at once, without saving
-                (`elmo_core.apps.training.interrupt`). The summary's `interrupted` is True
-                when a signal stopped the run.
+            stop_on_signals: On SIGINT (Ctrl-C) or SIGTERM, stop at the next step and save
+                a checkpoint (`interrupt.StopSignals`). A second signal stops at once.
+
+        Returns:
+            `step`, `tokens`, `elapsed_s` and the last `valid_*ppl`. With `patience`, also
+            `best_valid_ppl`, `best_step` and `stopped_early`. With `stop_on_signals`,
+            `interrupted`.
         """
         from tqdm.contrib.logging import logging_redirect_tqdm
 
@@ -256,7 +248,6 @@ class Trainer:
             return self._finish_fit(run)
 
     def _leave_stream(self, run: _FitRun) -> None:
-        """Close the batch iterator; the stream keeps its position (a batch taken but not trained goes back)."""
         close = getattr(self._iterator, "close", None)
         if close is not None:  # a generator: the stream keeps its position
             close()  # (and a prefetching worker stops)
@@ -267,8 +258,6 @@ class Trainer:
             self._iterator = None
 
     def _train_until_stopped(self, run: _FitRun, bar: Any, callback: Callable[[int, StepResult], None] | None) -> None:
-        """Steps until `max_steps`, `max_hours` (on any rank) or the end of the stream; validates,
-        logs and saves on schedule, except at the last step (see `_finish_fit`)."""
         config = self.config
         while config.max_steps is None or self.step < config.max_steps:
             out_of_time = config.max_hours is not None and time.monotonic() - run.started > config.max_hours * 3600
@@ -307,8 +296,6 @@ class Trainer:
                 break
 
     def _validate_log_save_on_schedule(self, run: _FitRun) -> None:
-        """Validation every `validate_every` steps, a log row every `log_every` steps (and with
-        each validation), checkpoint and model folder every `checkpoint_every` steps."""
         config = self.config
         validate = config.validate_every and self.step % config.validate_every == 0
         valid = self.validate() if validate else None
@@ -322,16 +309,13 @@ class Trainer:
             run.saved_at = self.step
 
     def _validate_before_training(self, run: _FitRun) -> None:
-        """Early stopping's first reference: the model as it starts (so that a run that never
-        improves on it keeps it), logged as a row without train_ppl and written as the model
-        folder."""
+        """Early stopping's first reference: a run that never improves keeps the model it started with."""
         valid = self.validate()
         assert valid is not None  # Trainer refuses patience without validation sentences
         self._record_validation(run, valid)
         self._log_row(run.interval, valid, run.started)
 
     def _record_validation(self, run: _FitRun, valid: Perplexity) -> None:
-        """Note a validation; with early stopping, write the model folder when it is the best so far."""
         run.last_valid, run.validated_at = valid, self.step
         if self.plateau is not None:
             self.plateau.step(valid.average)
@@ -339,8 +323,7 @@ class Trainer:
             self.save_model_folder()
 
     def _finish_fit(self, run: _FitRun) -> dict[str, Any]:
-        """Validate (unless a signal stopped the run: it saves at once), log and save the last
-        step, unless already done; return `fit`'s summary."""
+        # A signal stopped the run: save at once, without validating.
         valid = self.validate() if run.validated_at != self.step and not run.interrupted else None
         if valid is not None:
             self._record_validation(run, valid)
@@ -365,14 +348,13 @@ class Trainer:
         return summary
 
     def _agree(self, flag: bool) -> bool:
-        """True on every rank if `flag` is True on any rank (all ranks stop together)."""
+        """True on every rank if `flag` is True on any rank, so all ranks stop together."""
         if not self.distributed:
             return flag
         t = self._all_reduce(torch.tensor([1.0 if flag else 0.0], dtype=torch.float64), dist.ReduceOp.MAX)
         return bool(t.item() > 0)
 
     def _all_reduce(self, t: torch.Tensor, op: Any = None) -> torch.Tensor:
-        """All-reduce a small CPU tensor (sum by default); moved to the GPU for nccl."""
         if not self.distributed:
             return t
         on_device = t.to(self.device) if dist.get_backend() == "nccl" else t
@@ -407,8 +389,10 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, started: float | None = None) -> None:
-        """Write `checkpoint.pt` and (without early stopping, which writes the model folder
-        only at a best validation) the model folder into `out_dir` (rank 0; collective)."""
+        """Write `checkpoint.pt` and the model folder into `out_dir` (rank 0, collective).
+
+        With early stopping, the model folder is written only at a best validation.
+        """
         elapsed = self.elapsed_before + (time.monotonic() - started if started is not None else 0.0)
         state = checkpoint_state(self, elapsed)
         if self.is_main and self.out_dir is not None:
@@ -419,7 +403,6 @@ class Trainer:
             self.save_model_folder()
 
     def save_model_folder(self) -> None:
-        """Write the model folder (`save_language_model`) into `out_dir` (rank 0)."""
         if self.is_main and self.out_dir is not None:
             # Building the Elmo to save draws random initial weights: keep that draw out of
             # the training RNG, or a run that saved here would differ from one resumed here.
@@ -434,11 +417,11 @@ class Trainer:
         self._out_dir_is_ours = True
 
     def load_checkpoint(self, checkpoint: str | Path | dict[str, Any]) -> None:
-        """Restore a checkpoint into this trainer (built with the checkpoint's model and vocab).
+        """Restore a checkpoint into this trainer, built with the checkpoint's model and vocab.
 
         Raises:
-            ValueError: if the checkpoint is not ours, or its vocabulary, world size or
-                model shapes differ from this trainer's.
+            ValueError: If it is not a checkpoint, or its vocabulary, world size or model
+                shapes differ from this trainer's.
         """
         state = load_checkpoint_file(checkpoint) if not isinstance(checkpoint, dict) else checkpoint
         restore_checkpoint(self, state)
@@ -449,7 +432,6 @@ class Trainer:
 
 
 def _limit_epochs(stream: Iterable[Batch], max_epochs: int) -> None:
-    """Make `stream` end after `max_epochs` passes over its files (`TrainingStream.epochs`)."""
     limited = getattr(stream, "stream", stream)  # a PrefetchingStream's TrainingStream
     if not hasattr(limited, "epochs"):
         raise ValueError(
@@ -461,8 +443,7 @@ def _limit_epochs(stream: Iterable[Batch], max_epochs: int) -> None:
 
 @dataclass
 class _FitRun:
-    """Where one `Trainer.fit` call stands: its start time, the running log interval, the
-    last validation, and the steps last validated and saved at (-1: not yet)."""
+    """Where one `Trainer.fit` call stands. Steps validated and saved at are -1 until then."""
 
     started: float
     interval: LogInterval = field(default_factory=LogInterval)
