@@ -81,7 +81,7 @@ class Trainer:
             from the same weights.
         vocab: Its softmax vocabulary, saved with the model folder.
         stream: This rank's batches. A `TrainingStream` or `PrefetchingStream` resumes
-            exactly. Any other iterable of `Batch` restarts from its beginning.
+            exactly. A checkpoint cannot restore the position of another iterable of `Batch`.
         config: The `TrainConfig`.
         valid_sentences: Held-out tokenised sentences. Each rank scores its share.
         out_dir: Where rank 0 writes checkpoint, model folder and log. None: nowhere.
