@@ -1,6 +1,6 @@
 """`elmo embed`'s Parquet writer: a piece per file, merged in line order into one OUTPUT.parquet.
 
-It has the interface of the hdf5 writer in `elmo_core.apps.embed_file` (`piece`, `merge`);
+It has the interface of the hdf5 writer `elmo_core.apps.hdf5_output` (`piece`, `merge`);
 the rows are those of every engine (`elmo_core.files.parquet_files`).
 """
 

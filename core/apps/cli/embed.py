@@ -23,15 +23,9 @@ from ...model.precision import check_cpu_precision
 from ...runtime.embedding import EmbedSettings, check_layers
 from ...runtime.quantization import quantize_int8
 from ...runtime.token_cache import DEFAULT_TOKEN_CACHE_WORDS
-from ..embed_file import (
-    DEFAULT_PIECE_TOKENS,
-    PARQUET_SUFFIXES,
-    EmbedFileResult,
-    check_embed_paths,
-    embed_file,
-    is_parquet,
-    job_folder,
-)
+from ..embed_file import EmbedFileResult, check_embed_paths, embed_file
+from ..embed_job import PARQUET_SUFFIXES, is_parquet, job_folder
+from ..pieces import DEFAULT_PIECE_TOKENS
 from .shared import (
     BatchTokensOption,
     ModelOption,
