@@ -1,48 +1,9 @@
-"""`elmo embed`: a text file in, one hdf5 file out; resumable, and shared across torchrun processes.
+"""`elmo embed`: a text file in, one hdf5 or Parquet file out, resumable and shared by torchrun processes.
 
-The input's lines are cut into *pieces*: runs of consecutive lines of about
-`piece_tokens` tokens (a line is never split; a longer line is a piece of its own).
-A piece is the unit of work, of resuming and of sharing among processes:
-
-    INPUT    line 0 .. line 11 | line 12 .. line 30 | line 31 .. line 40 | ...
-    pieces   piece 0            piece 1              piece 2
-    ranks    rank 0             rank 1               rank 1    (largest first, each to the
-                                                               rank with the fewest tokens)
-
-    OUTPUT.partial/                      while running (clearly partial)
-        .lock                            held by the run that owns the job (flock)
-        job.json                         the input's sha256, the settings and the pieces
-        piece-000000.h5                  every line of piece 0; renamed into place only
-        piece-000001.h5                  when complete, so present = complete
-    OUTPUT                               at the end: rank 0 copies the pieces into one
-                                         file, renames it to OUTPUT, deletes OUTPUT.partial
-
-Under torchrun, every process runs the same command; rank 0 reads the input, writes
-job.json and tells the others the pieces left to do, balanced by token count (largest
-piece first, to the least loaded rank). Each rank embeds its pieces with the same
-`iter_embeddings` a single process uses, so the output does not depend on the number
-of processes (beyond float rounding of batches, about 1e-7). A process that fails
-makes every process stop; OUTPUT is not written, OUTPUT.partial stays.
-
-One run owns a job folder at a time (`elmo_core.files.folder_lock`): a second run on the same
-OUTPUT while the first is alive stops at once with an ElmoError, and deletes nothing.
-Running the same command again after a run stopped (same input, model and settings; any
-number of processes) skips the pieces already in OUTPUT.partial and redoes at most the
-pieces that were running. A different input or setting is refused with a message: finish the
-job or delete OUTPUT.partial. With several machines, OUTPUT's folder must be on a file
-system that every machine sees (as for a training checkpoint).
-
-The input is read by `elmo_core.files.text_files.open_binary`, as every command reads text: a
-`.xz`, `.gz` or `.bz2` file is decompressed on the fly (pieces are byte ranges of the
-decompressed text, read in order), and a stream (`-` for standard input, a pipe) is first
-copied to a hidden file beside OUTPUT, deleted at the end, so that its pieces can be read
-back and the job resumed with the same stream; several torchrun processes cannot share a
-stream, so they refuse it before reading.
-
-The output: one dataset per input line, named by its 0-based line number, of shape
-(layers, tokens, dim) for layers="all" and (tokens, dim) otherwise, with the line's
-tokens in its attribute "tokens" (an array of str, one per row; see README "Reading
-the output"). File attributes "layers" and "dim" record the settings.
+Rank 0 plans the job or resumes it (`elmo_core.apps.embed_job`). Every rank embeds its share
+of the pieces (`elmo_core.apps.pieces`) with `embed_lines`, as a single process does, so the
+output does not depend on the number of processes (up to float rounding). Rank 0 then merges
+the piece files into OUTPUT. The layout on disk and the rules of resuming: docs/guides/big-corpora.md.
 """
 
 from __future__ import annotations
@@ -90,10 +51,7 @@ __all__ = ["embed_file"]
 
 @dataclass(frozen=True)
 class EmbedFileResult:
-    """What `embed_file` did: lines and tokens of the input, and pieces done before this run.
-
-    `already_complete` is True when OUTPUT already held this job's vectors (nothing was done).
-    """
+    """What `embed_file` did. `already_complete`: OUTPUT already held this job, nothing was done."""
 
     lines: int
     tokens: int
@@ -103,11 +61,10 @@ class EmbedFileResult:
 
 
 def check_embed_paths(input_path: str | Path, output_path: str | Path) -> None:
-    """Raise a one-line ElmoError, before any work, unless INPUT can be read and OUTPUT
-    written without harm: INPUT is a readable file or a stream, OUTPUT is not a folder,
-    its folder exists, and OUTPUT is not INPUT (under any spelling) nor does its job
-    folder, which is deleted at the end, hold INPUT
-    (`elmo_core.files.text_files.check_output_spares_inputs`)."""
+    """Raise a one-line ElmoError, before any work, unless INPUT can be read and OUTPUT written without harm.
+
+    OUTPUT must not be INPUT, and its job folder (deleted at the end) must not hold INPUT.
+    """
     check_input_file(input_path, "INPUT")
     output = Path(output_path)
     if output.is_dir():
@@ -134,41 +91,35 @@ def embed_file(
     overwrite: bool = False,
     **overrides: Any,
 ) -> EmbedFileResult:
-    """Write ELMo vectors for every line of a text file to one hdf5 file (see module docstring).
+    """Write ELMo vectors for every line of a text file to one hdf5 or Parquet file.
 
-    Runs on every process of a torchrun job when a process group is initialised
-    (`elmo_core.runtime.distributed.init_distributed`), else alone. Resumes the job in
-    `job_folder(output_path)` when there is one.
+    Runs on every process of a torchrun job when a process group is initialised, else alone.
+    Resumes the job in `job_folder(output_path)` when there is one.
 
     Args:
         model: An `Elmo` (stateless), already on its device.
         input_path: UTF-8 text, one sentence (or document) per line.
-        output_path: The hdf5 file to write. One that exists is left alone: when it holds
-            this very job (the same input and settings) nothing is done; else an ElmoError,
-            unless `overwrite`.
+        output_path: The file to write (.parquet or .pq for Parquet, else hdf5). An existing
+            one that holds this very job is left as it is. Another is refused unless `overwrite`.
         settings: `EmbedSettings`, as for `embed_sentences`.
-        tokenize: Splits a line into tokens; None = `str.split()` (whitespace).
-        piece_tokens: Tokens per piece (see `DEFAULT_PIECE_TOKENS`). A resumed job keeps
-            the pieces it started with.
-        store_dtype: "float32" or "float16": the dtype the vectors are stored in.
-        record: Anything else that changes the vectors (recorded in job.json, and
-            checked when resuming), e.g. the tokenizer's name and the precision.
+        tokenize: Splits a line into tokens. None: `str.split()`.
+        piece_tokens: Tokens per piece. A resumed job keeps the pieces it started with.
+        store_dtype: "float32" or "float16".
+        record: Anything else that changes the vectors, e.g. the tokenizer and precision.
+            Recorded in job.json and checked when resuming.
         progress: Show a progress bar (rank 0 only), in tokens of all ranks.
-        stop_requested: Asked after every line written; True stops the job with
-            KeyboardInterrupt (the finished pieces stay, and the same call resumes). `elmo
-            embed` sets it from SIGINT/SIGTERM, so a stop is kept even where Python drops
-            the KeyboardInterrupt a signal handler raised (inside a finalizer, say).
-        overwrite: Replace an OUTPUT that holds another run's vectors (`elmo embed --overwrite`).
-        **overrides: `EmbedSettings` fields, as keywords, replacing those of `settings`.
+        stop_requested: Asked after every line. True stops the job with KeyboardInterrupt.
+            The finished pieces stay, and the same call resumes.
+        overwrite: Replace an OUTPUT that holds another run's vectors.
+        **overrides: `EmbedSettings` fields replacing those of `settings`.
 
     Returns:
         `EmbedFileResult`.
 
     Raises:
-        ElmoError: for an unreadable input, an OUTPUT or a job folder that holds another
-            input's or other settings' vectors, or a failure of any process (OUTPUT is then
-            not written).
-        ValueError: for a bad `layers`, batch budget or window (before anything is written).
+        ElmoError: for an unreadable input, an OUTPUT or job folder of another input or
+            settings, or a failure of any process (OUTPUT is then not written).
+        ValueError: for a bad `layers`, batch budget or window, before anything is written.
     """
     # Bad arguments fail here, before a job folder records them as the job's settings.
     settings = EmbedSettings.given(settings, overrides)
@@ -192,9 +143,7 @@ def _run_stream_job(
     progress: bool,
     stop_requested: Callable[[], bool] | None,
 ) -> EmbedFileResult:
-    """A stream (standard input, a pipe): copied to a hidden file beside OUTPUT (deleted at
-    the end), then embedded as a file. The job folder records the stream's name and the
-    sha256 of what it gave, so the same command with the same stream resumes it."""
+    """Copy a stream to a hidden file beside OUTPUT, so its pieces can be read back and the job resumed."""
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         raise ElmoError(
             f"INPUT {files.input_path} is a stream (standard input or a pipe), which several torchrun processes "
@@ -221,7 +170,6 @@ def _run_job(
     progress: bool,
     stop_requested: Callable[[], bool] | None,
 ) -> EmbedFileResult:
-    """This process's share of the pieces left to do; then rank 0 merges every piece into OUTPUT."""
     writer = _output_format(files.output_path, job_settings)
     distributed = dist.is_available() and dist.is_initialized()
     rank = dist.get_rank() if distributed else 0
@@ -264,13 +212,9 @@ def _run_job(
 def _open_job(
     files: JobFiles, job_settings: dict[str, Any], rank: int, distributed: bool, bytes_per_token: int
 ) -> tuple[dict[str, Any], list[int], FolderLock | None]:
-    """(job.json's content, indices of the pieces left to do), the same on every rank, and
-    on rank 0 the job folder's lock (None elsewhere).
+    """(job, pieces left to do) on every rank, and the job folder's lock on rank 0.
 
-    Rank 0 takes the job folder's lock (or stops at once: another run owns it), reads the
-    input, prepares the job folder and checks that OUTPUT's file system has room for the
-    vectors (`bytes_per_token` each); the others wait for its answer (or its error,
-    raised on every rank). A folder this run created is removed again if it fails here.
+    Rank 0 locks, plans and checks the room. The others wait for its answer or its error.
     """
     message: list[Any] = [None]
     lock = None
@@ -307,15 +251,13 @@ def _busy_message(files: JobFiles) -> str:
 
 
 def _progress_bar(job: dict[str, Any], left: Sequence[Piece], show: bool) -> Any:
-    """A bar over the job's tokens, starting at those of the pieces already done."""
     return progress_bar(  # counts whitespace-separated words (the tokens without --tokenize)
         job["tokens"], unit="tok", show=show, initial=job["tokens"] - sum(p.tokens for p in left)
     )
 
 
 def _raise_unless_all_succeeded(failure: BaseException | None, distributed: bool, bar: Any, files: JobFiles) -> None:
-    """Raise this process's failure, or an ElmoError when another process failed; all ranks
-    leave the collectives together first (gloo aborts a process whose peer is gone)."""
+    # All ranks leave the collectives together first: gloo aborts a process whose peer is gone.
     ok = _all_agree(failure is None, distributed)
     if distributed:
         dist.barrier()
@@ -337,7 +279,6 @@ def _collective_device() -> torch.device | None:
 
 
 def _all_agree(flag: bool, distributed: bool) -> bool:
-    """True on every rank iff `flag` is True on every rank."""
     if not distributed:
         return flag
     t = torch.tensor([1 if flag else 0], dtype=torch.int64, device=_collective_device())
@@ -346,10 +287,6 @@ def _all_agree(flag: bool, distributed: bool) -> bool:
 
 
 def _embed_piece(model, reader, files, piece, tokenize, settings, bar, watcher, stop_requested, writer) -> None:  # noqa: ANN001
-    """Embed one piece into its own file, written under a temporary name and renamed when complete.
-
-    The free space is checked first: HDF5 crashes the process when the disk fills up under it.
-    """
     folder = files.folder
     texts = reader.read(piece)
     counts = [len(text.split()) for text in texts]
@@ -367,7 +304,7 @@ def _embed_piece(model, reader, files, piece, tokenize, settings, bar, watcher, 
         + sum(len(t.encode("utf-8", "replace")) + HDF5_STRING_BYTES for t in tokens)
         for tokens in sentences
     )
-    _check_room(files, needed)
+    _check_room(files, needed)  # HDF5 crashes the process when the disk fills up under it
 
     def on_window(i: int, tokens: int) -> None:  # a long line moves the bar window by window
         kept[i] += tokens
@@ -393,7 +330,6 @@ def _embed_piece(model, reader, files, piece, tokenize, settings, bar, watcher, 
 
 
 def _output_format(output_path: Path, job_settings: dict[str, Any]) -> Any:
-    """The writer of OUTPUT's format (by its suffix): `Hdf5Output` or `ParquetOutput`."""
     if is_parquet(output_path):
         from .parquet_output import ParquetOutput
 
@@ -403,7 +339,7 @@ def _output_format(output_path: Path, job_settings: dict[str, Any]) -> Any:
 
 
 class _PieceWatcher:
-    """Rank 0's view of the other ranks' progress: their finished piece files, at most once a second."""
+    """Rank 0 counts the other ranks' finished piece files on its bar, at most once a second."""
 
     def __init__(self, folder: Path, todo: Sequence[Piece], mine: Sequence[Piece], bar: Any) -> None:
         own = {p.index for p in mine}
@@ -424,17 +360,11 @@ class _PieceWatcher:
 
 
 def _bytes_per_token(model: Elmo, settings: EmbedSettings, store_dtype: str = "float32") -> int:
-    """Bytes of vectors OUTPUT holds for one token (before any compression)."""
     itemsize = check_store_dtype(store_dtype).itemsize
     return itemsize * model.output_dim * (model.n_outputs if settings.layers == "all" else 1)
 
 
 def _check_room(files: JobFiles, needed: int) -> None:
-    """Stop with one line (a `DiskFullError`) unless OUTPUT's file system has `needed` bytes free.
-
-    Any output format checks before each piece and before the merge: HDF5 crashes the
-    process when the disk fills up under it.
-    """
     check_free_space(
         files.folder,
         needed,
@@ -444,16 +374,12 @@ def _check_room(files: JobFiles, needed: int) -> None:
 
 
 def _check_job_room(files: JobFiles, job: dict[str, Any], todo: Sequence[int], bytes_per_token: int) -> None:
-    """Before any work: room for the pieces left to do, and for OUTPUT beside every piece while they are merged.
-
-    Counts the vectors alone (whitespace tokens), so that a job that may fit is never refused here.
-    """
+    # The vectors alone (whitespace tokens): a job that may fit is never refused here.
     tokens = {p["index"]: p["cost"] - (p["end_line"] - p["first_line"]) for p in job["pieces"]}
     _check_room(files, bytes_per_token * (sum(tokens[i] for i in todo) + sum(tokens.values())))
 
 
 def _merge(files: JobFiles, pieces: Sequence[Piece], job: dict[str, Any], writer: Any) -> None:
-    """Copy every piece's rows, in line order, into one file; rename it to OUTPUT."""
     folder, output_path = files.folder, files.output_path
     _check_room(files, HDF5_FILE_BYTES + sum(piece_path(folder, p).stat().st_size for p in pieces))
     # The merged file is written inside the job folder: a merge that is cut short leaves

@@ -37,15 +37,14 @@ PARQUET_SUFFIXES = (".parquet", ".pq")
 
 
 def job_folder(output: str | Path) -> Path:
-    """Where the pieces of OUTPUT live until the job completes: `OUTPUT.partial/`."""
+    """`OUTPUT.partial/`: where the pieces of OUTPUT live until the job completes."""
     output = Path(output)
     return output.with_name(output.name + ".partial")
 
 
 @dataclass(frozen=True)
 class JobFiles:
-    """The files of one `embed_file` job: INPUT, OUTPUT, OUTPUT.partial/ and the piece size;
-    `spool` is the copy of a stream INPUT, read in its place."""
+    """The files of one `embed_file` job. `spool` is the copy of a stream INPUT, read in its place."""
 
     input_path: Path
     output_path: Path
@@ -59,7 +58,6 @@ class JobFiles:
 
     @property
     def text(self) -> Path:
-        """The file the pieces are read from."""
         return self.spool if self.spool is not None else self.input_path
 
 
@@ -70,12 +68,12 @@ def piece_path(folder: Path, piece: Piece | int) -> Path:
 
 
 def is_parquet(output_path: str | Path) -> bool:
-    """True when OUTPUT is a Parquet file (by its suffix); else it is hdf5."""
+    """True when OUTPUT is a Parquet file (by its suffix), else it is hdf5."""
     return Path(output_path).suffix.lower() in PARQUET_SUFFIXES
 
 
 def model_checksum(model: torch.nn.Module) -> str:
-    """A short hash of a model's parameter values (to refuse resuming with another model)."""
+    """A short hash of a model's parameter values, to refuse resuming with another model."""
     digest = hashlib.sha256()
     with torch.no_grad():
         for name, parameter in model.named_parameters():
@@ -89,7 +87,7 @@ def recorded_settings(
     tokenize: Callable[[str], list[str]] | None,
     record: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """Everything that changes the vectors, as job.json records it (a resumed job must match)."""
+    """Everything that changes the vectors, as job.json records it. A resumed job must match."""
     return {
         "layers": str(settings.layers),
         "window_tokens": settings.window_tokens or 0,
@@ -105,11 +103,10 @@ def recorded_settings(
 def prepare_job(  # noqa: ANN202
     input_path: Path, folder: Path, piece_tokens: int, settings: dict[str, Any], input_name: str | None = None
 ):
-    """Plan a new job, or check and resume the one in `folder`; return (job, pieces to do).
+    """Plan a new job, or check and resume the one in `folder`. Returns (job, pieces to do).
 
-    The caller owns `folder` (holds its lock), so the leftovers of a stopped run's pieces
-    are deleted here, never those of a live run. `input_name` is how job.json names the
-    input (the stream's name, when `input_path` is its copy).
+    The caller holds `folder`'s lock, so the leftovers deleted here are a stopped run's.
+    `input_name` is how job.json names the input (a stream's name, when `input_path` is its copy).
     """
     job_file = folder / JOB_NAME
     if job_file.is_file():
@@ -150,12 +147,10 @@ def prepare_job(  # noqa: ANN202
 
 
 def finished_job(files: JobFiles, job_settings: dict[str, Any]) -> dict[str, Any] | None:
-    """The job OUTPUT records when it holds this very job (the same input and settings); None
-    when OUTPUT may be written (it does not exist, or `overwrite`).
+    """The job OUTPUT records when it holds this very job. None when OUTPUT may be written.
 
     Raises:
-        ElmoError: (`check_output_is_new`) when OUTPUT holds anything else: one line naming
-            it, what it holds, and the ways on.
+        ElmoError: when OUTPUT holds anything else, naming what it holds and the ways on.
     """
     output = files.output_path
     if files.overwrite or not os.path.lexists(output):
@@ -179,7 +174,6 @@ def finished_job(files: JobFiles, job_settings: dict[str, Any]) -> dict[str, Any
 
 
 def _recorded_job(output: Path) -> dict[str, Any] | None:
-    """The job an `embed_file` OUTPUT records (hdf5: its attribute "job"; Parquet: its metadata), or None."""
     try:
         if output.suffix.lower() in PARQUET_SUFFIXES:
             job = json.loads(read_job_record(output))
@@ -193,7 +187,6 @@ def _recorded_job(output: Path) -> dict[str, Any] | None:
 
 
 def _sha256(path: Path) -> str:
-    """The sha256 of a file's (decompressed) bytes, as `plan_pieces` computes it."""
     digest = hashlib.sha256()
     with open_binary(path) as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
@@ -202,6 +195,5 @@ def _sha256(path: Path) -> str:
 
 
 def _changes(old: dict[str, Any], new: dict[str, Any]) -> str:
-    """The settings that differ, as "name: OLD then, NEW now; ..."."""
     changed = {k: (old.get(k), v) for k, v in new.items() if old.get(k) != v}
     return "; ".join(f"{k}: {then!r} then, {now!r} now" for k, (then, now) in changed.items())

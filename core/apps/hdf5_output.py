@@ -1,7 +1,8 @@
 """`elmo embed`'s hdf5 writer: a piece per file, merged in line order into one OUTPUT.
 
-One dataset per line, named by its 0-based line number, with the line's tokens in its
-attribute "tokens". `elmo_core.apps.parquet_output` has the same interface.
+One dataset per line, named by its 0-based number: `[layers, tokens, dim]` for layers="all",
+else `[tokens, dim]`. Its attribute "tokens" holds the line's tokens. File attributes "layers"
+and "dim" record the settings. `elmo_core.apps.parquet_output` has the same interface.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ NUL_REPLACEMENT = "\ufffd"  # HDF5 strings end at U+0000; a token's U+0000 is st
 
 
 class Hdf5Output:
-    """Pieces and the merged OUTPUT as hdf5: one dataset per line (see the module docstring)."""
+    """Pieces and the merged OUTPUT as hdf5 files."""
 
     def __init__(self, layers: str, dim: int, store_dtype: str = "float32") -> None:
         self.h5py = import_h5py("embed_file (its output is hdf5)")
@@ -46,7 +47,7 @@ class Hdf5Output:
         with open_hdf5(path, "w", libver="v108") as out:
             out.attrs["layers"] = job["settings"]["layers"]
             out.attrs["dim"] = job["settings"]["dim"]
-            out.attrs["job"] = json.dumps(job)  # recognises the same job later (_recorded_job)
+            out.attrs["job"] = json.dumps(job)  # recognises the same job later (embed_job.finished_job)
             for piece_path in pieces:
                 with open_hdf5(piece_path, "r") as source:
                     for line in range(int(source.attrs["first_line"]), int(source.attrs["end_line"])):

@@ -23,20 +23,17 @@ from ..model.checks import check_int
 from ..model.errors import ElmoError
 
 DEFAULT_PIECE_TOKENS = 50_000
-"""Tokens per piece: what an interrupted job redoes at most (per process), and the unit
-processes share. A few seconds of work for the default model, two minutes for the
-original on one CPU core."""
+"""Tokens per piece: what an interrupted job redoes at most (per process), and the unit processes share."""
 
 PIECE_BYTES = 64 << 20
-"""A piece also ends before this many bytes (unless it is one line): memory stays bounded
-however few tokens long lines hold."""
+"""A piece of several lines also ends before this many bytes, so memory stays bounded."""
 
 
 @dataclass(frozen=True)
 class Piece:
     """Lines `[first_line, end_line)` of the input, bytes `[byte_start, byte_end)`.
 
-    `cost` = tokens + 1 per line (so that blank lines also count), used to balance ranks.
+    `cost` is tokens + 1 per line, so blank lines count too when ranks are balanced.
     """
 
     index: int
@@ -48,7 +45,6 @@ class Piece:
 
     @property
     def tokens(self) -> int:
-        """Whitespace-separated words of the piece's lines."""
         return self.cost - (self.end_line - self.first_line)
 
 
@@ -57,18 +53,15 @@ def plan_pieces(
 ) -> tuple[list[Piece], int, int, str]:
     """Read the input once: check it is UTF-8, count tokens, cut it into pieces.
 
-    Lines are split as `elmo embed` reads them: at "\\n", with a final newline ending the
-    last line (not starting a blank one), a trailing "\\r" dropped and a UTF-8 byte order
-    mark at the start ignored. Tokens are counted with `str.split()`. `name` is how errors
-    name the input (default: `path`; the stream's name when `path` is its copy). A line
-    longer than `ELMO_MAX_LINE_BYTES` is refused (`elmo_core.files.text_files.read_line`).
+    Lines and tokens are those of `elmo_core.files.text_files` and `str.split()`. `name` is
+    how errors name the input (default: `path`).
 
     Returns:
         `(pieces, lines, tokens, sha256 of the file)`.
 
     Raises:
-        ElmoError: if the file does not exist, is not UTF-8 or holds a line longer than the
-            limit (names the line).
+        ElmoError: if the file does not exist, is not UTF-8 or holds a line over
+            `ELMO_MAX_LINE_BYTES` (names the line).
     """
     piece_tokens = check_int("piece_tokens", piece_tokens)
     path = Path(path)
@@ -99,17 +92,16 @@ def plan_pieces(
 
 
 def _split_line(text: str, line: int) -> str:
-    """One line's text without its end of line (and without a BOM on line 0), by the
-    rules of `elmo_core.files.text_files`."""
     if line == 0 and text.startswith(BYTE_ORDER_MARK):
         text = text[len(BYTE_ORDER_MARK) :]
     return strip_line_end(text)
 
 
 class PieceReader:
-    """The input, open once for a rank's pieces: a piece is a byte range of the (decompressed)
-    text. The pieces come in order, so a compressed file is decompressed once (its forward
-    seeks skip ahead)."""
+    """The input, open once for a rank's pieces, read as byte ranges of the decompressed text.
+
+    The pieces come in order, so a compressed file is decompressed once.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
