@@ -6,8 +6,9 @@ evaluation file's:
 
     p(label | token) = softmax(W_k h_k + b_k)        h_k: [2 * projection_dim]
 
-Labels come from one column of a CoNLL-format file. The same seed, data and model give the
-same accuracies.
+The paper found the first LSTM layer best for POS tags and the top layer best for word
+senses. Labels come from one column of a CoNLL-format file: `column=1` is CoNLL-2003's POS
+tag, `column=-1` its NER tag. The same seed, data and model give the same accuracies.
 """
 
 from __future__ import annotations
