@@ -97,8 +97,9 @@ def distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters: int) -> torch.Tensor:
-    """`char_ids` as int64, after a clear error unless they are [batch, tokens, chars] ids
-    in range, of an integer dtype that holds them.
+    """`char_ids` as int64, after a clear error unless they are valid [batch, tokens, chars] ids.
+
+    Any integer dtype that holds every id is accepted.
     """
     if not isinstance(char_ids, torch.Tensor):
         raise TypeError(

@@ -89,7 +89,7 @@ def _word_id_bytes(word: str, max_characters_per_token: int) -> bytes:
     return np.asarray(word_to_char_ids(word, max_characters_per_token), dtype=np.int16).tobytes()
 
 
-@lru_cache(maxsize=2**14)  # the most frequent words; a miss costs a few microseconds
+@lru_cache(maxsize=2**14)  # the most frequent words
 def _cached_word_id_bytes(word: str, max_characters_per_token: int) -> bytes:
     return np.asarray(word_to_char_ids(word, max_characters_per_token), dtype=np.int16).tobytes()
 

@@ -254,7 +254,7 @@ def _published(dim: int, projection_dim: int, n_highway: int) -> BiLMOptions:
 
 
 PUBLISHED_OPTIONS: dict[str, BiLMOptions] = {
-    # docs/bilm_tf.md §10; parameter counts 93,600,848 / 93,600,848 / 28,027,728 / 13,593,296.
+    # docs/bilm_tf.md §10. Parameter counts 93,600,848 / 93,600,848 / 28,027,728 / 13,593,296.
     "original": _published(4096, 512, 2),
     "original_5.5B": _published(4096, 512, 2),
     "medium": _published(2048, 256, 1),

@@ -29,7 +29,7 @@ def scan_stacks(
         return t.gather(0, reverse.expand(-1, -1, t.shape[-1]))
 
     keep = torch.arange(num_steps, device=tokens.device)[:, None, None, None] < lengths[None, None, :, None]
-    layer_input = torch.stack([x, flip(x)])  # [2, steps, batch, P]; the backward stack reads rows reversed
+    layer_input = torch.stack([x, flip(x)])  # [2, steps, batch, P], the backward rows reversed
     outputs = []
     for k, (fc, bc) in enumerate(zip(forward_stack.layers, backward_stack.layers)):
         if forward_stack.dropout:
