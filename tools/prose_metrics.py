@@ -87,9 +87,7 @@ def measure(path: Path, root: Path = ROOT) -> FileProse:
             continue
         code_lines += 1
     texts = [constant.value for _, constant in docstrings]
-    module_words = next(
-        (len(c.value.split()) for n, c in docstrings if isinstance(n, ast.Module)), 0
-    )
+    module_words = next((len(c.value.split()) for n, c in docstrings if isinstance(n, ast.Module)), 0)
     private = [
         node
         for node in ast.walk(tree)
@@ -122,9 +120,7 @@ def totals(files: list[FileProse]) -> dict[str, float]:
         "docstring_words": words,
         "words_per_code_line": round(words / code, 2),
         "semicolons_per_100_words": round(100 * semicolons / max(words, 1), 3),
-        "private_helpers_documented": round(
-            sum(f.private_documented for f in files) / max(private, 1), 2
-        ),
+        "private_helpers_documented": round(sum(f.private_documented for f in files) / max(private, 1), 2),
         "longest_module_docstring": max(f.module_words for f in files),
         "longest_file": max(f.lines for f in files),
     }
