@@ -19,11 +19,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("core", "spacy_elmo", "hf_elmo")
-GENERATED = {
-    "hf_elmo/remote_code/configuration_elmo.py",
-    "hf_elmo/remote_code/modeling_elmo.py",
-    "hf_elmo/remote_code/tokenization_elmo.py",
-}
 LIMITS = {
     "words_per_code_line": 2.5,
     "semicolons_per_100_words": 0.2,
@@ -49,8 +44,9 @@ def library_files(root: Path = ROOT) -> list[Path]:
     files = []
     for package in PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
-            if path.relative_to(root).as_posix() not in GENERATED:
-                files.append(path)
+            relative = path.relative_to(root).as_posix()
+            if not (relative.startswith("hf_elmo/remote_code/") and relative.endswith("_elmo.py")):
+                files.append(path)  # the folder's copies are written by hf_elmo.remote_code.generate
     return files
 
 
