@@ -15,10 +15,10 @@ from .files.model_folder import (
     ELMO_SETTINGS,
     NON_FINITE_FIX,
     check_model_folder,
-    folder_variant,
     resolve_model_source,
     tokenizer_settings,
 )
+from .files.safetensors_files import folder_variant
 from .files.text_files import check_input_file, iter_conll_rows, read_text
 from .files.tokenizers import (
     DEFAULT_TOKENIZER,

@@ -26,7 +26,6 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple, cast
@@ -50,14 +49,13 @@ from ..runtime.parts import serving_parts
 from ..runtime.quantization import is_quantized
 from .atomic_files import atomic_write
 from .options_file import read_options
+from .safetensors_files import WEIGHTS_NAME, WeightFiles, unreadable_error, weight_files
 from .text_files import read_json
 from .weights import check_bilm_tf_file, count_non_finite, load_bilm_tf, non_finite_error
 
 __all__ = ["default_model_dir", "load_elmo", "load_model_folder", "save_model_folder"]
 
 CONFIG_NAME = "config.json"
-WEIGHTS_NAME = "model.safetensors"
-WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
 TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
 MODEL_TYPE = "elmo"
 MODEL_FOLDER_FILES = ("*config.json", "special_tokens_map.json", "*.safetensors", "*.safetensors.index.json", "*.py")
@@ -372,147 +370,6 @@ NON_FINITE_FIX = "The file is damaged or came from a diverged training run; save
 """How a saved model with NaN or infinite weights is put right (the end of `non_finite_error`'s message)."""
 
 
-class WeightFiles(NamedTuple):
-    """Where a model folder's tensors are: one safetensors file, or the shards of an index.
-
-    Attributes:
-        source: The file that describes the weights: the one weights file, or the index
-            (named in errors about the set as a whole).
-        files: Each tensor's name in the files -> the safetensors file that holds it.
-        shapes: Each tensor's name -> its shape, read from the file headers.
-    """
-
-    source: Path
-    files: dict[str, Path]
-    shapes: dict[str, tuple[int, ...]]
-
-
-_VARIANT_FILE = re.compile(r"model\.(?P<variant>[^.]+)\.safetensors")
-_VARIANT_INDEX = re.compile(r"model\.safetensors\.index\.(?P<variant>[^.]+)\.json")
-_SHARD = re.compile(r".*-\d{5}-of-\d{5}")
-
-
-def weight_files(path: str | Path, variant: str | None = None) -> WeightFiles:
-    """Find a model folder's weights and read every file's header (no weights are loaded).
-
-    The layouts are transformers' (`save_pretrained`), read in its order:
-    `model.safetensors`, else `model.safetensors.index.json` (whose `weight_map` names
-    the shard of each tensor, `model-00001-of-00003.safetensors`, ...). With `variant`
-    (`save_pretrained(..., variant="fp16")`) the names are `model.fp16.safetensors` and
-    `model.safetensors.index.fp16.json`. Without `variant`, a folder that holds no plain
-    weights but exactly one variant is read as that variant, so that every face (the
-    command line, spaCy) reads it without a way to name it.
-
-    Args:
-        path: The model folder.
-        variant: The variant to read, or None (see above).
-
-    Returns:
-        `WeightFiles`: every tensor's file and shape, over all shards.
-
-    Raises:
-        WeightFileError: if the folder holds no weights (or several variants and no
-            `variant` was given); if the index is not JSON or has no `weight_map`, names
-            files the folder does not hold (all of them are listed), or a tensor its
-            shard does not hold; or if a file is not readable safetensors.
-    """
-    folder = Path(path)
-    present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
-    if variant is None:
-        variant = folder_variant(folder)
-    single, index = _variant_name(WEIGHTS_NAME, variant), _variant_name(WEIGHTS_INDEX_NAME, variant)
-    if single in present:
-        shapes = _header(folder / single)
-        return WeightFiles(folder / single, dict.fromkeys(shapes, folder / single), shapes)
-    if index in present:
-        return _sharded(folder / index, present)
-    raise WeightFileError(
-        f"model folder {path} has no {single} (the weights), only {present}. Copy the whole folder again, "
-        f"or re-create it with save_model_folder / save_pretrained / elmo convert (sharded weights are "
-        f"read through {index}, which it lacks too)."
-    )
-
-
-def folder_variant(path: str | Path) -> str | None:
-    """The `variant=` a model folder's weights must be read with when none is named.
-
-    None when the folder holds plain weights (`model.safetensors` or its index), or no
-    weights at all; else its one variant (`"fp16"` for `model.fp16.safetensors` or
-    `model.safetensors.index.fp16.json`). hf_elmo's `from_pretrained` passes it on, so
-    that a variant-only folder loads there as in the core.
-
-    Raises:
-        WeightFileError: if the folder holds no plain weights but several variants.
-    """
-    folder = Path(path)
-    present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
-    if WEIGHTS_NAME in present or WEIGHTS_INDEX_NAME in present:
-        return None
-    variants = sorted(
-        {
-            match["variant"]
-            for name in present
-            for match in (_VARIANT_FILE.fullmatch(name), _VARIANT_INDEX.fullmatch(name))
-            if match and not _SHARD.fullmatch(match["variant"])
-        }
-    )
-    if len(variants) > 1:
-        raise WeightFileError(
-            f"model folder {folder} holds no {WEIGHTS_NAME} but weights of {len(variants)} variants "
-            f"({', '.join(variants)}); say which to read: load_model_folder(path, variant={variants[0]!r}) "
-            f"or from_pretrained(path, variant={variants[0]!r}), or keep one variant in the folder."
-        )
-    return variants[0] if variants else None
-
-
-def _variant_name(name: str, variant: str | None) -> str:
-    """transformers' `_add_variant`: the variant goes before the last suffix (`model.fp16.safetensors`)."""
-    if variant is None:
-        return name
-    stem, suffix = name.rsplit(".", 1)
-    return f"{stem}.{variant}.{suffix}"
-
-
-def _sharded(index_path: Path, present: list[str]) -> WeightFiles:
-    """The tensors of an index's shards, checked against the index."""
-    index = read_json(index_path, "safetensors index", error=WeightFileError)
-    weight_map = index.get("weight_map") if isinstance(index, dict) else None
-    if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
-        raise WeightFileError(
-            f"{index_path} has no weight_map (tensor name -> shard file); it is damaged. Save the folder again."
-        )
-    missing = sorted(set(weight_map.values()) - set(present))
-    if missing:
-        raise WeightFileError(
-            f"{index_path} names {len(missing)} shard file(s) the folder does not hold: {missing}. The copy "
-            "is incomplete (an interrupted download or copy): copy the whole folder again."
-        )
-    folder = index_path.parent
-    files = {name: folder / shard for name, shard in weight_map.items()}
-    shapes: dict[str, tuple[int, ...]] = {}
-    for shard in sorted(set(weight_map.values())):
-        held = _header(folder / shard)
-        for name in (n for n, f in weight_map.items() if f == shard):
-            if name not in held:
-                raise WeightFileError(
-                    f"{index_path} puts tensor '{name}' in {shard}, which does not hold it. The shards do not "
-                    "belong to this index: copy the whole folder again."
-                )
-            shapes[name] = held[name]
-    return WeightFiles(index_path, files, shapes)
-
-
-def _header(weights_path: Path) -> dict[str, tuple[int, ...]]:
-    """Tensor name -> shape, from a safetensors file's header."""
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(weights_path), framework="pt", device="cpu") as f:
-            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
-    except Exception as err:  # SafetensorError, OSError, ValueError, ...: all mean "unreadable"
-        raise _unreadable(weights_path, err) from err
-
-
 def _read_weights(model: Elmo, weights: WeightFiles) -> None:
     """Copy a folder's safetensors file(s) into `model`'s own tensors, one tensor at a time.
 
@@ -545,7 +402,7 @@ def _read_weights(model: Elmo, weights: WeightFiles) -> None:
                         with safe_open(str(weights_path), framework="pt", device="cpu") as f:
                             tensor[start : start + step].copy_(f.get_slice(key)[start : start + step])
             except Exception as err:
-                raise _unreadable(weights_path, err) from err
+                raise unreadable_error(weights_path, err) from err
             bad = count_non_finite(tensor, step)  # in blocks: isfinite of a whole tensor is as large
             if bad:
                 raise non_finite_error(weights_path, f"tensor '{key}'", bad, NON_FINITE_FIX)
@@ -637,13 +494,6 @@ def _build_elmo(options: BiLMOptions, settings: dict[str, Any], config_path: Pat
             f"{config_path}: its Elmo settings cannot be used ({err}). Valid settings and defaults: "
             f"{ELMO_SETTINGS}; fix the value in {CONFIG_NAME} or pass it to load_model_folder as an override."
         ) from err
-
-
-def _unreadable(weights_path: Path, err: Exception) -> WeightFileError:
-    return WeightFileError(
-        f"{weights_path} is not a readable safetensors file ({type(err).__name__}: {err}). It is "
-        "probably truncated or corrupted (an interrupted copy or download); copy or save it again."
-    )
 
 
 def _base_model_keys(keys: Iterable[str]) -> dict[str, str]:
