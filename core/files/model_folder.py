@@ -1,24 +1,8 @@
-"""The one model folder format, shared by the core, the spaCy component and `AutoModel`.
+"""The model folder (config.json, model.safetensors, tokenizer_config.json), read and written
+without transformers. The layout is in docs/reference/model-folder.md.
 
-A model folder is a Hugging Face-style directory::
-
-    config.json             {"model_type": "elmo", "lstm": {...}, "char_cnn": {...},
-                             "num_output_representations": 1, "dropout": 0.5, ...}
-                            -- bilm-tf's options keys, verbatim, plus the Elmo settings
-    model.safetensors       the state dict of `Elmo` (keys `bilm.*`, `scalar_mixes.*`)
-    tokenizer_config.json   the character-id settings
-
-`elmo_core` reads and writes it without importing transformers; the Hugging Face
-classes add their own keys (`architectures`, `auto_map`, `transformers_version`), which
-the core ignores. Weights are stored with safetensors (no pickle). The weights may
-also be in any layout `save_pretrained` writes: shards listed by
-`model.safetensors.index.json` (`max_shard_size`), and `variant=` names
-(`model.fp16.safetensors`, `model.safetensors.index.fp16.json`); see `weight_files`.
-
-`load_elmo` is the one loader every face uses to read "the model the user named": a
-model folder, bilm-tf's original options.json + hdf5 weights, or else the default model
-that ships with the package (`resolve_model_source` decides which, with one set of
-errors for a bad combination).
+`load_elmo` loads the model a user named: a model folder, a bilm-tf options + hdf5 pair,
+or the default model.
 """
 
 from __future__ import annotations
@@ -59,26 +43,21 @@ CONFIG_NAME = "config.json"
 TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
 MODEL_TYPE = "elmo"
 MODEL_FOLDER_FILES = ("*config.json", "special_tokens_map.json", "*.safetensors", "*.safetensors.index.json", "*.py")
-"""Name patterns of the files that writing a model folder may create or replace (ours, and
-transformers' `save_pretrained`: configs, weights and their shards and index, code);
-an input with such a name inside the folder is refused (`check_output_spares_inputs`)."""
+"""Names a model folder write may replace (ours and `save_pretrained`'s). Inputs with these names are refused."""
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[1] / "default_model"  # elmo_core/default_model
-"""Where the package's own default model folder lives (inside the installed package)."""
 
 ELMO_SETTINGS: dict[str, Any] = {
     name: parameter.default
     for name, parameter in inspect.signature(Elmo.__init__).parameters.items()
     if name not in ("self", "options", "requires_grad") and parameter.kind is not parameter.KEYWORD_ONLY
 }
-"""The `Elmo` constructor settings stored in config.json, with their defaults: read from
-`Elmo.__init__`'s signature, where they are declared (once). `requires_grad` is not stored:
-a loaded biLM starts frozen unless the loader is told otherwise. Nor are the biLM's parts
-(keyword-only): they are this machine's, chosen at load (`RUNTIME_SETTINGS`)."""
+"""The `Elmo` settings stored in config.json, with defaults from `Elmo.__init__`. Not stored:
+`requires_grad` (a loaded biLM starts frozen) and the keyword-only parts (chosen at load)."""
 
 
 def tokenizer_settings(options: BiLMOptions) -> dict[str, Any]:
-    """The character-id settings a tokenizer needs (written to tokenizer_config.json)."""
+    """The character-id settings of tokenizer_config.json."""
     return {
         "max_characters_per_token": options.char_cnn.max_characters_per_token,
         "char_id_offset": CHAR_ID_OFFSET,
@@ -109,10 +88,7 @@ PathArg = str | os.PathLike | None
 
 
 class ModelSource(NamedTuple):
-    """The model a user named: a model folder (`folder`), or a bilm-tf `options`/`weights` pair.
-
-    `is_default` is True when nothing was named and `folder` is the default model's.
-    """
+    """The model a user named: a `folder`, or a bilm-tf `options`/`weights` pair. `is_default`: nothing was named."""
 
     folder: Path | None
     options: Path | None
@@ -120,7 +96,7 @@ class ModelSource(NamedTuple):
     is_default: bool = False
 
     def describe(self) -> str:
-        """A phrase for logs: "the model folder X", "X + Y" or "the default model (X)"."""
+        """A phrase for logs."""
         if self.folder is None:
             return f"{self.options} + {self.weights}"
         return f"the default model ({self.folder})" if self.is_default else f"the model folder {self.folder}"
@@ -138,11 +114,10 @@ def resolve_model_source(
     None and "" both mean "not given" (spaCy configs use "").
 
     Args:
-        path: A model folder (see the module docstring).
-        options: bilm-tf's options.json; goes with `weights`.
-        weights: bilm-tf's hdf5 weights; goes with `options`.
-        names: How the caller's users spell the three arguments, used in the errors
-            (the command line passes `("--model", "--options", "--weights")`).
+        path: A model folder.
+        options: bilm-tf's options.json. Goes with `weights`.
+        weights: bilm-tf's hdf5 weights. Goes with `options`.
+        names: The three arguments as the caller's users spell them, for errors.
 
     Raises:
         ElmoError: if a folder and a pair are both given, or only half of a pair.
@@ -186,29 +161,25 @@ def load_elmo(
 ) -> Elmo:
     """Load the `Elmo` the arguments name: a model folder, a bilm-tf pair, or the default model.
 
-    None and "" both mean "not given" (spaCy configs use ""). Name nothing for the
-    default model that ships with the package.
+    None and "" both mean "not given" (spaCy configs use "").
 
     Args:
         path: A model folder. Give it alone.
         options: bilm-tf's options.json. Goes with `weights`.
         weights: bilm-tf's hdf5 weights. Goes with `options`.
         map_location: Device for the loaded model.
-        **settings: `Elmo` settings (e.g. `dropout=0.0`, `stateful=False`). For a folder
-            they replace the stored ones (as `load_model_folder`'s overrides). For a pair
-            they go to the `Elmo` constructor (the rest keep its defaults).
+        **settings: `Elmo` settings (e.g. `dropout=0.0`). They replace a folder's stored ones.
 
     Raises:
         ElmoError: if a folder and a pair are both given, or only half of a pair.
-        WeightFileError / OptionsError: for missing or broken files, or when nothing is
-            named and no default model is installed.
+        WeightFileError / OptionsError: for missing or broken files, or no default model.
         TypeError: for an unknown setting.
     """
     return load_model_source(resolve_model_source(path, options, weights), map_location=map_location, **settings)
 
 
 def load_model_source(source: ModelSource, *, map_location: str | torch.device = "cpu", **settings: Any) -> Elmo:
-    """`load_elmo` of a resolved source (the command line resolves it with its own flag names)."""
+    """`load_elmo` of a resolved source."""
     if source.folder is not None:
         return load_model_folder(source.folder, map_location=map_location, **settings)
     _check_settings(settings)
@@ -235,16 +206,12 @@ def _elmo_settings(model: Elmo) -> dict[str, Any]:
 
 
 def save_model_folder(model: Elmo, path: str | Path, *, extra_config: dict[str, Any] | None = None) -> None:
-    """Write `model` as a model folder (created if needed; existing files replaced).
-
-    Every file is written under a temporary name and renamed when complete, so an
-    interrupted save never leaves a half-written file under a real name.
+    """Write `model` as a model folder, replacing its files atomically.
 
     Args:
-        model: The `Elmo` to save (weights are saved from the CPU; nothing refers to a
-            device).
-        path: The folder.
-        extra_config: More keys for config.json (the Hugging Face classes pass theirs).
+        model: The `Elmo` to save.
+        path: The folder, created if needed.
+        extra_config: More keys for config.json.
 
     Raises:
         ValueError: for an int8-quantised model (save the float32 model it came from).
@@ -284,9 +251,8 @@ def read_model_config(path: str | Path) -> tuple[BiLMOptions, dict[str, Any]]:
     """The options and the `Elmo` settings stored in a model folder's config.json.
 
     Raises:
-        WeightFileError: if the folder or its config.json is missing, not JSON, or has
-            a `model_type` other than "elmo".
-        OptionsError: if the options in it are invalid (names the file).
+        WeightFileError: if config.json is missing, not JSON, or not of `model_type` "elmo".
+        OptionsError: if its options are invalid.
     """
     folder = Path(path)
     config_path = folder / CONFIG_NAME
@@ -316,29 +282,20 @@ def read_model_config(path: str | Path) -> tuple[BiLMOptions, dict[str, Any]]:
 def load_model_folder(
     path: str | Path, map_location: str | torch.device = "cpu", *, variant: str | None = None, **overrides: Any
 ) -> Elmo:
-    """Build an `Elmo` from a model folder and load its weights.
-
-    Reads every weights layout transformers' `save_pretrained` writes: one
-    `model.safetensors`, shards listed by `model.safetensors.index.json`, and their
-    `variant=` names.
+    """Build an `Elmo` from a model folder and load its weights (any `save_pretrained` layout).
 
     Args:
-        path: The folder (see module docstring).
-        map_location: Device for the loaded model (default CPU, whatever device the
-            model was saved from).
-        variant: Read the weights saved with `save_pretrained(..., variant=variant)`
-            (`model.<variant>.safetensors` or its shards). None reads the plain ones, or
-            the folder's one variant when it holds no plain weights.
-        **overrides: `Elmo` settings that replace the stored ones (e.g. `dropout=0.0`,
-            `num_output_representations=2`), or the biLM's parts (`recurrence="step"`,
-            `token_cache_words=0`; see `elmo_core.runtime.parts`). Scalar mixes
-            missing from the file start at w = 0, gamma = 1. Weights stored in another
-            float dtype (a float16 variant) are converted to the model's float32.
+        path: The folder.
+        map_location: Device for the loaded model.
+        variant: Read `model.<variant>.safetensors` (or its shards). None reads the plain
+            weights, or the folder's only variant.
+        **overrides: `Elmo` settings that replace the stored ones (e.g. `dropout=0.0`), or
+            the biLM's parts (`recurrence`, `token_cache_words`). A scalar mix missing
+            from the file starts at w = 0, gamma = 1.
 
     Raises:
-        WeightFileError: for a missing/corrupt file (a shard included), a missing or
-            mis-shaped tensor (names the file, the tensor and both shapes), or weights
-            that are not finite.
+        WeightFileError: for a missing or corrupt file, a missing or mis-shaped tensor,
+            or weights that are not finite.
         OptionsError: for invalid options or Elmo settings in config.json.
     """
     options, stored = read_model_config(path)
@@ -361,24 +318,21 @@ def _check_settings(settings: dict[str, Any]) -> None:
 
 
 RUNTIME_SETTINGS = ("recurrence", "token_cache_words")
-"""Load settings that choose the biLM's parts (`elmo_core.runtime.parts.serving_parts`), not stored."""
+"""Load settings that choose the biLM's parts (`serving_parts`). Not stored."""
 
 
 _READ_BLOCK_BYTES = 4 * 2**20
 
 NON_FINITE_FIX = "The file is damaged or came from a diverged training run; save or download the model again."
-"""How a saved model with NaN or infinite weights is put right (the end of `non_finite_error`'s message)."""
+"""The fix `non_finite_error` names for a saved model."""
 
 
 def _read_weights(model: Elmo, weights: WeightFiles) -> None:
-    """Copy a folder's safetensors file(s) into `model`'s own tensors, one tensor at a time.
+    """Copy the safetensors weights into `model`'s tensors, checking each is finite.
 
-    safetensors maps the whole file, and every page a copy reads stays in the resident
-    size until the mapping is closed: reading all tensors through one mapping (as
-    `safetensors.torch.load_file` + `load_state_dict` do) holds every weight twice at the
-    peak. A fresh mapping per block of at most `_READ_BLOCK_BYTES` holds each weight once,
-    plus one block. Each tensor is read from its own shard and checked for NaN or
-    infinite values there, so the check covers every shard.
+    A mapping keeps every page it read resident until closed. One mapping for the whole
+    file would hold every weight twice. A fresh mapping per block of `_READ_BLOCK_BYTES`
+    holds each weight once, plus one block.
     """
     from safetensors import safe_open
 
@@ -409,22 +363,15 @@ def _read_weights(model: Elmo, weights: WeightFiles) -> None:
 
 
 def check_model_folder(path: str | Path, variant: str | None = None, *, sizes_only: bool = False) -> None:
-    """Raise the error `load_model_folder` would raise for this folder's files, cheaply.
-
-    Reads config.json and the safetensors headers only, of every shard (no weights are
-    loaded; the model is built on the meta device), so it costs nothing for a large
-    model. Used by hf_elmo to explain a failed `from_pretrained`.
+    """Raise the error `load_model_folder` would raise, reading only config.json and headers.
 
     Args:
         path: The model folder.
         variant: As `load_model_folder`.
-        sizes_only: Check only the sizes: a tensor the weights lack is not an error
-            (transformers initialises it), but one with another shape is.
+        sizes_only: A tensor the weights lack is no error (transformers initialises it).
 
     Raises:
-        WeightFileError: for a missing or unreadable config.json or weights file (any
-            shard, or the index), a `model_type` other than "elmo", or a missing or
-            mis-shaped tensor.
+        WeightFileError: for a missing or unreadable file, or a missing or mis-shaped tensor.
         OptionsError: for invalid options or Elmo settings in config.json.
     """
     options, settings = read_model_config(path)
@@ -439,12 +386,9 @@ def _check_sizes(
     config_path: Path,
     sizes_only: bool = False,
 ) -> None:
-    """Raise unless the sizes config.json declares match the weights' headers, allocating nothing.
+    """Raise unless config.json's sizes match the weights' headers. Builds on the meta device.
 
-    First the counts of repeated parts (LSTM layers, highway layers, filters, scalar
-    mixes), which set how many modules are built; then every tensor's shape, on a model
-    built on the meta device. `stored` are the settings of config.json (a scalar mix the
-    caller adds is not in the file), `settings` the ones to build with.
+    `stored` are config.json's settings, `settings` the ones to build with.
     """
     shapes = {k: weights.shapes[f] for k, f in _base_model_keys(weights.shapes).items()}
     counts = [
@@ -470,8 +414,6 @@ def _check_sizes(
 
 
 def _with_runtime(options: BiLMOptions, settings: dict[str, Any], config_path: Path) -> Elmo:
-    """`_build_elmo` with the runtime's parts (`serving_parts`: the `recurrence` and
-    `token_cache_words` settings when given)."""
     settings = dict(settings)
     runtime = {key: settings.pop(key) for key in RUNTIME_SETTINGS if key in settings}
     try:
@@ -486,7 +428,6 @@ def _with_runtime(options: BiLMOptions, settings: dict[str, Any], config_path: P
 
 
 def _build_elmo(options: BiLMOptions, settings: dict[str, Any], config_path: Path) -> Elmo:
-    """The `Elmo` (the model alone) of `settings`."""
     try:
         return Elmo(options, **settings)
     except (TypeError, ValueError) as err:
@@ -497,13 +438,7 @@ def _build_elmo(options: BiLMOptions, settings: dict[str, Any], config_path: Pat
 
 
 def _base_model_keys(keys: Iterable[str]) -> dict[str, str]:
-    """Map the `Elmo`'s own tensor names to the file's.
-
-    A task model that holds an `Elmo` as a submodule saves its tensors under that
-    submodule's name (`<prefix>.bilm.*`, `<prefix>.scalar_mixes.*`), beside its own (a
-    task head). The prefix is read off the `bilm` keys, so the core needs no framework's
-    naming; the task model's other tensors are left out.
-    """
+    """The `Elmo`'s tensor names -> the file's: a task model's `<prefix>.bilm.*` loses its prefix."""
     keys = list(keys)
     prefixes = {
         "".join(f"{part}." for part in parts[: parts.index("bilm")])
@@ -517,7 +452,6 @@ def _base_model_keys(keys: Iterable[str]) -> dict[str, str]:
 
 
 def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: Path, missing_ok: bool = False) -> None:
-    """Every tensor of `model` is in `shapes` with its shape (`weights_path` names the weights in errors)."""
     for name, tensor in model.state_dict().items():
         if name not in shapes:
             if missing_ok or name.startswith("scalar_mixes."):

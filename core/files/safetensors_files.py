@@ -17,13 +17,12 @@ WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
 
 
 class WeightFiles(NamedTuple):
-    """Where a model folder's tensors are: one safetensors file, or the shards of an index.
+    """Where a model folder's tensors are.
 
     Attributes:
-        source: The file that describes the weights: the one weights file, or the index
-            (named in errors about the set as a whole).
-        files: Each tensor's name in the files -> the safetensors file that holds it.
-        shapes: Each tensor's name -> its shape, read from the file headers.
+        source: The weights file, or the index of the shards (named in errors).
+        files: Tensor name -> the safetensors file that holds it.
+        shapes: Tensor name -> shape, from the file headers.
     """
 
     source: Path
@@ -37,28 +36,20 @@ _SHARD = re.compile(r".*-\d{5}-of-\d{5}")
 
 
 def weight_files(path: str | Path, variant: str | None = None) -> WeightFiles:
-    """Find a model folder's weights and read every file's header (no weights are loaded).
+    """Find a model folder's weights and read their headers, in transformers' order.
 
-    The layouts are transformers' (`save_pretrained`), read in its order:
-    `model.safetensors`, else `model.safetensors.index.json` (whose `weight_map` names
-    the shard of each tensor, `model-00001-of-00003.safetensors`, ...). With `variant`
-    (`save_pretrained(..., variant="fp16")`) the names are `model.fp16.safetensors` and
-    `model.safetensors.index.fp16.json`. Without `variant`, a folder that holds no plain
-    weights but exactly one variant is read as that variant, so that every face (the
-    command line, spaCy) reads it without a way to name it.
+    `model.safetensors` first, else the shards of `model.safetensors.index.json`.
 
     Args:
         path: The model folder.
-        variant: The variant to read, or None (see above).
+        variant: Read `model.<variant>.safetensors` and its index. None: `folder_variant`.
 
     Returns:
         `WeightFiles`: every tensor's file and shape, over all shards.
 
     Raises:
-        WeightFileError: if the folder holds no weights (or several variants and no
-            `variant` was given); if the index is not JSON or has no `weight_map`, names
-            files the folder does not hold (all of them are listed), or a tensor its
-            shard does not hold; or if a file is not readable safetensors.
+        WeightFileError: for no weights, a damaged index, a missing shard or tensor, or an
+            unreadable file.
     """
     folder = Path(path)
     present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
@@ -78,12 +69,7 @@ def weight_files(path: str | Path, variant: str | None = None) -> WeightFiles:
 
 
 def folder_variant(path: str | Path) -> str | None:
-    """The `variant=` a model folder's weights must be read with when none is named.
-
-    None when the folder holds plain weights (`model.safetensors` or its index), or no
-    weights at all; else its one variant (`"fp16"` for `model.fp16.safetensors` or
-    `model.safetensors.index.fp16.json`). hf_elmo's `from_pretrained` passes it on, so
-    that a variant-only folder loads there as in the core.
+    """The folder's only variant (`"fp16"`) when it holds no plain weights, else None.
 
     Raises:
         WeightFileError: if the folder holds no plain weights but several variants.
@@ -118,7 +104,6 @@ def _variant_name(name: str, variant: str | None) -> str:
 
 
 def _sharded(index_path: Path, present: list[str]) -> WeightFiles:
-    """The tensors of an index's shards, checked against the index."""
     index = read_json(index_path, "safetensors index", error=WeightFileError)
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
@@ -147,7 +132,6 @@ def _sharded(index_path: Path, present: list[str]) -> WeightFiles:
 
 
 def _header(weights_path: Path) -> dict[str, tuple[int, ...]]:
-    """Tensor name -> shape, from a safetensors file's header."""
     from safetensors import safe_open
 
     try:
