@@ -1,11 +1,8 @@
-"""The parts a biLM runs with on this machine: the recurrence path with the thread rule,
-the layer-0 cache and the char CNN's training path.
+"""The parts a biLM runs with on this machine: the recurrence with the thread rule, the
+layer-0 cache and the char CNN's training path.
 
-A model built without parts is the reference computation: the step loop with torch's
-threads, no cache. Every loader and face builds its model with these parts instead
-(`Elmo(options, **serving_parts())`). None of them changes a value: each recurrence path
-equals the step loop up to float rounding (`elmo_core.model.recurrence`), the cache returns
-the char CNN's own vectors, and the training path computes the char CNN's own function.
+A model built without parts is the reference computation. Every loader builds with these
+(`Elmo(options, **serving_parts())`). None of them changes a value beyond float rounding.
 """
 
 from __future__ import annotations
@@ -25,8 +22,8 @@ def serving_parts(*, recurrence: str = "auto", token_cache_words: int = DEFAULT_
     """The keyword arguments that build an `Elmo` or `BiLM` with the runtime's parts.
 
     Args:
-        recurrence: One of `RECURRENCES` ("auto": see `elmo_core.model.recurrence`).
-        token_cache_words: Bound of the `TokenCache` in word types; 0: no cache.
+        recurrence: One of `RECURRENCES`.
+        token_cache_words: Bound of the `TokenCache` in word types. 0: no cache.
 
     Returns:
         `recurrence` (a `Recurrence` with the thread rule), `token_cache` and `char_cnn_training`.
