@@ -1,10 +1,8 @@
 """One owner per job folder (`elmo embed`'s `OUTPUT.partial/`, `elmo train`'s `--out`): an
 exclusive `fcntl.flock` on a lock file inside it.
 
-A second run on the folder stops at once. The kernel releases a `flock` when its
-process dies, however it dies, so there is no stale lock to clean up. A run that waited
-on a lock file its owner deleted starts again with a new one. `flock(2)` holds between
-processes on one machine, and on network file systems that support it (NFSv4, Lustre).
+A second run stops at once. The kernel releases the lock when its process dies, so there
+is no stale lock to clean up.
 """
 
 from __future__ import annotations

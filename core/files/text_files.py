@@ -1,9 +1,8 @@
 """Users' files: every command checks a named input and decodes its text here, by one set of rules.
 
-UTF-8 with a leading byte-order mark dropped. CRLF reads as LF. `.xz`, `.gz` and `.bz2`
-are decompressed on the fly, and `-` is standard input. Text that is not UTF-8, a line
-over `ELMO_MAX_LINE_BYTES`, or a missing file is one `ElmoError` that names the file,
-the line and the fix. No command writes over its inputs or an earlier run's output.
+UTF-8, a leading byte-order mark dropped, CRLF read as LF. `.xz`, `.gz` and `.bz2` are
+decompressed, `-` is standard input. Bad text or a missing file is one `ElmoError` that
+names the file, the line and the fix.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Import and export of the original bilm-tf / AllenNLP hdf5 weight files.
 
-One table (`_bilm_tf_table`, docs/bilm_tf.md §9) maps every dataset to the parameter
-slices it fills, by one of three kinds:
-
-- `copy`: as is.
-- `linear`: TF's `[in, out]` matrix, transposed to torch's `[out, in]`.
-- `conv`: TF's `[1, width, in, out]` kernel -> torch `Conv1d` `[out, in, width]`.
-
-The LSTM's `W_0` rows (the input's, then h's) are split into `input_linear` and
-`state_linear`, with the gate order `i, j, f, o` kept. TF's +1 forget bias is added at run time, not stored, so
-an export is bit-exact. h5py is imported only when a function here is called.
+One table (`_bilm_tf_table`, docs/bilm_tf.md §9) maps each dataset to the parameter slices
+it fills: `copy` as is, `linear` transposed (TF `[in, out]` -> torch `[out, in]`), `conv`
+from TF `[1, width, in, out]` to torch `[out, in, width]`. The LSTM gate order `i, j, f, o`
+is kept, and TF's +1 forget bias is added at run time, so an export is bit-exact.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Keeping the resident size of a long run flat: hand freed heap memory back to the OS.
 
-Every batch has new shapes. After glibc frees a large mapped block it raises its mmap
-threshold (up to 32 MiB), so later blocks come from the heap, whose holes rarely fit
-the next request: the resident size grows with the number of batches. Every face calls
-`release_free_memory()` (`malloc_trim(0)`) after each batch. The `elmo` command, which
-owns its process, also fixes the mmap threshold (`use_mmap_for_large_blocks`). Without
-glibc (macOS, Windows, musl) all of this does nothing. See docs/guides/memory.md.
+Every batch has new shapes, and glibc's heap keeps their freed holes, so the resident size
+grows with the number of batches. Every face calls `release_free_memory()` after each
+batch. glibc only: elsewhere this does nothing. See docs/guides/memory.md.
 """
 
 from __future__ import annotations

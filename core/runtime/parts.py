@@ -1,8 +1,6 @@
 """The parts a biLM runs with on this machine: the recurrence with the thread rule, the
-layer-0 cache and the char CNN's training path.
-
-A model built without parts is the reference computation. Every loader builds with these
-(`Elmo(options, **serving_parts())`). None of them changes a value beyond float rounding.
+layer-0 cache and the char CNN's training path. Every loader builds with them. None changes
+a value beyond float rounding.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Opt-in int8 inference on the CPU: dynamic quantisation of the LSTMs' Linear layers.
 
-The LSTM products run as int8 GEMMs with float32 in and out. Layer 0 stays float32: it
-is cached per word, and int8 inputs scaled per batch would make a cached vector depend
-on its batch. Cell state, gates and the scalar mix stay float32 too. The accuracy:
-`benchmarks/bench_core.py --int8`. torch's own `quantize_dynamic` is deprecated for
-torchao but still ships with the torch versions we support.
+Layer 0 stays float32: int8 inputs are scaled per batch, and a cached word vector must not
+depend on its batch. torch's `quantize_dynamic` is deprecated for torchao but still ships.
+Accuracy: `benchmarks/bench_core.py --int8`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,13 @@
 """How many CPU threads a biLM forward uses: no more than the CPUs that are free.
 
-The LSTMs run thousands of small operations per batch, each ending at an OpenMP barrier.
-When another process holds a core, every barrier waits for it. So `forward_threads`
-sets torch's intra-op count, for the forward's own thread only, to
+The LSTMs run thousands of small operations per batch, each ending at an OpenMP barrier
+that waits for a busy core. So `forward_threads` sets torch's intra-op count, for the
+forward's own thread, to
 
     min(torch's own count, usable CPUs, round(usable CPUs - other processes' load)),
 
-shared among the forwards running at once. It never raises torch's count. A thread
-forked from a process that ran OpenMP work runs with one thread: GNU OpenMP is not
-fork-safe. The why and the measurements: docs/guides/speed.md.
+shared among concurrent forwards. A forked child's forking thread runs with one thread:
+GNU OpenMP is not fork-safe. See docs/guides/speed.md.
 """
 
 from __future__ import annotations

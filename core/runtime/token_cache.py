@@ -1,10 +1,8 @@
 """A bounded LRU cache of biLM layer 0 (the char CNN's token vectors), per word type.
 
-Layer 0 has no context, so a word's vector is computed once. In running text a few
-thousand word types cover most positions, so after a warm-up most of the char CNN's work
-is a lookup. Keys are a word's char ids. `BiLM` uses the cache only while the char CNN
-is not trained. Any change to its parameters or to the autocast dtype empties the cache
-(`parameter_fingerprint`). Thread-safe. Pickling and `copy.deepcopy` drop the entries.
+Layer 0 has no context, so a word's vector is computed once: after a warm-up most of the
+char CNN's work is a lookup. `BiLM` uses it only while the char CNN is not trained. Any
+change to its parameters or the autocast dtype empties it. Thread-safe.
 """
 
 from __future__ import annotations

@@ -1,16 +1,13 @@
 """Overlapping windows over sequences too long for one biLM pass.
 
-A sequence of at most `window_tokens` tokens is read whole, exactly as without windows.
-A longer one is read in windows of `window_tokens` tokens. Each keeps a stretch with
-`context` tokens of context on both sides, so memory is bounded by the window:
+A sequence of at most `window_tokens` tokens is read whole. A longer one is read in windows
+that each keep a stretch with `context` tokens on both sides, so memory is bounded:
 
     window 0   [=======kept=======|-context-]
     window 1             [-context-|=======kept=======|-context-]
 
-The biLM starts each window from a zero state, so the LSTM layers differ from a whole
-run near the cuts. Layer 0 is unchanged. `read_in_windows` (char ids, keeps autograd)
-and `run_in_windows` (token lists) both cut with `plan_windows`, so every face gives a
-long input the same vectors.
+Each window starts from a zero state, so the LSTM layers differ from a whole run near the
+cuts. Every face cuts with `plan_windows`, so a long input gets the same vectors.
 """
 
 from __future__ import annotations
@@ -144,22 +141,19 @@ def read_in_windows(
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """Read a padded batch of char ids in windows, keeping autograd (hf_elmo's `ElmoModel`).
 
-    Rows longer than `window_tokens` are cut by `plan_windows`. The pieces are assembled
-    with torch slices and concatenation, so gradients flow. In training every window's
-    graph is kept until backward, so memory is not bounded then.
+    In training every window's graph is kept until backward: memory is not bounded then.
 
     Args:
         read: See `ReadPieces`.
         char_ids: [batch, tokens, chars], right-padded.
-        mask: [batch, tokens] bool, True = real token. None: any char id non-zero.
+        mask: [batch, tokens] bool. None: any char id non-zero.
         batches: Groups piece lengths into batches (`window_batches`). None: one batch.
         window_tokens, window_context: As `run_in_windows`.
-        boundaries: `read` returns `<S>`/`</S>` too: a long row keeps its first window's
-            `<S>` and its last window's `</S>`.
+        boundaries: `read` returns `<S>`/`</S>` too.
 
     Returns:
-        None when no row needs cutting (read the batch as it is). Else the output
-        `[..., batch, tokens (+ 2), dim]`, zero at padding, and its mask `[batch, tokens (+ 2)]`.
+        None when no row needs cutting. Else the output `[..., batch, tokens (+ 2), dim]`,
+        zero at padding, and its mask `[batch, tokens (+ 2)]`.
 
     Raises:
         ValueError: for a bad budget or window setting, or a mask that is not right-padded.
@@ -248,18 +242,16 @@ def run_in_windows(
 ) -> Generator[tuple[int, np.ndarray], None, None]:
     """Plan windows, run them in batches, assemble: yield `(index, array)` as each sequence completes.
 
-    Sequences come out when complete, not in input order. Memory is bounded by one batch.
-    Each array is a copy: a view would keep its whole batch alive. After each batch the
-    freed heap goes back to the OS, or the resident size creeps up over a long run.
+    Memory is bounded by one batch. Each array is a copy: a view would keep its batch alive.
 
     Args:
-        sequences: Token lists (an empty one gives 0 tokens).
+        sequences: Token lists.
         run_batch: See `RunBatch`.
         batch_tokens: Budget of padded positions per batch.
         batch_size: Optional cap on pieces per batch.
         window_tokens: Longest piece. None or 0 reads every sequence whole.
-        window_context: Context tokens on each side of a kept stretch (default `window_tokens // 8`).
-        on_window: See `OnWindow`. Not told of sequences read whole.
+        window_context: Context tokens on each side of a kept stretch.
+        on_window: See `OnWindow`.
 
     Yields:
         `(index into sequences, array)`: float32, C-ordered, cut to the sequence's tokens.
