@@ -103,11 +103,7 @@ def full_disk_as_one_error(path: str | os.PathLike[str]) -> Iterator[None]:
 def check_free_space(path: str | Path, needed: int, what: str, kept: str = "") -> None:
     """Raise a `DiskFullError` unless `path`'s file system has `needed` bytes free.
 
-    Args:
-        path: A file or folder on the file system to check.
-        needed: Bytes the next write needs.
-        what: How the message names the file system's user (e.g. "OUTPUT out.h5").
-        kept: A last sentence: what is kept and how to go on (e.g. for a resume).
+    `what` names the writer ("OUTPUT out.h5"). `kept` ends the message: what is kept, how to resume.
     """
     free = free_bytes(path)
     if free < needed:

@@ -109,14 +109,10 @@ def resolve_model_source(
     *,
     names: tuple[str, str, str] = ("path", "options", "weights"),
 ) -> ModelSource:
-    """Which model the arguments name: a folder, an options/weights pair, or the default.
-
-    None and "" both mean "not given" (spaCy configs use "").
+    """Which model the arguments of `load_elmo` name: a folder, an options/weights pair, or the default.
 
     Args:
-        path: A model folder.
-        options: bilm-tf's options.json. Goes with `weights`.
-        weights: bilm-tf's hdf5 weights. Goes with `options`.
+        path, options, weights: As `load_elmo`.
         names: The three arguments as the caller's users spell them, for errors.
 
     Raises:
@@ -330,9 +326,8 @@ NON_FINITE_FIX = "The file is damaged or came from a diverged training run; save
 def _read_weights(model: Elmo, weights: WeightFiles) -> None:
     """Copy the safetensors weights into `model`'s tensors, checking each is finite.
 
-    A mapping keeps every page it read resident until closed. One mapping for the whole
-    file would hold every weight twice. A fresh mapping per block of `_READ_BLOCK_BYTES`
-    holds each weight once, plus one block.
+    A mapping keeps the pages it read resident until closed, so each block of
+    `_READ_BLOCK_BYTES` gets a fresh one: a weight is held once, plus one block.
     """
     from safetensors import safe_open
 
@@ -371,8 +366,7 @@ def check_model_folder(path: str | Path, variant: str | None = None, *, sizes_on
         sizes_only: A tensor the weights lack is no error (transformers initialises it).
 
     Raises:
-        WeightFileError: for a missing or unreadable file, or a missing or mis-shaped tensor.
-        OptionsError: for invalid options or Elmo settings in config.json.
+        WeightFileError / OptionsError: as `load_model_folder`.
     """
     options, settings = read_model_config(path)
     _check_sizes(options, settings, settings, weight_files(path, variant), Path(path) / CONFIG_NAME, sizes_only)

@@ -140,9 +140,8 @@ def iter_embeddings(
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Yield `(index, vectors)` for every sentence, batch by batch (not in input order).
 
-    Memory is bounded by one batch and one window. Arguments and shapes as
-    `embed_sentences`. `on_window(index, kept_tokens)` is told after each window of a long
-    sentence: a progress bar's step.
+    Memory is bounded by one batch. Arguments and shapes as `embed_sentences`.
+    `on_window(index, kept_tokens)` is told after each window of a long sentence.
     """
     settings = EmbedSettings.given(settings, overrides)
     _check_call(model, sentences, settings)

@@ -203,8 +203,7 @@ _active = 0  # forwards running now in this process
 def other_load(cpus: set[int] | None = None, now: float | None = None) -> float:
     """CPUs' worth of work other processes do on `cpus` (default: our affinity). 0.0 without /proc.
 
-    From `/proc/stat` since the previous call. On the first call, or after a pause over
-    `STALE_AFTER_S`, from the tasks runnable now (`/proc/loadavg`).
+    From `/proc/stat` since the previous call, else (first call, or stale) from `/proc/loadavg`.
     """
     global _last, _last_others
     cpus = _affinity() if cpus is None else cpus
@@ -332,8 +331,8 @@ U = TypeVar("U")
 def directions_side_by_side(device: torch.device, recurrent_weights: int) -> int:
     """Threads per direction when the two LSTM directions should run at once, else 0.
 
-    Only on the CPU, without autograd, with two threads or more and a layer of at least
-    `SIDE_BY_SIDE_MIN_WEIGHTS`. A step's products are too small to share two cores well.
+    On the CPU, without autograd, with two threads or more, for a layer of at least
+    `SIDE_BY_SIDE_MIN_WEIGHTS`: a step's products are too small to share two cores.
     """
     threads = torch.get_num_threads()
     if device.type != "cpu" or torch.is_grad_enabled() or thread_policy() == "torch" or threads < 2:
