@@ -36,12 +36,9 @@ _FULL_WORDS = ("No space left on device", "os error 28", "errno = 28", "ENOSPC")
 def atomic_path(path: str | Path, tmp_dir: str | Path | None = None) -> Iterator[Path]:
     """A temporary path to write to, renamed to `path` (after fsync) if the block succeeds, else deleted.
 
-    The name is hidden (`.<name>.partial-<random><suffix>`) and keeps the suffix, so
-    writers that choose a format by suffix still do.
-
-    Args:
-        path: The file to write. A link there is replaced, not written through.
-        tmp_dir: Where the temporary file lives, on the same file system (default: `path`'s folder).
+    The name is hidden (`.<name>.partial-<random><suffix>`) and keeps the suffix, which
+    some writers read. A link at `path` is replaced, not written through. `tmp_dir` must be
+    on the same file system.
 
     Raises:
         DiskFullError: if the file system filled up (nothing is left under `path`).

@@ -91,15 +91,10 @@ def max_line_bytes() -> int:
 
 
 def read_line(handle: IO[bytes], name: str, line: int, limit: int | None = None) -> bytes:
-    """The next line's bytes with its "\\n" (b"" at the end), read no further than the limit.
+    """The next line's bytes with its "\\n" (b"" at the end), read no further than `limit` bytes.
 
-    Reading stops at the limit, so a decompression bomb's one endless line is refused at once.
-
-    Args:
-        handle: The file, from `open_binary`.
-        name: How the message names the file.
-        line: The line's number, from 1.
-        limit: The longest line in bytes. None: `max_line_bytes()`.
+    So a decompression bomb's one endless line is refused at once. `name` and `line` (from 1)
+    are for the message. `limit` None is `max_line_bytes()`.
 
     Raises:
         ElmoError: for a longer line.
@@ -242,12 +237,7 @@ _WIDE_BYTE_ORDER_MARKS = (  # UTF-32's first: its little-endian mark starts with
 
 
 def decode_line(data: bytes, name: str, line: int) -> str:
-    """One line's bytes as UTF-8 text.
-
-    Args:
-        data: The line's bytes, its line ending included.
-        name: How the message names the file.
-        line: The line's number, from 1.
+    """One line's bytes as UTF-8 text. `name` and `line` (from 1) are for the message.
 
     Raises:
         ElmoError: for UTF-16 or UTF-32 text (with or without a byte-order mark) or other
@@ -324,10 +314,6 @@ def iter_conll_rows(lines: Iterable[str], name: str | Path) -> Iterator[list[str
 
     Token lines need the same number of columns, at least two, so prose is refused.
 
-    Args:
-        lines: The file's lines, without line endings.
-        name: The file, for the message.
-
     Raises:
         ElmoError: at the first token line with one column, or another count than the first.
     """
@@ -348,12 +334,7 @@ def iter_conll_rows(lines: Iterable[str], name: str | Path) -> Iterator[list[str
 
 
 def read_json(path: str | Path, what: str = "JSON file", error: type[ElmoError] = ElmoError) -> Any:
-    """The value in a UTF-8 JSON file (options.json, config.json).
-
-    Args:
-        path: The file.
-        what: How the message names it ("options file").
-        error: The ElmoError subclass to raise.
+    """The value in a UTF-8 JSON file. `what` names it in the message.
 
     Raises:
         ElmoError: (`error`) for a missing or unreadable file, or text not UTF-8 or not JSON.

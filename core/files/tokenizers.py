@@ -1,8 +1,7 @@
 """Raw-text tokenizers, found through the `elmo_core.tokenizers` entry points.
 
-`spacy_elmo` registers `spacy-en`, the rules the pretraining data was split with. The
-rules that turn spaCy's tokens into ELMo's live here, so every face applies the same
-ones. The spaCy object is passed in, never imported.
+`spacy_elmo` registers `spacy-en`. Turning spaCy's tokens into ELMo's happens here, the
+same for every face, with the spaCy object passed in.
 """
 
 from __future__ import annotations
