@@ -1,9 +1,11 @@
-"""Lazily loaded state, loaded once however many threads ask for it at once (a server under traffic).
+"""Lazily loaded state, loaded once however many threads ask for it at once.
 
-if self._part is None:
-    with first_use_lock(self):
-        if self._part is None:
-            self._part = load()
+A server under traffic sends many first requests together. Each lazy part loads so:
+
+    if self._part is None:
+        with first_use_lock(self):
+            if self._part is None:
+                self._part = load()
 """
 
 from __future__ import annotations
