@@ -21,15 +21,8 @@ def batches_by_token_budget(
     """Group sentence indices into batches of at most `max_tokens` padded positions.
 
     Sentences are sorted longest first (stable) and cut greedily. A batch costs
-    `rows * (longest + 2)`: the biLM adds `<S>` and `</S>`. A sentence over the budget
-    gets a batch of its own.
-
-    Args:
-        lengths: Token count of each sentence.
-        max_tokens: Budget of padded positions per batch (> 0).
-        max_batch_size: Optional cap on sentences per batch.
-        chunk_steps: Most steps a row counts: the biLM steps longer rows a chunk at a time.
-            None counts every step.
+    `rows * (longest + 2)`: the biLM adds `<S>` and `</S>`. With `chunk_steps`, a row counts
+    at most that many steps: the biLM steps longer rows a chunk at a time.
 
     Returns:
         Lists of indices into `lengths`, each index once.

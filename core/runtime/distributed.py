@@ -9,9 +9,7 @@ from ..model.environment import environment_value
 
 
 def init_distributed(device: str = "cpu") -> tuple[int, int, str]:
-    """Join the process group when launched by torchrun (WORLD_SIZE > 1).
-
-    Backend gloo for CPU, nccl for CUDA, with `cuda:LOCAL_RANK` per rank.
+    """Join torchrun's process group: gloo on the CPU, nccl with `cuda:LOCAL_RANK` on GPUs.
 
     Returns:
         `(rank, world_size, device)`, `(0, 1, device)` outside torchrun.

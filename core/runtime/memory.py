@@ -1,8 +1,7 @@
 """Keeping the resident size of a long run flat: hand freed heap memory back to the OS.
 
-Every batch has new shapes, and glibc's heap keeps their freed holes, so the resident size
-grows with the number of batches. Every face calls `release_free_memory()` after each
-batch. glibc only: elsewhere this does nothing. See docs/guides/memory.md.
+Every batch has new shapes, and glibc's heap keeps their freed holes, so the resident
+size would grow with every batch. glibc only. See docs/guides/memory.md.
 """
 
 from __future__ import annotations
@@ -39,12 +38,10 @@ _MALLOPT = _load_glibc("mallopt", [ctypes.c_int, ctypes.c_int])
 
 
 def release_free_memory() -> bool:
-    """Return the heap's free pages to the OS (glibc `malloc_trim(0)`, a no-op elsewhere).
-
-    Safe from any thread at any time. Live objects are never affected.
+    """Return the heap's free pages to the OS (glibc `malloc_trim(0)`). Safe from any thread.
 
     Returns:
-        True if memory was handed back, False if nothing was (or no glibc).
+        True if memory was handed back.
     """
     if _MALLOC_TRIM is None:
         return False
@@ -52,12 +49,7 @@ def release_free_memory() -> bool:
 
 
 def release_when_collected(model: object) -> None:
-    """Hand the heap back to the OS once `model` has been freed.
-
-    A model in a reference cycle (a spaCy pipeline) is freed by the cyclic collector, so
-    the trim runs at the end of the next garbage collection. The callback is installed at
-    the first call: a program that builds no model gets none.
-    """
+    """Hand the heap back at the end of the garbage collection that frees `model` (a spaCy pipeline is in a cycle)."""
     if _MALLOC_TRIM is None or model in _MARKED:
         return
     _MARKED.add(model)
@@ -79,13 +71,10 @@ def _after_collection(phase: str, info: dict[str, int]) -> None:
 
 
 def use_mmap_for_large_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
-    """Make glibc give every block of `threshold` bytes or more its own mapping, for good.
+    """Make glibc map every block of `threshold` bytes or more on its own, so it goes back to the OS when freed.
 
-    Process-wide: for programs that own their process, as the `elmo` command does. Such
-    blocks go back to the OS when freed, at the cost of a system call and fresh pages.
-
-    Returns:
-        True if the setting was applied, False without glibc.
+    Process-wide: for programs that own their process, as the `elmo` command does.
+    Returns False without glibc.
     """
     if _MALLOPT is None:
         return False
@@ -93,18 +82,10 @@ def use_mmap_for_large_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
 
 
 def use_heap_for_every_block(enabled: bool = True) -> bool:
-    """Make glibc serve every block from its heap, however large (`elmo train`), or undo it.
+    """Make glibc serve every block from its heap (`elmo train`), or undo it with `enabled=False`.
 
-    glibc maps any block over 32 MiB on its own, so a training step's largest tensors
-    (the softmax logits, the LSTM gate inputs) would be faulted in afresh every step.
-    `mallopt(M_MMAP_MAX, 0)` stops that. `M_TRIM_THRESHOLD` at 1 GiB leaves the trimming
-    to the trainer (`release_free_memory` every `RELEASE_EVERY` steps). Process-wide.
-
-    Args:
-        enabled: False restores glibc's defaults for both settings.
-
-    Returns:
-        True if the settings were applied, False without glibc.
+    Else a training step's tensors over 32 MiB are mapped and faulted in afresh each step.
+    The trainer trims every `RELEASE_EVERY` steps instead. Process-wide. Returns False without glibc.
     """
     if _MALLOPT is None:
         return False

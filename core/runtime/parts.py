@@ -1,6 +1,5 @@
 """The parts a biLM runs with on this machine: the recurrence with the thread rule, the
-layer-0 cache and the char CNN's training path. Every loader builds with them. None changes
-a value beyond float rounding.
+layer-0 cache and the char CNN's training path. None changes a value beyond rounding.
 """
 
 from __future__ import annotations
@@ -19,12 +18,7 @@ __all__ = ["serving_parts"]
 def serving_parts(*, recurrence: str = "auto", token_cache_words: int = DEFAULT_TOKEN_CACHE_WORDS) -> dict[str, Any]:
     """The keyword arguments that build an `Elmo` or `BiLM` with the runtime's parts.
 
-    Args:
-        recurrence: One of `RECURRENCES`.
-        token_cache_words: Bound of the `TokenCache` in word types. 0: no cache.
-
-    Returns:
-        `recurrence` (a `Recurrence` with the thread rule), `token_cache` and `char_cnn_training`.
+    `recurrence` is one of `RECURRENCES`. `token_cache_words` bounds the `TokenCache` (0: none).
 
     Raises:
         ValueError: for an unknown recurrence or a bad `token_cache_words`.

@@ -1,8 +1,7 @@
 """Opt-in int8 inference on the CPU: dynamic quantisation of the LSTMs' Linear layers.
 
-Layer 0 stays float32: int8 inputs are scaled per batch, and a cached word vector must not
-depend on its batch. torch's `quantize_dynamic` is deprecated for torchao but still ships.
-Accuracy: `benchmarks/bench_core.py --int8`.
+Layer 0 stays float32: int8 inputs are scaled per batch, and a cached word vector must
+not depend on its batch. torch's `quantize_dynamic` is deprecated for torchao but ships.
 """
 
 from __future__ import annotations
@@ -21,16 +20,16 @@ __all__ = ["quantize_int8"]
 
 
 def quantize_int8(elmo: Elmo) -> Elmo:
-    """A copy of `elmo` whose LSTM Linear layers run as int8 dynamic quantisation (CPU only).
+    """A copy of `elmo` whose LSTM Linear layers run as int8 dynamic quantisation, on the CPU.
 
-    For inference only: it cannot be trained, saved, moved to a GPU or cast. Layer 0 is
-    exact. The LSTM layers are approximations that vary slightly with a sentence's batch.
+    For inference only: it cannot be trained, saved, moved or cast. Layer 0 is exact. The
+    LSTM layers vary slightly with a sentence's batch (`benchmarks/bench_core.py --int8`).
 
     Args:
         elmo: A float32 `Elmo` on the CPU.
 
     Returns:
-        A new `Elmo` in eval mode, with the same scalar mixes and an empty token cache.
+        A new `Elmo` in eval mode, with an empty token cache.
 
     Raises:
         ValueError: if the model is not on the CPU, not float32, or already quantised.
@@ -54,11 +53,7 @@ def quantize_int8(elmo: Elmo) -> Elmo:
 
 
 def quantize_linear_layers(module: nn.Module) -> nn.Module:
-    """Replace every `nn.Linear` in `module`, in place, by its int8 version (per-channel weight scales).
-
-    Raises:
-        RuntimeError: if this torch build has no dynamic quantisation.
-    """
+    """Replace every `nn.Linear` in `module`, in place, by its int8 version (per-channel weight scales)."""
     try:
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
     except ImportError as err:  # pragma: no cover - depends on the torch build
