@@ -1,5 +1,3 @@
-"""Files: bilm-tf hdf5, model folders, options, text, atomic writes, locks, tokenizer plug-ins.
-Re-exports nothing: users import `elmo_core`.
-"""
+"""Files: bilm-tf hdf5, model folders, options, text, atomic writes, locks, plug-ins. Re-exports nothing."""
 
 __all__: list[str] = []

@@ -1,5 +1,3 @@
-"""The runtime: how the model serves on this machine (threads, caches, batches, windows,
-embedding, int8, memory). Imports the model only. Re-exports nothing: users import `elmo_core`.
-"""
+"""The runtime: how the model serves on this machine. Imports the model only. Re-exports nothing."""
 
 __all__: list[str] = []

@@ -59,8 +59,7 @@ def _help(text: str) -> dict[str, str]:
 class EmbedSettings:
     """How `embed_sentences`, `iter_embeddings` and `elmo embed` run a model.
 
-    The functions take these fields as keywords too. `elmo embed`'s options take their
-    defaults and help from them. `layers` is checked against the model at each call.
+    The functions take these fields as keywords too, and `elmo embed` as options.
 
     Attributes:
         layers: `"all"` -> [n_layers + 1, tokens, dim] per sentence. `"top"` (last LSTM
@@ -77,8 +76,7 @@ class EmbedSettings:
         window_context: Context tokens on each side of a window (default `window_tokens // 8`).
 
     Raises:
-        ValueError: for a bad budget or window, or an `autocast_dtype` other than
-            bfloat16/float16.
+        ValueError: for a bad budget or window, or another `autocast_dtype`.
     """
 
     layers: str | int = field(default="all", metadata=_help("all | top | average | mix | a layer index 0..n_layers."))
@@ -273,8 +271,7 @@ def embed_sentences(
 ) -> list[np.ndarray]:
     """ELMo vectors for tokenised sentences, one float32 CPU array per sentence, in order.
 
-    Runs in eval mode under `torch.inference_mode`. A sentence's vectors do not depend on
-    the batching.
+    Runs under `torch.inference_mode`. A sentence's vectors do not depend on the batching.
 
         embed_sentences(elmo, sentences, layers="top", batch_size=32)
         embed_sentences(elmo, sentences, EmbedSettings(layers="top"))   # the same

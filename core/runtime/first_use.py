@@ -1,6 +1,6 @@
 """Lazily loaded state, loaded once however many threads ask for it at once.
 
-A server under traffic sends many first requests together. Each lazy part loads so:
+Each lazy part loads so:
 
     if self._part is None:
         with first_use_lock(self):

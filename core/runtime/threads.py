@@ -1,13 +1,12 @@
 """How many CPU threads a biLM forward uses: no more than the CPUs that are free.
 
-The LSTMs run thousands of small operations per batch, each ending at an OpenMP barrier
-that waits for a busy core. So `forward_threads` sets torch's intra-op count, for the
-forward's own thread, to
+Each of the LSTMs' many small operations ends at an OpenMP barrier that waits for a busy
+core. So `forward_threads` sets the forward's own thread count to
 
     min(torch's own count, usable CPUs, round(usable CPUs - other processes' load)),
 
-shared among concurrent forwards. A forked child's forking thread runs with one thread:
-GNU OpenMP is not fork-safe. See docs/guides/speed.md.
+shared among concurrent forwards. GNU OpenMP is not fork-safe: a forked child's forking
+thread runs with one thread. See docs/guides/speed.md.
 """
 
 from __future__ import annotations
@@ -64,9 +63,8 @@ def set_thread_policy(policy: str | int) -> None:
     `ELMO_THREADS` sets the same, read at the first forward.
 
     Args:
-        policy: `"auto"` (default): the free usable CPUs, never more than torch's own
-            count. `"torch"`: leave torch's count alone (slow when a core is busy).
-            An int N >= 1: exactly N threads during every forward.
+        policy: `"auto"` (default): the free usable CPUs, at most torch's own count.
+            `"torch"`: torch's count (slow when a core is busy). N >= 1: exactly N threads.
 
     Raises:
         ValueError: for anything else.
@@ -96,11 +94,7 @@ def _affinity() -> set[int] | None:
 
 
 def _cgroup_quota(proc: Path | None = None, cgroup: Path | None = None) -> float | None:
-    """The tightest CPU quota (in CPUs) of this process's cgroup and its parents, or None.
-
-    cgroup v2: `cpu.max` = "QUOTA PERIOD" or "max PERIOD". v1: `cpu.cfs_quota_us` (-1 = none)
-    over `cpu.cfs_period_us`.
-    """
+    """The tightest CPU quota (in CPUs) of this process's cgroup and its parents: v2 `cpu.max`, v1 `cpu.cfs_*`."""
     proc, cgroup = proc or _PROC, cgroup or _CGROUP
     try:
         lines = (proc / "self" / "cgroup").read_text().splitlines()
@@ -135,7 +129,7 @@ def _quota() -> float | None:
 
 
 def usable_cpus() -> int:
-    """CPUs this process may run on: its affinity, capped by whole CPUs of a cgroup quota (at least 1)."""
+    """CPUs this process may run on: its affinity, capped by whole CPUs of its cgroup quota."""
     affinity = _affinity()
     count = len(affinity) if affinity else (os.cpu_count() or 1)
     quota = _quota()
@@ -201,10 +195,7 @@ _active = 0  # forwards running now in this process
 
 
 def other_load(cpus: set[int] | None = None, now: float | None = None) -> float:
-    """CPUs' worth of work other processes do on `cpus` (default: our affinity). 0.0 without /proc.
-
-    From `/proc/stat` since the previous call, else (first call, or stale) from `/proc/loadavg`.
-    """
+    """CPUs' worth of work other processes do on `cpus`: from `/proc/stat` since the last call, else `/proc/loadavg`."""
     global _last, _last_others
     cpus = _affinity() if cpus is None else cpus
     now = time.monotonic() if now is None else now
@@ -230,22 +221,16 @@ def other_load(cpus: set[int] | None = None, now: float | None = None) -> float:
 
 
 def choose_threads(ceiling: int, usable: int, others: float, running: int = 1) -> int:
-    """`max(1, min(ceiling, usable, round(usable - others)) // running)`: free CPUs per running forward.
-
-    `ceiling` is torch's own count, `others` is `other_load()` and `running` counts this forward.
-    """
+    """`max(1, min(ceiling, usable, round(usable - others)) // running)`: free CPUs per running forward."""
     free = math.floor(usable - others + 0.5)
     return max(1, min(ceiling, usable, free) // max(1, running))
 
 
 @contextlib.contextmanager
 def forward_threads(device: torch.device) -> Iterator[int]:
-    """Run the block with the thread count of the policy in force.
+    """Run the block with the policy's thread count.
 
-    Does nothing off the CPU, under "torch" (but in a forked thread), or when nested.
-
-    Yields:
-        The number of intra-op threads the block runs with.
+    Off the CPU, nested, or under "torch" (but in a forked thread), do nothing.
     """
     global _active
     if device.type != "cpu" or getattr(_nesting, "depth", 0) > 0:
@@ -283,10 +268,7 @@ def forward_threads(device: torch.device) -> Iterator[int]:
 
 
 def _use_threads(count: int, default: int) -> None:
-    """Give the calling thread `count` intra-op threads, and leave `default` to threads that start now.
-
-    `torch.set_num_threads` also sets the process-wide default. A short-lived thread sets it back.
-    """
+    """Give the calling thread `count` threads. `set_num_threads` also sets the default: put `default` back."""
     torch.set_num_threads(count)
     if count != default:
         restore = threading.Thread(target=torch.set_num_threads, args=(default,), name="elmo-thread-count")
@@ -331,8 +313,7 @@ U = TypeVar("U")
 def directions_side_by_side(device: torch.device, recurrent_weights: int) -> int:
     """Threads per direction when the two LSTM directions should run at once, else 0.
 
-    On the CPU, without autograd, with two threads or more, for a layer of at least
-    `SIDE_BY_SIDE_MIN_WEIGHTS`: a step's products are too small to share two cores.
+    Only on the CPU, without autograd, for layers of `SIDE_BY_SIDE_MIN_WEIGHTS` or more.
     """
     threads = torch.get_num_threads()
     if device.type != "cpu" or torch.is_grad_enabled() or thread_policy() == "torch" or threads < 2:
@@ -341,10 +322,7 @@ def directions_side_by_side(device: torch.device, recurrent_weights: int) -> int
 
 
 def run_side_by_side(first: Callable[[], T], second: Callable[[], U], threads: int) -> tuple[T, U]:
-    """`(first(), second())`, `second` in a new thread, each with `threads` intra-op threads.
-
-    The worker gets the caller's inference mode and CPU autocast (both per thread in torch).
-    """
+    """`(first(), second())`, `second` in a new thread with the caller's inference mode and CPU autocast."""
     inference = torch.is_inference_mode_enabled()
     autocast = torch.is_autocast_enabled("cpu")
     dtype = torch.get_autocast_dtype("cpu")
@@ -394,7 +372,7 @@ class CpuThreadRule:
     def run_directions(
         self, device: torch.device, recurrent_weights: int
     ) -> Callable[[Callable[[], T], Callable[[], U]], tuple[T, U]] | None:
-        """`run_side_by_side` with the threads chosen here, or None (one direction after the other)."""
+        """`run_side_by_side` with the threads chosen here, or None."""
         split = directions_side_by_side(device, recurrent_weights)
         if not split:
             return None

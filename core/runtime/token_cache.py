@@ -1,8 +1,7 @@
 """A bounded LRU cache of biLM layer 0 (the char CNN's token vectors), per word type.
 
-Layer 0 has no context, so a word's vector is computed once: after a warm-up most of the
-char CNN's work is a lookup. `BiLM` uses it only while the char CNN is not trained. Any
-change to its parameters or the autocast dtype empties it. Thread-safe.
+Layer 0 has no context, so a word's vector is computed once. `BiLM` uses the cache only
+while the char CNN is frozen. A change to its parameters or the autocast dtype empties it.
 """
 
 from __future__ import annotations
@@ -80,11 +79,7 @@ class TokenCache:
 
     # ------------------------------------------------------------------ lookup
     def lookup(self, words: torch.Tensor, compute: torch.nn.Module) -> torch.Tensor:
-        """Vectors for distinct words: cached rows where present, `compute` for the rest.
-
-        Args:
-            words: Distinct char-id rows.
-            compute: The char CNN.
+        """Vectors for distinct words: cached rows where present, `compute` (the char CNN) for the rest.
 
         Shape:
             words: [num_words, chars] int64 -> [num_words, P], as `compute` returns it
@@ -152,9 +147,8 @@ def _row_keys(words: torch.Tensor) -> list[bytes]:
 def parameter_fingerprint(parameters: Iterable[torch.Tensor], dtype: torch.dtype | None) -> tuple:
     """What `TokenCache` compares to know that cached vectors are still valid.
 
-    Per parameter: identity, storage, device and version counter (optimizer steps,
-    `load_state_dict`, `.to()`). Sums of its values catch edits through `.data`, which
-    the version counter misses.
+    Identity, storage and version counter per parameter, and sums of its values: they catch
+    edits through `.data`, which the version counter misses.
     """
     parameters = list(parameters)
     with torch.no_grad():
@@ -168,6 +162,6 @@ _SUM_BLOCK = 2**20
 
 
 def float64_sum(tensor: torch.Tensor) -> float:
-    """The float64 sum of a tensor's values, in blocks: a whole float64 copy would double its size."""
+    """The float64 sum of a tensor's values, in blocks (a float64 copy would double it)."""
     flat = tensor.detach().reshape(-1)
     return sum(float(block.sum(dtype=torch.float64)) for block in flat.split(_SUM_BLOCK))

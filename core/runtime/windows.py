@@ -1,13 +1,13 @@
 """Overlapping windows over sequences too long for one biLM pass.
 
-A sequence of at most `window_tokens` tokens is read whole. A longer one is read in windows
-that each keep a stretch with `context` tokens on both sides, so memory is bounded:
+A sequence longer than `window_tokens` is read in windows that each keep a stretch with
+`context` tokens on both sides, so memory is bounded:
 
     window 0   [=======kept=======|-context-]
     window 1             [-context-|=======kept=======|-context-]
 
-Each window starts from a zero state, so the LSTM layers differ from a whole run near the
-cuts. Every face cuts with `plan_windows`, so a long input gets the same vectors.
+Each window starts from a zero state, so the LSTM layers differ from a whole run near
+the cuts. Every face cuts with `plan_windows`.
 """
 
 from __future__ import annotations
@@ -65,15 +65,9 @@ def _check_window(window_tokens: int, context: int | None) -> int:
 def plan_windows(
     num_tokens: int, window_tokens: int = DEFAULT_WINDOW_TOKENS, context: int | None = None
 ) -> list[Window]:
-    """The windows that cover a sequence of `num_tokens` tokens.
+    """The windows that cover a sequence of `num_tokens` tokens, in order.
 
-    Args:
-        num_tokens: Length of the sequence (>= 0).
-        window_tokens: Most tokens one pass reads.
-        context: Context tokens on each side of a kept stretch (default `window_tokens // 8`).
-
-    Returns:
-        Windows in order. Their kept stretches tile `[0, num_tokens)` exactly.
+    Their kept stretches tile `[0, num_tokens)`. `context` defaults to `window_tokens // 8`.
 
     Raises:
         ValueError: if `window_tokens` is not positive, or `2 * context >= window_tokens`.
@@ -97,8 +91,7 @@ def check_window_settings(window_tokens: int | None, window_context: int | None)
     """Check the window settings up front. Returns `window_tokens`, with 0 (read whole) as None.
 
     Raises:
-        ValueError: if `window_tokens` is not a positive integer, 0 or None, or
-            `window_context` is negative or at least half of `window_tokens`.
+        ValueError: for a bad `window_tokens`, or a `window_context` not in `[0, window_tokens / 2)`.
     """
     if window_tokens == 0 and not isinstance(window_tokens, bool):
         return None
@@ -115,7 +108,7 @@ PlanBatches = Callable[[list[int]], Iterable[Sequence[int]]]
 def window_batches(batch_tokens: int = DEFAULT_BATCH_TOKENS, batch_size: int | None = None) -> PlanBatches:
     """Every face's batching: pieces longest first, under `batch_tokens` padded positions.
 
-    A piece counts at most `CHUNK_STEPS` positions: the biLM steps longer rows a chunk at a time.
+    A piece counts at most `CHUNK_STEPS`: the biLM steps longer rows a chunk at a time.
 
     Raises:
         ValueError: if `batch_tokens` or `batch_size` is not a positive integer.
@@ -153,10 +146,7 @@ def read_in_windows(
 
     Returns:
         None when no row needs cutting. Else the output `[..., batch, tokens (+ 2), dim]`,
-        zero at padding, and its mask `[batch, tokens (+ 2)]`.
-
-    Raises:
-        ValueError: for a bad budget or window setting, or a mask that is not right-padded.
+        zero at padding, and its mask.
     """
     window_tokens = check_window_settings(window_tokens, window_context)
     to_cut = _rows_to_cut(char_ids, mask, window_tokens)
@@ -242,19 +232,8 @@ def run_in_windows(
 ) -> Generator[tuple[int, np.ndarray], None, None]:
     """Plan windows, run them in batches, assemble: yield `(index, array)` as each sequence completes.
 
-    Memory is bounded by one batch. Each array is a copy: a view would keep its batch alive.
-
-    Args:
-        sequences: Token lists.
-        run_batch: See `RunBatch`.
-        batch_tokens: Budget of padded positions per batch.
-        batch_size: Optional cap on pieces per batch.
-        window_tokens: Longest piece. None or 0 reads every sequence whole.
-        window_context: Context tokens on each side of a kept stretch.
-        on_window: See `OnWindow`.
-
-    Yields:
-        `(index into sequences, array)`: float32, C-ordered, cut to the sequence's tokens.
+    Memory is bounded by one batch. Each array is a float32 copy: a view would keep its batch
+    alive. `window_tokens` None or 0 reads every sequence whole.
 
     Raises:
         ValueError: for a bad budget, batch size or window setting.
