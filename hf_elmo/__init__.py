@@ -50,7 +50,7 @@ from .modeling_elmo import (
     ElmoPreTrainedModel,
 )
 from .modeling_elmo_lm import ElmoLMHeadModel
-from .pipeline_elmo import ElmoFeatureExtractionPipeline, feature_extraction_pipeline
+from .pipeline_elmo import ElmoFeatureExtractionPipeline, register_pipeline
 from .tokenization_elmo import ElmoBatchEncoding, ElmoTokenizer
 
 __all__ = [
@@ -64,7 +64,6 @@ __all__ = [
     "ElmoModelOutput",
     "ElmoPreTrainedModel",
     "ElmoTokenizer",
-    "feature_extraction_pipeline",
 ]
 
 AutoConfig.register(ElmoConfig.model_type, ElmoConfig, exist_ok=True)
@@ -79,3 +78,4 @@ ElmoModel.register_for_auto_class("AutoModel")
 ElmoForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
 ElmoForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
 ElmoTokenizer.register_for_auto_class("AutoTokenizer")
+register_pipeline()  # transformers.pipeline("elmo-feature-extraction", model=...)

@@ -63,7 +63,6 @@ PUBLIC = {
         "ElmoModelOutput",
         "ElmoPreTrainedModel",
         "ElmoTokenizer",
-        "feature_extraction_pipeline",
     },
     "hf_elmo.remote_code": {
         "ELMO_BILM_VERSION",
