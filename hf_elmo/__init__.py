@@ -42,6 +42,7 @@ except ImportError as err:  # not installed: say which extra installs it
     raise missing_extra(err, "transformers", "hf", "hf_elmo") from err
 
 from .configuration_elmo import ElmoConfig
+from .encoding_elmo import ElmoBatchEncoding
 from .modeling_elmo import (
     ElmoForSequenceClassification,
     ElmoForTokenClassification,
@@ -51,7 +52,7 @@ from .modeling_elmo import (
 )
 from .modeling_elmo_lm import ElmoLMHeadModel
 from .pipeline_elmo import ElmoFeatureExtractionPipeline, register_pipeline
-from .tokenization_elmo import ElmoBatchEncoding, ElmoTokenizer
+from .tokenization_elmo import ElmoTokenizer
 
 __all__ = [
     "ElmoBatchEncoding",

@@ -69,6 +69,7 @@ PUBLIC = {
         "GENERATED_DIR",
         "GENERATED_FILES",
         "note_which_code_runs",
+        "read_as_the_core_reads",
         "save_atomically",
         "save_generated_code",
     },

@@ -11,7 +11,7 @@ from transformers import AutoTokenizer, DataCollatorForTokenClassification
 from elmo_core import ElmoError, words_to_char_ids
 from elmo_core.files.model_folder import tokenizer_settings
 from hf_elmo import ElmoBatchEncoding, ElmoTokenizer
-from hf_elmo.tokenization_elmo import WORD_ID_BASE, word_id
+from hf_elmo.encoding_elmo import WORD_ID_BASE, word_id
 
 from ..conftest import make_tiny_options
 from .conftest import TOKENS
