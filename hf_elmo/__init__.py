@@ -1,18 +1,8 @@
 """hf_elmo: ELMo as a Hugging Face transformers model.
 
-Importing this package registers the classes with the Auto classes (`AutoConfig` for
-`model_type: "elmo"`, `AutoModel`, `AutoModelForTokenClassification`,
-`AutoModelForSequenceClassification`, `AutoTokenizer`)
-and for `save_pretrained`'s code saving, so a saved folder also loads with
-`trust_remote_code=True` where hf_elmo was never imported, or is not installed at all.
-
-The classes here are built from `elmo_core` (an `ElmoModel` holds a real
-`elmo_core.BiLM`), and these modules are the one source of the HF face. A saved folder
-does not hold them, though: it holds `configuration_elmo.py`, `modeling_elmo.py` and
-`tokenization_elmo.py` copied from them, reading a plain copy of the model
-(`elmo_reference.py`) instead of elmo_core, so that the folder needs no elmo-bilm (see `hf_elmo.remote_code`, which also
-says how to regenerate them, and which code a loaded folder runs: after `import hf_elmo`,
-the installed classes take precedence over a folder's own code, as transformers rules).
+`import hf_elmo` registers the classes with the Auto classes and the "elmo-feature-extraction"
+pipeline. A saved folder carries its own code, so it also loads with `trust_remote_code=True`
+where elmo-bilm is not installed (`hf_elmo.remote_code`).
 
     import hf_elmo
     from transformers import AutoModel, AutoTokenizer
@@ -22,8 +12,7 @@ the installed classes take precedence over a folder's own code, as transformers 
     batch = tokenizer(["The river bank.", "Hello!"], padding=True, return_tensors="pt")
     vectors = model(**batch).last_hidden_state                  # [2, 4, 1024]
 
-Original bilm-tf files convert with `elmo convert OPTIONS WEIGHTS OUT_DIR` (see
-`convert_bilm_tf_to_hf`).
+`elmo convert OPTIONS WEIGHTS OUT_DIR` converts bilm-tf's files (`convert_bilm_tf_to_hf`).
 """
 
 from __future__ import annotations

@@ -126,7 +126,7 @@ class ElmoConfig(PreTrainedConfig):
 
     @classmethod
     def from_options(cls, options: BiLMOptions, **kwargs: Any) -> ElmoConfig:
-        """A config for `options`; `kwargs` are the Elmo settings and transformers keys."""
+        """A config for `options`. `kwargs` are the Elmo settings and transformers keys."""
         data = options.to_dict()
         return cls(lstm=data["lstm"], char_cnn=data["char_cnn"], **kwargs)
 
@@ -150,7 +150,7 @@ class ElmoConfig(PreTrainedConfig):
 
     @property
     def num_hidden_layers(self) -> int:
-        """The biLM's LSTM layers (`lstm.n_layers`); `hidden_states` has one more (layer 0)."""
+        """The biLM's LSTM layers (`lstm.n_layers`). `hidden_states` has one more, layer 0."""
         return self.lstm["n_layers"]
 
     def save_pretrained(self, save_directory: str | os.PathLike, push_to_hub: bool = False, **kwargs: Any) -> None:
@@ -166,7 +166,7 @@ class ElmoConfig(PreTrainedConfig):
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> Any:
-        """As transformers'; a folder saved by other code is named once (`note_which_code_runs`)."""
+        """As transformers', and a folder saved by other code is named once (`note_which_code_runs`)."""
         loaded = super().from_dict(config_dict, **kwargs)
         note_which_code_runs(kwargs.get("name_or_path"))
         return loaded

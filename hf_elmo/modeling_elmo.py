@@ -260,7 +260,8 @@ class ElmoModel(ElmoPreTrainedModel):
             `ElmoModelOutput`, or the tuple of its non-None fields.
 
         Shape:
-            char_ids: [batch, tokens, 50] int; input_ids, attention_mask: [batch, tokens]
+            char_ids: [batch, tokens, 50] int
+            input_ids, attention_mask: [batch, tokens]
             last_hidden_state: [batch, tokens, 2 * projection_dim] (tokens + 2 with `keep_sentence_boundaries`)
 
         Raises:
@@ -350,7 +351,8 @@ class ElmoForTokenClassification(ElmoPreTrainedModel):
         Args: as `ElmoModel.forward`, plus `labels` (-100 = not scored).
 
         Shape:
-            input_ids, attention_mask, labels: [batch, tokens]; logits: [batch, tokens, num_labels]
+            input_ids, attention_mask, labels: [batch, tokens]
+            logits: [batch, tokens, num_labels]
 
         Raises:
             ValueError: as `ElmoModel.forward`, or for `labels` of another shape.
@@ -417,7 +419,8 @@ class ElmoForSequenceClassification(ElmoPreTrainedModel):
             [batch] or [batch, 1], or multi-label floats [batch, num_labels].
 
         Shape:
-            input_ids, attention_mask: [batch, tokens]; logits: [batch, num_labels]
+            input_ids, attention_mask: [batch, tokens]
+            logits: [batch, num_labels]
 
         Raises:
             ValueError: as `ElmoModel.forward`.

@@ -103,7 +103,7 @@ class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
 
 
 def register_pipeline() -> None:
-    """Register the "elmo-feature-extraction" task; its default model is the one elmo-bilm ships."""
+    """Register the "elmo-feature-extraction" task, whose default model is the one elmo-bilm ships."""
     try:
         default: dict[str, Any] | None = {"model": (str(resolve_model_source().folder), None)}
     except WeightFileError:

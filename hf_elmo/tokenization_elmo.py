@@ -107,7 +107,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         char_id_offset, beginning_of_sentence_character, end_of_sentence_character,
         beginning_of_word_character, end_of_word_character, padding_character: The
             character-id scheme, saved so a folder documents itself. Must be elmo_core's.
-        text_tokenizer: The raw-text tokenizer; "spacy-en" is the pretraining data's rules.
+        text_tokenizer: The raw-text tokenizer. "spacy-en" is the pretraining data's rules.
         pad_token: Name of the padding token, id 0 (an all-zero row).
         unk_token: Name of id 1, which no word gets.
         **kwargs: transformers' tokenizer arguments (`model_max_length`, ...).
@@ -135,7 +135,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         unk_token: str = "<unk>",
         **kwargs: Any,
     ) -> None:
-        scheme = (char_id_offset, beginning_of_sentence_character, end_of_sentence_character)
+        scheme: tuple[int, ...] = (char_id_offset, beginning_of_sentence_character, end_of_sentence_character)
         scheme += (beginning_of_word_character, end_of_word_character, padding_character)
         given = dict(zip(_CORE_CHARACTERS, scheme))  # in the order of the arguments
         if given != _CORE_CHARACTERS:
@@ -255,7 +255,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
             without `return_tensors` has no batch axis.
 
         Shape:
-            input_ids, attention_mask: [batch, tokens]; char_ids: [batch, tokens, chars]
+            input_ids, attention_mask: [batch, tokens]
+            char_ids: [batch, tokens, chars]
 
         Raises:
             ValueError: for sentence pairs, overflowing tokens, left padding, or tensors of

@@ -135,7 +135,7 @@ class BiLMOptions:
                 n_characters=262 if n_characters == 261 else n_characters,  # bilm-tf training files say 261
                 **{k: cc.pop(k) for k in ("n_highway", "max_characters_per_token", "activation")},
             )
-            clip = {k: lstm.pop(k, None) or None for k in ("cell_clip", "proj_clip")}  # 0 = no clip
+            clip: dict[str, Any] = {k: lstm.pop(k, None) or None for k in ("cell_clip", "proj_clip")}  # 0: no clip
             lstm_options = LSTMOptions(
                 use_skip_connections=lstm.pop("use_skip_connections", False),
                 **{k: lstm.pop(k) for k in ("dim", "projection_dim", "n_layers")},

@@ -50,7 +50,7 @@ def read_in_windows(
     window_context: int | None = None,
     boundaries: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """`read` over windows of the rows longer than `window_tokens` (all windows at once); None: read whole."""
+    """`read` over windows of the rows longer than `window_tokens`, all at once. None: read whole."""
     window_tokens = window_tokens or None  # the config checked the settings, and the model the char ids
     if window_tokens is None or char_ids.shape[1] <= window_tokens:
         return None

@@ -38,7 +38,7 @@ def _docstring_lines(tree: ast.Module, lines: list[str]) -> set[int]:
             continue
         for k, stmt in enumerate(body):
             is_string = isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
-            if not is_string or not isinstance(stmt.value.value, str):  # type: ignore[attr-defined]
+            if not is_string or not isinstance(stmt.value.value, str):
                 continue
             if node is tree and k == 0:  # the module's: `copied` keeps its summary line
                 drop.update(range(stmt.lineno - 1, stmt.end_lineno or stmt.lineno))

@@ -87,7 +87,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         unk_token: str = "<unk>",
         **kwargs: Any,
     ) -> None:
-        scheme = (char_id_offset, beginning_of_sentence_character, end_of_sentence_character)
+        scheme: tuple[int, ...] = (char_id_offset, beginning_of_sentence_character, end_of_sentence_character)
         scheme += (beginning_of_word_character, end_of_word_character, padding_character)
         given = dict(zip(_CORE_CHARACTERS, scheme))  # in the order of the arguments
         if given != _CORE_CHARACTERS:
