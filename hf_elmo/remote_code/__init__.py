@@ -24,6 +24,8 @@ from typing import Any
 from elmo_core import __version__ as ELMO_BILM_VERSION
 from elmo_core.face_api import atomic_folder, check_model_folder, folder_variant
 
+from .elmo_reference_runtime import read_as_the_core_reads as _sizes_checked  # a folder's plain check
+
 __all__ = [
     "ELMO_BILM_VERSION",
     "GENERATED_DIR",
@@ -164,12 +166,14 @@ def note_which_code_runs(folder: object) -> bool:
 def read_as_the_core_reads(load: Callable[..., Any], source: object, model_class: type) -> Callable[..., Any]:
     """`load` (a model class's transformers `from_pretrained`), reading a local folder as elmo_core reads it.
 
-    The sizes in config.json are checked against the weights' headers before anything is
-    allocated. A folder of one variant's weights is read as that variant without naming it. A
-    broken folder gets the core's diagnosis (`check_model_folder`), which names the file and the fix.
+    The sizes in config.json (or a `config=` given) are checked against the weights' headers
+    before anything is allocated. A folder of one variant's weights is read as that variant
+    without naming it. A broken folder gets the core's diagnosis (`check_model_folder`), which
+    names the file and the fix.
     """
     if not isinstance(source, (str, os.PathLike)) or not os.path.isdir(source):
         return load
+    load = _sizes_checked(load, source, model_class)
 
     def read(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("variant") is None:
