@@ -4,10 +4,9 @@
     elmo data vocab FILES... --out vocab.txt [--vocab-size N | --min-count N] [--pretokenized]
     elmo data hold-out FILE --out-kept KEPT --out-held-out HELD [--fraction 0.05] [--seed 0]
 
-`pretokenize` splits and tokenises raw paragraphs once (spaCy's English rules, as
-`elmo train` without `--pretokenized` would on every epoch); train on the cache with
-`elmo train --pretokenized --train CACHE`. `hold-out` sets some sentences aside for
-`elmo train --valid` (adapting a model to a task's training text, with `--patience`).
+`pretokenize` splits and tokenises raw paragraphs once, as `elmo train` would on every
+epoch. Train on the cache with `elmo train --pretokenized --train CACHE`. `hold-out` sets
+sentences aside for `elmo train --valid`.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ SplitterOption = Annotated[
 
 
 _NEW_FILE = "Give a new path, or delete the old file first."
-"""The way out when an output of `elmo data` exists: no command writes over earlier work."""
+"""The way out when an output of `elmo data` exists. No command writes over earlier work."""
 
 ProgressOption = Annotated[bool, typer.Option(help="Show a progress bar on stderr.")]
 
@@ -121,7 +120,7 @@ def hold_out_command(
     fraction: Annotated[float, typer.Option(help="The share held out, in (0, 1).")] = 0.05,
     seed: Annotated[int, typer.Option(help="Seeds the choice: the same file and seed give the same split.")] = 0,
 ) -> None:
-    """Split FILE's lines into kept and held-out sentences (seeded, input order kept; blank lines dropped)."""
+    """Split FILE's lines into kept and held-out sentences (seeded, in input order, blank lines dropped)."""
     from ...files.atomic_files import atomic_path
     from ...files.text_files import check_input_file, iter_lines, open_text
     from ..training.corpus import hold_out
