@@ -50,29 +50,48 @@ from .dropout import fast_dropout
 from .lstm import FORGET_BIAS, LSTMStack, reverse_index, sort_rows
 
 
-def _gate_order(w: torch.Tensor) -> torch.Tensor:
-    """Rows (or entries) in blocks i, j, f, o (bilm-tf) -> i, f, o, j: the three sigmoid
-    blocks side by side, so that one `sigmoid` and one `tanh` cover a step's gates."""
-    i, j, f, o = w.chunk(4, dim=0)
-    return torch.cat([i, f, o, j])
+_ORDER = (0, 2, 3, 1)  # block k of the products' order i, f, o, j is bilm-tf's block _ORDER[k] (i, j, f, o)
 
 
-def _layer_weights(forward_cell, backward_cell, dtype: torch.dtype):  # noqa: ANN001, ANN202
-    """Both directions' weights stacked on a leading axis of 2, right-hand operands, in
-    gate order i, f, o, j, the forget bias added; differentiable functions of the cells'
-    parameters (autograd carries their gradients back through the stack and the cast).
+def _operand(weights: tuple[torch.Tensor, torch.Tensor], dtype: torch.dtype, gates: bool) -> torch.Tensor:
+    """Two `Linear` weights [out, in] -> one right-hand operand [2, in, out] in `dtype`, no autograd.
 
-    Shape: W_x [2, in, 4D], B [2, 1, 4D], W_h [2, P, 4D], W_P [2, D, P], all in `dtype`
+    One strided copy per gate block: transpose, gate order and cast in a single pass.
     """
-    cells = (forward_cell, backward_cell)
-    D = forward_cell.dim
-    forget = torch.zeros(4 * D, device=forward_cell.input_linear.bias.device)
-    forget[D : 2 * D] = FORGET_BIAS  # block f in the order i, f, o, j
-    w_x = torch.stack([_gate_order(c.input_linear.weight).t() for c in cells])
-    bias = torch.stack([_gate_order(c.input_linear.bias) + forget for c in cells])[:, None, :]
-    w_h = torch.stack([_gate_order(c.state_linear.weight).t() for c in cells])
-    w_p = torch.stack([c.state_projection.weight.t() for c in cells])
-    return tuple(w.to(dtype) for w in (w_x, bias, w_h, w_p))
+    out_features, in_features = weights[0].shape
+    operand = weights[0].new_empty(2, in_features, out_features, dtype=dtype)
+    width = out_features // 4 if gates else out_features
+    for d, w in enumerate(weights):
+        for k, block in enumerate(_ORDER if gates else (0,)):
+            operand[d, :, k * width : (k + 1) * width].copy_(w.detach()[block * width : (block + 1) * width].t())
+    return operand
+
+
+def _parameter_grad(grad: torch.Tensor, like: torch.Tensor, gates: bool) -> torch.Tensor:
+    """One direction's operand gradient [in, out] -> the `Linear` weight's layout [out, in], its dtype."""
+    out = torch.empty_like(like, memory_format=torch.contiguous_format)
+    width = out.shape[0] // 4 if gates else out.shape[0]
+    for k, block in enumerate(_ORDER if gates else (0,)):
+        out[block * width : (block + 1) * width].copy_(grad[:, k * width : (k + 1) * width].t())
+    return out
+
+
+def _layer_operands(cells, dtype: torch.dtype):  # noqa: ANN001, ANN202
+    """W_x [2, in, 4D], B [2, 1, 4D] (forget bias added), W_h [2, P, 4D], W_P [2, D, P] in `dtype`."""
+    D = cells[0].dim
+    bias = torch.stack([c.input_linear.bias.detach() for c in cells])[:, None, :]  # [2, 1, 4D], i, j, f, o
+    bias = torch.cat([bias[..., k * D : (k + 1) * D] for k in _ORDER], dim=-1)
+    bias[..., D : 2 * D] += FORGET_BIAS  # block f in the order i, f, o, j
+    return (
+        _operand((cells[0].input_linear.weight, cells[1].input_linear.weight), dtype, gates=True),
+        bias.to(dtype),
+        _operand((cells[0].state_linear.weight, cells[1].state_linear.weight), dtype, gates=True),
+        _operand((cells[0].state_projection.weight, cells[1].state_projection.weight), dtype, gates=False),
+    )
+
+
+def _cell_parameters(cell) -> tuple[torch.Tensor, ...]:  # noqa: ANN001
+    return cell.input_linear.weight, cell.input_linear.bias, cell.state_linear.weight, cell.state_projection.weight
 
 
 @fused_kernel
@@ -178,13 +197,13 @@ class _PairedRecurrence(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x, w_x, bias, w_h, w_p, batch_sizes):  # noqa: ANN001, ANN205
+    def forward(ctx, x, batch_sizes, cells, *parameters):  # noqa: ANN001, ANN205
+        w_x, bias, w_h, w_p = _layer_operands(cells, x.dtype)
         with torch.autocast(x.device.type, enabled=False):
             _, num_steps, batch_size, _ = x.shape
             D, P = w_p.shape[1], w_p.shape[2]
             used, rows = num_steps * batch_size, bucket_rows(num_steps * batch_size)
             pre = torch.bmm(_padded_rows(x, rows), w_x)[:, :used].view(2, num_steps, batch_size, 4 * D)
-            bias = bias.detach()  # the fused kernel's input (torch.compile would read .grad of a non-leaf)
             # Rows past their end are written as zeros step by step (not zero-filled first).
             out = pre.new_empty(2, num_steps, batch_size, P)
             gated_rows = pre.new_empty(2, rows, D)  # g_t, for dW_P; zero past the real rows
@@ -206,12 +225,12 @@ class _PairedRecurrence(torch.autograd.Function):
                 saved.append((gates, c, tanh_c))
         ctx.saved = saved
         ctx.batch_sizes = batch_sizes
-        ctx.save_for_backward(x, w_x, w_h, w_p, out, gated_rows)
+        ctx.save_for_backward(x, w_x, w_h, w_p, out, gated_rows, *parameters)
         return out
 
     @staticmethod
     def backward(ctx, d_out):  # noqa: ANN001, ANN205
-        x, w_x, w_h, w_p, out, gated_rows = ctx.saved_tensors
+        x, w_x, w_h, w_p, out, gated_rows, *parameters = ctx.saved_tensors
         saved, batch_sizes = ctx.saved, ctx.batch_sizes
         with torch.autocast(out.device.type, enabled=False):
             _, num_steps, batch_size, P = out.shape
@@ -251,7 +270,16 @@ class _PairedRecurrence(torch.autograd.Function):
             d_w_x_and_bias = torch.bmm(_padded_columns(x, rows, ones=True), d_pre_rows)  # [2, in + 1, 4D]
             d_w_x, d_bias = d_w_x_and_bias[:, :-1], d_w_x_and_bias[:, -1:]
             d_x = torch.bmm(d_pre_rows, w_x.transpose(1, 2))[:, :used].view(x.shape)  # [2, steps, batch, in]
-        return d_x, d_w_x, d_bias, d_w_h, d_w_p, None
+            d_parameters = []
+            for d in range(2):
+                weight_x, bias, weight_h, weight_p = parameters[4 * d : 4 * d + 4]
+                d_parameters += [
+                    _parameter_grad(d_w_x[d], weight_x, gates=True),
+                    _parameter_grad(d_bias[d], bias[:, None], gates=True).view(-1),
+                    _parameter_grad(d_w_h[d], weight_h, gates=True),
+                    _parameter_grad(d_w_p[d], weight_p, gates=False),
+                ]
+        return d_x, None, None, *d_parameters
 
 
 def paired_training_stacks(
@@ -287,7 +315,7 @@ def paired_training_stacks(
     for k, (fc, bc) in enumerate(zip(forward_stack.layers, backward_stack.layers)):
         if forward_stack.dropout:
             layer_input = fast_dropout(layer_input, forward_stack.dropout, forward_stack.training)
-        y = _PairedRecurrence.apply(layer_input, *_layer_weights(fc, bc, dtype), batch_sizes)
+        y = _PairedRecurrence.apply(layer_input, batch_sizes, (fc, bc), *_cell_parameters(fc), *_cell_parameters(bc))
         if k > 0 and forward_stack.use_skip_connections:
             y = y + layer_input  # the residual adds the (dropped-out) input, as LSTMStack does
         outputs.append(y)
