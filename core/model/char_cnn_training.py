@@ -50,6 +50,12 @@ from .char_cnn import PADDING_ID, CharCNN
 from .kernels import bucket_rows, fused_kernel, pad_rows
 
 
+SHORT_SLOTS = 12
+"""Under a reduced-precision autocast, words of at most this many real slots (marks
+included) run as their own group, over `SHORT_SLOTS + 1` windows instead of the batch's
+`longest + 1`. Most words are that short; float32 keeps one group (its values unchanged)."""
+
+
 def encode_for_training(char_cnn: CharCNN, char_ids: torch.Tensor) -> torch.Tensor:
     """`char_cnn(char_ids)` for a step that differentiates it (see the module docstring).
 
@@ -64,21 +70,48 @@ def encode_for_training(char_cnn: CharCNN, char_ids: torch.Tensor) -> torch.Tens
 
     Shape: char_ids [tokens, max_characters_per_token] int64 -> [tokens, projection_dim]
     """
-    convs = list(cast(Iterable[nn.Conv1d], char_cnn.convolutions))
-    widths = [conv.kernel_size[0] for conv in convs]
-    W, slots = max(widths), char_ids.shape[1]
+    device_type = char_ids.device.type
+    table = char_cnn.embedding_table()
+    dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else table.dtype
     num_words = char_ids.shape[0]
+    real = (char_ids != PADDING_ID).sum(dim=1)  # [tokens] real slots per word
+    short = real <= SHORT_SLOTS
+    if dtype == torch.float32 or bool(short.all()) or not bool(short.any()):
+        features = _pooled_features(char_cnn, table, char_ids, int(real.max()), dtype)  # [bucket_rows(tokens), F]
+    else:
+        order = torch.cat([short.nonzero().squeeze(1), (~short).nonzero().squeeze(1)])  # [tokens]: short first
+        n_short = int(short.sum())
+        features = torch.cat(
+            [
+                _pooled_features(char_cnn, table, char_ids[order[:n_short]], SHORT_SLOTS, dtype)[:n_short],
+                _pooled_features(char_cnn, table, char_ids[order[n_short:]], int(real.max()), dtype)[
+                    : num_words - n_short
+                ],
+            ]
+        )
+        restore = torch.empty_like(order).scatter_(0, order, torch.arange(num_words, device=order.device))
+        features = pad_rows(features.index_select(0, restore), bucket_rows(num_words))  # [bucket_rows(tokens), F]
+    return char_cnn.projection(char_cnn.highway(features))[:num_words]
+
+
+def _pooled_features(
+    char_cnn: CharCNN, table: torch.Tensor, char_ids: torch.Tensor, longest: int, dtype: torch.dtype
+) -> torch.Tensor:
+    """The activated max-pool of every bank, float32, for words of at most `longest` real slots,
+    on `bucket_rows(words)` rows (words of padding characters appended).
+
+    Shape: char_ids [words, max_characters_per_token] -> [bucket_rows(words), n_filters]
+    """
+    convs = list(cast(Iterable[nn.Conv1d], char_cnn.convolutions))
+    W, slots = max(conv.kernel_size[0] for conv in convs), char_ids.shape[1]
     # Rows of padding characters up to a bucketed count, dropped at the end: every product
     # then has one of a few row counts, whose oneDNN kernels are reused (`elmo_core.model.kernels`).
-    char_ids = pad_rows(char_ids, bucket_rows(num_words), value=PADDING_ID)
-    longest = int((char_ids != PADDING_ID).sum(dim=1).max())  # real slots of the longest token
+    char_ids = pad_rows(char_ids, bucket_rows(char_ids.shape[0]), value=PADDING_ID)
     if longest + W <= slots:
         ids = char_ids[:, : longest + W]  # windows 0 .. longest: every real one and one of padding only
     else:  # windows up to the last slot; each bank's past its own last start are masked
         ids = F.pad(char_ids, (0, W - 1), value=PADDING_ID)
     device_type = char_ids.device.type
-    table = char_cnn.embedding_table()
-    dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else table.dtype
     E = table.shape[1]
     last_start = torch.cat(
         [torch.full((conv.out_channels,), slots - conv.kernel_size[0], dtype=torch.int32) for conv in convs]
@@ -94,8 +127,7 @@ def encode_for_training(char_cnn: CharCNN, char_ids: torch.Tensor) -> torch.Tens
         pooled = _MaxOverWindows.apply(responses, last_start)  # [tokens, F] float32
         bias = torch.cat([cast(torch.Tensor, conv.bias) for conv in convs])
         features = pooled + bias.float()
-        features = torch.relu(features) if char_cnn.activation == "relu" else torch.tanh(features)
-    return char_cnn.projection(char_cnn.highway(features))[:num_words]
+        return torch.relu(features) if char_cnn.activation == "relu" else torch.tanh(features)
 
 
 class _WindowEmbedding(torch.autograd.Function):
