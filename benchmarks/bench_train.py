@@ -1,34 +1,23 @@
 """Pretraining throughput of the biLM language model, old and new training step, on the CPU or a GPU.
 
-For each (shape, precision, path) this times full training steps of
-`BiLMLanguageModel` (forward of both directions, the shared adaptive softmax, backward,
-gradient clipping at 10 and an Adam update, as `Trainer.train_step` does) on batches of
-real sentences, and prints words/s (the trainer's "tokens": words, without <S>/</S>)
-and the achieved rate of the biLM's spec FLOPs (3 x the forward count of
-`benchmarks.common.flops_per_position`: char CNN over all 50 character slots, softmax
-excluded; the same count for both paths, so the two ratios compare like the words/s)
-over the same-process GEMM rate of that dtype.
+For each (shape, precision, path) this times full training steps of `BiLMLanguageModel`
+(both directions, the shared adaptive softmax, backward, clipping at 10 and Adam, as
+`Trainer.train_step`) on batches of real sentences. It prints words/s (the trainer's
+"tokens") and the rate of the biLM's spec FLOPs (3 x `benchmarks.common.flops_per_position`,
+softmax excluded) over the same-process GEMM rate of that dtype.
 
-Paths, both in every run: "new" is the library as it is (`recurrence` "auto", which
-trains a clip-free biLM on the CPU with `elmo_core.model.recurrence.paired_bptt`; the char CNN over the
-batch's longest word; `elmo_core.apps.training.softmax`); "old" is the training step as it
-was on 2026-12-01 (issue 25), kept here as a frozen copy: the step loop, the char CNN
-over all 50 slots in blocks of 32 tokens with `amax`, and the module's own adaptive
-softmax. `--perplexity-steps N` also trains old and new from the same seed for N steps
-on the same batches and prints both held-out perplexities.
+Paths: "new" is the library as it is. "old" is the step of 2026-12-01 (issue 25), kept
+here frozen: the step loop, the char CNN over all 50 slots with `amax`, and torch's
+adaptive softmax. `--perplexity-steps N` also trains both from one seed and scores
+held-out text. To compare two versions of the library, see `benchmarks.bench_train_trees`.
 
-Batches: real sentences cut by the core's token budget and shuffled (seed 0), as the
-trainer's come. Each repeat runs on batches no earlier repeat ran, so that, as in a
-training run, every batch has shapes the process has not met before (bf16 products create
-a oneDNN kernel per new shape; `elmo_core.model.kernels`); old and new of one repeat share
-their batches. `--reuse-batches` runs every repeat on the same batches instead (how this
-benchmark ran before 2026-12-02). Before any product the benchmark makes room for 4,096
-oneDNN kernels, as `elmo train` does, so that neither path's kernels evict the other's.
+Batches: real sentences cut by the core's token budget and shuffled (seed 0). Each repeat
+runs on batches no earlier repeat ran, so every batch brings shapes the process has not
+met (bf16 products create a oneDNN kernel per new shape). `--reuse-batches` reuses them.
+Room is made for 4,096 oneDNN kernels first, as `elmo train` does.
 
-Shapes: "default" (the shipped model's shape and clips as its config.json says: on until
-issue 15, off since, so that it now equals "default-noclip"), "default-noclip" (the same
-without cell_clip/proj_clip) and any `PUBLISHED_OPTIONS` name ("small": the published
-small shape, clips on). Random weights, a 50,000-word vocabulary built from the input.
+Shapes: "default" (the shipped model's), "default-noclip", "wide" (LSTM 1024, projection
+256) and any `PUBLISHED_OPTIONS` name. Random weights, a vocabulary of up to 50,000 words.
 
 Usage (from the repository root):
 

@@ -43,8 +43,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkouts", nargs=2, help="CHECKOUT=PYTHON, the baseline first")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("bench_args", nargs="*", help="arguments for bench_train, after --")
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:split])
+    args.bench_args = argv[split + 1 :]  # for bench_train
     trees = [(Path(c).resolve(), p) for c, p in (pair.split("=", 1) for pair in args.checkouts)]
     print("bench_train in two checkouts (python -m benchmarks.bench_train_trees)")
     print(machine_line())
