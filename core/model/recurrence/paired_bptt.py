@@ -144,18 +144,28 @@ class _PairedRecurrence(torch.autograd.Function):
             _, num_steps, batch_size, _ = x.shape
             D, P = w_p.shape[1], w_p.shape[2]
             used, rows = num_steps * batch_size, bucket_rows(num_steps * batch_size)
-            pre = torch.bmm(_padded_rows(x, rows), w_x)[:, :used].view(2, num_steps, batch_size, 4 * D)
+            # float32 adds x W_x, one product over all steps, to each step's h W_h (the reference
+            # values). A reduced dtype runs [x_t, h] @ [W_x; W_h] per step: the all-steps product
+            # writes a [2, steps * batch, 4D] output and runs well below the matrix units' rate.
+            joint = x.dtype != torch.float32
+            if joint:
+                w_xh = torch.cat([w_x, w_h], dim=1)  # [2, in + P, 4D]
+            else:
+                pre = torch.bmm(_padded_rows(x, rows), w_x)[:, :used].view(2, num_steps, batch_size, 4 * D)
             # Rows past their end are written as zeros step by step (not zero-filled first).
-            out = pre.new_empty(2, num_steps, batch_size, P)
-            gated_rows = pre.new_empty(2, rows, D)  # g_t, for dW_P; zero past the real rows
+            out = x.new_empty(2, num_steps, batch_size, P)
+            gated_rows = x.new_empty(2, rows, D)  # g_t, for dW_P; zero past the real rows
             gated_rows[:, used:] = 0
             gated = gated_rows[:, :used].view(2, num_steps, batch_size, D)
-            h = pre.new_zeros(2, batch_size, P)
-            c = pre.new_zeros(2, batch_size, D, dtype=torch.float32)
+            h = x.new_zeros(2, batch_size, P)
+            c = x.new_zeros(2, batch_size, D, dtype=torch.float32)
             saved = []  # per step: (gates_t, c_t, tanh(c_t)), float32
             for t in range(num_steps):
                 n = batch_sizes[t]
-                z = torch.baddbmm(pre[:, t, :n], _rows(h, n), w_h)  # [2, n, 4D]
+                if joint:
+                    z = torch.bmm(torch.cat([x[:, t, :n], _rows(h, n)], dim=2), w_xh)  # [2, n, 4D]
+                else:
+                    z = torch.baddbmm(pre[:, t, :n], _rows(h, n), w_h)
                 gates, c, tanh_c, g = cell_forward(z, bias, _rows(c, n))  # [2, n, 4D], [2, n, D] x 3
                 gated[:, t, :n] = g
                 h = torch.bmm(g, w_p)  # [2, n, P]
