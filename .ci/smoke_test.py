@@ -83,9 +83,11 @@ def check_hugging_face(core_layers: np.ndarray) -> np.ndarray:
 
 
 def check_feature_pipeline(model_output: np.ndarray) -> None:
-    from hf_elmo import feature_extraction_pipeline
+    from transformers import pipeline
 
-    extractor = feature_extraction_pipeline()  # the default model's folder, from raw text
+    import hf_elmo  # noqa: F401  (registers "elmo-feature-extraction")
+
+    extractor = pipeline("elmo-feature-extraction")  # the default model's folder, from raw text
     vectors = np.asarray(extractor(" ".join(WORDS)))[0]
     np.testing.assert_allclose(vectors, model_output, atol=ATOL)  # the model's output, one row per word
 
@@ -102,7 +104,7 @@ def main() -> None:
     model_output = check_hugging_face(core_layers)
     print("Hugging Face: AutoModel and AutoTokenizer from the default model folder: ok")
     check_feature_pipeline(model_output)
-    print("Hugging Face: hf_elmo.feature_extraction_pipeline: ok")
+    print('Hugging Face: pipeline("elmo-feature-extraction"): ok')
 
 
 if __name__ == "__main__":

@@ -59,11 +59,13 @@ from benchmarks.common import (
 )
 from elmo_core import BiLMOptions, release_free_memory
 from elmo_core.apps.cli.process import reserve_kernel_cache
+from elmo_core.apps.training.config import TrainConfig
 from elmo_core.apps.training.data import make_batch
 from elmo_core.apps.training.model import BiLMLanguageModel, LMOutput
+from elmo_core.apps.training.optimizer import make_optimizer
 from elmo_core.apps.training.perplexity import evaluate
 from elmo_core.apps.training.softmax import adaptive_log_prob
-from elmo_core.apps.training.trainer import RELEASE_EVERY, TrainConfig, make_optimizer
+from elmo_core.apps.training.trainer import RELEASE_EVERY
 from elmo_core.apps.training.vocab import Vocabulary
 from elmo_core.runtime.batching import batches_by_token_budget
 from elmo_core.runtime.memory import MMAP_THRESHOLD, use_heap_for_every_block, use_mmap_for_large_blocks

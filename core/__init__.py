@@ -1,9 +1,7 @@
 """elmo_core: the ELMo biLM (Peters et al., NAACL 2018) in plain PyTorch.
 
-Shared by `spacy_elmo` and `hf_elmo`; imports neither spaCy nor transformers. This module
-holds the public API: loading, embedding and its settings, the model classes, errors,
-conversion and a few tools. Everything else lives in the layers below (`model`,
-`runtime`, `files`, `apps`), by concept.
+The public API, shared by `spacy_elmo` and `hf_elmo`. It imports neither spaCy nor
+transformers. The rest lives in the layers below: `model`, `runtime`, `files`, `apps`.
 
     from elmo_core import Elmo, embed_sentences, load_bilm_tf, read_options
     elmo = Elmo(read_options("options.json"), dropout=0.0)

@@ -1,4 +1,4 @@
-"""The version of elmo-bilm: the one source (pyproject.toml reads it), recorded in every saved model folder."""
+"""The version of elmo-bilm, the one source (pyproject.toml reads it)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""What the faces (`spacy_elmo`, `hf_elmo`) use of the core, beyond the public names of `elmo_core`.
+"""What the faces (`spacy_elmo`, `hf_elmo`) use of the core, beyond `elmo_core`'s public names.
 
-The faces are users of the core too: they import `elmo_core`'s public names and the names
-listed here, nothing else (`tests/test_public_api.py` pins both). Not for users: a name may
-change with the faces it serves, in the same release.
+Pinned by `tests/test_public_api.py`. Not for users: a name may change with its faces.
 """
 
 from __future__ import annotations
@@ -15,10 +13,10 @@ from .files.model_folder import (
     ELMO_SETTINGS,
     NON_FINITE_FIX,
     check_model_folder,
-    folder_variant,
     resolve_model_source,
     tokenizer_settings,
 )
+from .files.safetensors_files import folder_variant
 from .files.text_files import check_input_file, iter_conll_rows, read_text
 from .files.tokenizers import (
     DEFAULT_TOKENIZER,

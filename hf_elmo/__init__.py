@@ -1,18 +1,8 @@
 """hf_elmo: ELMo as a Hugging Face transformers model.
 
-Importing this package registers the classes with the Auto classes (`AutoConfig` for
-`model_type: "elmo"`, `AutoModel`, `AutoModelForTokenClassification`,
-`AutoModelForSequenceClassification`, `AutoTokenizer`)
-and for `save_pretrained`'s code saving, so a saved folder also loads with
-`trust_remote_code=True` where hf_elmo was never imported, or is not installed at all.
-
-The classes here are built from `elmo_core` (an `ElmoModel` holds a real
-`elmo_core.BiLM`), and these modules are the one source of the HF face. A saved folder
-does not hold them, though: it holds `configuration_elmo.py`, `modeling_elmo.py` and
-`tokenization_elmo.py` copied from them, reading a plain copy of the model
-(`elmo_reference.py`) instead of elmo_core, so that the folder needs no elmo-bilm (see `hf_elmo.remote_code`, which also
-says how to regenerate them, and which code a loaded folder runs: after `import hf_elmo`,
-the installed classes take precedence over a folder's own code, as transformers rules).
+`import hf_elmo` registers the classes with the Auto classes and the "elmo-feature-extraction"
+pipeline. A saved folder carries its own code, so it also loads with `trust_remote_code=True`
+where elmo-bilm is not installed (`hf_elmo.remote_code`).
 
     import hf_elmo
     from transformers import AutoModel, AutoTokenizer
@@ -22,8 +12,7 @@ the installed classes take precedence over a folder's own code, as transformers 
     batch = tokenizer(["The river bank.", "Hello!"], padding=True, return_tensors="pt")
     vectors = model(**batch).last_hidden_state                  # [2, 4, 1024]
 
-Original bilm-tf files convert with `elmo convert OPTIONS WEIGHTS OUT_DIR` (see
-`convert_bilm_tf_to_hf`).
+`elmo convert OPTIONS WEIGHTS OUT_DIR` converts bilm-tf's files (`convert_bilm_tf_to_hf`).
 """
 
 from __future__ import annotations
@@ -42,6 +31,7 @@ except ImportError as err:  # not installed: say which extra installs it
     raise missing_extra(err, "transformers", "hf", "hf_elmo") from err
 
 from .configuration_elmo import ElmoConfig
+from .encoding_elmo import ElmoBatchEncoding
 from .modeling_elmo import (
     ElmoForSequenceClassification,
     ElmoForTokenClassification,
@@ -50,8 +40,8 @@ from .modeling_elmo import (
     ElmoPreTrainedModel,
 )
 from .modeling_elmo_lm import ElmoLMHeadModel
-from .pipeline_elmo import ElmoFeatureExtractionPipeline, feature_extraction_pipeline
-from .tokenization_elmo import ElmoBatchEncoding, ElmoTokenizer
+from .pipeline_elmo import ElmoFeatureExtractionPipeline, register_pipeline
+from .tokenization_elmo import ElmoTokenizer
 
 __all__ = [
     "ElmoBatchEncoding",
@@ -64,7 +54,6 @@ __all__ = [
     "ElmoModelOutput",
     "ElmoPreTrainedModel",
     "ElmoTokenizer",
-    "feature_extraction_pipeline",
 ]
 
 AutoConfig.register(ElmoConfig.model_type, ElmoConfig, exist_ok=True)
@@ -79,3 +68,4 @@ ElmoModel.register_for_auto_class("AutoModel")
 ElmoForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
 ElmoForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
 ElmoTokenizer.register_for_auto_class("AutoTokenizer")
+register_pipeline()  # transformers.pipeline("elmo-feature-extraction", model=...)

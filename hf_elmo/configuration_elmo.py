@@ -1,9 +1,7 @@
 """ElmoConfig: bilm-tf's options plus the ELMo output settings, as a transformers config.
 
-`config.json` is the model folder format of `elmo_core.files.model_folder`: bilm-tf's
-`options.json` keys verbatim (`lstm`, `char_cnn`), `model_type: "elmo"`, the `Elmo`
-settings, and the keys transformers adds itself (`architectures`, `auto_map`,
-`transformers_version`, ...), which the core ignores.
+`config.json` keeps bilm-tf's `options.json` keys (`lstm`, `char_cnn`) verbatim, so elmo_core
+reads the same folder.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ except ImportError:  # pragma: no cover - transformers 4 spelling
 
 from elmo_core import BiLMOptions
 from elmo_core.face_api import DEFAULT_WINDOW_TOKENS, ELMO_SETTINGS, check_window_settings
-from hf_elmo.remote_code import (  # absolute: a saved folder reads these from its elmo_reference.py
+from hf_elmo.remote_code import (  # absolute: a saved folder reads these from its reference files
     ELMO_BILM_VERSION,
     note_which_code_runs,
     save_atomically,
@@ -33,50 +31,33 @@ CLASSIFIER_POOLINGS = ("mean", "max", "first")
 class ElmoConfig(PreTrainedConfig):
     """Configuration of `ElmoModel` and its task models.
 
-    Build it from bilm-tf options with `ElmoConfig.from_options(read_options(
-    "options.json"))`; `to_options()` gives them back. These two are the only bridge
-    between the config and `elmo_core.BiLMOptions`.
+    `ElmoConfig.from_options(read_options("options.json"))` builds it from bilm-tf options.
+    `to_options()` gives them back.
 
     Args:
-        lstm: bilm-tf's `lstm` options (`dim`, `projection_dim`, `n_layers`,
-            `cell_clip`, `proj_clip`, `use_skip_connections`). Default: the original
-            model (4096 / 512 / 2 layers).
-        char_cnn: bilm-tf's `char_cnn` options (`embedding.dim`, `filters`,
-            `n_highway`, `n_characters`, `max_characters_per_token`, `activation`).
-            Default: the published models' char CNN.
-        num_output_representations: Number of independent scalar mixes over one biLM
-            run. `last_hidden_state` is the first; with more than one, the model also
-            returns all of them as `representations`. 1 for most tasks.
-        dropout: Dropout on each scalar mix while training (AllenNLP's 0.5; 0 disables
-            it). Never applied in `eval()` mode, which `from_pretrained` sets.
+        lstm: bilm-tf's `lstm` options. Default: the original model (4096 / 512 / 2 layers).
+        char_cnn: bilm-tf's `char_cnn` options. Default: the published models' char CNN.
+        num_output_representations: Independent scalar mixes over one biLM run. The first is
+            `last_hidden_state`, all are `representations`. 1 for most tasks.
+        dropout: Dropout on each scalar mix while training (AllenNLP's 0.5, 0 disables it).
         do_layer_norm: Normalise each layer before mixing (off, as the authors recommend).
-        layer_norm_scope: Whose tokens share the layer-norm statistics: "sentence"
-            (default; a sentence's vectors do not depend on its batch mates) or "batch"
-            (bilm-tf's whole-batch statistics, only to reproduce the original).
+        layer_norm_scope: Who shares the layer-norm statistics: "sentence" (default) or
+            "batch" (bilm-tf's, only to reproduce the original).
         keep_sentence_boundaries: Also return the `<S>`/`</S>` positions (tokens + 2).
-        stateful: Carry LSTM states from one call to the next, as the original did. Off
-            by default: a sentence's vectors then depend on nothing but the sentence.
-        scalar_mix_parameters: Fixed mix weights w, one per layer (`n_layers + 1`). When
-            given, the mixes are not trainable.
-        window_tokens: A row longer than this many tokens is read in overlapping windows,
-            exactly as the core (`embed_sentences`, `elmo embed`) and the spaCy component read a
-            long sentence (`elmo_core.runtime.windows`), so every face gives the same vectors at
-            any length and memory stays bounded. Default 1024, the core's. None or 0
-            reads every row whole. Rows no longer than this are never
-            cut. A stateful model always reads whole (windows would break its carried state).
-        window_context: Context tokens on each side of a window's kept tokens (default
-            None = `window_tokens // 8`, the core's). Leave unset.
-        classifier_pooling: How `ElmoForSequenceClassification` pools a text's token
-            vectors into one: "mean" over the real tokens (default), "max" (per
-            feature), or "first" (the first token's vector).
-        pad_token_id: The tokenizer's padding id (0, `ElmoTokenizer`'s), for generic code
-            such as `Trainer`.
-        **kwargs: Any key transformers writes or accepts (`architectures`, `num_labels`,
-            `id2label`, ...) and any unknown key, kept as an attribute.
+        stateful: Carry LSTM states from one call to the next, as the original did.
+        scalar_mix_parameters: Fixed mix weights, one per layer (`n_layers + 1`). Then the
+            mixes do not train.
+        window_tokens: A longer row is read in overlapping windows, as every face reads it.
+            Default 1024. None or 0 reads every row whole. A stateful model always reads whole.
+        window_context: Context tokens each side of a window (default `window_tokens // 8`).
+        classifier_pooling: How `ElmoForSequenceClassification` pools a text: "mean" over its
+            tokens (default), "max" per feature, or "first" token.
+        pad_token_id: The tokenizer's padding id (0), for generic code such as `Trainer`.
+        **kwargs: Any key transformers writes or accepts (`num_labels`, `id2label`, ...).
 
     Raises:
         OptionsError: if `lstm`/`char_cnn` are not valid bilm-tf options.
-        ValueError: for a bad `window_tokens` / `window_context` / `classifier_pooling`.
+        ValueError: for a bad `window_tokens`, `window_context` or `classifier_pooling`.
     """
 
     model_type = "elmo"
@@ -105,7 +86,7 @@ class ElmoConfig(PreTrainedConfig):
                 "char_cnn": defaults["char_cnn"] if char_cnn is None else char_cnn,
             }
         )
-        # Stored as plain dicts with bilm-tf's keys (validated, 261 read as 262).
+        # Plain dicts with bilm-tf's keys, validated (261 characters read as 262).
         self.lstm = options.to_dict()["lstm"]
         self.char_cnn = options.to_dict()["char_cnn"]
         self.num_output_representations = num_output_representations
@@ -131,7 +112,7 @@ class ElmoConfig(PreTrainedConfig):
         """As transformers', but a config of another `model_type` is an error, not a warning.
 
         Raises:
-            ValueError: if the config.json found has a `model_type` other than "elmo".
+            ValueError: if the config.json's `model_type` is not "elmo".
         """
         config_dict, kwargs = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
         found = config_dict.get("model_type", cls.model_type)
@@ -145,7 +126,7 @@ class ElmoConfig(PreTrainedConfig):
 
     @classmethod
     def from_options(cls, options: BiLMOptions, **kwargs: Any) -> ElmoConfig:
-        """A config for `options`; `kwargs` are the Elmo settings and transformers keys."""
+        """A config for `options`. `kwargs` are the Elmo settings and transformers keys."""
         data = options.to_dict()
         return cls(lstm=data["lstm"], char_cnn=data["char_cnn"], **kwargs)
 
@@ -169,27 +150,23 @@ class ElmoConfig(PreTrainedConfig):
 
     @property
     def num_hidden_layers(self) -> int:
-        """The biLM's LSTM layers (`lstm.n_layers`); `hidden_states` has one more (layer 0)."""
+        """The biLM's LSTM layers (`lstm.n_layers`). `hidden_states` has one more, layer 0."""
         return self.lstm["n_layers"]
 
     def save_pretrained(self, save_directory: str | os.PathLike, push_to_hub: bool = False, **kwargs: Any) -> None:
-        """As transformers', with the generated, self-contained `configuration_elmo.py`.
+        """As transformers', with the code files a folder needs without elmo-bilm (`hf_elmo.remote_code`).
 
-        transformers copies this module's file into the folder; it is replaced by its
-        generated copy, which needs no elmo-bilm (see `hf_elmo.remote_code`). config.json
-        records the `elmo_bilm_version` that saved it.
-        Each file is written whole under a temporary name and renamed into place: a link
-        there is replaced, never written through (`save_atomically`).
+        config.json records the `elmo_bilm_version` that saved it.
         """
         self.elmo_bilm_version = ELMO_BILM_VERSION  # which code wrote the folder (see note_which_code_runs)
-        code = ("configuration_elmo.py", "elmo_reference.py") if self._auto_class is not None else ()
+        code = ("configuration_elmo.py",) if self._auto_class is not None else ()
         save_atomically(super().save_pretrained, save_directory, *code)(
             save_directory, push_to_hub=push_to_hub, **kwargs
         )
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> Any:
-        """As transformers'; a folder saved by other code is named once (`note_which_code_runs`)."""
+        """As transformers', and a folder saved by other code is named once (`note_which_code_runs`)."""
         loaded = super().from_dict(config_dict, **kwargs)
         note_which_code_runs(kwargs.get("name_or_path"))
         return loaded

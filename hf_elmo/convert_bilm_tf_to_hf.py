@@ -1,21 +1,8 @@
-"""Convert original bilm-tf / AllenNLP ELMo files into a model folder; fetch the published ones.
+"""Convert bilm-tf / AllenNLP ELMo files into a model folder, and fetch the published ones.
 
-    options.json + weights.hdf5  ->  OUT_DIR/
-                                       config.json          bilm-tf options + Elmo settings + auto_map
-                                       model.safetensors    the Elmo state dict (bilm.*, scalar_mixes.*)
-                                       tokenizer_config.json
-                                       configuration_elmo.py, modeling_elmo.py, tokenization_elmo.py
-                                                            the code, self-contained (hf_elmo.remote_code)
-
-The folder is exactly what `ElmoModel.save_pretrained` + `ElmoTokenizer.save_pretrained`
-write, so it loads with `AutoModel.from_pretrained(OUT_DIR, trust_remote_code=True)`
-anywhere transformers is installed, and with `elmo_core.load_model_folder`. The weights
-are copied exactly (`elmo_core.files.weights`); `elmo convert --to-hdf5 MODEL_DIR OUT_PREFIX`
-writes them back to the original layout.
-
-The command line is `elmo convert OPTIONS WEIGHTS OUT_DIR` or `elmo convert --download small
-OUT_DIR`, which reaches this module as the `hf` plug-in of the entry-point group
-`elmo_core.converters` (elmo_core does not import hf_elmo).
+The folder is what `save_pretrained` writes, so it loads with `AutoModel.from_pretrained(OUT_DIR,
+trust_remote_code=True)` and with `elmo_core.load_model_folder`. The weights are copied exactly.
+`elmo convert` reaches this module as the `hf` plug-in of `elmo_core.converters`.
 """
 
 from __future__ import annotations
@@ -57,7 +44,7 @@ def convert_bilm_tf_to_hf(
     Args:
         options_file: bilm-tf `options.json`.
         weight_file: The hdf5 weights (e.g. `..._weights.hdf5`).
-        out_dir: The folder to write (created if needed; files replaced).
+        out_dir: The folder to write (created if needed, its files replaced).
         **settings: `ElmoConfig` settings, e.g. `num_output_representations=2`.
 
     Returns:
@@ -65,12 +52,12 @@ def convert_bilm_tf_to_hf(
 
     Raises:
         OptionsError: for an invalid options file.
-        WeightFileError: for a missing/unreadable weight file or a dataset whose shape
-            does not match the options (names the dataset and both shapes).
+        WeightFileError: for a missing or unreadable weight file, or a dataset whose shape
+            does not match the options.
     """
     options = read_options(options_file)
     model = ElmoModel(ElmoConfig.from_options(options, **settings))
-    load_bilm_tf(model.bilm, weight_file)  # fills model.bilm exactly; the mixes keep w = 0, gamma = 1
+    load_bilm_tf(model.bilm, weight_file)  # fills model.bilm exactly, the mixes keep w = 0, gamma = 1
     out = Path(out_dir)
     model.save_pretrained(out)
     ElmoTokenizer.from_options(options).save_pretrained(out)
@@ -82,7 +69,7 @@ def published_urls(name: str) -> tuple[str, str]:
     """The (options.json, weights.hdf5) URLs of a published model.
 
     Raises:
-        ValueError: for an unknown name (lists the four).
+        ValueError: for an unknown name.
     """
     if name not in PUBLISHED_MODELS:
         raise ValueError(f"unknown published ELMo model {name!r}; choose one of {sorted(PUBLISHED_MODELS)}.")
@@ -92,7 +79,6 @@ def published_urls(name: str) -> tuple[str, str]:
 
 
 def _fetch(url: str, dest: Path) -> None:
-    """Download `url` to `dest` (written under a temporary name, renamed when complete)."""
     import urllib.request
 
     with atomic_path(dest) as tmp:
@@ -118,14 +104,13 @@ def download_published(
     Args:
         name: "small", "medium", "original" or "original_5.5B".
         out_dir: The model folder to write.
-        keep_originals: A folder to keep the downloaded options/hdf5 files in (reused
-            if already there). Default: a temporary folder, deleted afterwards.
+        keep_originals: A folder to keep the downloaded files in, reused if they are there.
+            Default: a temporary folder, deleted afterwards.
         **settings: `ElmoConfig` settings, as for `convert_bilm_tf_to_hf`.
 
     Raises:
         ValueError: for an unknown name.
-        ConnectionError: if a download fails (one line naming the URL and the way out;
-            nothing is written under the final names).
+        ConnectionError: if a download fails. Nothing is written under the final names.
     """
     urls = published_urls(name)
     with tempfile.TemporaryDirectory(prefix="elmo-download-") as tmp:

@@ -1,10 +1,7 @@
 """ElmoLMHeadModel: the biLM with its own softmax, to score text as a language model.
 
-A folder written by `elmo train` holds the softmax it was trained with (`vocab.txt`,
-`lm_head.safetensors`). This class loads it with the core's reader and scores text with
-the core's code (`elmo_core.apps.training.perplexity`), so its numbers are those of
-`elmo perplexity` and `elmo_core.perplexity`. It needs elmo-bilm installed: a saved
-folder's own code does not carry it.
+It loads the softmax an `elmo train` folder holds and scores text with the core's code, so its
+numbers are `elmo perplexity`'s. A saved folder's own code does not carry it.
 """
 
 from __future__ import annotations
@@ -135,10 +132,10 @@ class ElmoLMHeadModel(ElmoPreTrainedModel):
 
         Args:
             input_ids: Char ids [batch, tokens, 50] when `char_ids` is not given.
-            attention_mask: 1 for real tokens; derived from the char ids when omitted.
+            attention_mask: 1 for real tokens. Default: from the char ids.
             char_ids: Char ids from `ElmoTokenizer` (no `<S>`/`</S>`).
-            labels: Softmax-vocabulary ids of `<S> w1 .. wn </S>` per row
-                ([batch, tokens + 2]; `self.vocab.encode` gives a sentence's words).
+            labels: Softmax-vocabulary ids of `<S> w1 .. wn </S>` per row, [batch, tokens + 2]
+                (`self.vocab.encode` gives a sentence's words).
 
         Raises:
             ValueError: without `labels`, or with labels of the wrong shape.

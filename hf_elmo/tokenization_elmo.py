@@ -1,40 +1,19 @@
 """ElmoTokenizer: text or token lists to ELMo's character ids. No vocabulary file.
 
-ELMo reads characters, not a word vocabulary: each token becomes 50 ids (the UTF-8
-bytes + 1 between begin/end-of-word markers; see `elmo_core.model.characters`), so there is
-nothing to save but the character settings, which go into `tokenizer_config.json`.
-
     "The river bank."  --spaCy English rules-->  ["The", "river", "bank", "."]
                        --characters-->           char_ids  [1, 4, 50]   (what the biLM reads)
-                       --one id per token-->     input_ids [1, 4]       (pad 0, added 2.., words: word_id)
-                                                 attention_mask [1, 4], offset_mapping [1, 4, 2]
+                       --one id per token-->     input_ids [1, 4]       (for transformers' generic code)
 
-`input_ids` hold one id per token, as transformers' generic code (pipelines, collators,
-Trainer) expects: the pad token (0) for padding, their own ids (2, 3, ...) for tokens
-added with `add_tokens`, which are never split, and for every other word `word_id(word)`,
-a fixed id computed from its string (the same in every process). ELMo has no word
-vocabulary: the model reads `char_ids`, and `ElmoModel` also accepts the char ids
-themselves as `input_ids`. `decode` gives the words back from `input_ids` for the last
-`RECENT_TOKENS` distinct words the tokenizer encoded, and from `char_ids` always.
-
-Raw text is split with the rules the pretraining data was tokenised with
-(`elmo_core.files.tokenizers.get_tokenizer("spacy-en")`: spaCy's English tokenizer, loaded
-on first use; a saved folder uses spaCy directly where elmo-bilm is not installed);
-pass `is_split_into_words=True` to give token lists yourself. The biLM adds
-`<S>`/`</S>` itself, so no special tokens are added. Padding is always on the right,
-with all-zero rows.
+Raw text is split with the pretraining data's rules. The biLM adds `<S>`/`</S>` itself, so no
+special tokens are added. Padding is on the right, with all-zero rows.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-import torch
 from transformers import BatchEncoding, PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 from transformers.utils import to_py_obj
@@ -57,12 +36,25 @@ from elmo_core.face_api import (
     tokenizer_settings,
     word_to_char_ids,
 )
-from hf_elmo.remote_code import (  # absolute: a saved folder reads these from its elmo_reference.py
+from hf_elmo.remote_code import (  # absolute: a saved folder reads these from its reference files
     note_which_code_runs,
     save_atomically,
 )
 
-__all__ = ["ElmoBatchEncoding", "ElmoTokenizer"]
+from .encoding_elmo import (
+    PAD_ID,
+    UNK_ID,
+    ElmoBatchEncoding,
+    RecentTokens,
+    as_tensors,
+    decode_char_ids,
+    padded_length,
+    truncated,
+    word_id,
+    word_spans,
+)
+
+__all__ = ["ElmoTokenizer"]
 
 # The character-id constants the core's `word_to_char_ids` uses; a saved tokenizer must agree.
 _CORE_CHARACTERS = {
@@ -75,129 +67,21 @@ _CORE_CHARACTERS = {
 }
 
 
-class ElmoBatchEncoding(BatchEncoding):
-    """A `BatchEncoding` that knows which word each position holds.
-
-    transformers' own `word_ids()` needs the Rust encodings of a fast tokenizer. Here
-    every position is one word, so the alignment is kept as plain lists: `word_ids(i)`
-    gives `[0, 1, ..., n - 1, None, ...]` (None for padding) and `tokens(i)` the token
-    strings (the pad token for padding), as for a fast tokenizer. The other alignment
-    helpers (`token_to_chars`, ...) are not available.
-    """
-
-    def __init__(
-        self,
-        data: dict[str, Any] | None = None,
-        tensor_type: str | None = None,
-        prepend_batch_axis: bool = False,
-        *,
-        word_ids: list[list[int | None]] | None = None,
-        tokens: list[list[str]] | None = None,
-    ) -> None:
-        super().__init__(data, tensor_type=tensor_type, prepend_batch_axis=prepend_batch_axis)
-        self._word_ids = word_ids
-        self._tokens = tokens
-
-    def word_ids(self, batch_index: int = 0) -> list[int | None]:
-        """The word index of every position of sequence `batch_index`, None for padding."""
-        if self._word_ids is None:
-            return super().word_ids(batch_index)
-        return list(self._word_ids[batch_index])
-
-    def tokens(self, batch_index: int = 0) -> list[str]:
-        """The token string at every position of sequence `batch_index`."""
-        if self._tokens is None:
-            return super().tokens(batch_index)
-        return list(self._tokens[batch_index])
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**super().__getstate__(), "word_ids": self._word_ids, "tokens": self._tokens}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        self._word_ids = state.get("word_ids")
-        self._tokens = state.get("tokens")
-
-
-PAD_ID = 0
-UNK_ID = 1
-WORD_ID_BASE = 2**32
-"""Word ids lie in [2**32, 2**53): above every added token's id, and exact in float64 and JSON."""
-RECENT_TOKENS = 65_536
-"""How many distinct words a tokenizer remembers by id, for `decode` (about 10 MB at most)."""
-_BEGINNING_OF_WORD_ID = BEGINNING_OF_WORD_CHARACTER + CHAR_ID_OFFSET  # a char-id row's first id
-
-
-def word_id(token: str) -> int:
-    """The `input_ids` id of a word: a hash of its UTF-8 bytes, in [2**32, 2**53).
-
-    Fixed by the string alone, so every process and every saved tokenizer gives a word
-    the same id. Among a million distinct words, two share an id with odds of about
-    1 in 18,000; a shared id changes only what `decode` shows, never the vectors.
-    """
-    digest = hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-    return WORD_ID_BASE + int.from_bytes(digest, "little") % (2**53 - WORD_ID_BASE)
-
-
-class _RecentTokens:
-    """The last `size` distinct words encoded, by id: what `decode` reads for `input_ids`.
-
-    Bounded, so that a long-running service keeps no string per new word beyond these.
-    Not pickled: a copy starts empty.
-    """
-
-    def __init__(self, size: int = RECENT_TOKENS) -> None:
-        self.size = size
-        self._tokens: OrderedDict[int, str] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def add(self, token_id: int, token: str) -> None:
-        with self._lock:
-            self._tokens[token_id] = token
-            self._tokens.move_to_end(token_id)
-            if len(self._tokens) > self.size:
-                self._tokens.popitem(last=False)
-
-    def get(self, token_id: int) -> str | None:
-        with self._lock:
-            return self._tokens.get(token_id)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"size": self.size}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["size"])  # type: ignore[misc]
-
-
 class _WholeWords:
-    """Stands where a fast tokenizer keeps its Rust backend (`tokenizer._tokenizer`), for
-    the one thing transformers' token-classification pipeline reads there: whether the
-    tokenizer knows word boundaries (`model.continuing_subword_prefix`). Without it the
-    pipeline guesses subwords from spaces and warns that it does; ELMo's tokens are whole
-    words, so there is nothing to guess (the pipeline then finds no subwords)."""
+    """Stands where a fast tokenizer keeps its Rust backend, for transformers' token-classification
+    pipeline: the tokens are whole words, so it need not guess subwords from spaces."""
 
     class model:  # noqa: N801  (the attribute name the pipeline reads)
         continuing_subword_prefix = "##"
 
 
 def _load_text_tokenizer(name: str) -> Callable[[str], list[str]]:
-    """The raw-text tokenizer `name` (an `elmo_core.tokenizers` plug-in).
-
-    In a saved folder loaded where elmo-bilm is not installed, no plug-in exists; the
-    default rules ("spacy-en": spaCy's English tokenizer, with the core's
-    `spacy_word_splitter`) are then built from spaCy directly, when spaCy is
-    importable, so raw text gives the same tokens as in a full install.
-    """
+    """The raw-text tokenizer `name`. Without elmo-bilm, the default one is built from spaCy."""
     try:
         return get_tokenizer(name)
     except ElmoError:
         if name != DEFAULT_TOKENIZER:
             raise
-    if name != DEFAULT_TOKENIZER:
-        raise ElmoError(
-            f"text_tokenizer {name!r} is an elmo-bilm plug-in, which is not installed here: pip install "
-            f"elmo-bilm, or use the default {DEFAULT_TOKENIZER!r}."
-        )
     try:
         import spacy
     except ImportError:
@@ -211,35 +95,21 @@ def _load_text_tokenizer(name: str) -> Callable[[str], list[str]]:
 class ElmoTokenizer(PreTrainedTokenizer):
     """Character ids for ELMo, from raw text or from token lists.
 
-    Outputs (see the module docstring): `input_ids` (one id per token), `char_ids`
-    (what the biLM reads), `attention_mask`, and on request `offset_mapping` (each
-    token's `(start, end)` in the text; for `is_split_into_words`, within its word, as
-    transformers' fast tokenizers give), `special_tokens_mask` and `length`. The
-    encoding's `word_ids()` and `tokens()` work as a fast tokenizer's: every token is a
-    word. `is_fast` is True for that reason: transformers' token-classification pipeline
-    asks a "fast" tokenizer for offsets and word alignment, which this one gives exactly.
-
-    Added tokens (`add_tokens`, `add_special_tokens`) are kept whole in raw text and get
-    their own ids (`len(tokenizer)`, `get_added_vocab()` and `convert_ids_to_tokens`
-    agree); the model reads them by their characters like any word, so nothing in the
-    model needs resizing. Every other word's id is a hash of its UTF-8 bytes, the same in
-    every process.
-
-    `decode`, `batch_decode` and `convert_ids_to_tokens` give the tokens back from
-    `input_ids` (for the last 65,536 distinct words encoded; an older id is refused with
-    a pointer to `char_ids`) or from `char_ids` (always).
+    Returns `input_ids` (one id per token: `word_id(word)`, or an added token's own id),
+    `char_ids` (what the biLM reads) and `attention_mask`. On request: `offset_mapping`,
+    `special_tokens_mask` and `length`. `is_fast` is True because it gives offsets and word
+    ids exactly, which transformers' token-classification pipeline asks a fast tokenizer for.
+    Added tokens are never split. `decode` reads `char_ids` always, and `input_ids` of the
+    last 65,536 distinct words encoded.
 
     Args:
-        max_characters_per_token: Id slots per token (the model's
-            `char_cnn.max_characters_per_token`; 50 for every published model).
+        max_characters_per_token: Id slots per token (50 for every published model).
         char_id_offset, beginning_of_sentence_character, end_of_sentence_character,
         beginning_of_word_character, end_of_word_character, padding_character: The
-            character-id scheme, saved so that a folder documents itself. They must
-            equal elmo_core's (the only scheme the models were trained with).
-        text_tokenizer: Name of the raw-text tokenizer (an `elmo_core.tokenizers`
-            entry point); "spacy-en" = the pretraining data's rules.
-        pad_token: Name of the padding token; its id is 0 (an all-zero row).
-        unk_token: Name of id 1, which no word gets (each word has its own hashed id).
+            character-id scheme, saved so a folder documents itself. Must be elmo_core's.
+        text_tokenizer: The raw-text tokenizer. "spacy-en" is the pretraining data's rules.
+        pad_token: Name of the padding token, id 0 (an all-zero row).
+        unk_token: Name of id 1, which no word gets.
         **kwargs: transformers' tokenizer arguments (`model_max_length`, ...).
 
     Raises:
@@ -265,14 +135,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
         unk_token: str = "<unk>",
         **kwargs: Any,
     ) -> None:
-        given = {
-            "char_id_offset": char_id_offset,
-            "beginning_of_sentence_character": beginning_of_sentence_character,
-            "end_of_sentence_character": end_of_sentence_character,
-            "beginning_of_word_character": beginning_of_word_character,
-            "end_of_word_character": end_of_word_character,
-            "padding_character": padding_character,
-        }
+        scheme: tuple[int, ...] = (char_id_offset, beginning_of_sentence_character, end_of_sentence_character)
+        scheme += (beginning_of_word_character, end_of_word_character, padding_character)
+        given = dict(zip(_CORE_CHARACTERS, scheme))  # in the order of the arguments
         if given != _CORE_CHARACTERS:
             differ = {k: v for k, v in given.items() if v != _CORE_CHARACTERS[k]}
             raise ValueError(
@@ -286,21 +151,13 @@ class ElmoTokenizer(PreTrainedTokenizer):
             )
         if kwargs.get("padding_side", "right") != "right":
             raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each row from position 0.")
-        self.max_characters_per_token = max_characters_per_token
-        for key, value in given.items():
+        settings = {"max_characters_per_token": max_characters_per_token, "text_tokenizer": text_tokenizer, **given}
+        for key, value in settings.items():  # saved in tokenizer_config.json
             setattr(self, key, value)
-        self.text_tokenizer = text_tokenizer
         self._base_vocab = {str(pad_token): PAD_ID, str(unk_token): UNK_ID}
         self._split_text: Callable[[str], list[str]] | None = None  # loaded on first raw-text call
-        self._recent = _RecentTokens()
-        super().__init__(
-            pad_token=pad_token,
-            unk_token=unk_token,
-            max_characters_per_token=max_characters_per_token,
-            text_tokenizer=text_tokenizer,
-            **given,
-            **kwargs,
-        )
+        self._recent = RecentTokens()
+        super().__init__(pad_token=pad_token, unk_token=unk_token, **settings, **kwargs)
 
     @classmethod
     def from_options(cls, options: BiLMOptions, **kwargs: Any) -> ElmoTokenizer:
@@ -309,13 +166,12 @@ class ElmoTokenizer(PreTrainedTokenizer):
 
     @property
     def is_fast(self) -> bool:
-        """True: offsets and word ids are available, as from transformers' fast tokenizers."""
+        """True: offsets and word ids are available, as from a fast tokenizer."""
         return True
 
-    # ------------------------------------------------------------------ vocabulary
     @property
     def vocab_size(self) -> int:
-        """2: there is no word vocabulary, only the pad (0) and unknown (1) tokens."""
+        """2: no word vocabulary, only the pad (0) and unknown (1) tokens."""
         return len(self._base_vocab)
 
     def get_vocab(self) -> dict[str, int]:
@@ -325,19 +181,15 @@ class ElmoTokenizer(PreTrainedTokenizer):
     def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
         return ()  # nothing to save: the settings are in tokenizer_config.json
 
-    # ------------------------------------------------------------------ text -> tokens -> ids
     def tokenize(self, text: str, **kwargs: Any) -> list[str]:  # type: ignore[override]  # as transformers' PythonBackend
         """Split raw text into tokens with the pretraining data's rules (spaCy English).
 
-        Added tokens are never split.
-
         Raises:
-            ElmoError: if the tokenizer (spaCy) is not installed; says how to install it.
+            ElmoError: if spaCy is not installed.
         """
         return self._split_with_offsets(text)[0]
 
     def _split_with_offsets(self, text: str) -> tuple[list[str], list[tuple[int, int]]]:
-        """Tokens of raw text and their `(start, end)` character spans in it."""
         if self._split_text is None:
             with first_use_lock(self):  # concurrent first calls load it once
                 if self._split_text is None:
@@ -369,10 +221,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return token_id
 
     def _convert_id_to_token(self, index: int) -> str:
-        for token, token_id in self._base_vocab.items():
-            if token_id == index:
-                return token
-        word = self._recent.get(index)
+        word = {i: token for token, i in self._base_vocab.items()}.get(index) or self._recent.get(index)
         if word is None:
             raise ValueError(
                 f"input_ids id {index} is not among the last {self._recent.size} distinct words this tokenizer "
@@ -385,46 +234,49 @@ class ElmoTokenizer(PreTrainedTokenizer):
         self,
         text: str | Sequence[str] | Sequence[Sequence[str]],
         text_pair: Any = None,
-        add_special_tokens: bool = True,
         padding_strategy: PaddingStrategy = PaddingStrategy.DO_NOT_PAD,
         truncation_strategy: TruncationStrategy = TruncationStrategy.DO_NOT_TRUNCATE,
         max_length: int | None = None,
-        stride: int = 0,
         is_split_into_words: bool = False,
         pad_to_multiple_of: int | None = None,
         padding_side: str | None = None,
         return_tensors: str | None = None,
-        return_token_type_ids: bool | None = None,
         return_attention_mask: bool | None = None,
         return_overflowing_tokens: bool = False,
         return_special_tokens_mask: bool = False,
         return_offsets_mapping: bool = False,
         return_length: bool = False,
-        verbose: bool = True,
-        **kwargs: Any,
+        **kwargs: Any,  # add_special_tokens, stride, ...: nothing to do
     ) -> ElmoBatchEncoding:
-        """Encode one text/token list or a batch of them (called by `__call__`).
-
-        `add_special_tokens` has no effect: the biLM adds `<S>`/`</S>` itself.
+        """Encode one text or token list, or a batch of them (called by `__call__`).
 
         Returns:
-            `ElmoBatchEncoding` with `input_ids` ([batch, tokens]), `char_ids`
-            ([batch, tokens, chars]) and `attention_mask` ([batch, tokens]), plus
-            `offset_mapping` ([batch, tokens, 2]), `special_tokens_mask` and `length`
-            when asked; nested lists, or tensors with `return_tensors`; without a batch
-            axis for a single unbatched input and no `return_tensors`.
+            `ElmoBatchEncoding`: nested lists, or tensors with `return_tensors`. A single input
+            without `return_tensors` has no batch axis.
+
+        Shape:
+            input_ids, attention_mask: [batch, tokens]
+            char_ids: [batch, tokens, chars]
 
         Raises:
-            ValueError: for sentence pairs, overflowing tokens, left padding, or
-                sentences of different lengths with `return_tensors` and no padding.
+            ValueError: for sentence pairs, overflowing tokens, left padding, or tensors of
+                sentences of different lengths without padding.
             TypeError: for input that is neither text nor token lists.
         """
-        self._check_encode_arguments(text_pair, return_overflowing_tokens, padding_side)
+        if text_pair is not None:
+            raise ValueError("ElmoTokenizer encodes single sentences; sentence pairs are not supported.")
+        if return_overflowing_tokens:
+            raise ValueError(
+                "ElmoTokenizer cannot return overflowing tokens: the biLM reads a sentence of any length "
+                "whole, so there is no need to cut it into windows."
+            )
+        if (padding_side or self.padding_side) != "right":
+            raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each row from position 0.")
         batched, sentences, spans = self._sentences(text, is_split_into_words)
         if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None:
-            sentences, spans = self._truncate(sentences, spans, max_length)
+            sentences, spans = truncated(sentences, spans, max_length, self.truncation_side)
         lengths = [len(s) for s in sentences]
-        target = _padded_length(lengths, padding_strategy, max_length, pad_to_multiple_of)
+        target = padded_length(lengths, padding_strategy, max_length, pad_to_multiple_of)
         columns, word_ids, tokens = self._padded_columns(sentences, spans, target)
         asked = {
             "attention_mask": return_attention_mask is not False,
@@ -436,40 +288,15 @@ class ElmoTokenizer(PreTrainedTokenizer):
         if return_length:
             data["length"] = lengths
         if return_tensors is not None:
-            data = self._as_tensors(data, return_tensors, self.max_characters_per_token)
+            data = as_tensors(data, return_tensors, self.max_characters_per_token)
         elif not batched:
             data = {key: value[0] for key, value in data.items()}
         return ElmoBatchEncoding(data, word_ids=word_ids, tokens=tokens)
 
-    def _check_encode_arguments(
-        self, text_pair: Any, return_overflowing_tokens: bool, padding_side: str | None
-    ) -> None:
-        """Raise ValueError for what ElmoTokenizer does not do: pairs, overflowing tokens, left padding."""
-        if text_pair is not None:
-            raise ValueError("ElmoTokenizer encodes single sentences; sentence pairs are not supported.")
-        if return_overflowing_tokens:
-            raise ValueError(
-                "ElmoTokenizer cannot return overflowing tokens: the biLM reads a sentence of any length "
-                "whole, so there is no need to cut it into windows."
-            )
-        if (padding_side or self.padding_side) != "right":
-            raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each row from position 0.")
-
-    def _truncate(
-        self, sentences: list[list[str]], spans: list[list[tuple[int, int]]], max_length: int
-    ) -> tuple[list[list[str]], list[list[tuple[int, int]]]]:
-        """Each sentence (and its spans) cut to `max_length` tokens, from `truncation_side`."""
-        keep = [
-            slice(max(0, len(s) - max_length), None) if self.truncation_side == "left" else slice(0, max_length)
-            for s in sentences
-        ]
-        return [s[k] for s, k in zip(sentences, keep)], [o[k] for o, k in zip(spans, keep)]
-
     def _padded_columns(
         self, sentences: list[list[str]], spans: list[list[tuple[int, int]]], target: int | None
     ) -> tuple[dict[str, list[Any]], list[list[int | None]], list[list[str]]]:
-        """Every column `_encode_plus` may return, each row right-padded to `target` tokens (None:
-        not padded), and each row's word ids and tokens (for `ElmoBatchEncoding`)."""
+        # Each column `_encode_plus` may return, right-padded to `target` (None: not padded).
         C = self.max_characters_per_token
         special_ids = set(self.all_special_ids) - {UNK_ID}  # every word is "unknown", none is special
         columns: dict[str, list[Any]] = {
@@ -496,7 +323,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
     def _sentences(
         self, text: Any, is_split_into_words: bool
     ) -> tuple[bool, list[list[str]], list[list[tuple[int, int]]]]:
-        """(batched?, token lists, their character spans) for any input `__call__` accepts."""
+        # (batched?, token lists, their character spans)
         if isinstance(text, str):
             if is_split_into_words:
                 raise TypeError("is_split_into_words=True needs a list of token strings, not one string.")
@@ -504,7 +331,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
             return False, [tokens], [offsets]
         if isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text) and text:
             if is_split_into_words:
-                return False, [list(text)], [_word_spans(text)]
+                return False, [list(text)], [word_spans(text)]
             split = [self._split_with_offsets(t) for t in text]
             return True, [tokens for tokens, _ in split], [offsets for _, offsets in split]
         if isinstance(text, (list, tuple)):
@@ -516,33 +343,12 @@ class ElmoTokenizer(PreTrainedTokenizer):
                     "or give raw strings."
                 )
             check_sentences(text)
-            return True, [list(s) for s in text], [_word_spans(s) for s in text]
+            return True, [list(s) for s in text], [word_spans(s) for s in text]
         raise TypeError(
             f"ElmoTokenizer takes a string, a list of strings, or token lists with is_split_into_words=True; "
             f"got {type(text).__name__}."
         )
 
-    @staticmethod
-    def _as_tensors(data: dict[str, Any], return_tensors: str, num_chars: int) -> dict[str, Any]:
-        if return_tensors not in ("pt", "np"):
-            raise ValueError(f"return_tensors must be 'pt' or 'np'; got {return_tensors!r}.")
-        widths = {len(row) for row in data["input_ids"]}
-        if len(widths) > 1:
-            raise ValueError(
-                f"the sentences have different lengths ({sorted(widths)} tokens), so they do not fit one "
-                "tensor; pass padding=True (pads to the longest) or padding='max_length'."
-            )
-        batch_size, num_tokens = len(data["input_ids"]), widths.pop() if widths else 0
-        trailing = {"char_ids": (num_chars,), "offset_mapping": (2,), "length": None}
-        out: dict[str, Any] = {}
-        for key, value in data.items():
-            tensor = torch.tensor(value, dtype=torch.long)
-            if (shape := trailing.get(key, ())) is not None:  # also right for 0 tokens
-                tensor = tensor.reshape(batch_size, num_tokens, *shape)
-            out[key] = tensor.numpy() if return_tensors == "np" else tensor
-        return out
-
-    # ------------------------------------------------------------------ padding (collators)
     def _pad(  # type: ignore[override]  # returns what it is given, as the base's does (its stub says a dict)
         self,
         encoded_inputs: dict[str, Any] | BatchEncoding,
@@ -552,21 +358,13 @@ class ElmoTokenizer(PreTrainedTokenizer):
         padding_side: str | None = None,
         return_attention_mask: bool | None = None,
     ) -> dict[str, Any] | BatchEncoding:
-        """Pad one encoded sentence on the right (used by `pad` and the collators).
-
-        Char ids get all-zero rows, `input_ids` the pad id (0), offsets `(0, 0)`. An
-        `input_ids` that holds char ids (rows of ids) is padded with all-zero rows.
-        """
+        """Pad one encoded sentence on the right (for `pad` and the collators): char ids with zero rows."""
         if (padding_side or self.padding_side) != "right":
             raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each row from position 0.")
         n = len(encoded_inputs["input_ids"])
-        if padding_strategy == PaddingStrategy.LONGEST or max_length is None:
-            max_length = n
-        if pad_to_multiple_of and max_length % pad_to_multiple_of:
-            max_length += pad_to_multiple_of - max_length % pad_to_multiple_of
         if return_attention_mask is not False and "attention_mask" not in encoded_inputs:
             encoded_inputs["attention_mask"] = [1] * n
-        missing = max_length - n if padding_strategy != PaddingStrategy.DO_NOT_PAD else 0
+        missing = (padded_length([n], padding_strategy, max_length, pad_to_multiple_of) or n) - n
         if missing <= 0:
             return encoded_inputs
         pad_row = [0] * self.max_characters_per_token
@@ -584,76 +382,22 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 encoded_inputs[key] = list(encoded_inputs[key]) + [fill] * missing
         return encoded_inputs
 
-    # ------------------------------------------------------------------ ids -> text
     def decode(self, token_ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> str | list[str]:
         """Text back from `input_ids` or from `char_ids`, as transformers' `decode`.
 
-        `input_ids`: one row -> its tokens joined by spaces, a batch -> one string per row
-        (`skip_special_tokens` drops the padding). `char_ids` (recognised by their rows of
-        `max_characters_per_token` ids that begin with the begin-of-word id): one word's
-        row -> the word, [tokens, chars] -> the words joined by spaces (padding rows
-        skipped), [batch, tokens, chars] -> one string per row. Bytes are decoded as
-        UTF-8 with replacement characters, so a word cut at 48 bytes decodes.
+        A word's char-id row gives the word, a sentence's the words joined by spaces, a batch's
+        one string per row. Bytes decode as UTF-8 with replacement characters.
 
         Raises:
-            ValueError: for an `input_ids` id the tokenizer no longer remembers (it keeps
-                the last 65,536 words it encoded); the message points to `char_ids`.
+            ValueError: for an `input_ids` id of a word not among the last 65,536 encoded.
         """
         ids = to_py_obj(token_ids)
-        depth = self._char_id_depth(ids)
-        if depth == 1:
-            return self._decode_word(ids)
-        if depth == 2:
-            return self._decode_sentence(ids)
-        if depth == 3:
-            return [self._decode_sentence(sentence) for sentence in ids]
-        return super().decode(ids, skip_special_tokens=skip_special_tokens, **kwargs)
+        words = decode_char_ids(ids, self.max_characters_per_token)
+        return words if words is not None else super().decode(ids, skip_special_tokens=skip_special_tokens, **kwargs)
 
-    def _char_id_depth(self, ids: Any) -> int:
-        """1, 2 or 3 for a word's, a sentence's or a batch's char ids; 0 for anything else."""
-        width = self.max_characters_per_token
-
-        def is_row(row: Any, padding: bool) -> bool:
-            if not isinstance(row, list) or len(row) != width or not all(isinstance(i, int) for i in row):
-                return False
-            return row[0] == _BEGINNING_OF_WORD_ID or (padding and not any(row))
-
-        def word_rows(rows: Any) -> bool:  # char-id rows, padding allowed, one word at least
-            rows = list(rows)
-            return all(is_row(r, padding=True) for r in rows) and any(is_row(r, padding=False) for r in rows)
-
-        if not isinstance(ids, list) or not ids:
-            return 0
-        if all(isinstance(i, int) for i in ids):
-            return int(is_row(ids, padding=False))
-        if all(isinstance(row, list) and all(isinstance(i, int) for i in row) for row in ids):
-            return 2 if word_rows(ids) else 0
-        if all(isinstance(s, list) and all(isinstance(row, list) for row in s) for s in ids):
-            return 3 if word_rows(row for s in ids for row in s) else 0
-        return 0
-
-    def _decode_sentence(self, rows: Sequence[Sequence[int]]) -> str:
-        return " ".join(self._decode_word(row) for row in rows if any(row))  # padding rows skipped
-
-    def _decode_word(self, row: Sequence[int]) -> str:
-        raw = [i - CHAR_ID_OFFSET for i in row if i]
-        if raw[:1] == [BEGINNING_OF_WORD_CHARACTER] and raw[1:2] == [BEGINNING_OF_SENTENCE_CHARACTER]:
-            return "<S>"
-        if raw[:1] == [BEGINNING_OF_WORD_CHARACTER] and raw[1:2] == [END_OF_SENTENCE_CHARACTER]:
-            return "</S>"
-        data = bytes(i for i in raw if 0 <= i < 256)
-        return data.decode("utf-8", errors="replace")
-
-    # ------------------------------------------------------------------ saving, pickling
     def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> tuple[str, ...]:
-        """As transformers', with the generated, self-contained `tokenization_elmo.py`.
-
-        transformers copies this module's file into the folder; it is replaced by its
-        generated copy, which needs no elmo-bilm (see `hf_elmo.remote_code`).
-        Each file is written whole under a temporary name and renamed into place: a link
-        there is replaced, never written through (`save_atomically`).
-        """
-        code = ("tokenization_elmo.py", "elmo_reference.py") if self._auto_class is not None else ()
+        """As transformers', with the code files a folder needs without elmo-bilm (`hf_elmo.remote_code`)."""
+        code = ("tokenization_elmo.py", "encoding_elmo.py") if self._auto_class is not None else ()
         return cast(
             tuple[str, ...],
             save_atomically(super().save_pretrained, save_directory, *code)(save_directory, *args, **kwargs),
@@ -661,7 +405,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *args: Any, **kwargs: Any) -> Any:
-        """As transformers'; a folder saved by other code is named once (`note_which_code_runs`)."""
+        """As transformers', and a folder saved by other code is named once (`note_which_code_runs`)."""
         tokenizer = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         note_which_code_runs(pretrained_model_name_or_path)
         return tokenizer
@@ -670,26 +414,3 @@ class ElmoTokenizer(PreTrainedTokenizer):
         state = self.__dict__.copy()
         state["_split_text"] = None  # a spaCy closure; rebuilt on first use
         return state
-
-
-def _padded_length(
-    lengths: Sequence[int], padding_strategy: PaddingStrategy, max_length: int | None, pad_to_multiple_of: int | None
-) -> int | None:
-    """The row length padding aims at (None: no padding), rounded up to `pad_to_multiple_of`.
-
-    LONGEST pads to the longest sentence; MAX_LENGTH to `max_length` (the longest without one).
-    """
-    if padding_strategy == PaddingStrategy.LONGEST:
-        target = max(lengths, default=0)
-    elif padding_strategy == PaddingStrategy.MAX_LENGTH:
-        target = max_length if max_length is not None else max(lengths, default=0)
-    else:
-        return None
-    if pad_to_multiple_of and target % pad_to_multiple_of:
-        target += pad_to_multiple_of - target % pad_to_multiple_of
-    return target
-
-
-def _word_spans(words: Sequence[str]) -> list[tuple[int, int]]:
-    """Offsets of pre-split words: each within itself, as transformers' fast tokenizers give."""
-    return [(0, len(word)) for word in words]

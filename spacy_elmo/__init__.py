@@ -2,18 +2,14 @@
 
     import spacy
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"model": {"path": "/models/elmo-small"}})  # a model folder
+    nlp.add_pipe("elmo", config={"model": {"path": "path/to/model"}})
     doc = nlp("The river bank was muddy.")
     doc.tensor            # [tokens, dim]: the scalar mix of the biLM layers
     doc._.elmo_layers     # [n_layers + 1, tokens, dim]: every layer
-    doc[2].vector, doc[1:3].vector, doc.vector, doc.similarity(other)
 
-spaCy finds the `elmo` factory, the `spacy-elmo.*` architectures and the
-`spacy-elmo.ConllNerCorpus.v1` reader through entry points, so a saved pipeline loads
-with `spacy.load` alone. Importing this package also registers `Doc._.elmo_layers` and
-`Doc._.elmo_mix` (needed to read them from Docs loaded without the pipeline).
-
-Also here: the raw-text tokenizer that `elmo embed --tokenize` uses (`tokenization`).
+spaCy finds the `elmo` factory, the `spacy-elmo.*` architectures and the corpus reader
+through entry points. Importing this package registers `Doc._.elmo_layers` and
+`Doc._.elmo_mix`, for Docs loaded without the pipeline.
 """
 
 from __future__ import annotations
@@ -26,13 +22,12 @@ except ImportError as err:
     raise missing_extra(err, "spacy", "spacy", "spacy_elmo") from err
 
 from . import architectures, corpus  # noqa: F401, E402 - registers the architectures and the reader
-from .pipeline_component import ElmoComponent, make_elmo
+from .pipeline_component import ElmoComponent  # also registers the "elmo" factory
 from .util import ScalarMixWeights, get_scalar_mix_weights, restore_docs
 
 __all__ = [
     "ElmoComponent",
     "ScalarMixWeights",
     "get_scalar_mix_weights",
-    "make_elmo",
     "restore_docs",
 ]

@@ -1,30 +1,7 @@
-"""A training corpus read straight from a CoNLL-format NER file or a `.spacy` DocBin.
+"""A training corpus read straight from a CoNLL NER file or a `.spacy` DocBin.
 
-So that `python -m spacy train` runs on CoNLL files given by path, without a separate
-`spacy convert` step, and on spaCy's own corpus files (`.spacy`, as `spacy convert`
-writes them) with the same config:
-
-    [corpora.train]
-    @readers = "spacy-elmo.ConllNerCorpus.v1"
-    path = ${paths.train}
-
-The file is converted with spaCy's own converter (`conll_ner_to_docs`, the one behind
-`spacy convert --converter ner`). Its format: one token per line, the token in the first
-column and the IOB tag in the last (IOB1 or IOB2), a blank line between sentences, and
-`-DOCSTART-` lines between documents (as in CoNLL-2003 and WikiGold, whichever columns
-follow the `-DOCSTART-`). Lines of only whitespace count as blank (WNUT-17's train file
-has some). A leading byte-order mark and Windows line endings change nothing
-(`elmo_core.files.text_files`). A file whose name ends in `.spacy` is read as a `DocBin`
-(entities, sentence starts and tokens as stored); anything else as CoNLL text. A file
-that is neither gives one `ValueError` naming it.
-
-Every route gives sentence-sized Docs: at most `n_sents` sentences each (sentence starts
-set), cut at sentence boundaries, never across a `-DOCSTART-` document boundary. spaCy's
-converter (and so `spacy convert`) makes one Doc of each whole document whenever a file
-has `-DOCSTART-` lines, whatever `-n` says; a file with a single `-DOCSTART-` became one
-Doc of thousands of tokens, which spaCy's NER then reads as one example (and its batcher
-as one oversized batch), so training slowed to a crawl. `.spacy` files written that way
-are cut the same way (a stored Doc without sentence starts stays whole).
+`spacy train` then needs no `spacy convert` step. Docs are cut at sentence boundaries: spaCy's
+converter makes one Doc of each `-DOCSTART-` document, and the NER then trains slowly.
 """
 
 # No `from __future__ import annotations` here: spaCy builds the registered functions' arguments from their
@@ -54,15 +31,14 @@ _BLANK_LINE = re.compile(r"^[ \t\r]+$", re.MULTILINE)
 def read_conll_ner(path: str | Path, n_sents: int = 10) -> list[Doc]:
     """A CoNLL NER file as Docs of at most `n_sents` sentences, with entities and sentence starts.
 
+    A token per line with its IOB tag last, blank lines between sentences.
+
     Args:
         path: The file.
-        n_sents: Most sentences per Doc (1: one Doc per sentence). A Doc never spans
-            two `-DOCSTART-` documents. 0 keeps each document (or, without
-            `-DOCSTART-` lines, the whole file) as one Doc.
+        n_sents: Most sentences per Doc, within a `-DOCSTART-` document. 0: whole documents.
 
     Raises:
-        ValueError: if the file does not exist, is not CoNLL (prose, say) or has no tokens,
-            or `n_sents` is not an integer >= 0.
+        ValueError: if the file is missing, not CoNLL or empty, or `n_sents` is not an int >= 0.
     """
     _check_n_sents(n_sents)
     try:
@@ -90,12 +66,9 @@ def read_conll_ner(path: str | Path, n_sents: int = 10) -> list[Doc]:
 
 
 def split_into_sentence_groups(docs: list[Doc], n_sents: int) -> list[Doc]:
-    """Each Doc cut at sentence starts into Docs of at most `n_sents` sentences (0: unchanged).
+    """Each Doc cut into Docs of at most `n_sents` sentences (0: unchanged).
 
-    The pieces keep their tokens, whitespace, entities, tags and sentence starts
-    (`Span.as_doc`). A cut is never made inside an entity (an entity that runs over a
-    sentence start keeps both sentences in one piece). A Doc without sentence starts
-    stays whole.
+    A cut is never made inside an entity. A Doc without sentence starts stays whole.
     """
     if not n_sents:
         return docs
@@ -128,7 +101,7 @@ def read_docbin(path: str | Path, nlp: Language, n_sents: int = 0) -> list[Doc]:
     Args:
         path: The file.
         nlp: Its vocab receives the Docs.
-        n_sents: As `read_conll_ner` (0, the default here: the Docs as stored).
+        n_sents: As `read_conll_ner`.
 
     Raises:
         ValueError: if the file does not exist, is not a DocBin, or holds no tokens.
@@ -152,14 +125,11 @@ def read_docbin(path: str | Path, nlp: Language, n_sents: int = 0) -> list[Doc]:
 
 @registry.readers("spacy-elmo.ConllNerCorpus.v1")
 def ConllNerCorpus(path: Path | None, n_sents: int = 10, limit: int = 0) -> Callable[[Language], Iterator[Example]]:
-    """Examples from a CoNLL NER file or a `.spacy` DocBin; the Docs to predict keep the file's tokens.
+    """Examples from a CoNLL NER file or a `.spacy` DocBin, with the file's tokens.
 
-    path (Path): The CoNLL file, or a `.spacy` file written by `spacy convert` / `DocBin.to_disk`.
-    n_sents (int): Most sentences per example Doc, for both kinds of file: 1 gives one Doc
-        per sentence (what ELMo reads, and the fastest to train); 10 (the default) keeps a
-        little document context for the NER. A Doc never spans two -DOCSTART- documents.
-        0 keeps whole documents, which for CoNLL-2003 means Docs of hundreds of tokens
-        and a slow NER; leave it at 1 to 10.
+    path (Path): A CoNLL file, or a file ending in `.spacy` (read as a DocBin).
+    n_sents (int): Most sentences per Doc. 1 trains fastest, 10 keeps a little document
+        context. 0 keeps whole documents, which slows the NER.
     limit (int): Use only the first `limit` Docs, after the cutting (0 = all).
     """
     _check_n_sents(n_sents)

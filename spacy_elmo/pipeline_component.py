@@ -31,7 +31,7 @@ from .util import (
     set_similarity_hooks,
 )
 
-__all__ = ["DEFAULT_CONFIG_STR", "ElmoComponent", "make_elmo"]
+__all__ = ["DEFAULT_CONFIG_STR", "ElmoComponent"]  # the factory is reached by its name, "elmo"
 
 DEFAULT_CONFIG_STR = """
 [elmo]
@@ -39,11 +39,8 @@ DEFAULT_CONFIG_STR = """
 [elmo.model]
 @architectures = "spacy-elmo.ElmoLayers.v2"
 """
-"""The component's defaults: its biLM layer, `spacy-elmo.ElmoLayers.v2`, whose arguments
-(`path`, `options`, `weights`, `max_batch_tokens`, `per_sentence`, `window_tokens`,
-`window_context`, `cache_bytes`) take the defaults of its signature in
-`spacy_elmo.architectures`, declared there once; spaCy fills them in (`nlp.config`,
-`nlp.get_pipe_config("elmo")` show them)."""
+"""The component's defaults. spaCy fills in the `spacy-elmo.ElmoLayers.v2` arguments from
+its signature (`nlp.get_pipe_config("elmo")` shows them)."""
 
 DEFAULT_CONFIG = Config().from_str(DEFAULT_CONFIG_STR)
 
@@ -56,74 +53,29 @@ install_extensions()
     default_config=DEFAULT_CONFIG["elmo"],
 )
 def make_elmo(nlp: Language, name: str, model: Model[list[Doc], list[Floats3d]]) -> "ElmoComponent":
-    """Construct an ElmoComponent: a frozen ELMo biLM that annotates every Doc.
+    """The `elmo` component: a frozen ELMo biLM that annotates every Doc.
 
-    Every Doc gets all biLM layers in `doc._.elmo_layers` (float32 numpy on the CPU,
-    [n_layers + 1, tokens, dim]; layer 0 is the char CNN layer) and their scalar mix in
-    `doc.tensor` ([tokens, dim]), so that `token.vector`, `span.vector`, `doc.vector`
-    (the mean over the Doc's tokens) and `similarity` (the cosine, through Doc hooks)
-    give ELMo vectors, as long as the vocab has no static vectors, which spaCy would
-    prefer. A serialised Doc keeps the tensor and the layers but not the hooks (spaCy
-    warns W109), and so does every Doc of `nlp.pipe(texts, n_process=N)` with N > 1,
-    which spaCy's workers send back serialised. Call `spacy_elmo.restore_docs(docs)` on
-    those Docs: it re-adds the hooks (and rebuilds the tensor after a DocBin, which never
-    stores it). The mix is the
-    model folder's first scalar mix: w = 0 and gamma = 1, i.e. the average of the
-    layers, unless the folder was saved with trained or fixed mix weights (a folder with
-    no scalar mix gets the average too). Whitespace tokens are not shown to the biLM and
-    get zero vectors.
+    Add it with `nlp.add_pipe("elmo", config={"model": {"path": "path/to/model"}})`, or
+    `factory = "elmo"` in a config. Each Doc gets every biLM layer in `doc._.elmo_layers`
+    ([n_layers + 1, tokens, dim]) and their scalar mix in `doc.tensor` ([tokens, dim]).
+    `token.vector`, `doc.vector` and `similarity` then give ELMo vectors, while the vocab
+    has no static vectors. Put `elmo` before spaCy's `tok2vec`, which writes `doc.tensor`
+    too. For training, list it in `[training] annotating_components`.
 
-    spaCy's own `tok2vec` component writes `doc.tensor` too, and its listeners read
-    `doc.tensor` at prediction time: in a pipeline with both, put `elmo` before
-    `tok2vec` so that `tok2vec` writes last (ELMo's layers stay in `doc._.elmo_layers`).
-
-    Downstream components read the layers through `spacy-elmo.ElmoListener.v2`, each
-    with its own trainable scalar mix. During training, list this component in
-    `[training] annotating_components` so that the layers are computed once per batch
-    and read by every listener.
-
-    The `model` block (`spacy-elmo.ElmoLayers.v2`) says where the biLM comes from. Give
-    one of:
-
-        path = "/models/elmo-small"        # a model folder (config.json, model.safetensors)
-        options = "options.json"           # or the original bilm-tf pair ...
-        weights = "weights.hdf5"           # ... (options.json and the hdf5 weights)
-
-    Leave all three empty for the default model that ships with the package. From
-    Python: `nlp.add_pipe("elmo", config={"model": {"path": "/models/elmo-small"}})`.
-    The source is read once, when the pipeline is initialised (`nlp.initialize()`) or,
-    without that, when it is first used; `nlp.to_disk` then stores the weights in the pipeline (a model folder, with
-    safetensors weights, under `elmo/model/`), so a saved pipeline never reads the
-    source again.
-
-    Args:
-        nlp: The pipeline.
-        name: The component name ("elmo"). Listeners name it in their `upstream`.
-        model: The biLM layer, `spacy-elmo.ElmoLayers.v2`. Besides the source, it takes
-            `max_batch_tokens` (padded positions per biLM batch: 4096 is about 0.3 GB of
-            LSTM activations for the original model; lower it on a small machine, raise it
-            on a GPU) and `per_sentence` (run the biLM on each sentence when the Doc has
-            sentence boundaries, as ELMo was trained; leave on, and put a `sentencizer` or
-            parser before `elmo` for long texts) and `window_tokens` (a unit longer than
-            this, 1024 by default, is read in overlapping windows, so memory stays bounded
-            for a Doc of any length; see `elmo_core.runtime.windows`).
+    name (str): The component's name, which listeners give as `upstream`. Leave it "elmo".
+    model (Model): A `spacy-elmo.ElmoLayers.v2` block: the biLM's source (`path`, or
+        `options` and `weights`, all empty for the default model) and how it runs.
     """
     return ElmoComponent(nlp.vocab, model, name=name)
 
 
 class _LoadedBiLM(NamedTuple):
-    """What the component took from its layer at its one load (`ElmoComponent._load`)."""
-
     elmo: Elmo
     mix: np.ndarray  # float32 [n_layers + 2], read-only: softmax(w) of the first mix, then gamma
 
 
 class ElmoComponent(TrainablePipe):
-    """spaCy pipeline component that runs a frozen ELMo biLM over every Doc.
-
-    The biLM is loaded once, by `_load`: at `initialize`, `from_disk` or `from_bytes`, or
-    on first use (`predict`, `elmo`, ...) when none of these ran. A batch only reads what
-    that load kept.
+    """The `elmo` pipeline component (`nlp.get_pipe("elmo")`): a frozen biLM over every Doc.
 
     Attributes:
         model: The `spacy-elmo.ElmoLayers.v2` layer (wraps the torch `Elmo`).
@@ -142,7 +94,7 @@ class ElmoComponent(TrainablePipe):
     # ------------------------------------------------------------------ listeners
     @property
     def listeners(self) -> list[Model]:
-        """Every listener linked to this component (its listening components' layers)."""
+        """Every listener linked to this component."""
         return [m for c in self.listening_components for m in self.listener_map[c]]
 
     @property
@@ -160,7 +112,7 @@ class ElmoComponent(TrainablePipe):
             self._set_listener_dims(listener, self._loaded.elmo)
 
     def remove_listener(self, listener: ElmoListener, component_name: str) -> bool:
-        """Unlink a listener (e.g. after `nlp.replace_listeners`). Returns whether it was linked."""
+        """Unlink a listener. Returns whether it was linked."""
         if listener in self.listener_map.get(component_name, []):
             self.listener_map[component_name].remove(listener)
             if not self.listener_map[component_name]:
@@ -174,9 +126,7 @@ class ElmoComponent(TrainablePipe):
         """Link the ElmoListener layers of `component` that name this component.
 
         Raises:
-            ValueError: if `component` has a plain spaCy tok2vec listener naming this
-                component, which would silently read `doc.tensor` (or zeros) instead of
-                ELMo's layers.
+            ValueError: if `component` has a plain spaCy tok2vec listener naming this one.
         """
         model = getattr(component, "model", None)
         if not isinstance(model, Model):
@@ -193,12 +143,12 @@ class ElmoComponent(TrainablePipe):
 
     @property
     def elmo(self) -> Elmo:
-        """The torch `Elmo` (loaded from the configured source on first use, if nothing loaded it)."""
+        """The torch `Elmo`, loaded on first use."""
         return self._bilm().elmo
 
     @property
     def mix_weights(self) -> ScalarMixWeights:
-        """The scalar mix behind `doc.tensor`: the model folder's first mix, else the average."""
+        """The scalar mix behind `doc.tensor`."""
         elmo, mix = self._bilm()
         w = np.zeros(len(mix) - 1, dtype="float32")
         if elmo.scalar_mixes:
@@ -207,7 +157,7 @@ class ElmoComponent(TrainablePipe):
 
     # ------------------------------------------------------------------ inference
     def __call__(self, doc: Doc) -> Doc:
-        """Annotate one Doc (see `make_elmo` for what is written)."""
+        """Annotate one Doc."""
         error_handler = self.get_error_handler()
         try:
             mix = self._bilm().mix
@@ -218,13 +168,7 @@ class ElmoComponent(TrainablePipe):
             return doc  # a handler that returns lets the Doc through unannotated (None would be spaCy's E005)
 
     def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
-        """Annotate a stream of Docs, `batch_size` Docs at a time.
-
-        Inside each group the biLM runs on batches of at most `max_batch_tokens` padded
-        positions (longest first), so memory is bounded whatever the Docs' lengths. After
-        each group, freed heap memory is handed back to the OS (`elmo_core.release_free_memory`),
-        so the resident size stays flat over a long stream.
-        """
+        """Annotate a stream of Docs, `batch_size` at a time, giving freed memory back to the OS after each."""
         error_handler = self.get_error_handler()
         for docs in util.minibatch(stream, size=batch_size):
             try:
@@ -236,7 +180,7 @@ class ElmoComponent(TrainablePipe):
                 error_handler(self.name, self, docs, e)
 
     def predict(self, docs: Iterable[Doc]) -> list[Floats3d]:
-        """Every biLM layer of each Doc, computed without gradients.
+        """Every biLM layer of each Doc, without gradients.
 
         Returns:
             One float32 numpy array per Doc, [n_layers + 1, len(doc), dim], on the CPU.
@@ -245,7 +189,7 @@ class ElmoComponent(TrainablePipe):
         return self.model.predict(list(docs))
 
     def set_annotations(self, docs: Iterable[Doc], layers: list[Floats3d]) -> None:
-        """Write `doc._.elmo_layers`, `doc._.elmo_mix`, `doc.tensor` (the mix) and the similarity hooks."""
+        """Write the layers, the mix, `doc.tensor` and the similarity hooks."""
         self._annotate(docs, layers, self._bilm().mix)
 
     @staticmethod
@@ -265,20 +209,10 @@ class ElmoComponent(TrainablePipe):
         sgd: Optimizer | None = None,
         losses: dict[str, float] | None = None,
     ) -> dict[str, float]:
-        """Nothing to learn here: the biLM is frozen.
-
-        In spacy-transformers, gradients arrive at the shared component through its
-        listeners. Here they stop at the listeners: each downstream component trains its
-        own scalar mix (and everything after it), and the biLM takes no gradient. The
-        layers the listeners read are written by this component as an annotating
-        component (`[training] annotating_components = ["elmo"]`, or
-        `nlp.update(examples, annotates=["elmo"])`), or computed on request by the
-        listeners when a Doc arrives without them. So this only records a zero loss.
+        """Record a zero loss: the biLM is frozen, and each listener trains its own scalar mix.
 
         Raises:
-            ValueError: if a biLM parameter has `requires_grad` (the user unfroze it):
-                spaCy would leave it unchanged, so training is refused with what to do
-                instead (`layers.elmo_layers.check_frozen_for_training`).
+            ValueError: if a biLM parameter has `requires_grad`, which spaCy would leave unchanged.
         """
         validate_examples(examples, "ElmoComponent.update")
         check_frozen_for_training(self.elmo)  # a biLM unfrozen by the user would silently stay frozen
@@ -288,14 +222,11 @@ class ElmoComponent(TrainablePipe):
         return losses
 
     def get_loss(self, examples: Iterable[Example], scores: Any) -> tuple[float, Any]:
-        """The component has no loss of its own (see `update`)."""
+        """No loss of its own (see `update`)."""
         return 0.0, None
 
     def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Language | None = None) -> None:
-        """Load the biLM from the configured source (unless it is already loaded).
-
-        The examples are not needed: nothing is fitted to data.
-        """
+        """Load the biLM from the configured source. The examples are not needed."""
         validate_get_examples(get_examples, "ElmoComponent.initialize")
         self._load()
 
@@ -304,11 +235,9 @@ class ElmoComponent(TrainablePipe):
 
     # ------------------------------------------------------------------ serialisation
     def to_disk(self, path: str | Path, *, exclude: Iterable[str] = tuple()) -> None:
-        """Write `cfg`, the vocab and the biLM as a model folder under `path / "model"`.
+        """Write `cfg`, the vocab and the biLM, as a model folder under `path / "model"`.
 
-        The folder is the core's format (config.json, model.safetensors,
-        tokenizer_config.json), so `elmo embed --model PATH/model` reads it too. Each
-        file is written whole under a temporary name, then renamed (a link is replaced).
+        `elmo embed --model PATH/model` reads that folder too.
         """
         serialize = {
             "cfg": lambda p: srsly.write_json(p, self.cfg),
@@ -319,7 +248,7 @@ class ElmoComponent(TrainablePipe):
             util.to_disk(staging, serialize, exclude)
 
     def from_disk(self, path: str | Path, *, exclude: Iterable[str] = tuple()) -> "ElmoComponent":
-        """Load what `to_disk` wrote; the configured source is not read."""
+        """Load what `to_disk` wrote. The configured source is not read."""
 
         def load_model(p: Path) -> None:
             try:
@@ -342,7 +271,7 @@ class ElmoComponent(TrainablePipe):
         return self
 
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
-        """The same content as `to_disk`; the weights travel as safetensors bytes."""
+        """The content of `to_disk`, with safetensors bytes for the weights."""
         self._bilm()  # load the biLM first if nothing loaded it
         serialize = {
             "cfg": lambda: srsly.json_dumps(self.cfg),
@@ -366,24 +295,10 @@ class ElmoComponent(TrainablePipe):
 
     # ------------------------------------------------------------------ the one load
     def _bilm(self) -> _LoadedBiLM:
-        """The loaded biLM and its mix: what `_load` kept, or `_load` now on first use."""
         return self._loaded if self._loaded is not None else self._load()
 
     def _load(self) -> _LoadedBiLM:
-        """The component's one load: take the layer's biLM, and set up what depends on it.
-
-        The layer reads its configured source here (its `init`) unless it already holds a
-        biLM (put there by `from_disk` or `from_bytes`). Then the mix is checked and kept
-        for `doc.tensor`, the listeners are sized, and static vectors in the vocab are
-        warned about. Run by `initialize`, `from_disk`, `from_bytes`, and on first use
-        when none of them ran; never per batch. Running it again for the same biLM (a
-        second `nlp.initialize()`) changes nothing.
-
-        Raises:
-            ValueError: if the biLM's first scalar mix normalises over a whole batch.
-            elmo_core.ElmoError: if the configured source cannot be read (see
-                `layers.elmo_layers.load_elmo_source`).
-        """
+        # The one load: by initialize, from_disk, from_bytes, or first use. Never per batch.
         with first_use_lock(self):  # concurrent first calls load once; the others find it loaded
             return self._load_once()
 
@@ -417,14 +332,7 @@ class ElmoComponent(TrainablePipe):
 
 
 def _tensor_mix(elmo: Elmo) -> np.ndarray:
-    """float32 [n_layers + 2], read-only: softmax(w) of the biLM's first mix, then gamma.
-
-    A biLM without a scalar mix gets the average (w = 0, gamma = 1).
-
-    Raises:
-        ValueError: if the first mix uses layer norm over a whole batch (`layer_norm_scope`
-            "batch"), which would make a Doc's `doc.tensor` depend on its batch mates.
-    """
+    """float32 [n_layers + 2], read-only: softmax(w) of the first mix (or the average), then gamma."""
     mix = cast(ScalarMix, elmo.scalar_mixes[0]) if elmo.scalar_mixes else None
     if mix is not None and mix.do_layer_norm and mix.layer_norm_scope == "batch":
         raise ValueError(

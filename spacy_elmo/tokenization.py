@@ -1,8 +1,4 @@
-"""Raw text to tokens with spaCy's English tokenizer rules.
-
-Both splitters keep nothing per word they see (`elmo_core.files.spacy_word_splitter`), so a
-long-running process that tokenises an open vocabulary stays at a flat size.
-"""
+"""Raw text to tokens with spaCy's English rules, keeping nothing per word seen (flat memory)."""
 
 from __future__ import annotations
 
@@ -14,24 +10,17 @@ __all__ = ["english_sentences", "english_tokenizer"]
 
 
 def english_tokenizer() -> Callable[[str], list[str]]:
-    """A function `text -> list of token strings` using `spacy.blank("en")`'s tokenizer.
-
-    Whitespace tokens (spaCy keeps runs of extra spaces as tokens) are dropped, since
-    the biLM has no use for them.
-    """
+    """A function `text -> token strings`: `spacy.blank("en")`'s tokenizer, whitespace tokens dropped."""
     import spacy
 
     return spacy_word_splitter(spacy.blank("en"))
 
 
 def english_sentences() -> Callable[[str], list[list[str]]]:
-    """A function `paragraph -> sentences of token strings` for biLM pretraining data.
+    """A function `paragraph -> sentences of token strings`, for biLM pretraining data.
 
-    Tokens come from `spacy.blank("en")`'s tokenizer (the same rules as
-    `english_tokenizer`, so training text is tokenised the way users' text is), and
-    sentences from spaCy's rule-based `sentencizer` (splits after `.`, `!`, `?` and
-    similar punctuation). Whitespace tokens are dropped and empty sentences skipped.
-    Registered as the `spacy-en-sentences` entry point in `elmo_core.tokenizers`.
+    `english_tokenizer`'s tokens, so that training text is tokenised as users' text is, and
+    the `sentencizer`'s sentences.
     """
     import spacy
 

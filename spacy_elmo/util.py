@@ -1,35 +1,8 @@
-"""Helpers around the ELMo annotations: the Doc extensions, the mix, reading mix weights.
+"""The ELMo annotations on a Doc: the extensions, the mix, and restoring them after serialisation.
 
-What the `elmo` component puts on every Doc, and how each piece travels:
-
-| where | what | Doc.to_bytes, nlp.pipe(n_process>1) | DocBin(store_user_data=True) |
-| --- | --- | --- | --- |
-| `doc.tensor` | the mixed vectors, float32 [tokens, dim] | kept | dropped (spaCy's DocBin never stores it) |
-| `doc._.elmo_layers` | every biLM layer, float32 [n_layers + 1, tokens, dim] | kept | kept |
-| `doc._.elmo_mix` | the mix behind `doc.tensor`: float32 [n_layers + 2] = softmax(w), then gamma | kept | kept |
-| similarity hooks | `similarity` as the cosine of ELMo vectors | dropped; `restore_docs` puts them back | dropped |
-
-`token.vector`, `span.vector` and `doc.vector` read `doc.tensor` when the vocab has no
-static vectors (spaCy's rule), so they are right wherever the tensor is. The hooks are
-there because spaCy's own `Token.similarity` returns 1.0 for two tokens with the same
-text, which defeats contextual vectors ("bank" of a river against "bank" that lends
-money); they also spare spaCy's warning W007 about missing static vectors.
-
-`doc._.elmo_layers` has one row per token of the Doc as the component saw it. Its tokens
-are recorded with the layers, so when the Doc's tokens change afterwards
-(`doc.retokenize()` merges and splits, `Doc.from_docs`), reading `doc._.elmo_layers`
-gives None and a warning that says how to recompute them, never rows of other tokens.
-`doc.copy()` keeps the layers; `Span.as_doc` gets none (spaCy copies no Doc-level
-extension values), so run the elmo component on it for its own.
-
-`nlp.pipe(texts, n_process=N)` with N > 1 gives Docs with the tensor and the layers but
-without the hooks: spaCy's workers send each Doc back as `Doc.to_bytes()`, which cannot
-hold them (spaCy warns W109 in each worker). Call `restore_docs(docs)` on the Docs it
-gives, as after `DocBin.get_docs` (or any deserialisation of your own). It rebuilds
-`doc.tensor` bit for bit from the layers and the mix kept in user data, re-adds the
-hooks, and warns about Docs that carry no layers (for instance from a DocBin made
-without `store_user_data=True`), which it cannot restore. Nothing silently becomes zeros.
-Without it, `similarity` on such Docs is spaCy's own: 1.0 for two tokens of the same text.
+`doc._.elmo_layers` records its tokens, and reads as None after they change. The
+similarity hooks exist because spaCy's `Token.similarity` returns 1.0 for two tokens of
+the same text.
 """
 
 from __future__ import annotations
@@ -70,9 +43,8 @@ class ScalarMixWeights(NamedTuple):
     """A scalar mix as numbers: `gamma * sum_k normalized_weights[k] * layer_k`.
 
     Attributes:
-        scalar_weights: w, float32 [n_layers + 1] (before the softmax).
-        normalized_weights: softmax(w), float32 [n_layers + 1]; sums to 1. Index 0 is
-            the char CNN layer, index k >= 1 the k-th LSTM layer.
+        scalar_weights: w, float32 [n_layers + 1], before the softmax.
+        normalized_weights: softmax(w), float32 [n_layers + 1]. Index 0 is the char CNN layer.
         gamma: the scale.
     """
 
@@ -82,7 +54,7 @@ class ScalarMixWeights(NamedTuple):
 
 
 def install_extensions() -> None:
-    """Register `Doc._.elmo_layers` (checked against the Doc's tokens) and `Doc._.elmo_mix`; idempotent."""
+    """Register `Doc._.elmo_layers` and `Doc._.elmo_mix`. Idempotent."""
     if not Doc.has_extension("elmo_mix"):
         Doc.set_extension("elmo_mix", default=None)
     if Doc.get_extension("elmo_layers") != (None, None, _get_layers, _set_layers):
@@ -99,7 +71,6 @@ def _set_layers(doc: Doc, layers: np.ndarray | None) -> None:
 
 
 def _aligned_rows(doc: Doc, layers: np.ndarray) -> np.ndarray | None:
-    """`layers` for the Doc's current tokens, or None if they are not the tokens it was made for."""
     recorded = doc.user_data.get(_TOKENS_KEY)  # type: ignore[call-overload]  # tuple keys: see _LAYERS_KEY
     current = _token_spans(doc)
     if recorded is None:  # a Doc stored before tokens were recorded
@@ -128,15 +99,11 @@ def _get_layers(doc: Doc) -> np.ndarray | None:
 
 
 def mix_layers(layers: np.ndarray, mix: np.ndarray) -> np.ndarray:
-    """`gamma * sum_k s_k * layers[k]`, the way the component computes `doc.tensor`.
-
-    The core's `weighted_layer_sum`: accumulated in a fixed order in float32, so that
-    the same inputs give the same bits wherever it runs (`restore_docs` relies on that).
+    """`gamma * sum_k s_k * layers[k]`, bit for bit as the component computes `doc.tensor`.
 
     Args:
         layers: float32 [n_layers + 1, tokens, dim].
-        mix: float32 [n_layers + 2]: the normalised weights s, then gamma (the layout of
-            `doc._.elmo_mix`).
+        mix: float32 [n_layers + 2]: s, then gamma (the layout of `doc._.elmo_mix`).
 
     Returns:
         float32 [tokens, dim].
@@ -158,11 +125,7 @@ def set_similarity_hooks(doc: Doc) -> None:
 
 
 def similarity(obj: Doc | Span | Token, other: Doc | Span | Token) -> float:
-    """Cosine similarity of `obj.vector` and `other.vector` (0.0 if either is all zeros).
-
-    spaCy's own methods return 1.0 for two tokens with the same text, whatever their
-    vectors; contextual vectors need the plain cosine.
-    """
+    """Cosine similarity of `obj.vector` and `other.vector` (0.0 if either is all zeros)."""
     a = np.asarray(obj.vector, dtype="float32")
     b = np.asarray(other.vector, dtype="float32")
     if a.shape != b.shape:
@@ -185,19 +148,14 @@ def similarity(obj: Doc | Span | Token, other: Doc | Span | Token) -> float:
 def restore_docs(docs: Iterable[Doc]) -> int:
     """Give deserialised Docs back `doc.tensor` and the similarity hooks.
 
-    For Docs from `nlp.pipe(texts, n_process=N)` with N > 1 and from `Doc.from_bytes`
-    (both drop the hooks), and from `DocBin.get_docs` (which also drops `doc.tensor`).
-    Pass a list or any iterable, such as the Docs of a stream one at a time:
-    `for doc in nlp.pipe(texts, n_process=2): restore_docs([doc])`. The tensor is rebuilt from
-    `doc._.elmo_layers` and `doc._.elmo_mix` with the component's own arithmetic, so it
-    is bit-for-bit the original.
+    For Docs of `nlp.pipe(texts, n_process=N)`, `Doc.from_bytes` and `DocBin.get_docs`.
+    The tensor is rebuilt bit for bit from the layers and the mix.
 
     Returns:
         How many Docs were restored.
 
     Warns:
-        UserWarning: once, naming how many Docs carry no ELMo layers (for instance from
-            a DocBin made without `store_user_data=True`); they are left unchanged.
+        UserWarning: once, for Docs without ELMo layers (a DocBin without `store_user_data`).
     """
     install_extensions()
     restored, missing, changed = 0, 0, 0
@@ -233,11 +191,7 @@ def restore_docs(docs: Iterable[Doc]) -> int:
 
 
 def get_scalar_mix_weights(nlp: Language, name: str, index: int = 0) -> ScalarMixWeights:
-    """The scalar mix a component learned (or, for the `elmo` component, uses for doc.tensor).
-
-    For a component whose model holds an ELMo listener or `Tok2VecElmo` (e.g. "ner"),
-    this is its own trained mix; the listener and `Tok2VecElmo` architectures hold one
-    mix each, so `index` is 0 unless you built a model with several.
+    """The scalar mix a component learned, or the one the `elmo` component uses for `doc.tensor`.
 
     Args:
         nlp: The pipeline.

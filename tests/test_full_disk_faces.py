@@ -21,7 +21,8 @@ import pytest
 
 import elmo_core.files.atomic_files as atomic_files
 from elmo_core import save_model_folder
-from elmo_core.apps.embed_file import embed_file, job_folder
+from elmo_core.apps.embed_file import embed_file
+from elmo_core.apps.embed_job import job_folder
 from elmo_core.model.errors import DiskFullError
 from tests.conftest import make_tiny_elmo
 

@@ -63,17 +63,18 @@ PUBLIC = {
         "ElmoModelOutput",
         "ElmoPreTrainedModel",
         "ElmoTokenizer",
-        "feature_extraction_pipeline",
     },
     "hf_elmo.remote_code": {
         "ELMO_BILM_VERSION",
         "GENERATED_DIR",
         "GENERATED_FILES",
         "note_which_code_runs",
+        "read_as_the_core_reads",
         "save_atomically",
         "save_generated_code",
     },
-    "spacy_elmo": {"ElmoComponent", "ScalarMixWeights", "get_scalar_mix_weights", "make_elmo", "restore_docs"},
+    # The factory, make_elmo, is reached as nlp.add_pipe("elmo") (entry point), as spacy-transformers does.
+    "spacy_elmo": {"ElmoComponent", "ScalarMixWeights", "get_scalar_mix_weights", "restore_docs"},
     "spacy_elmo.layers": {"ElmoFeatureDropout", "ElmoListener", "ScalarMixLayer", "build_elmo_layers"},
 }
 

@@ -19,11 +19,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("core", "spacy_elmo", "hf_elmo")
-GENERATED = {
-    "hf_elmo/remote_code/configuration_elmo.py",
-    "hf_elmo/remote_code/modeling_elmo.py",
-    "hf_elmo/remote_code/tokenization_elmo.py",
-}
 LIMITS = {
     "words_per_code_line": 2.5,
     "semicolons_per_100_words": 0.2,
@@ -49,8 +44,9 @@ def library_files(root: Path = ROOT) -> list[Path]:
     files = []
     for package in PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
-            if path.relative_to(root).as_posix() not in GENERATED:
-                files.append(path)
+            relative = path.relative_to(root).as_posix()
+            if not (relative.startswith("hf_elmo/remote_code/") and relative.endswith("_elmo.py")):
+                files.append(path)  # the folder's copies are written by hf_elmo.remote_code.generate
     return files
 
 
@@ -91,9 +87,7 @@ def measure(path: Path, root: Path = ROOT) -> FileProse:
             continue
         code_lines += 1
     texts = [constant.value for _, constant in docstrings]
-    module_words = next(
-        (len(c.value.split()) for n, c in docstrings if isinstance(n, ast.Module)), 0
-    )
+    module_words = next((len(c.value.split()) for n, c in docstrings if isinstance(n, ast.Module)), 0)
     private = [
         node
         for node in ast.walk(tree)
@@ -126,9 +120,7 @@ def totals(files: list[FileProse]) -> dict[str, float]:
         "docstring_words": words,
         "words_per_code_line": round(words / code, 2),
         "semicolons_per_100_words": round(100 * semicolons / max(words, 1), 3),
-        "private_helpers_documented": round(
-            sum(f.private_documented for f in files) / max(private, 1), 2
-        ),
+        "private_helpers_documented": round(sum(f.private_documented for f in files) / max(private, 1), 2),
         "longest_module_docstring": max(f.module_words for f in files),
         "longest_file": max(f.lines for f in files),
     }

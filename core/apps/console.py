@@ -1,17 +1,7 @@
-"""What the library shows on standard error: progress bars and messages, dropped where
-standard error cannot take them.
+"""What the library shows on standard error: progress bars and messages.
 
-A process may have no usable standard error: a daemon started with `2>&-` (Python then
-sets `sys.stderr` to None), a service whose stderr is a full disk (every write fails), a
-`pythonw` program. The work goes on there as anywhere else:
-
-- `progress_bar` is the one tqdm bar of every command and function (`elmo embed`,
-  `train`, `perplexity`, `probe`, `embed_file`, ...). It is off without a usable stderr,
-  off when there is nothing to count (no empty bars), and a write that fails later
-  silences it instead of stopping the run.
-- `quiet_failures` holds `sys.stderr` for the length of an `elmo` command, so that its
-  messages (and logging's, and warnings') are dropped where they cannot be written.
-  Logging and warnings already drop what they cannot write to a None stderr.
+A process may have no usable standard error: a daemon started with `2>&-`, a full disk, a
+`pythonw` program. The work goes on there as anywhere else, and what cannot be written is dropped.
 """
 
 from __future__ import annotations
@@ -26,8 +16,7 @@ if TYPE_CHECKING:
 
 
 class _DropOnFailure:
-    """A text stream that passes writes on to `stream` until one fails (a full disk, a
-    closed descriptor), and drops them from then on. Without a stream, it drops them all."""
+    """Passes writes on to `stream` until one fails (a full disk, a closed descriptor), then drops them."""
 
     def __init__(self, stream: Any) -> None:
         self.stream = stream
@@ -56,15 +45,13 @@ class _DropOnFailure:
 
 
 def _guarded(stream: Any) -> _DropOnFailure:
-    """`stream` behind a `_DropOnFailure`, the same object where it already is one
-    (`quiet_failures`): tqdm.write, and so its logging redirect, clears only the bars drawn on
-    the very stream it writes to, so a log line never runs into the bar."""
+    # The same object where it already is one: tqdm.write clears only the bars drawn on the
+    # very stream it writes to, so a log line never runs into the bar.
     return stream if isinstance(stream, _DropOnFailure) else _DropOnFailure(stream)
 
 
 def stderr_usable() -> bool:
-    """Whether `sys.stderr` can take output: it is there, open, and no write to it has failed
-    (as far as `quiet_failures` has seen)."""
+    """Whether `sys.stderr` is there, open, and has not failed a write (as far as `quiet_failures` saw)."""
     stream = sys.stderr
     if isinstance(stream, _DropOnFailure):
         return not stream.failed
@@ -80,14 +67,11 @@ def progress_bar(
     desc: str | None = None,
     items: Iterable[Any] | None = None,
 ) -> tqdm:
-    """A tqdm bar on standard error, counting `unit`s up to `total` (None: no end known);
-    iterating it yields `items`, one count each.
+    """The tqdm bar of every command, counting `unit`s up to `total` (None: no end known).
 
-    Off when `show` is False, when `total` is 0 (an empty input draws nothing) and when
-    standard error is not usable (`stderr_usable`). A bar with no known end appears only
-    after half a second of work, so that an empty or quick input draws none. A write that
-    fails once the bar is drawn (the disk filled up, the descriptor was closed) is
-    dropped, and the bar stays quiet from then on.
+    Iterating it yields `items`, one count each. It is off when `show` is False, when `total`
+    is 0 and when standard error is not usable. A bar with no known end appears after half a
+    second, so a quick input draws none. A write that fails silences the bar, not the run.
     """
     from tqdm import tqdm
 
@@ -107,11 +91,10 @@ def progress_bar(
 
 @contextmanager
 def quiet_failures() -> Iterator[None]:
-    """Within the block, `sys.stderr` drops what it cannot write instead of raising: a
-    command's messages and errors, logging's and warnings' lines. Put back after.
+    """Within the block, `sys.stderr` drops what it cannot write instead of raising.
 
-    For the `elmo` command, which owns its process; a library call only draws its
-    progress bar there (`progress_bar`), which needs no such guard.
+    For the `elmo` command, which owns its process. A library call only draws its progress
+    bar, which needs no such guard.
     """
     previous = sys.stderr
     sys.stderr = _DropOnFailure(previous)

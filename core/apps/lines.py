@@ -1,10 +1,8 @@
 """Lines of text in, rows of the columnar output out: the one batch path under every engine.
 
-`elmo embed` (hdf5 and Parquet), the Ray Data class and the Spark function all call
-`embed_lines`, which runs `iter_embeddings` (the path of `embed_sentences`) and adds each
-line's tokens, character offsets and vectors in the store dtype. `LineEmbedder` loads a
-model once and turns a batch of lines into an Arrow table of the output schema
-(`elmo_core.files.parquet_files`).
+`elmo embed`, the Ray Data class and the Spark function all call `embed_lines`, which runs
+`iter_embeddings` and adds each line's tokens and character offsets. `LineEmbedder` loads a
+model once and turns batches of lines into Arrow tables (`elmo_core.files.parquet_files`).
 """
 
 from __future__ import annotations
@@ -34,7 +32,7 @@ PRECISIONS = {"fp32": None, "int8": None, "bf16": torch.bfloat16, "fp16": torch.
 
 @dataclass(frozen=True)
 class EmbeddedLine:
-    """One line's row: its index in the batch, tokens, offsets (None for pre-split tokens) and vectors.
+    """One line's row. `offsets` is None for pre-split tokens.
 
     Shape:
         vectors: `[layers, tokens, dim]` in the store dtype (layers = 1 unless layers="all").
@@ -59,8 +57,7 @@ def embed_lines(
     """Yield every line's row, batch by batch (not in input order).
 
     Give raw `texts` (split by `tokenize`, default `str.split()`), pre-split `tokens` (no
-    offsets), or both (the tokens of each text, with their offsets in it). A None or blank
-    line gives a row of no tokens.
+    offsets), or both (offsets of the tokens in each text). A None or blank line has no tokens.
 
     Raises:
         ValueError: for neither `texts` nor `tokens`, a bad store dtype or setting.
@@ -98,9 +95,7 @@ def _offsets(text: str, words: list[str], index: int) -> list[tuple[int, int]]:
 
 
 class LineEmbedder:
-    """A model loaded once, turning batches of lines into tables of the output schema.
-
-    The engines' adapters (`elmo_core.apps.engines`) hold one per worker.
+    """A model loaded once, turning batches of lines into tables. The engines hold one per worker.
 
     Args:
         model: A model folder, or None for `options`/`weights` or the default model.
@@ -109,7 +104,7 @@ class LineEmbedder:
         layers: As `EmbedSettings.layers`.
         store_dtype: "float32" or "float16".
         batch_tokens: Padded positions per biLM batch.
-        precision: "fp32", "int8" (CPU), "bf16" or "fp16" (as `elmo embed --precision`).
+        precision: "fp32", "int8" (CPU), "bf16" or "fp16", as `elmo embed --precision`.
         device: "cpu", "cuda" or "cuda:N".
         tokenize: Split raw lines with spaCy's English rules instead of whitespace.
     """
@@ -155,7 +150,7 @@ class LineEmbedder:
         """The rows of a batch, in its order, as a `pyarrow.Table` of the output schema.
 
         Args:
-            texts: Raw lines (bytes are decoded as UTF-8; a line that is not is an error naming it).
+            texts: Raw lines. Bytes are decoded as UTF-8.
             tokens: Pre-split lines (instead of `texts`).
             lines: Each row's line number (default: None for every row).
         """
@@ -177,7 +172,7 @@ class LineEmbedder:
         tokens: Sequence[Sequence[str] | None] | None = None,
         lines: Sequence[int | None] | None = None,
     ) -> list[EmbeddedLine]:
-        """The rows of a batch, in its order (see `table`)."""
+        """The rows of a batch, in its order. Args: as `table`."""
         if texts is not None:
             texts = [_decoded(text, k, lines) for k, text in enumerate(texts)]
         found = embed_lines(

@@ -1,7 +1,6 @@
 """`elmo embed`'s Parquet writer: a piece per file, merged in line order into one OUTPUT.parquet.
 
-It has the interface of the hdf5 writer in `elmo_core.apps.embed_file` (`piece`, `merge`);
-the rows are those of every engine (`elmo_core.files.parquet_files`).
+Same interface as `elmo_core.apps.hdf5_output`. The rows are those of every engine.
 """
 
 from __future__ import annotations
@@ -34,11 +33,10 @@ class ParquetOutput:
 
     @contextlib.contextmanager
     def piece(self, path: Path, piece: object) -> Iterator[Callable[[int, EmbeddedLine], None]]:
-        """Yields `write(line, row)`; the rows of a piece may come in any order."""
+        """Yields `write(line, row)`. The rows of a piece may come in any order."""
         with ParquetLinesWriter(path, self.dim, self.store_dtype, compressed=False) as out:
             yield lambda line, row: out.write(line, row.tokens, row.offsets, row.vectors)
 
     def merge(self, path: Path, pieces: Sequence[Path], job: dict[str, Any]) -> None:
-        """Copy every piece's rows, in line order, into one file at `path` that records `job`."""
         with ParquetLinesWriter(path, self.dim, self.store_dtype, job=json.dumps(job)) as out:
             copy_in_line_order(pieces, out)

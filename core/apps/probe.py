@@ -1,18 +1,14 @@
 """Linear probes: how much of a token label each biLM layer holds (Peters et al. 2018, 5.3).
 
-For each layer k (layer 0 = the char CNN, 1..n_layers = the LSTM layers) and for the
-average of all layers, a softmax regression is trained on the frozen vectors of a
-training file's tokens and scored on an evaluation file's:
+For each layer k (layer 0 = the char CNN) and for the average of all layers, a softmax
+regression is fitted on the frozen vectors of a training file's tokens and scored on an
+evaluation file's:
 
     p(label | token) = softmax(W_k h_k + b_k)        h_k: [2 * projection_dim]
 
-The paper found the first LSTM layer best for part-of-speech tags and the top layer
-best for word senses. Labels come from one column of a CoNLL-format file (one token per
-line, columns separated by whitespace, blank lines between sentences, `-DOCSTART-`
-lines skipped): `column=1` is CoNLL-2003's POS tag, `column=-1` its NER tag.
-
-Deterministic: the same seed, data and model give the same accuracies (the model runs
-in eval mode; training is full-data, fixed-order minibatch Adam from a seeded init).
+The paper found the first LSTM layer best for POS tags and the top layer best for word
+senses. Labels come from one column of a CoNLL-format file: `column=1` is CoNLL-2003's POS
+tag, `column=-1` its NER tag. The same seed, data and model give the same accuracies.
 """
 
 from __future__ import annotations
@@ -46,11 +42,11 @@ class ProbeResult:
 
     Attributes:
         names: "layer 0" (char CNN), "layer 1", ..., "average".
-        accuracy: fraction of evaluation tokens labelled right, one per name.
-        correct: tokens labelled right, one per name.
-        num_tokens: evaluation tokens (labels never seen in training count as wrong).
-        majority_accuracy: accuracy of always answering the most frequent training label.
-        labels: the training labels, in index order.
+        accuracy: Fraction of evaluation tokens labelled right, one per name.
+        correct: Tokens labelled right, one per name.
+        num_tokens: Evaluation tokens. Labels never seen in training count as wrong.
+        majority_accuracy: Accuracy of always answering the most frequent training label.
+        labels: The training labels, in index order.
     """
 
     names: tuple[str, ...]
@@ -66,16 +62,15 @@ def read_conll_column(path: str | Path, column: int) -> tuple[list[list[str]], l
     """Sentences (first column) and their labels (`column`) from a CoNLL-format file.
 
     Args:
-        path: The file: one token per line, whitespace-separated columns, a blank (or
-            whitespace-only) line between sentences; `-DOCSTART-` lines are skipped.
+        path: One token per line, whitespace-separated columns, a blank line between
+            sentences. `-DOCSTART-` lines are skipped.
         column: Index of the label column, Python style: 1 = the second, -1 = the last.
 
     Returns:
         (sentences, labels), both lists of lists of str, aligned token by token.
 
     Raises:
-        ElmoError: if the file is missing or empty, is not CoNLL (`iter_conll_rows`), or
-            its lines lack the column.
+        ElmoError: if the file is missing, empty or not CoNLL, or its lines lack the column.
     """
     path = check_input_file(path, "CoNLL file")
     sentences: list[list[str]] = []
@@ -108,8 +103,7 @@ def read_conll_column(path: str | Path, column: int) -> tuple[list[list[str]], l
 
 
 def _features(elmo: Elmo, sentences: Sequence[Sequence[str]], batch_tokens: int, bar: Any) -> torch.Tensor:
-    """Every layer's vector of every token, in file order: [n_layers + 1, tokens, dim] float32.
-    `bar` counts the tokens."""
+    """Every layer's vector of every token, in file order: `[n_outputs, tokens, dim]` float32."""
     offsets = np.cumsum([0] + [len(s) for s in sentences])
     out = torch.empty(elmo.n_outputs, int(offsets[-1]), elmo.output_dim)
     for i, vectors in iter_embeddings(elmo, sentences, layers="all", batch_tokens=batch_tokens):
@@ -122,7 +116,6 @@ def _features(elmo: Elmo, sentences: Sequence[Sequence[str]], batch_tokens: int,
 def _train_softmax_regression(
     x: torch.Tensor, y: torch.Tensor, num_labels: int, epochs: int, batch_size: int, lr: float, seed: int, bar: Any
 ) -> torch.nn.Linear:
-    """A probe fitted by minibatch Adam; `bar` counts its steps."""
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     probe = torch.nn.Linear(x.shape[1], num_labels)
@@ -151,12 +144,6 @@ def _correct(probe: torch.nn.Linear, x: torch.Tensor, y: torch.Tensor) -> int:
 
 
 def _label_ids(train_tags: list[list[str]], eval_tags: list[list[str]]) -> tuple[list[str], torch.Tensor, torch.Tensor]:
-    """(the training labels, sorted; train token label ids; eval token label ids, -1 for a label
-    never seen in training, which no probe can predict).
-
-    Raises:
-        ElmoError: if the training labels have fewer than 2 values.
-    """
     train_labels = [t for tags in train_tags for t in tags]
     labels = sorted(set(train_labels))
     if len(labels) < 2:
@@ -184,16 +171,14 @@ def run_probe(
     Args:
         elmo: The (stateless) model whose frozen layers are probed.
         train: (sentences, labels) to fit the probes on, e.g. from `read_conll_column`.
-        evaluation: (sentences, labels) to score them on. A label not seen in training
-            can never be predicted; its tokens count as wrong.
-        epochs: Passes over the training tokens (5 is plenty for a linear model on
-            ~200k tokens; more for tiny data).
+        evaluation: (sentences, labels) to score them on. Tokens of a label not seen in
+            training count as wrong.
+        epochs: Passes over the training tokens. 5 is plenty on ~200k tokens, tiny data needs more.
         batch_size: Tokens per Adam step.
         lr: Adam's learning rate, on standardised features.
         seed: Seeds the probes' init and the token order.
         batch_tokens: Padded positions per biLM batch.
-        progress: Show progress bars on stderr: the tokens run through the biLM, then
-            the probes' Adam steps.
+        progress: Show progress bars on stderr: the biLM's tokens, then the probes' steps.
 
     Returns:
         A `ProbeResult`.
@@ -231,7 +216,7 @@ def run_probe(
 
 # ------------------------------------------------------------------ plot
 def pyplot() -> Any:
-    """matplotlib's pyplot on the file-only Agg backend; call it before a long probe to fail early.
+    """matplotlib's pyplot on the file-only Agg backend. Call it before a long probe to fail early.
 
     Raises:
         ElmoError: if matplotlib is not installed, saying how to install it.
@@ -249,12 +234,12 @@ def pyplot() -> Any:
 
 
 def plot_path(path: str | Path) -> Path:
-    """The file a plot named `path` is written to: `path` itself when its suffix is a format
-    matplotlib writes (`.png`, `.pdf`, `.svg`, ...), `path` + `.png` when it has no suffix (as
-    matplotlib's `savefig` does). Call it before a long probe to fail early.
+    """The file a plot named `path` is written to: `path` + `.png` without a suffix, as `savefig` does.
+
+    Call it before a long probe to fail early.
 
     Raises:
-        ElmoError: if matplotlib is missing, or it cannot write the suffix (names the formats).
+        ElmoError: if matplotlib is missing or cannot write the suffix (names the formats).
     """
     plt = pyplot()
     path = Path(path)
@@ -271,7 +256,7 @@ def plot_path(path: str | Path) -> Path:
 
 
 def plot_probe(result: ProbeResult, path: str | Path, title: str = "") -> Path:
-    """Save a bar plot of `result`'s accuracies, to `plot_path(path)`.
+    """Save a bar plot of `result`'s accuracies to `plot_path(path)`.
 
     Returns:
         The file written (`plot_path(path)`).

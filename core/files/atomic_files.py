@@ -1,13 +1,8 @@
 """Files that appear only when complete: write to a temporary name beside them, then rename.
 
-Every file the project writes for a user goes through `atomic_path` (one file) or
-`atomic_folder` (a folder of files written by another library: transformers, spaCy).
-Either the old file (or none) is there, or the whole new one: `os.replace` is atomic on one
-file system. The rename replaces a link at the final name; it never writes through it, so a
-file the link points to (a Hugging Face cache blob) never changes. The process umask is
-never set: the kernel applies it when the file is created. A full file system is one
-`DiskFullError`. A leftover from a killed process is a hidden file
-`.<name>.partial-<random><suffix>`, which no pattern for the complete files matches.
+`os.replace` is atomic on one file system. It replaces a link at the final name and
+never writes through it, so a Hugging Face cache blob never changes. The umask is never
+set. A full file system is one `DiskFullError`.
 """
 
 from __future__ import annotations
@@ -39,23 +34,14 @@ _FULL_WORDS = ("No space left on device", "os error 28", "errno = 28", "ENOSPC")
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path, tmp_dir: str | Path | None = None) -> Iterator[Path]:
-    """A temporary path to write `path`'s content to; renamed to `path` when the block
-    ends without an error, deleted otherwise.
+    """A temporary path to write to, renamed to `path` (after fsync) if the block succeeds, else deleted.
 
-    The temporary name keeps `path`'s suffix last, so writers that choose a format by
-    the file name (`.xz`, `.h5`) still do, and starts with a dot, so patterns for the
-    complete files do not match it. The file exists (empty) when the block starts, with
-    the usual permissions (0o666 less the umask), which it keeps. Its data is flushed to the disk
-    (fsync) before the rename.
-
-    Args:
-        path: The file to write. A link there is replaced, not written through.
-        tmp_dir: Where the temporary file lives (default: `path`'s folder; it must be on
-            the same file system).
+    The name is hidden (`.<name>.partial-<random><suffix>`) and keeps the suffix, which
+    some writers read. A link at `path` is replaced, not written through. `tmp_dir` must be
+    on the same file system.
 
     Raises:
         DiskFullError: if the file system filled up (nothing is left under `path`).
-        Whatever else the block raises (the temporary file is removed first).
     """
     path = Path(path)
     tmp = _new_file(Path(tmp_dir) if tmp_dir is not None else path.parent, f".{path.name}.partial-", path.suffix)
@@ -77,17 +63,13 @@ def atomic_write(path: str | Path, write: Callable[[Path], object]) -> None:
 
 @contextlib.contextmanager
 def atomic_folder(folder: str | os.PathLike[str]) -> Iterator[Path]:
-    """A hidden temporary folder inside `folder` to save into; its files are then moved in.
+    """A hidden temporary folder inside `folder` to save into. Its files are then renamed in, one by one.
 
-    For writers this project does not own (transformers' `save_pretrained`, spaCy's
-    `to_disk`), which write in place. When the block ends without an error, each file
-    gets the usual permissions (0o666 less the umask), is flushed (fsync) and is renamed
-    over its name in `folder`: a link there is replaced, never written through.
-    Sub-folders are merged the same way. An error in the block changes nothing in `folder`.
+    For writers that write in place (`save_pretrained`, spaCy's `to_disk`). An error in
+    the block changes nothing in `folder`.
 
     Raises:
         DiskFullError: if the file system filled up.
-        Whatever else the block raises (the temporary folder is removed first).
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -118,11 +100,7 @@ def full_disk_as_one_error(path: str | os.PathLike[str]) -> Iterator[None]:
 def check_free_space(path: str | Path, needed: int, what: str, kept: str = "") -> None:
     """Raise a `DiskFullError` unless `path`'s file system has `needed` bytes free.
 
-    Args:
-        path: A file or folder on the file system to check.
-        needed: Bytes the next write needs.
-        what: How the message names the file system's user (e.g. "OUTPUT out.h5").
-        kept: A last sentence: what is kept and how to go on (e.g. for a resume).
+    `what` names the writer ("OUTPUT out.h5"). `kept` ends the message: what is kept, how to resume.
     """
     free = free_bytes(path)
     if free < needed:
@@ -133,7 +111,7 @@ def check_free_space(path: str | Path, needed: int, what: str, kept: str = "") -
 
 
 def free_bytes(path: str | os.PathLike[str]) -> int:
-    """Bytes an unprivileged writer may still use on `path`'s file system (unbounded where it cannot be read)."""
+    """Bytes an unprivileged writer may still use on `path`'s file system (`sys.maxsize` if unknown)."""
     path = Path(path)
     while not path.exists() and path != path.parent:
         path = path.parent
@@ -145,11 +123,7 @@ def free_bytes(path: str | os.PathLike[str]) -> int:
 
 
 def disk_full_error(err: BaseException, path: str | os.PathLike[str]) -> DiskFullError | None:
-    """The `DiskFullError` to raise for `err`, raised while writing `path`, if it means a full file system.
-
-    Libraries report it in their own words (safetensors: "os error 28"; torch.save: an
-    OSError in the chain of its RuntimeError); each link of the chain is read.
-    """
+    """The `DiskFullError` for `err` if it means a full file system, read along its chain of causes."""
     if isinstance(err, DiskFullError):
         return err
     seen: set[int] = set()
@@ -197,8 +171,7 @@ def _new_folder(parent: Path) -> Path:
 
 
 def _finish(path: Path, mode: int) -> None:
-    """Flush `path` to the disk and give it `mode`: a writer that replaced the file
-    (safetensors does) may have left its own, owner-only mode."""
+    """Flush `path` and give it `mode`: safetensors replaces the file with an owner-only one."""
     if stat.S_IMODE(path.stat().st_mode) != mode:
         os.chmod(path, mode)
     fd = os.open(path, os.O_RDONLY)

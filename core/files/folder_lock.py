@@ -1,19 +1,8 @@
-"""One owner per job folder: an exclusive `fcntl.flock` on a lock file inside it.
+"""One owner per job folder (`elmo embed`'s `OUTPUT.partial/`, `elmo train`'s `--out`): an
+exclusive `fcntl.flock` on a lock file inside it.
 
-`elmo embed`'s job folder (`OUTPUT.partial/`) and `elmo train`'s `--out` are worked on by
-one run at a time. The run that owns one (rank 0 of a torchrun job, or the only process)
-holds the lock for its whole life; a second run on the same folder (a scheduler's retry, a
-second terminal) finds it taken and stops at once, before it reads or writes anything.
-
-The kernel releases a `flock` when its process dies, however it dies (SIGKILL, out of
-memory), so a killed run's folder is free for the next run to resume: there is no stale
-lock to clean up. The owner deletes the folder, lock file included (or, for a folder that
-stays, the lock file: `release(delete=True)`), while it still holds the lock; a run that
-was waiting on the deleted file sees that the path no longer names the file it locked and
-starts again (with a new lock file).
-
-Locks are advisory and per open file (`flock(2)`): they hold between processes on one
-machine, and on network file systems that support them (NFSv4, Lustre, GPFS).
+A second run stops at once. The kernel releases the lock when its process dies, so there
+is no stale lock to clean up.
 """
 
 from __future__ import annotations
@@ -37,12 +26,10 @@ class FolderLock:
         busy: The message of the ElmoError raised when another process holds the lock.
 
     Attributes:
-        created: True if this call created the folder (so a run that fails before it has
-            put anything there can remove it again, leaving nothing behind).
+        created: True if this call created the folder (a failed run removes it again).
 
     Raises:
-        ElmoError: `busy`, at once (the lock is never waited for), when another live
-            process holds it.
+        ElmoError: `busy`, at once, when another live process holds the lock.
     """
 
     def __init__(self, folder: str | Path, busy: str) -> None:
@@ -80,7 +67,6 @@ class FolderLock:
         raise ElmoError(f"could not lock {self.path}: its folder kept disappearing; try again.")
 
     def _still_names(self, fd: int) -> bool:
-        """True if `self.path` is still the file open as `fd` (same device and inode)."""
         try:
             on_disk = os.stat(self.path)
         except FileNotFoundError:
@@ -89,12 +75,11 @@ class FolderLock:
         return (on_disk.st_dev, on_disk.st_ino) == (held.st_dev, held.st_ino)
 
     def release(self, delete: bool = False) -> None:
-        """Give the lock up (after deleting the folder, if the job is done); idempotent.
+        """Give the lock up. Idempotent.
 
         Args:
-            delete: First delete the lock file, so that a folder that stays (a trained
-                model folder) holds only its own files, and the folder too if this lock
-                created it and nothing else is in it (a run that failed before writing).
+            delete: First delete the lock file, and the folder if this lock created it
+                and it is empty.
         """
         if self._fd is not None and delete:
             with contextlib.suppress(OSError):

@@ -1,24 +1,8 @@
-"""The one model folder format, shared by the core, the spaCy component and `AutoModel`.
+"""The model folder (config.json, model.safetensors, tokenizer_config.json), read and written
+without transformers. The layout is in docs/reference/model-folder.md.
 
-A model folder is a Hugging Face-style directory::
-
-    config.json             {"model_type": "elmo", "lstm": {...}, "char_cnn": {...},
-                             "num_output_representations": 1, "dropout": 0.5, ...}
-                            -- bilm-tf's options keys, verbatim, plus the Elmo settings
-    model.safetensors       the state dict of `Elmo` (keys `bilm.*`, `scalar_mixes.*`)
-    tokenizer_config.json   the character-id settings
-
-`elmo_core` reads and writes it without importing transformers; the Hugging Face
-classes add their own keys (`architectures`, `auto_map`, `transformers_version`), which
-the core ignores. Weights are stored with safetensors (no pickle). The weights may
-also be in any layout `save_pretrained` writes: shards listed by
-`model.safetensors.index.json` (`max_shard_size`), and `variant=` names
-(`model.fp16.safetensors`, `model.safetensors.index.fp16.json`); see `weight_files`.
-
-`load_elmo` is the one loader every face uses to read "the model the user named": a
-model folder, bilm-tf's original options.json + hdf5 weights, or else the default model
-that ships with the package (`resolve_model_source` decides which, with one set of
-errors for a bad combination).
+`load_elmo` loads the model a user named: a model folder, a bilm-tf options + hdf5 pair,
+or the default model.
 """
 
 from __future__ import annotations
@@ -26,7 +10,6 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple, cast
@@ -50,37 +33,31 @@ from ..runtime.parts import serving_parts
 from ..runtime.quantization import is_quantized
 from .atomic_files import atomic_write
 from .options_file import read_options
+from .safetensors_files import WEIGHTS_NAME, WeightFiles, unreadable_error, weight_files
 from .text_files import read_json
 from .weights import check_bilm_tf_file, count_non_finite, load_bilm_tf, non_finite_error
 
 __all__ = ["default_model_dir", "load_elmo", "load_model_folder", "save_model_folder"]
 
 CONFIG_NAME = "config.json"
-WEIGHTS_NAME = "model.safetensors"
-WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
 TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
 MODEL_TYPE = "elmo"
 MODEL_FOLDER_FILES = ("*config.json", "special_tokens_map.json", "*.safetensors", "*.safetensors.index.json", "*.py")
-"""Name patterns of the files that writing a model folder may create or replace (ours, and
-transformers' `save_pretrained`: configs, weights and their shards and index, code);
-an input with such a name inside the folder is refused (`check_output_spares_inputs`)."""
+"""Names a model folder write may replace (ours and `save_pretrained`'s). Inputs with these names are refused."""
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[1] / "default_model"  # elmo_core/default_model
-"""Where the package's own default model folder lives (inside the installed package)."""
 
 ELMO_SETTINGS: dict[str, Any] = {
     name: parameter.default
     for name, parameter in inspect.signature(Elmo.__init__).parameters.items()
     if name not in ("self", "options", "requires_grad") and parameter.kind is not parameter.KEYWORD_ONLY
 }
-"""The `Elmo` constructor settings stored in config.json, with their defaults: read from
-`Elmo.__init__`'s signature, where they are declared (once). `requires_grad` is not stored:
-a loaded biLM starts frozen unless the loader is told otherwise. Nor are the biLM's parts
-(keyword-only): they are this machine's, chosen at load (`RUNTIME_SETTINGS`)."""
+"""The `Elmo` settings stored in config.json, with defaults from `Elmo.__init__`. Not stored:
+`requires_grad` (a loaded biLM starts frozen) and the keyword-only parts (chosen at load)."""
 
 
 def tokenizer_settings(options: BiLMOptions) -> dict[str, Any]:
-    """The character-id settings a tokenizer needs (written to tokenizer_config.json)."""
+    """The character-id settings of tokenizer_config.json."""
     return {
         "max_characters_per_token": options.char_cnn.max_characters_per_token,
         "char_id_offset": CHAR_ID_OFFSET,
@@ -111,10 +88,7 @@ PathArg = str | os.PathLike | None
 
 
 class ModelSource(NamedTuple):
-    """The model a user named: a model folder (`folder`), or a bilm-tf `options`/`weights` pair.
-
-    `is_default` is True when nothing was named and `folder` is the default model's.
-    """
+    """The model a user named: a `folder`, or a bilm-tf `options`/`weights` pair. `is_default`: nothing was named."""
 
     folder: Path | None
     options: Path | None
@@ -122,7 +96,7 @@ class ModelSource(NamedTuple):
     is_default: bool = False
 
     def describe(self) -> str:
-        """A phrase for logs: "the model folder X", "X + Y" or "the default model (X)"."""
+        """A phrase for logs."""
         if self.folder is None:
             return f"{self.options} + {self.weights}"
         return f"the default model ({self.folder})" if self.is_default else f"the model folder {self.folder}"
@@ -135,16 +109,11 @@ def resolve_model_source(
     *,
     names: tuple[str, str, str] = ("path", "options", "weights"),
 ) -> ModelSource:
-    """Which model the arguments name: a folder, an options/weights pair, or the default.
-
-    None and "" both mean "not given" (spaCy configs use "").
+    """Which model the arguments of `load_elmo` name: a folder, an options/weights pair, or the default.
 
     Args:
-        path: A model folder (see the module docstring).
-        options: bilm-tf's options.json; goes with `weights`.
-        weights: bilm-tf's hdf5 weights; goes with `options`.
-        names: How the caller's users spell the three arguments, used in the errors
-            (the command line passes `("--model", "--options", "--weights")`).
+        path, options, weights: As `load_elmo`.
+        names: The three arguments as the caller's users spell them, for errors.
 
     Raises:
         ElmoError: if a folder and a pair are both given, or only half of a pair.
@@ -188,29 +157,25 @@ def load_elmo(
 ) -> Elmo:
     """Load the `Elmo` the arguments name: a model folder, a bilm-tf pair, or the default model.
 
-    None and "" both mean "not given" (spaCy configs use ""). Name nothing for the
-    default model that ships with the package.
+    None and "" both mean "not given" (spaCy configs use "").
 
     Args:
         path: A model folder. Give it alone.
         options: bilm-tf's options.json. Goes with `weights`.
         weights: bilm-tf's hdf5 weights. Goes with `options`.
         map_location: Device for the loaded model.
-        **settings: `Elmo` settings (e.g. `dropout=0.0`, `stateful=False`). For a folder
-            they replace the stored ones (as `load_model_folder`'s overrides). For a pair
-            they go to the `Elmo` constructor (the rest keep its defaults).
+        **settings: `Elmo` settings (e.g. `dropout=0.0`). They replace a folder's stored ones.
 
     Raises:
         ElmoError: if a folder and a pair are both given, or only half of a pair.
-        WeightFileError / OptionsError: for missing or broken files, or when nothing is
-            named and no default model is installed.
+        WeightFileError / OptionsError: for missing or broken files, or no default model.
         TypeError: for an unknown setting.
     """
     return load_model_source(resolve_model_source(path, options, weights), map_location=map_location, **settings)
 
 
 def load_model_source(source: ModelSource, *, map_location: str | torch.device = "cpu", **settings: Any) -> Elmo:
-    """`load_elmo` of a resolved source (the command line resolves it with its own flag names)."""
+    """`load_elmo` of a resolved source."""
     if source.folder is not None:
         return load_model_folder(source.folder, map_location=map_location, **settings)
     _check_settings(settings)
@@ -237,16 +202,12 @@ def _elmo_settings(model: Elmo) -> dict[str, Any]:
 
 
 def save_model_folder(model: Elmo, path: str | Path, *, extra_config: dict[str, Any] | None = None) -> None:
-    """Write `model` as a model folder (created if needed; existing files replaced).
-
-    Every file is written under a temporary name and renamed when complete, so an
-    interrupted save never leaves a half-written file under a real name.
+    """Write `model` as a model folder, replacing its files atomically.
 
     Args:
-        model: The `Elmo` to save (weights are saved from the CPU; nothing refers to a
-            device).
-        path: The folder.
-        extra_config: More keys for config.json (the Hugging Face classes pass theirs).
+        model: The `Elmo` to save.
+        path: The folder, created if needed.
+        extra_config: More keys for config.json.
 
     Raises:
         ValueError: for an int8-quantised model (save the float32 model it came from).
@@ -286,9 +247,8 @@ def read_model_config(path: str | Path) -> tuple[BiLMOptions, dict[str, Any]]:
     """The options and the `Elmo` settings stored in a model folder's config.json.
 
     Raises:
-        WeightFileError: if the folder or its config.json is missing, not JSON, or has
-            a `model_type` other than "elmo".
-        OptionsError: if the options in it are invalid (names the file).
+        WeightFileError: if config.json is missing, not JSON, or not of `model_type` "elmo".
+        OptionsError: if its options are invalid.
     """
     folder = Path(path)
     config_path = folder / CONFIG_NAME
@@ -318,29 +278,20 @@ def read_model_config(path: str | Path) -> tuple[BiLMOptions, dict[str, Any]]:
 def load_model_folder(
     path: str | Path, map_location: str | torch.device = "cpu", *, variant: str | None = None, **overrides: Any
 ) -> Elmo:
-    """Build an `Elmo` from a model folder and load its weights.
-
-    Reads every weights layout transformers' `save_pretrained` writes: one
-    `model.safetensors`, shards listed by `model.safetensors.index.json`, and their
-    `variant=` names.
+    """Build an `Elmo` from a model folder and load its weights (any `save_pretrained` layout).
 
     Args:
-        path: The folder (see module docstring).
-        map_location: Device for the loaded model (default CPU, whatever device the
-            model was saved from).
-        variant: Read the weights saved with `save_pretrained(..., variant=variant)`
-            (`model.<variant>.safetensors` or its shards). None reads the plain ones, or
-            the folder's one variant when it holds no plain weights.
-        **overrides: `Elmo` settings that replace the stored ones (e.g. `dropout=0.0`,
-            `num_output_representations=2`), or the biLM's parts (`recurrence="step"`,
-            `token_cache_words=0`; see `elmo_core.runtime.parts`). Scalar mixes
-            missing from the file start at w = 0, gamma = 1. Weights stored in another
-            float dtype (a float16 variant) are converted to the model's float32.
+        path: The folder.
+        map_location: Device for the loaded model.
+        variant: Read `model.<variant>.safetensors` (or its shards). None reads the plain
+            weights, or the folder's only variant.
+        **overrides: `Elmo` settings that replace the stored ones (e.g. `dropout=0.0`), or
+            the biLM's parts (`recurrence`, `token_cache_words`). A scalar mix missing
+            from the file starts at w = 0, gamma = 1.
 
     Raises:
-        WeightFileError: for a missing/corrupt file (a shard included), a missing or
-            mis-shaped tensor (names the file, the tensor and both shapes), or weights
-            that are not finite.
+        WeightFileError: for a missing or corrupt file, a missing or mis-shaped tensor,
+            or weights that are not finite.
         OptionsError: for invalid options or Elmo settings in config.json.
     """
     options, stored = read_model_config(path)
@@ -363,165 +314,20 @@ def _check_settings(settings: dict[str, Any]) -> None:
 
 
 RUNTIME_SETTINGS = ("recurrence", "token_cache_words")
-"""Load settings that choose the biLM's parts (`elmo_core.runtime.parts.serving_parts`), not stored."""
+"""Load settings that choose the biLM's parts (`serving_parts`). Not stored."""
 
 
 _READ_BLOCK_BYTES = 4 * 2**20
 
 NON_FINITE_FIX = "The file is damaged or came from a diverged training run; save or download the model again."
-"""How a saved model with NaN or infinite weights is put right (the end of `non_finite_error`'s message)."""
-
-
-class WeightFiles(NamedTuple):
-    """Where a model folder's tensors are: one safetensors file, or the shards of an index.
-
-    Attributes:
-        source: The file that describes the weights: the one weights file, or the index
-            (named in errors about the set as a whole).
-        files: Each tensor's name in the files -> the safetensors file that holds it.
-        shapes: Each tensor's name -> its shape, read from the file headers.
-    """
-
-    source: Path
-    files: dict[str, Path]
-    shapes: dict[str, tuple[int, ...]]
-
-
-_VARIANT_FILE = re.compile(r"model\.(?P<variant>[^.]+)\.safetensors")
-_VARIANT_INDEX = re.compile(r"model\.safetensors\.index\.(?P<variant>[^.]+)\.json")
-_SHARD = re.compile(r".*-\d{5}-of-\d{5}")
-
-
-def weight_files(path: str | Path, variant: str | None = None) -> WeightFiles:
-    """Find a model folder's weights and read every file's header (no weights are loaded).
-
-    The layouts are transformers' (`save_pretrained`), read in its order:
-    `model.safetensors`, else `model.safetensors.index.json` (whose `weight_map` names
-    the shard of each tensor, `model-00001-of-00003.safetensors`, ...). With `variant`
-    (`save_pretrained(..., variant="fp16")`) the names are `model.fp16.safetensors` and
-    `model.safetensors.index.fp16.json`. Without `variant`, a folder that holds no plain
-    weights but exactly one variant is read as that variant, so that every face (the
-    command line, spaCy) reads it without a way to name it.
-
-    Args:
-        path: The model folder.
-        variant: The variant to read, or None (see above).
-
-    Returns:
-        `WeightFiles`: every tensor's file and shape, over all shards.
-
-    Raises:
-        WeightFileError: if the folder holds no weights (or several variants and no
-            `variant` was given); if the index is not JSON or has no `weight_map`, names
-            files the folder does not hold (all of them are listed), or a tensor its
-            shard does not hold; or if a file is not readable safetensors.
-    """
-    folder = Path(path)
-    present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
-    if variant is None:
-        variant = folder_variant(folder)
-    single, index = _variant_name(WEIGHTS_NAME, variant), _variant_name(WEIGHTS_INDEX_NAME, variant)
-    if single in present:
-        shapes = _header(folder / single)
-        return WeightFiles(folder / single, dict.fromkeys(shapes, folder / single), shapes)
-    if index in present:
-        return _sharded(folder / index, present)
-    raise WeightFileError(
-        f"model folder {path} has no {single} (the weights), only {present}. Copy the whole folder again, "
-        f"or re-create it with save_model_folder / save_pretrained / elmo convert (sharded weights are "
-        f"read through {index}, which it lacks too)."
-    )
-
-
-def folder_variant(path: str | Path) -> str | None:
-    """The `variant=` a model folder's weights must be read with when none is named.
-
-    None when the folder holds plain weights (`model.safetensors` or its index), or no
-    weights at all; else its one variant (`"fp16"` for `model.fp16.safetensors` or
-    `model.safetensors.index.fp16.json`). hf_elmo's `from_pretrained` passes it on, so
-    that a variant-only folder loads there as in the core.
-
-    Raises:
-        WeightFileError: if the folder holds no plain weights but several variants.
-    """
-    folder = Path(path)
-    present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
-    if WEIGHTS_NAME in present or WEIGHTS_INDEX_NAME in present:
-        return None
-    variants = sorted(
-        {
-            match["variant"]
-            for name in present
-            for match in (_VARIANT_FILE.fullmatch(name), _VARIANT_INDEX.fullmatch(name))
-            if match and not _SHARD.fullmatch(match["variant"])
-        }
-    )
-    if len(variants) > 1:
-        raise WeightFileError(
-            f"model folder {folder} holds no {WEIGHTS_NAME} but weights of {len(variants)} variants "
-            f"({', '.join(variants)}); say which to read: load_model_folder(path, variant={variants[0]!r}) "
-            f"or from_pretrained(path, variant={variants[0]!r}), or keep one variant in the folder."
-        )
-    return variants[0] if variants else None
-
-
-def _variant_name(name: str, variant: str | None) -> str:
-    """transformers' `_add_variant`: the variant goes before the last suffix (`model.fp16.safetensors`)."""
-    if variant is None:
-        return name
-    stem, suffix = name.rsplit(".", 1)
-    return f"{stem}.{variant}.{suffix}"
-
-
-def _sharded(index_path: Path, present: list[str]) -> WeightFiles:
-    """The tensors of an index's shards, checked against the index."""
-    index = read_json(index_path, "safetensors index", error=WeightFileError)
-    weight_map = index.get("weight_map") if isinstance(index, dict) else None
-    if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
-        raise WeightFileError(
-            f"{index_path} has no weight_map (tensor name -> shard file); it is damaged. Save the folder again."
-        )
-    missing = sorted(set(weight_map.values()) - set(present))
-    if missing:
-        raise WeightFileError(
-            f"{index_path} names {len(missing)} shard file(s) the folder does not hold: {missing}. The copy "
-            "is incomplete (an interrupted download or copy): copy the whole folder again."
-        )
-    folder = index_path.parent
-    files = {name: folder / shard for name, shard in weight_map.items()}
-    shapes: dict[str, tuple[int, ...]] = {}
-    for shard in sorted(set(weight_map.values())):
-        held = _header(folder / shard)
-        for name in (n for n, f in weight_map.items() if f == shard):
-            if name not in held:
-                raise WeightFileError(
-                    f"{index_path} puts tensor '{name}' in {shard}, which does not hold it. The shards do not "
-                    "belong to this index: copy the whole folder again."
-                )
-            shapes[name] = held[name]
-    return WeightFiles(index_path, files, shapes)
-
-
-def _header(weights_path: Path) -> dict[str, tuple[int, ...]]:
-    """Tensor name -> shape, from a safetensors file's header."""
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(weights_path), framework="pt", device="cpu") as f:
-            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
-    except Exception as err:  # SafetensorError, OSError, ValueError, ...: all mean "unreadable"
-        raise _unreadable(weights_path, err) from err
+"""The fix `non_finite_error` names for a saved model."""
 
 
 def _read_weights(model: Elmo, weights: WeightFiles) -> None:
-    """Copy a folder's safetensors file(s) into `model`'s own tensors, one tensor at a time.
+    """Copy the safetensors weights into `model`'s tensors, checking each is finite.
 
-    safetensors maps the whole file, and every page a copy reads stays in the resident
-    size until the mapping is closed: reading all tensors through one mapping (as
-    `safetensors.torch.load_file` + `load_state_dict` do) holds every weight twice at the
-    peak. A fresh mapping per block of at most `_READ_BLOCK_BYTES` holds each weight once,
-    plus one block. Each tensor is read from its own shard and checked for NaN or
-    infinite values there, so the check covers every shard.
+    A mapping keeps the pages it read resident until closed, so each block of
+    `_READ_BLOCK_BYTES` gets a fresh one: a weight is held once, plus one block.
     """
     from safetensors import safe_open
 
@@ -545,30 +351,22 @@ def _read_weights(model: Elmo, weights: WeightFiles) -> None:
                         with safe_open(str(weights_path), framework="pt", device="cpu") as f:
                             tensor[start : start + step].copy_(f.get_slice(key)[start : start + step])
             except Exception as err:
-                raise _unreadable(weights_path, err) from err
+                raise unreadable_error(weights_path, err) from err
             bad = count_non_finite(tensor, step)  # in blocks: isfinite of a whole tensor is as large
             if bad:
                 raise non_finite_error(weights_path, f"tensor '{key}'", bad, NON_FINITE_FIX)
 
 
 def check_model_folder(path: str | Path, variant: str | None = None, *, sizes_only: bool = False) -> None:
-    """Raise the error `load_model_folder` would raise for this folder's files, cheaply.
-
-    Reads config.json and the safetensors headers only, of every shard (no weights are
-    loaded; the model is built on the meta device), so it costs nothing for a large
-    model. Used by hf_elmo to explain a failed `from_pretrained`.
+    """Raise the error `load_model_folder` would raise, reading only config.json and headers.
 
     Args:
         path: The model folder.
         variant: As `load_model_folder`.
-        sizes_only: Check only the sizes: a tensor the weights lack is not an error
-            (transformers initialises it), but one with another shape is.
+        sizes_only: A tensor the weights lack is no error (transformers initialises it).
 
     Raises:
-        WeightFileError: for a missing or unreadable config.json or weights file (any
-            shard, or the index), a `model_type` other than "elmo", or a missing or
-            mis-shaped tensor.
-        OptionsError: for invalid options or Elmo settings in config.json.
+        WeightFileError / OptionsError: as `load_model_folder`.
     """
     options, settings = read_model_config(path)
     _check_sizes(options, settings, settings, weight_files(path, variant), Path(path) / CONFIG_NAME, sizes_only)
@@ -582,12 +380,9 @@ def _check_sizes(
     config_path: Path,
     sizes_only: bool = False,
 ) -> None:
-    """Raise unless the sizes config.json declares match the weights' headers, allocating nothing.
+    """Raise unless config.json's sizes match the weights' headers. Builds on the meta device.
 
-    First the counts of repeated parts (LSTM layers, highway layers, filters, scalar
-    mixes), which set how many modules are built; then every tensor's shape, on a model
-    built on the meta device. `stored` are the settings of config.json (a scalar mix the
-    caller adds is not in the file), `settings` the ones to build with.
+    `stored` are config.json's settings, `settings` the ones to build with.
     """
     shapes = {k: weights.shapes[f] for k, f in _base_model_keys(weights.shapes).items()}
     counts = [
@@ -613,8 +408,6 @@ def _check_sizes(
 
 
 def _with_runtime(options: BiLMOptions, settings: dict[str, Any], config_path: Path) -> Elmo:
-    """`_build_elmo` with the runtime's parts (`serving_parts`: the `recurrence` and
-    `token_cache_words` settings when given)."""
     settings = dict(settings)
     runtime = {key: settings.pop(key) for key in RUNTIME_SETTINGS if key in settings}
     try:
@@ -629,7 +422,6 @@ def _with_runtime(options: BiLMOptions, settings: dict[str, Any], config_path: P
 
 
 def _build_elmo(options: BiLMOptions, settings: dict[str, Any], config_path: Path) -> Elmo:
-    """The `Elmo` (the model alone) of `settings`."""
     try:
         return Elmo(options, **settings)
     except (TypeError, ValueError) as err:
@@ -639,21 +431,8 @@ def _build_elmo(options: BiLMOptions, settings: dict[str, Any], config_path: Pat
         ) from err
 
 
-def _unreadable(weights_path: Path, err: Exception) -> WeightFileError:
-    return WeightFileError(
-        f"{weights_path} is not a readable safetensors file ({type(err).__name__}: {err}). It is "
-        "probably truncated or corrupted (an interrupted copy or download); copy or save it again."
-    )
-
-
 def _base_model_keys(keys: Iterable[str]) -> dict[str, str]:
-    """Map the `Elmo`'s own tensor names to the file's.
-
-    A task model that holds an `Elmo` as a submodule saves its tensors under that
-    submodule's name (`<prefix>.bilm.*`, `<prefix>.scalar_mixes.*`), beside its own (a
-    task head). The prefix is read off the `bilm` keys, so the core needs no framework's
-    naming; the task model's other tensors are left out.
-    """
+    """The `Elmo`'s tensor names -> the file's: a task model's `<prefix>.bilm.*` loses its prefix."""
     keys = list(keys)
     prefixes = {
         "".join(f"{part}." for part in parts[: parts.index("bilm")])
@@ -667,7 +446,6 @@ def _base_model_keys(keys: Iterable[str]) -> dict[str, str]:
 
 
 def _check_state(shapes: dict[str, tuple[int, ...]], model: Elmo, weights_path: Path, missing_ok: bool = False) -> None:
-    """Every tensor of `model` is in `shapes` with its shape (`weights_path` names the weights in errors)."""
     for name, tensor in model.state_dict().items():
         if name not in shapes:
             if missing_ok or name.startswith("scalar_mixes."):

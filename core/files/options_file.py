@@ -19,8 +19,7 @@ def read_options(path: str | os.PathLike[str]) -> BiLMOptions:
         The options, with keys this project does not use kept in `extra`.
 
     Raises:
-        OptionsError: if the file is missing, not UTF-8 or not JSON (names the file, and
-            the line and column), or lacks a required key.
+        OptionsError: if the file is missing, not UTF-8 or not JSON, or lacks a required key.
     """
     path = Path(path)
     data = read_json(path, "options file", error=OptionsError)

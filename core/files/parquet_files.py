@@ -1,9 +1,7 @@
 """The columnar output: one row per input line, as Arrow tables and Parquet files.
 
-Every writer of vectors in columns (`elmo embed OUTPUT.parquet`, the Ray Data class,
-the Spark function) builds its rows with `lines_table`, so they share one schema,
-documented in docs/reference/columnar-output.md. pyarrow is imported only when one of
-these functions is called.
+Every columnar writer builds its rows with `lines_table`, so they share one schema
+(docs/reference/columnar-output.md). pyarrow is imported only when used.
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ PLAIN = {"compression": "none", "use_dictionary": ["tokens"], "write_statistics"
 
 
 def import_pyarrow(what: str = "the columnar (Parquet) output") -> Any:
-    """pyarrow, or an ImportError saying that `what` needs it and which extra installs it."""
+    """pyarrow, or an ImportError naming the extra that installs it."""
     try:
         import pyarrow
     except ImportError as err:
@@ -76,11 +74,11 @@ def lines_table(
     """Rows of the output schema as a `pyarrow.Table`.
 
     Args:
-        lines: Each row's 0-based line number (None where unknown).
+        lines: Each row's 0-based line number, or None.
         tokens: Each row's tokens.
-        offsets: Each row's `(start, end)` character offsets of its tokens, or None.
-        vectors: Each row's vectors, already in the store dtype.
-        dim: The vectors' last dimension (for rows of no tokens).
+        offsets: Each row's `(start, end)` character offsets, or None.
+        vectors: Each row's vectors.
+        dim: The vectors' last dimension.
         store_dtype: "float32" or "float16".
 
     Shape:
@@ -116,7 +114,7 @@ JOB_KEY = b"elmo_embed_job"
 
 
 def read_job_record(path: str | Path) -> str:
-    """The job record of an `elmo embed` Parquet OUTPUT (JSON text); KeyError when it has none."""
+    """The job record (JSON text) of an `elmo embed` Parquet OUTPUT. KeyError when it has none."""
     import_pyarrow()
     import pyarrow.parquet as pq
 
@@ -126,8 +124,7 @@ def read_job_record(path: str | Path) -> str:
 class ParquetLinesWriter:
     """Writes rows of the output schema to one Parquet file, in row groups of about `ROW_GROUP_BYTES`.
 
-    Rows are buffered until a row group's worth of vectors is there. `close()` writes the rest.
-    `compressed=False` writes a file to be read once more (a piece), without compression.
+    `compressed=False` is for a piece that is read once more.
     """
 
     def __init__(
@@ -178,10 +175,7 @@ class ParquetLinesWriter:
 
 
 def copy_in_line_order(sources: Sequence[Path], writer: ParquetLinesWriter) -> None:
-    """Append the rows of Parquet files (each in any order) to `writer`, sorted by `line` within each file.
-
-    A file is memory-mapped and copied a row group's worth at a time.
-    """
+    """Append the rows of Parquet files to `writer`, sorted by `line` within each file, a row group at a time."""
     import pyarrow.parquet as pq
 
     for source in sources:

@@ -1,8 +1,6 @@
-"""Plug-ins found through entry points, so that the core depends on no framework.
+"""Plug-ins found through entry points, so that the core imports no framework.
 
-`spacy_elmo` registers raw-text tokenizers (group `elmo_core.tokenizers`) and `hf_elmo`
-the writer of complete Hugging Face model folders (group `elmo_core.converters`); the core
-looks them up by name at run time and never imports either package.
+`spacy_elmo` registers tokenizers (`elmo_core.tokenizers`), `hf_elmo` a converter (`elmo_core.converters`).
 """
 
 from __future__ import annotations
@@ -22,8 +20,7 @@ def load_plugin(group: str, name: str, install_hint: str) -> Any:
     """Load the object registered as `name` in `group`.
 
     Raises:
-        ElmoError: if nothing of that name is installed, or it needs a missing package;
-            the message lists what is installed and says how to install the rest.
+        ElmoError: if nothing of that name is installed, or it needs a missing package.
     """
     found = {ep.name: ep for ep in entry_points(group=group)}
     if name not in found:

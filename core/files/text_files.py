@@ -1,33 +1,8 @@
-"""Users' files: one place that checks a named input file and decodes its text.
+"""Users' files: every command checks a named input and decodes its text here, by one set of rules.
 
-Every command and reader that takes a user's file (`elmo embed`, `train`, `perplexity`,
-`probe`, the CoNLL readers, vocabulary and options files) goes through these, so the
-rules hold everywhere:
-
-- UTF-8, and a leading byte-order mark (written by some Windows editors) is dropped:
-  it is not part of the first token.
-- Windows line endings (CRLF) read like Unix ones (LF). A lone `\\r` inside a line is
-  left alone, so line numbers are the same on every platform.
-- `.xz`, `.gz` and `.bz2` files are decompressed on the fly (`open_binary`), and `-`
-  is standard input; a reader that must read a file twice (training epochs) refuses a
-  stream (`-`, a pipe) up front.
-- Bytes that are not UTF-8 give one `ElmoError` naming the file, the line and the
-  `iconv` command that converts it (`decode_line`); UTF-16 and UTF-32 text, with its
-  byte-order mark or with the NUL bytes it has without one, is named as such. A JSON
-  file (`read_json`: options.json, a model folder's config.json) that is not JSON names
-  the file, the line and the column.
-- A line is read in bounded memory: one longer than `ELMO_MAX_LINE_BYTES` (10 MB by
-  default) is one `ElmoError` naming the file, the line and the limit (`read_line`), read
-  no further than the limit, so a decompression bomb's one endless line is refused at once.
-- A path that does not exist, is a folder, or cannot be read gives one `ElmoError`
-  that names it and the fix, before any work is done.
-- A CoNLL file is checked to be one (`iter_conll_rows`): prose given in its place is
-  refused, not read as labels.
-- No command writes over one of its inputs: `check_output_spares_inputs` compares
-  what a command will write with what it reads, under any spelling (relative or
-  absolute, `./x`, symlinks, hard links), before any work is done.
-- No command writes over the work of an earlier run: `check_output_is_new` refuses an
-  output file that exists, or an output folder that holds files the command writes.
+UTF-8, a leading byte-order mark dropped, CRLF read as LF. `.xz`, `.gz` and `.bz2` are
+decompressed, `-` is standard input. Bad text or a missing file is one `ElmoError` that
+names the file, the line and the fix.
 """
 
 from __future__ import annotations
@@ -50,23 +25,19 @@ from ..model.environment import environment_value
 from ..model.errors import ElmoError
 
 ENCODING = "utf-8-sig"
-"""UTF-8 that drops a leading byte-order mark (and reads a file without one as UTF-8)."""
+"""UTF-8 that drops a leading byte-order mark."""
 
 BYTE_ORDER_MARK = "\ufeff"
-"""What a leading byte-order mark decodes to; for readers that decode lines themselves."""
 
 STDIN = "-"
-"""Standard input, as Unix tools spell it. `pathlib` reads `./-` as `-` too, so here `-`
-always means standard input (name a file called `-` by its absolute path)."""
+"""Standard input. `pathlib` reads `./-` as `-`: name a file called `-` by its absolute path."""
 
 COMPRESSIONS: dict[str, Callable[..., IO[Any]]] = {".xz": lzma.open, ".gz": gzip.open, ".bz2": bz2.open}
-"""File name suffix -> opener: the compressed files every reader decompresses on the fly."""
+"""File name suffix -> opener of the compressed files every reader reads."""
 
 
 def is_stream(path: str | Path) -> bool:
-    """True for standard input (`-`) and for anything that is not a regular file: a pipe,
-    `/dev/stdin` on a pipe, a process substitution (`<(...)`). A stream can be read once,
-    from the start, and not resumed."""
+    """True for `-` and anything not a regular file (a pipe, `<(...)`): it can be read only once."""
     if str(path) == STDIN:
         return True
     try:
@@ -80,14 +51,12 @@ def check_input_file(path: str | Path, what: str = "input file", *, streams: str
     """`path` as a Path, after checking that it names a readable file.
 
     Args:
-        path: The path a user gave; `-` is standard input.
-        what: How the message names it ("INPUT", "CoNLL file", "--vocab", ...).
-        streams: None to accept a stream (standard input, a pipe: see `is_stream`), or
-            why this reader cannot take one (it is refused with that reason).
+        path: The path a user gave. `-` is standard input.
+        what: How the message names it ("INPUT", "--vocab").
+        streams: None to accept a stream, else why this reader refuses one.
 
     Raises:
-        ElmoError: if it does not exist, is a folder, cannot be read, or is a stream
-            where `streams` says why not (one line, naming the path and what to give instead).
+        ElmoError: if it does not exist, is a folder, cannot be read, or is a refused stream.
     """
     path = Path(path)
     if is_stream(path):
@@ -107,12 +76,7 @@ def check_input_file(path: str | Path, what: str = "input file", *, streams: str
 
 
 def open_binary(path: str | Path) -> IO[bytes]:
-    """A file's bytes, decompressed when its name ends in a suffix of `COMPRESSIONS`;
-    standard input for `-` (closing it leaves standard input open).
-
-    Every reader of users' text goes through this (`open_text` decodes it), so every
-    command reads the same files.
-    """
+    """A file's bytes, decompressed by suffix (`COMPRESSIONS`). `-` is standard input, left open on close."""
     if str(path) == STDIN:
         return cast(IO[bytes], _Unclosed(sys.stdin.buffer))  # a proxy: IO[bytes] by delegation
     opener = COMPRESSIONS.get(Path(path).suffix)
@@ -122,23 +86,18 @@ def open_binary(path: str | Path) -> IO[bytes]:
 
 
 def max_line_bytes() -> int:
-    """The longest line a reader reads, in bytes without its "\\n": `ELMO_MAX_LINE_BYTES`."""
+    """`ELMO_MAX_LINE_BYTES`: the longest line read, in bytes without its "\\n"."""
     return int(environment_value("ELMO_MAX_LINE_BYTES"))
 
 
 def read_line(handle: IO[bytes], name: str, line: int, limit: int | None = None) -> bytes:
-    """The next line's bytes (its "\\n" included; b"" at the end), read no further than the
-    limit.
+    """The next line's bytes with its "\\n" (b"" at the end), read no further than `limit` bytes.
 
-    Args:
-        handle: The file, from `open_binary`.
-        name: How the message names the file.
-        line: The line's number, from 1.
-        limit: The longest line, in bytes; None = `max_line_bytes()` (a reader of many
-            lines reads it once and passes it).
+    So a decompression bomb's one endless line is refused at once. `name` and `line` (from 1)
+    are for the message. `limit` None is `max_line_bytes()`.
 
     Raises:
-        ElmoError: for a longer line: its number, the limit, and how to raise it.
+        ElmoError: for a longer line.
     """
     limit = max_line_bytes() if limit is None else limit
     data = handle.readline(limit + 1)
@@ -151,13 +110,11 @@ def read_line(handle: IO[bytes], name: str, line: int, limit: int | None = None)
 
 
 DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError, zlib.error, OSError)
-"""What gzip, lzma and bz2 raise for a cut-short or damaged file (gzip.BadGzipFile and bz2's
-"Invalid data stream" are OSErrors; a stream that ends early is an EOFError)."""
+"""What gzip, lzma and bz2 raise for a cut-short or damaged file."""
 
 
 class _Decompressed:
-    """A compressed file's decompressed bytes, where a cut-short or damaged file is one
-    ElmoError naming the file and the line (an EOFError would reach click as "Aborted!")."""
+    """A compressed file whose damage is an ElmoError (an EOFError would reach click as "Aborted!")."""
 
     def __init__(self, path: str | Path, raw: IO[bytes]) -> None:
         self.name = str(path)
@@ -204,7 +161,7 @@ class _Decompressed:
 
 
 class _Unclosed:
-    """Standard input's binary stream, which `close()` (and `with`) leave open."""
+    """Standard input's bytes, left open by `close()`."""
 
     def __init__(self, stream: IO[bytes]) -> None:
         self._stream = stream
@@ -226,12 +183,9 @@ class _Unclosed:
 
 
 def open_text(path: str | Path, mode: str = "rt") -> TextIO:
-    """Open a UTF-8 text file (see the module rules) to read, or (`mode="wt"`) to write:
-    compressed by its suffix (`COMPRESSIONS`), `-` for standard input.
+    """Open a UTF-8 text file to read, or (`mode="wt"`) to write, compressed by its suffix.
 
-    Lines end only at `\\n`; `iter_lines` also drops the `\\r` of a CRLF ending. Read
-    lines are decoded one by one, so that bytes which are not UTF-8 raise an ElmoError
-    naming the file and the line.
+    Lines end at `\\n`. Each read line is decoded alone, so an error names its line.
     """
     if "r" not in mode:
         opener = COMPRESSIONS.get(Path(path).suffix, open)
@@ -240,8 +194,7 @@ def open_text(path: str | Path, mode: str = "rt") -> TextIO:
 
 
 class _TextLines:
-    """A text file read line by line, like `io.TextIOWrapper(..., newline="\\n")`, that says
-    where it is not UTF-8 (`decode_line`)."""
+    """`io.TextIOWrapper(..., newline="\\n")` that names the line that is not UTF-8."""
 
     def __init__(self, path: str | Path, raw: IO[bytes]) -> None:
         self.name = str(path)
@@ -284,19 +237,11 @@ _WIDE_BYTE_ORDER_MARKS = (  # UTF-32's first: its little-endian mark starts with
 
 
 def decode_line(data: bytes, name: str, line: int) -> str:
-    """One line's bytes as text: UTF-8, or one `ElmoError` that says what the file is and
-    how to convert it.
-
-    Args:
-        data: The line's bytes, as read (its line ending included).
-        name: How the message names the file (its path, `-` for standard input).
-        line: The line's number, from 1.
+    """One line's bytes as UTF-8 text. `name` and `line` (from 1) are for the message.
 
     Raises:
-        ElmoError: for a UTF-16 or UTF-32 byte-order mark on line 1, for a line 1 with a NUL in
-            every other byte (UTF-16 text without a mark; a stray NUL in UTF-8 text is read as
-            the character it is), or for bytes that are not UTF-8 (text in another encoding):
-            each with the `iconv` command that converts the file.
+        ElmoError: for UTF-16 or UTF-32 text (with or without a byte-order mark) or other
+            bytes that are not UTF-8. It gives the `iconv` command that converts the file.
     """
     wide = next((kind for mark, kind in _WIDE_BYTE_ORDER_MARKS if line == 1 and data.startswith(mark)), None)
     if wide is not None:
@@ -318,10 +263,10 @@ def decode_line(data: bytes, name: str, line: int) -> str:
 
 
 def _utf16_without_mark(data: bytes, line: int) -> str | None:
-    """The UTF-16 variant ("UTF-16LE" or "UTF-16BE") that line 1's bytes look like, without a
-    byte-order mark (ASCII's NUL in every other byte, on one side only), else None. Only line
-    1 is judged, where the file starts: a stray NUL in UTF-8 text, or a run of them further
-    on (a damaged archive), is not taken for it."""
+    """The UTF-16 variant line 1 looks like (NUL in every other byte), else None.
+
+    Only line 1 is judged: a stray NUL later (a damaged archive) is not UTF-16.
+    """
     if line != 1 or b"\x00" not in data or len(data) < 2:
         return None
     even, odd = data[::2].count(0) / len(data[::2]), data[1::2].count(0) / len(data[1::2])
@@ -331,7 +276,6 @@ def _utf16_without_mark(data: bytes, line: int) -> str | None:
 
 
 def _iconv(encoding: str, name: str) -> str:
-    """The `iconv` command that converts the file `name` from `encoding` into a UTF-8 copy beside it."""
     path = Path(name)
     if is_stream(name) or path.suffix in COMPRESSIONS:
         return f"iconv -f {encoding} -t UTF-8 in.txt > out.txt"  # the user's own file names
@@ -343,7 +287,7 @@ def iter_lines(path: str | Path) -> Iterator[str]:
     """The lines of a text file, without their line endings (LF or CRLF).
 
     Raises:
-        ElmoError: at the first line that is not UTF-8 (naming the file and the line).
+        ElmoError: at the first line that is not UTF-8.
     """
     with open_text(path) as f:
         for line in f:
@@ -354,8 +298,7 @@ def read_text(path: str | Path, what: str = "input file") -> str:
     """The whole text of a file, BOM dropped and CRLF endings read as LF.
 
     Raises:
-        ElmoError: if the file is missing, a folder, unreadable, or not UTF-8 (names
-            the line of the first bad byte).
+        ElmoError: if the file is missing, a folder, unreadable, or not UTF-8.
     """
     path = check_input_file(path, what)
     try:
@@ -367,20 +310,12 @@ def read_text(path: str | Path, what: str = "input file") -> str:
 
 
 def iter_conll_rows(lines: Iterable[str], name: str | Path) -> Iterator[list[str]]:
-    """The columns of each line of a CoNLL-format file, checked to be CoNLL.
+    """The columns of each line of a CoNLL file: a token and its labels. A blank line gives `[]`.
 
-    CoNLL: one token per line, its label columns after it, the same number of columns
-    on every token line, a blank line between sentences. A blank line gives `[]`.
-    `-DOCSTART-` lines are given as they are and not counted. Prose (several words a
-    line) fails the check, so a wrong file is refused rather than read as labels.
-
-    Args:
-        lines: The file's lines, without line endings (`iter_lines`).
-        name: The file, for the message.
+    Token lines need the same number of columns, at least two, so prose is refused.
 
     Raises:
-        ElmoError: at the first token line with one column, or with another number of
-            columns than the first token line.
+        ElmoError: at the first token line with one column, or another count than the first.
     """
     first: tuple[int, int] | None = None  # (line number, columns) of the first token line
     for number, line in enumerate(lines, start=1):
@@ -399,19 +334,10 @@ def iter_conll_rows(lines: Iterable[str], name: str | Path) -> Iterator[list[str
 
 
 def read_json(path: str | Path, what: str = "JSON file", error: type[ElmoError] = ElmoError) -> Any:
-    """The value in a JSON file (UTF-8, read by `read_text`), as `json.loads` gives it.
-
-    The one reader of the project's JSON files (options.json, a model folder's config.json).
-
-    Args:
-        path: The file.
-        what: How the message names it ("options file", "model config").
-        error: The ElmoError subclass to raise (OptionsError, WeightFileError).
+    """The value in a UTF-8 JSON file. `what` names it in the message.
 
     Raises:
-        ElmoError: (`error`) one line naming the file: missing, a folder, unreadable,
-            not UTF-8 (and the line), or not JSON (the line, the column and what the
-            parser expected there).
+        ElmoError: (`error`) for a missing or unreadable file, or text not UTF-8 or not JSON.
     """
     try:
         text = read_text(path, what)
@@ -424,7 +350,7 @@ def read_json(path: str | Path, what: str = "JSON file", error: type[ElmoError] 
 
 
 def strip_line_end(line: str) -> str:
-    """`line` without its line ending (LF or CRLF); a lone `\\r` inside it stays."""
+    """`line` without its LF or CRLF ending. A lone `\\r` inside it stays."""
     if line.endswith("\n"):
         line = line[:-1]
     if line.endswith("\r"):
@@ -433,10 +359,10 @@ def strip_line_end(line: str) -> str:
 
 
 def same_file(a: str | Path, b: str | Path) -> bool:
-    """True if both paths exist and name one file: the same path spelled two ways
-    (relative and absolute, `./x`), a symlink and its target, or two hard links
-    (`os.path.samefile`: the same device and inode). `-` stands for the file behind
-    standard input, so `elmo embed - data.txt < data.txt` is caught too."""
+    """True if both paths exist and are one file (any spelling, symlinks, hard links).
+
+    `-` is the file behind standard input: `elmo embed - data.txt < data.txt` is caught.
+    """
     try:
         first, second = _stat_of(a), _stat_of(b)
     except (OSError, ValueError, AttributeError):  # no such file; no standard input (a daemon, pytest)
@@ -445,12 +371,10 @@ def same_file(a: str | Path, b: str | Path) -> bool:
 
 
 def _stat_of(path: str | Path) -> os.stat_result:
-    """`os.stat(path)`, or for `-` the stat of standard input's file descriptor."""
     return os.fstat(sys.stdin.fileno()) if str(path) == STDIN else os.stat(path)
 
 
 def _inside(path: str | Path, folder: str | Path, anywhere: bool) -> bool:
-    """True if `path` (followed through symlinks) is a file of `folder` (`anywhere`: at any depth)."""
     if str(path) == STDIN or not Path(folder).is_dir():
         return False
     try:
@@ -469,20 +393,17 @@ def check_output_spares_inputs(
 ) -> None:
     """Refuse, before any work, a command whose output would destroy one of its inputs.
 
-    Every command that writes a file calls this once with what it writes and what it
-    reads. An output that exists and is an input under another spelling (`same_file`)
-    is refused; so is an input in a folder the command writes into, when its name is
-    one the command writes there, or anywhere inside a folder the command deletes.
+    Refused: an output that is an input (`same_file`), an input with a name the command
+    writes in a folder, and an input anywhere in a folder the command deletes.
 
     Args:
-        outputs: `(how the message names it, path)` of each file the command writes.
-        inputs: `(how the message names it, path)` of each file it reads; None is skipped.
-        folders: `(name, folder, patterns)`: the `fnmatch` patterns of the names the command
-            writes in `folder`, or None for a folder it deletes at the end. A folder is an
-            output too (it must not be an input file).
+        outputs: `(name, path)` of each file the command writes.
+        inputs: `(name, path)` of each file it reads. None is skipped.
+        folders: `(name, folder, patterns)`: the `fnmatch` patterns the command writes in
+            `folder`, or None for a folder it deletes at the end.
 
     Raises:
-        ElmoError: one line naming the output, the input and the fix.
+        ElmoError: naming the output, the input and the fix.
     """
     present = [(name, path) for name, path in inputs if path is not None]
     folders = list(folders)
@@ -514,19 +435,15 @@ def check_output_is_new(
 ) -> None:
     """Refuse, before any work, an output that holds an earlier run's work.
 
-    Without `patterns`, `path` is a file the command writes: refused if anything is there.
-    With `patterns`, `path` is a folder the command writes into: refused if it holds a
-    file whose name matches one of them. A missing or empty folder is fine.
-
     Args:
-        name: How the message names the output (the option: `--out`).
-        path: The output file or folder.
-        fix: The way out, one sentence (what to give instead).
-        patterns: The `fnmatch` patterns of the names the command writes in the folder.
-        what: What the matching files make up ("a training run"), for the message.
+        name: How the message names the output (`--out`).
+        path: The output file, or with `patterns` the folder.
+        fix: The way out, one sentence.
+        patterns: The `fnmatch` patterns the command writes in the folder.
+        what: What the matching files make up ("a training run").
 
     Raises:
-        ElmoError: one line naming the output, what it holds and `fix`.
+        ElmoError: if the file exists, or the folder holds a matching file.
     """
     path = Path(path)
     if patterns is None:

@@ -1,12 +1,7 @@
 """Raw-text tokenizers, found through the `elmo_core.tokenizers` entry points.
 
-The core depends on no tokenizer library. `spacy_elmo` registers `spacy-en` (spaCy's
-English tokenizer rules: `text -> list of tokens`), the rules the pretraining data was
-tokenised with, so that users' text is split the same way. The rule for turning spaCy's
-tokens into ELMo's (`spacy_token_texts`) lives here, so that every face that calls spaCy
-(spacy_elmo, and a saved Hugging Face folder where elmo-bilm is not installed) applies
-the same one; the spaCy object is passed in, never imported. So does the rule that a
-splitter keeps nothing per word it sees (`spacy_word_splitter`, `spacy_sentence_splitter`).
+`spacy_elmo` registers `spacy-en`. Turning spaCy's tokens into ELMo's happens here, the
+same for every face, with the spaCy object passed in.
 """
 
 from __future__ import annotations
@@ -29,13 +24,10 @@ def available_tokenizers() -> list[str]:
 
 
 def get_tokenizer(name: str = DEFAULT_TOKENIZER) -> Callable[[str], list]:
-    """Build the tokenizer registered under `name`.
-
-    Each entry point is a zero-argument factory returning the tokenizer function.
+    """Build the tokenizer registered under `name` (an entry point's zero-argument factory).
 
     Raises:
-        ElmoError: if no tokenizer of that name is installed (says what is and how to
-            install spaCy).
+        ElmoError: if no tokenizer of that name is installed.
     """
     factory = load_plugin(
         TOKENIZER_ENTRY_POINTS, name, "Raw-text tokenisation needs spaCy: pip install 'elmo-bilm[spacy]'."
@@ -47,19 +39,14 @@ SURROGATES = re.compile("[\ud800-\udfff]")
 """Lone surrogates: UTF-8 cannot encode them, and spaCy's strings are UTF-8."""
 
 SURROGATE_STAND_IN = "\u0436"
-"""What spaCy's tokenizer sees in place of a lone surrogate: one lowercase letter ("ж") of a
-script without English exceptions, so the surrogate splits like a letter of its word. One
-code point for one, so every token's offsets hold in the original text."""
+"""What spaCy sees in place of a lone surrogate: a letter ("ж") with no English exceptions.
+One code point for one, so offsets hold in the original text."""
 
 
 def spacy_token_texts(tokens: Iterable[Any], text: str) -> list[str]:
-    """ELMo's tokens from spaCy tokens: their texts, whitespace tokens dropped.
+    """ELMo's tokens from spaCy tokens (`.text`, `.idx`, `.is_space`): whitespace tokens dropped.
 
-    spaCy keeps runs of extra spaces (and newlines) as tokens; the biLM has no use for
-    them. `tokens` is a spaCy `Doc` or any iterable of objects with `.text`, `.idx` and
-    `.is_space` (duck-typed: the core never imports spaCy), made from `text` with
-    `SURROGATE_STAND_IN` in place of its surrogates. Each token's text is read from
-    `text` by offsets, surrogates included.
+    Each text is read from the original `text` by offsets, surrogates included.
     """
     return [text[token.idx : token.idx + len(token.text)] for token in tokens if not token.is_space]
 
@@ -67,17 +54,10 @@ def spacy_token_texts(tokens: Iterable[Any], text: str) -> list[str]:
 def spacy_word_splitter(nlp: Any) -> Callable[[str], list[str]]:
     """A function `text -> ELMo's tokens` with the tokenizer of the spaCy pipeline `nlp`.
 
-    A lone surrogate splits like a letter and stays in its token's text (the character ids
-    drop it, as for pre-split words), so raw text gives the tokens its pre-split words give.
-
-    It keeps nothing per word. spaCy keeps every string its tokenizer meets in the
-    pipeline's vocabulary for good, so a long-running service that keeps seeing new words
-    (ids, URLs, typos) would grow without bound. Each call runs in a spaCy memory zone
-    (`_memory_zone`), which frees what the call added once the token texts are copied out.
+    Each call runs in a spaCy memory zone: spaCy would keep every new string for good.
 
     Args:
-        nlp: A spaCy `Language` of the splitter's own (`spacy.blank("en")`), used by
-            nothing else: its vocabulary is emptied of each call's strings.
+        nlp: A spaCy `Language` of the splitter's own (`spacy.blank("en")`).
     """
     lock = threading.Lock()
 
@@ -89,11 +69,9 @@ def spacy_word_splitter(nlp: Any) -> Callable[[str], list[str]]:
 
 
 def spacy_sentence_splitter(nlp: Any) -> Callable[[str], list[list[str]]]:
-    """A function `paragraph -> sentences of ELMo's tokens` with the spaCy pipeline `nlp`.
+    """A function `paragraph -> sentences of ELMo's tokens`, as `spacy_word_splitter`.
 
-    `nlp` must set sentence boundaries (e.g. a `sentencizer`). Whitespace tokens are
-    dropped and empty sentences skipped. Like `spacy_word_splitter`, it keeps nothing per
-    word, and `nlp` must be its own.
+    `nlp` must set sentence boundaries (e.g. a `sentencizer`). Empty sentences are skipped.
     """
     lock = threading.Lock()
 
@@ -108,26 +86,17 @@ def spacy_sentence_splitter(nlp: Any) -> Callable[[str], list[list[str]]]:
 
 @contextmanager
 def _memory_zone(nlp: Any, lock: threading.Lock) -> Iterator[None]:
-    """One call's spaCy memory zone (spaCy 3.8+: `Language.memory_zone`), one call at a time.
-
-    Strings and lexemes added inside the zone are freed when it ends, so nothing made
-    inside may be used after it. Zones must not overlap, hence the lock (the tokenizer
-    holds the GIL anyway). Before spaCy 3.8 there are no zones, and the strings stay.
-    """
+    """One call's spaCy memory zone (spaCy 3.8+), one at a time: zones must not overlap."""
     zone = getattr(nlp, "memory_zone", None)
     with lock, zone() if zone is not None else nullcontext():
         yield
 
 
 def token_offsets(text: str, tokens: Sequence[str]) -> list[tuple[int, int]]:
-    """Character span `(start, end)` of each token in `text`, so `text[start:end] == token`.
-
-    Tokens are looked up left to right, each after the end of the previous one (spaCy's
-    tokens are exact substrings of the text, in order).
+    """Character span `(start, end)` of each token in `text`, found left to right.
 
     Raises:
-        ValueError: if a token is not found in order in `text` (a tokenizer that
-            changes the text, e.g. one that normalises characters, has no offsets).
+        ValueError: if a token is not found in order in `text`.
     """
     offsets, position = [], 0
     for token in tokens:

@@ -1,27 +1,9 @@
 """Import and export of the original bilm-tf / AllenNLP hdf5 weight files.
 
-The file layout (docs/bilm_tf.md §9) is driven by one explicit table, built by
-`_bilm_tf_table`: every dataset, its shape in the file, and the parameter slice(s) it
-fills, with how the TensorFlow convention is reconciled:
-
-- `copy`: as is.
-- `linear`: TF multiplies row vectors by `[in, out]` matrices; torch `Linear` stores
-  `[out, in]`, so the matrix is transposed.
-- `conv`: TF's conv2d kernel `[1, width, in, out]` -> drop the height axis and reverse
-  the others -> torch `Conv1d` `[out, in, width]` (both compute cross-correlations).
-
-Conventions that need no transform, and why:
-- `char_embed` has 261 rows for ids 1..261; id 0's zero row is fixed, not stored (see
-  `CharCNN`).
-- Highway: `W_transform` fills the candidate half and `W_carry` the gate half of each
-  layer's `Linear(F, 2F)`, unnegated (see `Highway`).
-- LSTM `W_0` is `[input; h]` rows by `i, j, f, o` columns; its first `input_size` rows
-  become `input_linear`, the rest `state_linear`, and the gate order is kept. TF's +1
-  forget bias is not in `B` and is added at run time (see `lstm.py`), so `B` is copied
-  unchanged and an export is bit-exact.
-
-h5py is imported only when one of these functions is called (`elmo_core.files.hdf5_files`,
-which also reports a file that another process holds locked as locked).
+One table (`_bilm_tf_table`, docs/bilm_tf.md §9) maps each dataset to the parameter slices
+it fills: `copy` as is, `linear` transposed (TF `[in, out]` -> torch `[out, in]`), `conv`
+from TF `[1, width, in, out]` to torch `[out, in, width]`. The LSTM gate order `i, j, f, o`
+is kept, and TF's +1 forget bias is added at run time, so an export is bit-exact.
 """
 
 from __future__ import annotations
@@ -128,14 +110,13 @@ def load_bilm_tf(model: BiLM | Elmo, weight_file: str | os.PathLike[str]) -> Non
     """Fill a model's biLM with the weights of a bilm-tf/AllenNLP hdf5 file, in place.
 
     Args:
-        model: A `BiLM`, or an `Elmo` (its `bilm` is filled; the scalar mixes are not
-            in the file and keep their values). Built from the file's `options.json`.
-        weight_file: Path to the hdf5 file (e.g. `..._weights.hdf5`).
+        model: A `BiLM`, or an `Elmo` (its scalar mixes keep their values), built from
+            the file's `options.json`.
+        weight_file: The hdf5 file (`..._weights.hdf5`).
 
     Raises:
-        WeightFileError: if the file is missing or not hdf5, or a dataset is missing or
-            has another shape than the options imply (names the dataset and both shapes),
-            or another process holds the file locked (says so, and what to do).
+        WeightFileError: if the file is missing, not hdf5 or locked, or a dataset is
+            missing or has another shape than the options imply.
         ImportError: if h5py is not installed (`pip install 'elmo-bilm[hdf5]'`).
     """
     bilm = _as_bilm(model)
@@ -147,7 +128,6 @@ def load_bilm_tf(model: BiLM | Elmo, weight_file: str | os.PathLike[str]) -> Non
 
 
 def _open_weight_file(path: Path) -> Any:
-    """The open h5py file at `path`; a WeightFileError that says what to do when there is none."""
     import_h5py("reading bilm-tf hdf5 weights")  # a missing extra first, before any check of the file
     if not path.exists():
         raise WeightFileError(f"weight file {path} does not exist. Check the path (and its working directory).")
@@ -168,10 +148,7 @@ def _open_weight_file(path: Path) -> Any:
 
 
 def check_bilm_tf_file(options: BiLMOptions, weight_file: str | os.PathLike[str], options_name: str) -> None:
-    """Raise unless an hdf5 weight file holds every dataset `options` imply, with its shape.
-
-    Reads the file's headers only, and builds the biLM on the meta device: sizes from an
-    options file are checked before anything is allocated.
+    """Raise unless an hdf5 file holds every dataset `options` imply, allocating nothing.
 
     Args:
         options: The biLM options.
@@ -179,8 +156,7 @@ def check_bilm_tf_file(options: BiLMOptions, weight_file: str | os.PathLike[str]
         options_name: How errors name the options (the options.json path).
 
     Raises:
-        WeightFileError: naming the file, the dataset (or the count of repeated datasets)
-            and both shapes; or for a missing or unreadable file.
+        WeightFileError: for a missing or mis-shaped dataset, or a missing or unreadable file.
     """
     path = Path(weight_file)
     cc, lstm = options.char_cnn, options.lstm
@@ -204,7 +180,6 @@ def check_bilm_tf_file(options: BiLMOptions, weight_file: str | os.PathLike[str]
 
 
 def _dataset_shape(handle: Any, ds: _Dataset, path: Path, options_name: str | None = None) -> Any:
-    """The h5py dataset `ds` names, after checking that its shape is the one the options imply."""
     try:
         dataset = handle[ds.name] if ds.name in handle else None
         shape = tuple(dataset.shape) if dataset is not None else None
@@ -225,8 +200,6 @@ def _dataset_shape(handle: Any, ds: _Dataset, path: Path, options_name: str | No
 
 
 def _load_dataset(handle: Any, ds: _Dataset, params: dict[str, torch.nn.Parameter], path: Path) -> None:
-    """Copy one dataset of the table into its parameters, block by block, after checking its shape
-    and, once copied, that it held only finite values."""
     dataset = _dataset_shape(handle, ds, path)
     shape = ds.shape
     bad = 0
@@ -246,9 +219,7 @@ def _load_dataset(handle: Any, ds: _Dataset, params: dict[str, torch.nn.Paramete
         raise non_finite_error(path, f"dataset '{ds.name}'", bad, "The file is damaged; download or convert it again.")
 
 
-# Each dataset is read in blocks of rows of at most this many bytes and copied straight
-# into its parameter, so loading holds every weight once (in the model) plus one block,
-# instead of a second copy of the largest datasets (64 MB each for the original model).
+# Read in blocks of rows copied straight into the parameter: a weight is held once, plus one block.
 _READ_BLOCK_BYTES = 4 * 2**20
 
 
@@ -256,12 +227,9 @@ def count_non_finite(values: torch.Tensor | np.ndarray, rows_per_block: int | No
     """How many values are NaN or infinite (0 for integer values).
 
     Args:
-        values: A tensor (a weight), or a numpy block of a file being read. A numpy
-            block is counted with numpy: counting the blocks through torch raised the
-            peak memory of reading an hdf5 file by about the size of its weights
-            (tests/core/runtime/test_memory.py).
-        rows_per_block: Count a tensor this many rows (axis 0) at a time, so that the
-            temporaries stay small for a large tensor; None counts it at once.
+        values: A tensor, or a numpy block of a file being read (counted with numpy, which
+            keeps the peak memory of a read low).
+        rows_per_block: Count a tensor this many rows at a time. None counts it at once.
     """
     if isinstance(values, np.ndarray):
         return int(values.size - np.count_nonzero(np.isfinite(values))) if values.dtype.kind == "f" else 0
@@ -277,12 +245,12 @@ def count_non_finite(values: torch.Tensor | np.ndarray, rows_per_block: int | No
 
 
 def non_finite_error(source: object, what: str, count: int, fix: str) -> WeightFileError:
-    """The error for weights holding NaN or infinite values: where, how many, and what to do.
+    """The error for weights holding NaN or infinite values.
 
     Args:
-        source: The file (or folder) the weights came from.
+        source: The file or folder the weights came from.
         what: The tensor or dataset, e.g. "tensor 'bilm.char_cnn.projection.bias'".
-        count: How many values are not finite (from `count_non_finite`).
+        count: How many values are not finite.
         fix: The advice that ends the message.
     """
     return WeightFileError(
@@ -291,7 +259,6 @@ def non_finite_error(source: object, what: str, count: int, fix: str) -> WeightF
 
 
 def _row_blocks(shape: tuple[int, ...], first: int, stop: int) -> list[tuple[int, int]]:
-    """[start, end) ranges of rows (axis 0) of at most `_READ_BLOCK_BYTES` float32 each."""
     if len(shape) == 4:  # conv kernels [1, width, in, out] (at most 0.5 MB): whole
         return [(first, stop)]
     row_bytes = 4 * int(np.prod(shape[1:], dtype=np.int64))
@@ -300,7 +267,6 @@ def _row_blocks(shape: tuple[int, ...], first: int, stop: int) -> list[tuple[int
 
 
 def _copy_rows(dest: torch.Tensor, block: torch.Tensor, kind: str, start: int, end: int) -> None:
-    """Copy file rows [start, end) (relative to the target's first row) into `dest`."""
     if kind == "linear":  # file rows are torch columns (TF [in, out] -> torch [out, in])
         dest[:, start:end].copy_(_to_torch(block, kind))
     elif kind == "conv":
@@ -317,14 +283,12 @@ def _damaged(path: Path, name: str, err: Exception) -> WeightFileError:
 
 
 def save_bilm_tf(model: BiLM | Elmo, weight_file: str | Path) -> None:
-    """Write a model's biLM weights in the bilm-tf/AllenNLP hdf5 layout (float32).
+    """Write a model's biLM weights in the bilm-tf/AllenNLP hdf5 layout (float32), atomically.
 
-    The inverse of `load_bilm_tf`, bit for bit. The file is written to a temporary name
-    and renamed when complete, so a failure never leaves a partial file behind.
+    The inverse of `load_bilm_tf`, bit for bit.
 
     Raises:
-        ElmoError: if the file system has no room for the file (checked first). It is an
-            `OSError` too, with errno ENOSPC.
+        ElmoError: if the file system has no room (also an `OSError` with errno ENOSPC).
         WeightFileError: if another process holds the temporary file locked.
         ImportError: if h5py is not installed.
     """

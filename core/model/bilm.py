@@ -1,20 +1,14 @@
 """The bidirectional language model: char CNN + forward and backward LSTM stacks.
 
-    char_ids  [batch, tokens, chars]          (no <S>/</S>; the biLM adds them)
-      -> add <S> at 0 and </S> at len + 1     [batch, tokens + 2, chars]
-      -> char CNN on real positions only      [batch, tokens + 2, P]      layer 0
-      -> forward stack over <S> w1 .. wn </S>
-         backward stack over </S> wn .. w1 <S>   (each row reversed over its own length)
-      -> layers [layer0 ; layer0], [fwd_l ; bwd_l]   [L + 1, batch, tokens + 2, 2P]
-      -> drop <S>/</S> (unless keep_sentence_boundaries)   [L + 1, batch, tokens, 2P]
+    char_ids                                [batch, tokens, chars]
+      -> <S> at 0, </S> at len + 1          [batch, tokens + 2, chars]
+      -> char CNN: layer 0                  [batch, tokens + 2, P]
+      -> forward stack over <S> w1 .. wn </S>, backward stack over </S> wn .. w1 <S>
+      -> cat(layer0, layer0), cat(fwd_l, bwd_l)          [L + 1, batch, tokens + 2, 2P]
+      -> drop <S>/</S> unless keep_sentence_boundaries   [L + 1, batch, tokens, 2P]
 
-Peters et al. 2018, section 3.1; docs/bilm_tf.md §2 and §5.
-
-Stateless by default: each sentence starts from zero LSTM states, so its vectors depend
-on nothing but its own tokens (not on batch size, batch mates, padding or earlier calls).
-`stateful=True` reproduces the original's carry-over of the final LSTM states of each
-batch row into the next batch (docs/bilm_tf.md §6); it exists to match the original's
-outputs, e.g. AllenNLP's test fixture.
+Peters et al. 2018, section 3.1, and docs/bilm_tf.md §2, §5. Stateless unless
+`stateful=True` carries LSTM states across batches, as the original did (§6).
 """
 
 from __future__ import annotations
@@ -40,9 +34,8 @@ class BiLMOutput(NamedTuple):
     """What `BiLM.forward` returns.
 
     Attributes:
-        activations: Every biLM layer: index 0 is the char CNN's token vector repeated
-            twice (so that every layer is `2 * projection_dim` wide), index l >= 1 is
-            `[forward layer l ; backward layer l]`. Zero at padded positions.
+        activations: Every biLM layer, zero at padding. Layer 0 is the char CNN's vector
+            twice, layer l >= 1 is forward then backward layer l.
             Shape [n_layers + 1, batch, tokens, 2 * projection_dim].
         mask: bool [batch, tokens], True = real position.
     """
@@ -58,42 +51,31 @@ class TokenVectors(Protocol):
     """What a biLM is handed as its layer-0 cache (`elmo_core.runtime.TokenCache`)."""
 
     def lookup(self, words: torch.Tensor, char_cnn: nn.Module) -> torch.Tensor:
-        """[num_words, chars] int64 distinct words -> [num_words, P], as `char_cnn(words)` gives."""
+        """[num_words, chars] distinct words -> [num_words, P], as `char_cnn(words)`."""
         ...
 
-    def clear(self) -> None:
-        """Forget every vector (the weights changed)."""
-        ...
+    def clear(self) -> None: ...
 
 
 class StackRunner(Protocol):
-    """What a biLM is built with to run its LSTMs on a machine (`elmo_core.model.recurrence.Recurrence`):
-    which path computes the recurrence, and how many CPU threads a forward pass uses."""
+    """How a biLM runs its LSTMs (`elmo_core.model.recurrence.Recurrence`)."""
 
-    def threads(self, device: torch.device) -> AbstractContextManager:
-        """The context a whole forward pass on `device` runs in."""
-        ...
+    def threads(self, device: torch.device) -> AbstractContextManager: ...
 
     def plan(self, stacks: Stacks, tokens: torch.Tensor, *, stateful: bool, dropout: bool) -> Any:
-        """How this pass over [batch, steps, P] layer-0 vectors runs (`elmo_core.model.recurrence.Plan`)."""
+        """The plan of one pass over [batch, steps, P] layer-0 vectors."""
         ...
 
-    def run(self, plan: Any, stacks: Stacks, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
-        """Both stacks by a fast path of `plan` (`plan.fast`)."""
-        ...
+    def run(self, plan: Any, stacks: Stacks, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs: ...
 
 
 def distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """`torch.unique(rows, dim=0, return_inverse=True)`: the same rows in the same
-    (lexicographic) order, the same inverse, from 1-D `torch.unique` calls.
+    """`torch.unique(rows, dim=0, return_inverse=True)`, from 1-D `torch.unique` calls.
 
-    torch's `unique(dim=0)` compares neighbouring rows one `at::equal` at a time on the
-    CPU, a visible part of a training step's char CNN (`benchmarks/bench_train.py`).
-    Here the columns are packed, most significant first, into int64 keys a few at a
-    time, each key prefixed with the rank of the row's columns before it: ranking those
-    keys is ranking the rows lexicographically.
+    `unique(dim=0)` compares rows one at a time on the CPU. Here columns are packed into
+    int64 keys, each prefixed with the rank of the columns before it.
 
-    Shape: rows [n, width] non-negative integers -> ([distinct, width], [n] int64)
+    Shape: rows [n, width] -> ([distinct, width], [n])
     """
     n, width = rows.shape
     if n == 0 or width == 0:
@@ -115,12 +97,9 @@ def distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters: int) -> torch.Tensor:
-    """`char_ids` as int64, after a clear error unless it is a valid [batch, tokens, chars] id tensor.
+    """`char_ids` as int64, after a clear error unless they are valid [batch, tokens, chars] ids.
 
-    Ids of any integer dtype that holds every id (up to `n_characters - 1`: int16, int32,
-    int64, as numpy or ONNX Runtime hand them over) give the int64 ids' vectors. A dtype
-    that cannot hold them (int8, uint8) or is not an integer type is refused here, before
-    the forward.
+    Any integer dtype that holds every id is accepted.
     """
     if not isinstance(char_ids, torch.Tensor):
         raise TypeError(
@@ -151,7 +130,6 @@ def check_char_ids(char_ids: object, max_characters_per_token: int, n_characters
 
 
 def _check_part(name: str, value: object, method: str) -> None:
-    """Refuse a part given as a name or a size (such as `BiLM(recurrence="step")`)."""
     if value is not None and not hasattr(value, method):
         raise TypeError(
             f"{name} must be an object with a {method} method (see elmo_core.runtime.parts), or None; got {value!r}. "
@@ -164,26 +142,15 @@ class BiLM(nn.Module):
 
     Args:
         options: The model's hyperparameters.
-        stateful: Carry each batch row's final LSTM states into the next batch, as the
-            original implementations did. Off by default; see `reset_states()`.
-        keep_sentence_boundaries: Return the `<S>`/`</S>` positions too (tokens + 2).
-        dropout: Dropout on every LSTM layer's input during training (bilm-tf: 0.1).
-        token_cache: A layer-0 cache, or None (the default): the char CNN runs on every
-            batch's distinct words. The cache is skipped while the char CNN trains (a char
-            CNN parameter has `requires_grad`, in grad mode or in training mode).
-        recurrence: How the LSTMs run on this machine, or None (the default): the plain
-            step loop with torch's threads, the reference every fast path equals.
-        char_cnn_training: The char CNN's path for a pass that differentiates it, used when a
-            char CNN parameter has `requires_grad`.
-
-    Built without them, the model is the reference computation. The loaders build it with
-    the fastest recurrence for the machine, the thread rule and a layer-0 cache. No value
-    changes.
+        stateful: Carry each row's LSTM states into the next batch, as the original did.
+        keep_sentence_boundaries: Also return the `<S>`/`</S>` positions.
+        dropout: Dropout on each LSTM layer's input in training (bilm-tf: 0.1).
+        token_cache: A layer-0 cache, or None. Skipped while the char CNN trains.
+        recurrence: How the LSTMs run, or None: the step loop every fast path equals.
+        char_cnn_training: The char CNN's path for a pass that differentiates it.
 
     Raises:
-        TypeError: for a `recurrence`, `token_cache` or `char_cnn_training` that is not such
-            an object (a mode name such as "step", or a word count: those are the loaders'
-            settings).
+        TypeError: for a part given as a mode name or a word count (loader settings).
     """
 
     bos_char_ids: torch.Tensor  # buffers (not saved): the char ids of <S> and </S>, [C] int64
@@ -237,26 +204,22 @@ class BiLM(nn.Module):
 
     @property
     def n_outputs(self) -> int:
-        """Number of output layers returned: `n_layers + 1` (layer 0 = token layer, then each LSTM layer)."""
+        """`n_layers + 1`: layer 0, then each LSTM layer."""
         return self.options.n_outputs
 
     def reset_buffers(self) -> None:
-        """Fill the non-persistent buffers: the char ids of `<S>` and `</S>`.
-
-        They are never saved, so a model materialised after construction (transformers
-        builds on the meta device, then loads) gets them from here.
-        """
+        """Fill the char ids of `<S>` and `</S>`. Not saved: a model built on the meta device needs this."""
         C = self.options.char_cnn.max_characters_per_token
         with torch.no_grad():
             self.bos_char_ids.copy_(torch.tensor(word_to_char_ids(BOS_TOKEN, C)))
             self.eos_char_ids.copy_(torch.tensor(word_to_char_ids(EOS_TOKEN, C)))
 
     def __prepare_scriptable__(self) -> BiLM:
-        """`torch.jit.script` calls this first: refuse at once, in the product's words."""
+        """`torch.jit.script` calls this first: refuse at once."""
         raise RuntimeError(TORCHSCRIPT_REFUSAL)
 
     def reset_states(self) -> None:
-        """Forget carried LSTM states (stateful mode); the next batch starts from zeros."""
+        """Forget carried LSTM states (stateful mode): the next batch starts from zeros."""
         self._states = None
 
     # ------------------------------------------------------------------ forward
@@ -264,20 +227,13 @@ class BiLM(nn.Module):
         """Run the char CNN and both LSTM stacks.
 
         Args:
-            char_ids: Character ids from `words_to_char_ids`, *without* `<S>`/`</S>`
-                (added here). Rows are right-padded with all-zero positions. Moved to
-                the module's device if needed.
-            mask: True for real tokens; derived from `char_ids` (any id non-zero) when
-                omitted. Must be True on a prefix of each row.
-
-        Returns:
-            `BiLMOutput(activations, mask)`; see its docstring.
+            char_ids: Ids from `words_to_char_ids`, without `<S>`/`</S>`, right-padded with zeros.
+            mask: True for real tokens, on a prefix of each row. Default: any id non-zero.
 
         Shape:
             char_ids: [batch, tokens, chars] int64
             mask: [batch, tokens] bool
-            activations: [n_layers + 1, batch, tokens, 2 * projection_dim] float
-            (tokens + 2 with `keep_sentence_boundaries`).
+            activations: [n_layers + 1, batch, tokens, 2 * projection_dim]
 
         Raises:
             ValueError / TypeError: for ids of the wrong shape, dtype or range, or a
@@ -291,12 +247,9 @@ class BiLM(nn.Module):
             return self._forward(char_ids, mask, self.bos_char_ids.device)
 
     def threads(self) -> AbstractContextManager:
-        """The context of the library's work on this biLM: its forward, and what a caller
-        computes from the outputs (scalar mixes, a face's outputs).
+        """The recurrence's thread rule, for the forward and the caller's work on its outputs.
 
-        The recurrence's thread rule on the CPU (`elmo_core.runtime.threads.forward_threads`);
-        a no-op for a biLM built without one, and while `torch.compile` traces the model (thread
-        counts are the process's state, not part of a graph). Nested uses of one thread count once.
+        A no-op while `torch.compile` traces: threads are process state.
         """
         if self.recurrence is None or torch.compiler.is_compiling():
             return nullcontext()
@@ -317,14 +270,7 @@ class BiLM(nn.Module):
     def _add_sentence_boundaries(
         self, char_ids: torch.Tensor, real: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """`<S> w1 .. wn </S>` per row, at positions 0 and n + 1; padding stays all-zero.
-
-        Returns:
-            (ids [batch, tokens + 2, chars], lengths [batch] (n + 2), mask [batch, tokens + 2]).
-
-        Raises:
-            ValueError: if `real` is not True on a prefix of each row.
-        """
+        """Returns ids [batch, tokens + 2, chars], lengths [batch] and mask [batch, tokens + 2]."""
         batch_size, num_tokens, C = char_ids.shape
         device = char_ids.device
         lengths = real.sum(dim=1)  # [batch]
@@ -350,21 +296,10 @@ class BiLM(nn.Module):
         backward_out: list[torch.Tensor],
         order: torch.Tensor,
     ) -> torch.Tensor:
-        """Layer 0 (the token vector twice) and each LSTM layer's two directions, in batch order.
-
-        Every layer is written once, straight from the stacks' sorted, time-major
-        outputs, into one [L+1, B, T, 2P] tensor: no per-layer unsorted copies,
-        concatenations, stack or masked copy (at batch 32 each of those is another
-        24 MB for the original model). Without keep_sentence_boundaries, <S> (position
-        0) is left out, and </S> (position len + 1, len after the shift) is zeroed by
-        the caller's mask with the padding. The stacks' outputs are freed as they are copied.
-
-        Shape: token_embedding [batch, tokens + 2, P] -> [n_layers + 1, batch, T, 2P]
-        (T = tokens, or tokens + 2 with keep_sentence_boundaries)
-        """
+        """Every layer, written once from the stacks' sorted outputs: no extra per-layer copy."""
         batch_size, num_steps, P = token_embedding.shape
         num_tokens = num_steps - 2
-        keep = slice(None) if self.keep_sentence_boundaries else slice(1, num_tokens + 1)
+        keep = slice(None) if self.keep_sentence_boundaries else slice(1, num_tokens + 1)  # caller's mask zeroes </S>
         if capturing():  # rows in batch order: concatenations, no scatter into a buffer
             token_layer = torch.cat([token_embedding, token_embedding], dim=-1)  # [batch, steps, 2P]
             lstm_layers = [torch.cat(pair, dim=-1).transpose(0, 1) for pair in zip(forward_out, backward_out)]
@@ -386,25 +321,15 @@ class BiLM(nn.Module):
         return activations
 
     def _token_embedding(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Char CNN once per distinct word among the real positions; zeros elsewhere.
-
-        The char CNN has no context, so a word's vector is the same wherever it occurs;
-        in a batch of real text fewer than half the positions hold distinct words, and
-        across batches the token cache (when on) answers most of those.
-
-        Shape: ids [batch, steps, chars], mask [batch, steps] -> [batch, steps, P]
-        """
         if capturing():  # no shape from the data in a graph: every position, padding zeroed
             vectors = self.char_cnn(ids.flatten(0, 1)).view(*mask.shape, -1)  # [batch, steps, P]
             return vectors * mask[..., None].to(vectors.dtype)
+        # The char CNN has no context: it runs once per distinct word.
         words, inverse = distinct_rows(ids[mask])  # [distinct, chars], [num_real]
         cache = self.token_cache
         parameters = list(self.char_cnn.parameters())
-        # The char CNN is being trained: every word is recomputed. In a training step
-        # (grad mode) the vectors must carry the graph; in training mode under no_grad
-        # (e.g. a probe between steps) the weights change at the next step anyway, so
-        # filling the cache would only cost. The cache itself notices every other change
-        # of the weights (eval-mode calls between optimizer steps, weight loads, `.data` edits).
+        # A char CNN in training recomputes every word: the vectors carry the graph, or the
+        # weights change at the next step. The cache notices every other change of the weights.
         char_cnn_trains = any(p.requires_grad for p in parameters) and (torch.is_grad_enabled() or self.training)
         if cache is None or char_cnn_trains:
             vectors = self.char_cnn(words)
@@ -416,11 +341,7 @@ class BiLM(nn.Module):
         return out
 
     def _run_stacks(self, tokens: torch.Tensor, lengths: torch.Tensor) -> StackOutputs:
-        """Both LSTM stacks over [batch, steps, P] inputs: a fast path the recurrence plans, else `run_sorted`.
-
-        A graph being captured takes `scan_stacks`, the masked recurrence in batch order.
-        """
-        if capturing():
+        if capturing():  # the masked recurrence as a scan, rows in batch order
             if self.stateful:
                 raise ValueError("a graph cannot carry a stateful biLM's LSTM states: export with stateful=False.")
             order = torch.arange(tokens.shape[0], device=tokens.device)
@@ -442,23 +363,12 @@ class BiLM(nn.Module):
         fused: bool = False,
         run_directions: RunDirections | None = None,
     ) -> StackOutputs:
-        """Both stacks over the rows sorted longest first: the step loop (or torch's fused LSTM).
+        """Both stacks over the rows sorted longest first: the step loop or torch's fused LSTM.
 
-        At step t only the rows still running are computed; the backward stack reads each
-        row reversed over its own length, so it starts at its `</S>` and never reads
-        padding. In stateful mode the carried states go in and the final states are kept.
+        The backward stack reads each row reversed over its own length: it starts at `</S>`.
+        `run_directions` runs the two directions, given as callables. The result's `order` is the sort order.
 
-        Args:
-            tokens: [batch, steps, P] layer-0 vectors, right-padded.
-            lengths: [batch] real steps per row.
-            fused: One `torch.lstm` call per direction and layer (clip-free cells only;
-                see `LSTMStack`).
-            run_directions: Runs the two directions, given as two callables, and returns
-                both results (e.g. side by side on separate CPU cores); None runs them
-                one after the other.
-
-        Returns:
-            See `StackOutputs`; `order` is the sort order.
+        Shape: tokens [batch, steps, P] right-padded, lengths [batch]
         """
         batch_size, num_steps, _ = tokens.shape
         sorted_lengths, order, batch_sizes = sort_rows(lengths, num_steps)
@@ -505,7 +415,6 @@ class BiLM(nn.Module):
     def _store_states(
         self, order: torch.Tensor, forward_final: list[LSTMState], backward_final: list[LSTMState]
     ) -> None:
-        """Keep each row's final states; rows beyond this batch keep their old states."""
         batch_size = order.shape[0]
         new: dict[str, list[LSTMState]] = {}
         for direction, finals in (("forward", forward_final), ("backward", backward_final)):
@@ -519,7 +428,7 @@ class BiLM(nn.Module):
                 c_rows[order] = c
                 if self._states is not None:
                     old_h, old_c = self._states[direction][k]
-                    if old_h.shape[0] > batch_size:
+                    if old_h.shape[0] > batch_size:  # rows beyond this batch keep their old states
                         h_rows = torch.cat([h_rows, old_h[batch_size:]])
                         c_rows = torch.cat([c_rows, old_c[batch_size:]])
                 layers.append((h_rows, c_rows))

@@ -1,10 +1,6 @@
 """Capturing the model as a graph for deployment: `torch.export` and ONNX (`dynamo=True`).
 
-A captured graph holds no Python. While `capturing()` is True the biLM takes its plain
-path: no checks that read values, the char CNN on every position (padding masked), and
-the masked recurrence as one `scan` (`recurrence/scan.py`). Eager calls never take it.
-TorchScript (`torch.jit.script`, `torch.jit.trace`, `torch.onnx.export(dynamo=False)`)
-is refused at once by `refuse_torchscript`. See docs/guides/deployment.md.
+TorchScript is refused. See docs/guides/deployment.md.
 """
 
 from __future__ import annotations
@@ -22,10 +18,7 @@ TORCHSCRIPT_REFUSAL = (
 
 
 def capturing() -> bool:
-    """True while `torch.export` (or the ONNX exporter built on it) captures the model.
-
-    Always False before torch 2.7, which has no `torch.compiler.is_exporting`.
-    """
+    """True while `torch.export` (or ONNX on it) captures the model. Always False before torch 2.7."""
     is_exporting = getattr(torch.compiler, "is_exporting", None)
     return is_exporting is not None and is_exporting()
 

@@ -1,23 +1,11 @@
 """Words to character ids, exactly as bilm-tf and AllenNLP compute them (docs/bilm_tf.md §1).
 
-Each token becomes `max_characters_per_token` (50) ids:
+A token becomes 50 ids, shifted by +1 so that 0 marks a padded position:
 
     [begin-of-word, byte_1, ..., byte_n, end-of-word, padding-char, ...]
 
-where the bytes are the token's UTF-8 encoding cut to the first 48 bytes (a multi-byte
-character can be cut in the middle; both originals do this). Every id is then shifted by
-+1 so that id 0 can mean "no token here": a padded position in a batch is 50 zeros.
-
-After the +1 shift: bytes are 1..256, begin-of-sentence char 257, end-of-sentence char 258,
-begin-of-word 259, end-of-word 260, padding char 261.
-
-An empty string is a real token with no characters, `[259, 260, 261, ...]` after the shift:
-it takes one position and gets one output row like any other token, and is never confused
-with a padded position (all zeros), so outputs stay aligned with inputs.
-
-The sentence-boundary tokens are not built from their text: `<S>` is
-`[259, 257, 260, 261, ...]` and `</S>` is `[259, 258, 260, 261, ...]`. As in both
-originals, a user token spelled exactly `<S>` or `</S>` gets those ids too.
+After the shift: UTF-8 bytes 1..256 (the first 48), <S> 257, </S> 258, begin-of-word
+259, end-of-word 260, padding char 261.
 """
 
 from __future__ import annotations
@@ -51,14 +39,7 @@ def _marker_word(character: int, max_characters_per_token: int) -> tuple[int, ..
 
 
 def word_to_char_ids(word: str, max_characters_per_token: int = 50) -> tuple[int, ...]:
-    """Character ids of one token, offset included.
-
-    Args:
-        word: Any string, including the empty string (-> begin/end-of-word only).
-        max_characters_per_token: Slots per token; at most `max - 2` UTF-8 bytes are kept.
-
-    Returns:
-        A tuple of `max_characters_per_token` ints in `[1, 261]`.
+    """Character ids of one token, offset included: `max_characters_per_token` ints in [1, 261].
 
     Raises:
         TypeError: if `word` is not a `str`.
@@ -102,20 +83,13 @@ def check_sentences(sentences: object) -> None:
 
 
 def _word_id_bytes(word: str, max_characters_per_token: int) -> bytes:
-    """`word_to_char_ids` as int16 bytes (ids are < 262), cached for ordinary words.
-
-    Words longer than the slots are not cached, so the cache never keeps a huge token
-    string alive (and they are rare). The cache holds these 100-byte strings only: a
-    cached tuple of 50 Python ints (as an lru_cache on `word_to_char_ids` kept) costs
-    about 2 kB per word, 130 MB for a full cache, which made the memory of a long run
-    grow with the number of distinct words.
-    """
+    """`word_to_char_ids` as int16 bytes, not a tuple of Python ints: cached if it fits."""
     if len(word) <= max_characters_per_token:
         return _cached_word_id_bytes(word, max_characters_per_token)
     return np.asarray(word_to_char_ids(word, max_characters_per_token), dtype=np.int16).tobytes()
 
 
-@lru_cache(maxsize=2**14)  # the most frequent words; a miss costs a few microseconds
+@lru_cache(maxsize=2**14)  # the most frequent words
 def _cached_word_id_bytes(word: str, max_characters_per_token: int) -> bytes:
     return np.asarray(word_to_char_ids(word, max_characters_per_token), dtype=np.int16).tobytes()
 
@@ -123,26 +97,23 @@ def _cached_word_id_bytes(word: str, max_characters_per_token: int) -> bytes:
 def words_to_char_ids(
     sentences: Sequence[Sequence[str]], max_characters_per_token: int = 50
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Batch of sentences to right-padded character ids and a mask.
-
-    Sentence-boundary tokens are *not* added here: the biLM adds `<S>`/`</S>` itself.
+    """Batch of sentences to right-padded character ids and a mask, without `<S>`/`</S>`.
 
     Args:
-        sentences: One list of token strings per sentence; empty sentences are allowed.
+        sentences: One list of token strings per sentence, possibly empty.
 
     Returns:
-        `(char_ids, mask)`: char_ids int64 `[batch, tokens, chars]` on the CPU, padded
-        positions all zeros; mask bool `[batch, tokens]`, True = real token.
-        `tokens` is the longest sentence's length (0 if all are empty).
+        `(char_ids, mask)`: char_ids int64 `[batch, tokens, chars]` on the CPU, zeros at
+        padding, and mask bool `[batch, tokens]`, True = real token. `tokens` is the
+        longest sentence's length.
 
     Raises:
         TypeError: if `sentences` is not a list of lists of str.
     """
     check_sentences(sentences)
     C = max_characters_per_token
-    # Built in numpy, then handed to torch: no torch operation runs here, so no OpenMP
-    # team either (a process forked after parallel work can call this; see
-    # elmo_core.runtime.threads).
+    # Built in numpy: no torch operation, so no OpenMP team (a process forked after
+    # parallel work may call this, see elmo_core.runtime.threads).
     lengths = np.array([len(s) for s in sentences], dtype=np.int64)
     num_tokens = int(lengths.max()) if len(sentences) else 0
     mask = np.arange(num_tokens)[None, :] < lengths[:, None]  # [batch, tokens]

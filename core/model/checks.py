@@ -1,11 +1,4 @@
-"""Argument checks with one wording, shared by the core and both faces.
-
-Every integer option of the library (batch sizes, token budgets, cache sizes, window
-lengths, widths) is checked by `check_int`, so a bad value always gets the same kind of
-message: what the argument must be, what it means, and what arrived. It takes the
-integers other tools hand over as well (numpy's `np.int64`, a 0-d integer tensor) and
-returns the plain `int` they hold, so a caller keeps only Python ints.
-"""
+"""Argument checks with one wording, shared by the core and both faces."""
 
 from __future__ import annotations
 
@@ -53,29 +46,11 @@ def check_int(
     hint: str = "",
     error: type[Exception] = ValueError,
 ) -> int | None:
-    """The `int` that `value` holds; raise `error` unless it is an integer of at least `minimum`.
+    """The `int` that `value` holds, after `error` unless it is an integer >= `minimum`.
 
-    An integer is a Python `int`, a numpy integer scalar or a 0-d integer tensor (what
-    numpy, ONNX Runtime or torch hand over); never a `bool` (nor a numpy or torch bool).
-
-    Args:
-        name: The argument's name as the caller knows it (`"max_tokens"`, `"--piece-tokens"`).
-        value: What arrived.
-        minimum: The smallest allowed value: 1 reads "a positive integer", 0 "a non-negative
-            integer", anything else "an integer >= minimum".
-        none_ok: Also accept None (the message then says "or None"; for an option of a
-            command, a `name` starting with "--", it says "or leave NAME out" instead).
-        meaning: What the number counts or what a special value does, in parentheses after
-            the expectation, e.g. "0 = no cache".
-        hint: A sentence appended to the message, e.g. how to fix it.
-        error: The exception class to raise (`ValueError` unless a caller's own error
-            class, such as `OptionsError`, is what its users catch).
-
-    Returns:
-        `value` as a Python `int` (None when `value` is None and `none_ok`).
-
-    Raises:
-        error: e.g. `ValueError("max_tokens must be a positive integer; got 0.")`.
+    Python ints, numpy integer scalars and 0-d integer tensors are integers. Bools are not.
+    `name` is the argument as the caller knows it (`--piece-tokens`). `meaning` follows the
+    expectation ("0 = no cache"), and `hint` ends the message.
     """
     if value is None and none_ok:
         return None
@@ -91,7 +66,6 @@ def check_int(
 
 
 def _as_int(value: object) -> int | None:
-    """The `int` an integer scalar of any kind holds, or None for anything else (bools included)."""
     if isinstance(value, bool) or getattr(value, "ndim", 0) != 0 or getattr(value, "dtype", None) == torch.bool:
         return None
     try:
@@ -101,15 +75,7 @@ def _as_int(value: object) -> int | None:
 
 
 def check_setting(name: str, value: object, **kwargs: Any) -> int | None:
-    """`check_int` for a setting that a face names its own way (`batch_size` is `elmo embed
-    --batch-size`): the error is a `SettingError` that carries `name`.
-
-    Returns:
-        The plain `int` (or None where `none_ok`), as `check_int` returns it.
-
-    Raises:
-        SettingError: as `check_int` words it.
-    """
+    """`check_int`, raising a `SettingError` that carries `name`, for a face to reword (`--batch-size`)."""
     try:
         return check_int(name, value, **kwargs)
     except ValueError as err:

@@ -1,16 +1,10 @@
-"""ELMo = a biLM (frozen unless unfrozen) + one scalar mix per output representation + dropout.
+"""ELMo: a biLM, one scalar mix per output representation, and dropout (paper section 3.2).
 
-## The scalar mix
-
-The task-specific weighting of biLM layers (Peters et al. 2018, equation 1):
+The scalar mix, equation 1, is written once here for every face:
 
     ELMo_task = gamma * sum_k s_k * h_k,   s = softmax(w)
 
-The formula is written once, here, for every face: `weighted_layer_sum` (operators
-only, so it runs on torch tensors and on numpy/cupy arrays) and `softmax_weights`. The
-`ScalarMix` module calls them through `scalar_mix` and trains by autograd; spacy_elmo's
-thinc layer calls them on its arrays, with `weighted_layer_sum_backward` and
-`softmax_weights_backward` as its gradients, and its `doc.tensor` is `weighted_layer_sum`.
+Operators only, so spacy_elmo's thinc layer runs it on numpy/cupy, with the gradients below.
 """
 
 from __future__ import annotations
@@ -38,28 +32,17 @@ ArrayT = Any  # a torch tensor or numpy/cupy array (or a number): the formulas b
 
 
 def softmax_weights(scalar_weights: torch.Tensor) -> torch.Tensor:
-    """s = softmax(w): the weight each layer gets; sums to 1.
+    """s = softmax(w), the weight of each layer.
 
-    Shape:
-        scalar_weights: [n_outputs] float -> [n_outputs], same dtype and device
+    Shape: scalar_weights [n_outputs] -> [n_outputs]
     """
     return torch.softmax(scalar_weights, dim=0)
 
 
 def weighted_layer_sum(layers: Sequence[ArrayT] | ArrayT, weights: ArrayT, gamma: ArrayT) -> ArrayT:
-    """gamma * (s_0 * h_0 + s_1 * h_1 + ...), accumulated in this fixed order.
+    """gamma * (s_0 * h_0 + s_1 * h_1 + ...) in this fixed order: the same bits every run.
 
-    Only `*` and `+` are used, so the layers may be torch tensors or numpy/cupy arrays;
-    the fixed order makes the same inputs give the same bits on every run.
-
-    Args:
-        layers: The `n_outputs` layers h_k, each [..., dim].
-        weights: s, one number (0-d tensor or numpy scalar) per layer, already
-            normalised and of the layers' dtype.
-        gamma: The scale, a number or a tensor/array broadcastable to a layer ([1]).
-
-    Returns:
-        The mix, of the shape and dtype of one layer.
+    Layers may be torch tensors or numpy/cupy arrays, s normalised and in their dtype.
     """
     mixed = weights[0] * layers[0]
     for weight, layer in zip(weights[1:], layers[1:]):
@@ -68,86 +51,51 @@ def weighted_layer_sum(layers: Sequence[ArrayT] | ArrayT, weights: ArrayT, gamma
 
 
 def weighted_layer_sum_backward(weights: ArrayT, gamma: ArrayT, layer_dots: ArrayT) -> tuple[ArrayT, ArrayT, ArrayT]:
-    """The gradients of `weighted_layer_sum`, for a face that has no autograd (thinc).
+    """The gradients of `weighted_layer_sum`, for thinc (no autograd).
 
-    With m = gamma * sum_k s_k h_k, a gradient dm for m, and g_k = sum(dm * h_k) (the
-    caller's dot products, which it computes best with its own library):
+    With m = gamma * sum_k s_k h_k, s = `weights` and g_k = sum(dm * h_k) = `layer_dots`:
 
         dh_k = (gamma * s_k) * dm      ds_k = gamma * g_k      dgamma = sum_k s_k * g_k
 
-    Operators only, on the [n_outputs] vectors, so numpy/cupy arrays and torch tensors
-    alike; torch modules use autograd instead.
-
-    Args:
-        weights: s, [n_outputs].
-        gamma: The scale.
-        layer_dots: g, [n_outputs].
-
-    Returns:
-        (layer_scales: gamma * s, so that dh_k = layer_scales[k] * dm; ds: [n_outputs];
-        dgamma: 0-d). Take ds through `softmax_weights_backward` for the gradient of w.
+    Returns (gamma * s, ds, dgamma).
     """
     return gamma * weights, gamma * layer_dots, (weights * layer_dots).sum()
 
 
 def softmax_weights_backward(weights: ArrayT, d_weights: ArrayT) -> ArrayT:
-    """The gradient for w, given s = softmax(w) and the gradient for s: s * (ds - sum(s * ds)).
-
-    Operators only, as `weighted_layer_sum_backward`.
-    """
+    """The gradient for w, given s = softmax(w) and ds: s * (ds - sum(s * ds))."""
     return weights * (d_weights - (weights * d_weights).sum())
 
 
 def scalar_mix(layers: Sequence[torch.Tensor], scalar_weights: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
-    """gamma * sum_k softmax(w)_k * h_k (paper equation 1), differentiable in all three inputs.
+    """gamma * sum_k softmax(w)_k * h_k (equation 1), differentiable in all three inputs.
 
-    Args:
-        layers: The `n_outputs` layers h_k.
-        scalar_weights: w, before the softmax.
-        gamma: The scale.
-
-    Shape:
-        layers: n_outputs x [..., dim] float; scalar_weights: [n_outputs]; gamma: [1]
-        output: [..., dim], the layers' dtype
+    Shape: layers n_outputs x [..., dim], scalar_weights [n_outputs], gamma [1] -> [..., dim]
     """
     dtype = layers[0].dtype
     return weighted_layer_sum(layers, softmax_weights(scalar_weights).to(dtype), gamma.to(dtype))
 
 
 class ScalarMix(nn.Module):
-    """ELMo_task = gamma * sum_k softmax(w)_k * h_k  (paper equation 1).
+    """ELMo_task = gamma * sum_k softmax(w)_k * h_k (paper equation 1), w = `scalar_weights`.
 
     Args:
-        n_outputs: Number of output layers mixed: `n_layers + 1` (layer 0 = the token
-            layer, then every LSTM layer). Everywhere in elmo-bilm `n_outputs` means
-            this count; the number of LSTM layers is the option `n_layers`.
-        do_layer_norm: Normalise each layer before mixing (bilm-tf's `use_layer_norm`:
-            one mean and variance over real positions and features, eps 1e-12, computed
-            after the sentence boundaries are removed). Off by default, as the authors
-            recommend.
-        layer_norm_scope: Which positions share those statistics. "sentence" (the
-            default): each sentence's own tokens, so a sentence's vectors do not depend
-            on what it is batched with. "batch": every real token of the batch, as
-            bilm-tf did; a sentence's vectors then change with its batch mates (use it
-            only to reproduce the original's numbers on the original's batches).
-        initial_scalar_parameters: Starting values of w (default zeros: equal weights).
-        trainable: Whether w and gamma are learned. With `False` the mix is fixed at
-            its initial values (for instance `[0, 0, 1]` with a large scale to take the
-            top layer only, or the weights learned by an earlier run).
-        gamma: Starting value of the scale gamma (default 1).
-
-    Attributes:
-        scalar_weights: w, shape [n_outputs].
-        gamma: shape [1].
+        n_outputs: Number of layers mixed: `n_layers + 1`.
+        do_layer_norm: Normalise each layer over real positions and features first
+            (bilm-tf's `use_layer_norm`, eps 1e-12). Off by default.
+        layer_norm_scope: "sentence" (default): statistics per sentence, independent of
+            batch mates. "batch": over the batch, as bilm-tf.
+        initial_scalar_parameters: Starting w (default zeros: equal weights).
+        trainable: Whether w and gamma learn. False fixes the mix (`[0, 0, 1]`: top layer).
+        gamma: Starting scale.
 
     Shape:
-        activations: [n_outputs, batch, tokens, dim], or a sequence of n_outputs
-            tensors [batch, tokens, dim]; mask: [batch, tokens] bool
+        activations: [n_outputs, batch, tokens, dim], or n_outputs [batch, tokens, dim] tensors
+        mask: [batch, tokens] bool
         output: [batch, tokens, dim]
 
     Raises:
-        ValueError: if the number of layers given to `forward` differs from `n_outputs`,
-            or `layer_norm_scope` is not "sentence" or "batch".
+        ValueError: for a layer count other than `n_outputs`, or an unknown scope.
     """
 
     def __init__(
@@ -182,27 +130,20 @@ class ScalarMix(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Set w and gamma to their starting values (`initial_scalar_parameters`, `gamma`).
-
-        The constructor calls it; so does hf_elmo for a mix that a checkpoint lacks.
-        """
+        """Set w and gamma to their starting values."""
         with torch.no_grad():
             self.scalar_weights.copy_(torch.tensor(self.initial_scalar_parameters))
             self.gamma.fill_(self.initial_gamma)
 
     @property
     def normalized_weights(self) -> torch.Tensor:
-        """softmax(w): the weight given to each layer, [n_outputs], detached."""
+        """softmax(w), the weight of each layer: [n_outputs], detached."""
         return softmax_weights(self.scalar_weights.detach())
 
     def forward(
         self, activations: torch.Tensor | Sequence[torch.Tensor], mask: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """The mix of the layers; see the class docstring.
-
-        Given a sequence of layer tensors, the mix reads those very tensors, so gradients
-        reach each of them (what `ElmoModel` returns as `hidden_states`).
-        """
+        """The mix. A sequence of layers is read as given: gradients reach each tensor."""
         layers = activations.unbind(0) if isinstance(activations, torch.Tensor) else tuple(activations)
         if len(layers) != self.n_outputs:
             raise ValueError(
@@ -224,11 +165,7 @@ def _shape(activations: torch.Tensor | Sequence[torch.Tensor]) -> object:
 
 
 def _masked_layer_norm(layer: torch.Tensor, mask: torch.Tensor, per_sentence: bool, eps: float = 1e-12) -> torch.Tensor:
-    """One layer normalised by the mean/variance over real positions and features.
-
-    per_sentence: statistics over each sentence's own tokens (one mean per batch row);
-    otherwise one mean/variance over every real token of the batch (bilm-tf).
-    """
+    """Statistics over real positions and features: per sentence, or over the batch (bilm-tf)."""
     m = mask[:, :, None].to(layer.dtype)  # [batch, tokens, 1]
     dims = (1, 2) if per_sentence else (0, 1, 2)
     count = m.sum(dim=dims, keepdim=True) * layer.shape[-1]  # [batch or 1, 1, 1]
@@ -242,8 +179,8 @@ class ElmoOutput(NamedTuple):
     """What `Elmo.forward` returns.
 
     Attributes:
-        representations: One scalar-mixed tensor per output representation,
-            each [batch, tokens, 2 * projection_dim], zero at padded positions.
+        representations: One scalar mix per output representation, zero at padding,
+            [batch, tokens, 2 * projection_dim] each.
         activations: Every biLM layer, [n_layers + 1, batch, tokens, 2 * projection_dim].
         mask: bool [batch, tokens], True = real token.
     """
@@ -257,32 +194,21 @@ class Elmo(nn.Module):
     """Contextual word vectors: a biLM whose layers are mixed per task (paper section 3.2).
 
     Args:
-        options: biLM hyperparameters. The weights are loaded separately, e.g.
-            `elmo_core.load_bilm_tf(elmo, "weights.hdf5")` or `load_model_folder(dir)`.
-        num_output_representations: How many independent scalar mixes to compute over
-            one biLM run (1 for most tasks; the paper uses 2 for SQuAD/SNLI-style models
-            that add ELMo at both the input and the output of their encoder).
-        dropout: Dropout on each representation during training (AllenNLP's default
-            0.5; 0 disables it). Never applied in `eval()` mode.
-        do_layer_norm: See `ScalarMix`; off by default, as the authors recommend.
-        layer_norm_scope: See `ScalarMix`: "sentence" (default, batch-invariant) or
-            "batch" (bilm-tf's whole-batch statistics).
+        options: biLM hyperparameters. Weights load apart (`elmo_core.load_bilm_tf`).
+        num_output_representations: Scalar mixes over one biLM run.
+        dropout: Dropout on each representation in training (AllenNLP: 0.5).
+        do_layer_norm: See `ScalarMix`.
+        layer_norm_scope: See `ScalarMix`.
         keep_sentence_boundaries: Also return the `<S>`/`</S>` positions.
-        requires_grad: The biLM parameters' initial `requires_grad`. Off by default: the
-            biLM is frozen, runs without building an autograd graph, and only the scalar
-            mixes (w and gamma per representation) are trainable. Whether the biLM is
-            frozen is read from its parameters at every call, so unfreezing it later
-            (`elmo.bilm.requires_grad_(True)`, or any subset, such as
-            `elmo.bilm.char_cnn` or one LSTM layer) fine-tunes exactly those parameters.
-        stateful: Carry LSTM states across batches as the original did (see `BiLM`).
-        scalar_mix_parameters: Fixed mix weights w (one per layer). When given, the
-            mixes are not trainable.
-        recurrence, token_cache, char_cnn_training: The biLM's parts (see `BiLM`). None
-            (the default): the reference step loop with torch's threads, no cache.
-            `load_elmo` builds the model with the fastest parts for the machine.
+        requires_grad: The biLM's initial `requires_grad`. Off: frozen, only the mixes
+            train. Read at every call: unfreezing a part later fine-tunes exactly it.
+        stateful: Carry LSTM states across batches as the original did.
+        scalar_mix_parameters: Fixed mix weights w, one per layer, not trained.
+        recurrence, token_cache, char_cnn_training: The biLM's parts (see `BiLM`).
 
     Shape:
-        char_ids: [batch, tokens, chars] int64 (no <S>/</S>); mask: [batch, tokens] bool
+        char_ids: [batch, tokens, chars] int64, no <S>/</S>
+        mask: [batch, tokens] bool
     """
 
     def __init__(
@@ -330,10 +256,7 @@ class Elmo(nn.Module):
 
     @property
     def requires_grad(self) -> bool:
-        """Whether any biLM parameter has `requires_grad` now (then `forward` builds a graph).
-
-        Setting it sets every biLM parameter's `requires_grad` (`bilm.requires_grad_`).
-        """
+        """Whether any biLM parameter has `requires_grad` now. Setting it sets them all."""
         return bilm_is_trainable(self.bilm)
 
     @requires_grad.setter
@@ -347,15 +270,13 @@ class Elmo(nn.Module):
 
     @property
     def n_outputs(self) -> int:
-        """Number of output layers: `n_layers + 1` (layer 0 = token layer, then each LSTM layer)."""
+        """`n_layers + 1`: layer 0, then each LSTM layer."""
         return self.options.n_outputs
 
     def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> ElmoOutput:
         """Run the biLM once and every scalar mix over it.
 
-        The biLM builds an autograd graph when any of its parameters has
-        `requires_grad` at this call. So gradients reach exactly the parameters the
-        user unfroze, whenever they unfroze them.
+        The biLM builds a graph only when one of its parameters has `requires_grad`.
 
         Raises:
             ValueError / TypeError: as `BiLM.forward`.
@@ -368,26 +289,14 @@ class Elmo(nn.Module):
 
 
 def bilm_is_trainable(bilm: BiLM) -> bool:
-    """Whether any parameter of `bilm` has `requires_grad` now: the one rule for "frozen"."""
+    """Whether any parameter of `bilm` has `requires_grad`: the one rule for "frozen"."""
     return any(p.requires_grad for p in bilm.parameters())
 
 
 def run_bilm(bilm: BiLM, char_ids: torch.Tensor, mask: torch.Tensor | None, frozen: bool | None = None) -> BiLMOutput:
     """`bilm(char_ids, mask)`, without an autograd graph when the biLM is frozen.
 
-    Shared by `Elmo.forward` and hf_elmo's `ElmoModel.forward`.
-
-    Args:
-        bilm: The biLM.
-        char_ids, mask: As `BiLM.forward`.
-        frozen: None (the default) reads it from the parameters at this call: frozen
-            when no biLM parameter has `requires_grad` (`bilm_is_trainable`). With some
-            unfrozen (all, the char CNN, one LSTM layer), the graph is built and only
-            those parameters get gradients; the others are constants in it, as in any
-            PyTorch module. True/False force it (True: no graph whatever the parameters).
-
-    Raises:
-        ValueError / TypeError: as `BiLM.forward`.
+    `frozen=None` reads it from the parameters (`bilm_is_trainable`). Shared with hf_elmo.
     """
     if frozen is None:
         frozen = not bilm_is_trainable(bilm)
@@ -402,21 +311,9 @@ def mix_representations(
     dropout: float,
     training: bool,
 ) -> list[torch.Tensor]:
-    """Every scalar mix of the biLM layers, zero at padded positions, with dropout while training.
+    """Every scalar mix, zero at padding, with dropout in training.
 
-    The mixes read the very tensors in `layers`, so that gradients reach each of them
-    (hf_elmo returns them as `hidden_states`).
-
-    Args:
-        scalar_mixes: One `ScalarMix` per output representation.
-        layers: The `n_outputs` (= n_layers + 1) biLM layers.
-        mask: True for real tokens.
-        dropout: Dropout probability on each representation, applied only if `training`.
-        training: Whether the calling module is in training mode.
-
-    Shape:
-        layers: n_outputs x [batch, tokens, dim]; mask: [batch, tokens] bool
-        output: one [batch, tokens, dim] per mix
+    Shape: layers n_outputs x [batch, tokens, dim], mask [batch, tokens] -> [batch, tokens, dim] per mix
     """
     representations = []
     for mix in scalar_mixes:

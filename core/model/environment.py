@@ -1,10 +1,6 @@
 """The environment variables elmo-bilm reads, parsed in one place.
 
-Shells, schedulers and launchers leave variables behind set but empty, or padded with
-spaces. Every reader goes through `environment_value`, so one rule holds: surrounding
-spaces are ignored, an empty value means unset (the default), and any other value that
-does not parse is one `ElmoError` naming the variable, the value and what it accepts.
-The `elmo` command checks them all before any work (`check_environment`).
+Spaces around a value are ignored and empty means unset, as shells and schedulers leave them.
 """
 
 from __future__ import annotations
@@ -71,12 +67,10 @@ VARIABLES: dict[str, Variable] = {
 
 
 def environment_value(name: str) -> Any:
-    """The value of the environment variable `name` (a key of `VARIABLES`), parsed.
-
-    Surrounding spaces are ignored; empty or unset gives the variable's default.
+    """The parsed value of `name`. Empty or unset gives the default.
 
     Raises:
-        ElmoError: one line naming the variable, its value and what it accepts.
+        ElmoError: naming the variable, its value and what it accepts.
     """
     variable = VARIABLES[name]
     raw = os.environ.get(name, "")
@@ -93,10 +87,6 @@ def environment_value(name: str) -> Any:
 
 
 def check_environment() -> None:
-    """Parse every variable of `VARIABLES` (the `elmo` command calls this before any work).
-
-    Raises:
-        ElmoError: for the first variable whose value is invalid.
-    """
+    """Parse every variable of `VARIABLES` (the `elmo` command does, before any work)."""
     for name in VARIABLES:
         environment_value(name)

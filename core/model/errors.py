@@ -1,8 +1,4 @@
-"""Exceptions raised by `elmo_core`.
-
-Every error says what was expected, what arrived and how to fix it. All of them are
-`ValueError`s, so code that already catches bad arguments keeps working.
-"""
+"""Exceptions raised by `elmo_core`: `ValueError`s that say what was expected, what arrived and the fix."""
 
 from __future__ import annotations
 
@@ -20,18 +16,11 @@ class OptionsError(ElmoError):
 
 
 class WeightFileError(ElmoError):
-    """A weight file (bilm-tf hdf5, safetensors) or model folder cannot be used.
-
-    The message names the file and, for a dataset or tensor, its name and both shapes.
-    """
+    """A weight file (bilm-tf hdf5, safetensors) or model folder cannot be used."""
 
 
 class SettingError(ValueError):
-    """A setting (a function's argument, a settings field) has a value it cannot take.
-
-    `names` are the settings the message names, spelled as in Python (`batch_size`), so
-    that a face can name them as its users typed them (`elmo embed --batch-size`).
-    """
+    """A setting has a value it cannot take. `names` lets a face reword them (`--batch-size`)."""
 
     def __init__(self, message: str, *names: str) -> None:
         super().__init__(message)
@@ -39,10 +28,7 @@ class SettingError(ValueError):
 
 
 def missing_extra(err: ImportError, package: str, extra: str, what: str) -> ImportError:
-    """What to raise for `err`, met where `what` imports `package`: if `package` itself is
-    not installed, an ImportError that names the extra of elmo-bilm which installs it
-    (`pip install 'elmo-bilm[hf]'`); else `err` itself (a module `package` needs is missing).
-    """
+    """The error to raise where `what` imports `package`: one naming the extra if `package` is missing, else `err`."""
     if (err.name or "").split(".")[0] != package:
         return err
     label = {"spacy": "spaCy"}.get(package, package)
@@ -50,9 +36,9 @@ def missing_extra(err: ImportError, package: str, extra: str, what: str) -> Impo
 
 
 class DiskFullError(ElmoError, OSError):
-    """A file system filled up: the message says which file, how much was needed and was free.
+    """A file system filled up: the message says which file, and the space needed and free.
 
-    Also an `OSError` (errno ENOSPC), as the failed write was.
+    Also an `OSError` (ENOSPC).
     """
 
     def __init__(self, message: str) -> None:

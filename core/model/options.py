@@ -1,17 +1,6 @@
 """biLM hyperparameters, with the key names of bilm-tf's `options.json`.
 
-The published models ship an `options.json` such as::
-
-    {"lstm": {"use_skip_connections": true, "projection_dim": 512, "cell_clip": 3,
-              "proj_clip": 3, "dim": 4096, "n_layers": 2},
-     "char_cnn": {"activation": "relu", "filters": [[1, 32], [2, 32], ...],
-                  "n_highway": 2, "embedding": {"dim": 16}, "n_characters": 262,
-                  "max_characters_per_token": 50}}
-
-`BiLMOptions.from_dict` reads exactly that (`elmo_core.read_options` reads the file), `to_dict` / `to_json` write it
-back, and `validate()` is the one place that checks it. Keys are never renamed.
-Training-only keys that bilm-tf writes beside these (`n_tokens_vocab`, `dropout`,
-`unroll_steps`, ...) are kept in `extra` so that a file survives a round trip.
+Keys are never renamed. Other keys are kept in `extra`, so a file survives a round trip.
 """
 
 from __future__ import annotations
@@ -39,19 +28,12 @@ class CharCNNOptions:
     """The context-independent token encoder (docs/bilm_tf.md §3).
 
     Attributes:
-        embedding_dim: Size of each character embedding (`embedding.dim`; 16 in every
-            published model, 4 in the AllenNLP fixture).
-        filters: `(width, count)` per convolution bank, in file order. The published
-            models use widths 1..7 with 2048 filters in total.
-        n_highway: Number of highway layers (2 for the original model, 1 for small
-            and medium). 0 is allowed and means none.
-        n_characters: Size of the character vocabulary including the padding id 0:
-            262 at inference. bilm-tf's training files say 261 (it had no padding id);
-            that value is accepted and read as 262.
-        max_characters_per_token: Character slots per token, including the
-            begin/end-of-word markers (50; so at most 48 UTF-8 bytes of a word are seen).
-        activation: `"relu"` (all published models) or `"tanh"`, applied after
-            max-pooling each bank.
+        embedding_dim: Size of each character embedding (`embedding.dim`).
+        filters: `(width, count)` per convolution bank, in file order.
+        n_highway: Highway layers (0: none).
+        n_characters: 262 with the padding id 0. bilm-tf's training files say 261, read as 262.
+        max_characters_per_token: Slots per token with the word markers.
+        activation: "relu" or "tanh", after max-pooling each bank.
     """
 
     embedding_dim: int = 16
@@ -71,24 +53,21 @@ class CharCNNOptions:
 
     @property
     def n_filters(self) -> int:
-        """Total number of convolution filters F (the char CNN's output width)."""
+        """Total filters F, the char CNN's output width."""
         return sum(count for _, count in self.filters)
 
 
 @dataclass(frozen=True)
 class LSTMOptions:
-    """The two LSTM stacks (docs/bilm_tf.md §4 and §5).
+    """The two LSTM stacks (docs/bilm_tf.md §4, §5).
 
     Attributes:
-        dim: Memory cell size D (4096 original, 2048 medium, 1024 small).
-        projection_dim: Size P of each direction's projected output; ELMo vectors have
-            `2 * projection_dim` values.
-        n_layers: LSTM layers per direction (2 in every published model).
-        cell_clip: The memory cell is clipped to [-cell_clip, cell_clip] at every step
-            (3). 0 or None disables the clip.
-        proj_clip: The projected output is clipped likewise (3). 0 or None disables it.
-        use_skip_connections: Residual connection around every layer but the first.
-            Required by AllenNLP; bilm-tf also supports models without it.
+        dim: Memory cell size D.
+        projection_dim: Size P of each direction's output. ELMo vectors are 2P wide.
+        n_layers: LSTM layers per direction.
+        cell_clip: Clip the cell to [-cell_clip, cell_clip] each step. 0 or None: no clip.
+        proj_clip: Clip the projected output likewise.
+        use_skip_connections: Residual around every layer but the first.
     """
 
     dim: int = 4096
@@ -103,9 +82,8 @@ class LSTMOptions:
 class BiLMOptions:
     """All hyperparameters of a biLM, as in bilm-tf's `options.json`.
 
-    The defaults are the original model (`elmo_2x4096_512_2048cnn_2xhighway`).
-    Construct from a file with `read_options(path)`; a constructor never reads
-    files. Instances are frozen; use `dataclasses.replace` to derive a variant.
+    The defaults are the original model (`elmo_2x4096_512_2048cnn_2xhighway`). Read a
+    file with `read_options(path)`. Frozen: derive a variant with `replace`.
     """
 
     char_cnn: CharCNNOptions = field(default_factory=CharCNNOptions)
@@ -117,7 +95,7 @@ class BiLMOptions:
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
-        """Check every option; raise `OptionsError` naming the key, the value and a fix."""
+        """Check every option. Raises `OptionsError` naming the key, the value and a fix."""
         cc, lstm = self.char_cnn, self.lstm
         check_int("char_cnn.embedding.dim", cc.embedding_dim, error=OptionsError)
         check_int("char_cnn.max_characters_per_token", cc.max_characters_per_token, error=OptionsError)
@@ -166,20 +144,16 @@ class BiLMOptions:
 
     @property
     def n_outputs(self) -> int:
-        """Number of output layers a model returns: `n_layers + 1` (layer 0 = token layer, then each LSTM layer).
-
-        Everywhere in elmo-bilm, `n_outputs` means this count of output layers; the
-        number of LSTM layers is the option `n_layers`, and of highway layers `n_highway`.
-        """
+        """`n_layers + 1`: layer 0, then each LSTM layer."""
         return self.lstm.n_layers + 1
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BiLMOptions:
-        """Read a parsed bilm-tf `options.json` (or a model folder's `config.json`).
+        """Read a parsed `options.json` (or a model folder's `config.json`).
 
         Raises:
-            OptionsError: if a required key is missing or has the wrong type.
+            OptionsError: for a missing key or a value of the wrong type.
         """
         if not isinstance(data, dict):
             raise OptionsError(f"options must be a JSON object; got {type(data).__name__}.")
@@ -225,7 +199,7 @@ class BiLMOptions:
         return cls(char_cnn=char_cnn, lstm=lstm_options, extra=extra)
 
     def to_dict(self, *, include_extra: bool = True) -> dict[str, Any]:
-        """The bilm-tf `options.json` object (plus preserved extra keys)."""
+        """The bilm-tf `options.json` object, with the extra keys kept."""
         cc, lstm = self.char_cnn, self.lstm
         out: dict[str, Any] = {
             "lstm": {
@@ -254,7 +228,7 @@ class BiLMOptions:
         return out
 
     def to_json(self, path: str | Path | None = None, *, include_extra: bool = True) -> str:
-        """Serialise as bilm-tf `options.json`; also write it to `path` when given."""
+        """Serialise as bilm-tf `options.json`, and write it to `path` when given."""
         text = json.dumps(self.to_dict(include_extra=include_extra), indent=2) + "\n"
         if path is not None:
             Path(path).write_text(text, encoding="utf-8")
@@ -280,7 +254,7 @@ def _published(dim: int, projection_dim: int, n_highway: int) -> BiLMOptions:
 
 
 PUBLISHED_OPTIONS: dict[str, BiLMOptions] = {
-    # docs/bilm_tf.md §10; parameter counts 93,600,848 / 93,600,848 / 28,027,728 / 13,593,296.
+    # docs/bilm_tf.md §10. Parameter counts 93,600,848 / 93,600,848 / 28,027,728 / 13,593,296.
     "original": _published(4096, 512, 2),
     "original_5.5B": _published(4096, 512, 2),
     "medium": _published(2048, 256, 1),

@@ -1,8 +1,4 @@
-"""Batching by a token budget after sorting by length.
-
-Sorting first keeps padding small; the budget bounds the size of every tensor a batch
-creates, whatever the number of sentences in the call.
-"""
+"""Batching by a token budget after sorting by length: little padding, and bounded tensors."""
 
 from __future__ import annotations
 
@@ -11,8 +7,7 @@ from collections.abc import Sequence
 from ..model.checks import check_int
 
 DEFAULT_BATCH_TOKENS = 4096
-"""Default budget of padded positions per batch (a row counts at most `CHUNK_STEPS`
-positions: `elmo_core.runtime.windows.window_batches`); lower it on small machines, raise it on a GPU."""
+"""Default budget of padded positions per batch. Lower it on small machines, raise it on a GPU."""
 
 
 def batches_by_token_budget(
@@ -25,26 +20,12 @@ def batches_by_token_budget(
 ) -> list[list[int]]:
     """Group sentence indices into batches of at most `max_tokens` padded positions.
 
-    Sentences are sorted longest first (stable, so equal lengths keep their input
-    order) and cut greedily. A batch's cost is `rows * (longest + extra)`, where
-    `extra` = 2 counts the `<S>`/`</S>` positions the biLM adds. A sentence longer than
-    the budget gets a batch of its own.
-
-    With `chunk_steps`, a row counts at most that many steps: the biLM steps a longer
-    batch that many steps at a time (`elmo_core.model.recurrence.time_chunks`), so the
-    budget bounds the positions it works on at once, rows x steps per chunk. Long rows
-    then share a batch (the windows of a long document: 16 of 1024 tokens in 4096), which
-    is what makes them fast on a CPU; what such a batch holds until it ends is its outputs.
-
-    Args:
-        lengths: Token count of each sentence.
-        max_tokens: Budget of padded positions per batch (> 0).
-        max_batch_size: Optional cap on sentences per batch.
-        chunk_steps: Most steps a row counts (`CHUNK_STEPS` where the biLM steps in
-            chunks); None counts every step.
+    Sentences are sorted longest first (stable) and cut greedily. A batch costs
+    `rows * (longest + 2)`: the biLM adds `<S>` and `</S>`. With `chunk_steps`, a row counts
+    at most that many steps: the biLM steps longer rows a chunk at a time.
 
     Returns:
-        Lists of indices into `lengths`; every index appears exactly once.
+        Lists of indices into `lengths`, each index once.
 
     Raises:
         ValueError: if `max_tokens` or `max_batch_size` is not a positive integer.

@@ -1,9 +1,4 @@
-"""Joining a torchrun job: one process group for pretraining and for `elmo embed`.
-
-Launch with `torchrun --nproc-per-node N [--nnodes M ...] -m elmo_core COMMAND ...`;
-torchrun sets RANK, LOCAL_RANK and WORLD_SIZE for each process. Backend gloo on the
-CPU, nccl on GPUs with one device per process (`cuda:LOCAL_RANK`).
-"""
+"""Joining a torchrun job (`torchrun --nproc-per-node N -m elmo_core COMMAND ...`) for pretraining and `elmo embed`."""
 
 from __future__ import annotations
 
@@ -14,15 +9,13 @@ from ..model.environment import environment_value
 
 
 def init_distributed(device: str = "cpu") -> tuple[int, int, str]:
-    """Join the process group when launched by torchrun (WORLD_SIZE > 1).
-
-    Backend gloo for CPU, nccl for CUDA; each rank uses `cuda:LOCAL_RANK`.
+    """Join torchrun's process group: gloo on the CPU, nccl with `cuda:LOCAL_RANK` on GPUs.
 
     Returns:
-        `(rank, world_size, device)`; `(0, 1, device)` outside torchrun.
+        `(rank, world_size, device)`, `(0, 1, device)` outside torchrun.
 
     Raises:
-        ElmoError: for a WORLD_SIZE or LOCAL_RANK that is not a whole number (empty means unset).
+        ElmoError: for a WORLD_SIZE or LOCAL_RANK that is not a whole number.
     """
     world_size: int = environment_value("WORLD_SIZE")
     if world_size == 1:

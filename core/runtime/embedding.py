@@ -29,11 +29,9 @@ LAYER_CHOICES = ("all", "top", "average", "mix")
 
 
 def check_layers(layers: object, n_outputs: int, num_mixes: int) -> None:
-    """Raise `SettingError` (a `ValueError`) unless `layers` is one of LAYER_CHOICES or a layer index 0..L.
+    """Raise `SettingError` unless `layers` is one of LAYER_CHOICES or a layer index 0..L.
 
-    Negative indices are refused rather than read Python's way, so that no sentinel
-    can silently select a different layer (a user passing -1 for "the top layer" of a
-    model whose last index means something else would get the wrong one without notice).
+    Negative indices are refused, so -1 never silently selects a layer.
     """
     valid = f"'all', 'top', 'average', 'mix' or a layer index 0..{n_outputs - 1}"
     if isinstance(layers, str):
@@ -61,37 +59,24 @@ def _help(text: str) -> dict[str, str]:
 class EmbedSettings:
     """How `embed_sentences`, `iter_embeddings` and `elmo embed` run a model.
 
-    Declared once, here: the functions take these fields as keywords too, and `elmo embed`'s
-    options of the same names take their defaults and help from them (`metadata["help"]`).
-    Checked once, on construction, except `layers`. That one is checked against the model
-    it selects from (its number of layers, its scalar mixes) once per call.
+    The functions take these fields as keywords too, and `elmo embed` as options.
 
     Attributes:
-        layers: `"all"` -> [n_layers + 1, tokens, dim] per sentence; `"top"` (last LSTM
-            layer), `"average"` (mean of all layers), `"mix"` (the first scalar mix) or a layer
-            index `k` in 0..n_layers -> [tokens, dim]. Layer 0 is the char CNN layer.
-        batch_tokens: Budget of padded positions per batch. Sentences are sorted
-            longest first, and a batch counts `rows * (longest + 2)` positions (the 2:
-            the `<S>` and `</S>` the biLM adds).
+        layers: `"all"` -> [n_layers + 1, tokens, dim] per sentence. `"top"` (last LSTM
+            layer), `"average"`, `"mix"` (the first scalar mix) or a layer index 0..n_layers
+            -> [tokens, dim]. Layer 0 is the char CNN layer.
+        batch_tokens: Budget of padded positions per batch, `rows * (longest + 2)`.
         batch_size: Optional cap on sentences per batch.
-        device: Move the model here first (inputs follow the model); None leaves it where it is.
-        autocast_dtype: Run under `torch.autocast` in this dtype (`torch.bfloat16` or
-            `torch.float16`), e.g. on a GPU: matrix products in half precision, about
-            3 significant digits; outputs are still float32 arrays. None (default):
-            the model's own dtype. On the CPU, `torch.bfloat16` runs the char CNN,
-            highway and LSTM products in bf16 with float32 accumulation, gates and
-            state, on CPUs with AVX512-BF16 or AMX (`elmo_core.model.precision`), and is
-            refused on others, where it would be slower than float32; `torch.float16`
-            is refused on the CPU for the same reason.
-        window_tokens: A sentence longer than this is read in overlapping windows of this many
-            tokens (see `elmo_core.runtime.windows`), so memory does not grow with its length;
-            shorter ones are read whole and are not affected. None (or 0) reads every sentence whole.
-        window_context: Tokens of context on each side of a window's kept tokens
-            (default `window_tokens // 8`).
+        device: Move the model here first. None leaves it where it is.
+        autocast_dtype: `torch.bfloat16` or `torch.float16` for `torch.autocast` (about 3
+            significant digits). Outputs stay float32. On the CPU only bfloat16, and only
+            where the CPU computes it natively (AVX512-BF16 or AMX).
+        window_tokens: Read a longer sentence in overlapping windows of this many tokens.
+            None or 0 reads every sentence whole.
+        window_context: Context tokens on each side of a window (default `window_tokens // 8`).
 
     Raises:
-        ValueError: for a bad budget or window, or an `autocast_dtype` other than
-            bfloat16/float16.
+        ValueError: for a bad budget or window, or another `autocast_dtype`.
     """
 
     layers: str | int = field(default="all", metadata=_help("all | top | average | mix | a layer index 0..n_layers."))
@@ -130,8 +115,7 @@ class EmbedSettings:
         """`settings` (default: `EmbedSettings()`) with the fields in `overrides` replaced.
 
         Raises:
-            TypeError: for a `settings` that is not an `EmbedSettings`, or a keyword that is not
-                a field (names the fields).
+            TypeError: for a `settings` that is not an `EmbedSettings`, or an unknown keyword.
         """
         if settings is not None and not isinstance(settings, cls):
             raise TypeError(
@@ -154,14 +138,8 @@ def iter_embeddings(
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Yield `(index, vectors)` for every sentence, batch by batch (not in input order).
 
-    Memory is bounded by one batch, whatever the number of sentences, and by one
-    window, whatever their length (plus the vectors of a long sentence being
-    assembled). Freed memory is handed back to the OS after every batch, so it stays
-    flat over a long run. See `embed_sentences` for the arguments and shapes.
-
-    `on_window(index, kept_tokens)`, when given, is called after each window of a sentence
-    read in windows (longer than `window_tokens`), before that sentence is yielded: the
-    progress of a long sentence (`elmo embed`'s bar moves with it).
+    Memory is bounded by one batch. Arguments and shapes as `embed_sentences`.
+    `on_window(index, kept_tokens)` is told after each window of a long sentence.
     """
     settings = EmbedSettings.given(settings, overrides)
     _check_call(model, sentences, settings)
@@ -171,12 +149,7 @@ def iter_embeddings(
 def _embeddings(
     model: Elmo, sentences: Sequence[Sequence[str]], settings: EmbedSettings, on_window: OnWindow | None = None
 ) -> Iterator[tuple[int, np.ndarray]]:
-    """`iter_embeddings` after its checks.
-
-    Each batch runs the model in its inference modes (`inference_step`), and only the batch:
-    the caller's code between steps runs in the caller's modes, as torch's own decorators
-    do for generators. The sentences of a batch are yielded without switching modes again.
-    """
+    """`iter_embeddings` after its checks. Only the batches run in inference modes, not the caller's code."""
     if is_quantized(model):
         _check_int8_use(model, settings.device, settings.autocast_dtype)
     if settings.device is not None:
@@ -198,9 +171,7 @@ def _embeddings(
 def inference_step(model: torch.nn.Module) -> Iterator[None]:
     """Run the block with `model` in eval mode under `torch.inference_mode`, then put both back.
 
-    The model's own mode comes back when the last block running on it (in any thread)
-    ends, so concurrent calls on one model neither see each other's eval() as the
-    caller's mode nor run with dropout on after another call has put it back.
+    The mode comes back when the last block on the model, in any thread, ends.
     """
     _enter_eval(model)
     try:
@@ -211,14 +182,12 @@ def inference_step(model: torch.nn.Module) -> Iterator[None]:
 
 
 def _check_call(model: Elmo, sentences: object, settings: EmbedSettings) -> None:
-    """Raise for input that is not tokenised sentences, a `layers` this model lacks, or a stateful model."""
     check_sentences(sentences)
     check_model(model, settings)
 
 
 def check_model(model: Elmo, settings: EmbedSettings) -> None:
-    """Raise ValueError unless `model` can run with `settings`: `layers` names one of its layers
-    (or its scalar mix), and it is stateless."""
+    """Raise ValueError unless `model` is stateless and has the `layers` of `settings`."""
     check_layers(settings.layers, model.n_outputs, len(model.scalar_mixes))
     if model.bilm.stateful:
         raise ValueError(
@@ -229,12 +198,7 @@ def check_model(model: Elmo, settings: EmbedSettings) -> None:
 
 
 def _batch_runner(model: Elmo, layers: str | int, precision: contextlib.AbstractContextManager) -> RunBatch:
-    """The `run_batch` of `run_in_windows` for `model`: token lists -> the chosen layers.
-
-    Shape:
-        returns float32 numpy [batch, n_layers + 1, tokens, dim] for "all", else
-        [batch, tokens, dim] (tokens = the batch's longest row)
-    """
+    """`run_in_windows`'s `run_batch`: token lists -> float32 [batch, (n_layers + 1,) tokens, dim]."""
     C = model.options.char_cnn.max_characters_per_token
 
     def run_batch(texts: list[Sequence[str]]) -> np.ndarray:
@@ -260,9 +224,8 @@ def _batch_runner(model: Elmo, layers: str | int, precision: contextlib.Abstract
 
 
 # Steps running on each model (from any thread: `inference_step`), and the mode to put
-# back when the last one ends. Switching a shared model to eval() and back per call
-# raced: a second thread could read the first one's eval() as the caller's mode, or
-# run in training mode (dropout on) after the first one restored it.
+# back when the last one ends: a second thread must not take the first one's eval() for
+# the caller's mode, nor run with dropout on after the first one restored it.
 _MODE_LOCK = threading.Lock()
 _RUNNING: weakref.WeakKeyDictionary[torch.nn.Module, list] = weakref.WeakKeyDictionary()
 
@@ -296,7 +259,6 @@ def _check_int8_use(model: torch.nn.Module, device: str | torch.device | None, a
 
 
 def _autocast(device: torch.device, dtype: torch.dtype | None):
-    """A `torch.autocast` context for `dtype`, or a no-op one for None."""
     if dtype is None:
         return contextlib.nullcontext()
     if device.type == "cpu":
@@ -309,29 +271,25 @@ def embed_sentences(
 ) -> list[np.ndarray]:
     """ELMo vectors for tokenised sentences, one float32 CPU array per sentence, in order.
 
-    Runs in eval mode under `torch.inference_mode`, batching by a token budget after sorting by
-    length. A sentence's vectors do not depend on the batching (the default model is stateless).
+    Runs under `torch.inference_mode`. A sentence's vectors do not depend on the batching.
 
         embed_sentences(elmo, sentences, layers="top", batch_size=32)
         embed_sentences(elmo, sentences, EmbedSettings(layers="top"))   # the same
 
     Args:
-        model: An `Elmo` (stateless).
-        sentences: Lists of token strings; empty lists give empty arrays.
-        settings: `EmbedSettings` (layers, batch budget, device, autocast, windows);
-            default `EmbedSettings()`.
-        **overrides: `EmbedSettings` fields, as keywords, replacing those of `settings`.
+        model: A stateless `Elmo`.
+        sentences: Lists of token strings. An empty list gives an empty array.
+        settings: `EmbedSettings`. Default `EmbedSettings()`.
+        **overrides: `EmbedSettings` fields that replace those of `settings`.
 
     Returns:
-        One array per input sentence, float32, dim = 2 * projection_dim:
+        One float32 array per sentence, dim = 2 * projection_dim:
         [n_layers + 1, tokens, dim] for layers="all", else [tokens, dim].
 
     Raises:
-        TypeError: if `sentences` is not a list of lists of str, or a keyword is not an
-            `EmbedSettings` field.
-        ValueError: for an unknown `layers` value, a bad budget or window, a stateful
-            model, an `autocast_dtype` other than bfloat16/float16, or one slower than
-            float32 on the CPU (float16, or bfloat16 without native bf16).
+        TypeError: if `sentences` is not a list of lists of str, or for an unknown keyword.
+        ValueError: for a bad setting, a stateful model, or an `autocast_dtype` this CPU
+            does not compute natively.
     """
     settings = EmbedSettings.given(settings, overrides)
     _check_call(model, sentences, settings)

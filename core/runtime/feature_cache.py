@@ -1,19 +1,4 @@
-"""FeatureCache: a sentence's frozen biLM layers, computed once and reused.
-
-The biLM is frozen, so a sentence's layers never change: a task model that reads them
-(an NER trained for several epochs, evaluated every few hundred steps) can keep them
-instead of running the biLM on the same sentence again. The cache is keyed by the
-token sequence (a stateless biLM's output depends on nothing else) and bounded by a
-byte budget, evicting the least recently used sentence first:
-
-    cache = FeatureCache(max_bytes=1 << 30)
-    layers = cache.get(tokens)          # None on a miss
-    if layers is None:
-        layers = cache.put(tokens, compute(tokens))
-
-Stored arrays are private read-only copies, so no caller can change what a later hit
-returns. Framework-free (numpy only), so every adapter can use it.
-"""
+"""FeatureCache: a frozen biLM's layers of a sentence, computed once and reused across epochs."""
 
 from __future__ import annotations
 
@@ -39,14 +24,16 @@ class CacheStats(NamedTuple):
 
 
 class FeatureCache:
-    """A least-recently-used map from a key (a token tuple) to a read-only array.
+    """A least-recently-used map from a key (a token tuple) to a read-only copy of an array.
+
+        cache = FeatureCache(max_bytes=1 << 30)
+        layers = cache.get(tokens)          # None on a miss
+        if layers is None:
+            layers = cache.put(tokens, compute(tokens))
 
     Args:
-        max_bytes: Budget for the stored arrays' data (`ndarray.nbytes`; the keys and
-            Python overhead are not counted). 0 stores nothing. An array larger than
-            the whole budget is not stored. As a guide, a sentence of n tokens costs
-            `(n_layers + 1) * n * dim * 4` bytes: 3 KB per token for the default model
-            (3 layers of 256), 12 KB per token for the original (3 layers of 1024).
+        max_bytes: Budget for the arrays' `nbytes`. 0 stores nothing. A sentence of n tokens
+            costs `(n_layers + 1) * n * dim * 4` bytes: 3 KB per token for the default model.
 
     Raises:
         ValueError: if `max_bytes` is negative or not an integer.
@@ -60,7 +47,7 @@ class FeatureCache:
         self._misses = 0
 
     def get(self, key: Hashable) -> np.ndarray | None:
-        """The array stored under `key` (read-only), or None; a hit becomes the most recent."""
+        """The array stored under `key` (read-only), or None."""
         value = self._entries.get(key)
         if value is None:
             self._misses += 1
@@ -73,7 +60,7 @@ class FeatureCache:
         """Store a read-only copy of `value` under `key`, evicting the oldest entries.
 
         Returns:
-            The stored copy (read-only), or `value` itself when it does not fit the budget.
+            The stored copy, or `value` itself when it does not fit the budget.
         """
         if key in self._entries:
             self._nbytes -= self._entries.pop(key).nbytes
@@ -89,7 +76,7 @@ class FeatureCache:
         return stored
 
     def clear(self) -> None:
-        """Drop every entry and reset the counters (e.g. when the biLM changes)."""
+        """Drop every entry and reset the counters."""
         self._entries.clear()
         self._nbytes = self._hits = self._misses = 0
 
@@ -109,8 +96,7 @@ class FeatureCache:
         return key in self._entries
 
     def __deepcopy__(self, memo: dict) -> FeatureCache:
-        # A copied model (thinc's Model.copy, nlp.replace_listeners) gets an empty cache
-        # with the same budget rather than a second copy of every stored array.
+        # A copied model (thinc's Model.copy) gets an empty cache, not a copy of every array.
         return FeatureCache(self.max_bytes)
 
     def __repr__(self) -> str:

@@ -1,9 +1,6 @@
 """Lazily loaded state, loaded once however many threads ask for it at once.
 
-A server that starts under traffic sends many first requests at the same moment. Each
-object of ours that loads something on first use (a spaCy component's biLM, a tokenizer's
-splitter, a hand-built model's runtime) takes its own lock for the load: the first caller
-loads, the others wait and then find it loaded.
+Each lazy part loads so:
 
     if self._part is None:
         with first_use_lock(self):
@@ -21,14 +18,6 @@ _locks: weakref.WeakKeyDictionary[object, threading.RLock] = weakref.WeakKeyDict
 
 
 def first_use_lock(owner: object) -> threading.RLock:
-    """The lock that `owner`'s first-use loads hold.
-
-    One lock per object, kept as long as the object lives, so loads of different objects
-    do not wait for each other. Re-entrant: a load may reach another lazily loaded part of
-    the same object.
-
-    Args:
-        owner: The object whose state is loaded; it must take weak references.
-    """
+    """The re-entrant lock of `owner`'s first-use loads, one per object (weakly referenced)."""
     with _guard:
         return _locks.setdefault(owner, threading.RLock())

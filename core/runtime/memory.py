@@ -1,55 +1,7 @@
 """Keeping the resident size of a long run flat: hand freed heap memory back to the OS.
 
-Why this is needed. Every biLM batch has its own shapes (rows, tokens, distinct words,
-and, inside the LSTM loop, the rows still running at each step), so every batch
-allocates and frees tensors of sizes no earlier batch used. glibc serves a large block
-with its own `mmap` and returns it to the OS on `free`, but after freeing such a block it
-raises its mmap threshold to that block's size (up to 32 MiB), so later blocks of up to
-that size come from the heap instead. The heap keeps freed space for reuse, and with
-ever-changing sizes the holes between live blocks rarely fit the next request: the
-resident size grows with the number of batches, although nothing stays alive. Without
-this module, with the shipped model and `elmo embed --layers top`: 0.74 GB after
-151k tokens of enwiki text, 0.93 GB after 319k, 1.39 GB after the same 319k three times
-(0.67 GB with `MALLOC_MMAP_THRESHOLD_=65536`). Pretraining grew from 1.1 to 3.0 GB the
-same way.
-
-The fix has two parts, both here:
-
-- Every face (the `embed` functions and so `elmo embed`, the spaCy component's `pipe`,
-  the Hugging Face feature-extraction pipeline, and the pretraining loop) calls
-  `release_free_memory()` after each batch (the pretraining loop every `RELEASE_EVERY`
-  = 25 steps): glibc's `malloc_trim(0)`, which returns every whole free page of every
-  heap arena to the OS (`madvise(MADV_DONTNEED)`). Live memory is untouched and no
-  allocator setting changes, so it is safe inside a user's own program. This keeps the
-  resident size flat over any number of batches.
-- The `elmo` command, which owns its process (also under torchrun), calls
-  `use_mmap_for_large_blocks()` once at start: glibc's `mallopt(M_MMAP_THRESHOLD)` with
-  a fixed 256 kB, which also switches the raising of the threshold off. Every tensor of
-  256 kB or more then gets its own mapping and goes back to the OS when freed, so the
-  shapes of one batch cannot fragment the heap either, and the peak inside a batch is
-  close to what is alive. `elmo train` keeps every block in the heap instead
-  (`use_heap_for_every_block`): a training step allocates far more than an inference
-  batch, afresh each step. A 256 kB threshold with a trim after every step trains slower
-  than glibc's largest threshold (32 MiB), and that slower than
-  the heap alone (`benchmarks/bench_train.py --allocator`, docs/results/speed-memory.md).
-  The price is memory: the resident size of an hour's training, sampled each minute,
-  moved between 1.1 and 3.2 GB (a sawtooth between trims, not growing), against
-  1.3-1.4 GB with the 32 MiB threshold. A library does not change a process-wide
-  allocator setting of the program it runs in, so the faces used from Python do not
-  call this; a user who wants it can.
-
-`benchmarks/bench_memory.py` measures the peaks (`elmo embed` on 100k and on 1M tokens).
-
-A process that loads, uses and drops models many times (per tenant, per request, in a
-test suite) frees each model's tensors, but their heap stays with the process in the
-same way. A model that sits in a reference cycle (as a spaCy pipeline does) is freed by
-Python's cyclic collector, at a moment no face chooses. So every loader marks the models
-it builds (`release_when_collected`): once such a model has been
-freed, the end of the next garbage collection hands the heap back. Nothing runs for
-programs that never build a model, and nothing runs per collection beyond a flag check.
-
-On systems without glibc (macOS, Windows, musl) it does nothing: their allocators
-return memory differently.
+Every batch has new shapes, and glibc's heap keeps their freed holes, so the resident
+size would grow with every batch. glibc only. See docs/guides/memory.md.
 """
 
 from __future__ import annotations
@@ -86,12 +38,10 @@ _MALLOPT = _load_glibc("mallopt", [ctypes.c_int, ctypes.c_int])
 
 
 def release_free_memory() -> bool:
-    """Return the heap's free pages to the OS (glibc `malloc_trim(0)`; no-op elsewhere).
-
-    Safe to call from any thread at any time; live objects are never affected.
+    """Return the heap's free pages to the OS (glibc `malloc_trim(0)`). Safe from any thread.
 
     Returns:
-        True if memory was handed back, False if nothing was (or no glibc).
+        True if memory was handed back.
     """
     if _MALLOC_TRIM is None:
         return False
@@ -99,14 +49,7 @@ def release_free_memory() -> bool:
 
 
 def release_when_collected(model: object) -> None:
-    """Hand the heap back to the OS once `model` has been freed (see the module docstring).
-
-    When `model` is freed, a flag is set: its tensors are freed just after that, so the
-    trim waits for the end of the next garbage collection (the one that freed a model in a
-    reference cycle, or the next of any generation), which runs `release_free_memory()`.
-    The collector's callback is installed on the first call, so a program that builds no
-    model gets none. Marking a model twice marks it once.
-    """
+    """Hand the heap back at the end of the garbage collection that frees `model` (a spaCy pipeline is in a cycle)."""
     if _MALLOC_TRIM is None or model in _MARKED:
         return
     _MARKED.add(model)
@@ -128,15 +71,10 @@ def _after_collection(phase: str, info: dict[str, int]) -> None:
 
 
 def use_mmap_for_large_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
-    """Make glibc give every block of `threshold` bytes or more its own mapping, for good.
+    """Make glibc map every block of `threshold` bytes or more on its own, so it goes back to the OS when freed.
 
-    Changes how the whole process allocates (see the module docstring): for programs
-    that own their process, such as the `elmo` command. Blocks that size are then
-    returned to the OS when freed and never fragment the heap; the cost is a system call
-    and fresh pages per such block.
-
-    Returns:
-        True if the setting was applied, False without glibc.
+    Process-wide: for programs that own their process, as the `elmo` command does.
+    Returns False without glibc.
     """
     if _MALLOPT is None:
         return False
@@ -144,23 +82,10 @@ def use_mmap_for_large_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
 
 
 def use_heap_for_every_block(enabled: bool = True) -> bool:
-    """Make glibc serve every block from its heap, however large (`elmo train`), or undo it.
+    """Make glibc serve every block from its heap (`elmo train`), or undo it with `enabled=False`.
 
-    glibc maps a block over its largest mmap threshold (32 MiB)
-    on its own whatever the setting, so a training step's largest tensors (the softmax's
-    [predictions, classes] logits, 58 MB in bf16 for a 4,096-position batch of the default
-    shape; the LSTMs' [2, steps, rows, 4D] gate inputs) would have their pages faulted in
-    afresh every step (`benchmarks/bench_train.py` measures the cost, docs/results/speed-memory.md).
-    `mallopt(M_MMAP_MAX, 0)` stops that; `M_TRIM_THRESHOLD` at 1 GiB keeps a `free` from
-    handing the top of the heap back between steps, which the trainer does every
-    `RELEASE_EVERY` steps instead (`release_free_memory`). For programs that own their
-    process, as `use_mmap_for_large_blocks`.
-
-    Args:
-        enabled: False restores glibc's defaults for both settings.
-
-    Returns:
-        True if the settings were applied, False without glibc.
+    Else a training step's tensors over 32 MiB are mapped and faulted in afresh each step.
+    The trainer trims every `RELEASE_EVERY` steps instead. Process-wide. Returns False without glibc.
     """
     if _MALLOPT is None:
         return False

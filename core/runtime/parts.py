@@ -1,11 +1,5 @@
-"""The parts a biLM runs with on this machine: the recurrence path with the thread rule,
-the layer-0 cache and the char CNN's training path.
-
-A model built without parts is the reference computation: the step loop with torch's
-threads, no cache. Every loader and face builds its model with these parts instead
-(`Elmo(options, **serving_parts())`). None of them changes a value: each recurrence path
-equals the step loop up to float rounding (`elmo_core.model.recurrence`), the cache returns
-the char CNN's own vectors, and the training path computes the char CNN's own function.
+"""The parts a biLM runs with on this machine: the recurrence with the thread rule, the
+layer-0 cache and the char CNN's training path. None changes a value beyond rounding.
 """
 
 from __future__ import annotations
@@ -24,12 +18,7 @@ __all__ = ["serving_parts"]
 def serving_parts(*, recurrence: str = "auto", token_cache_words: int = DEFAULT_TOKEN_CACHE_WORDS) -> dict[str, Any]:
     """The keyword arguments that build an `Elmo` or `BiLM` with the runtime's parts.
 
-    Args:
-        recurrence: One of `RECURRENCES` ("auto": see `elmo_core.model.recurrence`).
-        token_cache_words: Bound of the `TokenCache` in word types; 0: no cache.
-
-    Returns:
-        `recurrence` (a `Recurrence` with the thread rule), `token_cache` and `char_cnn_training`.
+    `recurrence` is one of `RECURRENCES`. `token_cache_words` bounds the `TokenCache` (0: none).
 
     Raises:
         ValueError: for an unknown recurrence or a bad `token_cache_words`.

@@ -1,23 +1,7 @@
 """Opt-in int8 inference on the CPU: dynamic quantisation of the LSTMs' Linear layers.
 
-Dynamic quantisation stores each `nn.Linear` weight as int8 (one scale per output row)
-and quantises each input on the fly, so the matrix products run as int8 GEMMs (fbgemm /
-x86 kernels) with float32 in and out. In the ELMo biLM that covers the LSTM input,
-recurrent and projection products of both stacks: about 90% of the FLOPs of the
-original model once the token cache answers most words. The token layer (char CNN,
-highway, projection) stays float32: it is layer 0, which is context-independent and
-cached per word, and an int8 version would make a cached vector depend on the batch
-that first computed it (its inputs are quantised with one scale per batch). Cell state,
-clipping, gates and the scalar mix stay float32 too.
-
-This is an approximation: `benchmarks/bench_core.py --int8` prints the speed-up and the
-cosine similarity and maximum difference of every layer and of the mix against float32
-(`benchmarks/README.md` has the numbers for 2,000 real sentences).
-
-Library choice: torch's own `torch.ao.quantization.quantize_dynamic`. It is deprecated
-in favour of the separate torchao package but still ships with the torch versions we
-support, and its kernels are part of torch; the import is checked so that a torch
-without it gets a clear error rather than an AttributeError.
+Layer 0 stays float32: int8 inputs are scaled per batch, and a cached word vector must
+not depend on its batch. torch's `quantize_dynamic` is deprecated for torchao but ships.
 """
 
 from __future__ import annotations
@@ -36,20 +20,16 @@ __all__ = ["quantize_int8"]
 
 
 def quantize_int8(elmo: Elmo) -> Elmo:
-    """A copy of `elmo` whose Linear layers run as int8 dynamic quantisation (CPU only).
+    """A copy of `elmo` whose LSTM Linear layers run as int8 dynamic quantisation, on the CPU.
 
-    The copy is for inference: its int8 layers have no gradients, and it cannot be
-    saved with `save_model_folder`, moved to a GPU or run in another dtype. Quantise
-    after loading instead: `quantize_int8(load_model_folder(p))`. The original model is
-    left unchanged. Layer 0 is exactly the float32 model's; the LSTM layers and the mix
-    are approximations (cosine about 0.999 per token), and vary slightly with a
-    sentence's batch mates.
+    For inference only: it cannot be trained, saved, moved or cast. Layer 0 is exact. The
+    LSTM layers vary slightly with a sentence's batch (`benchmarks/bench_core.py --int8`).
 
     Args:
         elmo: A float32 `Elmo` on the CPU.
 
     Returns:
-        A new `Elmo` in eval mode, with the same scalar mixes and an empty token cache.
+        A new `Elmo` in eval mode, with an empty token cache.
 
     Raises:
         ValueError: if the model is not on the CPU, not float32, or already quantised.
@@ -73,18 +53,7 @@ def quantize_int8(elmo: Elmo) -> Elmo:
 
 
 def quantize_linear_layers(module: nn.Module) -> nn.Module:
-    """Replace every `nn.Linear` in `module` (in place) by its int8 dynamic version.
-
-    Weights get one int8 scale per output row (per-channel); inputs are quantised per
-    call, with one scale per input tensor, which is why int8 vectors vary slightly with
-    a sentence's batch mates (float32 vectors do not).
-
-    Returns:
-        `module`.
-
-    Raises:
-        RuntimeError: if this torch build has no dynamic quantisation.
-    """
+    """Replace every `nn.Linear` in `module`, in place, by its int8 version (per-channel weight scales)."""
     try:
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
     except ImportError as err:  # pragma: no cover - depends on the torch build
@@ -93,7 +62,7 @@ def quantize_linear_layers(module: nn.Module) -> nn.Module:
             "inference needs a torch that still ships it (2.6 to 2.13 do)."
         ) from err
     with warnings.catch_warnings():
-        # "torch.ao.quantization is deprecated": known, see the module docstring.
+        # "torch.ao.quantization is deprecated": known (the module docstring).
         warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"torch\.ao")
         warnings.filterwarnings("ignore", message=r".*torch\.ao\.quantization is deprecated.*")
         warnings.filterwarnings("ignore", message=r".*quantized tensor creation functions.*")

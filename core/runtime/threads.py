@@ -1,52 +1,12 @@
 """How many CPU threads a biLM forward uses: no more than the CPUs that are free.
 
-Why. torch runs each operation's parallel part on a team of OpenMP threads, one per core
-by default, and every operation ends at a barrier where the team waits for its slowest
-thread. The biLM's LSTMs are thousands of small operations per batch (a few per time
-step and layer), so a batch crosses thousands of barriers. When another process holds one
-of the cores (a browser, a second job on a shared CI runner), one thread of the team
-waits for a time slice of that core at every barrier while the other spins. On a 2-core
-CPU with one busy-looping process beside it, `embed` with torch's default two threads runs
-an order of magnitude slower than with one thread (docs/results/speed-memory.md). Letting idle
-threads sleep instead of spin (`OMP_WAIT_POLICY=PASSIVE`, `GOMP_SPINCOUNT=0`) recovers
-part of that and slows the idle machine down: every barrier then pays a wake-up. The one
-choice that is good on both is the number of threads: as many as there are free CPUs.
-
-What. `forward_threads()` wraps each `BiLM.forward` on the CPU (so `embed`, `elmo embed`,
-the spaCy component and the Hugging Face model all go through it). It sets torch's
-intra-op thread count (`torch.set_num_threads`) for the call to
+Each of the LSTMs' many small operations ends at an OpenMP barrier that waits for a busy
+core. So `forward_threads` sets the forward's own thread count to
 
     min(torch's own count, usable CPUs, round(usable CPUs - other processes' load)),
 
-shared among the forwards running at once in this process (at least 1 each), and puts
-torch's count back when the call ends. "Usable" is the process's CPU affinity
-(`os.sched_getaffinity`) capped by a cgroup CPU quota (`cpu.max`, whole CPUs). "Other
-processes' load" is the CPU time of those usable CPUs that this process did not use,
-from `/proc/stat`, over the time since the last look (at least `MIN_INTERVAL_S`); on the
-first call, or after a pause longer than `STALE_AFTER_S`, it is the number of runnable
-tasks now (`/proc/loadavg`) that are not threads of this process, scaled to our share of
-the machine's CPUs. It never raises torch's count: `torch.set_num_threads(1)` or
-`OMP_NUM_THREADS=1` (which torchrun sets) stays 1. Without `/proc` (macOS, Windows) only
-the affinity and torch's count apply.
-
-Only the forward's own thread. torch keeps its OpenMP count per thread, and a thread
-takes the count last set anywhere in the process when it first runs parallel work.
-`torch.set_num_threads` sets both: the caller's count and that process-wide default.
-`_use_threads` therefore puts the default back at once, from a short-lived thread of its
-own, so a thread that starts while a forward runs gets torch's count for its own work, not
-the forward's. The count applies to the library's own work on a biLM (`BiLM.threads`: the
-forward, the scalar mixes, the faces' outputs) and nowhere else.
-`set_thread_policy("torch")` (or `ELMO_THREADS=torch`) switches all of this off;
-`set_thread_policy(N)` (or `ELMO_THREADS=N`) runs every forward with exactly N threads.
-Inter-op threads are not touched: the biLM runs no inter-op work.
-
-Forked processes. GNU OpenMP (torch's CPU builds on Linux) is not fork-safe: in a process
-forked after its parent ran a parallel region, the thread that forked waits for the
-parent's thread team at its first parallel region, for ever. From the first use of the
-library (a load or a forward) a fork hook (`watch_forks`) marks that thread in the child,
-and the library's work in it runs with one thread (no team to wait for). Other threads of
-the child start teams of their own and keep the policy. torch's count for the user's own
-work is left as it is.
+shared among concurrent forwards. GNU OpenMP is not fork-safe: a forked child's forking
+thread runs with one thread. See docs/guides/speed.md.
 """
 
 from __future__ import annotations
@@ -69,11 +29,11 @@ from ..model.environment import environment_value
 __all__ = ["set_thread_policy"]
 
 ThreadPolicy = str | int
-"""`"auto"` (the default), `"torch"` (leave torch's count alone) or a whole number of threads."""
+"""`"auto"` (the default), `"torch"` or a whole number of threads."""
 
 ENV_VAR = "ELMO_THREADS"
 MIN_INTERVAL_S = 0.1
-"""Shortest interval over which `/proc/stat` is read (10 clock ticks per CPU at 100 Hz)."""
+"""Shortest interval over which `/proc/stat` is read (10 ticks per CPU at 100 Hz)."""
 STALE_AFTER_S = 2.0
 """After a pause this long the last interval says little about now: look at runnable tasks."""
 
@@ -100,13 +60,11 @@ _policy: ThreadPolicy | None = None  # None: not chosen yet; ELMO_THREADS is rea
 def set_thread_policy(policy: str | int) -> None:
     """Choose how biLM forwards on the CPU pick their thread count, for this process.
 
+    `ELMO_THREADS` sets the same, read at the first forward.
+
     Args:
-        policy: `"auto"` (default): as many threads as there are free usable CPUs, never
-            more than torch's own count (see the module docstring). `"torch"`: leave
-            torch's count alone (what plain torch does; collapses when a core is busy).
-            An int N >= 1: exactly N threads during every forward. The environment
-            variable `ELMO_THREADS` sets the same, read at the first forward (so a bad
-            value fails there, with this message, not at import).
+        policy: `"auto"` (default): the free usable CPUs, at most torch's own count.
+            `"torch"`: torch's count (slow when a core is busy). N >= 1: exactly N threads.
 
     Raises:
         ValueError: for anything else.
@@ -119,8 +77,7 @@ def thread_policy() -> ThreadPolicy:
     """The policy in force (`set_thread_policy`, else `ELMO_THREADS`, else "auto").
 
     Raises:
-        ElmoError: for an `ELMO_THREADS` that is not "auto", "torch" or a whole number >= 1
-            (`elmo_core.model.environment`: empty means unset).
+        ElmoError: for an `ELMO_THREADS` that is not "auto", "torch" or a whole number >= 1.
     """
     global _policy
     if _policy is None:
@@ -137,11 +94,7 @@ def _affinity() -> set[int] | None:
 
 
 def _cgroup_quota(proc: Path | None = None, cgroup: Path | None = None) -> float | None:
-    """The tightest CPU quota (in CPUs) of this process's cgroup and its parents, or None.
-
-    cgroup v2: `cpu.max` = "QUOTA PERIOD" or "max PERIOD"; v1: `cpu.cfs_quota_us` (-1 = none)
-    over `cpu.cfs_period_us`.
-    """
+    """The tightest CPU quota (in CPUs) of this process's cgroup and its parents: v2 `cpu.max`, v1 `cpu.cfs_*`."""
     proc, cgroup = proc or _PROC, cgroup or _CGROUP
     try:
         lines = (proc / "self" / "cgroup").read_text().splitlines()
@@ -176,10 +129,7 @@ def _quota() -> float | None:
 
 
 def usable_cpus() -> int:
-    """CPUs this process may run on: its affinity, capped by a cgroup quota (at least 1).
-
-    A quota of 1.5 CPUs counts as 1: a thread per whole CPU the quota pays for.
-    """
+    """CPUs this process may run on: its affinity, capped by whole CPUs of its cgroup quota."""
     affinity = _affinity()
     count = len(affinity) if affinity else (os.cpu_count() or 1)
     quota = _quota()
@@ -199,7 +149,6 @@ class _Sample:
 
 
 def _read_stat(cpus: set[int] | None, proc: Path | None = None) -> tuple[int, int, int] | None:
-    """(busy, total, number of CPUs) clock ticks of `cpus` (all when None) from /proc/stat."""
     try:
         text = ((proc or _PROC) / "stat").read_text()
     except OSError:
@@ -220,12 +169,11 @@ def _read_stat(cpus: set[int] | None, proc: Path | None = None) -> tuple[int, in
 
 
 def total_busy(values: list[int]) -> int:
-    """Busy ticks of one /proc/stat CPU line: all but idle and iowait (steal counts as taken)."""
+    """Busy ticks of one /proc/stat CPU line: all but idle and iowait (steal counts as busy)."""
     return sum(values) - values[3] - values[4]
 
 
 def _runnable_others(cpus: int, proc: Path | None = None) -> float | None:
-    """Runnable tasks now that are not this process's threads, scaled to `cpus` of the machine."""
     proc = proc or _PROC
     try:
         running = int((proc / "loadavg").read_text().split()[3].split("/")[0])
@@ -247,15 +195,7 @@ _active = 0  # forwards running now in this process
 
 
 def other_load(cpus: set[int] | None = None, now: float | None = None) -> float:
-    """CPUs' worth of work that other processes are doing on `cpus` (default: our affinity).
-
-    From `/proc/stat` over the time since the previous call (kept when shorter than
-    `MIN_INTERVAL_S`); from the runnable tasks now on the first call or after a pause
-    longer than `STALE_AFTER_S`. 0.0 where neither can be read.
-
-    Returns:
-        A non-negative float, in CPUs (1.0 = one CPU kept busy all the time).
-    """
+    """CPUs' worth of work other processes do on `cpus`: from `/proc/stat` since the last call, else `/proc/loadavg`."""
     global _last, _last_others
     cpus = _affinity() if cpus is None else cpus
     now = time.monotonic() if now is None else now
@@ -281,32 +221,16 @@ def other_load(cpus: set[int] | None = None, now: float | None = None) -> float:
 
 
 def choose_threads(ceiling: int, usable: int, others: float, running: int = 1) -> int:
-    """The thread count for one forward: the free CPUs, shared among running forwards.
-
-    Args:
-        ceiling: torch's own count (`torch.get_num_threads()`); never exceeded.
-        usable: `usable_cpus()`.
-        others: `other_load()`, in CPUs.
-        running: forwards running at once in this process, this one included.
-
-    Returns:
-        `max(1, min(ceiling, usable, round(usable - others)) // running)`; a CPU counts
-        as taken from half a CPU of other work on.
-    """
+    """`max(1, min(ceiling, usable, round(usable - others)) // running)`: free CPUs per running forward."""
     free = math.floor(usable - others + 0.5)
     return max(1, min(ceiling, usable, free) // max(1, running))
 
 
 @contextlib.contextmanager
 def forward_threads(device: torch.device) -> Iterator[int]:
-    """Run the block with the thread count of the policy in force (see the module docstring).
+    """Run the block with the policy's thread count.
 
-    Does nothing for a device other than the CPU, for the policy "torch" (except in the
-    thread that forked a child process, which runs with one thread), or inside another
-    `forward_threads` block of the same thread.
-
-    Yields:
-        The number of intra-op threads the block runs with.
+    Off the CPU, nested, or under "torch" (but in a forked thread), do nothing.
     """
     global _active
     if device.type != "cpu" or getattr(_nesting, "depth", 0) > 0:
@@ -344,12 +268,7 @@ def forward_threads(device: torch.device) -> Iterator[int]:
 
 
 def _use_threads(count: int, default: int) -> None:
-    """Give the calling thread `count` intra-op threads, and leave `default` to threads that start now.
-
-    `torch.set_num_threads` also sets the count that a thread takes at its first parallel
-    work; a short-lived thread of our own sets that back to `default` (its own count is
-    thrown away with it).
-    """
+    """Give the calling thread `count` threads. `set_num_threads` also sets the default: put `default` back."""
     torch.set_num_threads(count)
     if count != default:
         restore = threading.Thread(target=torch.set_num_threads, args=(default,), name="elmo-thread-count")
@@ -362,11 +281,7 @@ _forked_thread: int | None = None  # in a forked child: the thread that forked i
 
 
 def watch_forks() -> None:
-    """Install the library's fork hook (once, at its first use; never at import).
-
-    In a child process, the hook marks the thread that forked: the library's work in that
-    thread then runs with one thread (see the module docstring).
-    """
+    """Install the fork hook once, at first use: a child's forking thread then runs with one thread."""
     global _watching
     if _watching or not hasattr(os, "register_at_fork"):
         return
@@ -389,9 +304,7 @@ _nesting = threading.local()
 # ---------------------------------------------------------------- the two directions at once
 SIDE_BY_SIDE_MIN_WEIGHTS = 1 << 20
 """Recurrent weights (4 * dim * projection_dim) from which the two LSTM directions run side by
-side. Side by side is faster for the original shape (4096/512) and for 1024/256, and no faster
-for the shipped 512/128, whose steps are too short for two Python threads (measured on a 2-core
-CPU, docs/results/speed-memory.md)."""
+side. The shipped 512/128's steps are too short for two threads (docs/results/speed-memory.md)."""
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -400,10 +313,7 @@ U = TypeVar("U")
 def directions_side_by_side(device: torch.device, recurrent_weights: int) -> int:
     """Threads per direction when the two LSTM directions should run at once, else 0.
 
-    On the CPU, without autograd, with at least two threads chosen for this forward and a
-    layer large enough (`SIDE_BY_SIDE_MIN_WEIGHTS`): each direction then runs on its own
-    core(s), so the per-step products (too small to share two cores well: every one ends
-    at a barrier) each keep one core busy. Not under the policy "torch".
+    Only on the CPU, without autograd, for layers of `SIDE_BY_SIDE_MIN_WEIGHTS` or more.
     """
     threads = torch.get_num_threads()
     if device.type != "cpu" or torch.is_grad_enabled() or thread_policy() == "torch" or threads < 2:
@@ -412,12 +322,7 @@ def directions_side_by_side(device: torch.device, recurrent_weights: int) -> int
 
 
 def run_side_by_side(first: Callable[[], T], second: Callable[[], U], threads: int) -> tuple[T, U]:
-    """`(first(), second())`, `second` in a new thread; each with `threads` intra-op threads.
-
-    The worker gets the caller's inference mode and CPU autocast state (both are per
-    thread in torch). torch's count in the calling thread is put back afterwards, and
-    threads that start meanwhile get torch's own count (`_use_threads`).
-    """
+    """`(first(), second())`, `second` in a new thread with the caller's inference mode and CPU autocast."""
     inference = torch.is_inference_mode_enabled()
     autocast = torch.is_autocast_enabled("cpu")
     dtype = torch.get_autocast_dtype("cpu")
@@ -459,18 +364,15 @@ def _nested() -> Iterator[None]:
 
 
 class CpuThreadRule:
-    """The runtime's thread rule, in the form a biLM's recurrence takes it
-    (`elmo_core.model.recurrence.ThreadRule`): `forward_threads` around a whole pass,
-    and the two directions side by side where `directions_side_by_side` says so."""
+    """The runtime's `ThreadRule` for a biLM's recurrence: `forward_threads`, and directions side by side."""
 
     def forward(self, device: torch.device) -> contextlib.AbstractContextManager:
-        """`forward_threads(device)`."""
         return forward_threads(device)
 
     def run_directions(
         self, device: torch.device, recurrent_weights: int
     ) -> Callable[[Callable[[], T], Callable[[], U]], tuple[T, U]] | None:
-        """`run_side_by_side` with the threads per direction chosen here, or None (one after the other)."""
+        """`run_side_by_side` with the threads chosen here, or None."""
         split = directions_side_by_side(device, recurrent_weights)
         if not split:
             return None
@@ -478,4 +380,4 @@ class CpuThreadRule:
 
 
 THREAD_RULE = CpuThreadRule()
-"""The one thread rule of every loader's `Recurrence` (`elmo_core.runtime.parts`)."""
+"""The thread rule of every loader's `Recurrence`."""

@@ -1,36 +1,7 @@
 """A bounded LRU cache of biLM layer 0 (the char CNN's token vectors), per word type.
 
-Layer 0 has no context: a word's char CNN vector is the same in every sentence, so at
-inference it only needs computing once per distinct word. In running text a few thousand
-word types cover most positions (measured in `benchmarks/bench_core.py`), so after a
-warm-up most of the char CNN's work, the largest part of the cost for small models, is a
-table lookup.
-
-The cache is keyed by a word's character ids (so two strings with the same ids, e.g. two
-tokens cut to the same first 48 bytes, share an entry, exactly as they share a vector)
-and holds the vectors in one preallocated tensor of `max_words` rows (on the CPU, a row's
-memory becomes resident when it is first used); the least recently used words are
-evicted first.
-
-Correctness rules, enforced by `BiLM`:
-- The cache is only used when the char CNN is not being trained: none of its parameters
-  has `requires_grad`, or the biLM is in eval mode under `torch.no_grad` (inference, a
-  downstream task training its scalar mix over a frozen or partly frozen biLM, an
-  evaluation between fine-tuning steps). While the char CNN trains, every word is
-  recomputed.
-- Entries are dropped whenever the char CNN's parameters change: the cache remembers a
-  fingerprint of them (each tensor's identity, storage and in-place version counter,
-  which every optimizer step, `load_state_dict`, `.to()` and weight import changes, and
-  a checksum of its values, which also catches edits through `.data`) and the compute
-  dtype (autocast), and starts afresh when it differs.
-- A hit returns the same value a miss computes, up to the rounding of a batched
-  convolution (tested at atol 1e-6 against the uncached model).
-
-A model under `torch.compile` looks its words up outside the compiled graph (a graph
-break), under `torch.inference_mode` and `torch.no_grad` alike.
-
-Thread-safe (one lock per cache); pickling and `copy.deepcopy` keep the settings and
-drop the entries.
+Layer 0 has no context, so a word's vector is computed once. `BiLM` uses the cache only
+while the char CNN is frozen. A change to its parameters or the autocast dtype empties it.
 """
 
 from __future__ import annotations
@@ -46,8 +17,7 @@ from ..model.characters import CHAR_ID_OFFSET, PADDING_CHARACTER
 from ..model.checks import check_int
 
 DEFAULT_TOKEN_CACHE_WORDS = 50_000
-"""Default bound, in word types: ~100 MB of float32 for the original model
-(`projection_dim` 512), ~25 MB for the shipped default model (128)."""
+"""Default bound, in word types: ~25 MB of float32 for the default model, ~100 MB for the original."""
 
 _PADDING_ID = PADDING_CHARACTER + CHAR_ID_OFFSET
 
@@ -56,12 +26,10 @@ class TokenCache:
     """LRU map from a word's char ids to its layer-0 vector.
 
     Args:
-        max_words: Most word types kept (> 0). Memory is `max_words * projection_dim`
-            values of the compute dtype at most, resident as the cache fills (on the CPU).
+        max_words: Most word types kept (> 0): at most `max_words * projection_dim` values.
 
     Attributes:
-        hits, misses: Word lookups answered from the cache / computed, since the last
-            `clear()` or `reset_stats()` (distinct words per batch, not positions).
+        hits, misses: Distinct words per batch answered from the cache / computed.
     """
 
     def __init__(self, max_words: int = DEFAULT_TOKEN_CACHE_WORDS) -> None:
@@ -91,7 +59,7 @@ class TokenCache:
 
     @property
     def hit_rate(self) -> float:
-        """hits / (hits + misses); 0.0 before any lookup."""
+        """hits / (hits + misses), 0.0 before any lookup."""
         total = self.hits + self.misses
         return self.hits / total if total else 0.0
 
@@ -111,26 +79,14 @@ class TokenCache:
 
     # ------------------------------------------------------------------ lookup
     def lookup(self, words: torch.Tensor, compute: torch.nn.Module) -> torch.Tensor:
-        """Vectors for distinct words: cached rows where present, `compute` for the rest.
-
-        The cache empties itself first whenever `compute`'s parameters or the autocast
-        dtype differ from those of the cached vectors (`parameter_fingerprint`), so it
-        never serves a vector of older weights.
-
-        Args:
-            words: Distinct char-id rows (e.g. from `torch.unique(..., dim=0)`).
-            compute: The char CNN: [n, chars] int64 -> [n, P].
-
-        Returns:
-            [num_words, P] on the device and in the dtype that `compute` returns.
+        """Vectors for distinct words: cached rows where present, `compute` (the char CNN) for the rest.
 
         Shape:
-            words: [num_words, chars] int64 -> [num_words, P]
+            words: [num_words, chars] int64 -> [num_words, P], as `compute` returns it
         """
         if torch.compiler.is_compiling():
-            # Inside `torch.compile(model)`: the lookup runs in Python, out of the graph. Its
-            # numpy keys and its table, written outside inference mode, are state across
-            # calls, and traced they became guards that failed under `torch.inference_mode`.
+            # Inside `torch.compile(model)`: look up out of the graph. The keys and the table
+            # are state across calls: traced, they would be guards that fail under inference_mode.
             return torch.compiler.disable(self.lookup)(words, compute)
         keys = _row_keys(words)
         device_type = words.device.type
@@ -158,22 +114,14 @@ class TokenCache:
             return table.index_select(0, slots)
 
     def _store(self, keys: list[bytes], vectors: torch.Tensor) -> None:
-        """Insert `len(keys) <= max_words` new rows, evicting least recently used words.
-
-        The table is always an ordinary tensor, even when filled under
-        `torch.inference_mode` (an inference tensor could not be updated in place by a
-        later call outside it, e.g. a training step after `embed`).
-        """
-        with torch.inference_mode(False):
+        with torch.inference_mode(False):  # an inference tensor could not be updated outside it later
             self._store_rows(keys, vectors.detach())
 
     def _store_rows(self, keys: list[bytes], vectors: torch.Tensor) -> None:
         table = self._table
         if table is None or table.dtype != vectors.dtype or table.device != vectors.device:
-            # All `max_words` rows at once, never grown: `new_empty` writes nothing, so on
-            # the CPU a row's memory becomes resident only when a word is stored in it
-            # (rows are used in order). Growing by doubling instead held the old and the
-            # new table at once, a step in the peak memory of a long run at every growth.
+            # All `max_words` rows at once, never grown (growing holds two tables at once).
+            # `new_empty` writes nothing: on the CPU a row becomes resident when first used.
             table = vectors.new_empty(self.max_words, vectors.shape[1])
             self._slots.clear()
             self._free = list(range(self.max_words - 1, -1, -1))  # pop() gives row 0 first
@@ -187,10 +135,7 @@ class TokenCache:
 
 
 def _row_keys(words: torch.Tensor) -> list[bytes]:
-    """One hashable key per char-id row: its int16 bytes (ids are < 262) up to the last
-    id that is not padding. Every row ends in padding after its end-of-word id, so this
-    is still one key per row, and a typical key is 20 bytes instead of 100 (a full cache
-    holds 50,000 of them)."""
+    """One key per char-id row: its int16 bytes up to the last id that is not padding (20 bytes, not 100)."""
     rows = np.ascontiguousarray(words.detach().to("cpu", torch.int16).numpy())
     if rows.size == 0:
         return [row.tobytes() for row in rows]
@@ -202,12 +147,8 @@ def _row_keys(words: torch.Tensor) -> list[bytes]:
 def parameter_fingerprint(parameters: Iterable[torch.Tensor], dtype: torch.dtype | None) -> tuple:
     """What `TokenCache` compares to know that cached vectors are still valid.
 
-    Per parameter: its identity, storage, device and in-place version counter (changed
-    by optimizer steps, `load_state_dict`, `.to()`, weight import and any in-place
-    operation on the parameter itself), and a float64 sum of its values plus of every
-    97th value, which also notices in-place edits through `.data`, which the version
-    counter does not see. The sums cost one pass over the char CNN's weights per batch
-    (a few ms for the original model, whose batches take seconds).
+    Identity, storage and version counter per parameter, and sums of its values: they catch
+    edits through `.data`, which the version counter misses.
     """
     parameters = list(parameters)
     with torch.no_grad():
@@ -221,10 +162,6 @@ _SUM_BLOCK = 2**20
 
 
 def float64_sum(tensor: torch.Tensor) -> float:
-    """The sum of a tensor's values, accumulated in float64, `_SUM_BLOCK` values at a time.
-
-    `tensor.sum(dtype=torch.float64)` first makes a float64 copy of the whole tensor on
-    the CPU (128 MB for a 64 MB weight); blocks bound that copy at 8 MB.
-    """
+    """The float64 sum of a tensor's values, in blocks (a float64 copy would double it)."""
     flat = tensor.detach().reshape(-1)
     return sum(float(block.sum(dtype=torch.float64)) for block in flat.split(_SUM_BLOCK))

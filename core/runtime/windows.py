@@ -1,41 +1,13 @@
-"""Overlapping windows over sequences too long to read in one biLM pass.
+"""Overlapping windows over sequences too long for one biLM pass.
 
-A sentence (or a spaCy Doc without sentence boundaries, or one line given to
-`elmo embed`) is read whole when it has at most `window_tokens` tokens. A longer one
-is read in overlapping windows of `window_tokens` tokens, each with `context` tokens
-of context on both sides of the stretch it keeps, so memory stays bounded by the
-window (and the batch budget), not by the length of the input:
+A sequence longer than `window_tokens` is read in windows that each keep a stretch with
+`context` tokens on both sides, so memory is bounded:
 
-    tokens     0 ........................................................... n
-    window 0   [=============================kept=============|--context--]
-    window 1                              [--context--|=======kept=======|--context--]
-    window 2                                                  [--context--|====kept====]
-               stride = window_tokens - 2 * context kept tokens per middle window
+    window 0   [=======kept=======|-context-]
+    window 1             [-context-|=======kept=======|-context-]
 
-Each token's vectors come from the one window that keeps it: there it has at least
-`context` tokens on each side (fewer only at the true ends of the input), which is the
-most left-and-right context any window offers it up to the `stride` boundary.
-
-What windowing does to the vectors: the biLM adds `<S>` and `</S>` around every
-sequence and starts its LSTMs from zero, so a window reads as if a sentence began
-`context` tokens before its first kept token. Layer 0 (the char CNN) depends on the
-token alone and is unchanged. The LSTM layers differ from a whole-sequence run by an
-amount that shrinks with the distance to the cut; with the default `context` the kept
-tokens are at least 128 tokens away from any cut. Inputs no longer than
-`window_tokens` are never cut, so their vectors are exactly those of a run without
-windows. `tests/core/runtime/test_windows.py` measures the differences on a small model.
-
-Windows share batches. The biLM steps rows longer than `CHUNK_STEPS` (256) a chunk
-at a time (`elmo_core.model.recurrence.time_chunks`), so a batch counts a window's positions
-up to 256: the default budget of 4096 positions holds 16 windows of 1024 tokens, and the
-LSTM's products run on 16 columns per step, not 3. With the context read twice, a long
-line reads about a third more positions than the same text split into sentences.
-
-`read_in_windows` reads a padded batch of char ids this way (hf_elmo's `ElmoModel.forward`),
-keeping autograd intact; `run_in_windows` reads token lists this way for `embed_sentences`,
-`elmo embed` and the spaCy component: it cuts them into batches by a token budget, runs
-each batch through a caller's function and assembles each sequence from its windows. Both
-cut with `plan_windows`, so every face gives a long input the same vectors.
+Each window starts from a zero state, so the LSTM layers differ from a whole run near
+the cuts. Every face cuts with `plan_windows`.
 """
 
 from __future__ import annotations
@@ -54,8 +26,7 @@ from .batching import DEFAULT_BATCH_TOKENS, batches_by_token_budget
 from .memory import release_free_memory
 
 DEFAULT_WINDOW_TOKENS = 1024
-"""Longest sequence read in one pass. Long enough for any real sentence and for a
-600-token paragraph; a 100,000-token document becomes about 130 windows."""
+"""Longest sequence read in one pass: any real sentence, or a 600-token paragraph."""
 
 
 class Window(NamedTuple):
@@ -68,7 +39,7 @@ class Window(NamedTuple):
 
 
 def default_context(window_tokens: int) -> int:
-    """Context tokens on each side of a window when none is given: `window_tokens // 8`."""
+    """Context tokens on each side of a window when none is given."""
     return window_tokens // 8
 
 
@@ -94,18 +65,9 @@ def _check_window(window_tokens: int, context: int | None) -> int:
 def plan_windows(
     num_tokens: int, window_tokens: int = DEFAULT_WINDOW_TOKENS, context: int | None = None
 ) -> list[Window]:
-    """The windows that cover a sequence of `num_tokens` tokens (see the module docstring).
+    """The windows that cover a sequence of `num_tokens` tokens, in order.
 
-    Args:
-        num_tokens: Length of the sequence (>= 0).
-        window_tokens: Most tokens one pass reads. A sequence of at most this many
-            tokens is one window, read whole.
-        context: Tokens of context on each side of a window's kept stretch
-            (default `window_tokens // 8`). 0 cuts the sequence into disjoint pieces.
-
-    Returns:
-        Windows in order; their kept stretches tile `[0, num_tokens)` exactly, and
-        every window reads at most `window_tokens` tokens.
+    Their kept stretches tile `[0, num_tokens)`. `context` defaults to `window_tokens // 8`.
 
     Raises:
         ValueError: if `window_tokens` is not positive, or `2 * context >= window_tokens`.
@@ -126,14 +88,10 @@ def plan_windows(
 
 
 def check_window_settings(window_tokens: int | None, window_context: int | None) -> int | None:
-    """Check the window settings up front; return `window_tokens`, with 0 read as None.
-
-    None, or 0 (as on the command line and in spaCy configs), reads every sequence
-    whole, however long.
+    """Check the window settings up front. Returns `window_tokens`, with 0 (read whole) as None.
 
     Raises:
-        ValueError: if `window_tokens` is not a positive integer, 0 or None, or
-            `window_context` is negative or at least half of `window_tokens`.
+        ValueError: for a bad `window_tokens`, or a `window_context` not in `[0, window_tokens / 2)`.
     """
     if window_tokens == 0 and not isinstance(window_tokens, bool):
         return None
@@ -148,8 +106,9 @@ PlanBatches = Callable[[list[int]], Iterable[Sequence[int]]]
 
 
 def window_batches(batch_tokens: int = DEFAULT_BATCH_TOKENS, batch_size: int | None = None) -> PlanBatches:
-    """The batching of every face's embed chain: pieces grouped longest first under a budget of
-    `batch_tokens` padded positions, a piece counting at most `CHUNK_STEPS` (the module docstring).
+    """Every face's batching: pieces longest first, under `batch_tokens` padded positions.
+
+    A piece counts at most `CHUNK_STEPS`: the biLM steps longer rows a chunk at a time.
 
     Raises:
         ValueError: if `batch_tokens` or `batch_size` is not a positive integer.
@@ -160,9 +119,7 @@ def window_batches(batch_tokens: int = DEFAULT_BATCH_TOKENS, batch_size: int | N
 
 
 ReadPieces = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-"""Reads a batch of pieces: `(char_ids [pieces, tokens, chars], mask [pieces, tokens])` ->
-a tensor `[..., pieces, tokens (+ 2 with boundaries), dim]` (batch axis -3, token axis -2),
-e.g. a `BiLM`'s activations."""
+"""`(char_ids [pieces, tokens, chars], mask [pieces, tokens])` -> `[..., pieces, tokens (+ 2), dim]`."""
 
 
 def read_in_windows(
@@ -177,36 +134,19 @@ def read_in_windows(
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """Read a padded batch of char ids in windows, keeping autograd (hf_elmo's `ElmoModel`).
 
-    Each row longer than `window_tokens` is cut by `plan_windows`, exactly as the
-    runtime's `run_in_windows` cuts a sequence, and each of its tokens keeps the vectors
-    of the one window that keeps it; shorter rows are read whole. The pieces of all rows
-    are read in the batches `batches` plans (all at once by default) and assembled with
-    torch operations (slices and concatenation), so autograd flows through
-    them: what `read` builds a graph for (a trainable biLM, or the layers a trainable
-    scalar mix reads afterwards) gets its gradients, window by window. While training,
-    though, every window's graph is kept until the backward pass, so the memory bound of
-    inference does not hold then.
+    In training every window's graph is kept until backward: memory is not bounded then.
 
     Args:
         read: See `ReadPieces`.
-        char_ids: [batch, tokens, chars], right-padded (checked by `read`, piece by piece).
-        mask: [batch, tokens] bool, True = real token; derived from `char_ids` (any id
-            non-zero) when None, as `BiLM.forward` does.
-        batches: Groups piece lengths into batches (the runtime's `window_batches`,
-            whose budget bounds memory); None reads
-            every piece in one batch. Rows are stateless, so the grouping changes no value.
-        window_tokens, window_context: As `run_in_windows`; None or 0 reads every row whole.
-        boundaries: `read` returns the `<S>`/`</S>` positions too (`keep_sentence_boundaries`):
-            a long row keeps the `<S>` of its first window and the `</S>` of its last.
+        char_ids: [batch, tokens, chars], right-padded.
+        mask: [batch, tokens] bool. None: any char id non-zero.
+        batches: Groups piece lengths into batches (`window_batches`). None: one batch.
+        window_tokens, window_context: As `run_in_windows`.
+        boundaries: `read` returns `<S>`/`</S>` too.
 
     Returns:
-        None when no row is longer than `window_tokens` (read the batch as it is: its
-        vectors are exactly those of a run without windows); else the assembled output
-        `[..., batch, tokens (+ 2), dim]`, zero at padded positions, and its mask
-        `[batch, tokens (+ 2)]` (on the output's device, as `BiLM.forward` returns it).
-
-    Raises:
-        ValueError: for a bad budget or window setting, or a mask that is not right-padded.
+        None when no row needs cutting. Else the output `[..., batch, tokens (+ 2), dim]`,
+        zero at padding, and its mask.
     """
     window_tokens = check_window_settings(window_tokens, window_context)
     to_cut = _rows_to_cut(char_ids, mask, window_tokens)
@@ -228,11 +168,7 @@ def read_in_windows(
 def _rows_to_cut(
     char_ids: torch.Tensor, mask: torch.Tensor | None, window_tokens: int | None
 ) -> tuple[torch.Tensor, list[int]] | None:
-    """The bool mask [batch, tokens] and row lengths of a batch with a row to cut; None to read it whole.
-
-    Raises:
-        ValueError: for a mask (or non-zero char ids) that is not right-padded.
-    """
+    """The bool mask [batch, tokens] and row lengths of a batch with a row to cut, else None."""
     if not isinstance(char_ids, torch.Tensor) or char_ids.dim() != 3 or window_tokens is None:
         return None  # read whole (ids of the wrong kind get `read`'s error)
     if char_ids.shape[1] <= window_tokens:
@@ -253,7 +189,6 @@ def _rows_to_cut(
 def _piece_inputs(
     char_ids: torch.Tensor, mask: torch.Tensor, pieces: list[tuple[int, Window]]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The char ids [pieces, longest, chars] and mask [pieces, longest] of (row, window) pieces."""
     longest = max(w.end - w.start for _, w in pieces)
     piece_ids = char_ids.new_zeros((len(pieces), longest, char_ids.shape[-1]))  # [pieces, longest, chars]
     piece_mask = mask.new_zeros((len(pieces), longest))
@@ -264,14 +199,13 @@ def _piece_inputs(
 
 
 def _kept_span(w: Window, length: int, edge: int) -> slice:
-    """The output positions a window keeps, with its row's `<S>` / `</S>` (when `edge`) at the row's ends."""
     first = 0 if edge and w.keep_start == 0 else w.keep_start - w.start + edge  # 0: the row's <S>
     last = w.keep_end - w.start + edge + (edge if w.keep_end == length else 0)  # + 1: the row's </S>
     return slice(first, last)
 
 
 def _assemble(rows: list[torch.Tensor], num_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rows [..., length, dim] zero-padded to `num_steps` and stacked: [..., batch, num_steps, dim], and the mask."""
+    """Rows [..., length, dim] zero-padded and stacked: [..., batch, num_steps, dim], and the mask."""
     padded = [torch.cat([r, r.new_zeros((*r.shape[:-2], num_steps - r.shape[-2], r.shape[-1]))], dim=-2) for r in rows]
     output = torch.stack(padded, dim=-3)  # [..., batch, tokens (+ 2), dim]
     positions = torch.arange(num_steps, device=output.device)  # the mask goes where `read` put the output
@@ -280,12 +214,10 @@ def _assemble(rows: list[torch.Tensor], num_steps: int) -> tuple[torch.Tensor, t
 
 
 RunBatch = Callable[[list[Sequence[str]]], Sequence[np.ndarray] | np.ndarray]
-"""Reads one batch of token lists; returns one array `[..., tokens, dim]` per row (token
-axis -2), holding at least that row's tokens (positions after them are ignored)."""
+"""Reads a batch of token lists. Returns one array `[..., tokens, dim]` per row (may be padded)."""
 
 OnWindow = Callable[[int, int], None]
-"""Told `(index, kept tokens)` after each window of a sequence read in windows, in batch
-order, before the sequence is complete: a progress bar's step inside a long sequence."""
+"""Told `(index, kept tokens)` after each window of a long sequence: a progress bar's step."""
 
 
 def run_in_windows(
@@ -300,34 +232,15 @@ def run_in_windows(
 ) -> Generator[tuple[int, np.ndarray], None, None]:
     """Plan windows, run them in batches, assemble: yield `(index, array)` as each sequence completes.
 
-    A sequence of at most `window_tokens` tokens is one piece, read whole; a longer one is
-    cut by `plan_windows`. Pieces are batched by `window_batches`, longest first
-    (see the module docstring), and a sequence is yielded when its last piece has been
-    read (not in input order). Memory is bounded by one batch (plus a long sequence being
-    assembled). Every yielded array is a fresh copy, never a view, which would keep the
-    whole batch's array alive for as long as the caller keeps one sequence. After each batch its arrays
-    are dropped and the freed heap goes back to the OS (`elmo_core.runtime.memory`): every batch
-    has new shapes, and without the trim the resident size creeps up over a long run.
-
-    Args:
-        sequences: Token lists (empty ones give arrays with 0 tokens).
-        run_batch: See `RunBatch`; it gets `sequences[i][start:end]` for each piece.
-        batch_tokens: Budget of padded positions per batch (a piece counts at most `CHUNK_STEPS`).
-        batch_size: Optional cap on pieces per batch.
-        window_tokens: Longest piece; None or 0 reads every sequence whole.
-        window_context: Context tokens on each side of a kept stretch (default `window_tokens // 8`).
-        on_window: See `OnWindow`; not told of sequences read whole (they are yielded at once).
-
-    Yields:
-        `(index into sequences, array)`, the array float32, C-ordered, shaped as
-        `run_batch`'s rows with the token axis cut to the sequence's own tokens.
+    Memory is bounded by one batch. Each array is a float32 copy: a view would keep its batch
+    alive. `window_tokens` None or 0 reads every sequence whole.
 
     Raises:
         ValueError: for a bad budget, batch size or window setting.
     """
     window_tokens = check_window_settings(window_tokens, window_context)
     pieces = [(i, w) for i, tokens in enumerate(sequences) for w in _pieces(len(tokens), window_tokens, window_context)]
-    lengths = [w.end - w.start for _, w in pieces]  # a piece counts at most CHUNK_STEPS (the module docstring)
+    lengths = [w.end - w.start for _, w in pieces]  # a piece counts at most CHUNK_STEPS (window_batches)
     batches = window_batches(batch_tokens, batch_size)(lengths)
     windows_left = Counter(i for i, _ in pieces)
     assembling: dict[int, np.ndarray] = {}  # long sequences being assembled: index -> arrays so far
@@ -353,7 +266,6 @@ def run_in_windows(
 def _add_window(
     assembling: dict[int, np.ndarray], i: int, length: int, w: Window, kept: np.ndarray, on_window: OnWindow | None
 ) -> None:
-    """Copy a window's kept vectors into sequence `i`'s array, made at its first window; tell `on_window`."""
     if i not in assembling:
         assembling[i] = np.empty((*kept.shape[:-2], length, kept.shape[-1]), dtype=np.float32)
     assembling[i][..., w.keep_start : w.keep_end, :] = kept
@@ -362,7 +274,6 @@ def _add_window(
 
 
 def _pieces(num_tokens: int, window_tokens: int | None, window_context: int | None) -> list[Window]:
-    """The biLM passes over one sequence: the whole of it, or its windows."""
     if window_tokens is None:
         return [Window(0, num_tokens, 0, num_tokens)]
     return plan_windows(num_tokens, window_tokens, window_context)

@@ -1,37 +1,12 @@
-"""The code files of a saved model folder: self-contained copies of hf_elmo's three modules.
+"""The code files a saved model folder carries, and what the installed hf_elmo does instead of them.
 
-A folder written by `save_pretrained` holds what a transformers model folder holds:
-
-    config.json              bilm-tf options + Elmo settings + auto_map
-    model.safetensors        the weights
-    tokenizer_config.json    the character-id settings + auto_map
-    configuration_elmo.py    ElmoConfig
-    modeling_elmo.py         ElmoPreTrainedModel, ElmoModel, ElmoForTokenClassification,
-                             ElmoForSequenceClassification
-    tokenization_elmo.py     ElmoTokenizer
-    elmo_reference.py        the plain ELMo forward and the core helpers the three import
-
-so that `AutoModel.from_pretrained(folder, trust_remote_code=True)` works where
-elmo-bilm is not installed. The three HF files are hf_elmo's own modules copied whole
-by `generate.py`, as transformers' modular converter copies a model file: their imports
-of `elmo_core` read `elmo_reference.py` instead, and their function docstrings stay
-here. `elmo_reference.py` is hand-written: the core's plain forward (no fast paths),
-with the runtime's parts as no-ops. Tests check its vectors against the core's and
-fail, naming `python -m hf_elmo.remote_code.generate`, when a copy is stale.
-
-Which code a loaded folder runs (transformers' rule, `auto_factory.py` and
-`configuration_auto.py`: a class registered in this process takes precedence over a
-folder's `auto_map`, even with `trust_remote_code=True`):
-
-- in a process that imported `hf_elmo` (which registers its classes), every folder runs
-  the installed hf_elmo, whatever version saved it;
-- elsewhere, `trust_remote_code=True` runs the folder's own files.
-
-The config records the `elmo_bilm_version` that saved it. When the installed classes
-load a folder saved by another version, or whose code files differ from this
-installation's, `note_which_code_runs` logs one warning per folder saying which code
-runs; the folder format is the same, so the vectors are too, unless the two versions
-compute them differently.
+A folder saved by `save_pretrained` holds `configuration_elmo.py`, `modeling_elmo.py` and
+`tokenization_elmo.py`, hf_elmo's modules copied whole by `generate.py`, and the hand-written
+plain model they import (`elmo_reference.py`, `elmo_reference_runtime.py`). So it loads with
+`trust_remote_code=True` where elmo-bilm is not installed. In a process that imported hf_elmo,
+the installed classes run instead (transformers' rule: a registered class takes precedence over
+a folder's `auto_map`). The helpers here are theirs. The folder's reference files stand in
+for them.
 """
 
 from __future__ import annotations
@@ -47,13 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from elmo_core import __version__ as ELMO_BILM_VERSION
-from elmo_core.face_api import atomic_folder
+from elmo_core.face_api import atomic_folder, check_model_folder, folder_variant
+
+from .elmo_reference_runtime import read_as_the_core_reads as _sizes_checked  # a folder's plain check
 
 __all__ = [
     "ELMO_BILM_VERSION",
     "GENERATED_DIR",
     "GENERATED_FILES",
     "note_which_code_runs",
+    "read_as_the_core_reads",
     "save_atomically",
     "save_generated_code",
 ]
@@ -63,17 +41,21 @@ logger = logging.getLogger("hf_elmo")
 GENERATED_DIR = Path(__file__).resolve().parent
 """Where the committed generated files live (this package)."""
 
-GENERATED_FILES = ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py", "elmo_reference.py")
-"""The code files a saved folder can hold: hf_elmo's three modules, named as transformers expects, and the
-plain model they import (`elmo_reference.py`)."""
+_REFERENCE_FILES = ("elmo_reference.py", "elmo_reference_runtime.py")
+GENERATED_FILES = (
+    "configuration_elmo.py",
+    "modeling_elmo.py",
+    "tokenization_elmo.py",
+    "encoding_elmo.py",
+    *_REFERENCE_FILES,
+)
+"""The code files a saved folder can hold."""
 
 
 def save_generated_code(folder: str | os.PathLike, *names: str) -> list[Path]:
-    """Copy generated code files into a model folder, replacing what transformers copied.
+    """Copy generated code files, and the reference files they import, into a model folder.
 
-    Called by the `save_pretrained` of `ElmoConfig`, `ElmoPreTrainedModel` and
-    `ElmoTokenizer` after transformers has written `auto_map` and copied hf_elmo's own
-    module files (which import elmo_core) under the same names.
+    They replace the hf_elmo modules transformers copied there, which import elmo_core.
 
     Args:
         folder: The model folder.
@@ -86,7 +68,7 @@ def save_generated_code(folder: str | os.PathLike, *names: str) -> list[Path]:
         ValueError: for a name that is not a generated file.
     """
     written = []
-    for name in names:
+    for name in dict.fromkeys([*names, *_REFERENCE_FILES]):
         if name not in GENERATED_FILES:
             raise ValueError(f"{name!r} is not a generated code file; choose from {GENERATED_FILES}.")
         target = Path(folder) / name
@@ -101,16 +83,13 @@ _SHARD = re.compile(r"(?P<stem>.+)-\d{5}-of-\d{5}\.safetensors")
 def save_atomically(save: Callable[..., Any], folder: str | os.PathLike, *code: str) -> Callable[..., Any]:
     """`save` (a transformers `save_pretrained`), writing every file through the core's atomic writer.
 
-    transformers writes config.json, tokenizer_config.json and the code files in place, so
-    a save into a folder of links (the Hugging Face cache's snapshots) would change the
-    files the links point to. The save goes to a temporary folder inside `folder` whose
-    files then replace their names in `folder` (`elmo_core.files.atomic_files.atomic_folder`).
-    `code` names the generated code files to add (`save_generated_code`). As transformers
-    does, shards of an earlier save that this save did not write are deleted.
+    transformers writes in place, so a save into a folder of links (the Hub cache) would change
+    the files they point to. Each file is written whole, then renamed into place (`atomic_folder`).
+    `code` names the generated code files to add. Shards of an earlier save are deleted, as
+    transformers does.
 
     Returns:
-        A function of `save`'s arguments (the folder first), returning what `save` returns
-        with the paths in `folder`.
+        A function of `save`'s arguments (the folder first), returning what `save` returns.
     """
 
     def saved(target: str | os.PathLike, *args: Any, **kwargs: Any) -> Any:
@@ -143,13 +122,8 @@ _TOLD_LOCK = threading.Lock()
 def note_which_code_runs(folder: object) -> bool:
     """Log, once per folder, that the installed hf_elmo runs a folder saved by other code.
 
-    Called by the installed `ElmoConfig` and `ElmoPreTrainedModel` when they load a local
-    folder (AutoConfig, AutoModel, AutoModelForTokenClassification, `pipeline(...)`):
-    that they run at all means this installation's code runs, not the folder's (see the
-    module docstring). A folder counts as saved by other code when its config.json
-    records another `elmo_bilm_version`, or one of its `*_elmo.py` files differs from the
-    generated file this installation would write. Anything else (a Hub id, a folder
-    without code files saved by this version) is silent.
+    Other code: config.json records another `elmo_bilm_version`, or a code file differs from
+    this installation's. A Hub id, or a folder saved by this version, is silent.
 
     Args:
         folder: What `from_pretrained` was given.
@@ -187,3 +161,32 @@ def note_which_code_runs(folder: object) -> bool:
         "trust_remote_code=True in a process that does not import hf_elmo."
     )
     return True
+
+
+def read_as_the_core_reads(load: Callable[..., Any], source: object, model_class: type) -> Callable[..., Any]:
+    """`load` (a model class's transformers `from_pretrained`), reading a local folder as elmo_core reads it.
+
+    The sizes in config.json (or a `config=` given) are checked against the weights' headers
+    before anything is allocated. A folder of one variant's weights is read as that variant
+    without naming it. A broken folder gets the core's diagnosis (`check_model_folder`), which
+    names the file and the fix.
+    """
+    if not isinstance(source, (str, os.PathLike)) or not os.path.isdir(source):
+        return load
+    load = _sizes_checked(load, source, model_class)
+
+    def read(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("variant") is None:
+            kwargs["variant"] = folder_variant(os.fspath(source))
+        if not kwargs.get("ignore_mismatched_sizes"):
+            check_model_folder(os.fspath(source), kwargs.get("variant"), sizes_only=True)
+        try:
+            return load(*args, **kwargs)
+        except Exception as err:
+            try:
+                check_model_folder(os.fspath(source), kwargs.get("variant"))
+            except ValueError as problem:  # WeightFileError / OptionsError
+                raise problem from err
+            raise
+
+    return read

@@ -1,11 +1,5 @@
 # Generated from hf_elmo/configuration_elmo.py by `python -m hf_elmo.remote_code.generate`. Do not edit: edit that file.
-"""ElmoConfig: bilm-tf's options plus the ELMo output settings, as a transformers config.
-
-`config.json` is the model folder format of `elmo_core.files.model_folder`: bilm-tf's
-`options.json` keys verbatim (`lstm`, `char_cnn`), `model_type: "elmo"`, the `Elmo`
-settings, and the keys transformers adds itself (`architectures`, `auto_map`,
-`transformers_version`, ...), which the core ignores.
-"""
+"""ElmoConfig: bilm-tf's options plus the ELMo output settings, as a transformers config."""
 
 from __future__ import annotations
 
@@ -17,20 +11,12 @@ try:  # transformers 5 spelling
 except ImportError:  # pragma: no cover - transformers 4 spelling
     from transformers import PretrainedConfig as PreTrainedConfig
 
-from .elmo_reference import (
-    BiLMOptions,
-    DEFAULT_WINDOW_TOKENS,
-    ELMO_BILM_VERSION,
-    ELMO_SETTINGS,
-    check_window_settings,
-    note_which_code_runs,
-    save_atomically,
-)
+from .elmo_reference import BiLMOptions, ELMO_BILM_VERSION, ELMO_SETTINGS
+from .elmo_reference_runtime import check_window_settings, DEFAULT_WINDOW_TOKENS, note_which_code_runs, save_atomically
 
 __all__ = ["ElmoConfig"]
 
 CLASSIFIER_POOLINGS = ("mean", "max", "first")
-"""The ways `ElmoForSequenceClassification` pools a text's token vectors."""
 
 
 class ElmoConfig(PreTrainedConfig):
@@ -60,7 +46,7 @@ class ElmoConfig(PreTrainedConfig):
                 "char_cnn": defaults["char_cnn"] if char_cnn is None else char_cnn,
             }
         )
-        # Stored as plain dicts with bilm-tf's keys (validated, 261 read as 262).
+        # Plain dicts with bilm-tf's keys, validated (261 characters read as 262).
         self.lstm = options.to_dict()["lstm"]
         self.char_cnn = options.to_dict()["char_cnn"]
         self.num_output_representations = num_output_representations
@@ -118,7 +104,7 @@ class ElmoConfig(PreTrainedConfig):
 
     def save_pretrained(self, save_directory: str | os.PathLike, push_to_hub: bool = False, **kwargs: Any) -> None:
         self.elmo_bilm_version = ELMO_BILM_VERSION  # which code wrote the folder (see note_which_code_runs)
-        code = ("configuration_elmo.py", "elmo_reference.py") if self._auto_class is not None else ()
+        code = ("configuration_elmo.py",) if self._auto_class is not None else ()
         save_atomically(super().save_pretrained, save_directory, *code)(
             save_directory, push_to_hub=push_to_hub, **kwargs
         )

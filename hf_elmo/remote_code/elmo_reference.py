@@ -1,20 +1,11 @@
-"""ELMo's plain forward in one file: what a saved folder runs instead of elmo_core.
-
-Hand-written from elmo_core's model (options, characters, char CNN with highway, the
-step-loop LSTM, biLM, scalar mix) with none of its fast paths, plus the few core helpers
-hf_elmo's modules import. The runtime's parts stand in as no-ops at the end. The state
-dict keys are the core's. tests/hf_elmo/test_remote_code.py checks the vectors against
-the core's (max |diff| <= 1e-6).
-"""
+"""ELMo's plain forward, what a saved folder runs instead of elmo_core/model: no fast paths, the same
+state dict keys. Tests check its vectors against the core's (max |diff| <= 1e-6)."""
 
 from __future__ import annotations
 
 import math
 import operator
-import re
-import threading
-import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -50,37 +41,21 @@ def word_to_char_ids(word: str, max_characters_per_token: int = 50) -> tuple[int
     return tuple(i + CHAR_ID_OFFSET for i in ids)
 
 
-def check_sentences(sentences: object) -> None:
-    if isinstance(sentences, (str, bytes)) or not isinstance(sentences, Sequence):
-        raise TypeError(f"sentences must be a list of token lists; got {type(sentences).__name__}.")
-    for k, sentence in enumerate(sentences):
-        if isinstance(sentence, (str, bytes)) or not isinstance(sentence, Sequence):
-            raise TypeError(f"sentence {k} must be a list of token strings; got {type(sentence).__name__}.")
-        for token in sentence:
-            if not isinstance(token, str):
-                raise TypeError(f"sentence {k} holds a {type(token).__name__} ({token!r}); every token must be a str.")
-
-
 # ---- errors and options (elmo_core/model/options.py): bilm-tf's options.json keys
-class ElmoError(ValueError):
-    pass
+class ElmoError(ValueError): ...
 
 
-class OptionsError(ElmoError):
-    pass
+class OptionsError(ElmoError): ...
 
 
-class WeightFileError(ElmoError):
-    pass
+class WeightFileError(ElmoError): ...
 
 
 def check_int(name: str, value: object, *, minimum: int = 1, error: type[Exception] = ValueError) -> int:
-    number = None
-    if not isinstance(value, bool) and getattr(value, "ndim", 0) == 0:
-        try:
-            number = operator.index(value)  # type: ignore[arg-type]
-        except TypeError:
-            pass
+    try:
+        number = None if isinstance(value, bool) or getattr(value, "ndim", 0) else operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        number = None
     if number is None or number < minimum:
         raise error(f"{name} must be an integer >= {minimum}; got {value!r}.")
     return number
@@ -130,24 +105,18 @@ class BiLMOptions:
         if cc.activation not in ("relu", "tanh") or not cc.filters:
             raise OptionsError(f"char_cnn needs activation relu or tanh and at least one filter; got {cc}.")
         for k, bank in enumerate(cc.filters):
-            if len(bank) != 2 or check_int(f"char_cnn.filters[{k}]", bank[0], error=OptionsError) > (
-                cc.max_characters_per_token
-            ):
+            width = check_int(f"char_cnn.filters[{k}]", bank[0], error=OptionsError) if len(bank) == 2 else 0
+            if not 0 < width <= cc.max_characters_per_token:
                 raise OptionsError(f"char_cnn.filters[{k}] must be [width <= max characters, count]; got {bank}.")
             check_int(f"char_cnn.filters[{k}] count", bank[1], error=OptionsError)
         for name in ("dim", "projection_dim", "n_layers"):
             check_int(f"lstm.{name}", getattr(lstm, name), error=OptionsError)
         for value in (lstm.cell_clip, lstm.proj_clip):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
-                raise OptionsError(f"lstm clips must be finite numbers >= 0 or null; got {value!r}.")
-            if value is not None and not math.isfinite(value):
+            number = value is None or (not isinstance(value, bool) and isinstance(value, (int, float)))
+            if not number or (value is not None and not (math.isfinite(value) and value >= 0)):
                 raise OptionsError(f"lstm clips must be finite numbers >= 0 or null; got {value!r}.")
         if not isinstance(lstm.use_skip_connections, bool):
             raise OptionsError(f"lstm.use_skip_connections must be true or false; got {lstm.use_skip_connections!r}.")
-
-    @property
-    def output_dim(self) -> int:
-        return 2 * self.lstm.projection_dim
 
     @property
     def n_outputs(self) -> int:
@@ -163,17 +132,13 @@ class BiLMOptions:
             char_cnn = CharCNNOptions(
                 embedding_dim=cc.pop("embedding")["dim"],
                 filters=tuple(tuple(bank) for bank in cc.pop("filters")),
-                n_highway=cc.pop("n_highway"),
                 n_characters=262 if n_characters == 261 else n_characters,  # bilm-tf training files say 261
-                max_characters_per_token=cc.pop("max_characters_per_token"),
-                activation=cc.pop("activation"),
+                **{k: cc.pop(k) for k in ("n_highway", "max_characters_per_token", "activation")},
             )
-            clip = {k: lstm.pop(k, None) or None for k in ("cell_clip", "proj_clip")}  # 0 = no clip
+            clip: dict[str, Any] = {k: lstm.pop(k, None) or None for k in ("cell_clip", "proj_clip")}  # 0: no clip
             lstm_options = LSTMOptions(
-                dim=lstm.pop("dim"),
-                projection_dim=lstm.pop("projection_dim"),
-                n_layers=lstm.pop("n_layers"),
                 use_skip_connections=lstm.pop("use_skip_connections", False),
+                **{k: lstm.pop(k) for k in ("dim", "projection_dim", "n_layers")},
                 **clip,
             )
         except (KeyError, TypeError) as err:
@@ -182,7 +147,7 @@ class BiLMOptions:
         extra.update({k: v for k, v in (("char_cnn", cc), ("lstm", lstm)) if v})
         return cls(char_cnn=char_cnn, lstm=lstm_options, extra=extra)
 
-    def to_dict(self, *, include_extra: bool = True) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         cc, lstm = self.char_cnn, self.lstm
         out: dict[str, Any] = {
             "lstm": dict(use_skip_connections=lstm.use_skip_connections, projection_dim=lstm.projection_dim,
@@ -191,7 +156,7 @@ class BiLMOptions:
                              embedding={"dim": cc.embedding_dim}, n_characters=cc.n_characters,
                              max_characters_per_token=cc.max_characters_per_token),
         }  # fmt: skip
-        for key, value in self.extra.items() if include_extra else ():
+        for key, value in self.extra.items():
             out[key] = {**value, **out[key]} if key in out else value
         return out
 
@@ -289,7 +254,6 @@ class LSTMStack(nn.Module):
     def __init__(self, options: LSTMOptions) -> None:
         super().__init__()
         self.use_skip_connections = options.use_skip_connections
-        self.dropout = 0.0
         P = options.projection_dim
         self.layers = nn.ModuleList(
             LSTMCellWithProjection(P, options.dim, P, options.cell_clip, options.proj_clip)
@@ -355,8 +319,7 @@ class BiLM(nn.Module):
         return nullcontext()  # torch's own threads: the core's thread rule is a runtime part
 
     def forward(self, char_ids: torch.Tensor, mask: torch.Tensor | None = None) -> BiLMOutput:
-        cc = self.options.char_cnn
-        char_ids = check_char_ids(char_ids, cc.max_characters_per_token, cc.n_characters).to(self.bos_char_ids.device)
+        char_ids = char_ids.to(self.bos_char_ids.device)  # ElmoModel checked them (check_char_ids)
         if mask is not None and (not isinstance(mask, torch.Tensor) or mask.shape != char_ids.shape[:2]):
             raise ValueError(f"mask must be a [batch, tokens] = {tuple(char_ids.shape[:2])} tensor.")
         real = (char_ids != 0).any(dim=-1) if mask is None else mask.bool().to(char_ids.device)
@@ -419,34 +382,24 @@ class BiLM(nn.Module):
 
 
 # ---- scalar mix and Elmo (elmo_core/model/elmo.py): gamma * sum_k softmax(w)_k * h_k
-class ScalarMix(nn.Module):
-    def __init__(
-        self,
-        n_outputs: int,
-        do_layer_norm: bool = False,
-        initial_scalar_parameters: Sequence[float] | None = None,
-        trainable: bool = True,
-        gamma: float = 1.0,
-        layer_norm_scope: str = "sentence",
-    ) -> None:
+class ScalarMix(nn.Module):  # trainable unless given its weights, gamma starts at 1
+    def __init__(self, n_outputs: int, do_layer_norm: bool, weights: Sequence[float] | None, scope: str) -> None:
         super().__init__()
-        initial = [0.0] * n_outputs if initial_scalar_parameters is None else list(initial_scalar_parameters)
-        if layer_norm_scope not in ("sentence", "batch") or len(initial) != n_outputs:
+        initial = [0.0] * n_outputs if weights is None else list(weights)
+        if scope not in ("sentence", "batch") or len(initial) != n_outputs:
             raise ValueError(f"ScalarMix needs {n_outputs} weights and scope sentence or batch; got {initial}.")
-        self.n_outputs, self.do_layer_norm, self.layer_norm_scope = n_outputs, do_layer_norm, layer_norm_scope
-        self.initial_scalar_parameters, self.initial_gamma = tuple(float(v) for v in initial), float(gamma)
-        self.scalar_weights = nn.Parameter(torch.empty(n_outputs), requires_grad=trainable)
-        self.gamma = nn.Parameter(torch.empty(1), requires_grad=trainable)
+        self.do_layer_norm, self.layer_norm_scope = do_layer_norm, scope
+        self.initial_scalar_parameters = tuple(float(v) for v in initial)
+        self.scalar_weights = nn.Parameter(torch.empty(n_outputs), requires_grad=weights is None)
+        self.gamma = nn.Parameter(torch.empty(1), requires_grad=weights is None)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         with torch.no_grad():
             self.scalar_weights.copy_(torch.tensor(self.initial_scalar_parameters))
-            self.gamma.fill_(self.initial_gamma)
+            self.gamma.fill_(1.0)
 
     def forward(self, layers: Sequence[torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
-        if len(layers) != self.n_outputs:
-            raise ValueError(f"ScalarMix was built for {self.n_outputs} layers but got {len(layers)}.")
         if self.do_layer_norm:
             layers = [_masked_layer_norm(layer, mask, self.layer_norm_scope == "sentence") for layer in layers]
         dtype = layers[0].dtype
@@ -473,18 +426,13 @@ ELMO_SETTINGS: dict[str, Any] = dict(  # Elmo's defaults, the settings a config.
 
 
 class Elmo(nn.Module):
-    def __init__(self, options: BiLMOptions, requires_grad: bool = False, **settings: Any) -> None:
+    def __init__(self, options: BiLMOptions, **s: Any) -> None:  # s: every ELMO_SETTINGS key (ElmoConfig's)
         super().__init__()
-        if set(settings) - set(ELMO_SETTINGS):
-            raise TypeError(f"Elmo takes the settings {sorted(ELMO_SETTINGS)}; got {sorted(settings)}.")
-        s = {**ELMO_SETTINGS, **settings}
-        if s["num_output_representations"] < 0 or not 0.0 <= s["dropout"] < 1.0:
-            raise ValueError(f"Elmo needs num_output_representations >= 0 and dropout in [0, 1); got {settings}.")
-        self.options, self.dropout = options, s["dropout"]
+        if not 0.0 <= s["dropout"] < 1.0:
+            raise ValueError(f"Elmo needs dropout in [0, 1); got {s['dropout']}.")
         self.bilm = BiLM(options, stateful=s["stateful"], keep_sentence_boundaries=s["keep_sentence_boundaries"])
-        self.bilm.requires_grad_(requires_grad)
-        weights = s["scalar_mix_parameters"]
-        mix = (options.n_outputs, s["do_layer_norm"], weights, weights is None, 1.0, s["layer_norm_scope"])
+        self.bilm.requires_grad_(False)
+        mix = (options.n_outputs, s["do_layer_norm"], s["scalar_mix_parameters"], s["layer_norm_scope"])
         self.scalar_mixes = nn.ModuleList(ScalarMix(*mix) for _ in range(s["num_output_representations"]))
 
 
@@ -502,147 +450,3 @@ def mix_representations(
     mixes: Iterable[nn.Module], layers: Sequence[torch.Tensor], mask: torch.Tensor, dropout: float, training: bool
 ) -> list[torch.Tensor]:
     return [F.dropout(mix(layers, mask) * mask[..., None].to(layers[0].dtype), dropout, training) for mix in mixes]
-
-
-NON_FINITE_FIX = "The file is damaged or came from a diverged training run; save or download the model again."
-
-
-def count_non_finite(values: torch.Tensor) -> int:
-    return int(torch.isfinite(values).logical_not().sum()) if values.is_floating_point() else 0
-
-
-def non_finite_error(source: object, what: str, count: int, fix: str) -> WeightFileError:
-    return WeightFileError(f"{source}: {what} holds {count} NaN or infinite values, so the vectors would be NaN. {fix}")
-
-
-# ---- windows (elmo_core/runtime/windows.py): a long row read in overlapping windows
-DEFAULT_WINDOW_TOKENS = 1024
-
-
-def check_window_settings(window_tokens: int | None, window_context: int | None) -> int | None:
-    if window_tokens is None or (window_tokens == 0 and not isinstance(window_tokens, bool)):
-        return None  # read every row whole
-    window_tokens = check_int("window_tokens", window_tokens)
-    if window_context is not None and 2 * check_int("window_context", window_context, minimum=0) >= window_tokens:
-        raise ValueError(f"window_context ({window_context}) must be less than half of window_tokens.")
-    return window_tokens
-
-
-def plan_windows(n: int, window_tokens: int, context: int) -> list[tuple[int, int, int, int]]:
-    """(start, end, keep_start, keep_end) of each window over a row of `n` tokens."""
-    windows: list[tuple[int, int, int, int]] = []
-    keep_start = 0
-    while True:
-        start = max(0, keep_start - context)
-        if start + window_tokens >= n:  # the last window: the final window_tokens tokens
-            return [*windows, (max(0, n - window_tokens), n, keep_start, n)]
-        windows.append((start, start + window_tokens, keep_start, start + window_tokens - context))
-        keep_start = start + window_tokens - context
-
-
-def read_in_windows(
-    read: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-    char_ids: torch.Tensor,
-    mask: torch.Tensor | None,
-    *,
-    batches: Any = None,
-    window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
-    window_context: int | None = None,
-    boundaries: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """`read` over windows of the rows longer than `window_tokens` (all windows at once); None: read whole."""
-    window_tokens = check_window_settings(window_tokens, window_context)
-    if window_tokens is None or not isinstance(char_ids, torch.Tensor) or char_ids.dim() != 3:
-        return None
-    if char_ids.shape[1] <= window_tokens or (mask is not None and mask.shape != char_ids.shape[:2]):
-        return None  # `read` names a bad mask
-    mask = (char_ids != 0).any(dim=-1) if mask is None else mask.bool()
-    lengths = mask.sum(dim=1).tolist()
-    if not torch.equal(mask, torch.arange(mask.shape[1])[None, :] < mask.sum(dim=1)[:, None]):
-        raise ValueError("padding must be on the right: each mask row is True for its first n positions.")
-    if max(lengths, default=0) <= window_tokens:
-        return None
-    context = window_tokens // 8 if window_context is None else window_context
-    pieces = [(i, w) for i, n in enumerate(lengths) for w in plan_windows(n, window_tokens, context)]
-    longest = max(end - start for _, (start, end, _, _) in pieces)
-    ids = char_ids.new_zeros((len(pieces), longest, char_ids.shape[-1]))  # [pieces, longest, chars]
-    piece_mask = mask.new_zeros((len(pieces), longest))
-    for row, (i, (start, end, _, _)) in enumerate(pieces):
-        ids[row, : end - start], piece_mask[row, : end - start] = char_ids[i, start:end], True
-    out, edge = read(ids, piece_mask), int(boundaries)  # [..., pieces, longest (+ 2), dim]
-    rows: list[list[torch.Tensor]] = [[] for _ in lengths]
-    for row, (i, (start, _, keep_start, keep_end)) in enumerate(pieces):
-        first = 0 if edge and keep_start == 0 else keep_start - start + edge  # 0: the row's <S>
-        last = keep_end - start + edge + (edge if keep_end == lengths[i] else 0)  # + 1: the row's </S>
-        rows[i].append(out[..., row, first:last, :])
-    num_steps = char_ids.shape[1] + 2 * edge
-    kept = [torch.cat(r, dim=-2) for r in rows]
-    padded = [torch.cat([r, r.new_zeros((*r.shape[:-2], num_steps - r.shape[-2], r.shape[-1]))], -2) for r in kept]
-    n_kept = torch.tensor([r.shape[-2] for r in kept])
-    return torch.stack(padded, dim=-3), torch.arange(num_steps)[None, :] < n_kept[:, None]
-
-
-# ---- raw text (elmo_core/files/tokenizers.py): spaCy's English rules, as the pretraining data
-DEFAULT_TOKENIZER = "spacy-en"
-
-
-def spacy_word_splitter(nlp: Any) -> Callable[[str], list[str]]:
-    lock = threading.Lock()
-
-    def split(text: str) -> list[str]:
-        zone = getattr(nlp, "memory_zone", None)  # spaCy keeps nothing per word inside a memory zone
-        with lock, zone() if zone is not None else nullcontext():
-            doc = nlp.tokenizer(re.sub("[\ud800-\udfff]", "\u0436", text))  # a letter for each lone surrogate
-            return [text[t.idx : t.idx + len(t.text)] for t in doc if not t.is_space]
-
-    return split
-
-
-def token_offsets(text: str, tokens: Sequence[str]) -> list[tuple[int, int]]:
-    offsets, position = [], 0
-    for token in tokens:
-        start = text.find(token, position)
-        if start < 0:
-            raise ValueError(f"token {token!r} is not in the text after position {position}; it has no offsets.")
-        offsets.append((start, start + len(token)))
-        position = start + len(token)
-    return offsets
-
-
-_guard = threading.Lock()
-_locks: weakref.WeakKeyDictionary[object, threading.RLock] = weakref.WeakKeyDictionary()
-
-
-def first_use_lock(owner: object) -> threading.RLock:
-    with _guard:
-        return _locks.setdefault(owner, threading.RLock())
-
-
-def tokenizer_settings(options: BiLMOptions) -> dict[str, Any]:
-    return {"max_characters_per_token": options.char_cnn.max_characters_per_token}
-
-
-# ---- the runtime's parts and the files layer stand in as no-ops: the plain forward, transformers' own saving
-def _nothing(*args: Any, **kwargs: Any) -> None:
-    return None
-
-
-window_batches = _nothing  # all windows at once
-release_when_collected = _nothing
-folder_variant = check_model_folder = _nothing  # transformers' own choice of weights file and its own errors
-
-
-def serving_parts() -> dict[str, Any]:
-    return {}  # Elmo's reference step loop: no fast recurrence, token cache or thread rule
-
-
-def get_tokenizer(name: str) -> Callable[[str], list[str]]:
-    raise ElmoError(f"text_tokenizer {name!r} is an elmo-bilm plug-in, which is not installed here.")
-
-
-def note_which_code_runs(folder: object) -> bool:
-    return False  # this is the folder's own code
-
-
-def save_atomically(save: Callable[..., Any], folder: Any, *code: str) -> Callable[..., Any]:
-    return save  # transformers' save_pretrained copies this folder's code files itself

@@ -1,20 +1,5 @@
 # Generated from hf_elmo/modeling_elmo.py by `python -m hf_elmo.remote_code.generate`. Do not edit: edit that file.
-"""ELMo as a transformers model: ElmoModel and its task models (token and sequence classification).
-
-The modules are elmo_core's (`BiLM`, `ScalarMix`), held directly as `self.bilm` and
-`self.scalar_mixes`, so the state dict has the keys of `elmo_core.Elmo` (`bilm.*`,
-`scalar_mixes.*`; `elmo.` in front inside a task model): a folder written by
-`elmo_core.save_model_folder` loads with `ElmoModel.from_pretrained`, and one written by
-`save_pretrained` loads with `elmo_core.load_model_folder`.
-
-    char_ids        [batch, tokens, 50]  character ids (ElmoTokenizer; no <S>/</S>); also
-                                         accepted as input_ids (ElmoTokenizer's input_ids
-                                         are one id per token, [batch, tokens])
-      -> biLM                            n_layers + 1 layers [batch, tokens, 2P]  = hidden_states
-      -> scalar mix(es) + dropout        [batch, tokens, 2P]                      = last_hidden_state
-      -> (token classification) linear   [batch, tokens, num_labels]
-      -> (sequence classification) pool over the real tokens, linear   [batch, num_labels]
-"""
+"""ELMo as a transformers model: ElmoModel and its token and sequence classifiers."""
 
 from __future__ import annotations
 
@@ -29,27 +14,12 @@ from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassif
 from transformers.utils import ModelOutput
 
 from .elmo_reference import (
-    BiLM,
-    CharCNNOptions,
-    Elmo,
-    Highway,
-    NON_FINITE_FIX,
+    BiLM, bilm_is_trainable, capturing, CharCNNOptions, check_char_ids, Elmo, Highway, mix_representations, run_bilm,
     ScalarMix,
-    bilm_is_trainable,
-    capturing,
-    check_char_ids,
-    check_model_folder,
-    count_non_finite,
-    folder_variant,
-    mix_representations,
-    non_finite_error,
-    note_which_code_runs,
-    read_in_windows,
-    release_when_collected,
-    run_bilm,
-    save_atomically,
-    serving_parts,
-    window_batches,
+)
+from .elmo_reference_runtime import (
+    count_non_finite, non_finite_error, NON_FINITE_FIX, note_which_code_runs, read_as_the_core_reads, read_in_windows,
+    release_when_collected, save_atomically, serving_parts, window_batches,
 )
 
 from .configuration_elmo import ElmoConfig
@@ -70,7 +40,7 @@ class ElmoModelOutput(ModelOutput):
     representations: tuple[torch.Tensor, ...] | None = None
 
 
-def _loaded(tensor: torch.Tensor) -> bool:
+def _loaded(tensor: torch.Tensor) -> bool:  # filled from the checkpoint by from_pretrained
     return getattr(tensor, "_is_hf_initialized", False)
 
 
@@ -99,8 +69,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
             highway.init_carry_bias(module)
 
     def _highway_holding(self, layer: nn.Module) -> Highway | None:
-        # transformers skips modules without parameters of their own (Highway), so its
-        # layers are recognised here.
+        # transformers skips modules without parameters of their own (Highway): its layers are found here.
         for module in self.modules():
             if isinstance(module, Highway) and any(candidate is layer for candidate in module.layers):
                 return module
@@ -109,26 +78,22 @@ class ElmoPreTrainedModel(PreTrainedModel):
     @classmethod
     def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
         source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        load = _shapes_checked_first(super().from_pretrained, cls, source)
-        load = _read_as_the_core_reads(load, source)
-        loaded = load(*args, **kwargs)
+        loaded = read_as_the_core_reads(super().from_pretrained, source, cls)(*args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True
         note_which_code_runs(source)
         for name, tensor in model.state_dict().items():
             bad = count_non_finite(tensor)
             if bad:
                 raise non_finite_error(source, f"tensor '{name}'", bad, NON_FINITE_FIX)
-        model.freeze_bilm()
+        model.freeze_bilm()  # transformers makes every loaded tensor trainable
         return loaded
 
     def freeze_bilm(self) -> None:
+        fixed_mix = self.config.scalar_mix_parameters is not None
         for module in self.modules():
-            if isinstance(module, BiLM):
-                module.requires_grad_(False)
-            elif isinstance(module, ScalarMix) and self.config.scalar_mix_parameters is not None:
+            if isinstance(module, BiLM) or (fixed_mix and isinstance(module, ScalarMix)):
                 module.requires_grad_(False)
 
-    # ------------------------------------------------------------------ input embeddings
     def get_input_embeddings(self) -> nn.Module:
         return cast(ElmoModel, self.base_model).bilm.char_cnn
 
@@ -153,66 +118,13 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 "AutoModelForTokenClassification": f"{module}.ElmoForTokenClassification",
                 "AutoModelForSequenceClassification": f"{module}.ElmoForSequenceClassification",
             }
-        save = super().save_pretrained
-        code: tuple[str, ...] = ("modeling_elmo.py", "configuration_elmo.py", "elmo_reference.py")
-        code = code if self._auto_class is not None else ()
-        save = save_atomically(save, save_directory, *code)
-        save(save_directory, *args, **kwargs)
-
-
-def _shapes_checked_first(load: Any, cls: Any, source: Any) -> Any:
-    def read(*args: Any, **kwargs: Any) -> Any:
-        folder = os.fspath(source) if isinstance(source, (str, os.PathLike)) else ""
-        weights = os.path.join(folder, "model.safetensors")
-        if folder and os.path.isfile(weights) and not kwargs.get("ignore_mismatched_sizes"):
-            from safetensors import safe_open
-
-            config = kwargs.get("config")
-            config = config if isinstance(config, ElmoConfig) else cls.config_class.from_pretrained(folder)
-            with torch.device("meta"):
-                expected = {k: tuple(v.shape) for k, v in cls(config).state_dict().items()}
-            prefix = f"{cls.base_model_prefix}."
-            with safe_open(weights, framework="pt") as f:
-                for key in f.keys():
-                    name = next((n for n in (key, prefix + key, key.removeprefix(prefix)) if n in expected), None)
-                    shape = tuple(f.get_slice(key).get_shape())
-                    if name is not None and shape != expected[name]:
-                        raise ValueError(
-                            f"{weights}: tensor '{key}' has shape {shape}, but config.json implies {expected[name]}. "
-                            "Use the config.json saved with these weights."
-                        )
-        return load(*args, **kwargs)
-
-    return read
-
-
-def _read_as_the_core_reads(load: Any, source: Any) -> Any:
-    if not isinstance(source, (str, os.PathLike)) or not os.path.isdir(source):
-        return load
-
-    def read(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("variant") is None:
-            kwargs["variant"] = folder_variant(os.fspath(source))
-        if not kwargs.get("ignore_mismatched_sizes"):  # sizes from config.json checked before anything is allocated
-            check_model_folder(os.fspath(source), kwargs.get("variant"), sizes_only=True)
-        try:
-            return load(*args, **kwargs)
-        except Exception as err:
-            try:
-                check_model_folder(os.fspath(source), kwargs.get("variant"))
-            except ValueError as problem:  # WeightFileError / OptionsError
-                raise problem from err
-            raise
-
-    return read
+        code = ("modeling_elmo.py", "configuration_elmo.py") if self._auto_class is not None else ()
+        save_atomically(super().save_pretrained, save_directory, *code)(save_directory, *args, **kwargs)
 
 
 def _char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None, options: CharCNNOptions) -> torch.Tensor:
-    ids = _given_char_ids(input_ids, char_ids)
-    return check_char_ids(ids, options.max_characters_per_token, options.n_characters)
-
-
-def _given_char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | None) -> torch.Tensor | None:
+    # Checked before the windows cut them. input_ids may be the char ids themselves (3-D).
+    check = (options.max_characters_per_token, options.n_characters)
     if char_ids is not None:
         if isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and isinstance(char_ids, torch.Tensor):
             if tuple(input_ids.shape) != tuple(char_ids.shape[:2]):
@@ -220,7 +132,7 @@ def _given_char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | Non
                     f"input_ids {tuple(input_ids.shape)} and char_ids {tuple(char_ids.shape)} disagree on "
                     "[batch, tokens]; pass both from the same ElmoTokenizer call (or char_ids alone)."
                 )
-        return char_ids
+        return check_char_ids(char_ids, *check)
     if input_ids is None:
         raise ValueError(
             "ElmoModel needs input_ids or char_ids: the character ids [batch, tokens, 50] that ElmoTokenizer "
@@ -232,24 +144,7 @@ def _given_char_ids(input_ids: torch.Tensor | None, char_ids: torch.Tensor | Non
             "pass the char_ids [batch, tokens, 50] that ElmoTokenizer returns with them "
             "(model(**tokenizer(texts, return_tensors='pt')) does)."
         )
-    return input_ids
-
-
-def _asked_dtype(config: ElmoConfig) -> torch.dtype | None:
-    dtype = getattr(config, "dtype", None)
-    if isinstance(dtype, str):
-        dtype = getattr(torch, dtype, None)
-    if isinstance(dtype, torch.dtype) and dtype.is_floating_point and dtype != torch.float32:
-        return dtype
-    return None
-
-
-def _refuse_attentions(output_attentions: bool | None, config: ElmoConfig) -> None:
-    if output_attentions or (output_attentions is None and getattr(config, "output_attentions", False)):
-        raise ValueError(
-            "output_attentions=True cannot be honoured: ELMo is a biLSTM and has no attention weights. "
-            "Leave it unset; output_hidden_states=True gives every biLM layer."
-        )
+    return check_char_ids(input_ids, *check)
 
 
 class ElmoModel(ElmoPreTrainedModel):
@@ -257,20 +152,17 @@ class ElmoModel(ElmoPreTrainedModel):
         super().__init__(config)
         if config.num_output_representations < 1:
             raise ValueError(
-                "ElmoModel needs num_output_representations >= 1 (last_hidden_state is the first "
-                f"scalar mix); got {config.num_output_representations}. Use "
-                "output_hidden_states=True for the raw biLM layers."
+                "ElmoModel needs num_output_representations >= 1 (last_hidden_state is the first scalar mix); "
+                f"got {config.num_output_representations}. Use output_hidden_states=True for the raw biLM layers."
             )
-        # The core's construction rules (float32) with the runtime's parts: recurrence path, thread
-        # rule, layer-0 cache. A saved folder's code has none: the reference step loop.
+        # The runtime's parts (recurrence path, thread rule, cache): none in a saved folder's code.
         core = Elmo(config.to_options(), **config.elmo_settings(), **serving_parts())
-        asked = _asked_dtype(config)
-        if asked is not None:
-            core.to(asked)
+        dtype = getattr(config, "dtype", None)  # from_pretrained(..., dtype=...)
+        dtype = getattr(torch, dtype, None) if isinstance(dtype, str) else dtype
+        if isinstance(dtype, torch.dtype) and dtype.is_floating_point and dtype != torch.float32:
+            core.to(dtype)  # the core builds float32 whatever torch's default dtype
         self.bilm: BiLM = core.bilm
         self.scalar_mixes: nn.ModuleList = core.scalar_mixes
-        # Rows are stateless: reading the windows of a long input all at once or in budgeted
-        # batches gives the same vectors; the budget bounds memory.
         self._window_batches = window_batches()
         release_when_collected(self.bilm)  # a dropped model's heap goes back to the OS
         self.post_init()
@@ -286,7 +178,11 @@ class ElmoModel(ElmoPreTrainedModel):
         **kwargs: Any,
     ) -> ElmoModelOutput | tuple[torch.Tensor, ...]:
         input_ids = _char_ids(input_ids, char_ids, self.bilm.options.char_cnn)
-        _refuse_attentions(output_attentions, self.config)
+        if output_attentions or (output_attentions is None and getattr(self.config, "output_attentions", False)):
+            raise ValueError(
+                "output_attentions=True cannot be honoured: ELMo is a biLSTM and has no attention weights. "
+                "Leave it unset; output_hidden_states=True gives every biLM layer."
+            )
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states
         return_dict = return_dict if return_dict is not None else self.config.return_dict
@@ -426,6 +322,7 @@ def _real_tokens(
 
 
 def _pool(vectors: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
+    # [batch, tokens, dim], mask [batch, tokens] -> [batch, dim]; zeros for a text without tokens.
     if vectors.shape[1] == 0:
         return vectors.new_zeros(vectors.shape[0], vectors.shape[2])
     if how == "first":

@@ -1,68 +1,39 @@
 # Generated from hf_elmo/tokenization_elmo.py by `python -m hf_elmo.remote_code.generate`. Do not edit: edit that file.
-"""ElmoTokenizer: text or token lists to ELMo's character ids. No vocabulary file.
-
-ELMo reads characters, not a word vocabulary: each token becomes 50 ids (the UTF-8
-bytes + 1 between begin/end-of-word markers; see `elmo_core.model.characters`), so there is
-nothing to save but the character settings, which go into `tokenizer_config.json`.
-
-    "The river bank."  --spaCy English rules-->  ["The", "river", "bank", "."]
-                       --characters-->           char_ids  [1, 4, 50]   (what the biLM reads)
-                       --one id per token-->     input_ids [1, 4]       (pad 0, added 2.., words: word_id)
-                                                 attention_mask [1, 4], offset_mapping [1, 4, 2]
-
-`input_ids` hold one id per token, as transformers' generic code (pipelines, collators,
-Trainer) expects: the pad token (0) for padding, their own ids (2, 3, ...) for tokens
-added with `add_tokens`, which are never split, and for every other word `word_id(word)`,
-a fixed id computed from its string (the same in every process). ELMo has no word
-vocabulary: the model reads `char_ids`, and `ElmoModel` also accepts the char ids
-themselves as `input_ids`. `decode` gives the words back from `input_ids` for the last
-`RECENT_TOKENS` distinct words the tokenizer encoded, and from `char_ids` always.
-
-Raw text is split with the rules the pretraining data was tokenised with
-(`elmo_core.files.tokenizers.get_tokenizer("spacy-en")`: spaCy's English tokenizer, loaded
-on first use; a saved folder uses spaCy directly where elmo-bilm is not installed);
-pass `is_split_into_words=True` to give token lists yourself. The biLM adds
-`<S>`/`</S>` itself, so no special tokens are added. Padding is always on the right,
-with all-zero rows.
-"""
+"""ElmoTokenizer: text or token lists to ELMo's character ids. No vocabulary file."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-import torch
 from transformers import BatchEncoding, PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 from transformers.utils import to_py_obj
 
 from .elmo_reference import (
-    BEGINNING_OF_SENTENCE_CHARACTER,
-    BEGINNING_OF_WORD_CHARACTER,
-    BiLMOptions,
-    CHAR_ID_OFFSET,
-    DEFAULT_TOKENIZER,
-    END_OF_SENTENCE_CHARACTER,
-    END_OF_WORD_CHARACTER,
-    ElmoError,
-    MAX_CHARACTERS_PER_TOKEN,
-    PADDING_CHARACTER,
-    check_sentences,
-    first_use_lock,
-    get_tokenizer,
-    note_which_code_runs,
-    save_atomically,
-    spacy_word_splitter,
-    token_offsets,
-    tokenizer_settings,
-    word_to_char_ids,
+    BEGINNING_OF_SENTENCE_CHARACTER, BEGINNING_OF_WORD_CHARACTER, BiLMOptions, CHAR_ID_OFFSET, ElmoError,
+    END_OF_SENTENCE_CHARACTER, END_OF_WORD_CHARACTER, MAX_CHARACTERS_PER_TOKEN, PADDING_CHARACTER, word_to_char_ids,
+)
+from .elmo_reference_runtime import (
+    check_sentences, DEFAULT_TOKENIZER, first_use_lock, get_tokenizer, note_which_code_runs, save_atomically,
+    spacy_word_splitter, token_offsets, tokenizer_settings,
 )
 
-__all__ = ["ElmoBatchEncoding", "ElmoTokenizer"]
+from .encoding_elmo import (
+    PAD_ID,
+    UNK_ID,
+    ElmoBatchEncoding,
+    RecentTokens,
+    as_tensors,
+    decode_char_ids,
+    padded_length,
+    truncated,
+    word_id,
+    word_spans,
+)
+
+__all__ = ["ElmoTokenizer"]
 
 # The character-id constants the core's `word_to_char_ids` uses; a saved tokenizer must agree.
 _CORE_CHARACTERS = {
@@ -73,77 +44,6 @@ _CORE_CHARACTERS = {
     "end_of_word_character": END_OF_WORD_CHARACTER,
     "padding_character": PADDING_CHARACTER,
 }
-
-
-class ElmoBatchEncoding(BatchEncoding):
-    def __init__(
-        self,
-        data: dict[str, Any] | None = None,
-        tensor_type: str | None = None,
-        prepend_batch_axis: bool = False,
-        *,
-        word_ids: list[list[int | None]] | None = None,
-        tokens: list[list[str]] | None = None,
-    ) -> None:
-        super().__init__(data, tensor_type=tensor_type, prepend_batch_axis=prepend_batch_axis)
-        self._word_ids = word_ids
-        self._tokens = tokens
-
-    def word_ids(self, batch_index: int = 0) -> list[int | None]:
-        if self._word_ids is None:
-            return super().word_ids(batch_index)
-        return list(self._word_ids[batch_index])
-
-    def tokens(self, batch_index: int = 0) -> list[str]:
-        if self._tokens is None:
-            return super().tokens(batch_index)
-        return list(self._tokens[batch_index])
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**super().__getstate__(), "word_ids": self._word_ids, "tokens": self._tokens}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        self._word_ids = state.get("word_ids")
-        self._tokens = state.get("tokens")
-
-
-PAD_ID = 0
-UNK_ID = 1
-WORD_ID_BASE = 2**32
-"""Word ids lie in [2**32, 2**53): above every added token's id, and exact in float64 and JSON."""
-RECENT_TOKENS = 65_536
-"""How many distinct words a tokenizer remembers by id, for `decode` (about 10 MB at most)."""
-_BEGINNING_OF_WORD_ID = BEGINNING_OF_WORD_CHARACTER + CHAR_ID_OFFSET  # a char-id row's first id
-
-
-def word_id(token: str) -> int:
-    digest = hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-    return WORD_ID_BASE + int.from_bytes(digest, "little") % (2**53 - WORD_ID_BASE)
-
-
-class _RecentTokens:
-    def __init__(self, size: int = RECENT_TOKENS) -> None:
-        self.size = size
-        self._tokens: OrderedDict[int, str] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def add(self, token_id: int, token: str) -> None:
-        with self._lock:
-            self._tokens[token_id] = token
-            self._tokens.move_to_end(token_id)
-            if len(self._tokens) > self.size:
-                self._tokens.popitem(last=False)
-
-    def get(self, token_id: int) -> str | None:
-        with self._lock:
-            return self._tokens.get(token_id)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"size": self.size}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["size"])  # type: ignore[misc]
 
 
 class _WholeWords:
@@ -157,11 +57,6 @@ def _load_text_tokenizer(name: str) -> Callable[[str], list[str]]:
     except ElmoError:
         if name != DEFAULT_TOKENIZER:
             raise
-    if name != DEFAULT_TOKENIZER:
-        raise ElmoError(
-            f"text_tokenizer {name!r} is an elmo-bilm plug-in, which is not installed here: pip install "
-            f"elmo-bilm, or use the default {DEFAULT_TOKENIZER!r}."
-        )
     try:
         import spacy
     except ImportError:
@@ -192,14 +87,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
         unk_token: str = "<unk>",
         **kwargs: Any,
     ) -> None:
-        given = {
-            "char_id_offset": char_id_offset,
-            "beginning_of_sentence_character": beginning_of_sentence_character,
-            "end_of_sentence_character": end_of_sentence_character,
-            "beginning_of_word_character": beginning_of_word_character,
-            "end_of_word_character": end_of_word_character,
-            "padding_character": padding_character,
-        }
+        scheme: tuple[int, ...] = (char_id_offset, beginning_of_sentence_character, end_of_sentence_character)
+        scheme += (beginning_of_word_character, end_of_word_character, padding_character)
+        given = dict(zip(_CORE_CHARACTERS, scheme))  # in the order of the arguments
         if given != _CORE_CHARACTERS:
             differ = {k: v for k, v in given.items() if v != _CORE_CHARACTERS[k]}
             raise ValueError(
@@ -213,21 +103,13 @@ class ElmoTokenizer(PreTrainedTokenizer):
             )
         if kwargs.get("padding_side", "right") != "right":
             raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each row from position 0.")
-        self.max_characters_per_token = max_characters_per_token
-        for key, value in given.items():
+        settings = {"max_characters_per_token": max_characters_per_token, "text_tokenizer": text_tokenizer, **given}
+        for key, value in settings.items():  # saved in tokenizer_config.json
             setattr(self, key, value)
-        self.text_tokenizer = text_tokenizer
         self._base_vocab = {str(pad_token): PAD_ID, str(unk_token): UNK_ID}
         self._split_text: Callable[[str], list[str]] | None = None  # loaded on first raw-text call
-        self._recent = _RecentTokens()
-        super().__init__(
-            pad_token=pad_token,
-            unk_token=unk_token,
-            max_characters_per_token=max_characters_per_token,
-            text_tokenizer=text_tokenizer,
-            **given,
-            **kwargs,
-        )
+        self._recent = RecentTokens()
+        super().__init__(pad_token=pad_token, unk_token=unk_token, **settings, **kwargs)
 
     @classmethod
     def from_options(cls, options: BiLMOptions, **kwargs: Any) -> ElmoTokenizer:
@@ -237,7 +119,6 @@ class ElmoTokenizer(PreTrainedTokenizer):
     def is_fast(self) -> bool:
         return True
 
-    # ------------------------------------------------------------------ vocabulary
     @property
     def vocab_size(self) -> int:
         return len(self._base_vocab)
@@ -248,7 +129,6 @@ class ElmoTokenizer(PreTrainedTokenizer):
     def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
         return ()  # nothing to save: the settings are in tokenizer_config.json
 
-    # ------------------------------------------------------------------ text -> tokens -> ids
     def tokenize(self, text: str, **kwargs: Any) -> list[str]:  # type: ignore[override]  # as transformers' PythonBackend
         return self._split_with_offsets(text)[0]
 
@@ -284,10 +164,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return token_id
 
     def _convert_id_to_token(self, index: int) -> str:
-        for token, token_id in self._base_vocab.items():
-            if token_id == index:
-                return token
-        word = self._recent.get(index)
+        word = {i: token for token, i in self._base_vocab.items()}.get(index) or self._recent.get(index)
         if word is None:
             raise ValueError(
                 f"input_ids id {index} is not among the last {self._recent.size} distinct words this tokenizer "
@@ -300,30 +177,34 @@ class ElmoTokenizer(PreTrainedTokenizer):
         self,
         text: str | Sequence[str] | Sequence[Sequence[str]],
         text_pair: Any = None,
-        add_special_tokens: bool = True,
         padding_strategy: PaddingStrategy = PaddingStrategy.DO_NOT_PAD,
         truncation_strategy: TruncationStrategy = TruncationStrategy.DO_NOT_TRUNCATE,
         max_length: int | None = None,
-        stride: int = 0,
         is_split_into_words: bool = False,
         pad_to_multiple_of: int | None = None,
         padding_side: str | None = None,
         return_tensors: str | None = None,
-        return_token_type_ids: bool | None = None,
         return_attention_mask: bool | None = None,
         return_overflowing_tokens: bool = False,
         return_special_tokens_mask: bool = False,
         return_offsets_mapping: bool = False,
         return_length: bool = False,
-        verbose: bool = True,
-        **kwargs: Any,
+        **kwargs: Any,  # add_special_tokens, stride, ...: nothing to do
     ) -> ElmoBatchEncoding:
-        self._check_encode_arguments(text_pair, return_overflowing_tokens, padding_side)
+        if text_pair is not None:
+            raise ValueError("ElmoTokenizer encodes single sentences; sentence pairs are not supported.")
+        if return_overflowing_tokens:
+            raise ValueError(
+                "ElmoTokenizer cannot return overflowing tokens: the biLM reads a sentence of any length "
+                "whole, so there is no need to cut it into windows."
+            )
+        if (padding_side or self.padding_side) != "right":
+            raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each row from position 0.")
         batched, sentences, spans = self._sentences(text, is_split_into_words)
         if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None:
-            sentences, spans = self._truncate(sentences, spans, max_length)
+            sentences, spans = truncated(sentences, spans, max_length, self.truncation_side)
         lengths = [len(s) for s in sentences]
-        target = _padded_length(lengths, padding_strategy, max_length, pad_to_multiple_of)
+        target = padded_length(lengths, padding_strategy, max_length, pad_to_multiple_of)
         columns, word_ids, tokens = self._padded_columns(sentences, spans, target)
         asked = {
             "attention_mask": return_attention_mask is not False,
@@ -335,36 +216,15 @@ class ElmoTokenizer(PreTrainedTokenizer):
         if return_length:
             data["length"] = lengths
         if return_tensors is not None:
-            data = self._as_tensors(data, return_tensors, self.max_characters_per_token)
+            data = as_tensors(data, return_tensors, self.max_characters_per_token)
         elif not batched:
             data = {key: value[0] for key, value in data.items()}
         return ElmoBatchEncoding(data, word_ids=word_ids, tokens=tokens)
 
-    def _check_encode_arguments(
-        self, text_pair: Any, return_overflowing_tokens: bool, padding_side: str | None
-    ) -> None:
-        if text_pair is not None:
-            raise ValueError("ElmoTokenizer encodes single sentences; sentence pairs are not supported.")
-        if return_overflowing_tokens:
-            raise ValueError(
-                "ElmoTokenizer cannot return overflowing tokens: the biLM reads a sentence of any length "
-                "whole, so there is no need to cut it into windows."
-            )
-        if (padding_side or self.padding_side) != "right":
-            raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each row from position 0.")
-
-    def _truncate(
-        self, sentences: list[list[str]], spans: list[list[tuple[int, int]]], max_length: int
-    ) -> tuple[list[list[str]], list[list[tuple[int, int]]]]:
-        keep = [
-            slice(max(0, len(s) - max_length), None) if self.truncation_side == "left" else slice(0, max_length)
-            for s in sentences
-        ]
-        return [s[k] for s, k in zip(sentences, keep)], [o[k] for o, k in zip(spans, keep)]
-
     def _padded_columns(
         self, sentences: list[list[str]], spans: list[list[tuple[int, int]]], target: int | None
     ) -> tuple[dict[str, list[Any]], list[list[int | None]], list[list[str]]]:
+        # Each column `_encode_plus` may return, right-padded to `target` (None: not padded).
         C = self.max_characters_per_token
         special_ids = set(self.all_special_ids) - {UNK_ID}  # every word is "unknown", none is special
         columns: dict[str, list[Any]] = {
@@ -391,6 +251,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
     def _sentences(
         self, text: Any, is_split_into_words: bool
     ) -> tuple[bool, list[list[str]], list[list[tuple[int, int]]]]:
+        # (batched?, token lists, their character spans)
         if isinstance(text, str):
             if is_split_into_words:
                 raise TypeError("is_split_into_words=True needs a list of token strings, not one string.")
@@ -398,7 +259,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
             return False, [tokens], [offsets]
         if isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text) and text:
             if is_split_into_words:
-                return False, [list(text)], [_word_spans(text)]
+                return False, [list(text)], [word_spans(text)]
             split = [self._split_with_offsets(t) for t in text]
             return True, [tokens for tokens, _ in split], [offsets for _, offsets in split]
         if isinstance(text, (list, tuple)):
@@ -410,33 +271,12 @@ class ElmoTokenizer(PreTrainedTokenizer):
                     "or give raw strings."
                 )
             check_sentences(text)
-            return True, [list(s) for s in text], [_word_spans(s) for s in text]
+            return True, [list(s) for s in text], [word_spans(s) for s in text]
         raise TypeError(
             f"ElmoTokenizer takes a string, a list of strings, or token lists with is_split_into_words=True; "
             f"got {type(text).__name__}."
         )
 
-    @staticmethod
-    def _as_tensors(data: dict[str, Any], return_tensors: str, num_chars: int) -> dict[str, Any]:
-        if return_tensors not in ("pt", "np"):
-            raise ValueError(f"return_tensors must be 'pt' or 'np'; got {return_tensors!r}.")
-        widths = {len(row) for row in data["input_ids"]}
-        if len(widths) > 1:
-            raise ValueError(
-                f"the sentences have different lengths ({sorted(widths)} tokens), so they do not fit one "
-                "tensor; pass padding=True (pads to the longest) or padding='max_length'."
-            )
-        batch_size, num_tokens = len(data["input_ids"]), widths.pop() if widths else 0
-        trailing = {"char_ids": (num_chars,), "offset_mapping": (2,), "length": None}
-        out: dict[str, Any] = {}
-        for key, value in data.items():
-            tensor = torch.tensor(value, dtype=torch.long)
-            if (shape := trailing.get(key, ())) is not None:  # also right for 0 tokens
-                tensor = tensor.reshape(batch_size, num_tokens, *shape)
-            out[key] = tensor.numpy() if return_tensors == "np" else tensor
-        return out
-
-    # ------------------------------------------------------------------ padding (collators)
     def _pad(  # type: ignore[override]  # returns what it is given, as the base's does (its stub says a dict)
         self,
         encoded_inputs: dict[str, Any] | BatchEncoding,
@@ -449,13 +289,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
         if (padding_side or self.padding_side) != "right":
             raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each row from position 0.")
         n = len(encoded_inputs["input_ids"])
-        if padding_strategy == PaddingStrategy.LONGEST or max_length is None:
-            max_length = n
-        if pad_to_multiple_of and max_length % pad_to_multiple_of:
-            max_length += pad_to_multiple_of - max_length % pad_to_multiple_of
         if return_attention_mask is not False and "attention_mask" not in encoded_inputs:
             encoded_inputs["attention_mask"] = [1] * n
-        missing = max_length - n if padding_strategy != PaddingStrategy.DO_NOT_PAD else 0
+        missing = (padded_length([n], padding_strategy, max_length, pad_to_multiple_of) or n) - n
         if missing <= 0:
             return encoded_inputs
         pad_row = [0] * self.max_characters_per_token
@@ -473,55 +309,13 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 encoded_inputs[key] = list(encoded_inputs[key]) + [fill] * missing
         return encoded_inputs
 
-    # ------------------------------------------------------------------ ids -> text
     def decode(self, token_ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> str | list[str]:
         ids = to_py_obj(token_ids)
-        depth = self._char_id_depth(ids)
-        if depth == 1:
-            return self._decode_word(ids)
-        if depth == 2:
-            return self._decode_sentence(ids)
-        if depth == 3:
-            return [self._decode_sentence(sentence) for sentence in ids]
-        return super().decode(ids, skip_special_tokens=skip_special_tokens, **kwargs)
+        words = decode_char_ids(ids, self.max_characters_per_token)
+        return words if words is not None else super().decode(ids, skip_special_tokens=skip_special_tokens, **kwargs)
 
-    def _char_id_depth(self, ids: Any) -> int:
-        width = self.max_characters_per_token
-
-        def is_row(row: Any, padding: bool) -> bool:
-            if not isinstance(row, list) or len(row) != width or not all(isinstance(i, int) for i in row):
-                return False
-            return row[0] == _BEGINNING_OF_WORD_ID or (padding and not any(row))
-
-        def word_rows(rows: Any) -> bool:  # char-id rows, padding allowed, one word at least
-            rows = list(rows)
-            return all(is_row(r, padding=True) for r in rows) and any(is_row(r, padding=False) for r in rows)
-
-        if not isinstance(ids, list) or not ids:
-            return 0
-        if all(isinstance(i, int) for i in ids):
-            return int(is_row(ids, padding=False))
-        if all(isinstance(row, list) and all(isinstance(i, int) for i in row) for row in ids):
-            return 2 if word_rows(ids) else 0
-        if all(isinstance(s, list) and all(isinstance(row, list) for row in s) for s in ids):
-            return 3 if word_rows(row for s in ids for row in s) else 0
-        return 0
-
-    def _decode_sentence(self, rows: Sequence[Sequence[int]]) -> str:
-        return " ".join(self._decode_word(row) for row in rows if any(row))  # padding rows skipped
-
-    def _decode_word(self, row: Sequence[int]) -> str:
-        raw = [i - CHAR_ID_OFFSET for i in row if i]
-        if raw[:1] == [BEGINNING_OF_WORD_CHARACTER] and raw[1:2] == [BEGINNING_OF_SENTENCE_CHARACTER]:
-            return "<S>"
-        if raw[:1] == [BEGINNING_OF_WORD_CHARACTER] and raw[1:2] == [END_OF_SENTENCE_CHARACTER]:
-            return "</S>"
-        data = bytes(i for i in raw if 0 <= i < 256)
-        return data.decode("utf-8", errors="replace")
-
-    # ------------------------------------------------------------------ saving, pickling
     def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> tuple[str, ...]:
-        code = ("tokenization_elmo.py", "elmo_reference.py") if self._auto_class is not None else ()
+        code = ("tokenization_elmo.py", "encoding_elmo.py") if self._auto_class is not None else ()
         return cast(
             tuple[str, ...],
             save_atomically(super().save_pretrained, save_directory, *code)(save_directory, *args, **kwargs),
@@ -537,21 +331,3 @@ class ElmoTokenizer(PreTrainedTokenizer):
         state = self.__dict__.copy()
         state["_split_text"] = None  # a spaCy closure; rebuilt on first use
         return state
-
-
-def _padded_length(
-    lengths: Sequence[int], padding_strategy: PaddingStrategy, max_length: int | None, pad_to_multiple_of: int | None
-) -> int | None:
-    if padding_strategy == PaddingStrategy.LONGEST:
-        target = max(lengths, default=0)
-    elif padding_strategy == PaddingStrategy.MAX_LENGTH:
-        target = max_length if max_length is not None else max(lengths, default=0)
-    else:
-        return None
-    if pad_to_multiple_of and target % pad_to_multiple_of:
-        target += pad_to_multiple_of - target % pad_to_multiple_of
-    return target
-
-
-def _word_spans(words: Sequence[str]) -> list[tuple[int, int]]:
-    return [(0, len(word)) for word in words]

@@ -1,38 +1,11 @@
-"""The frozen biLM as a thinc layer: Docs in, every biLM layer out, one array per Doc.
+"""The frozen biLM as a thinc layer.
 
-    docs
-      -> units: each sentence (when the Doc has sentence boundaries and per_sentence
-         is on) or the whole Doc; whitespace tokens are left out
-      -> elmo_core.runtime.windows.run_in_windows: a unit longer than window_tokens is cut into
-         overlapping windows (each token keeps the vectors of the window that keeps
-         it), the pieces are batched by a token budget, each batch runs through
-         the PyTorch wrapper (an `ElmoShim`): words -> char_ids, mask -> activations
-      -> per Doc: [n_layers + 1, len(doc), dim] float32 numpy on the CPU
-         (whitespace tokens get zero rows)
+    docs -> units (sentences, or whole Docs), whitespace tokens left out
+         -> elmo_core's run_in_windows: windows, token-budget batches, an `ElmoShim` each
+         -> per Doc: float32 numpy [n_layers + 1, len(doc), dim] (zero rows for whitespace)
 
-The biLM is frozen: `forward` runs it under `torch.inference_mode` whatever `is_train`
-says, and its backprop returns nothing (Docs take no gradient). A biLM whose parameters
-the user set to `requires_grad=True` is refused for training (`is_train`) with a clear
-error rather than left unchanged silently (`check_frozen_for_training`). For the same reason a
-unit's layers can be kept: with `cache_bytes > 0` (`spacy-elmo.ElmoLayers.v2`) each
-unit's layers are stored in an `elmo_core.FeatureCache` keyed by its token texts, and
-the biLM only runs on units it has not seen (an NER trained for many epochs computes
-each training sentence once). The Docs always get fresh arrays, copied from the cache.
-Mixing the layers is left to whoever reads them: the `elmo` component (for `doc.tensor`)
-and each listener (its own trainable `ScalarMix`).
-
-Construction never reads files. The torch module gets into the layer in one of two ways:
-`init` (the layer's one load: thinc's `model.initialize()`, which `nlp.initialize()` and
-the `elmo` component run, and which `forward` runs itself on a first call before any
-initialisation) reads the configured source, and deserialization rebuilds it from what
-`to_bytes` wrote: the model folder files (config.json, model.safetensors,
-tokenizer_config.json), so a saved pipeline never needs the source again.
-
-The module sits in an `ElmoShim`, a `PyTorchShim` (as spacy-transformers' `HFShim` is) that
-keeps it as its own public attribute `elmo`, since thinc's shim gives no public access to
-the module it runs; the shim's serialisation hooks write the model folder instead of a
-pickled state dict, and rebuild the `Elmo` from it, so the placeholder an unloaded layer
-holds (`elmo` None) becomes the real module when a saved pipeline is read.
+A unit's frozen layers never change, so a `FeatureCache` may keep them across epochs.
+Construction reads no file: `init` loads the configured source.
 """
 
 from __future__ import annotations
@@ -90,7 +63,7 @@ def build_elmo_layers(
     window_context: int | None = None,
     cache_bytes: int = 0,
 ) -> Model[list[Doc], list[Floats3d]]:
-    """The thinc layer; see `spacy_elmo.architectures.ElmoLayers_v2` for the arguments."""
+    """The thinc layer. The arguments are `spacy_elmo.architectures.ElmoLayers_v2`'s."""
     check_int("max_batch_tokens", max_batch_tokens)
     window_tokens = check_window_settings(window_tokens, window_context)  # 0 = read every unit whole
     check_int("cache_bytes", cache_bytes, minimum=0, meaning="0 = no cache")
@@ -164,13 +137,9 @@ def _forward(model: Model[list[Doc], list[Floats3d]], elmo: Elmo, docs: list[Doc
 
 
 def check_frozen_for_training(elmo: Elmo) -> None:
-    """Refuse to train with a biLM the user unfroze: in spaCy it would stay frozen, silently.
+    """Refuse to train with a biLM the user unfroze: spaCy's layers would leave it unchanged.
 
-    The spaCy face runs the biLM under `torch.inference_mode` and its layers take no
-    gradient (see the module docstring), so parameters set to `requires_grad=True`
-    (e.g. `nlp.get_pipe("elmo").elmo.bilm.requires_grad_(True)`) would never change.
-    AllenNLP's maintainers chose a clear error over such silent freezing (allenai/allennlp
-    #1644). Inference with such a biLM is allowed: only training is refused.
+    AllenNLP chose this error over silent freezing (allenai/allennlp#1644).
 
     Raises:
         ValueError: if a biLM parameter has `requires_grad`.
@@ -187,11 +156,9 @@ def check_frozen_for_training(elmo: Elmo) -> None:
 
 
 def init(model: Model[list[Doc], list[Floats3d]], X: Any = None, Y: Any = None) -> None:
-    """The layer's one load: read the biLM from the configured source, unless the layer
-    already holds one (deserialized, set with `set_elmo`, or loaded before).
+    """The layer's one load: the configured source, unless the layer holds a biLM already.
 
-    Concurrent first calls load once: they hold the lock of the placeholder shim, and
-    those that waited find the biLM loaded (`elmo_core.runtime.first_use_lock`).
+    Concurrent first calls load once (`first_use_lock` on the placeholder shim).
     """
     if elmo_module(model) is not None:
         return
@@ -205,17 +172,11 @@ def init(model: Model[list[Doc], list[Floats3d]], X: Any = None, Y: Any = None) 
 class ElmoShim(PyTorchShim):
     """The `PyTorchShim` that runs the frozen `Elmo`, with the module as `elmo`.
 
-    thinc's `PyTorchShim` has no public accessor for the module it runs, so this shim keeps
-    the module in an attribute of its own, `elmo` (None in an unloaded layer's placeholder),
-    as spacy-transformers' `HFShim` keeps its `HFObjects`. `elmo` is always the module the
-    shim runs: both are set in `__init__`; thinc swaps its module only when deserializing,
-    through the `deserialize_model` hook, which sets `elmo` to the module it returns; moving
-    to a device and `use_params` change the module in place; copies and pickles keep the
-    two one object. Serialisation writes the model folder (`serialize_elmo`), not a pickled
-    state dict.
+    thinc's shim gives no public access to its module (spacy-transformers' `HFShim` does
+    the same). Serialisation writes the model folder, not a pickled state dict.
 
     Args:
-        elmo: The biLM, moved to thinc's current device; None for a placeholder.
+        elmo: The biLM, or None for a placeholder.
     """
 
     def __init__(self, elmo: Elmo | None) -> None:
@@ -227,11 +188,9 @@ class ElmoShim(PyTorchShim):
         return self.elmo
 
     def predict(self, inputs: ArgsKwargs) -> Any:
-        """The module's output, run in eval mode under `torch.inference_mode` for this call only.
+        """The module's output, in eval mode under `torch.inference_mode`, for this call only.
 
-        thinc's own `predict` switches the module to eval() and then to train(), whatever
-        mode it was in, also while another thread's call runs; the core's
-        `inference_step` puts the module's own mode back when the last call on it ends.
+        thinc's `predict` leaves the module in train mode, even under another thread's call.
         """
         assert self.elmo is not None  # `forward` loaded it
         with inference_step(self.elmo), torch.autocast(device_type="cuda", enabled=self._mixed_precision):
@@ -239,8 +198,7 @@ class ElmoShim(PyTorchShim):
 
 
 def _wrap(elmo: Elmo | None) -> Model:
-    """thinc's PyTorch wrapper around an `ElmoShim`: what `PyTorchWrapper_v3` builds, with
-    the shim that keeps the module (as spacy-transformers' `HFWrapper` does)."""
+    # What PyTorchWrapper_v3 builds, with the shim that keeps the module (as spacy-transformers' HFWrapper).
     return Model(
         "pytorch",
         pytorch_forward,
@@ -279,12 +237,12 @@ def elmo_module(model: Model) -> Elmo | None:
 
 
 def feature_cache(model: Model) -> FeatureCache | None:
-    """The layer's `FeatureCache` (None when built with cache_bytes = 0); read `.stats`."""
+    """The layer's `FeatureCache` (None when `cache_bytes` is 0). Read `.stats`."""
     return model.attrs["feature_cache"]
 
 
 def set_elmo(model: Model, elmo: Elmo) -> None:
-    """Put `elmo` into the layer (moved to thinc's current device) and set its dims.
+    """Put `elmo` into the layer and set its dims.
 
     Raises:
         ValueError: if the layer's dims were already set for a differently shaped model.
@@ -302,14 +260,10 @@ def set_elmo(model: Model, elmo: Elmo) -> None:
 
 
 def set_dims_from_elmo(model: Model, elmo: Elmo, *, owner: str, fix: str) -> None:
-    """Set a layer's dims from the biLM: nO = `elmo.output_dim` (vector width), nL =
-    `elmo.n_outputs` (output layers, n_layers + 1).
-
-    Used by the ELMo layer and by every listener, so a shape mismatch reads the same way.
+    """Set nO (vector width) and nL (n_layers + 1) from the biLM.
 
     Raises:
-        ValueError: if a dim was already set to another value; the message names `owner`
-            (the layer, as the user knows it), both values and ends with `fix`.
+        ValueError: if a dim was set to another value. The message names `owner`, then `fix`.
     """
     for name, value, meaning in (("nO", elmo.output_dim, "vector width"), ("nL", elmo.n_outputs, "output layers")):
         if model.has_dim(name) and model.get_dim(name) != value:
@@ -321,7 +275,6 @@ def set_dims_from_elmo(model: Model, elmo: Elmo, *, owner: str, fix: str) -> Non
 
 
 def _follow_thinc_device(elmo: Elmo) -> None:
-    """Move the module to thinc's current device (e.g. after `spacy.require_gpu()`)."""
     device = get_torch_default_device()
     parameter = next(elmo.parameters(), None)
     if parameter is not None and parameter.device != device:
@@ -330,17 +283,12 @@ def _follow_thinc_device(elmo: Elmo) -> None:
 
 # ------------------------------------------------------------------ sources and bytes
 def load_elmo_source(path: str = "", options: str = "", weights: str = "") -> Elmo:
-    """Load a biLM from a model folder, an original options/hdf5 pair, or the default model.
+    """Load a biLM from a model folder, a bilm-tf options/hdf5 pair, or the default model.
 
-    The core's one loader (`elmo_core.load_elmo`), with its errors. The biLM is always
-    loaded stateless (each sentence starts from zero LSTM states) and without the
-    sentence-boundary positions, whatever the folder says.
+    Always stateless, without sentence-boundary positions, whatever the folder says.
 
     Raises:
-        ValueError (elmo_core.ElmoError): if both a folder and a pair are given, or only
-            half of a pair.
-        elmo_core.WeightFileError / OptionsError: for missing or broken files, or when no
-            source is given and no default model is installed.
+        elmo_core.ElmoError: for an unclear source, or a missing or broken file.
     """
     return load_elmo(path, options, weights, map_location="cpu", stateful=False, keep_sentence_boundaries=False)
 
@@ -375,15 +323,11 @@ def deserialize_elmo(current: Elmo | None, data: bytes, device: torch.device) ->
 
 # ------------------------------------------------------------------ Docs to units
 def _units(docs: list[Doc], per_sentence: bool):
-    """(doc index, token indices, token texts) for each stretch the biLM reads as one sequence.
-
-    Reads token attributes with `Doc.to_array` rather than through `Token` objects:
-    a Doc caches the Tokens it hands out, and the cycle (Doc -> Token -> Doc) would keep
-    every Doc, with its ELMo arrays, alive until Python's cyclic garbage collector runs.
-    """
+    """(doc index, token indices, token texts) of each stretch the biLM reads as one sequence."""
     for d, doc in enumerate(docs):
         if not len(doc):
             continue
+        # Doc.to_array, not Tokens: a Doc -> Token -> Doc cycle keeps Docs alive until the cyclic GC runs.
         attrs = doc.to_array([ORTH, IS_SPACE, SENT_START])  # uint64 [tokens, 3]; -1 wraps around
         starts = [0]
         if per_sentence and doc.has_annotation("SENT_START"):
@@ -397,25 +341,12 @@ def _units(docs: list[Doc], per_sentence: bool):
 
 # ------------------------------------------------------------------ replace_listeners
 def _replace_listener(model: Model, listener: Model, upstream: Any) -> Model:
-    """`nlp.replace_listeners` hook: the listener becomes this (already copied) layer.
-
-    The listener node is swapped for the copy; the listener's own scalar mix, which
-    sits after it, keeps its trained weights.
-    """
+    # nlp.replace_listeners hook: the copied layer takes the listener's place. The trained mix after it stays.
     return model
 
 
 def _replace_listener_cfg(elmo_layers_cfg: dict[str, Any], tok2vec_cfg: dict[str, Any]) -> dict[str, Any]:
-    """`nlp.replace_listeners` hook: an `ElmoListener.vN` block becomes a `Tok2VecElmo.vN` block.
-
-    spaCy passes the component's whole `model.tok2vec` block, wherever the listener sits in
-    it. That block is the listener when ELMo joins the tok2vec's output; when ELMo joins the
-    embeddings (the listener is the `embed` of a `spacy.Tok2Vec.v2`, replaced through the
-    path "model.tok2vec.embed"), the one listener inside it is converted.
-
-    Raises:
-        ValueError: if the block holds no ELMo listener, or several (name one path at a time).
-    """
+    """`nlp.replace_listeners` hook: the `ElmoListener.vN` block in `model.tok2vec` becomes `Tok2VecElmo.vN`."""
     listeners = [tok2vec_cfg] if _is_listener_cfg(tok2vec_cfg) else list(_listener_cfgs(tok2vec_cfg))
     if len(listeners) != 1:
         raise ValueError(
@@ -434,7 +365,6 @@ def _is_listener_cfg(cfg: Any) -> bool:
 
 
 def _listener_cfgs(cfg: Any):  # noqa: ANN202
-    """Every ElmoListener block nested in a config block (without looking inside a listener)."""
     if isinstance(cfg, dict):
         for value in cfg.values():
             if _is_listener_cfg(value):

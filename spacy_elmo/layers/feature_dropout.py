@@ -1,10 +1,7 @@
-"""Dropout on the mixed ELMo vectors at a rate of their own.
+"""Dropout on the mixed ELMo vectors at a rate of their own (Peters et al. 2018, section 3.3).
 
-The paper adds "a moderate amount of dropout to ELMo" (Peters et al. 2018, section
-3.3). thinc's `Dropout` reads its rate from the attr `dropout_rate`, which spaCy
-overwrites with `[training] dropout` before every update (`set_dropout_rate`), so a rate
-chosen for the ELMo features alone needs an attr of another name: this layer's
-`elmo_dropout_rate`, which spaCy leaves alone.
+spaCy sets every `dropout_rate` attr to `[training] dropout` before each update, so this
+layer keeps its rate in `elmo_dropout_rate`.
 """
 
 from __future__ import annotations
@@ -20,8 +17,7 @@ ELMO_DROPOUT_NAME = "elmo_feature_dropout"
 
 
 def ElmoFeatureDropout(rate: float) -> Model[list[Floats2d], list[Floats2d]]:
-    """Zero each value of the per-Doc [tokens, dim] arrays with probability `rate` in
-    training (and scale the rest by 1 / (1 - rate)); the identity at prediction.
+    """Inverted dropout at `rate` in training, the identity at prediction.
 
     Raises:
         ValueError: if `rate` is not a number in [0, 1).

@@ -1,17 +1,7 @@
 """ElmoListener: a downstream component's window onto the upstream `elmo` component.
 
-The listener sits where a biLM would sit in a downstream model (`ElmoLayers` in
-`Tok2VecElmo`) and gives the same thing: every biLM layer of each Doc,
-[n_layers + 1, tokens, dim]. It reads them from `doc._.elmo_layers`, which the
-upstream component wrote (the upstream is an annotating component during training).
-For Docs that did not pass through the upstream (for instance the sample Docs a
-component initialises on, or a training loop without `annotates=["elmo"]`), it asks the
-upstream to compute them. Because the biLM is frozen, nothing flows back.
-
-spaCy links the listener to its upstream (`ElmoComponent.find_listeners`) when both
-are in the pipeline. A listener that no ELMo component has linked raises a ValueError
-naming its `upstream`, at `nlp.initialize()` or at its first call, instead of passing
-zeros on.
+It reads `doc._.elmo_layers`, and asks the upstream for Docs without them. An unlinked
+listener raises rather than pass zeros on.
 """
 
 from __future__ import annotations
@@ -45,13 +35,11 @@ class ElmoListener(Model):
     """Every biLM layer of each Doc, from the upstream ELMo component.
 
     Attributes:
-        upstream_name: The name of the ELMo component to listen to ("*" = any).
-        upstream: The linked component, set by `ElmoComponent.add_listener` (None
-            until spaCy links the pipeline).
+        upstream_name: The ELMo component's name ("*" = any).
+        upstream: The linked component, or None.
 
     Shape:
-        output: one [nL, tokens, nO] float array per Doc (nL = n_layers + 1,
-        nO = 2 * projection_dim), on the listener's device.
+        output: one [nL, tokens, nO] array per Doc (nL = n_layers + 1, nO = 2 * projection_dim).
     """
 
     name = LISTENER_NAME

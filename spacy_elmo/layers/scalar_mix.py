@@ -2,12 +2,8 @@
 
     ELMo_task = gamma * sum_k softmax(w)_k * h_k      (Peters et al. 2018, equation 1)
 
-The thinc layer of `elmo_core.ScalarMix`: w and gamma are thinc params (so they train
-with thinc's optimizer and travel in the pipeline's files), and the arithmetic is the
-core's (`elmo_core.model.elmo`: the formula, the softmax and their gradients), run on
-thinc's arrays. Same start as the core (w = 0, gamma = 1, i.e. the average of the
-layers). It learns inside the component that owns it (an NER, a tagger); the layers it
-mixes come from the frozen biLM and take no gradient.
+The thinc face of `elmo_core.ScalarMix`: w and gamma (params `W`, `gamma`) train with
+thinc, the arithmetic is the core's. It starts at the average (w = 0, gamma = 1).
 """
 
 from __future__ import annotations
@@ -27,7 +23,7 @@ from elmo_core.face_api import (
 __all__ = ["SCALAR_MIX_NAME", "ScalarMixLayer", "normalized_weights"]
 
 SCALAR_MIX_NAME = "elmo_scalar_mix"
-"""The layer's thinc name, by which `spacy_elmo.util.get_scalar_mix_weights` finds it (saved pipelines hold it)."""
+"""The layer's thinc name, by which `get_scalar_mix_weights` finds it in saved pipelines."""
 
 
 def ScalarMixLayer(
@@ -36,19 +32,12 @@ def ScalarMixLayer(
     """Mix each Doc's biLM layers into one vector per token, with learned weights.
 
     Args:
-        nL: Number of output layers mixed (`n_layers + 1`); inferred from the first batch.
-        nO: Vector width (`2 * projection_dim`); inferred from the first batch.
-        l2: lambda of the penalty lambda * ||w||^2 on the weights w before the softmax
-            (paper section 3.3), which pulls the mix towards the plain average of the
-            layers (w = 0). Its gradient 2 * lambda * w is added to w's at every update.
-            0 (the default) adds nothing.
-
-    Params:
-        W: the scalar weights w, [nL], starting at 0.
-        gamma: the scale, [1], starting at 1.
+        nL: Layers mixed (`n_layers + 1`). None: from the first batch.
+        nO: Vector width (`2 * projection_dim`). None: from the first batch.
+        l2: lambda of a penalty lambda * ||w||^2 on w (paper section 3.3). 0: none.
 
     Shape:
-        input: one [nL, tokens, nO] array per Doc; output: one [tokens, nO] array per Doc.
+        input: [nL, tokens, nO] per Doc. output: [tokens, nO] per Doc.
 
     Raises:
         ValueError: if `l2` is not a finite number >= 0.

@@ -94,3 +94,13 @@ def test_nan_weights_are_refused(saved_model_dir):
 def test_a_missing_folder_keeps_transformers_own_error(tmp_path):
     with pytest.raises(OSError):
         ElmoModel.from_pretrained(tmp_path / "does-not-exist")
+
+
+def test_a_given_config_whose_sizes_disagree_with_the_weights_is_refused_before_building(saved_model_dir, monkeypatch):
+    config = ElmoConfig.from_pretrained(saved_model_dir)
+    config.lstm = {**config.lstm, "dim": 10 * config.lstm["dim"]}
+    built = []
+    monkeypatch.setattr(ElmoModel, "post_init", lambda self: built.append(self))  # only the meta-device check's model
+    with pytest.raises(ValueError, match=r"tensor 'bilm\..*' has shape .*, but config.json implies"):
+        ElmoModel.from_pretrained(saved_model_dir, config=config)
+    assert all(p.is_meta for model in built for p in model.parameters())

@@ -9,8 +9,9 @@ import sys
 import numpy as np
 import pytest
 import torch
+from transformers import pipeline
 
-from hf_elmo import ElmoFeatureExtractionPipeline, feature_extraction_pipeline
+from hf_elmo import ElmoFeatureExtractionPipeline
 
 from .conftest import batch, make_tiny_hf_model
 
@@ -22,7 +23,7 @@ def test_pipeline_results_and_their_means_exclude_padding(tiny_tokenizer):
     # per-string results must hold the string's own tokens only, so any mean of them
     # is the mean over attention_mask == 1.
     model = make_tiny_hf_model()
-    extractor = feature_extraction_pipeline(model=model, tokenizer=tiny_tokenizer, batch_size=2)
+    extractor = pipeline("elmo-feature-extraction", model=model, tokenizer=tiny_tokenizer, batch_size=2)
     assert isinstance(extractor, ElmoFeatureExtractionPipeline)
     results = extractor(TEXTS, return_tensors=True)
     inputs = tiny_tokenizer(TEXTS, padding=True, return_tensors="pt")

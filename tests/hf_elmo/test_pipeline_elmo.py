@@ -4,10 +4,12 @@ import pytest
 import torch
 from transformers import pipeline
 
-from elmo_core import WeightFileError, embed_sentences
+from elmo_core import embed_sentences
 from elmo_core.files.model_folder import default_model_dir
 from elmo_core.runtime.batching import batches_by_token_budget
-from hf_elmo import ElmoFeatureExtractionPipeline, feature_extraction_pipeline
+from hf_elmo import ElmoFeatureExtractionPipeline
+
+TASK = "elmo-feature-extraction"  # registered by `import hf_elmo`
 
 TEXTS = ["Hello world.", "Don't stop-me now, the river bank is near!", "A", "Two words"]
 
@@ -39,7 +41,7 @@ def test_transformers_feature_extraction_pipeline_takes_raw_strings_in_batches(t
 def test_elmo_pipeline_returns_each_texts_own_tokens_whatever_the_batch_size(
     saved_model_dir, tiny_hf_model, tiny_tokenizer
 ):
-    extractor = feature_extraction_pipeline(model=saved_model_dir)
+    extractor = pipeline(TASK, model=saved_model_dir)
     assert isinstance(extractor, ElmoFeatureExtractionPipeline)
     by_size = {b: extractor(TEXTS, batch_size=b) for b in (1, 4)}
     for k, text in enumerate(TEXTS):
@@ -52,14 +54,15 @@ def test_elmo_pipeline_returns_each_texts_own_tokens_whatever_the_batch_size(
     assert [t.shape[1] for t in as_tensors] == [3, len(tiny_tokenizer.tokenize(TEXTS[1]))]
 
 
-def test_elmo_pipeline_uses_the_default_model_when_none_is_named():
-    try:
-        default_model_dir()
-    except WeightFileError:
-        with pytest.raises(WeightFileError, match="no default model is installed"):
-            feature_extraction_pipeline()
-    else:  # pragma: no cover - once a default model ships
-        assert feature_extraction_pipeline()("Hello world .")[0]
+def test_import_hf_elmo_registers_the_elmo_pipeline_with_the_default_model():
+    from transformers.pipelines import PIPELINE_REGISTRY
+
+    task, registered, _ = PIPELINE_REGISTRY.check_task(TASK)
+    assert registered["impl"] is ElmoFeatureExtractionPipeline and registered["type"] == "text"
+    assert registered["default"] == {"model": (str(default_model_dir()), None)}
+    extractor = pipeline(TASK)
+    assert isinstance(extractor, ElmoFeatureExtractionPipeline) and extractor.batch_tokens == 4096
+    assert len(extractor("Hello world .")[0]) == 3
 
 
 # Issue 8: a list of strings is batched by length and a token budget, in input order.
@@ -68,7 +71,7 @@ def test_elmo_pipeline_batches_by_length_and_token_budget(saved_model_dir, tiny_
     lengths = [len(tiny_tokenizer.tokenize(t)) for t in texts]
     calls: list[tuple[int, ...]] = []
     for budget, cap in ((40, None), (4096, None), (4096, 3)):
-        extractor = feature_extraction_pipeline(model=saved_model_dir, batch_tokens=budget)
+        extractor = pipeline(TASK, model=saved_model_dir, batch_tokens=budget)
         calls.clear()
         hook = extractor.model.register_forward_hook(lambda m, args, kwargs_out: calls.append(0))
         kwargs = {} if cap is None else {"batch_size": cap}
@@ -80,14 +83,14 @@ def test_elmo_pipeline_batches_by_length_and_token_budget(saved_model_dir, tiny_
             assert got.shape[0] == n
             torch.testing.assert_close(got, alone(tiny_hf_model, tiny_tokenizer, text), atol=1e-5, rtol=1e-4)
     # A cap given when the pipeline is made counts too, and tuples are lists.
-    extractor = feature_extraction_pipeline(model=saved_model_dir, batch_size=2)
+    extractor = pipeline(TASK, model=saved_model_dir, batch_size=2)
     calls.clear()
     hook = extractor.model.register_forward_hook(lambda m, args, kwargs_out: calls.append(0))
     assert len(extractor(tuple(texts[:6]))) == 6
     hook.remove()
     assert len(calls) == 3
     with pytest.raises(ValueError, match="batch_tokens must be a positive integer"):
-        feature_extraction_pipeline(model=saved_model_dir, batch_tokens=0)
+        pipeline(TASK, model=saved_model_dir, batch_tokens=0)
 
 
 def test_pipeline_results_match_elmo_embed_of_the_same_lines(saved_model_dir, tmp_path):
@@ -97,7 +100,7 @@ def test_pipeline_results_match_elmo_embed_of_the_same_lines(saved_model_dir, tm
 
     from elmo_core.apps.cli import app
 
-    extractor = feature_extraction_pipeline(model=saved_model_dir)
+    extractor = pipeline(TASK, model=saved_model_dir)
     results = extractor(TEXTS, batch_size=2)
     (tmp_path / "lines.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     done = CliRunner().invoke(
@@ -150,7 +153,7 @@ def test_every_face_gives_a_2501_token_line_the_same_vectors(tmp_path, tiny_toke
     def same(got: torch.Tensor) -> None:
         torch.testing.assert_close(got.reshape(expected.shape), expected, atol=1e-5, rtol=0)
 
-    same(feature_extraction_pipeline(model=folder)(text, return_tensors=True)[0])
+    same(pipeline(TASK, model=folder)(text, return_tensors=True)[0])
     same(pipeline("feature-extraction", model=str(folder))(text, return_tensors=True)[0])
     auto_model, auto_tokenizer = AutoModel.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
     with torch.no_grad():
@@ -189,7 +192,7 @@ def test_an_empty_string_gives_one_row_of_zero_tokens_of_the_full_width(saved_mo
 
     import numpy as np
 
-    extractor = feature_extraction_pipeline(model=saved_model_dir)
+    extractor = pipeline(TASK, model=saved_model_dir)
     alone = extractor("")
     assert np.asarray(alone).shape == (1, 0, 16) and alone == [[]] and json.dumps(alone) == "[[]]"
     assert extractor("", return_tensors=True).shape == (1, 0, 16)
@@ -197,10 +200,10 @@ def test_an_empty_string_gives_one_row_of_zero_tokens_of_the_full_width(saved_mo
     assert np.asarray(empty).shape == (1, 0, 16) and np.asarray(two).shape == (1, 2, 16)
     assert np.asarray(pickle.loads(pickle.dumps(empty))).shape == (1, 0, 16)
     np.testing.assert_array_equal(np.asarray(two), np.array(list(two), dtype=np.float32))
-    assert np.asarray(feature_extraction_pipeline()("")).shape == (1, 0, 256)  # the default model
+    assert np.asarray(pipeline(TASK)("")).shape == (1, 0, 256)  # the default model
 
 
 def test_no_texts_give_an_empty_list(tiny_hf_model, tiny_tokenizer):
-    extractor = feature_extraction_pipeline(tiny_hf_model, tiny_tokenizer)
+    extractor = pipeline(TASK, model=tiny_hf_model, tokenizer=tiny_tokenizer)
     assert extractor([]) == [] and extractor(()) == []
     assert extractor([], return_tensors=True) == []

@@ -17,10 +17,15 @@ SCALE = 2.0
 
 def twice(x: float) -> float:
     return 2 * x
+'''
+
+RUNTIME = '''"""A plain stand-in for the core's runtime."""
+
+from .elmo_reference import twice
 
 
 def note_which_code_runs(folder: object) -> bool:
-    return False
+    return twice(0) > 0
 '''
 
 FACE = {
@@ -58,6 +63,16 @@ from .configuration_elmo import ElmoConfig
 def run(x: float) -> float:
     return twice(x) * ElmoConfig.factor
 ''',
+    "encoding_elmo.py": '''"""Encoding.
+
+More words that stay in hf_elmo.
+"""
+
+from elmo_core import SCALE
+
+HALF = SCALE / 4
+"""Gone in the copy too."""
+''',
     "tokenization_elmo.py": '''"""Tokenizer."""
 
 from elmo_core import SCALE
@@ -77,8 +92,8 @@ def write_tree(root: Path, files: dict[str, str]) -> Path:
 
 
 def generate_from(tmp_path: Path, face: dict[str, str]) -> dict[str, str]:
-    reference = write_tree(tmp_path / "reference", {"elmo_reference.py": REFERENCE}) / "elmo_reference.py"
-    return generated_sources(write_tree(tmp_path / "face", face), reference)
+    references = {"elmo_reference.py": REFERENCE, "elmo_reference_runtime.py": RUNTIME}
+    return generated_sources(write_tree(tmp_path / "face", face), write_tree(tmp_path / "reference", references))
 
 
 @pytest.fixture
@@ -101,17 +116,23 @@ def test_a_copy_is_its_module_with_the_core_imports_read_from_the_reference(gene
     sources, _ = generated
     configuration = sources["configuration_elmo.py"]
     assert configuration.startswith("# Generated from hf_elmo/configuration_elmo.py by")
-    assert "from .elmo_reference import (\n    SCALE,\n    note_which_code_runs,\n)\n" in configuration
+    imports = "from .elmo_reference import SCALE\nfrom .elmo_reference_runtime import note_which_code_runs\n"
+    assert imports in configuration  # each name from the reference file that defines it
     body = configuration.split("\n", 1)[1]  # below the header, which names the command
     assert "elmo_core" not in body and "hf_elmo.remote_code" not in body
     assert '"""Config."""' in configuration and "# a comment that stays" in configuration
     assert "Gone in the copy." not in configuration and "A config." not in configuration
     assert '"""Only a docstring stays."""' in configuration  # a body is never left empty
-    assert sources["elmo_reference.py"] == REFERENCE
+    encoding = sources["encoding_elmo.py"]  # a module docstring keeps its summary line, as one line
+    assert '"""Encoding."""\n' in encoding and "More words" not in encoding and "Gone in the copy" not in encoding
+    assert "HALF = SCALE / 4" in encoding
+    assert sources["elmo_reference.py"] == REFERENCE and sources["elmo_reference_runtime.py"] == RUNTIME
     assert "from .configuration_elmo import ElmoConfig" in sources["modeling_elmo.py"]
 
 
 def test_a_name_the_reference_lacks_is_refused_with_the_fix(tmp_path):
     face = {**FACE, "tokenization_elmo.py": FACE["tokenization_elmo.py"].replace("SCALE", "embed_sentences")}
-    with pytest.raises(ValueError, match=r"imports \['embed_sentences'\].*Add them to hf_elmo/remote_code"):
+    with pytest.raises(
+        ValueError, match=r"imports \['embed_sentences'\].*no reference file defines.*Add them to hf_elmo/remote_code"
+    ):
         generate_from(tmp_path, face)

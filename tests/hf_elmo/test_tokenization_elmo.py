@@ -11,7 +11,7 @@ from transformers import AutoTokenizer, DataCollatorForTokenClassification
 from elmo_core import ElmoError, words_to_char_ids
 from elmo_core.files.model_folder import tokenizer_settings
 from hf_elmo import ElmoBatchEncoding, ElmoTokenizer
-from hf_elmo.tokenization_elmo import WORD_ID_BASE, word_id
+from hf_elmo.encoding_elmo import WORD_ID_BASE, word_id
 
 from ..conftest import make_tiny_options
 from .conftest import TOKENS
@@ -61,8 +61,9 @@ def test_raw_text_with_lone_surrogates_gives_the_tokens_and_vectors_of_its_pre_s
 ):
     # A lone surrogate used to stop raw text with a UnicodeEncodeError from spaCy's internals.
     spacy_elmo = pytest.importorskip("spacy_elmo.tokenization")
+    from transformers import pipeline
+
     from elmo_core.files.tokenizers import get_tokenizer
-    from hf_elmo import feature_extraction_pipeline
 
     assert [get_tokenizer()(text) for text in SURROGATE_TEXTS] == SURROGATE_WORDS
     assert spacy_elmo.english_sentences()(" ".join(SURROGATE_TEXTS)) == [
@@ -81,7 +82,7 @@ def test_raw_text_with_lone_surrogates_gives_the_tokens_and_vectors_of_its_pre_s
         vectors = tiny_hf_model(char_ids=raw["char_ids"], attention_mask=raw["attention_mask"]).last_hidden_state
         expected = tiny_hf_model(**{k: split[k] for k in ("char_ids", "attention_mask")}).last_hidden_state
     torch.testing.assert_close(vectors, expected, atol=0, rtol=0)
-    extractor = feature_extraction_pipeline(model=tiny_hf_model, tokenizer=tiny_tokenizer)
+    extractor = pipeline("elmo-feature-extraction", model=tiny_hf_model, tokenizer=tiny_tokenizer)
     got = np.asarray(extractor(SURROGATE_TEXTS[0]))[0]
     np.testing.assert_allclose(got, expected[0, :4].numpy(), atol=1e-6, rtol=0)
 

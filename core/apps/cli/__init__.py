@@ -1,16 +1,4 @@
-"""The `elmo` command line: one module per command.
-
-    elmo --version
-    elmo embed INPUT|- OUTPUT [--layers all|top|average|mix|K] [--model DIR |
-                 --options FILE --weights FILE] [--batch-tokens N] [--device cpu] ...   (embed.py)
-    torchrun --nproc-per-node N -m elmo_core embed INPUT OUTPUT ...   (several processes)
-    elmo convert OPTIONS WEIGHTS OUT_DIR | --to-hdf5 MODEL_DIR OUT_PREFIX | --download NAME OUT_DIR
-                                                                                  (convert.py)
-    elmo train --out DIR --train FILES (--options FILE | --model DIR | --resume FILE) ...   (train.py)
-    elmo perplexity FILE... [--model DIR]                                         (perplexity.py)
-    elmo probe TRAIN EVAL [--column 1] [--plot probe.png] [--model DIR] ...       (probe.py)
-    elmo data pretokenize FILES... --out CACHE | elmo data vocab FILES... --out vocab.txt   (data.py)
-    elmo widen --out DIR --lstm-dim N --projection-dim N [--model DIR] [--noise 0.01]       (widen.py)
+"""The `elmo` command line: one module per command, named as the command (`elmo --help`).
 
 `python -m elmo_core` is the same command. Errors are one line on stderr, exit status 2.
 """
@@ -69,17 +57,11 @@ def _commands(
 
 
 def main() -> None:
-    """Console-script entry point: clear one-line errors instead of tracebacks.
+    """Console-script entry point: one-line errors instead of tracebacks.
 
-    The command owns its process, so it also fixes glibc's mmap threshold
-    (`elmo_core.runtime.memory.use_mmap_for_large_blocks`): memory then stays close to what
-    is alive, batch after batch; `elmo train` keeps every block in the heap instead
-    (`use_heap_for_every_block`; see `elmo_core.runtime.memory` for why) and makes room for
-    4,096 oneDNN kernels (`elmo_core.apps.cli.process.reserve_kernel_cache`). Where torch's
-    compile cache folder cannot be written, it uses a temporary one, with a warning
-    (`elmo_core.apps.cli.process.use_writable_compile_cache`). Where standard error is
-    closed or full, the command does its work all the same and its messages are dropped
-    (`elmo_core.apps.console.quiet_failures`).
+    The command owns its process, so it makes process-wide settings the library never makes:
+    glibc's mmap threshold (`elmo_core.runtime.memory`), room for oneDNN kernels, a writable
+    compile cache (`elmo_core.apps.cli.process`) and a stderr that drops what it cannot write.
     """
     if sys.argv[1:2] == ["train"]:
         use_heap_for_every_block()

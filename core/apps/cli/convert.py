@@ -1,8 +1,7 @@
 """`elmo convert`: between bilm-tf's files and a model folder.
 
-A complete Hugging Face model folder is written by the `hf` plug-in of the group
-`elmo_core.converters` (hf_elmo registers it: `hf_elmo.convert_bilm_tf_to_hf`), since
-elmo_core does not depend on transformers; `--to-hdf5` needs only the core.
+elmo_core does not depend on transformers, so the Hugging Face model folder is written by
+hf_elmo's plug-in `hf` of the group `elmo_core.converters`. `--to-hdf5` needs only the core.
 """
 
 from __future__ import annotations
@@ -44,14 +43,12 @@ def convert(
 ) -> None:
     """Convert between bilm-tf's files (options.json + weights.hdf5) and a model folder.
 
-    elmo convert OPTIONS WEIGHTS OUT_DIR writes a complete model folder: the files
-    transformers' save_pretrained writes, code included, so it loads with
-    AutoModel.from_pretrained(OUT_DIR, trust_remote_code=True) as well as with every
-    elmo command (--model OUT_DIR). Needs transformers (the package's hf extra).
+    elmo convert OPTIONS WEIGHTS OUT_DIR writes a complete model folder, code included. It
+    loads with AutoModel.from_pretrained(OUT_DIR, trust_remote_code=True) and with every elmo
+    command (--model OUT_DIR). Needs transformers (the package's hf extra).
 
     elmo convert --to-hdf5 MODEL_DIR OUT_PREFIX writes OUT_PREFIX_options.json and
-    OUT_PREFIX_weights.hdf5 (the published files' naming); every dataset is exactly the
-    original's.
+    OUT_PREFIX_weights.hdf5. Every dataset is exactly the original's.
 
     elmo convert --download NAME OUT_DIR fetches a published model from AllenNLP's
     public storage and converts it on arrival.
@@ -70,7 +67,6 @@ def convert(
 
 
 def _check_convert_paths(paths: list[Path], to_hdf5: bool, download: str | None) -> None:
-    """Raise a one-line ElmoError unless the paths fit the form of `elmo convert` the flags choose."""
     if to_hdf5 and download:
         raise ElmoError("--to-hdf5 and --download do not go together.")
     expected = (
@@ -86,7 +82,6 @@ def _check_convert_paths(paths: list[Path], to_hdf5: bool, download: str | None)
 
 
 def _check_out_is_a_folder(folder: Path, what: str) -> None:
-    """Raise a one-line ElmoError if `folder`, or the first of its parents that exists, is a file."""
     taken = next((p for p in (folder, *folder.parents) if p.exists()), None)
     if taken is not None and not taken.is_dir():
         where = f"{taken} is a file" if taken == folder else f"{folder} lies inside {taken}, which is a file"
@@ -94,13 +89,10 @@ def _check_out_is_a_folder(folder: Path, what: str) -> None:
 
 
 def _bilm_tf_paths(prefix: Path) -> tuple[Path, Path]:
-    """The files `elmo convert --to-hdf5 MODEL_DIR OUT_PREFIX` writes."""
     return prefix.with_name(prefix.name + "_options.json"), prefix.with_name(prefix.name + "_weights.hdf5")
 
 
 def _check_convert_spares_inputs(paths: list[Path], to_hdf5: bool, download: str | None) -> None:
-    """Raise a one-line ElmoError if what `elmo convert` writes would replace one of its inputs,
-    or files already there: an existing OUT_PREFIX file, or an OUT_DIR that holds a model folder."""
     from ...files.model_folder import MODEL_FOLDER_FILES
 
     if to_hdf5:
@@ -126,7 +118,6 @@ def _check_convert_spares_inputs(paths: list[Path], to_hdf5: bool, download: str
 
 
 def _write_bilm_tf_files(model_dir: Path, prefix: Path) -> None:
-    """`elmo convert --to-hdf5`: OUT_PREFIX_options.json and OUT_PREFIX_weights.hdf5 from a model folder."""
     import json
 
     from ...files.atomic_files import atomic_write
@@ -144,11 +135,6 @@ def _write_bilm_tf_files(model_dir: Path, prefix: Path) -> None:
 
 
 def _hf_converter() -> Any:
-    """The Hugging Face side of `elmo convert` (bilm-tf files or a download -> a transformers model folder).
-
-    It lives in hf_elmo, which elmo_core does not depend on: it is found through an entry
-    point, as tokenizers are (elmo_core.files.plugins).
-    """
     from ...files.plugins import load_plugin
 
     return load_plugin(

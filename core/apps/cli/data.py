@@ -4,10 +4,9 @@
     elmo data vocab FILES... --out vocab.txt [--vocab-size N | --min-count N] [--pretokenized]
     elmo data hold-out FILE --out-kept KEPT --out-held-out HELD [--fraction 0.05] [--seed 0]
 
-`pretokenize` splits and tokenises raw paragraphs once (spaCy's English rules, as
-`elmo train` without `--pretokenized` would on every epoch); train on the cache with
-`elmo train --pretokenized --train CACHE`. `hold-out` sets some sentences aside for
-`elmo train --valid` (adapting a model to a task's training text, with `--patience`).
+`pretokenize` splits and tokenises raw paragraphs once, as `elmo train` would on every
+epoch. Train on the cache with `elmo train --pretokenized --train CACHE`. `hold-out` sets
+sentences aside for `elmo train --valid`.
 """
 
 from __future__ import annotations
@@ -21,8 +20,8 @@ import typer
 
 from ...files.text_files import check_output_is_new, check_output_spares_inputs
 from ...model.errors import ElmoError
-from ..training.commands import TrainingSettings
 from ..training.corpus import DEFAULT_SPLITTER
+from ..training.settings import TrainingSettings
 from .shared import command_group, plural, setting_option
 
 app = command_group("Prepare biLM training data: pretokenize raw text once, count the vocabulary, hold sentences out.")
@@ -36,7 +35,7 @@ SplitterOption = Annotated[
 
 
 _NEW_FILE = "Give a new path, or delete the old file first."
-"""The way out when an output of `elmo data` exists: no command writes over earlier work."""
+"""The way out when an output of `elmo data` exists. No command writes over earlier work."""
 
 ProgressOption = Annotated[bool, typer.Option(help="Show a progress bar on stderr.")]
 
@@ -61,8 +60,7 @@ def pretokenize(
     progress: ProgressOption = True,
 ) -> None:
     """Split raw paragraphs into tokenised sentences once, into one cache file."""
-    from ..training.commands import expand_files
-    from ..training.corpus import pretokenize_files
+    from ..training.corpus import expand_files, pretokenize_files
 
     started = time.monotonic()
     files = expand_files(inputs)
@@ -90,8 +88,8 @@ def vocab(
     progress: ProgressOption = True,
 ) -> None:
     """Count the words of the training text and write the softmax vocabulary."""
-    from ..training.commands import build_vocabulary, expand_files
-    from ..training.corpus import get_sentence_splitter
+    from ..training.corpus import expand_files, get_sentence_splitter
+    from ..training.vocab import build_vocabulary
 
     if vocab_size is not None and min_count is not None:
         raise ElmoError("give --vocab-size or --min-count, not both.")
@@ -121,7 +119,7 @@ def hold_out_command(
     fraction: Annotated[float, typer.Option(help="The share held out, in (0, 1).")] = 0.05,
     seed: Annotated[int, typer.Option(help="Seeds the choice: the same file and seed give the same split.")] = 0,
 ) -> None:
-    """Split FILE's lines into kept and held-out sentences (seeded, input order kept; blank lines dropped)."""
+    """Split FILE's lines into kept and held-out sentences (seeded, in input order, blank lines dropped)."""
     from ...files.atomic_files import atomic_path
     from ...files.text_files import check_input_file, iter_lines, open_text
     from ..training.corpus import hold_out

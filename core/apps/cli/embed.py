@@ -23,15 +23,9 @@ from ...model.precision import check_cpu_precision
 from ...runtime.embedding import EmbedSettings, check_layers
 from ...runtime.quantization import quantize_int8
 from ...runtime.token_cache import DEFAULT_TOKEN_CACHE_WORDS
-from ..embed_file import (
-    DEFAULT_PIECE_TOKENS,
-    PARQUET_SUFFIXES,
-    EmbedFileResult,
-    check_embed_paths,
-    embed_file,
-    is_parquet,
-    job_folder,
-)
+from ..embed_file import EmbedFileResult, check_embed_paths, embed_file
+from ..embed_job import PARQUET_SUFFIXES, is_parquet, job_folder
+from ..pieces import DEFAULT_PIECE_TOKENS
 from .shared import (
     BatchTokensOption,
     ModelOption,
@@ -126,20 +120,18 @@ def embed(
 
     OUTPUT.parquet: one row per line (tokens, character offsets, vectors). hdf5: one dataset per
     line, named by its 0-based number, of shape (layers, tokens, dim) for --layers all, else
-    (tokens, dim); its attribute "tokens" holds the line's tokens. A blank line has 0 tokens.
+    (tokens, dim). Its attribute "tokens" holds the line's tokens. A blank line has 0 tokens.
 
-    An OUTPUT that exists is never replaced without --overwrite: when it holds the vectors of
-    the same input and settings the command says so and does nothing, else it refuses.
+    An existing OUTPUT is never replaced without --overwrite. When it holds this very job, the
+    command does nothing. Otherwise it refuses.
 
-    Work in progress lives in OUTPUT.partial/, which one run owns at a time, and OUTPUT appears
-    only when complete. An interrupted run continues where it stopped when the same command is
-    run again. For several processes or machines, launch with torchrun: `torchrun
-    --nproc-per-node 4 -m elmo_core embed INPUT OUTPUT ...`. Each process embeds its share of
-    the pieces, and the first one writes OUTPUT.
+    Work in progress lives in OUTPUT.partial/, and OUTPUT appears only when complete. Run the
+    same command again to resume. For several processes or machines, launch with torchrun:
+    `torchrun --nproc-per-node 4 -m elmo_core embed INPUT OUTPUT ...`.
 
-    A line longer than --window-tokens (a whole document on one line, say) is read in overlapping
-    windows, so memory does not grow with its length. Each token keeps the vector of a window
-    in which it has --window-context tokens of context on each side (or the line's edge).
+    A line longer than --window-tokens is read in overlapping windows, so memory does not grow
+    with its length. Each token keeps the vector of a window with --window-context tokens of
+    context on each side.
     """
     layer_choice: str | int = int(layers) if layers.lstrip("-").isdigit() else layers
     _check_options(precision, batch_tokens, window_tokens, piece_tokens, device, input_file, output_file, store_dtype)
@@ -184,7 +176,6 @@ def _check_options(
     output_file: Path,
     store_dtype: str,
 ) -> None:
-    """Raise a one-line ElmoError for a bad option, device, INPUT or OUTPUT, before any work is done."""
     if store_dtype not in STORE_DTYPES:
         raise ElmoError(f"--store-dtype must be one of {', '.join(STORE_DTYPES)}; got {store_dtype!r}.")
     if precision not in PRECISIONS:
@@ -214,7 +205,6 @@ def _settings(
     window_tokens: int,
     window_context: int | None,
 ) -> EmbedSettings:
-    """The options as `EmbedSettings` (--precision's bf16 and fp16 are its autocast dtypes)."""
     return EmbedSettings(
         layers=layers,
         batch_tokens=batch_tokens,
@@ -227,14 +217,12 @@ def _settings(
 
 @contextmanager
 def _resumable_on_interrupt(output_file: Path) -> Iterator[Callable[[], bool]]:
-    """Ctrl-C and SIGTERM (a scheduler's stop) end `elmo embed` with one line saying that
-    the same command resumes the job (exit status 130, or 143 for SIGTERM).
+    """Ctrl-C and SIGTERM end `elmo embed` with one line saying how to resume (exit status 130 or 143).
 
-    Yields the `stop_requested` check for `embed_file`: the handler raises KeyboardInterrupt
-    at once, and records the signal too, so that `embed_file` stops at its next line even
-    where Python drops the raised KeyboardInterrupt (a signal that lands in a finalizer or a
-    weakref callback). Python would print such a dropped interrupt as "Exception ignored in
-    ..." with a traceback; the recorded stop already stands for it, so it is not printed."""
+    Yields `embed_file`'s `stop_requested`. The handler raises KeyboardInterrupt and records
+    the signal, so the job stops at its next line even where Python drops the interrupt (in a
+    finalizer). Such a dropped interrupt is then not printed as "Exception ignored".
+    """
     received: list[int] = []
     unraisable_hook = sys.unraisablehook
 
@@ -276,8 +264,6 @@ def _embedding_model(
     token_cache: int,
     precision: str,
 ) -> Elmo:
-    """The model `elmo embed` runs: loaded, `layer_choice` checked against it, with its token
-    cache set, and quantised for --precision int8."""
     elmo = load_model(model, options, weights, device, token_cache_words=token_cache)
     check_layers(layer_choice, elmo.n_outputs, len(elmo.scalar_mixes))
     if precision == "int8":
@@ -286,7 +272,6 @@ def _embedding_model(
 
 
 def _report(result: EmbedFileResult, input_file: Path, output_file: Path) -> None:
-    """What `elmo embed` wrote, on stderr (and a warning for an empty INPUT)."""
     if result.already_complete:
         typer.echo(
             f"{output_file} is already complete: it holds the vectors of this input with these settings "

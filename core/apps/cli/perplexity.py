@@ -33,10 +33,9 @@ def perplexity(
 ) -> None:
     """Print forward, backward and average perplexity over each FILE's sentences.
 
-    average = exp((forward loss + backward loss) / 2), bilm-tf's "average perplexity"
-    (the geometric mean of the two). Raw text is split into sentences and tokenised
-    with spaCy's English rules, as for training. Output: one tab-separated row per file;
-    a file without sentences gets a warning instead of a row.
+    average = exp((forward loss + backward loss) / 2), bilm-tf's "average perplexity".
+    Raw text is split and tokenised with spaCy's English rules, as for training. Output:
+    one tab-separated row per file. A file without sentences gets a warning instead.
     """
     from ..training.commands import run_perplexity
 

@@ -49,10 +49,10 @@ def probe(
 ) -> None:
     """Linear probe of each biLM layer (0 = char CNN) and their average on token labels.
 
-    Fits a softmax regression on the frozen vectors of TRAIN's tokens, per layer, to
-    the labels in --column, and prints the accuracy on EVAL's tokens (labels never seen
-    in TRAIN count as wrong), with the majority-label baseline. Peters et al. (2018)
-    found the first LSTM layer best for POS tags.
+    Fits a softmax regression per layer on the frozen vectors of TRAIN's tokens, to the
+    labels in --column. Prints the accuracy on EVAL's tokens, with the majority-label
+    baseline. Labels never seen in TRAIN count as wrong. Peters et al. (2018) found the
+    first LSTM layer best for POS tags.
     """
     from ..probe import plot_probe, read_conll_column, run_probe
 
@@ -79,8 +79,7 @@ def probe(
 
 
 def _checked_plot(plot: Path, inputs: list[tuple[str, Path | None]]) -> Path:
-    """--plot with its suffix (`plot_path`), refused now rather than after the probe: no
-    matplotlib, a suffix it cannot write, a missing folder, or a file that is an input."""
+    # Refused now rather than after the probe.
     from ..probe import plot_path
 
     plot = plot_path(plot)
@@ -91,7 +90,6 @@ def _checked_plot(plot: Path, inputs: list[tuple[str, Path | None]]) -> Path:
 
 
 def _warn_if_no_label_is_shared(train_tags: list[list[str]], eval_tags: list[list[str]], column: int) -> None:
-    """A probe can only predict labels it was trained on: with none of EVAL's in TRAIN, every accuracy is 0."""
     train_labels = {tag for tags in train_tags for tag in tags}
     eval_labels = {tag for tags in eval_tags for tag in tags}
     if not train_labels & eval_labels:
@@ -104,7 +102,6 @@ def _warn_if_no_label_is_shared(train_tags: list[list[str]], eval_tags: list[lis
 
 
 def _print_table(result: Any) -> None:
-    """The accuracy of each representation and of the majority label, tab-separated, on stdout."""
     typer.echo("representation\taccuracy\tcorrect\ttokens")
     for name, accuracy, correct in zip(result.names, result.accuracy, result.correct):
         typer.echo(f"{name}\t{accuracy:.4f}\t{correct}\t{result.num_tokens}")

@@ -1,25 +1,8 @@
-"""What the `elmo` commands set up in their own process before any work: a writable compile
-cache folder for torch (every command), and room in oneDNN's kernel cache (`elmo train`).
+"""What the `elmo` commands set up in their own process before any work.
 
-Both are process-wide settings, so the library never makes them: only the commands,
-which own their process, and `benchmarks/bench_train.py`.
-
-torch keeps what it compiles in its compile cache folder (`TORCHINDUCTOR_CACHE_DIR`, by
-default `torchinductor_<user>` in the temporary folder), and creates that folder when it
-loads its compiler, which every torch optimizer does, compiled kernels or not. The `elmo`
-commands check the folder first (`use_writable_compile_cache`): where it cannot be written
-(a read-only file system, a path below a file), a run warns once and keeps the cache in a
-temporary folder of its own instead of stopping on a bare `[Errno 30]`.
-
-A training step computes its large products over bucketed row counts
-(`elmo_core.model.kernels.bucket_rows`), so that bf16 products on the CPU reuse oneDNN's
-kernels. A long run still meets more shapes than oneDNN's cache holds: the per-step products of the
-LSTM loop have one shape per number of rows still running, and with the bucketed large
-ones a run of the default shape created 583 kernels in its first 80 steps, still growing.
-Once the shapes outnumber the cache, it evicts the kernels it needs next, and each
-product pays for its kernel's creation again. `elmo train` therefore calls
-`reserve_kernel_cache()` first: oneDNN's `ONEDNN_PRIMITIVE_CACHE_CAPACITY` at 4,096 kernels
-unless the user set it.
+A writable compile cache folder for torch (every command), and room in oneDNN's kernel cache
+(`elmo train`). Both are process-wide settings, so the library never makes them: only the
+commands, which own their process, and `benchmarks/bench_train.py`.
 """
 
 from __future__ import annotations
@@ -40,18 +23,14 @@ KERNEL_CACHE_CAPACITY = 4096
 
 
 def use_writable_compile_cache() -> None:
-    """For the `elmo` commands, which own their process: a compile cache folder they can write.
+    """Point `TORCHINDUCTOR_CACHE_DIR` at a temporary folder where torch's cannot be written.
 
-    torch creates its compile cache folder when it loads its compiler (every torch
-    optimizer does, even with `ELMO_COMPILE=0`), and stops with a bare OSError where it
-    cannot. When the folder cannot be created or written, this points
-    `TORCHINDUCTOR_CACHE_DIR` at a new temporary folder, deleted when the process ends, and
-    warns once (`RuntimeWarning`) naming the folder and the ways out; with `ELMO_COMPILE=0`
-    nothing is compiled, and the switch is silent.
+    torch creates the folder when it loads its compiler, as every torch optimizer does, and
+    stops with a bare OSError where it cannot. The temporary folder is deleted at exit. A
+    `RuntimeWarning` names the ways out, unless `ELMO_COMPILE=0` (nothing is compiled).
 
     Raises:
-        ElmoError: if no temporary folder can be made either (one line: which folder, and
-            how to point `TORCHINDUCTOR_CACHE_DIR` at a writable one).
+        ElmoError: if no temporary folder can be made either.
     """
     folder = compile_cache_folder()
     problem = _unwritable(folder)
@@ -78,7 +57,6 @@ def use_writable_compile_cache() -> None:
 
 
 def _unwritable(folder: Path) -> str | None:
-    """Why `folder` cannot be created or written (the OS's words), or None when it can."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
@@ -89,13 +67,11 @@ def _unwritable(folder: Path) -> str | None:
 
 
 def reserve_kernel_cache(capacity: int = KERNEL_CACHE_CAPACITY) -> bool:
-    """Room for `capacity` kernels in oneDNN's cache, unless `ONEDNN_PRIMITIVE_CACHE_CAPACITY`
-    is already set (the user's value is kept; empty means unset).
+    """Room for `capacity` kernels in oneDNN's cache, unless `ONEDNN_PRIMITIVE_CACHE_CAPACITY` is set.
 
-    oneDNN reads the variable once, when it creates its first kernel: call this before any
-    matrix product of the process (`elmo train` and `benchmarks/bench_train.py` do, first
-    thing). A process-wide setting: for programs that own their process, as
-    `elmo_core.runtime.memory.use_heap_for_every_block`.
+    A training run meets more shapes than the default cache holds (the LSTM loop has one per
+    number of rows still running), and an evicted kernel is created again at each use. oneDNN
+    reads the variable at its first kernel: call this before any matrix product.
 
     Returns:
         True if the variable was set here, False if it was set before.

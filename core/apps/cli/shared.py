@@ -16,18 +16,15 @@ from typer.core import TyperArgument, TyperCommand, TyperOption
 from ...model.elmo import Elmo
 from ...model.errors import ElmoError, SettingError
 from ...runtime.embedding import EmbedSettings
-from ..training.commands import TrainingSettings
+from ..training.settings import TrainingSettings
 
 METAVARS: dict[object, str] = {int: "N", float: "NUMBER", str: "TEXT", Path: "PATH"}
-"""How an option's help names its value, by its type, where the option names none of its
-own (`--model DIR`, `--train FILE`): `--batch-tokens N`, `--lr NUMBER`."""
+"""How an option's help names its value by its type, where it names none of its own: `--batch-tokens N`."""
 METAVARS.update({"integer": "N", "float": "NUMBER", "text": "TEXT", "path": "PATH"})  # click's names of those types
 
 
 def _metavar(option: Any) -> str:
-    """`METAVARS`' name for the type of `option`'s value: typer's record of its annotation
-    (`type_descriptor`: typer 0.2x, which writes `<int>` where there is no metavar) or
-    click's type (earlier typer)."""
+    # typer 0.2x records the annotation (`type_descriptor`), earlier typer only click's type.
     descriptor = getattr(option, "type_descriptor", None)
     if descriptor is None:
         return METAVARS.get(option.type.name, "VALUE")
@@ -36,15 +33,13 @@ def _metavar(option: Any) -> str:
 
 
 class _Argument(TyperArgument):
-    """A command's argument, named in help by its metavar alone (INPUT, FILES...), as click
-    names it, without a Python type after it."""
+    """A command's argument, named in help by its metavar alone (INPUT, FILES...), as click names it."""
 
     def display_type_rich(self, ctx: Any) -> str | None:
         return None
 
     def _usage_display_name(self) -> str:
-        """The usage line as click and man pages write it: `INPUT OUTPUT`, `FILE...`, `[FILE]`
-        (typer 0.2x writes `{INPUT}` for a required argument, and `{FILE...}...` for a list)."""
+        # `INPUT OUTPUT`, `FILE...`, `[FILE]` as click writes them (typer 0.2x: `{INPUT}`, `{FILE...}...`).
         name = self.display_name_raw
         if self.nargs != 1 and not name.endswith("..."):
             name += "..."
@@ -52,9 +47,9 @@ class _Argument(TyperArgument):
 
 
 class Command(TyperCommand):
-    """An `elmo` command: its help names values in words (`METAVARS`), and an error from a
-    settings check (`SettingError`) names the options the user typed, not the fields
-    behind them: `--batch-size must be a positive integer`, not `batch_size must be ...`.
+    """An `elmo` command: its help names values in words (`METAVARS`), its errors name options.
+
+    A `SettingError` says `--batch-size must be ...`, not `batch_size must be ...`.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -72,8 +67,7 @@ class Command(TyperCommand):
             raise ElmoError(self.respell(err)) from None
 
     def respell(self, err: SettingError) -> str:
-        """`err`'s message with each setting it names spelled as this command's option of
-        that name (a parameter's name is the field's: `batch_size` is `--batch-size`)."""
+        """`err`'s message with each setting it names spelled as this command's option."""
         options = {p.name: p.opts[0] for p in self.params if isinstance(p, TyperOption)}
         message = str(err)
         for name in err.names:
@@ -91,17 +85,14 @@ class _Commands(typer.Typer):
 
 
 def command_group(help: str) -> typer.Typer:
-    """A typer app with the house settings: no shell completion, help when called bare,
-    plain tracebacks (`main` turns errors into one line), plain-text help, and `Command`s."""
+    """A typer app with the house settings: no completion, help when bare, plain tracebacks and help."""
     return _Commands(
         add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None, help=help
     )
 
 
 def setting_option(settings: type, name: str, *param_decls: str, **kwargs: Any) -> Any:
-    """The `typer.Option` for the field `name` of the settings dataclass `settings`, with the
-    field's help (`metadata["help"]`) and metavar (`metadata["cli"]["metavar"]`, if any): the
-    option's text is written once, beside the field."""
+    """The `typer.Option` for the field `name` of `settings`, with the help and metavar of its metadata."""
     (found,) = [f for f in fields(settings) if f.name == name]
     kwargs.setdefault("metavar", found.metadata.get("cli", {}).get("metavar"))
     return typer.Option(*param_decls, help=found.metadata["help"], **kwargs)
@@ -127,10 +118,9 @@ def plural(count: int, noun: str) -> str:
 def load_model(
     model: Path | None, options: Path | None, weights: Path | None, device: str = "cpu", **settings: Any
 ) -> Elmo:
-    """The model named on the command line: a model folder, an options/hdf5 pair, or
-    else the default model that ships with the package (`elmo_core.load_elmo`).
+    """The model named on the command line, or the default model, with dropout 0.
 
-    Dropout is 0: this is for inference. `settings` go to `load_elmo` (e.g. `token_cache_words`).
+    `settings` go to `load_elmo` (e.g. `token_cache_words`).
 
     Raises:
         ElmoError: when the arguments do not name exactly one model.
@@ -142,7 +132,6 @@ def load_model(
 
 
 def check_device(device: str) -> None:
-    """Raise a one-line ElmoError unless `device` names a torch device this machine has."""
     try:
         parsed = torch.device(device)
     except (RuntimeError, ValueError) as err:
@@ -158,8 +147,7 @@ def check_device(device: str) -> None:
 
 @contextmanager
 def process_group(device: str) -> Iterator[tuple[int, str]]:
-    """`init_distributed(device)` for the duration of a command: yields (rank, this process's
-    device), and destroys the process group at the end when torchrun started several processes."""
+    """`init_distributed(device)` for the duration of a command. Yields (rank, this process's device)."""
     from ...runtime.distributed import init_distributed
 
     rank, world_size, device = init_distributed(device)

@@ -1,8 +1,7 @@
-"""`elmo train`: pretrain a biLM language model (resumable; torchrun for more processes).
+"""`elmo train`: pretrain a biLM language model, resumable, under torchrun for more processes.
 
-Its options are made from `TrainingSettings`' fields, one option per field with the
-field's name, default and `metadata["help"]` (`settings_parameters`): the settings are
-declared once, there.
+Its options are made from `TrainingSettings`' fields (`settings_parameters`), so each
+setting is declared once.
 """
 
 from __future__ import annotations
@@ -21,8 +20,8 @@ import typer
 
 from ...files.text_files import check_input_file
 from ...model.environment import environment_value
-from ..training.commands import STOP_SETTINGS, TrainingSettings
-from ..training.trainer import CHECKPOINT_NAME
+from ..training.checkpoint import CHECKPOINT_NAME
+from ..training.settings import STOP_SETTINGS, TrainingSettings
 from .shared import plural
 
 __all__ = ["train"]
@@ -31,14 +30,12 @@ __all__ = ["train"]
 def train(**options: Any) -> None:
     """Pretrain a biLM language model (forward + backward LM, shared adaptive softmax).
 
-    Writes a model folder (loadable by every `elmo` command, plus vocab.txt and
-    lm_head.safetensors), checkpoint.pt and train_log.jsonl to --out, every
-    --checkpoint-every steps and at the end. One run owns --out at a time: a second
-    run on it stops at once, and a new run refuses an --out that holds another run's
-    files (continue it with --resume OUT/checkpoint.pt). Ctrl-C stops after the current
-    step, saves a checkpoint and prints the command that resumes; a second Ctrl-C stops
-    at once. For several processes, launch with torchrun:
-    `torchrun --nproc-per-node 2 -m elmo_core train ...`.
+    Writes a model folder (with vocab.txt and lm_head.safetensors), checkpoint.pt and
+    train_log.jsonl to --out, every --checkpoint-every steps and at the end. One run owns
+    --out at a time. A new run refuses an --out that holds another run's files: continue
+    that one with --resume OUT/checkpoint.pt. Ctrl-C stops after the current step, saves a
+    checkpoint and prints the command that resumes. A second Ctrl-C stops at once. For
+    several processes, launch with torchrun: `torchrun --nproc-per-node 2 -m elmo_core train ...`.
     """
     settings = _training_settings(options)
     for what in ("valid", "options", "vocab", "resume"):
@@ -69,8 +66,7 @@ def train(**options: Any) -> None:
 
 
 class _PlainFormatter(logging.Formatter):
-    """A log record as the other commands write to stderr: its message, and a warning's
-    level in front of it (`warning: ...`)."""
+    """A log record as the other commands write to stderr: `warning: ...` for a warning."""
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
@@ -78,8 +74,7 @@ class _PlainFormatter(logging.Formatter):
 
 
 def _log_plainly() -> None:
-    """Training's log lines on stderr, unless the program has set up logging itself
-    (`logging.basicConfig`'s rule)."""
+    # Unless the program has set up logging itself (`logging.basicConfig`'s rule).
     if logging.root.handlers:
         return
     handler = logging.StreamHandler()
@@ -91,10 +86,9 @@ def _log_plainly() -> None:
 def resume_command(settings: TrainingSettings, hours_used: float = 0.0) -> list[str]:
     """The command that continues an interrupted run from its checkpoint, to the stops it was given.
 
-    The data, model, learning rate and precision come from the checkpoint; when to stop,
-    validate, log and save come from the command (`STOP_SETTINGS`), so those that differ
-    from their defaults are given again. `--max-hours` counts hours of one invocation:
-    the resumed one gets what is left of `hours_used`'s budget.
+    The checkpoint holds the data, model, learning rate and precision. The stops
+    (`STOP_SETTINGS`) come from the command, so those not at their defaults are given again.
+    `--max-hours` gets what is left after `hours_used`.
     """
     world: int = environment_value("WORLD_SIZE")
     start = ["torchrun", "--nproc-per-node", str(world), "-m", "elmo_core"] if world > 1 else ["elmo"]
@@ -113,11 +107,11 @@ def resume_command(settings: TrainingSettings, hours_used: float = 0.0) -> list[
 
 
 def settings_parameters(settings: type) -> list[inspect.Parameter]:
-    """One typer option per field of the dataclass `settings` that has `metadata["help"]`:
-    named as the field, with its default (none: a required option) and help; its type is
-    the field's, or `metadata["cli"]["type"]` where the field's does not suit a command line;
-    its value is named in help by `metadata["cli"]["metavar"]`, or by its type (`Command`).
-    The fields the class declares come first, in its order, then those it inherits."""
+    """One typer option per field of the dataclass `settings` that has `metadata["help"]`.
+
+    Each has the field's name, default (none: required) and help. `metadata["cli"]` may give a
+    `type` and a `metavar`. The class's own fields come first, then those it inherits.
+    """
     hints = typing.get_type_hints(settings)
     own = list(vars(settings).get("__annotations__", {}))
 
@@ -139,8 +133,7 @@ def settings_parameters(settings: type) -> list[inspect.Parameter]:
 
 
 def _training_settings(options: dict[str, Any]) -> TrainingSettings:
-    """`elmo train`'s options as `TrainingSettings`: each option is the field of the same name,
-    read by the field's `metadata["cli"]["parse"]` where it has one (--cutoffs '4000,20000')."""
+    # A field's metadata["cli"]["parse"] reads its option's text (--cutoffs '4000,20000').
     cli = {f.name: f.metadata.get("cli", {}) for f in fields(TrainingSettings)}
     parse = {name: spec["parse"] for name, spec in cli.items() if "parse" in spec}
     return TrainingSettings(**{name: parse[name](v) if name in parse else v for name, v in options.items()})

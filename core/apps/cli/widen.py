@@ -32,9 +32,8 @@ def widen(
     """Grow a trained biLM to LSTM cell LSTM_DIM and projection PROJECTION_DIM, same function.
 
     Net2WiderNet (Chen et al. 2016): every cell unit and projection feature is copied, and
-    the weights that read copies are divided by their number, so every layer is its old
-    value repeated and the perplexity is the old one (elmo_core.apps.training.widen). Then
-    train the wider model on: elmo train --model OUT ... (a new run from its weights).
+    the weights that read copies are divided by their number. The perplexity stays the old
+    one. Then train the wider model on: elmo train --model OUT ...
     """
     from ...files.model_folder import MODEL_FOLDER_FILES, resolve_model_source
     from ...files.text_files import check_output_is_new, check_output_spares_inputs

@@ -1,8 +1,6 @@
-"""Adapters for distributed engines: Ray Data (`ray_data`) and Spark (`spark`).
+"""Adapters for Ray Data (`ray_data`) and Spark (`spark`), thin wrappers of `LineEmbedder`.
 
-Each is a thin wrapper around `elmo_core.apps.lines.LineEmbedder`: the engine owns
-scheduling, retries and I/O. They need the extras `elmo-bilm[ray]` or `elmo-bilm[spark]`,
-and are imported only when used.
+The engine owns scheduling, retries and I/O. Extras `elmo-bilm[ray]` or `elmo-bilm[spark]`.
 """
 
 __all__: list[str] = []

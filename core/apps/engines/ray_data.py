@@ -24,8 +24,8 @@ __all__ = ["ElmoEmbedder"]
 class ElmoEmbedder:
     """Maps a batch with a `text` (raw lines) or `tokens` (pre-split lines) column to the output's columns.
 
-    An optional `line` column is kept as the rows' line numbers (else `line` is null).
-    Each actor runs its forwards with as many threads as the CPUs Ray gave it (`num_cpus`).
+    An optional `line` column is kept as the rows' line numbers. Each actor runs its forwards
+    with as many threads as the CPUs Ray gave it (`num_cpus`).
 
     Args:
         model: A model folder, or None for `options`/`weights` or the default model.
@@ -37,8 +37,8 @@ class ElmoEmbedder:
         precision: "fp32", "int8" (CPU), "bf16" or "fp16".
         device: "cpu", or "cuda" with `num_gpus=1` per actor.
         tokenize: Split raw lines with spaCy's English rules instead of whitespace.
-        threads: Threads per forward in a Ray worker (default: the actor's `num_cpus`). Outside a
-            Ray worker the process's thread policy is left as it is.
+        threads: Threads per forward in a Ray worker (default: the actor's `num_cpus`).
+            Outside a Ray worker the thread policy is left as it is.
     """
 
     def __init__(
@@ -72,7 +72,7 @@ class ElmoEmbedder:
         )
 
     def __call__(self, batch: Any) -> Any:
-        """The batch's rows as a `pyarrow.Table` (Ray takes it whatever the `batch_format`)."""
+        """The batch's rows as a `pyarrow.Table`, which Ray takes whatever the `batch_format`."""
         columns = _columns(batch)
         lines = _list(columns["line"]) if "line" in columns else None
         if "text" in columns:
@@ -87,7 +87,6 @@ class ElmoEmbedder:
 
 
 def _assigned_cpus() -> int | None:
-    """Whole CPUs Ray gave this actor, or None outside a Ray worker."""
     try:
         import ray
     except ImportError:

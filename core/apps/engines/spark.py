@@ -24,7 +24,7 @@ __all__ = ["elmo_udf", "make_predict_fn", "spark_schema"]
 
 
 def spark_schema() -> Any:
-    """The UDF's return type: a struct of `line`, `tokens`, `offsets` and `vectors` [layers][tokens][dim]."""
+    """The UDF's return type: a struct of `line`, `tokens`, `offsets` and `vectors` `[layers][tokens][dim]`."""
     T = _import_spark_types()
     return T.StructType(
         [
@@ -47,11 +47,11 @@ def make_predict_fn(
     device: str = "cpu",
     tokenize: bool = False,
 ) -> Callable[[np.ndarray, np.ndarray], list[dict[str, Any]]]:
-    """Load the model (once per Spark Python worker) and return `predict(lines, texts)`.
+    """Load the model once per Spark Python worker and return `predict(lines, texts)`.
 
-    `predict` takes the batch's line numbers and raw lines (numpy arrays) and returns one
-    dict per line, the contract of `predict_batch_udf`. Forwards run with as many threads
-    as the task's CPUs (`spark.task.cpus`). Arguments: as `elmo_udf`.
+    `predict` maps numpy arrays of line numbers and raw lines to one dict per line, as
+    `predict_batch_udf` expects. Forwards use the task's CPUs (`spark.task.cpus`) as threads.
+    Arguments: as `elmo_udf`.
     """
     cpus = _task_cpus()
     if cpus is not None:
@@ -85,7 +85,7 @@ def _line_number(line: Any, index: int) -> int:
 
 
 def _spark_row(line: int, row: EmbeddedLine) -> dict[str, Any]:
-    """One row as `predict_batch_udf` takes it: each array a 1-D numpy array (of arrays, for nested ones)."""
+    # predict_batch_udf takes each array as a 1-D numpy array (of arrays, for nested ones).
     offsets = np.empty(len(row.tokens), dtype=object)
     offsets[:] = [list(pair) for pair in row.offsets or []]
     vectors = np.empty(row.vectors.shape[0], dtype=object)
@@ -121,7 +121,7 @@ def elmo_udf(
         precision: "fp32", "int8" (CPU), "bf16" or "fp16".
         device: "cpu", or "cuda" on executors with a GPU.
         tokenize: Split raw lines with spaCy's English rules instead of whitespace.
-        batch_size: Lines per call of the predict function (Spark's batch; the biLM batches by tokens).
+        batch_size: Lines per call of the predict function. The biLM batches by tokens within it.
 
     Returns:
         `predict_batch_udf(...)`: call it on the line-number and text columns.

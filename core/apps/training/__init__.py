@@ -5,9 +5,7 @@
     from elmo_core.apps.training.trainer import Trainer
     from elmo_core.apps.training.vocab import Vocabulary
 
-The command line is `elmo train`, `elmo perplexity`, `elmo widen` and `elmo data pretokenize|vocab`.
-
-This package re-exports nothing: import from its modules.
+Commands: `elmo train`, `elmo perplexity`, `elmo widen`, `elmo data`. Nothing is re-exported.
 """
 
 __all__: list[str] = []

@@ -1,31 +1,28 @@
 """Text files in, tokenised sentences out.
 
-Input files are plain `.txt` or xz-compressed `.txt.xz`, read as UTF-8 by
-`elmo_core.files.text_files.open_text` (a leading BOM dropped):
+Input files are UTF-8 `.txt` or `.txt.xz`, in one of two forms:
 
-- raw text, one paragraph per line (as in `enwiki2015/`); a `Splitter`
-  (`paragraph -> sentences of tokens`) cuts each line. The core imports no tokenizer:
-  `get_sentence_splitter()` loads one through the `elmo_core.tokenizers` entry points
-  (`spacy_elmo` registers `spacy-en-sentences`: spaCy's English tokenizer rules and
-  rule-based sentencizer);
+- raw text, one paragraph per line. A `Splitter` (`paragraph -> sentences of tokens`) cuts
+  each line. The core imports no tokenizer: `get_sentence_splitter()` loads one through the
+  `elmo_core.tokenizers` entry points (`spacy_elmo` registers `spacy-en-sentences`).
 - pre-tokenised text (`splitter=None`): one sentence per line, tokens separated by
-  whitespace. `pretokenize_files` writes such a cache once, so that training epochs do
-  not re-run the tokenizer (spaCy's rules are slow next to reading a file).
+  whitespace. `pretokenize_files` writes it once, so epochs do not re-run the tokenizer.
 
-Line numbers count every line, empty ones included; data-parallel ranks take every
-W-th line (`rank::world_size`), so their shares are disjoint.
+Line numbers count every line. Data-parallel ranks take lines `rank::world_size`.
 """
 
 from __future__ import annotations
 
+import glob
 import io
 import random
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ...files.atomic_files import atomic_path
-from ...files.text_files import open_text
+from ...files.text_files import is_stream, open_text
 from ...files.tokenizers import get_tokenizer
+from ...model.errors import ElmoError
 from ..console import progress_bar
 
 __all__ = ["get_sentence_splitter", "hold_out", "iter_sentences"]
@@ -40,16 +37,15 @@ def get_sentence_splitter(name: str = DEFAULT_SPLITTER) -> Splitter:
     """A sentence splitter + tokenizer registered under the `elmo_core.tokenizers` entry points.
 
     Raises:
-        ElmoError: if none of that name is installed, or its library (spaCy) is missing.
+        ElmoError: If none of that name is installed, or its library (spaCy) is missing.
     """
     return get_tokenizer(name)  # this entry point's tokenizer returns sentences
 
 
 def cut_sentence(tokens: list[str], max_tokens: int | None) -> list[list[str]]:
-    """`tokens` cut into consecutive pieces of at most `max_tokens` (no cut when None).
+    """`tokens` cut into consecutive pieces of at most `max_tokens`. None: no cut.
 
-    Each piece becomes its own `<S> ... </S>` row, so a cut adds boundaries the text does
-    not have; with the default of 100 tokens this touches ~0.1% of Wikipedia sentences.
+    Each piece becomes its own `<S> ... </S>` row, adding boundaries the text does not have.
     """
     if max_tokens is None or len(tokens) <= max_tokens:
         return [tokens]
@@ -59,8 +55,7 @@ def cut_sentence(tokens: list[str], max_tokens: int | None) -> list[list[str]]:
 def line_sentences(line: str, splitter: Splitter | None, max_tokens: int | None = None) -> list[list[str]]:
     """The sentences of one input line: split (or whitespace-tokenised), cleaned, cut.
 
-    Tokens are re-split on whitespace so that a token can never hold a space: that way
-    a pre-tokenised cache written from these sentences reads back identically.
+    Tokens are re-split on whitespace, so a pre-tokenised cache reads back identically.
     """
     if splitter is None:
         raw = [line.split()]
@@ -81,7 +76,7 @@ def iter_sentences(
     rank: int = 0,
     world_size: int = 1,
 ) -> Iterator[list[str]]:
-    """Every sentence of `paths`, in file order (no shuffling); lines `rank::world_size` only."""
+    """Every sentence of lines `rank::world_size` of `paths`, in file order."""
     for path in paths:
         with open_text(path) as f:
             for number, line in enumerate(f):
@@ -90,20 +85,18 @@ def iter_sentences(
 
 
 def hold_out(lines: Sequence[str], fraction: float, *, seed: int = 0) -> tuple[list[str], list[str]]:
-    """Split lines (sentences) into (kept, held out), for training with a validation perplexity.
+    """Split sentences into (kept, held out), for a validation perplexity.
 
-    A seeded random `fraction` of the lines is held out (rounded, at least one, never all),
-    and both parts keep the input order, so that the same lines, fraction and seed always
-    give the same split. Used to adapt a biLM to a task's training text (the paper, section
-    3.4): the held-out sentences watch its perplexity, while the task's dev set stays unseen.
+    Adapting a biLM to a task's text (the paper, section 3.4) watches the held-out
+    perplexity and leaves the task's dev set unseen. Both parts keep the input order.
 
     Args:
-        lines: The sentences, one string each (blank ones are dropped first).
-        fraction: The share held out, in (0, 1), e.g. 0.05.
+        lines: The sentences, one string each. Blank ones are dropped first.
+        fraction: The share held out, in (0, 1), e.g. 0.05. At least one, never all.
         seed: Seeds the choice.
 
     Raises:
-        ValueError: if `fraction` is not in (0, 1), or there are fewer than 2 non-blank lines.
+        ValueError: If `fraction` is not in (0, 1), or there are fewer than 2 non-blank lines.
     """
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"the held-out fraction must be in (0, 1), e.g. 0.05; got {fraction}.")
@@ -126,14 +119,13 @@ def pretokenize_files(
 ) -> tuple[int, int]:
     """Split and tokenise raw text files once, into one pre-tokenised file.
 
-    The output (xz-compressed when its name ends in `.xz`) has one sentence per line,
-    tokens separated by single spaces, in input order. It appears only when complete.
+    The output has one sentence per line, tokens separated by spaces, in input order. It
+    is xz-compressed when its name ends in `.xz`, and appears only when complete.
 
     Args:
         inputs: Raw text files, one paragraph per line.
         output: The cache file to write.
-        splitter: A `Splitter`, or the entry-point name of one (required for `jobs > 1`:
-            each worker process loads its own).
+        splitter: A `Splitter`, or its entry-point name (needed for `jobs > 1`).
         jobs: Worker processes, one input file at a time each.
         progress: Show a bar of the sentences written on stderr.
 
@@ -175,3 +167,26 @@ def _pretokenize_one(args: tuple[str, str]) -> tuple[str, int, int]:
         num_sentences += 1
         num_tokens += len(sentence)
     return buffer.getvalue(), num_sentences, num_tokens
+
+
+def expand_files(patterns: Sequence[str | Path]) -> list[Path]:
+    """Paths, with glob patterns (`train/*.txt.xz`) expanded in sorted order. Streams (`-`) stay.
+
+    Raises:
+        ElmoError: If a pattern matches nothing or a named file does not exist.
+    """
+    files: list[Path] = []
+    for pattern in patterns:
+        text = str(pattern)
+        if is_stream(text):
+            files.append(Path(text))
+        elif any(c in text for c in "*?["):
+            matches = sorted(glob.glob(text))
+            if not matches:
+                raise ElmoError(f"no file matches {text!r}.")
+            files.extend(Path(m) for m in matches)
+        elif not Path(text).is_file():
+            raise ElmoError(f"file {text} does not exist.")
+        else:
+            files.append(Path(text))
+    return files

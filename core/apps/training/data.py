@@ -1,40 +1,16 @@
 """Tokenised sentences in, batches of whole sentences out: shuffled, sharded, resumable.
 
-Batches are stateless at sentence level: every row is one sentence, `<S> w1 .. wn </S>`,
-and starts from the zero LSTM state, as inference does. This differs from bilm-tf and
-from pytorch/examples' `word_language_model`, which cut one long token stream into
-fixed windows and carry the LSTM state from one window to the next::
+Every row is one sentence, `<S> w1 .. wn </S>`, and starts from the zero LSTM state, as
+inference does. (bilm-tf carried the LSTM state across windows of one token stream.)
 
-    word_language_model (batchify + get_batch; state carried, truncated backprop):
+    rank r of W reads lines r, r + W, r + 2W, ... of every file
+      -> splitter -> sentences (cut to max_sentence_tokens pieces)
+      -> a buffer of `buffer_sentences` sentences, shuffled
+      -> sorted longest first, cut greedily so rows * (longest + 2) <= batch_tokens
+      -> the buffer's batches in shuffled order
 
-        stream  a b c d e f g h i j k l m n o p q r s t u v w x
-        batchify(4 columns):  a g m s     get_batch(i=0, bptt=2) -> rows a b | g h | ...
-                              b h n t     get_batch(i=2, bptt=2) -> rows c d | i j | ...
-                              c i o u     (column j's LSTM state flows from window to
-                              d j p v      window; sentences straddle windows)
-                              e k q w
-                              f l r x
-
-    here (whole sentences; nothing carried; padding on the right):
-
-        rank r of W reads lines r, r + W, r + 2W, ... of every file
-          -> splitter -> sentences (cut to max_sentence_tokens pieces)
-          -> shuffle buffer of `buffer_sentences` sentences, shuffled
-          -> sorted longest first, cut greedily so rows * (longest + 2) <= batch_tokens
-          -> the buffer's batches in shuffled order
-
-        one batch, as the model sees it (BiLM adds <S>/</S> itself):
-
-                   t=0   1     2     3     4     5
-            row 0  <S>   The   cat   sat   .     </S>     each row: zero initial state
-            row 1  <S>   It    is    red   </S>  pad      forward reads t = 0 -> len-1
-            row 2  <S>   Yes   </S>  pad   pad   pad      backward reads t = len-1 -> 0
-
-Resuming: the position of the next batch is `(epoch, buffer number, file slot, line,
-sentence within the line, batches already taken from the buffer)`. The buffer's shuffle
-depends only on `(seed, rank, epoch, buffer number)`, so `load_state_dict` re-reads the
-buffer from its first line and skips the batches already trained on: a resumed run sees
-exactly the batches the uninterrupted run would have seen.
+A buffer's shuffle depends only on `(seed, rank, epoch, buffer number)`, so a resumed
+stream re-reads its buffer and skips the batches already trained on.
 """
 
 from __future__ import annotations
@@ -64,12 +40,12 @@ class Batch(NamedTuple):
     Attributes:
         char_ids: Character ids of the words, without `<S>`/`</S>` (the biLM adds them).
         mask: True = real word.
-        targets: Vocabulary ids of `<S> w1 .. wn </S>` per row (the softmax classes),
-            `PAD_TARGET` after each row's `</S>`.
-        num_words: Real words in the batch (boundaries not counted).
+        targets: Vocabulary ids of `<S> w1 .. wn </S>` per row, then `PAD_TARGET`.
+        num_words: Real words in the batch, boundaries not counted.
 
     Shape:
-        char_ids: [batch, tokens, chars] int64; mask: [batch, tokens] bool;
+        char_ids: [batch, tokens, chars] int64
+        mask: [batch, tokens] bool
         targets: [batch, tokens + 2] int64
     """
 
@@ -83,7 +59,7 @@ class Batch(NamedTuple):
 
 
 def make_batch(sentences: Sequence[Sequence[str]], vocab: Vocabulary, max_characters_per_token: int = 50) -> Batch:
-    """Tensors for `sentences` (tokenised, without boundaries), all on the CPU."""
+    """CPU tensors for tokenised `sentences`, given without boundaries."""
     char_ids, mask = words_to_char_ids(sentences, max_characters_per_token)
     num_tokens = char_ids.shape[1]
     targets = torch.full((len(sentences), num_tokens + 2), PAD_TARGET, dtype=torch.long)
@@ -99,7 +75,7 @@ def eval_batches(
     batch_tokens: int,
     max_characters_per_token: int = 50,
 ) -> Iterator[Batch]:
-    """Batches over `sentences` for evaluation: sorted by length, no shuffling, each once."""
+    """Batches for evaluation: each sentence once, sorted by length, not shuffled."""
     lengths = [len(s) for s in sentences]
     for indices in batches_by_token_budget(lengths, batch_tokens):
         yield make_batch([sentences[i] for i in indices], vocab, max_characters_per_token)
@@ -107,7 +83,7 @@ def eval_batches(
 
 @dataclass
 class _Position:
-    """Where the next sentence comes from: file slot (in the epoch's file order), line, sentence."""
+    """Where the next sentence comes from: file slot in the epoch's order, line, sentence."""
 
     slot: int = 0
     line: int = 0
@@ -115,29 +91,25 @@ class _Position:
 
 
 class TrainingStream:
-    """Shuffled, token-budget batches of whole sentences; resumable and sharded by rank.
+    """Shuffled, token-budget batches of whole sentences, resumable and sharded by rank.
 
-    See the module docstring for the layout. Iterating yields `Batch`es forever (or for
-    `epochs` epochs); `state_dict()` taken between two batches, loaded into a stream
-    built with the same arguments, continues with exactly the next batch.
+    Yields `Batch`es for `epochs` epochs. A `state_dict()` taken between two batches, loaded
+    into a stream built with the same arguments, continues with exactly the next batch.
 
     Args:
-        paths: Training files (raw paragraphs with a `splitter`, else pre-tokenised).
-        vocab: The softmax vocabulary (targets).
-        batch_tokens: Budget of padded positions per batch, `<S>`/`</S>` included. 4096
-            is a reasonable start; larger batches use the CPU/GPU better but take fewer
-            optimizer steps per epoch.
-        splitter: Paragraph -> sentences; None = pre-tokenised input.
-        max_sentence_tokens: Longer sentences are cut into pieces of this many tokens
-            (100 by default; None = never cut). Bounds the sequential LSTM steps per batch.
-        buffer_sentences: Sentences shuffled together (and sorted by length) at a time.
-            Larger = better mixing and less padding, more memory. 1 = file order.
-        seed: Seed of the shuffles (file order per epoch, sentences and batches per buffer).
-        rank, world_size: This process's share in data-parallel training: lines
-            `rank, rank + world_size, ...` of every file. Shares are disjoint.
-        shuffle: Shuffle file order, sentences and batches (off: file order, sorted
-            batches in buffer order).
-        epochs: Stop after this many passes; None = forever.
+        paths: Training files: raw paragraphs with a `splitter`, else pre-tokenised.
+        vocab: The softmax vocabulary.
+        batch_tokens: Padded positions per batch, `<S>`/`</S>` included. 4096 is a good
+            start. Larger batches use the hardware better but take fewer steps per epoch.
+        splitter: Paragraph -> sentences. None: pre-tokenised input.
+        max_sentence_tokens: Cut longer sentences into pieces of this many tokens. This
+            bounds the sequential LSTM steps per batch. None: never cut.
+        buffer_sentences: Sentences shuffled and sorted together. Larger mixes better and
+            pads less, but takes more memory. 1: file order.
+        seed: Seed of the file order per epoch, and of sentences and batches per buffer.
+        rank, world_size: This process's share: lines `rank, rank + world_size, ...`.
+        shuffle: Shuffle files, sentences and batches. Off: file order.
+        epochs: Stop after this many passes. None: never.
         max_characters_per_token: From the model's options (50).
     """
 
@@ -192,7 +164,7 @@ class TrainingStream:
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        """The position of the next batch (plain ints; safe to JSON or torch.save)."""
+        """The position of the next batch, in plain ints."""
         return {
             "epoch": self._epoch,
             "buffer": self._buffer,
@@ -209,7 +181,7 @@ class TrainingStream:
         """Continue from a `state_dict()` of a stream built with the same arguments.
 
         Raises:
-            ValueError: if the state belongs to another rank, world size or seed.
+            ValueError: If the state belongs to another rank, world size or seed.
         """
         for key in ("rank", "world_size", "seed"):
             if state[key] != getattr(self, key):
@@ -227,7 +199,7 @@ class TrainingStream:
 
     @property
     def epoch(self) -> int:
-        """Epochs completed so far (the next batch belongs to epoch `epoch`)."""
+        """Epochs completed so far. The next batch belongs to epoch `epoch`."""
         return self._epoch
 
     # ------------------------------------------------------------------ iteration
@@ -276,7 +248,7 @@ class TrainingStream:
         return sentences, replace(reader.position)  # a copy: the reader moves on in place
 
     def _layout(self, sentences: list[list[str]]) -> list[list[list[str]]]:
-        """Shuffle, sort by length and cut by token budget; the batches in training order."""
+        """The buffer's batches in training order: shuffled, sorted, cut by token budget."""
         if self.shuffle:
             rng = np.random.default_rng([self.seed, self.rank, self._epoch, self._buffer])
             sentences = [sentences[i] for i in rng.permutation(len(sentences))]
@@ -287,7 +259,7 @@ class TrainingStream:
 
 
 class _Reader:
-    """Sentences of one epoch from a `_Position` on, for one rank; keeps its file open."""
+    """Sentences of one epoch from a `_Position` on, for one rank. Keeps its file open."""
 
     def __init__(self, files: list[Path], epoch: int, stream: TrainingStream) -> None:
         self.files = files
@@ -331,11 +303,7 @@ class _Reader:
         self._file = open_text(self.files[self.position.slot]) if self.position.slot < len(self.files) else None
 
     def _fill(self) -> bool:
-        """Load the sentences of the next line of this rank into `_line_sentences`.
-
-        Lines of other ranks and empty lines are skipped (the position moves past them).
-        Returns False at the end of the epoch.
-        """
+        """Load this rank's next non-empty line into `_line_sentences`. False at the epoch's end."""
         stream = self.stream
         while self._file is not None:
             line = self._file.readline()
@@ -358,17 +326,14 @@ class _Reader:
 
 
 class PrefetchingStream:
-    """A `TrainingStream` run `depth` batches ahead in one worker process.
+    """A `TrainingStream` run `depth` batches ahead in a `DataLoader` worker, for GPU training.
 
-    Building a batch (reading, char ids, targets) takes little time next to a CPU
-    training step, but a real share of a GPU step. This
-    wrapper moves it to a `DataLoader` worker. The batches and their order are exactly
-    those of the wrapped stream, and `state_dict()` is the position after the last batch
-    *handed out* (not the last one the worker built), so checkpoints resume exactly.
+    The batches are exactly the wrapped stream's. `state_dict()` is the position after the
+    last batch handed out, not the last one built, so checkpoints resume exactly.
 
     Args:
-        stream: The stream to run in the worker (forked: a spaCy splitter need not pickle).
-        depth: Batches built ahead (2-16; each holds one batch's tensors in shared memory).
+        stream: The stream to run in the worker. It is forked, so a splitter need not pickle.
+        depth: Batches built ahead, 2-16. Each holds its tensors in shared memory.
     """
 
     def __init__(self, stream: TrainingStream, depth: int = 8) -> None:
@@ -403,7 +368,7 @@ class PrefetchingStream:
 
 
 class _WithState(IterableDataset):
-    """Each batch of a stream with the stream's position after it (runs in the worker)."""
+    """Each batch of a stream with the stream's position after it. Runs in the worker."""
 
     def __init__(self, stream: TrainingStream) -> None:
         self.stream = stream

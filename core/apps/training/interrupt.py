@@ -1,11 +1,8 @@
 """Ctrl-C and SIGTERM during training: stop at the next step boundary, so the run can save.
 
-`Trainer.fit(stop_on_signals=True)` (what `elmo train` asks for) holds a `StopSignals` while
-it trains: the first SIGINT (Ctrl-C) or SIGTERM (a scheduler's stop) is recorded, the loop
-stops after the step it is in, and the run writes the checkpoint an exact resume needs.
-A second signal stops at once, without saving. A second signal that comes within
-`REPEAT_AFTER_S` of the first counts as the same request: a launcher (torchrun) passes the
-terminal's Ctrl-C on to processes that got it already.
+The first SIGINT or SIGTERM stops the loop after its step, and the run saves a checkpoint.
+A second signal stops at once, without saving. One within `REPEAT_AFTER_S` of the first is
+the same request: torchrun passes the terminal's Ctrl-C on to processes that got it already.
 """
 
 from __future__ import annotations
@@ -27,12 +24,10 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 class StopSignals:
     """A context manager: while entered, SIGINT and SIGTERM ask the training loop to stop.
 
-    The handlers in force before are put back on exit. Outside the main thread (where Python
-    takes no signal handlers) nothing is installed and `received` stays None.
+    The earlier handlers are put back on exit. Outside the main thread nothing is installed.
 
     Args:
-        notice: Written to standard error (one line) when the first signal arrives; None
-            for nothing (the processes of a run other than the one that reports).
+        notice: A line for standard error when the first signal arrives. None: silent.
 
     Attributes:
         received: The number of the first signal received, or None.

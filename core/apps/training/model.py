@@ -1,30 +1,17 @@
 """The biLM as a language model: `BiLM` + dropout + one softmax shared by both directions.
 
-Peters et al. 2018, section 3.1: the forward and backward LSTMs share the token encoder
-(the char CNN) and the softmax layer, and training maximises
-
-    sum_k  log p(t_k | t_1 .. t_{k-1}; forward)  +  log p(t_k | t_{k+1} .. t_N; backward)
-
-Per sentence `<S> w1 .. wn </S>` (positions 0 .. n+1, all from one `BiLM` call with
-`keep_sentence_boundaries=True`; P = projection_dim):
+Peters et al. 2018, section 3.1: both directions share the char CNN and the softmax.
+Per sentence `<S> w1 .. wn </S>`, from one `BiLM` call (P = projection_dim):
 
     position t          0     1     2    ...   n     n+1
     token               <S>   w1    w2   ...   wn    </S>
     forward half [:P]   ->w1  ->w2  ->w3 ...   -></S>          (t predicts t + 1)
     backward half [P:]        <S><- w1<- ...   w(n-1)<- wn<-   (t predicts t - 1)
 
-so each direction makes n + 1 predictions per sentence: the forward one predicts
-w1 .. wn `</S>`, the backward one `<S>` w1 .. wn. The softmax is
-`torch.nn.AdaptiveLogSoftmaxWithLoss` (Grave et al. 2017): a normalised, exact
-distribution over the whole vocabulary, so `exp(loss)` is the true perplexity (bilm-tf
-trained with a sampled softmax and evaluated with the full one).
+The softmax is `torch.nn.AdaptiveLogSoftmaxWithLoss` (Grave et al. 2017). It is exact,
+so `exp(loss)` is the true perplexity (bilm-tf trained with a sampled softmax).
 
-A model folder written by `save_language_model` is an ordinary model folder (the `Elmo`
-side loads it with `load_model_folder`) plus the language-model parts:
-
-    config.json, model.safetensors, tokenizer_config.json    (save_model_folder)
-    vocab.txt               the softmax vocabulary, bilm-tf format
-    lm_head.safetensors     the softmax weights; its metadata holds cutoffs and div_value
+`save_language_model` adds `vocab.txt` and `lm_head.safetensors` to a model folder.
 """
 
 from __future__ import annotations
@@ -61,11 +48,11 @@ class LMOutput(NamedTuple):
     """What `BiLMLanguageModel.forward` returns.
 
     Attributes:
-        forward_loss: Mean negative log-likelihood (natural log) per forward prediction;
-            forward perplexity = exp(forward_loss). Scalar float32 tensor.
+        forward_loss: Mean negative log-likelihood (natural log) per forward prediction.
+            Forward perplexity = exp(forward_loss). Scalar float32 tensor.
         backward_loss: The same for the backward direction.
-        forward_tokens: Number of forward predictions (words + one `</S>` per sentence).
-        backward_tokens: Number of backward predictions (equal to `forward_tokens`).
+        forward_tokens: Forward predictions: words + one `</S>` per sentence.
+        backward_tokens: Backward predictions, equal to `forward_tokens`.
     """
 
     forward_loss: torch.Tensor
@@ -82,11 +69,9 @@ class LMOutput(NamedTuple):
 def default_cutoffs(vocab_size: int, projection_dim: int, div_value: float = 4.0) -> list[int]:
     """Adaptive-softmax cluster boundaries for a vocabulary of `vocab_size` ids.
 
-    The head holds the 4,000 most frequent ids (plus one entry per cluster); clusters
-    end at 20,000 and 100,000 when the vocabulary is that large. Each cluster `i` has a
-    `projection_dim / div_value**(i+1)` wide projection, so clusters that would get a
-    width below 1 are merged into the last one. A vocabulary of <= 4,001 ids gets a
-    head of `vocab_size - 1` ids and a one-word cluster, i.e. in effect a full softmax.
+    The head holds the 4,000 most frequent ids. Clusters end at 20,000 and 100,000 when
+    the vocabulary is that large. Cluster `i` is `projection_dim / div_value**(i+1)` wide,
+    so clusters narrower than 1 merge into the last. Up to 4,001 ids: in effect a full softmax.
     """
     max_clusters = max(1, int(math.log(projection_dim, div_value) + 1e-9))
     cutoffs = [c for c in (4_000, 20_000, 100_000) if c < vocab_size][:max_clusters]
@@ -98,19 +83,16 @@ class BiLMLanguageModel(nn.Module):
 
     Args:
         options: biLM hyperparameters.
-        vocab_size: Number of softmax classes (`len(vocabulary)`, specials included).
-        dropout: Dropout on every LSTM layer's input and on the top layer's output, in
-            training mode only. bilm-tf used 0.1; 0 disables it; much above 0.3 slows
-            learning of a model this size.
-        cutoffs: Adaptive-softmax cluster boundaries (ascending ids, each < vocab_size);
-            None = `default_cutoffs(vocab_size, projection_dim)`. Ids must be sorted by
-            descending frequency (as `Vocabulary.build` does).
-        div_value: Each further cluster's projection is this many times narrower (4).
-        recurrence: How the LSTMs run (`elmo_core.model.recurrence`; "auto" by default).
+        vocab_size: Softmax classes, `len(vocabulary)`, specials included.
+        dropout: On every LSTM layer's input and the top output, in training only. bilm-tf
+            used 0.1. Much above 0.3 slows learning of a model this size.
+        cutoffs: Adaptive-softmax cluster boundaries, ascending ids. None: `default_cutoffs`.
+            Ids must be sorted by descending frequency, as `Vocabulary.build` does.
+        div_value: Each further cluster's projection is this many times narrower.
+        recurrence: How the LSTMs run (`elmo_core.model.recurrence`).
 
     Attributes:
-        bilm: Exactly the `BiLM` the inference side uses (`Elmo.bilm`), so its state dict
-            loads into `Elmo` unchanged.
+        bilm: The same `BiLM` as `Elmo.bilm`, so its state dict loads into `Elmo` unchanged.
         softmax: The `AdaptiveLogSoftmaxWithLoss` over `projection_dim` features.
     """
 
@@ -162,20 +144,21 @@ class BiLMLanguageModel(nn.Module):
         """Both directions' mean losses over the real predictions of a batch.
 
         Args:
-            char_ids: Character ids of the words (no `<S>`/`</S>`; the biLM adds them).
-            mask: True = real word; derived from `char_ids` when None.
-            targets: Vocabulary ids of `<S> w1 .. wn </S>` per row (`make_batch`);
-                values after each row's `</S>` are ignored.
+            char_ids: Character ids of the words, without `<S>`/`</S>`.
+            mask: True = real word. None: derived from `char_ids`.
+            targets: Vocabulary ids of `<S> w1 .. wn </S>` per row (`make_batch`). Values
+                after each row's `</S>` are ignored.
 
         Returns:
-            `LMOutput`; see its docstring.
+            `LMOutput`.
 
         Shape:
-            char_ids: [batch, tokens, chars] int64; mask: [batch, tokens] bool
+            char_ids: [batch, tokens, chars] int64
+            mask: [batch, tokens] bool
             targets: [batch, tokens + 2] int64
 
         Raises:
-            ValueError: if `targets` does not have `tokens + 2` columns.
+            ValueError: If `targets` does not have `tokens + 2` columns.
         """
         out = self.bilm(char_ids, mask)  # activations [L+1, batch, tokens+2, 2P]
         full_mask = out.mask  # [batch, tokens + 2], True on <S> w1 .. wn </S>
@@ -215,13 +198,13 @@ def save_language_model(
     Args:
         lm: The language model (any device).
         vocab: Its softmax vocabulary.
-        path: The folder (created if needed; files replaced atomically).
-        elmo_settings: `Elmo` settings for config.json (`ELMO_SETTINGS` keys); defaults
-            when None. Pass the stored ones when continuing from a model folder.
-        extra_config: More keys for config.json (e.g. training statistics).
+        path: The folder, created if needed. Files are replaced atomically.
+        elmo_settings: `Elmo` settings for config.json. None: defaults. Pass the stored
+            ones when continuing from a model folder.
+        extra_config: More keys for config.json.
 
     Raises:
-        ValueError: if `len(vocab)` differs from the softmax size.
+        ValueError: If `len(vocab)` differs from the softmax size.
     """
     from safetensors.torch import save_file
 
@@ -252,17 +235,14 @@ def load_language_model(
     Args:
         path: The model folder.
         map_location: Device of the returned model.
-        dropout: Dropout of the returned model (0 for evaluation; the training value,
-            e.g. 0.1, to continue training).
+        dropout: 0 for evaluation, the training value (0.1) to continue training.
 
     Returns:
-        `(lm, vocab, elmo_settings)`: the settings are the folder's `Elmo` settings, to
-        pass back to `save_language_model` when continuing.
+        `(lm, vocab, elmo_settings)`. Pass the settings back to `save_language_model`.
 
     Raises:
-        WeightFileError: if the folder is not a model folder, has no language-model head
-            (e.g. converted bilm-tf weights: only `elmo train --model` can add one), or
-            the head does not match the vocabulary.
+        WeightFileError: If the folder is not a model folder, has no language-model head
+            (`elmo train --model` adds one), or the head does not match the vocabulary.
     """
     from safetensors import safe_open
 

@@ -4,18 +4,12 @@
     backward = exp(NLL_bwd / N)          N     = predictions per direction
     average  = exp((NLL_fwd + NLL_bwd) / (2N)) = sqrt(forward * backward)
 
-N counts the words plus one `</S>` (forward) or `<S>` (backward) per sentence, so both
-directions make the same number of predictions. "Average" follows bilm-tf's `test()`,
-which prints `exp(mean over batches of 0.5 * (forward loss + backward loss))`: the
-exponential of the mean of the two mean losses, i.e. the geometric mean of the two
-perplexities. The paper reports "the average of the forward and backward perplexities"
-(39.7 for the original model) without saying which mean; bilm-tf's is the likely one.
-The arithmetic mean `(forward + backward) / 2` is never smaller; we print all three
-numbers so that either can be compared. bilm-tf averaged per-batch losses over 20-token
-windows with carried state; here every prediction has equal weight and each sentence
-starts from the zero state. Words not in the vocabulary are predicted as `<UNK>`, as in
-bilm-tf; `unknown` counts them, since a smaller vocabulary lowers perplexity without a
-better model.
+N counts the words plus one `</S>` (forward) or `<S>` (backward) per sentence. "Average"
+is bilm-tf's `test()`: the geometric mean of the two perplexities. The paper's "average"
+(39.7) does not say which mean. We print all three numbers. Every prediction has equal
+weight, and each sentence starts from the zero state. Words outside the vocabulary are
+predicted as `<UNK>`, as in bilm-tf. `unknown` counts them: a smaller vocabulary lowers
+perplexity without a better model.
 """
 
 from __future__ import annotations
@@ -40,12 +34,12 @@ __all__ = ["Perplexity", "evaluate", "perplexity", "text_sentences"]
 
 
 class Perplexity(NamedTuple):
-    """Summed losses over a text; the perplexities are properties.
+    """Summed losses over a text. The perplexities are properties.
 
     Attributes:
-        forward_nll: Sum of -ln p over the forward predictions (float64 accumulation).
+        forward_nll: Sum of -ln p over the forward predictions, accumulated in float64.
         backward_nll: The same, backward.
-        tokens: Predictions per direction (words + one per sentence).
+        tokens: Predictions per direction: words + one per sentence.
         sentences: Sentences scored.
         unknown: Words mapped to `<UNK>`.
     """
@@ -81,7 +75,7 @@ class Perplexity(NamedTuple):
 
     @property
     def average_log_likelihood(self) -> float:
-        """The mean of the two directions' sums; `average == exp(-average_log_likelihood / tokens)`."""
+        """The mean of the two directions' sums. `average == exp(-average_log_likelihood / tokens)`."""
         return -(self.forward_nll + self.backward_nll) / 2
 
     def __add__(self, other: object) -> Perplexity:
@@ -103,8 +97,7 @@ def precision_dtype(precision: str) -> torch.dtype | None:
 
 
 def check_precision(device: torch.device, precision: str) -> None:
-    """Raise `ValueError` for a precision that would run slower than float32 on `device`
-    (the one rule for the CPU: `elmo_core.model.precision.check_cpu_precision`)."""
+    """Raise `ValueError` for a precision slower than float32 on `device` (`check_cpu_precision`)."""
     if device.type == "cpu":
         check_cpu_precision(precision_dtype(precision))
 
@@ -113,7 +106,7 @@ def autocast_context(device: torch.device, precision: str) -> contextlib.Abstrac
     """`torch.autocast` for "bf16"/"fp16", a no-op for "fp32".
 
     Raises:
-        ValueError: for a precision slower than float32 on `device` (`check_precision`).
+        ValueError: For a precision slower than float32 on `device`.
     """
     dtype = precision_dtype(precision)
     if dtype is None:
@@ -133,20 +126,19 @@ def evaluate(
     precision: str = "fp32",
     progress: str | None = None,
 ) -> Perplexity:
-    """Score `sentences` (tokenised, without boundaries) with `lm` in eval mode.
+    """Score tokenised `sentences`, given without boundaries, with `lm` in eval mode.
 
     Args:
-        lm: The language model; put in eval mode for the call and restored after.
-        sentences: Sentences to score; empty ones are skipped.
+        lm: The language model. Its train/eval mode is restored after.
+        sentences: Sentences to score. Empty ones are skipped.
         vocab: The softmax vocabulary of `lm`.
         batch_tokens: Padded positions per batch (memory, not results).
-        device: Where to run; the model's device when None.
+        device: Where to run. None: the model's device.
         precision: "fp32", "bf16" or "fp16" (autocast).
-        progress: A label to show a progress bar with (tqdm, on stderr, in predictions
-            per direction), or None for none.
+        progress: Label of a progress bar on stderr, in predictions. None: no bar.
 
     Returns:
-        `Perplexity` sums; combine shards with `+`.
+        `Perplexity` sums. Combine shards with `+`.
     """
     device = torch.device(device) if device is not None else next(lm.parameters()).device
     sentences = [s for s in sentences if len(s)]
@@ -175,12 +167,11 @@ def evaluate(
 def text_sentences(texts: Iterable[str | Sequence[str]], splitter: str = DEFAULT_SPLITTER) -> list[list[str]]:
     """Sentences of `texts`, as `elmo perplexity` reads a file's lines.
 
-    A string is raw text (one paragraph), split into sentences and tokens by `splitter`
-    (spaCy's English rules by default, loaded only when a string comes). A list of
-    strings is one tokenised sentence, kept as it is.
+    A string is one paragraph, split by `splitter` (loaded only when a string comes). A
+    list of strings is one tokenised sentence.
 
     Raises:
-        TypeError: for an item that is neither.
+        TypeError: For an item that is neither.
     """
     sentences: list[list[str]] = []
     split = None
@@ -209,29 +200,27 @@ def perplexity(
 ) -> Perplexity:
     """Forward, backward and average perplexity of text under a model folder's biLM.
 
-    The numbers `elmo perplexity` prints for the same text: raw strings are split as it
-    splits a file's lines, token lists as with `--pretokenized`.
+    The numbers `elmo perplexity` prints for the same text.
 
         p = perplexity(["The cat sat on the mat."])
         p.forward, p.backward, p.average, p.forward_log_likelihood
 
     Args:
-        texts: Raw text strings (each a paragraph, split into sentences and tokens by
-            spaCy's English rules) and/or token lists (each one sentence).
-        model: A model folder with a language-model head (`vocab.txt`,
-            `lm_head.safetensors`, as `elmo train` writes); the default model when None.
+        texts: Raw strings (each a paragraph, split by spaCy's English rules) and token
+            lists (each one sentence).
+        model: A model folder with a language-model head, as `elmo train` writes. None:
+            the default model.
         batch_tokens: Padded positions per batch (memory, not results).
         device: Where to run.
         precision: "fp32", "bf16" or "fp16" (autocast).
 
     Returns:
-        The perplexities (`forward`, `backward`, `average`), the log-likelihoods
-        (`forward_log_likelihood`, ...), and the counts (`tokens` predicted per
-        direction, `sentences`, `unknown` words).
+        The perplexities, log-likelihoods and counts (`tokens` per direction, `sentences`,
+        `unknown` words).
 
     Raises:
-        WeightFileError: if the folder has no language-model head.
-        TypeError: for a text that is neither a string nor a token list.
+        WeightFileError: If the folder has no language-model head.
+        TypeError: For a text that is neither a string nor a token list.
     """
     folder = resolve_model_source(model).folder
     assert folder is not None  # one path (or none: the default model) always names a folder

@@ -1,5 +1,4 @@
-"""The adaptive softmax's log-probabilities of the targets, computed without the full
-log-softmax tensors (training and evaluation of `BiLMLanguageModel`).
+"""The adaptive softmax's log-probabilities of the targets, without full log-softmax tensors.
 
 `torch.nn.AdaptiveLogSoftmaxWithLoss` (Grave et al. 2017) computes, per prediction with
 target t in cluster k (k = 0 for the head's shortlist):
@@ -8,19 +7,11 @@ target t in cluster k (k = 0 for the head's shortlist):
              = log_softmax(head(x))[shortlist + k - 1]
                + log_softmax(tail_k(x))[t - cutoff_k]                   k >= 1
 
-Its forward writes the whole [predictions, classes] log-softmax of the head (and of each
-cluster), gathers one column, and its backward scatters the gradient into a zero tensor
-of that size and runs the log-softmax backward over it: on the CPU, most of that time
-is not the matrix products (`benchmarks/bench_train.py`, docs/results/speed-memory.md).
-`adaptive_log_prob` computes the same numbers from the
-same parameters with one product per layer, a float32 `logsumexp` over the rows (the
-bias added inside it) and a backward that turns the stored logits into their gradient in place,
-`softmax(logits) - onehot(t)` times the incoming gradient, each one fused kernel where
-torch.compile builds it (else in blocks of `ROW_BLOCK` rows; `elmo_core.model.kernels`).
-Under autocast the products run in its dtype and the log-sum-exp in float32 (the module's log-softmax ran in the
-autocast dtype on the CPU, so bf16 losses are now closer to float32 ones). Every product runs
-on a bucketed number of rows (`elmo_core.model.kernels`): predictions and each cluster's
-rows vary from batch to batch, and oneDNN creates a kernel for each new shape.
+The module writes the whole [predictions, classes] log-softmax and its gradient. On the
+CPU that, not the products, takes most of the time (docs/results/speed-memory.md).
+`adaptive_log_prob` computes the same numbers with one product per layer, a float32
+`logsumexp`, and a backward that turns the stored logits into their gradient in place.
+Row counts are bucketed, since oneDNN builds a kernel per shape (`elmo_core.model.kernels`).
 """
 
 from __future__ import annotations
@@ -35,18 +26,16 @@ from torch import nn
 from ...model.kernels import bucket_rows, fused_rowwise, pad_rows
 
 ROW_BLOCK = 64
-"""Rows per block of the float32 log-sum-exp and its backward on torch's eager operators
-(a block of head logits, 64 x 4,002 float32 values, is 1 MB: it stays in a core's cache
-from one pass to the next); compiled (`elmo_core.model.kernels`), each is one pass."""
+"""Rows per block of the float32 log-sum-exp and its backward on eager operators.
+
+A block of head logits (64 x 4,002 float32) is 1 MB, so it stays in a core's cache.
+Compiled (`elmo_core.model.kernels`), each is one pass.
+"""
 
 
 @fused_rowwise(ROW_BLOCK)
 def _log_sum_exp(products: torch.Tensor, bias: torch.Tensor, out: torch.Tensor) -> None:
-    """out[r] = log(sum_c exp(products[r, c] + bias[r, c])), in float32.
-
-    Shape: products and bias [rows, C] (the bias a row broadcast) -> out [rows]
-    """
-    out.copy_(torch.logsumexp(products.float() + bias.float(), dim=1))
+    out.copy_(torch.logsumexp(products.float() + bias.float(), dim=1))  # [rows, C] -> [rows]
 
 
 @fused_rowwise(ROW_BLOCK)
@@ -58,11 +47,7 @@ def _logits_grad(
     target: torch.Tensor,
     out: torch.Tensor,
 ) -> None:
-    """out = grad[r] * (onehot(target[r]) - softmax(products[r] + bias[r])), float32 math,
-    written in `out`'s dtype (`out` may be `products` itself).
-
-    Shape: products and bias [rows, C], lse, grad and target [rows] -> out [rows, C]
-    """
+    # out may be `products` itself: the logits become their gradient in place.
     classes = torch.arange(products.shape[1], device=products.device)
     g = grad[:, None]
     onehot = (classes[None, :] == target[:, None]).float()
@@ -70,10 +55,9 @@ def _logits_grad(
 
 
 class _LogSoftmaxAt(torch.autograd.Function):
-    """`log_softmax(x @ W^T + b)[r, target[r]]` per row r, float32, without the full log-softmax.
+    """`log_softmax(x @ W^T + b)[r, target[r]]` per row r, in float32, without the full log-softmax.
 
-    Shape: x [rows, F], weight [C, F], bias [C] or None (one dtype), target [rows] int64
-    -> [rows] float32
+    Shape: x [rows, F], weight [C, F], bias [C] or None, target [rows] int64 -> [rows] float32
     """
 
     @staticmethod
@@ -118,18 +102,20 @@ def adaptive_log_prob(
     """`softmax(hidden, target).output`: the log-probability of each target, in float32.
 
     Args:
-        softmax: The module whose parameters are used (its `forward` is not called).
-        hidden: One feature vector per prediction; autocast (when on) sets the products' dtype.
+        softmax: The module whose parameters are used. Its `forward` is not called.
+        hidden: One feature vector per prediction. Autocast sets the products' dtype.
         target: Class ids in [0, softmax.n_classes).
 
     Returns:
-        Natural-log probabilities, float32; differentiable in `hidden` and the parameters.
+        Natural-log probabilities in float32, differentiable in `hidden` and the parameters.
 
     Shape:
-        hidden: [rows, in_features]; target: [rows] int64 -> [rows] float32
+        hidden: [rows, in_features]
+        target: [rows] int64
+        returns: [rows] float32
 
     Raises:
-        ValueError: for a target outside [0, n_classes), as the module does.
+        ValueError: For a target outside [0, n_classes), as the module does.
     """
     if target.numel() and (int(target.min()) < 0 or int(target.max()) >= softmax.n_classes):
         raise ValueError(

@@ -1,24 +1,13 @@
-"""The output word vocabulary of the language model (the softmax classes).
+"""The softmax's word vocabulary. The biLM reads characters, so only its output needs one.
 
-The biLM reads characters, so it has no input vocabulary; only the softmax that
-predicts the next (forward) or previous (backward) word needs one. The file format is
-bilm-tf's `vocab.txt`: one token per line, in id order, the three special tokens first::
-
-    <S>
-    </S>
-    <UNK>
-    the
-    ,
-    ...
-
-An optional second, tab-separated column holds the training count of each token; bilm-tf
-files have none, and `load` accepts both. Ids after the specials follow descending
-count (ties: token string order), which `torch.nn.AdaptiveLogSoftmaxWithLoss` needs:
-its cutoffs assume that frequent words have small ids.
+The file is bilm-tf's `vocab.txt`: one token per line in id order, `<S>`, `</S>`, `<UNK>`
+first. An optional tab-separated second column holds counts. Ids follow descending count,
+as the adaptive softmax's cutoffs need.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -26,6 +15,8 @@ from pathlib import Path
 from ...files.atomic_files import atomic_write
 from ...files.text_files import iter_lines
 from ...model.checks import check_int
+from ..console import progress_bar
+from .corpus import Splitter, iter_sentences
 
 __all__ = ["Vocabulary"]
 
@@ -34,20 +25,23 @@ EOS = "</S>"
 UNK = "<UNK>"
 SPECIAL_TOKENS = (BOS, EOS, UNK)  # ids 0, 1, 2, in bilm-tf's vocab-file order
 
+DEFAULT_VOCAB_SIZE = 100_000
+
+logger = logging.getLogger(__name__)
+
 
 class Vocabulary:
     """Token strings <-> ids, with `<S>` = 0, `</S>` = 1, `<UNK>` = 2.
 
-    Build one from a corpus with `Vocabulary.build(sentences, min_count=..., max_size=...)`
-    or read one with `Vocabulary.load(path)`.
+    Make one with `Vocabulary.build` or `Vocabulary.load`.
 
     Args:
         tokens: Every token in id order, the three special tokens first.
-        counts: Optional training count per token (same length); kept for the file.
+        counts: Optional training count per token, kept for the file.
 
     Raises:
-        ValueError: if the special tokens are not at ids 0..2, a token repeats, or a
-            token is empty or contains a tab or newline (it could not be saved).
+        ValueError: If the special tokens are not at ids 0..2, a token repeats, or a
+            token is empty or holds a tab or newline.
     """
 
     def __init__(self, tokens: Sequence[str], counts: Sequence[int] | None = None) -> None:
@@ -83,13 +77,12 @@ class Vocabulary:
 
         Args:
             sentences: Tokenised sentences, without `<S>`/`</S>`.
-            min_count: Keep words seen at least this often (1 keeps all; bilm-tf's
-                1B-word vocabulary kept words seen >= 3 times).
-            max_size: Keep at most this many entries *including* the three special
-                tokens (the top `max_size - 3` words by count). None = no limit.
+            min_count: Keep words seen at least this often. bilm-tf's 1B-word vocabulary
+                used 3.
+            max_size: Keep at most this many entries, the three specials included. None:
+                no limit.
 
-        The counts of `<S>`/`</S>` are the number of sentences (each one is predicted
-        once per sentence); `<UNK>` counts the dropped words' occurrences.
+        `<S>` and `</S>` count the sentences. `<UNK>` counts the dropped words.
         """
         counter: Counter[str] = Counter()
         num_sentences = 0
@@ -107,7 +100,7 @@ class Vocabulary:
         min_count: int = 1,
         max_size: int | None = None,
     ) -> Vocabulary:
-        """Like `build`, from word counts already made (e.g. merged over shards)."""
+        """Like `build`, from word counts already made, e.g. merged over shards."""
         check_int("min_count", min_count)
         check_int("max_size", max_size, minimum=4, none_ok=True, meaning="three special tokens and one word")
         words = [(w, n) for w, n in counts.items() if n >= min_count and w not in SPECIAL_TOKENS]
@@ -152,7 +145,7 @@ class Vocabulary:
         return self._ids.get(token, 2)
 
     def encode(self, tokens: Iterable[str]) -> list[int]:
-        """Ids of `tokens` (unknown words -> `<UNK>`). Adds no `<S>`/`</S>`."""
+        """Ids of `tokens`, unknown words as `<UNK>`. Adds no `<S>`/`</S>`."""
         get = self._ids.get
         return [get(token, 2) for token in tokens]
 
@@ -162,11 +155,7 @@ class Vocabulary:
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | Path) -> None:
-        """Write bilm-tf's `vocab.txt` (plus a tab and the count when counts are known).
-
-        The file appears whole or not at all (`atomic_files.atomic_write`): a run killed
-        while writing leaves any earlier `path` as it was, never a cut-short vocabulary.
-        """
+        """Write bilm-tf's `vocab.txt`, with counts when known. The file appears whole or not at all."""
         if self.counts is None:
             lines = [f"{t}\n" for t in self.tokens]
         else:
@@ -178,8 +167,8 @@ class Vocabulary:
         """Read a `vocab.txt` written by `save` or by bilm-tf.
 
         Raises:
-            FileNotFoundError: if the file does not exist.
-            ValueError: if it is not a vocabulary file (names the file and the line).
+            FileNotFoundError: If the file does not exist.
+            ValueError: If it is not a vocabulary file. Names the file and the line.
         """
         path = Path(path)
         tokens: list[str] = []
@@ -199,3 +188,20 @@ class Vocabulary:
             return cls(tokens, counts)
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from None
+
+
+def build_vocabulary(
+    files: Sequence[Path],
+    splitter: Splitter | None,
+    *,
+    vocab_size: int | None,
+    min_count: int | None,
+    progress: bool = False,
+) -> Vocabulary:
+    """Count the words of `files` in one pass and keep the frequent ones."""
+    if vocab_size is None and min_count is None:
+        vocab_size = DEFAULT_VOCAB_SIZE
+    logger.info("building the vocabulary from %d file%s", len(files), "" if len(files) == 1 else "s")
+    sentences = iter_sentences(files, splitter)
+    with progress_bar(None, unit=" sentences", desc="counting words", show=progress, items=sentences) as bar:
+        return Vocabulary.build(bar, min_count=min_count or 1, max_size=vocab_size)

@@ -1,25 +1,16 @@
-"""Grow a trained biLM language model to a wider shape that computes the same function.
+"""Widen a trained biLM language model, keeping the function it computes.
 
-Net2WiderNet (Chen, Goodfellow and Shlens 2016, "Net2Net", arXiv:1511.05641, section 3.2),
-applied to the biLM: a wider model starts from what a narrower one learned instead of from
-random weights, and then trains on (`elmo train --model OUT`). With LSTM cell size D -> k_D * D
-and projection P -> k_P * P (whole multiples), every unit is copied:
+Net2WiderNet (Chen et al. 2016, arXiv:1511.05641, section 3.2), then `elmo train --model`.
+With cell size D -> k_D * D and projection P -> k_P * P, units are copied:
 
-    cell unit u' of D'           copy of unit u' mod D       (its rows in each gate block i, j, f, o)
-    projection feature p' of P'  copy of feature p' mod P    (the char CNN's projection, each
-                                                              LSTM's projection, hence every layer)
-    adaptive-softmax tail width  each of its units copied k_P times (its width is P / div**(i+1))
+    cell unit u' of D'           copy of unit u' mod D (rows in each gate block)
+    projection feature p' of P'  copy of feature p' mod P (char CNN and LSTMs)
+    adaptive-softmax tail unit   copied k_P times
 
-A weight that reads copied inputs divides its columns by the number of copies (k_D or k_P),
-so each sum over the copies is the old sum: every layer of the wider model is its old
-value repeated, [v, v] for k = 2 (per direction), and the softmax's distribution is the old
-one. The cell state, gates, clips, residual connection and the char CNN before its projection
-are unchanged (element-wise on copies, or not widened).
+A weight reading copied inputs divides its columns by the number of copies. So every
+layer is its old value repeated, and the softmax is unchanged.
 
-Copies of one unit would stay equal in training (equal inputs and equal outgoing weights
-give equal gradients), so `noise` adds Gaussian noise to the incoming weights of every copy
-but the first (std = `noise` times the std of that weight), as Net2Net suggests; with
-`noise=0` the wider model computes exactly the old function (up to float summation order).
+Copies would stay equal in training, so `noise` perturbs all but the first (Net2Net).
 """
 
 from __future__ import annotations
@@ -38,25 +29,22 @@ _TAIL = re.compile(r"^softmax\.tail\.(\d+)\.([01])\.weight$")
 def widen_language_model(
     lm: BiLMLanguageModel, *, dim: int, projection_dim: int, noise: float = 0.01, seed: int = 0
 ) -> BiLMLanguageModel:
-    """A `BiLMLanguageModel` with LSTM cell size `dim` and projection `projection_dim`,
-    computing `lm`'s function (module docstring), on the CPU, in float32.
+    """A wider `BiLMLanguageModel` computing `lm`'s function, on the CPU, in float32.
 
     Args:
-        lm: The trained model (not changed).
-        dim: The new `lstm.dim`: a whole multiple of the old one.
-        projection_dim: The new `lstm.projection_dim`: a whole multiple of the old one (and
-            so the new token-embedding width).
-        noise: Relative std of the noise on the extra copies' incoming weights (0 = the
-            exact function).
+        lm: The trained model, not changed.
+        dim: The new `lstm.dim`, a whole multiple of the old one.
+        projection_dim: The new `lstm.projection_dim`, a whole multiple of the old one.
+        noise: Std of the noise on the extra copies' incoming weights, relative to each
+            weight's std. 0: the exact function, up to float summation order.
         seed: Seed of that noise.
 
     Returns:
         The wider model, with `lm`'s dropout, vocabulary size, cutoffs and div_value.
 
     Raises:
-        ValueError: for sizes that are not whole multiples of the old ones, a negative
-            noise, or a char CNN without a projection before or after (its filters exactly
-            as wide as the old or the new `projection_dim`).
+        ValueError: For sizes that are not whole multiples of the old ones, a negative
+            noise, or a char CNN without a projection before or after.
     """
     old = lm.options
     k_d = _multiple("the LSTM cell size (--lstm-dim)", dim, old.lstm.dim)
@@ -95,7 +83,7 @@ def widen_language_model(
 
 @dataclasses.dataclass(frozen=True)
 class _Copies:
-    """Index maps from a widened dimension to the old one, and the copy counts k_D, k_P."""
+    """Index maps from each widened dimension to the old one, and the copy counts k_D, k_P."""
 
     feature: torch.Tensor  # [projection_dim]
     unit: torch.Tensor  # [dim]
@@ -105,8 +93,7 @@ class _Copies:
 
 
 def _widen(name: str, tensor: torch.Tensor, copies: _Copies, noise: float, generator: torch.Generator) -> torch.Tensor:
-    """One state-dict tensor of the wider model: rows copied where its outputs are widened,
-    columns copied and divided where its inputs are, noise on the extra copies' rows."""
+    """One state-dict tensor of the wider model: widened rows copied, widened columns copied and divided."""
     tensor = tensor.detach().float().cpu()
     rows = cols = None  # index maps of a widened dimension
     reads = 1  # how many copies of each input the columns read
@@ -136,14 +123,12 @@ def _widen(name: str, tensor: torch.Tensor, copies: _Copies, noise: float, gener
 
 
 def _first_copies(rows: torch.Tensor) -> torch.Tensor:
-    """True where `rows` (new index -> old index) names its old index for the first time."""
     order = torch.arange(len(rows))
     first = torch.full((int(rows.max()) + 1,), len(rows)).scatter_reduce(0, rows, order, "amin")
     return order == first[rows]
 
 
 def _multiple(name: str, new: int, old: int) -> int:
-    """new / old, which must be a whole number >= 1."""
     if new < 1 or new % old:
         raise ValueError(f"{name} must be a whole multiple of the model's {old} to widen it; got {new}.")
     return new // old

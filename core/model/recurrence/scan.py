@@ -1,10 +1,6 @@
-"""The masked recurrence as one `scan` per layer: the path a captured graph takes.
+"""The masked recurrence as one `scan` per layer: what a graph for deployment runs.
 
-A graph for deployment (`torch.export`, ONNX) has a symbolic batch and length, so it
-cannot sort rows by length nor unroll a Python loop over the steps. This is the paired
-step of `paired.py` (both directions in one batched product, every row runs every step,
-a mask freezes a row after its own last token) written as torch's `scan`, which ONNX
-exports as its `Scan` operator. The values equal the step loop's up to float rounding.
+Such a graph has a symbolic batch and length: it cannot sort rows nor unroll the steps.
 """
 
 from __future__ import annotations
@@ -21,16 +17,8 @@ def scan_stacks(
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Both LSTM stacks over a padded batch, with no shape or branch that depends on values.
 
-    Args:
-        stacks: `(forward_layers, backward_layers)` of a `BiLM`.
-        tokens: Token vectors (layer 0), batch-major, right-padded.
-        lengths: Real positions per row.
-
-    Returns:
-        `(forward outputs, backward outputs)`, one tensor per layer, each time-major
-        [steps, batch, P] in batch order and forward time, zero past a row's length.
-
-    Shape: tokens [batch, steps, P], lengths [batch] int64
+    Returns each layer's forward and backward outputs, [steps, batch, P] in batch order and
+    forward time, zero past a row's length.
     """
     forward_stack, backward_stack = stacks
     num_steps = tokens.shape[1]
@@ -41,7 +29,7 @@ def scan_stacks(
         return t.gather(0, reverse.expand(-1, -1, t.shape[-1]))
 
     keep = torch.arange(num_steps, device=tokens.device)[:, None, None, None] < lengths[None, None, :, None]
-    layer_input = torch.stack([x, flip(x)])  # [2, steps, batch, P]; the backward stack reads rows reversed
+    layer_input = torch.stack([x, flip(x)])  # [2, steps, batch, P], the backward rows reversed
     outputs = []
     for k, (fc, bc) in enumerate(zip(forward_stack.layers, backward_stack.layers)):
         if forward_stack.dropout:

@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from elmo_core import save_model_folder
-from elmo_core.apps.embed_file import Piece, _assign, job_folder, plan_pieces
+from elmo_core.apps.embed_job import job_folder
+from elmo_core.apps.pieces import plan_pieces
 from tests.conftest import make_tiny_elmo
 
 BIN = Path(sys.executable).parent
@@ -188,9 +189,9 @@ def test_resuming_with_other_settings_or_input_is_refused(tmp_path):
     out = tmp_path / "out.hdf5"
     folder = job_folder(out)
     # An unfinished job: plan it, as a killed run would have left it.
-    from elmo_core.apps.embed_file import _prepare_job
+    from elmo_core.apps.embed_job import prepare_job
 
-    _prepare_job(text, folder, 100, {"layers": "all"})
+    prepare_job(text, folder, 100, {"layers": "all"})
     other = run(BIN / "elmo", "embed", text, out, "--model", tmp_path / "model", "--layers", "top")
     assert other.returncode == 2
     assert (
@@ -205,25 +206,6 @@ def test_resuming_with_other_settings_or_input_is_refused(tmp_path):
     ok = run(BIN / "elmo", "embed", text, out, "--model", tmp_path / "model", "--no-progress")
     assert ok.returncode == 0, ok.stderr
     assert read_file(out)[2] == {"0": ["something", "else"]}
-
-
-def test_pieces_cover_every_line_once_and_shares_balance_tokens(tmp_path):
-    text = tmp_path / "in.txt"
-    lengths = [5, 0, 17, 3, 40, 1, 9, 9, 0, 22] * 7
-    text.write_text("".join(" ".join(["w"] * n) + "\r\n" for n in lengths), encoding="utf-8")
-    pieces, lines, tokens, _ = plan_pieces(text, 30)
-    assert (lines, tokens) == (len(lengths), sum(lengths))
-    assert [(p.first_line, p.end_line) for p in pieces] == [
-        (a.end_line if k else 0, b.end_line) for k, (a, b) in enumerate(zip([pieces[0], *pieces], pieces))
-    ]
-    assert pieces[-1].end_line == len(lengths)
-    for p in pieces:  # a piece is one line, or lines of at most 30 tokens + 1 per line
-        assert p.end_line - p.first_line == 1 or p.cost <= 30
-        assert p.cost == sum(n + 1 for n in lengths[p.first_line : p.end_line])
-    shares = _assign(pieces, 3)
-    assert sorted(p.index for share in shares for p in share) == list(range(len(pieces)))
-    loads = [sum(p.cost for p in share) for share in shares]
-    assert max(loads) - min(loads) <= max(p.cost for p in pieces)  # greedy: within one piece
 
 
 def test_bom_crlf_and_a_missing_final_newline_read_as_plain_lines(tmp_path):
@@ -242,13 +224,6 @@ def test_a_token_with_a_nul_character_is_embedded_and_recorded_with_a_replacemen
     assert result.returncode == 0, result.stderr
     _, data, tokens = read_file(tmp_path / "o.hdf5")
     assert tokens == {"0": ["a\ufffdb", "c"]} and data["0"].shape == (3, 2, 16)
-
-
-def test_assign_gives_the_largest_pieces_first_to_the_least_loaded_rank():
-    pieces = [Piece(i, i, i + 1, 0, 0, cost) for i, cost in enumerate([10, 50, 20, 30, 40])]
-    shares = _assign(pieces, 2)
-    # 50 -> r0; 40 -> r1; 30 -> r1 (40 < 50); 20 -> r0 (50 < 70); 10 -> r0 (70 = 70: lower rank)
-    assert [[p.cost for p in share] for share in shares] == [[10, 50, 20], [30, 40]]
 
 
 def test_bad_batch_or_window_arguments_fail_before_a_job_folder_exists(tmp_path):

@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from elmo_core import ElmoError, embed_sentences, save_model_folder
-from elmo_core.apps.embed_file import embed_file, job_folder
+from elmo_core.apps.embed_file import embed_file
+from elmo_core.apps.embed_job import job_folder
 from elmo_core.apps.lines import LineEmbedder, embed_lines
 from tests.conftest import make_tiny_elmo
 from tests.core.apps.test_embed_file import BIN, _free_port, run

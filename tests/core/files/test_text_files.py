@@ -101,7 +101,7 @@ def test_every_reader_names_the_file_and_line_of_bytes_that_are_not_utf8(tmp_pat
     ],
 )
 def test_text_in_another_encoding_is_named_with_the_command_that_converts_it(tmp_path, encoding, says, fix):
-    from elmo_core.apps.embed_file import plan_pieces
+    from elmo_core.apps.pieces import plan_pieces
 
     path = tmp_path / "in file.txt"
     path.write_bytes("the river\ncafé au lait\n".encode(encoding))
@@ -119,7 +119,7 @@ def test_a_cut_short_or_damaged_archive_is_one_error_naming_the_file_in_every_re
     import bz2
     import gzip
 
-    from elmo_core.apps.embed_file import plan_pieces
+    from elmo_core.apps.pieces import plan_pieces
 
     rng = np.random.default_rng(0)
     text = "".join(" ".join(rng.choice(["a", "bb", "ccc", "dddd"], 12)) + "\n" for _ in range(3000)).encode()
@@ -149,7 +149,7 @@ def _bomb(path, megabytes: int, head: bytes = b"") -> None:
 
 def test_every_reader_refuses_a_line_longer_than_the_limit_naming_the_line_and_the_limit(tmp_path, monkeypatch):
     # R63: a decompression bomb's one line was read whole; now no reader reads past the limit.
-    from elmo_core.apps.embed_file import plan_pieces
+    from elmo_core.apps.pieces import plan_pieces
 
     monkeypatch.setenv("ELMO_MAX_LINE_BYTES", "1000")
     bomb = tmp_path / "bomb.txt.xz"

@@ -189,8 +189,9 @@ def test_every_command_taking_precision_refuses_one_slower_than_fp32_on_the_cpu(
     from typer.testing import CliRunner
 
     from elmo_core.apps.cli import app
+    from elmo_core.apps.training.config import TrainConfig
     from elmo_core.apps.training.model import BiLMLanguageModel
-    from elmo_core.apps.training.trainer import TrainConfig, Trainer
+    from elmo_core.apps.training.trainer import Trainer
     from elmo_core.apps.training.vocab import Vocabulary
 
     monkeypatch.setattr(precision_module, "cpu_bf16_support", lambda: native)

@@ -10,9 +10,10 @@ from typer.testing import CliRunner
 
 from elmo_core import load_model_folder
 from elmo_core.apps.cli import app
-from elmo_core.apps.training.commands import TrainingSettings, run_perplexity, run_training
+from elmo_core.apps.training.commands import run_perplexity, run_training
 from elmo_core.apps.training.data import TrainingStream
 from elmo_core.apps.training.model import load_language_model
+from elmo_core.apps.training.settings import TrainingSettings
 from elmo_core.model.errors import ElmoError, WeightFileError
 from tests.core.apps.training.conftest import make_lm_options
 
@@ -565,7 +566,7 @@ def test_a_train_glob_that_would_match_what_the_run_writes_in_out_is_refused_up_
 def test_training_settings_are_a_train_config_and_restate_none_of_its_fields():
     from dataclasses import fields
 
-    from elmo_core.apps.training.trainer import TrainConfig
+    from elmo_core.apps.training.config import TrainConfig
 
     assert issubclass(TrainingSettings, TrainConfig)
     own = TrainingSettings.__dict__["__annotations__"]

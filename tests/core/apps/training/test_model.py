@@ -11,9 +11,10 @@ from torch import nn
 
 from elmo_core import BiLMOutput, load_model_folder, save_model_folder
 from elmo_core.apps.training import model as model_module
+from elmo_core.apps.training.config import TrainConfig
 from elmo_core.apps.training.data import make_batch
 from elmo_core.apps.training.model import BiLMLanguageModel, default_cutoffs, load_language_model, save_language_model
-from elmo_core.apps.training.trainer import TrainConfig, Trainer
+from elmo_core.apps.training.trainer import Trainer
 from elmo_core.apps.training.vocab import Vocabulary
 from elmo_core.model.errors import WeightFileError
 from tests.core.apps.training.conftest import make_lm, make_lm_options

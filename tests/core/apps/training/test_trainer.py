@@ -12,17 +12,13 @@ import torch
 import torch.distributed as dist
 
 from elmo_core.apps.training import trainer as trainer_module
-from elmo_core.apps.training.checkpoint import load_checkpoint_file
+from elmo_core.apps.training.checkpoint import CHECKPOINT_NAME, load_checkpoint_file
+from elmo_core.apps.training.config import TrainConfig
 from elmo_core.apps.training.data import TrainingStream, make_batch
+from elmo_core.apps.training.optimizer import make_optimizer
 from elmo_core.apps.training.perplexity import evaluate
-from elmo_core.apps.training.trainer import (
-    CHECKPOINT_NAME,
-    LOG_NAME,
-    RELEASE_EVERY,
-    TrainConfig,
-    Trainer,
-    make_optimizer,
-)
+from elmo_core.apps.training.train_log import LOG_NAME
+from elmo_core.apps.training.trainer import RELEASE_EVERY, Trainer
 from elmo_core.apps.training.vocab import Vocabulary
 from elmo_core.model.errors import ElmoError
 from elmo_core.model.precision import cpu_bf16_support
