@@ -70,8 +70,7 @@ from elmo_core.apps.training.vocab import Vocabulary
 from elmo_core.runtime.batching import batches_by_token_budget
 from elmo_core.runtime.memory import MMAP_THRESHOLD, use_heap_for_every_block, use_mmap_for_large_blocks
 
-TRAIN_MMAP_THRESHOLD = 32 * 1024 * 1024
-"""The glibc mmap threshold `elmo train` set on 2026-12-01 (glibc's largest), for `--allocator`."""
+TRAIN_MMAP_THRESHOLD = 32 * 1024 * 1024  # the glibc mmap threshold `elmo train` set on 2026-12-01
 
 
 @functools.cache
@@ -81,10 +80,7 @@ def _log_softmax_dtype(device: torch.device, autocast_dtype: torch.dtype) -> tor
 
 
 def autocast_log_softmax_dtype(device: torch.device) -> torch.dtype:
-    """The dtype `log_softmax` gives under the autocast active on `device`'s type (the old step's softmax input).
-
-    The autocast dtype on the CPU, float32 on CUDA (its autocast runs log_softmax in float32).
-    """
+    """The dtype `log_softmax` gives under `device`'s autocast: its dtype on the CPU, float32 on CUDA."""
     return _log_softmax_dtype(device, torch.get_autocast_dtype(device.type))
 
 
