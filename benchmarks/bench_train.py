@@ -1,34 +1,23 @@
 """Pretraining throughput of the biLM language model, old and new training step, on the CPU or a GPU.
 
-For each (shape, precision, path) this times full training steps of
-`BiLMLanguageModel` (forward of both directions, the shared adaptive softmax, backward,
-gradient clipping at 10 and an Adam update, as `Trainer.train_step` does) on batches of
-real sentences, and prints words/s (the trainer's "tokens": words, without <S>/</S>)
-and the achieved rate of the biLM's spec FLOPs (3 x the forward count of
-`benchmarks.common.flops_per_position`: char CNN over all 50 character slots, softmax
-excluded; the same count for both paths, so the two ratios compare like the words/s)
-over the same-process GEMM rate of that dtype.
+For each (shape, precision, path) this times full training steps of `BiLMLanguageModel`
+(both directions, the shared adaptive softmax, backward, clipping at 10 and Adam, as
+`Trainer.train_step`) on batches of real sentences. It prints words/s (the trainer's
+"tokens") and the rate of the biLM's spec FLOPs (3 x `benchmarks.common.flops_per_position`,
+softmax excluded) over the same-process GEMM rate of that dtype.
 
-Paths, both in every run: "new" is the library as it is (`recurrence` "auto", which
-trains a clip-free biLM on the CPU with `elmo_core.model.recurrence.paired_bptt`; the char CNN over the
-batch's longest word; `elmo_core.apps.training.softmax`); "old" is the training step as it
-was on 2026-12-01 (issue 25), kept here as a frozen copy: the step loop, the char CNN
-over all 50 slots in blocks of 32 tokens with `amax`, and the module's own adaptive
-softmax. `--perplexity-steps N` also trains old and new from the same seed for N steps
-on the same batches and prints both held-out perplexities.
+Paths: "new" is the library as it is. "old" is the step of 2026-12-01 (issue 25), kept
+here frozen: the step loop, the char CNN over all 50 slots with `amax`, and torch's
+adaptive softmax. `--perplexity-steps N` also trains both from one seed and scores
+held-out text. To compare two versions of the library, see `benchmarks.bench_train_trees`.
 
-Batches: real sentences cut by the core's token budget and shuffled (seed 0), as the
-trainer's come. Each repeat runs on batches no earlier repeat ran, so that, as in a
-training run, every batch has shapes the process has not met before (bf16 products create
-a oneDNN kernel per new shape; `elmo_core.model.kernels`); old and new of one repeat share
-their batches. `--reuse-batches` runs every repeat on the same batches instead (how this
-benchmark ran before 2026-12-02). Before any product the benchmark makes room for 4,096
-oneDNN kernels, as `elmo train` does, so that neither path's kernels evict the other's.
+Batches: real sentences cut by the core's token budget and shuffled (seed 0). Each repeat
+runs on batches no earlier repeat ran, so every batch brings shapes the process has not
+met (bf16 products create a oneDNN kernel per new shape). `--reuse-batches` reuses them.
+Room is made for 4,096 oneDNN kernels first, as `elmo train` does.
 
-Shapes: "default" (the shipped model's shape and clips as its config.json says: on until
-issue 15, off since, so that it now equals "default-noclip"), "default-noclip" (the same
-without cell_clip/proj_clip) and any `PUBLISHED_OPTIONS` name ("small": the published
-small shape, clips on). Random weights, a 50,000-word vocabulary built from the input.
+Shapes: "default" (the shipped model's), "default-noclip", "wide" (LSTM 1024, projection
+256) and any `PUBLISHED_OPTIONS` name. Random weights, a vocabulary of up to 50,000 words.
 
 Usage (from the repository root):
 
@@ -81,8 +70,7 @@ from elmo_core.apps.training.vocab import Vocabulary
 from elmo_core.runtime.batching import batches_by_token_budget
 from elmo_core.runtime.memory import MMAP_THRESHOLD, use_heap_for_every_block, use_mmap_for_large_blocks
 
-TRAIN_MMAP_THRESHOLD = 32 * 1024 * 1024
-"""The glibc mmap threshold `elmo train` set on 2026-12-01 (glibc's largest), for `--allocator`."""
+TRAIN_MMAP_THRESHOLD = 32 * 1024 * 1024  # the glibc mmap threshold `elmo train` set on 2026-12-01
 
 
 @functools.cache
@@ -92,12 +80,7 @@ def _log_softmax_dtype(device: torch.device, autocast_dtype: torch.dtype) -> tor
 
 
 def autocast_log_softmax_dtype(device: torch.device) -> torch.dtype:
-    """The dtype `log_softmax` gives under the autocast active on `device`'s type.
-
-    The autocast dtype on the CPU, float32 on CUDA (its autocast runs log_softmax in float32).
-    The old step hands it to torch's `AdaptiveLogSoftmaxWithLoss`, which copies each
-    cluster's log-probs into a buffer of its input's dtype.
-    """
+    """The dtype `log_softmax` gives under `device`'s autocast: its dtype on the CPU, float32 on CUDA."""
     return _log_softmax_dtype(device, torch.get_autocast_dtype(device.type))
 
 
@@ -196,9 +179,10 @@ def run(
     device: torch.device,
     steps: int,
     allocator: str = "elmo-train",
+    clock=time.perf_counter,  # noqa: ANN001
 ) -> float:
-    """Words per second over `steps` timed training steps, `data[2:]` (after 2 warm-up steps
-    on `data[:2]`), under ALLOCATORS[allocator] for the new path and OLD_ALLOCATOR for the old one."""
+    """Words per second of `clock` over `steps` timed training steps, `data[2:]` (after 2 warm-up
+    steps on `data[:2]`), under ALLOCATORS[allocator] for the new path and OLD_ALLOCATOR for the old one."""
     release_every = set_allocator(OLD_ALLOCATOR if path == "old" else allocator)
     torch.manual_seed(0)
     lm = use_path(BiLMLanguageModel(options, vocab_size, dropout=0.1).to(device).train(), path, recurrence)
@@ -207,7 +191,7 @@ def run(
         step(batch)
     if device.type == "cuda":
         torch.cuda.synchronize()
-    words, start = 0, time.perf_counter()
+    words, start = 0, clock()
     for k in range(steps):
         batch = data[2 + k]
         step(batch)
@@ -216,7 +200,7 @@ def run(
             release_free_memory()
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return words / (time.perf_counter() - start)
+    return words / (clock() - start)
 
 
 def train_and_score(
@@ -340,10 +324,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--reuse-batches",
         action="store_true",
-        help="run every repeat on the same first batches (as before 2026-12-02: their shapes' oneDNN kernels are "
-        "then made once and reused, which a training run, whose every batch has its own shape, never does)",
+        help="run every repeat on the same first batches (their oneDNN kernels then made once: unlike training)",
     )
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--cpu-time", action="store_true", help="words per CPU-second of this process, not wall")
     parser.add_argument(
         "--perplexity-steps",
         type=int,
@@ -400,6 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{heap_only}, malloc_trim every {release_every} steps ({trims} in each configuration's {args.steps} timed "
         f"steps); old path {OLD_ALLOCATOR}: {ALLOCATORS[OLD_ALLOCATOR]}"
     )
+    print("clock    " + ("CPU time of this process (--cpu-time)" if args.cpu_time else "wall"))
     print("GEMM     " + ", ".join(f"{p} {r:.2f} TFLOP/s" for p, r in rates.items()) + "\n", flush=True)
     configs = [
         (shape, precision, path)
@@ -421,6 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 device,
                 args.steps,
                 args.allocator,
+                time.process_time if args.cpu_time else time.perf_counter,
             )
             best[shape, precision, path] = max(best.get((shape, precision, path), 0.0), words_per_s)
             each.setdefault((shape, precision, path), []).append(words_per_s)

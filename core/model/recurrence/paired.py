@@ -1,16 +1,12 @@
 """Both directions of a layer in one batched product per step ("paired"), and the same
-computation replayed as CUDA graphs ("captured"): two of the recurrence's paths
-(`elmo_core.model.recurrence` chooses among them).
+replayed as CUDA graphs ("captured"). Both directions sit on a leading axis of 2, the
+backward one reading each row reversed over its own length:
 
-The paired step, for a layer with input x (both directions stacked on a leading axis
-of 2; the backward direction reads each row reversed over its own length):
-
-    pre      = x @ W_x + B (+1 on the forget block)        [2, steps, batch, 4D]
-    z_t      = pre[:, t] + h @ W_h                          [2, batch, 4D]   (bmm)
-    c', g    = lstm_gates(z_t, c, cell_clip)                [2, batch, D]
-    h'       = clip(g @ W_P, proj_clip)                     [2, batch, P]    (bmm)
-    h, c     = where(t < length, (h', c'), (h, c))          rows past their end keep their state
-    out[:, t] = h' * (t < length)
+    pre   = x @ W_x + B (+1 on the forget block)      [2, steps, batch, 4D]
+    z_t   = pre[:, t] + h @ W_h                        [2, batch, 4D]
+    c', g = lstm_gates(z_t, c, cell_clip)              [2, batch, D]
+    h'    = clip(g @ W_P, proj_clip)                   [2, batch, P]
+    h, c  = where(t < length, (h', c'), (h, c))        rows past their end keep their state
 """
 
 from __future__ import annotations
@@ -29,10 +25,8 @@ from .paired_bptt import paired_training_stacks
 def bucket_shape(batch_size: int, num_steps: int) -> tuple[int, int]:
     """The (batch, steps) a captured graph is recorded for, >= the given shape.
 
-    Steps round up to a multiple of 8 (16 above 64, 64 above 256) and rows to a power of
-    two (a multiple of 256 above 1024), so a corpus needs a few dozen graphs at most and
-    a batch computes at most about 2x its rows and 1.25x its steps (the extra rows and
-    steps are masked and never read).
+    Steps round up to a multiple of 8 (16 above 64, 64 above 256), rows to a power of two
+    (a multiple of 256 above 1024). A corpus then needs a few dozen graphs.
 
     Raises:
         ValueError: for sizes < 1.
@@ -46,10 +40,7 @@ def bucket_shape(batch_size: int, num_steps: int) -> tuple[int, int]:
 
 
 def _paired_weights(forward_cell, backward_cell):  # noqa: ANN001, ANN202
-    """Both directions' weights stacked on a leading axis of 2, as right-hand operands.
-
-    Shape: W_x [2, in, 4D], B [2, 1, 4D] (forget bias added), W_h [2, P, 4D], W_P [2, D, P]
-    """
+    # W_x [2, in, 4D], B [2, 1, 4D] (forget bias added), W_h [2, P, 4D], W_P [2, D, P]
     cells = (forward_cell, backward_cell)
     D = forward_cell.dim
     w_x = torch.stack([c.input_linear.weight.t() for c in cells])
@@ -61,10 +52,7 @@ def _paired_weights(forward_cell, backward_cell):  # noqa: ANN001, ANN202
 
 
 def _paired_layer(forward_cell, backward_cell, x: torch.Tensor, active: torch.Tensor):  # noqa: ANN001
-    """One layer of both directions over a fixed shape (see the module docstring).
-
-    Shape: x [2, steps, batch, in]; active [steps, batch] bool -> [2, steps, batch, P]
-    """
+    # x [2, steps, batch, in], active [steps, batch] bool -> [2, steps, batch, P]
     w_x, bias, w_h, w_p = _paired_weights(forward_cell, backward_cell)
     _, num_steps, batch_size, _ = x.shape
     D, P = forward_cell.dim, forward_cell.projection_dim
@@ -95,13 +83,12 @@ def paired_stacks(
 
     Args:
         stacks: `(forward_layers, backward_layers)` of a `BiLM`.
-        tokens: Token vectors (layer 0), batch-major, right-padded.
-        lengths: Real positions per row (0 allowed: such a row stays zero).
+        tokens: [batch, steps, P] layer-0 vectors, right-padded.
+        lengths: [batch] real positions per row (0 allowed: such a row stays zero).
 
     Returns:
-        `(forward outputs, backward outputs)`, one tensor per layer, each time-major
-        [steps, batch, P] in the input's row order and time direction, zero past a row's
-        length; residual connections and dropout as in `LSTMStack.forward`.
+        Per stack, one time-major [steps, batch, P] tensor per layer, in the input's row
+        order and time direction, zero past a row's length.
     """
     forward_stack, backward_stack = stacks
     cells = [cell for stack in stacks for cell in stack.layers]
@@ -132,19 +119,13 @@ def paired_stacks(
 class CapturedRecurrence:
     """`paired_stacks` recorded as CUDA graphs, one per bucketed (batch, steps) shape.
 
-    A batch is copied into the static input buffers of its bucket's graph (rows and steps
-    beyond the batch get length 0 and are never read), the graph is replayed, and the
-    outputs are copied out of the graph's memory before the next replay. Graphs are
-    recorded on first use of a shape (one warm-up run on a side stream, then capture)
-    and kept in an LRU of `max_graphs`; all graphs share one memory pool, which is safe
-    because each replay recomputes everything it reads from its own static inputs and
-    the weights. A change of the weights' storage (`.to()`, a new state dict assigned
-    by reference) or of the autocast dtype records new graphs; in-place changes of the
-    weights are read by the next replay.
+    A batch is copied into its bucket's static inputs (extra rows get length 0), the graph
+    is replayed and the outputs copied out. Graphs are recorded on first use of a shape and
+    kept in an LRU. They share one memory pool: each replay recomputes all it reads. A new
+    weight storage or autocast dtype records new graphs. In-place weight changes are read.
 
     Args:
-        max_graphs: Graphs kept (each holds its static inputs; the intermediates live
-            in the shared pool).
+        max_graphs: Graphs kept.
     """
 
     def __init__(self, max_graphs: int = 32) -> None:
@@ -153,7 +134,7 @@ class CapturedRecurrence:
         self._pool: torch.cuda._POOL_HANDLE | None = None  # the graphs' shared memory pool
         self._lock = threading.Lock()
 
-    def __getstate__(self) -> dict:  # graphs are not picklable; rebuild on first use
+    def __getstate__(self) -> dict:  # graphs are not picklable: rebuilt on first use
         return {"max_graphs": self.max_graphs}
 
     def __setstate__(self, state: dict) -> None:
@@ -165,7 +146,7 @@ class CapturedRecurrence:
     def __call__(
         self, stacks: tuple[LSTMStack, LSTMStack], tokens: torch.Tensor, lengths: torch.Tensor
     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Same contract as `paired_stacks`; outputs are fresh tensors (not graph memory)."""
+        """As `paired_stacks`. The outputs are fresh tensors, not graph memory."""
         batch_size, num_steps, width = tokens.shape
         rows, steps = bucket_shape(batch_size, num_steps)
         dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else None

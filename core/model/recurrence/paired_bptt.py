@@ -1,44 +1,13 @@
-"""Training recurrence: both directions of each clip-free layer in one autograd Function,
+"""Training recurrence: both directions of a clip-free layer in one autograd Function,
 with the backward pass through time written out.
 
-Autograd through the step loop records ~15 small operators per direction, layer and
-step, and replays each backward; most of a CPU training step went to launching them,
-to the casts autocast inserts around each, and to padding and stacking the per-step
-outputs (`benchmarks/bench_train.py`). Here, per layer, both directions run as one
-batched product per step (as in `recurrence.paired_stacks`), the rows sorted longest
-first so that step t runs on the `n_t` rows still going (as the step loop), and the
-backward is the textbook one, with the weight gradients as one large product over all
-steps at the end rather than one small one per step:
+Per step, both directions run as one batched product on the rows still going (rows sorted
+longest first): z = x W_x + h W_h + b, c = f c + i j, h = (o tanh c) W_P. The backward
+walks the steps in reverse. Each weight gradient is one product over all steps.
 
-    forward, per step t (both directions on a leading axis of 2):
-        pre   = x @ W_x, all steps in one product         [2, steps * batch, 4D]
-        z     = pre[:, t, :n] + h @ W_h + b              [2, n, 4D]  gate blocks i, f, o, j
-        i, f, o = sigmoid(z[..., :3D]);  j = tanh(z[..., 3D:])
-        c     = f * c + i * j;   g = o * tanh(c);   h = g @ W_P          [2, n, P]
-    backward, per step t from the last:
-        dh    = dout[:, t] + dh_next;   dg = dh @ W_P^T
-        dc    = dc_next + dg * o * (1 - tanh(c)^2)
-        dz    = [dc * j, dc * c_prev, dg * tanh(c)] * s * (1 - s)  ;  dc * i * (1 - j^2)
-        dh_next = dz @ W_h^T;   dc_next = dc * f
-    then dW_h = sum_t h_{t-1}^T dz_t, dW_P = sum_t g_t^T dh_t, dW_x = x^T dz, dx = dz W_x^T
-    and db = sum dz, each one product over all steps (db as one more row of dW_x's,
-    [x^T; 1] @ dz); the P-wide left operands of the weight gradients are made contiguous
-    first (oneDNN's bf16 product runs slower with a transposed left operand, at
-    [2, 128, 4095] x [2, 4095, 2048] for one).
-
-The products over all steps run on `bucket_rows(steps * batch)` rows, zero past the real
-ones, and each step's products on fresh, contiguous operands, so that a run meets a few
-shapes per product and oneDNN reuses its kernels for them (`elmo_core.model.kernels`).
-
-The products run in the autocast dtype when autocast is on (bf16 on a CPU with
-AVX512-BF16), the cell state and every element-wise operation in float32, forward and
-backward; the step loop under autocast instead keeps the whole state in the autocast
-dtype. Each step's element-wise work is one kernel forward (`cell_forward`) and one
-backward (`cell_backward`), fused by torch.compile where it can build them
-(`elmo_core.model.kernels`); the forward keeps the gates and tanh(c) for the backward.
-Only clip-free cells (`LSTMCellWithProjection.can_fuse`) take this path: with
-clips, the chooser (`__init__.py`) keeps the autograd loops. Same values as the step loop up to float
-rounding, gradients included (`tests/core/model/recurrence/test_paired_bptt.py`).
+Products run in the autocast dtype. The cell state and element-wise math stay float32,
+one fused kernel per step each way (`elmo_core.model.kernels`). Row counts are bucketed,
+so oneDNN reuses its kernels. Only clip-free cells take this path.
 """
 
 from __future__ import annotations
@@ -49,30 +18,43 @@ from ..kernels import bucket_rows, fused_kernel
 from .dropout import fast_dropout
 from .lstm import FORGET_BIAS, LSTMStack, reverse_index, sort_rows
 
-
-def _gate_order(w: torch.Tensor) -> torch.Tensor:
-    """Rows (or entries) in blocks i, j, f, o (bilm-tf) -> i, f, o, j: the three sigmoid
-    blocks side by side, so that one `sigmoid` and one `tanh` cover a step's gates."""
-    i, j, f, o = w.chunk(4, dim=0)
-    return torch.cat([i, f, o, j])
+_ORDER = (0, 2, 3, 1)  # block k of the products' order i, f, o, j is bilm-tf's block _ORDER[k] (i, j, f, o)
 
 
-def _layer_weights(forward_cell, backward_cell, dtype: torch.dtype):  # noqa: ANN001, ANN202
-    """Both directions' weights stacked on a leading axis of 2, right-hand operands, in
-    gate order i, f, o, j, the forget bias added; differentiable functions of the cells'
-    parameters (autograd carries their gradients back through the stack and the cast).
+def _operand(weights: tuple[torch.Tensor, torch.Tensor], dtype: torch.dtype, gates: bool) -> torch.Tensor:
+    # Two `Linear` weights [out, in] -> one right-hand operand [2, in, out]
+    out_features, in_features = weights[0].shape
+    operand = weights[0].new_empty(2, in_features, out_features, dtype=dtype)
+    width = out_features // 4 if gates else out_features
+    for d, w in enumerate(weights):
+        for k, block in enumerate(_ORDER if gates else (0,)):
+            operand[d, :, k * width : (k + 1) * width].copy_(w.detach()[block * width : (block + 1) * width].t())
+    return operand
 
-    Shape: W_x [2, in, 4D], B [2, 1, 4D], W_h [2, P, 4D], W_P [2, D, P], all in `dtype`
-    """
-    cells = (forward_cell, backward_cell)
-    D = forward_cell.dim
-    forget = torch.zeros(4 * D, device=forward_cell.input_linear.bias.device)
-    forget[D : 2 * D] = FORGET_BIAS  # block f in the order i, f, o, j
-    w_x = torch.stack([_gate_order(c.input_linear.weight).t() for c in cells])
-    bias = torch.stack([_gate_order(c.input_linear.bias) + forget for c in cells])[:, None, :]
-    w_h = torch.stack([_gate_order(c.state_linear.weight).t() for c in cells])
-    w_p = torch.stack([c.state_projection.weight.t() for c in cells])
-    return tuple(w.to(dtype) for w in (w_x, bias, w_h, w_p))
+
+def _parameter_grad(grad: torch.Tensor, like: torch.Tensor, gates: bool) -> torch.Tensor:
+    out = torch.empty_like(like, memory_format=torch.contiguous_format)
+    width = out.shape[0] // 4 if gates else out.shape[0]
+    for k, block in enumerate(_ORDER if gates else (0,)):
+        out[block * width : (block + 1) * width].copy_(grad[:, k * width : (k + 1) * width].t())
+    return out
+
+
+def _layer_operands(cells, dtype: torch.dtype):  # noqa: ANN001, ANN202
+    D = cells[0].dim
+    bias = torch.stack([c.input_linear.bias.detach() for c in cells])[:, None, :]  # [2, 1, 4D], i, j, f, o
+    bias = torch.cat([bias[..., k * D : (k + 1) * D] for k in _ORDER], dim=-1)
+    bias[..., D : 2 * D] += FORGET_BIAS  # block f in the order i, f, o, j
+    return (  # W_x [2, in, 4D], B [2, 1, 4D], W_h [2, P, 4D], W_P [2, D, P]
+        _operand((cells[0].input_linear.weight, cells[1].input_linear.weight), dtype, gates=True),
+        bias.to(dtype),
+        _operand((cells[0].state_linear.weight, cells[1].state_linear.weight), dtype, gates=True),
+        _operand((cells[0].state_projection.weight, cells[1].state_projection.weight), dtype, gates=False),
+    )
+
+
+def _cell_parameters(cell) -> tuple[torch.Tensor, ...]:  # noqa: ANN001
+    return cell.input_linear.weight, cell.input_linear.bias, cell.state_linear.weight, cell.state_projection.weight
 
 
 @fused_kernel
@@ -81,16 +63,12 @@ def cell_forward(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """One step's gates and cell update, both directions.
 
-    Shape: z [2, n, 4D] (gate blocks i, f, o, j, without the bias; the products' dtype),
-    bias [2, 1, 4D], c_prev [2, n, D] float32 -> (gates [2, n, 4D]: sigmoid(i, f, o) and
-    tanh(j), c [2, n, D], tanh(c) [2, n, D], all float32; g = o * tanh(c) [2, n, D] in
-    z's dtype)
+    Shape: z [2, n, 4D] (blocks i, f, o, j, no bias), bias [2, 1, 4D], c_prev [2, n, D]
+    -> gates [2, n, 4D], c, tanh(c) (float32) and g = o tanh(c) in z's dtype, [2, n, D]
     """
     D = c_prev.shape[-1]
     zf = z.float() + bias.float()
-    # tanh(x) as 2 sigmoid(2x) - 1 (equal up to float32 rounding, ~3e-7 absolute): one exp
-    # each, where the generated CPU kernel's tanh cost ~1.5x its sigmoid ([2, 124, 2048]
-    # gates: 432 against 629 us per step).
+    # tanh(x) as 2 sigmoid(2x) - 1: the generated CPU kernel's tanh costs ~1.5x its sigmoid
     gates = torch.cat([torch.sigmoid(zf[..., : 3 * D]), 2 * torch.sigmoid(2 * zf[..., 3 * D :]) - 1], dim=-1)
     i, f, o, j = gates.chunk(4, dim=-1)
     c = f * c_prev + i * j
@@ -102,24 +80,20 @@ def cell_forward(
 def cell_backward(
     dg: torch.Tensor, d_c: torch.Tensor, gates: torch.Tensor, c_prev: torch.Tensor, tanh_c: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The step's gate gradients from dg = dL/dg and d_c = dL/dc of step t + 1 (the
-    forward's `gates` and `tanh_c` saved).
+    """The step's gate gradients from dg = dL/dg and d_c = dL/dc of step t + 1.
 
-    Shape: dg [2, n, D] (the products' dtype), d_c [2, n, D] float32, gates [2, n, 4D],
-    c_prev and tanh_c [2, n, D] float32 -> (dz = dL/dz [2, n, 4D] in dg's dtype,
-    dL/dc_prev [2, n, D] float32)
+    Shape: dg, d_c, c_prev, tanh_c [2, n, D], gates [2, n, 4D] -> dz [2, n, 4D] in dg's
+    dtype, dL/dc_prev [2, n, D] float32
     """
     D = c_prev.shape[-1]
-    # dz is one expression over the gate blocks [2, n, 4, D], chosen by block with `where`:
-    # a `cat` of the four blocks made the generated CPU kernel write them into a float32
-    # buffer and convert it in a second pass (340 against 210 us for [2, 124, 2048] gates).
+    # One expression over the blocks [2, n, 4, D] by `where`: a `cat` made the kernel take two passes
     block = torch.arange(4, device=gates.device).view(4, 1)  # i, f, o, j
     g4 = gates.unflatten(-1, (4, D))
     i, f, o, j = g4.unbind(-2)
     dgf = dg.float()
     dc = d_c + dgf * o * (1 - tanh_c * tanh_c)
     upstream = torch.where(block == 2, (dgf * tanh_c)[..., None, :], dc[..., None, :])  # dL/do, else dL/dc
-    # dc/di = j, dc/df = c_prev, dc/dj = i; o's own factor is 1
+    # dc/di = j, dc/df = c_prev, dc/dj = i, and 1 for o
     factor = torch.where(block == 3, i[..., None, :], 1.0)
     factor = torch.where(block == 0, j[..., None, :], torch.where(block == 1, c_prev[..., None, :], factor))
     slope = torch.where(block == 3, 1 - g4 * g4, g4 * (1 - g4))  # tanh' for j, sigmoid' for i, f, o
@@ -127,14 +101,7 @@ def cell_backward(
 
 
 def _rows(state: torch.Tensor, n: int) -> torch.Tensor:
-    """A [2, rows, D] state as n rows, contiguous: its first n, or zeros appended.
-
-    The fused kernels take only such fresh, contiguous tensors. torch.compile guards on how
-    a view's strides, storage offset and base relate to the sizes, and built the kernels
-    again for each new pattern, until its limit of 8 builds per function left them to the
-    eager operators for the rest of the process (seen with a bf16 and an fp32 model in
-    one process).
-    """
+    # n contiguous rows: torch.compile rebuilds the fused kernels for each new view pattern
     rows = state.shape[1]
     if rows == n:
         return state
@@ -144,7 +111,6 @@ def _rows(state: torch.Tensor, n: int) -> torch.Tensor:
 
 
 def _padded_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
-    """[2, steps, batch, K] -> [2, rows, K]: its steps * batch rows, then zero rows up to `rows`."""
     used = t.shape[1] * t.shape[2]
     out = t.new_empty(2, rows, t.shape[3])
     out[:, :used] = t.reshape(2, used, -1)
@@ -153,9 +119,7 @@ def _padded_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
 
 
 def _padded_columns(t: torch.Tensor, columns: int, shift: int = 0, ones: bool = False) -> torch.Tensor:
-    """[2, steps, batch, K] -> [2, K (+ 1), columns], contiguous: the rows of t as columns,
-    moved right by `shift` (zero columns first), zero columns up to `columns`, and a last
-    row of ones when `ones` (the left operand of a weight gradient, the bias's as its last row)."""
+    # [2, steps, batch, K] -> [2, K (+ 1), columns]: rows as columns, a row of ones for the bias
     used, K = t.shape[1] * t.shape[2], t.shape[3]
     out = t.new_empty(2, K + ones, columns)
     out[:, :K, :shift] = 0
@@ -167,35 +131,41 @@ def _padded_columns(t: torch.Tensor, columns: int, shift: int = 0, ones: bool = 
 
 
 class _PairedRecurrence(torch.autograd.Function):
-    """One layer, both directions (see the module docstring).
+    """One layer, both directions, from the two cells' parameters.
 
-    Shape: x [2, steps, batch, in], W_x [2, in, 4D], B [2, 1, 4D], W_h [2, P, 4D], W_P
-    [2, D, P] (one dtype, the products' one) -> out [2, steps, batch, P] in that dtype,
-    zero where a row has ended. `batch_sizes[t]` rows run at step t (rows sorted longest
-    first). The products over all steps run on `bucket_rows(steps * batch)` rows, zero
-    past the real ones (`elmo_core.model.kernels`), and every per-step product on fresh,
-    contiguous operands, so that oneDNN meets a few shapes per run and reuses their kernels.
+    Shape: x [2, steps, batch, in] in the products' dtype -> [2, steps, batch, P], zero
+    where a row has ended. `batch_sizes[t]` rows run at step t.
     """
 
     @staticmethod
-    def forward(ctx, x, w_x, bias, w_h, w_p, batch_sizes):  # noqa: ANN001, ANN205
+    def forward(ctx, x, batch_sizes, cells, *parameters):  # noqa: ANN001, ANN205
+        w_x, bias, w_h, w_p = _layer_operands(cells, x.dtype)
         with torch.autocast(x.device.type, enabled=False):
             _, num_steps, batch_size, _ = x.shape
             D, P = w_p.shape[1], w_p.shape[2]
             used, rows = num_steps * batch_size, bucket_rows(num_steps * batch_size)
-            pre = torch.bmm(_padded_rows(x, rows), w_x)[:, :used].view(2, num_steps, batch_size, 4 * D)
-            bias = bias.detach()  # the fused kernel's input (torch.compile would read .grad of a non-leaf)
+            # float32 adds x W_x, one product over all steps, to each step's h W_h (the reference
+            # values). A reduced dtype runs [x_t, h] @ [W_x; W_h] per step: the all-steps product
+            # writes a [2, steps * batch, 4D] output and runs well below the matrix units' rate.
+            joint = x.dtype != torch.float32
+            if joint:
+                w_xh = torch.cat([w_x, w_h], dim=1)  # [2, in + P, 4D]
+            else:
+                pre = torch.bmm(_padded_rows(x, rows), w_x)[:, :used].view(2, num_steps, batch_size, 4 * D)
             # Rows past their end are written as zeros step by step (not zero-filled first).
-            out = pre.new_empty(2, num_steps, batch_size, P)
-            gated_rows = pre.new_empty(2, rows, D)  # g_t, for dW_P; zero past the real rows
+            out = x.new_empty(2, num_steps, batch_size, P)
+            gated_rows = x.new_empty(2, rows, D)  # g_t, for dW_P; zero past the real rows
             gated_rows[:, used:] = 0
             gated = gated_rows[:, :used].view(2, num_steps, batch_size, D)
-            h = pre.new_zeros(2, batch_size, P)
-            c = pre.new_zeros(2, batch_size, D, dtype=torch.float32)
+            h = x.new_zeros(2, batch_size, P)
+            c = x.new_zeros(2, batch_size, D, dtype=torch.float32)
             saved = []  # per step: (gates_t, c_t, tanh(c_t)), float32
             for t in range(num_steps):
                 n = batch_sizes[t]
-                z = torch.baddbmm(pre[:, t, :n], _rows(h, n), w_h)  # [2, n, 4D]
+                if joint:
+                    z = torch.bmm(torch.cat([x[:, t, :n], _rows(h, n)], dim=2), w_xh)  # [2, n, 4D]
+                else:
+                    z = torch.baddbmm(pre[:, t, :n], _rows(h, n), w_h)
                 gates, c, tanh_c, g = cell_forward(z, bias, _rows(c, n))  # [2, n, 4D], [2, n, D] x 3
                 gated[:, t, :n] = g
                 h = torch.bmm(g, w_p)  # [2, n, P]
@@ -206,18 +176,18 @@ class _PairedRecurrence(torch.autograd.Function):
                 saved.append((gates, c, tanh_c))
         ctx.saved = saved
         ctx.batch_sizes = batch_sizes
-        ctx.save_for_backward(x, w_x, w_h, w_p, out, gated_rows)
+        ctx.save_for_backward(x, w_x, w_h, w_p, out, gated_rows, *parameters)
         return out
 
     @staticmethod
     def backward(ctx, d_out):  # noqa: ANN001, ANN205
-        x, w_x, w_h, w_p, out, gated_rows = ctx.saved_tensors
+        x, w_x, w_h, w_p, out, gated_rows, *parameters = ctx.saved_tensors
         saved, batch_sizes = ctx.saved, ctx.batch_sizes
         with torch.autocast(out.device.type, enabled=False):
             _, num_steps, batch_size, P = out.shape
             D = w_p.shape[1]
             used, rows = num_steps * batch_size, gated_rows.shape[1]
-            d_pre_rows = out.new_empty(2, rows, 4 * D)  # dz_t; zero where a row has ended and past the real rows
+            d_pre_rows = out.new_empty(2, rows, 4 * D)  # dz_t, zero past a row's end
             d_pre_rows[:, used:] = 0
             d_pre = d_pre_rows[:, :used].view(2, num_steps, batch_size, 4 * D)
             d_h_rows = out.new_empty(2, rows, P)  # dh_t, for dW_P
@@ -232,7 +202,7 @@ class _PairedRecurrence(torch.autograd.Function):
                 gates, _, tanh_c = saved[t]
                 saved[t] = None  # freed as soon as it is used
                 c_prev = _rows(saved[t - 1][1], n) if t else zero_state  # (every row runs at t = 0)
-                dh = d_out[:, t, :n] + _rows(d_h, n)  # [2, n, P]; rows that end at t get no dh from t + 1
+                dh = d_out[:, t, :n] + _rows(d_h, n)  # [2, n, P]
                 d_h_all[:, t, :n] = dh
                 dz, d_c = cell_backward(torch.bmm(dh, w_p_t), _rows(d_c, n), gates, c_prev, tanh_c)
                 d_pre[:, t, :n] = dz
@@ -241,34 +211,39 @@ class _PairedRecurrence(torch.autograd.Function):
                     d_pre[:, t, n:] = 0
                     d_h_all[:, t, n:] = 0
             ctx.saved = None
-            # The weight gradients, one product each over all steps; the P-wide left operands as
-            # contiguous [2, P, rows] (h_{t-1}: out moved one step, zeros at t = 0).
+            # Weight gradients, one product each. Left operands contiguous: oneDNN is slower on transposed ones.
             d_w_h = torch.bmm(_padded_columns(out, rows, shift=batch_size), d_pre_rows)  # [2, P, 4D]
-            # g^T as a view: a contiguous copy of [2, D, steps * batch] bf16 took 20 ms for D = 512.
+            # g^T as a view: a copy of it costs more than the product loses
             d_w_p = torch.bmm(gated_rows.transpose(1, 2), d_h_rows)  # [2, D, P]
-            # dW_x and dB as one product, [x^T; 1] @ dz: the column sum alone took 2.9 ms for
-            # [2, 4092, 2048] bf16, the extra row 0.3.
+            # dW_x and dB as one product, [x^T; 1] @ dz: cheaper than a column sum
             d_w_x_and_bias = torch.bmm(_padded_columns(x, rows, ones=True), d_pre_rows)  # [2, in + 1, 4D]
             d_w_x, d_bias = d_w_x_and_bias[:, :-1], d_w_x_and_bias[:, -1:]
             d_x = torch.bmm(d_pre_rows, w_x.transpose(1, 2))[:, :used].view(x.shape)  # [2, steps, batch, in]
-        return d_x, d_w_x, d_bias, d_w_h, d_w_p, None
+            d_parameters = []
+            for d in range(2):
+                weight_x, bias, weight_h, weight_p = parameters[4 * d : 4 * d + 4]
+                d_parameters += [
+                    _parameter_grad(d_w_x[d], weight_x, gates=True),
+                    _parameter_grad(d_bias[d], bias[:, None], gates=True).view(-1),
+                    _parameter_grad(d_w_h[d], weight_h, gates=True),
+                    _parameter_grad(d_w_p[d], weight_p, gates=False),
+                ]
+        return d_x, None, None, *d_parameters
 
 
 def paired_training_stacks(
     stacks: tuple[LSTMStack, LSTMStack], tokens: torch.Tensor, lengths: torch.Tensor
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Both clip-free LSTM stacks over a batch, for training (same contract as `paired_stacks`).
+    """Both clip-free LSTM stacks over a batch, for training (`paired_stacks`'s contract).
 
     Args:
-        stacks: `(forward_layers, backward_layers)` of a `BiLM`; cells without clips.
-        tokens: Token vectors (layer 0), batch-major, right-padded.
-        lengths: Real positions per row, each >= 1.
+        stacks: `(forward_layers, backward_layers)` of a `BiLM`, cells without clips.
+        tokens: [batch, steps, P] layer-0 vectors, right-padded.
+        lengths: [batch] real positions per row, each >= 1.
 
     Returns:
-        `(forward outputs, backward outputs)`, one tensor per layer, each time-major
-        [steps, batch, P] in the input's row order and time direction, zero past a row's
-        length, in the autocast dtype under autocast (float32 otherwise); residual
-        connections and dropout as in `LSTMStack.forward`.
+        Per stack, one time-major [steps, batch, P] tensor per layer, in the autocast dtype
+        under autocast.
     """
     forward_stack, backward_stack = stacks
     batch_size, num_steps, _ = tokens.shape
@@ -287,7 +262,7 @@ def paired_training_stacks(
     for k, (fc, bc) in enumerate(zip(forward_stack.layers, backward_stack.layers)):
         if forward_stack.dropout:
             layer_input = fast_dropout(layer_input, forward_stack.dropout, forward_stack.training)
-        y = _PairedRecurrence.apply(layer_input, *_layer_weights(fc, bc, dtype), batch_sizes)
+        y = _PairedRecurrence.apply(layer_input, batch_sizes, (fc, bc), *_cell_parameters(fc), *_cell_parameters(bc))
         if k > 0 and forward_stack.use_skip_connections:
             y = y + layer_input  # the residual adds the (dropped-out) input, as LSTMStack does
         outputs.append(y)

@@ -1,24 +1,9 @@
 """Long rows stepped a chunk of steps at a time (inference).
 
-A batch of long rows, such as the windows of a long document (each 1026 steps with
-`<S>` and `</S>`), runs its two stacks one chunk of `CHUNK_STEPS` steps at a time.
-Each layer starts a chunk from the `(h, c)` it ended the last one with, so every step
-computes what it computes in one pass over all steps. A chunk is a whole number of the
-cell's input blocks (`input_block_steps`), so the products are the same products too,
-and the outputs equal one pass's to the last bit on the step loop.
-
-What changes is what is held at once: the backward stack's outputs once (one pass keeps
-them reversed, then copies them back into time order), and one chunk of input in time
-order (one pass makes two copies of all of it, sorted and reversed). The runtime's
-batching counts a row's positions up to `CHUNK_STEPS`
-(`elmo_core.runtime.batching.batches_by_token_budget`), so the windows of a long document
-share a batch: 16 at the default budget of 4096 positions. The LSTM's products then run
-on 16 columns per step instead of 3, which on a CPU costs about the same per step
-(`benchmarks/bench_long_line.py`).
-
-`Recurrence` takes this path on its own on the "step" and "fused" paths, for a batch of
-more than `CHUNK_STEPS` steps with no gradient through the LSTMs, no carried state and
-no LSTM dropout acting (a frozen biLM under a trained scalar mix is stepped in chunks).
+Each layer starts a chunk from the `(h, c)` it ended the last one with, and a chunk is
+whole input blocks, so the outputs equal one pass's to the last bit. Only one chunk of
+input is held at once. `Recurrence` takes this path for long batches on "step" and
+"fused" with no gradient, no carried state and no LSTM dropout.
 """
 
 from __future__ import annotations
@@ -37,9 +22,7 @@ from .lstm import (
 )
 
 CHUNK_STEPS = 256
-"""Steps per chunk (rounded up to whole input blocks): long enough that a chunk's work
-dwarfs its bookkeeping, short enough that 16 rows of it fit the default budget of padded
-positions (4096)."""
+"""Steps per chunk, rounded up to whole input blocks: 16 rows fit the default budget of 4096 positions."""
 
 
 def chunk_length(batch_size: int, steps: int = CHUNK_STEPS) -> int:
@@ -57,7 +40,7 @@ def run_in_chunks(
     fused: bool = False,
     run_directions: RunDirections | None = None,
 ) -> StackOutputs:
-    """Both stacks over [batch, steps, P] inputs, `steps` steps at a time (see the module docstring).
+    """Both stacks over [batch, steps, P] inputs, `steps` steps at a time.
 
     Args:
         stacks: The forward and the backward stack.
@@ -65,10 +48,10 @@ def run_in_chunks(
         lengths: [batch] real steps per row.
         steps: Steps per chunk (rounded up by `chunk_length`).
         fused: One `torch.lstm` call per direction, layer and chunk (clip-free cells).
-        run_directions: As in `BiLM.run_sorted`; None runs the directions one after the other.
+        run_directions: As in `BiLM.run_sorted`. None runs the directions in turn.
 
     Returns:
-        See `StackOutputs`: as `BiLM.run_sorted` returns them, rows sorted longest first.
+        `StackOutputs` as `BiLM.run_sorted` returns them, rows sorted longest first.
     """
     batch_size, num_steps, _ = tokens.shape
     sorted_lengths, order, batch_sizes = sort_rows(lengths, num_steps)
@@ -99,11 +82,7 @@ def _stack_in_chunks(
     chunk: int,
     fused: bool,
 ) -> StackRun:
-    """One stack over the rows `order` of `tokens`, step t of row r reading position `positions[t, r]`.
-
-    Returns each layer's outputs [steps, batch, P] in forward time order (rows sorted as
-    `order`), and the final states.
-    """
+    # One stack over the rows `order` of `tokens`, step t of row r reading `positions[t, r]`
     num_steps, batch_size = positions.shape
     outputs: list[torch.Tensor] = []
     states: list[LSTMState | None] | None = None

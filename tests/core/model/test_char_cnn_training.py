@@ -128,3 +128,16 @@ def test_a_word_count_padded_to_its_bucket_gives_the_unpadded_values_and_gradien
     torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-6)
     for got, want in zip(grads, expected_grads):  # sums of 37 words' terms, gradients up to ~2: float32 order
         torch.testing.assert_close(got, want, atol=3e-5, rtol=1e-5)
+
+
+def test_under_bf16_the_short_words_group_gives_what_one_group_gives(monkeypatch):
+    cnn = _char_cnn()
+    words = ["a", "the", "cat", "extraordinarily", "sat", "x" * 30, "on", "counterrevolutionary", "."]
+    char_ids = _char_ids(words)  # 5 + 2 words longer than SHORT_SLOTS, in between the short ones
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        grouped, grouped_grads = _value_and_grads(cnn, CharCNN.__call__, char_ids)
+        monkeypatch.setattr(char_cnn_training, "SHORT_SLOTS", 50)  # every word short: one group
+        one, one_grads = _value_and_grads(cnn, CharCNN.__call__, char_ids)
+    torch.testing.assert_close(grouped.float(), one.float(), atol=1e-2, rtol=1e-2)
+    for got, want in zip(grouped_grads, one_grads):
+        assert ((got - want).norm() / want.norm()).item() < 1e-2
