@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,3 +80,31 @@ def test_no_library_code_names_anything_num_layers():
             if "num_layers" in names:
                 named.append(f"{relative}:{node.lineno}")
     assert named == []
+
+
+def _prose_metrics():
+    """tools/prose_metrics.py, the measure the house style states (not a package: loaded by path)."""
+    spec = importlib.util.spec_from_file_location("prose_metrics", REPO / "tools" / "prose_metrics.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("prose_metrics", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_library_docstrings_keep_the_anchors_density():
+    metrics = _prose_metrics()
+    figures = metrics.totals([metrics.measure(path, REPO) for path in metrics.library_files(REPO)])
+    assert figures["words_per_code_line"] <= metrics.LIMITS["words_per_code_line"], figures
+    assert figures["semicolons_per_100_words"] <= metrics.LIMITS["semicolons_per_100_words"], figures
+
+
+def test_no_module_docstring_runs_over_150_words_and_no_file_over_500_lines():
+    metrics = _prose_metrics()
+    over = []
+    for path in metrics.library_files(REPO):
+        prose = metrics.measure(path, REPO)
+        if prose.module_words > metrics.LIMITS["module_docstring_words"]:
+            over.append(f"{prose.path}: module docstring of {prose.module_words} words")
+        if prose.lines > metrics.LIMITS["file_lines"]:
+            over.append(f"{prose.path}: {prose.lines} lines (split it by concept)")
+    assert not over, "\n".join(over)
