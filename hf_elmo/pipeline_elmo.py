@@ -67,8 +67,8 @@ class ElmoFeatureExtractionPipeline(FeatureExtractionPipeline):
             **kwargs: As `FeatureExtractionPipeline`: `return_tensors=True` gives tensors.
 
         Returns:
-            One `[1, tokens, 2 * projection_dim]` result per string (a `FeatureList`, or a
-            tensor), in input order.
+            One `[1, tokens, 2 * projection_dim]` result per string (nested lists that know
+            their numpy shape, or a tensor), in input order.
         """
         if isinstance(inputs, tuple):
             inputs = list(inputs)

@@ -95,7 +95,7 @@ def _load_text_tokenizer(name: str) -> Callable[[str], list[str]]:
 class ElmoTokenizer(PreTrainedTokenizer):
     """Character ids for ELMo, from raw text or from token lists.
 
-    Returns `input_ids` (one id per token: `word_id(word)`, or an added token's own id),
+    Returns `input_ids` (one id per token: a stable hash of the word, or an added token's own id),
     `char_ids` (what the biLM reads) and `attention_mask`. On request: `offset_mapping`,
     `special_tokens_mask` and `length`. `is_fast` is True because it gives offsets and word
     ids exactly, which transformers' token-classification pipeline asks a fast tokenizer for.
