@@ -54,6 +54,7 @@ from benchmarks.common import (
     gemm_gflops,
     load_sentences,
     machine_line,
+    make_step,
     rebuilt,
     shape_options,
 )
@@ -149,24 +150,6 @@ def optimizer_for(lm: BiLMLanguageModel, path: str) -> torch.optim.Optimizer:
     if path == "old":
         return torch.optim.Adam(lm.parameters(), lr=1e-3)
     return make_optimizer(list(lm.parameters()), TrainConfig(max_steps=1, lr=1e-3))
-
-
-def make_step(lm: BiLMLanguageModel, optimizer: torch.optim.Optimizer, precision: str, device: torch.device):
-    """One training step as `Trainer.train_step` takes it (mean of both directions' losses)."""
-    dtype = {"bf16": torch.bfloat16, "fp32": None}[precision]
-
-    def step(batch) -> float:  # noqa: ANN001
-        batch = batch.to(device)
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            out = lm(batch.char_ids, batch.mask, batch.targets)
-        optimizer.zero_grad(set_to_none=True)
-        loss = (out.forward_loss + out.backward_loss) / 2
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(lm.parameters(), 10.0)
-        optimizer.step()
-        return loss.item()
-
-    return step
 
 
 def run(

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common import DEFAULT_DATA, load_sentences, shape_options
+from benchmarks.common import DEFAULT_DATA, load_sentences, make_step, shape_options
 from elmo_core.apps.cli.process import reserve_kernel_cache
 from elmo_core.apps.training.config import TrainConfig
 from elmo_core.apps.training.data import make_batch
@@ -29,18 +29,6 @@ from elmo_core.apps.training.model import BiLMLanguageModel
 from elmo_core.apps.training.optimizer import make_optimizer
 from elmo_core.apps.training.vocab import Vocabulary
 from elmo_core.runtime.batching import batches_by_token_budget
-
-
-def train_step(lm: BiLMLanguageModel, optimizer: torch.optim.Optimizer, batch, dtype: torch.dtype | None) -> float:  # noqa: ANN001
-    """One step as `benchmarks.bench_train` times it (the mean of both directions' losses)."""
-    with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
-        out = lm(batch.char_ids, batch.mask, batch.targets)
-    optimizer.zero_grad(set_to_none=True)
-    loss = (out.forward_loss + out.backward_loss) / 2
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(lm.parameters(), 10.0)
-    optimizer.step()
-    return loss.item()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -65,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.manual_seed(0)
     lm = BiLMLanguageModel(shape_options(args.shape), len(vocab), dropout=0.1).train()
     optimizer = make_optimizer(list(lm.parameters()), TrainConfig(max_steps=1, lr=1e-3))
-    dtype = torch.bfloat16 if args.precision == "bf16" else None
+    step = make_step(lm, optimizer, args.precision, torch.device("cpu"))
     start = time.time()
     with args.out.open("w") as f:
         f.write(
@@ -75,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for k in range(args.steps):
             batch = data[k % len(data)]
-            f.write(f"{k} {train_step(lm, optimizer, batch, dtype)!r} {batch.num_words}\n")
+            f.write(f"{k} {step(batch)!r} {batch.num_words}\n")
             f.flush()
         f.write(f"# {time.time() - start:.0f} s\n")
     return 0

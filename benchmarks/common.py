@@ -441,3 +441,21 @@ def rebuilt(
     for mine, theirs in zip(new.parameters(), model.parameters()):
         mine.requires_grad_(theirs.requires_grad)
     return new.to(device).train(model.training)
+
+
+def make_step(lm: BiLMLanguageModel, optimizer: torch.optim.Optimizer, precision: str, device: torch.device):
+    """One training step as `Trainer.train_step` takes it (mean of both directions' losses)."""
+    dtype = {"bf16": torch.bfloat16, "fp32": None}[precision]
+
+    def step(batch) -> float:  # noqa: ANN001
+        batch = batch.to(device)
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            out = lm(batch.char_ids, batch.mask, batch.targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss = (out.forward_loss + out.backward_loss) / 2
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(lm.parameters(), 10.0)
+        optimizer.step()
+        return loss.item()
+
+    return step
