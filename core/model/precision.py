@@ -84,13 +84,11 @@ def cpu_bf16_active(x: torch.Tensor) -> bool:
     )
 
 
-# (id(weight), kind) -> (weak reference, key made under, copy), for frozen weights. Not a
+# (id(weight), ..., kind) -> (weak references, key made under, copy), for frozen weights. Not a
 # WeakKeyDictionary (tensors compare element-wise), nor an attribute (it would be pickled).
-_COPIES: dict[tuple[int, str], tuple[weakref.ref, tuple, torch.Tensor]] = {}
-# Inside `keep_bf16_copies`: (id(weight), kind) -> (the weight, its copy), for trainable weights.
-_PASS_COPIES: contextvars.ContextVar[dict[tuple[int, str], tuple] | None] = contextvars.ContextVar(
-    "bf16_pass", default=None
-)
+_COPIES: dict[tuple, tuple[tuple[weakref.ref, ...], tuple, torch.Tensor]] = {}
+# Inside `keep_bf16_copies`: (id(weight), ..., kind) -> (the weights, their copy), for trainable weights.
+_PASS_COPIES: contextvars.ContextVar[dict[tuple, tuple] | None] = contextvars.ContextVar("bf16_pass", default=None)
 
 
 @contextmanager
@@ -103,19 +101,24 @@ def keep_bf16_copies() -> Iterator[None]:
         _PASS_COPIES.reset(token)
 
 
-def _kept(weight: torch.Tensor, kind: str, make: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
-    ident = (id(weight), kind)
-    if weight.requires_grad:
+def _kept(
+    weight: torch.Tensor | tuple[torch.Tensor, ...], kind: str, make: Callable[..., torch.Tensor]
+) -> torch.Tensor:
+    """`make(*weights)` on detached weights, made once and kept as long as it cannot be stale."""
+    weights = weight if isinstance(weight, tuple) else (weight,)
+    ident = (*map(id, weights), kind)
+    if any(w.requires_grad for w in weights):
         pass_copies = _PASS_COPIES.get()
         if pass_copies is None:
-            return make(weight.detach())
-        if ident not in pass_copies:  # the weight is held there, so its id stays its own
-            pass_copies[ident] = (weight, make(weight.detach()))
+            return make(*(w.detach() for w in weights))
+        if ident not in pass_copies:  # the weights are held there, so their ids stay their own
+            pass_copies[ident] = (weights, make(*(w.detach() for w in weights)))
         return pass_copies[ident][1]
-    key = (weight._version, weight.data_ptr(), weight.device, weight.shape)
+    key = tuple((w._version, w.data_ptr(), w.device, w.shape) for w in weights)
     kept = _COPIES.get(ident)
-    if kept is None or kept[0]() is not weight or kept[1] != key:
-        kept = (weakref.ref(weight, lambda _: _COPIES.pop(ident, None)), key, make(weight.detach()))
+    if kept is None or any(ref() is not w for ref, w in zip(kept[0], weights)) or kept[1] != key:
+        refs = tuple(weakref.ref(w, lambda _: _COPIES.pop(ident, None)) for w in weights)
+        kept = (refs, key, make(*(w.detach() for w in weights)))
         _COPIES[ident] = kept
     return kept[2]
 
@@ -125,10 +128,10 @@ def bf16_weight(weight: torch.Tensor) -> torch.Tensor:
     return _kept(weight, "bf16", lambda w: w.to(torch.bfloat16))
 
 
-def _packed(weight: torch.Tensor) -> torch.Tensor:
+def _packed(*weights: torch.Tensor) -> torch.Tensor:
     # oneDNN's blocked layout for its bf16 kernels (AMX tiles), as torch.compile's CPU
     # linears hold it. A plain weight is reordered into it at every product.
-    return torch.ops.mkldnn._reorder_linear_weight(weight.flatten(1).to(torch.bfloat16), PACKED_ROWS)
+    return torch.ops.mkldnn._reorder_linear_weight(_joined_bf16(*weights), PACKED_ROWS)
 
 
 PACKED_ROWS = 256
@@ -144,14 +147,21 @@ def _packing_works() -> bool:
         return False
 
 
-def bf16_matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+def bf16_matmul(x: torch.Tensor, weight: torch.Tensor | tuple[torch.Tensor, ...]) -> torch.Tensor:
     """`x @ weight.flatten(1).T` in bf16, accumulated in float32, on a weight packed once for oneDNN.
+
+    A tuple of weights [out, in_k] acts as one weight, joined along its inputs: one product
+    `[x_1, x_2] @ [W_1; W_2]` in place of two, whose results would each be rounded to bf16.
 
     Shape: x [rows, in] bf16, weight [out, ...] -> [rows, out] bf16
     """
     if x.device.type != "cpu" or not _packing_works():
-        return F.linear(x, bf16_weight(weight).flatten(1))
+        return F.linear(x, _kept(weight, "bf16 joined", _joined_bf16))
     return torch.ops.mkldnn._linear_pointwise(x, _kept(weight, "packed", _packed), None, "none", [], "")
+
+
+def _joined_bf16(*weights: torch.Tensor) -> torch.Tensor:
+    return torch.cat([w.flatten(1) for w in weights], dim=1).to(torch.bfloat16)
 
 
 def bf16_linear(x: torch.Tensor, layer: nn.Linear, bias: bool = True) -> torch.Tensor:

@@ -76,19 +76,17 @@ def _tanh(x: torch.Tensor) -> torch.Tensor:
 
 
 def lstm_gates_bf16(
-    pre: torch.Tensor, bias: torch.Tensor, recurrent: torch.Tensor, c: torch.Tensor, cell_clip: float | None
+    z: torch.Tensor, bias: torch.Tensor, c: torch.Tensor, cell_clip: float | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """`lstm_gates` of a bf16 step: float32 sums (the float32 step's order), gates and cell state.
+    """`lstm_gates` of a bf16 step: the bias, the gates and the cell state in float32.
 
-    Shape: pre, recurrent [n, 4D] bf16, bias [4D], c [n, D] -> (c' [n, D], bf16 gated [n, D])
+    Shape: z [n, 4D] bf16 (`[x, h] @ [W_x; W_h]`), bias [4D], c [n, D] -> (c' [n, D], bf16 gated [n, D])
     """
-    p_i, p_j, p_f, p_o = pre.float().chunk(4, dim=1)  # block order i, j, f, o
-    b_i, b_j, b_f, b_o = bias.chunk(4)
-    r_i, r_j, r_f, r_o = recurrent.float().chunk(4, dim=1)
-    c_t = torch.sigmoid(p_f + b_f + FORGET_BIAS + r_f) * c + torch.sigmoid(p_i + b_i + r_i) * _tanh(p_j + b_j + r_j)
+    z_i, z_j, z_f, z_o = (z.float() + bias).chunk(4, dim=1)  # block order i, j, f, o
+    c_t = torch.sigmoid(z_f + FORGET_BIAS) * c + torch.sigmoid(z_i) * _tanh(z_j)
     if cell_clip:
         c_t = c_t.clamp(-cell_clip, cell_clip)
-    return c_t, (torch.sigmoid(p_o + b_o + r_o) * _tanh(c_t)).to(torch.bfloat16)
+    return c_t, (torch.sigmoid(z_o) * _tanh(c_t)).to(torch.bfloat16)
 
 
 bf16_gates = fused_kernel(lstm_gates_bf16, dynamic=True)  # rows change at every step
@@ -222,21 +220,23 @@ class LSTMCellWithProjection(nn.Module):
             gates = _compiled_gates()
         else:
             gates = lstm_gates if grad else _lstm_gates_in_place
-        # bf16 products with float32 pre-activations, gates and state (elmo_core.model.precision).
+        # bf16 products with float32 sums, gates and state (elmo_core.model.precision).
         float_linears = self.has_float_linears
         bf16 = cpu_bf16_active(inputs) and float_linears
+        joined = (self.input_linear.weight, self.state_linear.weight)
         pre: tuple[torch.Tensor, ...] = ()
         block = input_block_steps(batch_size)
         for t in range(num_steps):
-            if t % block == 0:
-                pre, pre_t = (), None  # free the last block before computing the next
-                pre = self._input_products(inputs[t : t + block], bf16).unbind(0)
             n = batch_sizes[t]
-            pre_t = pre[t % block]
-            if bf16:  # the [n, 4D] product in bf16, then the sums and the gates in one pass
-                recurrent = bf16_matmul(h[:n].to(torch.bfloat16), self.state_linear.weight)
-                c_t, gated = bf16_gates(pre_t[:n], self.input_linear.bias.detach(), recurrent, c[:n], self.cell_clip)
+            if bf16:  # x_t @ W_x + h @ W_h as one product, then the sums and the gates in one pass
+                xh = torch.cat([inputs[t, :n].to(torch.bfloat16), h[:n].to(torch.bfloat16)], dim=1)
+                z = bf16_matmul(xh, joined)
+                c_t, gated = bf16_gates(z, self.input_linear.bias.detach(), c[:n], self.cell_clip)
             else:
+                if t % block == 0:
+                    pre, pre_t = (), None  # free the last block before computing the next
+                    pre = self._input_products(inputs[t : t + block]).unbind(0)
+                pre_t = pre[t % block]
                 c_t, gated = gates(self._step_sum(pre_t[:n], h[:n], grad, float_linears), c[:n], self.cell_clip)
             h_t = bf16_matmul(gated, self.state_projection.weight).float() if bf16 else self.state_projection(gated)
             if self.proj_clip:
@@ -316,14 +316,11 @@ class LSTMCellWithProjection(nn.Module):
         h_out[:running], c_out[:running] = h_cols.t(), c_cols.t()
         return output, (h_out, c_out)
 
-    def _input_products(self, inputs: torch.Tensor, bf16: bool = False) -> torch.Tensor:
-        """`x @ W_x + B` plus the forget bias for a block of steps (bf16: `x @ W_x` alone).
+    def _input_products(self, inputs: torch.Tensor) -> torch.Tensor:
+        """`x @ W_x + B` plus the forget bias for a block of steps.
 
         Shape: inputs [steps, batch, input_size] -> [steps, batch, 4D]
         """
-        if bf16:  # the bf16 product alone: `bf16_gates` adds the biases in float32, in the step's one pass
-            rows = inputs.to(torch.bfloat16).reshape(-1, inputs.shape[-1])  # [steps * batch, in]
-            return bf16_matmul(rows, self.input_linear.weight).view(*inputs.shape[:-1], 4 * self.dim)
         # Through the Linear module (not its weight), so that int8 dynamic quantisation
         # (`elmo_core.runtime.quantization`) replaces it too.
         # As one 2-D product: a strided 3-D input would take a slower batched product.

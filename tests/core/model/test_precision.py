@@ -103,19 +103,19 @@ def test_cpu_bf16_vectors_repeat_exactly_and_stay_within_bf16_rounding_under_oth
 
 def test_fused_bf16_gates_compute_the_eager_gates():
     torch.manual_seed(0)
-    pre, recurrent = ((torch.randn(6, 4 * 32) * 3).to(torch.bfloat16) for _ in range(2))
+    z = (torch.randn(6, 4 * 32) * 3).to(torch.bfloat16)
     bias, c = torch.randn(4 * 32), torch.randn(6, 32) * 3
     with torch.inference_mode():
         for clip in (None, 3.0):
-            c_ref, gated_ref = lstm_gates_bf16(pre, bias, recurrent, c, clip)
-            c_t, gated = bf16_gates(pre, bias, recurrent, c, clip)
+            c_ref, gated_ref = lstm_gates_bf16(z, bias, c, clip)
+            c_t, gated = bf16_gates(z, bias, c, clip)
             assert gated.dtype == torch.bfloat16 and c_t.dtype == torch.float32
             torch.testing.assert_close(c_t, c_ref, rtol=0, atol=1e-5)
             # One bf16 rounding step apart at most (sigmoid and tanh may round differently compiled).
             torch.testing.assert_close(gated.float(), gated_ref.float(), rtol=2**-7, atol=1e-5)
-        z = pre.float() + bias + recurrent.float()
-        z[:, 64:96] += 1.0  # the forget bias, block order i, j, f, o
-        expected = torch.sigmoid(z[:, 64:96]) * c + torch.sigmoid(z[:, :32]) * torch.tanh(z[:, 32:64])
+        pre = z.float() + bias
+        pre[:, 64:96] += 1.0  # the forget bias, block order i, j, f, o
+        expected = torch.sigmoid(pre[:, 64:96]) * c + torch.sigmoid(pre[:, :32]) * torch.tanh(pre[:, 32:64])
         torch.testing.assert_close(c_ref, expected.clamp(-3.0, 3.0), rtol=0, atol=1e-5)
 
 
@@ -150,6 +150,27 @@ def test_bf16_matmul_on_the_packed_weight_equals_the_plain_bf16_product_and_foll
         linear.add_(1.0)
         x = torch.randn(3, 64).to(torch.bfloat16)
         assert torch.equal(bf16_matmul(x, linear), torch.nn.functional.linear(x, bf16_weight(linear)))
+
+
+@native_bf16
+def test_bf16_matmul_of_joined_weights_is_one_product_over_the_joined_inputs_and_follows_each_weight():
+    """An LSTM step's `[x, h] @ [W_x; W_h]`: one product, the kept copy rebuilt when either weight changes."""
+    from elmo_core.model.precision import _COPIES, bf16_matmul
+
+    torch.manual_seed(0)
+    w_x, w_h = (torch.nn.Parameter(torch.randn(96, k), requires_grad=False) for k in (64, 32))
+    with torch.inference_mode():
+        for rows in (1, 7, 190):
+            x = torch.randn(rows, 96).to(torch.bfloat16)
+            expected = torch.nn.functional.linear(x, torch.cat([w_x, w_h], dim=1).to(torch.bfloat16))
+            assert torch.equal(bf16_matmul(x, (w_x, w_h)), expected)
+        packed = _COPIES[(id(w_x), id(w_h), "packed")][2]
+        bf16_matmul(x, (w_x, w_h))
+        assert _COPIES[(id(w_x), id(w_h), "packed")][2] is packed  # packed once, not per call
+        for weight in (w_h, w_x):
+            weight.add_(1.0)
+            expected = torch.nn.functional.linear(x, torch.cat([w_x, w_h], dim=1).to(torch.bfloat16))
+            assert torch.equal(bf16_matmul(x, (w_x, w_h)), expected)
 
 
 def test_bf16_copy_of_a_trainable_weight_lives_for_one_pass():
