@@ -58,10 +58,28 @@ class Highway(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         bf16 = cpu_bf16_active(x)  # bf16 products, float32 gating (elmo_core.model.precision)
         for layer in cast(Iterable[nn.Linear], self.layers):
-            candidate, gate = (bf16_linear(x, layer) if bf16 else layer(x)).chunk(2, dim=-1)  # 2 x [..., F]
-            gate = torch.sigmoid(gate)
-            x = gate * torch.relu(candidate) + (1 - gate) * x
+            if bf16:  # the product in bf16, then the bias and the gating in one pass
+                y = bf16_matmul(x.to(torch.bfloat16).reshape(-1, self.size), layer.weight).view(*x.shape[:-1], -1)
+                x = bf16_highway_step(y, cast(torch.Tensor, layer.bias).detach(), x)
+            else:
+                x = highway_step(layer(x), None, x)
         return x
+
+
+def highway_step(y: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
+    """One highway layer from its product `y = x @ [W_transform; W_carry]`.
+
+    With `bias`, the bias is added to `y` in float32. Without, `y` holds it and keeps its dtype.
+
+    Shape: y [..., 2F], bias [2F], x [..., F] -> [..., F]
+    """
+    candidate, gate = (y if bias is None else y.float() + bias).chunk(2, dim=-1)  # 2 x [..., F]
+    gate = torch.sigmoid(gate)
+    return gate * torch.relu(candidate) + (1 - gate) * x
+
+
+bf16_highway_step = fused_kernel(highway_step, dynamic=True)
+"""`highway_step` in one pass: the same values as the eager operators."""
 
 
 TrainingPath = Callable[["CharCNN", torch.Tensor], torch.Tensor]
@@ -130,12 +148,27 @@ class CharCNN(nn.Module):
             return self.training_path(self, char_ids)
         table = self.embedding_table()
         bf16 = cpu_bf16_active(table)  # bf16 products, float32 results (elmo_core.model.precision)
+        if bf16:
+            return self._encode_bf16(table, char_ids)
         # Tokens are encoded one by one, so they go in blocks. A conv block bounds a bank's
         # output before the max-pool (6 MB for the original model's widest bank). The highway
         # and projection read their weights once per block: larger blocks (16 kB per token).
-        blocks = char_ids.split(BF16_BLOCK_TOKENS if bf16 else BLOCK_TOKENS)
-        features = torch.cat([self._convolve(table, block, bf16) for block in blocks])
-        return torch.cat([self._project(block, bf16) for block in features.split(HIGHWAY_BLOCK_TOKENS)])
+        features = torch.cat([self._convolve(table, block, False) for block in char_ids.split(BLOCK_TOKENS)])
+        return torch.cat([self._project(block, False) for block in features.split(HIGHWAY_BLOCK_TOKENS)])
+
+    def _encode_bf16(self, table: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
+        # Words shortest first, each block cut to its longest word's slots plus the widest
+        # bank's width: the windows cut off hold only padding, and every bank keeps one such
+        # window, so each max is the model's. Most words fill a fraction of the 50 slots.
+        real = (char_ids != PADDING_ID).sum(dim=1)  # [tokens] real slots, marks included
+        order = real.argsort(stable=True)
+        widest = max(cast(nn.Conv1d, conv).kernel_size[0] for conv in self.convolutions)
+        features = []
+        for block, block_real in zip(char_ids[order].split(BF16_BLOCK_TOKENS), real[order].split(BF16_BLOCK_TOKENS)):
+            slots = min(char_ids.shape[1], int(block_real.max()) + widest)
+            features.append(self._convolve(table, block[:, :slots], True))
+        vectors = torch.cat([self._project(block, True) for block in torch.cat(features).split(HIGHWAY_BLOCK_TOKENS)])
+        return vectors.index_select(0, order.argsort())  # back to the words' order
 
     def _convolve(self, table: torch.Tensor, char_ids: torch.Tensor, bf16: bool) -> torch.Tensor:
         x = F.embedding(char_ids, table)  # [tokens, W, E]
