@@ -4,7 +4,7 @@ For each precision, the biLM's tokens/s through `embed_sentences(model, sentence
 layers="top", batch_tokens=B)` and the fraction of the machine's square-GEMM rate of
 the same dtype it reaches. The GEMM (2048^3) is timed right before and right after each
 biLM run in this process, so a busy machine slows both alike. The precisions take turns
-in every round.
+in every round. The forward runs on exactly `--threads` threads (`set_thread_policy`).
 
 - fp32: the model as loaded.
 - bf16: the same model with `autocast_dtype=torch.bfloat16` (`elmo embed --precision bf16`);
@@ -51,7 +51,7 @@ from benchmarks.common import (
     shape_options,
     token_cosines,
 )
-from elmo_core import Elmo, embed_sentences, quantize_int8
+from elmo_core import Elmo, embed_sentences, quantize_int8, set_thread_policy
 from elmo_core.model.precision import cpu_bf16_support
 
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -204,6 +204,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    # Exactly --threads: the default policy ("auto") drops a thread when the machine looks busy.
+    set_thread_policy(args.threads)
     wanted = [args.profile] if args.profile else args.precisions
     if "bf16" in wanted and cpu_bf16_support() is None:
         print("This CPU has no native bf16 (AMX-BF16 or AVX512-BF16): bf16 is left out.")
