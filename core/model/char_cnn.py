@@ -18,7 +18,7 @@ from .capture import capturing
 from .characters import CHAR_ID_OFFSET, PADDING_CHARACTER
 from .kernels import fused_kernel
 from .options import BiLMOptions
-from .precision import WEIGHT_DTYPE, bf16_linear, bf16_matmul, cpu_bf16_active
+from .precision import WEIGHT_DTYPE, bf16_linear, bf16_matmul, bf16_product, cpu_bf16_active
 
 BLOCK_TOKENS = 32
 """Tokens per block of the convolutions without a gradient (see `CharCNN.forward`)."""
@@ -59,8 +59,7 @@ class Highway(nn.Module):
         bf16 = cpu_bf16_active(x)  # bf16 products, float32 gating (elmo_core.model.precision)
         for layer in cast(Iterable[nn.Linear], self.layers):
             if bf16:  # the product in bf16, then the bias and the gating in one pass
-                y = bf16_matmul(x.to(torch.bfloat16).reshape(-1, self.size), layer.weight).view(*x.shape[:-1], -1)
-                x = bf16_highway_step(y, cast(torch.Tensor, layer.bias).detach(), x)
+                x = bf16_highway_step(bf16_product(x, layer.weight), cast(torch.Tensor, layer.bias).detach(), x)
             else:
                 x = highway_step(layer(x), None, x)
         return x

@@ -164,15 +164,23 @@ def _joined_bf16(*weights: torch.Tensor) -> torch.Tensor:
     return torch.cat([w.flatten(1) for w in weights], dim=1).to(torch.bfloat16)
 
 
+def bf16_product(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """`bf16_matmul` of an input with any leading axes, as one 2-D product.
+
+    Shape: x [..., in] (any float dtype), weight [out, in] -> [..., out] bf16
+    """
+    # A strided 3-D bf16 input would go through a batched product that copies the weight
+    # once per batch entry.
+    rows = x.to(torch.bfloat16).reshape(-1, x.shape[-1])  # [rows, in]
+    return bf16_matmul(rows, weight).view(*x.shape[:-1], weight.shape[0])
+
+
 def bf16_linear(x: torch.Tensor, layer: nn.Linear, bias: bool = True) -> torch.Tensor:
     """`layer(x)` with a bf16 product, the bias added in float32.
 
     Shape: x [..., in] (any float dtype) -> [..., out] float32
     """
-    # As one 2-D product: a strided 3-D bf16 input would go through a batched product
-    # that copies the weight once per batch entry.
-    rows = x.to(torch.bfloat16).reshape(-1, x.shape[-1])  # [rows, in]
-    y = bf16_matmul(rows, layer.weight).float().reshape(*x.shape[:-1], layer.out_features)
+    y = bf16_product(x, layer.weight).float()
     if bias and layer.bias is not None:
         y += layer.bias
     return y
