@@ -15,7 +15,8 @@ in every round. The forward runs on exactly `--threads` threads (`set_thread_pol
 The biLM's FLOPs are `flops_per_position(options)` (docs/bilm_tf.md §11) times the
 positions run, `<S>` and `</S>` included. The model is the published shape with random
 weights read from the published hdf5 layout, built with the runtime's parts and no token
-cache: each batch encodes its own distinct words. `--profile MODE` prints where that mode's time goes instead.
+cache: each batch encodes its own distinct words. `--profile MODE` prints where that mode's
+time goes instead.
 
     .venv/bin/python -m benchmarks.bench_precision
     .venv/bin/python -m benchmarks.bench_precision --profile bf16 --sentences 300
